@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages costate builds, tests and runs with.
+# A no-op when they are already present. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libopenmpi-dev openmpi-bin
+  petsc-dev
+  libsundials-dev
+  libtrilinos-kokkos-dev
+  libeigen3-dev
+  libhdf5-openmpi-dev hdf5-tools
+  libyaml-cpp-dev
+  libcli11-dev
+  googletest libgtest-dev libgmock-dev
+  libbenchmark-dev
+  nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present" >&2
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; then
+  $SUDO apt-get update
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi

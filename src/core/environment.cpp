@@ -1,0 +1,57 @@
+#include "costate/core/environment.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <atomic>
+
+#include "costate/core/error.hpp"
+#include "petsc/petsc_runtime.hpp"
+
+namespace costate {
+namespace {
+std::atomic<bool> g_active{false};
+}
+
+bool Environment::active() { return g_active.load(); }
+
+Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
+  COSTATE_CHECK(!g_active.exchange(true),
+                "a costate::Environment is already alive in this process; create one per process");
+  int mpi_initialized = 0;
+  MPI_Initialized(&mpi_initialized);
+  if (!mpi_initialized) {
+    int provided = 0;
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) {
+      g_active = false;
+      throw Error("MPI_Init_thread failed with MPI error code " + std::to_string(rc));
+    }
+    owns_mpi_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+
+  if (options.petsc) owns_petsc_ = detail::petsc_initialize(argc, argv);
+
+  if (options.kokkos && !Kokkos::is_initialized()) {
+    if (argc != nullptr && argv != nullptr) {
+      Kokkos::initialize(*argc, *argv);
+    } else {
+      Kokkos::initialize();
+    }
+    owns_kokkos_ = true;
+  }
+}
+
+Environment::~Environment() {
+  if (owns_kokkos_ && Kokkos::is_initialized()) Kokkos::finalize();
+  if (owns_petsc_) detail::petsc_finalize();
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+  g_active = false;
+}
+
+}  // namespace costate
