@@ -1,0 +1,336 @@
+#pragma once
+/// \file
+/// ode::integrate — time integration of an ode::Problem with the explicit
+/// steppers, and ode::integrate_vector, the same driver on any
+/// costate::Vector right-hand side (serial or distributed).
+///
+/// Fixed-step methods shorten a step to land exactly on each output time and
+/// on t1. Adaptive Dormand–Prince reports output times by its dense output
+/// (so outputs never constrain the step) and lands exactly on t1. Its step
+/// controller is the PI controller of Hairer & Wanner's DOPRI5 (safety 0.9,
+/// factor limits [0.2, 10], β = 0.04), with Hairer's initial-step heuristic
+/// when IntegratorOptions::dt is 0.
+///
+/// A failed run is data, not an exception: Summary::termination tells why it
+/// ended (max steps, step-size underflow, non-finite state) with the time and
+/// step in Summary::message; the outputs reached so far are kept.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <span>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/ode/problem.hpp"
+#include "costate/ode/steppers/dopri5.hpp"
+#include "costate/ode/steppers/explicit_euler.hpp"
+#include "costate/ode/steppers/rk4.hpp"
+#include "costate/tensor/vector.hpp"
+
+namespace costate::ode {
+
+/// ODE states live on the host: models are plain C++ called on std::span.
+using HostVector = Vector<double, Kokkos::DefaultHostExecutionSpace>;
+
+namespace detail {
+
+inline std::string at_time(double t, std::int64_t step) {
+  std::ostringstream os;
+  os.precision(16);
+  os << "t = " << t << " (step " << step << ")";
+  return os.str();
+}
+
+/// Checks output times: finite, ascending, inside [t0, t1].
+inline void validate_output_times(std::span<const double> outputs, double t0, double t1) {
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    COSTATE_CHECK(std::isfinite(outputs[j]) && outputs[j] >= t0 && outputs[j] <= t1,
+                  "output time " << costate::detail::format_value(outputs[j]) << " (index " << j
+                                 << ") lies outside the interval ["
+                                 << costate::detail::format_value(t0) << ", "
+                                 << costate::detail::format_value(t1) << "]");
+    if (j > 0)
+      COSTATE_CHECK(outputs[j] > outputs[j - 1],
+                    "output times must be strictly ascending: times["
+                        << j - 1 << "] = " << costate::detail::format_value(outputs[j - 1])
+                        << ", times[" << j << "] = " << costate::detail::format_value(outputs[j]));
+  }
+}
+
+template <class V, class Rhs, class Output>
+void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
+               std::span<const double> outputs, Output& out, Summary& s) {
+  V y_new = y.clone();
+  std::size_t j = 0;
+  double t = t0;
+  // Between landings the step times are anchor + k dt, not running sums
+  // t += dt, so round-off cannot drift over many steps (a drift of n ε t
+  // would leave a sliver step before the target, e.g. dt = T/N taking N + 1
+  // steps).
+  double anchor = t0;
+  std::int64_t k = 0;
+  const double eps = std::numeric_limits<double>::epsilon();
+  while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
+  auto advance = [&](auto& stepper) {
+    while (t < t1) {
+      if (s.steps >= opt.max_steps) {
+        s.termination = Termination::MaxStepsReached;
+        s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
+                    at_time(t, s.steps) + "; raise max_steps or increase dt";
+        return;
+      }
+      const double target = j < outputs.size() ? outputs[j] : t1;
+      const double t_full = anchor + static_cast<double>(k + 1) * opt.dt;
+      // Land exactly on the target when a full step reaches it, with a slack
+      // (relative to dt, and a few ulps of the times) so that round-off in
+      // dt = T/N never leaves a sliver of a step.
+      const double slack =
+          1e-10 * opt.dt + 16.0 * eps * std::max(std::abs(target), std::abs(anchor));
+      const bool lands = t_full >= target - slack;
+      const double t_new = lands ? target : t_full;
+      const double h = t_new - t;
+      stepper.step(f, t, h, y, y_new);
+      if (lands) {
+        anchor = t_new;
+        k = 0;
+      } else {
+        ++k;
+      }
+      ++s.steps;
+      s.last_step = h;
+      if (!all_finite(y_new)) {
+        s.termination = Termination::NonFiniteState;
+        s.message = "the state became non-finite (NaN or Inf) at " + at_time(t_new, s.steps) +
+                    "; the step dt may be too large for stability, or the solution blows up";
+        s.final_time = t;
+        return;
+      }
+      std::swap(y, y_new);
+      t = t_new;
+      s.final_time = t;
+      while (j < outputs.size() && outputs[j] <= t) out(j++, t, y);
+      if (opt.on_step) opt.on_step(t);
+    }
+  };
+  if (opt.method == Method::ExplicitEuler) {
+    ExplicitEuler<V> stepper(y);
+    advance(stepper);
+  } else if (opt.method == Method::RK4) {
+    RK4<V> stepper(y);
+    advance(stepper);
+  } else {
+    // Dopri5 with fixed steps: the 5th-order solution, error estimate unused.
+    struct FixedDopri {
+      Dopri5<V> d;
+      void step(Rhs& f, double t, double h, const V& y, const V& y_new) {
+        d.start(f, t, y);
+        d.attempt(f, t, h, y, y_new);
+      }
+    } stepper{Dopri5<V>(y)};
+    advance(stepper);
+  }
+  s.final_time = t;
+}
+
+template <class V, class Rhs, class Output>
+void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
+                std::span<const double> outputs, Output& out, Summary& s) {
+  constexpr double kSafety = 0.9, kFacMin = 0.2, kFacMax = 10.0, kBeta = 0.04;
+  constexpr double kExpo1 = 0.2 - kBeta * 0.75;
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double hmax = opt.dt_max > 0.0 ? opt.dt_max : t1 - t0;
+
+  V atol = y.clone();
+  if (opt.atol_per_state.empty()) {
+    fill(atol, opt.atol);
+  } else {
+    auto host = Kokkos::create_mirror_view(atol.view());
+    for (std::size_t i = 0; i < atol.size(); ++i) host(i) = opt.atol_per_state[i];
+    Kokkos::deep_copy(atol.view(), host);
+  }
+  V y_new = y.clone();
+  V scratch = y.clone();
+  Dopri5<V> stepper(y);
+  std::size_t j = 0;
+  double t = t0;
+  while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
+  stepper.start(f, t, y);
+
+  double h = opt.dt;
+  if (h <= 0.0) {
+    // Hairer's initial step: balance ‖y0‖ against ‖f0‖ and the 2nd derivative.
+    V w = y.clone();
+    {
+      auto yv = y.view();
+      auto av = atol.view();
+      auto wv = w.view();
+      const double rtol = opt.rtol;
+      Kokkos::parallel_for(
+          "costate::dopri5::weights",
+          Kokkos::RangePolicy<typename V::execution_space>(0, y.size()),
+          KOKKOS_LAMBDA(std::size_t i) {
+            const double ay = yv(i) < 0 ? -yv(i) : yv(i);
+            wv(i) = 1.0 / (av(i) + rtol * ay);
+          });
+    }
+    const double dnf = wrms_norm(stepper.k1(), w);
+    const double dny = wrms_norm(y, w);
+    h = (dnf <= 1e-5 || dny <= 1e-5) ? 1e-6 : 0.01 * dny / dnf;
+    h = std::min(h, hmax);
+    linear_sum(scratch, 1.0, y, h, stepper.k1());
+    V f1 = y.clone();
+    f(t + h, scratch, f1);
+    linear_sum(f1, 1.0, f1, -1.0, stepper.k1());
+    const double der2 = wrms_norm(f1, w) / h;
+    const double der12 = std::max(std::abs(der2), dnf);
+    const double h1 = der12 <= 1e-15 ? std::max(1e-6, h * 1e-3) : std::pow(0.01 / der12, 0.2);
+    h = std::min({100.0 * h, h1, hmax});
+  }
+
+  double fac_old = 1e-4;
+  bool last_rejected = false;
+  while (t < t1) {
+    if (s.steps + s.rejected_steps >= opt.max_steps) {
+      s.termination = Termination::MaxStepsReached;
+      s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
+                  at_time(t, s.steps) +
+                  "; raise max_steps, loosen rtol/atol, or the problem may be stiff";
+      break;
+    }
+    h = std::min(h, hmax);
+    bool last = false;
+    if (t + 1.01 * h >= t1) {
+      h = t1 - t;
+      last = true;
+    }
+    const double h_floor = std::max(opt.dt_min, 16.0 * eps * std::max(std::abs(t), 1e-300));
+    if (h < h_floor) {
+      std::ostringstream os;
+      os.precision(6);
+      os << "step size " << h << " fell below the limit " << h_floor << " at "
+         << at_time(t, s.steps)
+         << "; the solution may blow up near this time, or the problem is too stiff for dopri5";
+      s.termination = Termination::StepSizeUnderflow;
+      s.message = os.str();
+      break;
+    }
+    stepper.attempt(f, t, h, y, y_new);
+    const double err = stepper.error_norm(y, y_new, opt.rtol, atol);
+    if (!std::isfinite(err)) {
+      // The trial state overflowed: shrink hard and retry.
+      ++s.rejected_steps;
+      last_rejected = true;
+      h *= kFacMin;
+      continue;
+    }
+    const double fac11 = std::pow(err, kExpo1);
+    double fac = fac11 / std::pow(fac_old, kBeta);
+    fac = std::clamp(fac / kSafety, 1.0 / kFacMax, 1.0 / kFacMin);
+    double h_new = h / fac;
+    if (err <= 1.0) {
+      fac_old = std::max(err, 1e-4);
+      ++s.steps;
+      s.last_step = h;
+      const double t_new = last ? t1 : t + h;
+      stepper.accept(h, y, y_new);
+      while (j < outputs.size() && outputs[j] <= t_new) {
+        const double t_out = outputs[j];
+        if (t_out == t_new) {
+          out(j, t_new, y_new);
+        } else {
+          stepper.interpolate((t_out - t) / h, scratch);
+          out(j, t_out, scratch);
+        }
+        ++j;
+      }
+      std::swap(y, y_new);
+      t = t_new;
+      s.final_time = t;
+      if (opt.on_step) opt.on_step(t);
+      if (last_rejected) h_new = std::min(h_new, h);
+      last_rejected = false;
+    } else {
+      h_new = h / std::min(1.0 / kFacMin, fac11 / kSafety);
+      ++s.rejected_steps;
+      last_rejected = true;
+    }
+    h = h_new;
+  }
+  s.final_time = t;
+}
+
+}  // namespace detail
+
+/// Integrates y' = f(t, y) from t0 to t1 in place on `y` (any costate::Vector
+/// type V, serial or distributed; collective when distributed). `f` is
+/// `void(double t, const V& y, const V& dydt)`; `out(j, t, y)` is called once
+/// per output time, in order. Returns the summary; `y` holds the state at
+/// Summary::final_time.
+template <class V, class Rhs, class Output>
+Summary integrate_vector(Rhs&& f, double t0, double t1, V& y, const IntegratorOptions& options,
+                         std::span<const double> output_times, Output&& out) {
+  COSTATE_CHECK(std::isfinite(t0) && std::isfinite(t1) && t1 > t0,
+                "time.end must be greater than time.start: start = "
+                    << costate::detail::format_value(t0)
+                    << ", end = " << costate::detail::format_value(t1));
+  options.validate(y.size());
+  detail::validate_output_times(output_times, t0, t1);
+  Summary s;
+  s.method = options.method;
+  s.final_time = t0;
+  auto start = std::chrono::steady_clock::now();
+  auto counted = [&](double t, const V& yy, const V& dydt) {
+    ++s.rhs_evaluations;
+    f(t, yy, dydt);
+  };
+  if (!all_finite(y)) {
+    s.termination = Termination::NonFiniteState;
+    s.message = "the initial state is not finite";
+    return s;
+  }
+  if (options.fixed_step()) {
+    detail::run_fixed(counted, t0, t1, y, options, output_times, out, s);
+  } else {
+    detail::run_dopri5(counted, t0, t1, y, options, output_times, out, s);
+  }
+  s.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (s.success()) s.message = "reached t1";
+  return s;
+}
+
+/// Integrates an ode::Problem with the given options; returns the trajectory
+/// at the problem's output times (t0 and t1 when none are given) and the
+/// summary. Throws costate::Error on invalid settings (see
+/// IntegratorOptions::validate), never on a numerical failure.
+template <Model M>
+Solution integrate(const Problem<M>& problem, const IntegratorOptions& options = {}) {
+  const std::size_t n = problem.n_states();
+  COSTATE_CHECK(n > 0, "the problem has no states (empty y0)");
+  std::vector<double> default_outputs{problem.t0(), problem.t1()};
+  std::span<const double> outputs =
+      problem.output_times.empty() ? std::span<const double>(default_outputs)
+                                   : std::span<const double>(problem.output_times);
+  HostVector y = HostVector::from(std::span<const double>(problem.y0));
+  const std::span<const double> p(problem.p);
+  auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
+    problem.model.template rhs<double>(t, std::span<const double>(yy.data(), yy.size()), p,
+                                       std::span<double>(dydt.data(), dydt.size()));
+  };
+  Solution sol;
+  sol.n_states = n;
+  sol.t.reserve(outputs.size());
+  sol.y.reserve(outputs.size() * n);
+  auto record = [&](std::size_t, double t, const HostVector& state) {
+    sol.t.push_back(t);
+    sol.y.insert(sol.y.end(), state.data(), state.data() + n);
+  };
+  sol.summary = integrate_vector(rhs, problem.t0(), problem.t1(), y, options, outputs, record);
+  return sol;
+}
+
+}  // namespace costate::ode

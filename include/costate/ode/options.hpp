@@ -1,0 +1,111 @@
+#pragma once
+/// \file
+/// Integrator settings and results: ode::Method, ode::IntegratorOptions,
+/// ode::Termination, ode::Summary, ode::Solution.
+///
+/// Input-file keys mirror the fields: `integrator.rtol` ↔
+/// IntegratorOptions::rtol, `integrator.method` ↔ IntegratorOptions::method.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace costate::ode {
+
+/// Time-stepping method.
+enum class Method {
+  ExplicitEuler,  ///< "euler": fixed step, order 1
+  RK4,            ///< "rk4": classical Runge–Kutta, fixed step, order 4
+  Dopri5,         ///< "dopri5": Dormand–Prince 5(4), adaptive, FSAL, 4th-order dense output
+};
+
+std::string to_string(Method method);
+/// Parses "euler" | "rk4" | "dopri5"; the error lists the valid names.
+Method method_from_string(std::string_view name);
+/// All methods, in declaration order.
+std::span<const Method> all_methods();
+/// Classical order of accuracy of the method's solution.
+int order(Method method);
+/// True for the methods that adapt their step to rtol/atol.
+bool is_adaptive(Method method);
+
+struct IntegratorOptions {
+  Method method = Method::Dopri5;
+  /// Relative tolerance of adaptive methods (> 0).
+  double rtol = 1e-6;
+  /// Scalar absolute tolerance (> 0), used when atol_per_state is empty.
+  double atol = 1e-9;
+  /// Per-state absolute tolerances (each > 0); overrides atol when given.
+  std::vector<double> atol_per_state{};
+  /// Step size of fixed-step methods (> 0, required by euler/rk4; with
+  /// dopri5 and adaptive = false the fixed step). For adaptive dopri5, the
+  /// first step (0: chosen automatically, Hairer's initial-step heuristic).
+  double dt = 0.0;
+  /// Adaptive step control for dopri5; false makes it a fixed-step method.
+  bool adaptive = true;
+  /// Largest step an adaptive method may take (0: no limit but t1 − t0).
+  double dt_max = 0.0;
+  /// Steps smaller than this end the run with StepSizeUnderflow (0: only the
+  /// round-off limit 16 ε |t|).
+  double dt_min = 0.0;
+  /// Accepted + rejected steps after which the run stops (MaxStepsReached).
+  std::int64_t max_steps = 10'000'000;
+
+  /// Called after each accepted step with the new time (progress reports).
+  /// Not a setting: never written to output.
+  std::function<void(double t)> on_step{};
+
+  /// Throws costate::Error naming the field, its value and the rule broken.
+  /// `n_states` checks the length of atol_per_state.
+  void validate(std::size_t n_states) const;
+  /// True when the chosen method uses fixed steps.
+  bool fixed_step() const;
+};
+
+/// Why integration ended.
+enum class Termination {
+  Success,            ///< reached t1
+  MaxStepsReached,    ///< IntegratorOptions::max_steps exhausted
+  StepSizeUnderflow,  ///< adaptive step fell below dt_min or round-off
+  NonFiniteState,     ///< the state became NaN or infinite
+};
+std::string to_string(Termination termination);
+
+struct Summary {
+  Termination termination = Termination::Success;
+  /// Readable explanation, with time and step number when it failed.
+  std::string message;
+  Method method = Method::Dopri5;
+  std::int64_t steps = 0;           ///< accepted steps
+  std::int64_t rejected_steps = 0;  ///< steps rejected by the error control
+  std::int64_t rhs_evaluations = 0;
+  double final_time = 0.0;  ///< time the solution reached
+  double last_step = 0.0;   ///< size of the last accepted step
+  double wall_seconds = 0.0;
+
+  bool success() const { return termination == Termination::Success; }
+  /// One-line report: "dopri5: success at t = 10 after 123 steps (4 rejected), 745 rhs evaluations".
+  std::string brief_report() const;
+};
+
+/// The trajectory at the requested output times (row-major: state k of
+/// output j is y[j * n_states + k]) and the summary. When integration
+/// stopped early, only the outputs reached are present.
+struct Solution {
+  std::vector<double> t;
+  std::vector<double> y;
+  std::size_t n_states = 0;
+  Summary summary;
+
+  std::size_t n_outputs() const { return t.size(); }
+  std::span<const double> state(std::size_t j) const {
+    return std::span<const double>(y).subspan(j * n_states, n_states);
+  }
+};
+
+}  // namespace costate::ode

@@ -1,0 +1,98 @@
+#include "costate/ode/options.hpp"
+
+#include <array>
+#include <cmath>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+
+namespace costate::ode {
+namespace {
+constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5};
+}
+
+std::string to_string(Method method) {
+  switch (method) {
+    case Method::ExplicitEuler: return "euler";
+    case Method::RK4: return "rk4";
+    case Method::Dopri5: return "dopri5";
+  }
+  return "unknown";
+}
+
+std::span<const Method> all_methods() { return kMethods; }
+
+Method method_from_string(std::string_view name) {
+  std::string valid;
+  for (Method m : kMethods) {
+    if (to_string(m) == name) return m;
+    valid += (valid.empty() ? "" : ", ") + to_string(m);
+  }
+  throw Error("unknown integrator method '" + std::string(name) + "'; valid methods: " + valid);
+}
+
+int order(Method method) {
+  switch (method) {
+    case Method::ExplicitEuler: return 1;
+    case Method::RK4: return 4;
+    case Method::Dopri5: return 5;
+  }
+  return 0;
+}
+
+bool is_adaptive(Method method) { return method == Method::Dopri5; }
+
+bool IntegratorOptions::fixed_step() const { return !is_adaptive(method) || !adaptive; }
+
+void IntegratorOptions::validate(std::size_t n_states) const {
+  auto positive = [](const char* field, double v) {
+    COSTATE_CHECK(std::isfinite(v) && v > 0.0,
+                  "integrator." << field << " = " << detail::format_value(v)
+                                << " is invalid: it must be a positive finite number");
+  };
+  auto non_negative = [](const char* field, double v) {
+    COSTATE_CHECK(std::isfinite(v) && v >= 0.0,
+                  "integrator." << field << " = " << detail::format_value(v)
+                                << " is invalid: it must be >= 0 and finite");
+  };
+  positive("rtol", rtol);
+  positive("atol", atol);
+  if (!atol_per_state.empty()) {
+    COSTATE_CHECK(atol_per_state.size() == n_states,
+                  "integrator.atol has " << atol_per_state.size() << " entries but the model has "
+                                         << n_states << " states; give one value or one per state");
+    for (double a : atol_per_state) positive("atol[i]", a);
+  }
+  non_negative("dt", dt);
+  non_negative("dt_max", dt_max);
+  non_negative("dt_min", dt_min);
+  if (fixed_step()) {
+    COSTATE_CHECK(dt > 0.0, "integrator.dt is required (> 0) for the fixed-step method '"
+                                << to_string(method) << "'"
+                                << (is_adaptive(method) ? " with adaptive: false" : ""));
+  }
+  COSTATE_CHECK(max_steps > 0,
+                "integrator.max_steps = " << max_steps << " is invalid: it must be positive");
+}
+
+std::string to_string(Termination termination) {
+  switch (termination) {
+    case Termination::Success: return "success";
+    case Termination::MaxStepsReached: return "max_steps_reached";
+    case Termination::StepSizeUnderflow: return "step_size_underflow";
+    case Termination::NonFiniteState: return "non_finite_state";
+  }
+  return "unknown";
+}
+
+std::string Summary::brief_report() const {
+  std::ostringstream os;
+  os.precision(10);
+  os << to_string(method) << ": " << to_string(termination) << " at t = " << final_time
+     << " after " << steps << " steps (" << rejected_steps << " rejected), " << rhs_evaluations
+     << " rhs evaluations";
+  if (!success() && !message.empty()) os << " — " << message;
+  return os.str();
+}
+
+}  // namespace costate::ode
