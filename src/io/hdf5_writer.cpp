@@ -1,0 +1,171 @@
+#include "io/hdf5_writer.hpp"
+
+#include <hdf5.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "costate/config.hpp"
+#include "costate/core/error.hpp"
+
+namespace costate::io {
+namespace {
+
+/// Owns one HDF5 identifier; closes it with the matching H5?close.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
+    if (id_ < 0) throw Error("HDF5: could not " + what);
+  }
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle& operator=(Handle&&) = delete;
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void check(herr_t status, const std::string& what) {
+  if (status < 0) throw Error("HDF5: could not " + what);
+}
+
+Handle string_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "create a string type");
+  check(H5Tset_size(t, H5T_VARIABLE), "set string size");
+  check(H5Tset_cset(t, H5T_CSET_UTF8), "set string charset");
+  return t;
+}
+
+void write_doubles(hid_t loc, const std::string& name, const std::vector<double>& data,
+                   std::vector<hsize_t> dims) {
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+               "create dataspace for " + name);
+  Handle ds(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose, "create dataset " + name);
+  if (!data.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
+          "write dataset " + name);
+}
+
+void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& values,
+                   bool as_attribute) {
+  Handle type = string_type();
+  const hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "create dataspace for " + name);
+  std::vector<const char*> ptrs;
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  if (as_attribute) {
+    Handle a(H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+             "create attribute " + name);
+    check(H5Awrite(a, type, ptrs.data()), "write attribute " + name);
+  } else {
+    Handle d(H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose, "create dataset " + name);
+    check(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write dataset " + name);
+  }
+}
+
+void write_string_scalar(hid_t loc, const std::string& name, const std::string& value,
+                         bool as_attribute) {
+  Handle type = string_type();
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "create scalar dataspace");
+  const char* ptr = value.c_str();
+  if (as_attribute) {
+    Handle a(H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+             "create attribute " + name);
+    check(H5Awrite(a, type, &ptr), "write attribute " + name);
+  } else {
+    Handle d(H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose, "create dataset " + name);
+    check(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &ptr), "write dataset " + name);
+  }
+}
+
+template <class T>
+void write_scalar_attribute(hid_t loc, const std::string& name, T value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "create scalar dataspace");
+  const hid_t file_type = std::is_floating_point_v<T> ? H5T_IEEE_F64LE : H5T_STD_I64LE;
+  const hid_t mem_type = std::is_floating_point_v<T> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
+  Handle a(H5Acreate2(loc, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+           "create attribute " + name);
+  if constexpr (std::is_floating_point_v<T>) {
+    const double v = value;
+    check(H5Awrite(a, mem_type, &v), "write attribute " + name);
+  } else {
+    const std::int64_t v = value;
+    check(H5Awrite(a, mem_type, &v), "write attribute " + name);
+  }
+}
+
+void write_file(const std::string& path, const RunConfig& cfg, const ode::Solution& sol) {
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+              "create file '" + path + "'");
+  const hsize_t n = sol.t.size();
+  const hsize_t m = sol.n_states;
+  write_doubles(file, "time", sol.t, {n});
+  write_doubles(file, "state", sol.y, {n, m});
+  {
+    Handle ds(H5Dopen2(file, "state", H5P_DEFAULT), H5Dclose, "open dataset state");
+    write_strings(ds, "names", cfg.state_names, true);
+  }
+  write_strings(file, "state_names", cfg.state_names, false);
+  write_doubles(file, "parameters", cfg.parameters, {cfg.parameters.size()});
+  {
+    Handle ds(H5Dopen2(file, "parameters", H5P_DEFAULT), H5Dclose, "open dataset parameters");
+    write_strings(ds, "names", cfg.parameter_names, true);
+  }
+  write_strings(file, "parameter_names", cfg.parameter_names, false);
+  write_doubles(file, "initial_state", cfg.initial_state, {cfg.initial_state.size()});
+  write_string_scalar(file, "settings", cfg.to_yaml(), false);
+
+  Handle summary(H5Gcreate2(file, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                 "create group summary");
+  const ode::Summary& s = sol.summary;
+  write_string_scalar(summary, "method", ode::to_string(s.method), true);
+  write_string_scalar(summary, "termination", ode::to_string(s.termination), true);
+  write_string_scalar(summary, "message", s.message, true);
+  write_scalar_attribute(summary, "steps", s.steps);
+  write_scalar_attribute(summary, "rejected_steps", s.rejected_steps);
+  write_scalar_attribute(summary, "rhs_evaluations", s.rhs_evaluations);
+  write_scalar_attribute(summary, "final_time", s.final_time);
+  write_scalar_attribute(summary, "wall_seconds", s.wall_seconds);
+
+  write_string_scalar(file, "costate_version", COSTATE_VERSION_STRING, true);
+  write_string_scalar(file, "command", "run", true);
+  write_string_scalar(file, "model", cfg.model, true);
+  write_string_scalar(file, "input_file", cfg.input_path, true);
+  write_string_scalar(file, "status", "complete", true);
+  check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush '" + path + "'");
+}
+
+}  // namespace
+
+void write_run_hdf5(const std::string& path, const RunConfig& config,
+                    const ode::Solution& solution) {
+  COSTATE_CHECK(!path.empty(), "write_run_hdf5: empty output path");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as costate::Error
+  const std::string partial = path + ".partial";
+  try {
+    write_file(partial, config, solution);
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot move the finished output into place: " + ec.message());
+  }
+}
+
+}  // namespace costate::io

@@ -1,0 +1,451 @@
+#include "io/input.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/models.hpp"
+
+namespace costate::io {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // Close enough to be a typo: at most a third of the word, and at least 2.
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  return best_d <= limit ? best : std::string{};
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    default: return "an undefined value";
+  }
+}
+
+std::string fmt(double v) { return detail::format_value(v); }
+
+/// Where keys came from, for error messages.
+class Context {
+ public:
+  std::string path;
+  std::map<std::string, std::string> overrides;  // key path -> "key=value"
+
+  std::string where(const YAML::Node& node, const std::string& key) const {
+    for (const auto& [k, text] : overrides) {
+      if (key == k || key.rfind(k + ".", 0) == 0 || key.rfind(k + "[", 0) == 0)
+        return "--set " + text;
+    }
+    if (node.IsDefined()) {
+      const YAML::Mark m = node.Mark();
+      if (!m.is_null())
+        return path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    }
+    return path;
+  }
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& key,
+                         const std::string& message) const {
+    throw Error(where(node, key) + ": " + key + ": " + message);
+  }
+
+  /// Unknown keys in `map` (whose dotted path is `prefix`) are errors that
+  /// suggest the nearest valid key.
+  void check_keys(const YAML::Node& map, const std::string& prefix,
+                  const std::vector<std::string>& valid) const {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const std::string k = it->first.Scalar();
+      if (std::find(valid.begin(), valid.end(), k) != valid.end()) continue;
+      const std::string full = prefix.empty() ? k : prefix + "." + k;
+      std::string msg = "unknown key '" + full + "'";
+      const std::string near = nearest(k, valid);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      msg += " Valid keys" + (prefix.empty() ? std::string{} : " in '" + prefix + "'") + ": " +
+             join(valid);
+      throw Error(where(it->first, full) + ": " + msg);
+    }
+  }
+
+  void expect_map(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsMap()) fail(node, key, "expected a map of keys, got " + describe(node));
+  }
+
+  double number(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(node, key, "expected a number, got " + describe(node));
+    double v = 0.0;
+    if (!YAML::convert<double>::decode(node, v))
+      fail(node, key, "expected a number, got " + describe(node));
+    if (!std::isfinite(v)) fail(node, key, "expected a finite number, got " + describe(node));
+    return v;
+  }
+
+  double positive(const YAML::Node& node, const std::string& key) const {
+    const double v = number(node, key);
+    if (!(v > 0.0)) fail(node, key, "must be positive, got " + fmt(v));
+    return v;
+  }
+
+  double non_negative(const YAML::Node& node, const std::string& key) const {
+    const double v = number(node, key);
+    if (v < 0.0) fail(node, key, "must be >= 0, got " + fmt(v));
+    return v;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar() || node.Scalar().empty())
+      fail(node, key, "expected a string, got " + describe(node));
+    return node.Scalar();
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    bool b = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, b))
+      fail(node, key, "expected true or false, got " + describe(node));
+    return b;
+  }
+
+  long long integer(const YAML::Node& node, const std::string& key) const {
+    long long v = 0;
+    if (!node.IsScalar() || !YAML::convert<long long>::decode(node, v))
+      fail(node, key, "expected an integer, got " + describe(node));
+    return v;
+  }
+};
+
+void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--set " + text + ": expected key=value, e.g. --set integrator.rtol=1e-10");
+  const std::string key = text.substr(0, eq);
+  const std::string value = text.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty())
+      throw Error("--set " + text + ": the key '" + key + "' has an empty component");
+    parts.push_back(part);
+  }
+  YAML::Node value_node;
+  try {
+    value_node = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    value_node = YAML::Node(value);
+  }
+  if (value_node.IsNull() && !value.empty() && value != "~" && value != "null")
+    value_node = YAML::Node(value);
+  YAML::Node cur;
+  cur.reset(root);
+  std::string walked;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    if (!cur.IsMap())
+      throw Error("--set " + text + ": '" + walked + "' cannot hold keys (it is not a map)");
+    YAML::Node child = cur[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      child = cur[parts[i]];
+    } else if (!child.IsMap()) {
+      throw Error("--set " + text + ": '" + walked + "' is not a map, so it has no key '" +
+                  parts[i + 1] + "'");
+    }
+    cur.reset(child);
+  }
+  if (!cur.IsMap() && !cur.IsNull())
+    throw Error("--set " + text + ": cannot set '" + key + "'");
+  cur[parts.back()] = value_node;
+  ctx.overrides[key] = text;
+}
+
+std::vector<double> output_grid(double start, double end, double every) {
+  std::vector<double> out;
+  const double span = end - start;
+  const auto n = static_cast<long long>(std::floor(span / every * (1.0 + 1e-12)));
+  for (long long k = 0; k <= n; ++k) out.push_back(start + static_cast<double>(k) * every);
+  // The last grid point may miss end by round-off: snap, or append end.
+  if (end - out.back() <= 1e-9 * every)
+    out.back() = end;
+  else
+    out.push_back(end);
+  return out;
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Context ctx;
+  ctx.path = path;
+  RunConfig cfg;
+  cfg.input_path = path;
+
+  // 1. Read and parse.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(path + ": input file not found");
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(path + ": is a directory, expected a YAML input file");
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open input file for reading");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  }
+  if (root.IsNull())
+    throw Error(path + ": the file is empty; expected a map with at least 'model' and 'time'");
+  if (!root.IsMap())
+    throw Error(ctx.where(root, "") + ": expected a map of settings at the top level, got " +
+                describe(root));
+  for (const auto& o : overrides) apply_override(root, o, ctx);
+
+  ctx.check_keys(root, "", {"description", "model", "parameters", "initial_state", "time",
+                            "integrator", "output"});
+
+  // 2. Model.
+  if (root["description"]) cfg.description = ctx.string(root["description"], "description");
+  const YAML::Node model = root["model"];
+  if (!model) throw Error(path + ": missing required key 'model' (a built-in model name)");
+  cfg.model = ctx.string(model, "model");
+  std::vector<std::string> model_names;
+  for (const auto& m : ode::builtin_models()) model_names.push_back(m.name);
+  if (std::find(model_names.begin(), model_names.end(), cfg.model) == model_names.end()) {
+    std::string msg = "unknown model '" + cfg.model + "'";
+    const std::string near = nearest(cfg.model, model_names);
+    if (!near.empty()) msg += "; did you mean '" + near + "'?";
+    ctx.fail(model, "model", msg + " Built-in models: " + join(model_names));
+  }
+  const ode::ModelInfo& info = ode::builtin_model(cfg.model);
+  cfg.state_names = info.state_names;
+  cfg.parameter_names = info.parameter_names;
+  cfg.parameters = info.default_parameters;
+  cfg.initial_state = info.default_initial_state;
+
+  // 3. Parameters: name -> value; unnamed ones keep the model's defaults.
+  if (const YAML::Node params = root["parameters"]) {
+    ctx.expect_map(params, "parameters");
+    ctx.check_keys(params, "parameters", info.parameter_names);
+    for (std::size_t i = 0; i < info.parameter_names.size(); ++i) {
+      const std::string& name = info.parameter_names[i];
+      if (params[name]) cfg.parameters[i] = ctx.number(params[name], "parameters." + name);
+    }
+  }
+
+  // 4. Initial state: a map name -> value, or a list with one value per state.
+  if (const YAML::Node y0 = root["initial_state"]) {
+    if (y0.IsSequence()) {
+      if (y0.size() != info.state_names.size())
+        ctx.fail(y0, "initial_state",
+                 "has " + std::to_string(y0.size()) + " values but model '" + cfg.model +
+                     "' has " + std::to_string(info.state_names.size()) + " states (" +
+                     join(info.state_names) + ")");
+      for (std::size_t i = 0; i < y0.size(); ++i)
+        cfg.initial_state[i] = ctx.number(y0[i], "initial_state[" + std::to_string(i) + "]");
+    } else if (y0.IsMap()) {
+      ctx.check_keys(y0, "initial_state", info.state_names);
+      for (std::size_t i = 0; i < info.state_names.size(); ++i) {
+        const std::string& name = info.state_names[i];
+        if (y0[name]) cfg.initial_state[i] = ctx.number(y0[name], "initial_state." + name);
+      }
+    } else {
+      ctx.fail(y0, "initial_state",
+               "expected a map (state name -> value) or a list of " +
+                   std::to_string(info.state_names.size()) + " numbers, got " + describe(y0));
+    }
+  }
+
+  // 5. Time interval and output times.
+  const YAML::Node time = root["time"];
+  if (!time) throw Error(path + ": missing required key 'time' (with at least 'end')");
+  ctx.expect_map(time, "time");
+  ctx.check_keys(time, "time", {"start", "end", "output_every", "outputs"});
+  if (time["start"]) cfg.t_start = ctx.number(time["start"], "time.start");
+  if (!time["end"]) ctx.fail(time, "time", "missing required key 'end'");
+  cfg.t_end = ctx.number(time["end"], "time.end");
+  if (!(cfg.t_end > cfg.t_start))
+    ctx.fail(time["end"], "time.end",
+             "must be greater than time.start: start = " + fmt(cfg.t_start) +
+                 ", end = " + fmt(cfg.t_end));
+  if (time["output_every"] && time["outputs"])
+    ctx.fail(time["outputs"], "time.outputs",
+             "give either 'output_every' or 'outputs', not both");
+  if (time["output_every"]) {
+    const double every = ctx.positive(time["output_every"], "time.output_every");
+    if ((cfg.t_end - cfg.t_start) / every > 1e7)
+      ctx.fail(time["output_every"], "time.output_every",
+               "would produce more than 1e7 outputs; choose a larger spacing");
+    cfg.output_times = output_grid(cfg.t_start, cfg.t_end, every);
+  } else if (const YAML::Node outs = time["outputs"]) {
+    if (!outs.IsSequence() || outs.size() == 0)
+      ctx.fail(outs, "time.outputs", "expected a non-empty list of times, got " + describe(outs));
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const std::string key = "time.outputs[" + std::to_string(j) + "]";
+      const double tj = ctx.number(outs[j], key);
+      if (tj < cfg.t_start || tj > cfg.t_end)
+        ctx.fail(outs[j], key,
+                 "output time " + fmt(tj) + " lies outside [" + fmt(cfg.t_start) + ", " +
+                     fmt(cfg.t_end) + "]");
+      if (!cfg.output_times.empty() && tj <= cfg.output_times.back())
+        ctx.fail(outs[j], key,
+                 "output times must be strictly ascending (" + fmt(cfg.output_times.back()) +
+                     " then " + fmt(tj) + ")");
+      cfg.output_times.push_back(tj);
+    }
+  } else {
+    cfg.output_times = {cfg.t_start, cfg.t_end};
+  }
+
+  // 6. Integrator.
+  ode::IntegratorOptions& opt = cfg.integrator;
+  if (const YAML::Node integ = root["integrator"]) {
+    ctx.expect_map(integ, "integrator");
+    ctx.check_keys(integ, "integrator",
+                   {"method", "rtol", "atol", "dt", "adaptive", "dt_max", "dt_min", "max_steps"});
+    if (integ["method"]) {
+      const std::string m = ctx.string(integ["method"], "integrator.method");
+      std::vector<std::string> names;
+      for (ode::Method x : ode::all_methods()) names.push_back(ode::to_string(x));
+      auto it = std::find(names.begin(), names.end(), m);
+      if (it == names.end()) {
+        std::string msg = "unknown method '" + m + "'";
+        const std::string near = nearest(m, names);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(integ["method"], "integrator.method", msg + " Valid methods: " + join(names));
+      }
+      opt.method = ode::method_from_string(m);
+    }
+    if (integ["rtol"]) opt.rtol = ctx.positive(integ["rtol"], "integrator.rtol");
+    if (const YAML::Node atol = integ["atol"]) {
+      if (atol.IsScalar()) {
+        opt.atol = ctx.positive(atol, "integrator.atol");
+      } else if (atol.IsSequence()) {
+        if (atol.size() != cfg.state_names.size())
+          ctx.fail(atol, "integrator.atol",
+                   "has " + std::to_string(atol.size()) + " values but the model has " +
+                       std::to_string(cfg.state_names.size()) + " states (" +
+                       join(cfg.state_names) + "); give one number or one per state");
+        for (std::size_t i = 0; i < atol.size(); ++i)
+          opt.atol_per_state.push_back(
+              ctx.positive(atol[i], "integrator.atol[" + std::to_string(i) + "]"));
+      } else if (atol.IsMap()) {
+        ctx.check_keys(atol, "integrator.atol", cfg.state_names);
+        opt.atol_per_state.assign(cfg.state_names.size(), opt.atol);
+        for (std::size_t i = 0; i < cfg.state_names.size(); ++i) {
+          const std::string& name = cfg.state_names[i];
+          if (atol[name])
+            opt.atol_per_state[i] = ctx.positive(atol[name], "integrator.atol." + name);
+        }
+      } else {
+        ctx.fail(atol, "integrator.atol",
+                 "expected a number, a list with one per state, or a map state -> number, got " +
+                     describe(atol));
+      }
+    }
+    if (integ["dt"]) opt.dt = ctx.positive(integ["dt"], "integrator.dt");
+    if (integ["adaptive"]) opt.adaptive = ctx.boolean(integ["adaptive"], "integrator.adaptive");
+    if (integ["dt_max"]) opt.dt_max = ctx.non_negative(integ["dt_max"], "integrator.dt_max");
+    if (integ["dt_min"]) opt.dt_min = ctx.non_negative(integ["dt_min"], "integrator.dt_min");
+    if (integ["max_steps"]) {
+      const long long n = ctx.integer(integ["max_steps"], "integrator.max_steps");
+      if (n <= 0)
+        ctx.fail(integ["max_steps"], "integrator.max_steps",
+                 "must be a positive integer, got " + std::to_string(n));
+      opt.max_steps = n;
+    }
+    if (opt.fixed_step() && opt.dt <= 0.0)
+      ctx.fail(integ, "integrator",
+               "method '" + ode::to_string(opt.method) +
+                   (ode::is_adaptive(opt.method) ? "' with adaptive: false" : "'") +
+                   " takes fixed steps: set integrator.dt (> 0)");
+  } else {
+    // Defaults only.
+  }
+  opt.validate(cfg.state_names.size());
+
+  // 7. Output.
+  if (const YAML::Node output = root["output"]) {
+    ctx.expect_map(output, "output");
+    ctx.check_keys(output, "output", {"file"});
+    if (output["file"]) cfg.output_file = ctx.string(output["file"], "output.file");
+  }
+  return cfg;
+}
+
+std::string RunConfig::to_yaml() const {
+  YAML::Emitter e;
+  e.SetDoublePrecision(17);
+  e << YAML::BeginMap;
+  e << YAML::Key << "model" << YAML::Value << model;
+  e << YAML::Key << "parameters" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < parameter_names.size(); ++i)
+    e << YAML::Key << parameter_names[i] << YAML::Value << parameters[i];
+  e << YAML::EndMap;
+  e << YAML::Key << "initial_state" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < state_names.size(); ++i)
+    e << YAML::Key << state_names[i] << YAML::Value << initial_state[i];
+  e << YAML::EndMap;
+  e << YAML::Key << "time" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "start" << YAML::Value << t_start;
+  e << YAML::Key << "end" << YAML::Value << t_end;
+  e << YAML::Key << "outputs" << YAML::Value << YAML::Flow << output_times;
+  e << YAML::EndMap;
+  e << YAML::Key << "integrator" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "method" << YAML::Value << ode::to_string(integrator.method);
+  e << YAML::Key << "rtol" << YAML::Value << integrator.rtol;
+  if (integrator.atol_per_state.empty()) {
+    e << YAML::Key << "atol" << YAML::Value << integrator.atol;
+  } else {
+    e << YAML::Key << "atol" << YAML::Value << YAML::Flow << integrator.atol_per_state;
+  }
+  e << YAML::Key << "dt" << YAML::Value << integrator.dt;
+  e << YAML::Key << "adaptive" << YAML::Value << integrator.adaptive;
+  e << YAML::Key << "dt_max" << YAML::Value << integrator.dt_max;
+  e << YAML::Key << "dt_min" << YAML::Value << integrator.dt_min;
+  e << YAML::Key << "max_steps" << YAML::Value << static_cast<long long>(integrator.max_steps);
+  e << YAML::EndMap;
+  e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "file" << YAML::Value << output_file;
+  e << YAML::EndMap;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace costate::io
