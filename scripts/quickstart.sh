@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up costate on a fresh Debian 12 machine and runs the default example:
+# installs the Debian packages, builds (Release), integrates Lotka–Volterra,
+# prints the result and writes lotka_volterra.h5 in the current directory.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${COSTATE_BUILD_DIR:-$root/build}"
+jobs="${COSTATE_JOBS:-$(nproc)}"
+
+"$root/scripts/install-deps.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$jobs" --target costate_cli
+"$build/bin/costate" run "$root/data/examples/lotka_volterra.yaml"
+echo
+echo "HDF5 output (h5ls -r lotka_volterra.h5):"
+h5ls -r lotka_volterra.h5
