@@ -236,7 +236,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       ++s.steps;
       s.last_step = h;
       const double t_new = last ? t1 : t + h;
-      stepper.accept(h, y, y_new);
+      stepper.accept(h, y, y_new, j < outputs.size() && outputs[j] < t_new);
       while (j < outputs.size() && outputs[j] <= t_new) {
         const double t_out = outputs[j];
         if (t_out == t_new) {

@@ -23,6 +23,7 @@
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -106,12 +107,65 @@ class Vector {
 
 namespace detail {
 template <class V>
-void check_same_size(const V& a, const V& b, const char* op) {
+[[gnu::cold, gnu::noinline]] void size_mismatch(const V& a, const V& b, const char* op) {
   COSTATE_CHECK_EQ(a.size(), b.size(), op << ": operands have different local sizes");
+}
+template <class V>
+inline void check_same_size(const V& a, const V& b, const char* op) {
+  if (a.size() != b.size()) [[unlikely]]
+    size_mismatch(a, b, op);
 }
 template <class V>
 auto policy(const V& v) {
   return Kokkos::RangePolicy<typename V::execution_space>(0, v.size());
+}
+
+/// Kernels on Kokkos::Serial run as plain inline loops: the same arithmetic
+/// in the same order, without the per-launch cost of Kokkos' dispatch and
+/// profiling hooks (which dominates for the small states of ODEs).
+template <class E>
+inline constexpr bool kRunsInline =
+#if defined(KOKKOS_ENABLE_SERIAL)
+    std::is_same_v<E, Kokkos::Serial>;
+#else
+    false;
+#endif
+
+/// A non-owning handle on a vector's entries — a pointer in the vector's
+/// memory space, free to capture in kernels (no reference counting, no
+/// View construction). Valid while the vector lives.
+template <class T>
+struct RawEntries {
+  T* p;
+  KOKKOS_INLINE_FUNCTION T& operator()(std::size_t i) const { return p[i]; }
+};
+template <class V>
+RawEntries<typename V::value_type> raw(const V& v) {
+  return {v.data()};
+}
+
+/// for i in [0, n): f(i), as a Kokkos kernel on V's execution space.
+template <class V, class F>
+void for_each(const char* label, const V& v, const F& f) {
+  if constexpr (kRunsInline<typename V::execution_space>) {
+    const std::size_t n = v.size();
+    for (std::size_t i = 0; i < n; ++i) f(i);
+  } else {
+    Kokkos::parallel_for(label, policy(v), f);
+  }
+}
+
+/// Σ_i f(i, acc) over V's index range, as a Kokkos reduction (local only).
+template <class V, class F>
+double sum_each(const char* label, const V& v, const F& f) {
+  double s = 0.0;
+  if constexpr (kRunsInline<typename V::execution_space>) {
+    const std::size_t n = v.size();
+    for (std::size_t i = 0; i < n; ++i) f(i, s);
+  } else {
+    Kokkos::parallel_reduce(label, policy(v), f, s);
+  }
+  return s;
 }
 }  // namespace detail
 
@@ -120,34 +174,35 @@ auto policy(const V& v) {
 /// z_i = c
 template <class T, class E>
 void fill(const Vector<T, E>& z, T c) {
-  Kokkos::deep_copy(z.view(), c);
+  auto zv = detail::raw(z);
+  detail::for_each("costate::fill", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = c; });
 }
 
 /// z_i = x_i (deep copy)
 template <class T, class E>
 void deep_copy(const Vector<T, E>& z, const Vector<T, E>& x) {
   detail::check_same_size(z, x, "deep_copy");
-  Kokkos::deep_copy(z.view(), x.view());
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  detail::for_each("costate::deep_copy", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i); });
 }
 
 /// z_i = c x_i
 template <class T, class E>
 void scale(const Vector<T, E>& z, T c, const Vector<T, E>& x) {
   detail::check_same_size(z, x, "scale");
-  auto zv = z.view();
-  auto xv = x.view();
-  Kokkos::parallel_for("costate::scale", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = c * xv(i); });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  detail::for_each("costate::scale", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = c * xv(i); });
 }
 
 /// y_i += a x_i
 template <class T, class E>
 void axpy(T a, const Vector<T, E>& x, const Vector<T, E>& y) {
   detail::check_same_size(x, y, "axpy");
-  auto xv = x.view();
-  auto yv = y.view();
-  Kokkos::parallel_for("costate::axpy", detail::policy(y),
-                       KOKKOS_LAMBDA(std::size_t i) { yv(i) += a * xv(i); });
+  auto xv = detail::raw(x);
+  auto yv = detail::raw(y);
+  detail::for_each("costate::axpy", y, KOKKOS_LAMBDA(std::size_t i) { yv(i) += a * xv(i); });
 }
 
 /// z_i = a x_i + b y_i   (z may alias x or y)
@@ -155,11 +210,11 @@ template <class T, class E>
 void linear_sum(const Vector<T, E>& z, T a, const Vector<T, E>& x, T b, const Vector<T, E>& y) {
   detail::check_same_size(z, x, "linear_sum");
   detail::check_same_size(z, y, "linear_sum");
-  auto zv = z.view();
-  auto xv = x.view();
-  auto yv = y.view();
-  Kokkos::parallel_for("costate::linear_sum", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = a * xv(i) + b * yv(i); });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  auto yv = detail::raw(y);
+  detail::for_each("costate::linear_sum", z,
+                   KOKKOS_LAMBDA(std::size_t i) { zv(i) = a * xv(i) + b * yv(i); });
 }
 
 /// Most vectors one linear_combination kernel reads; longer combinations are
@@ -167,45 +222,60 @@ void linear_sum(const Vector<T, E>& z, T a, const Vector<T, E>& x, T b, const Ve
 inline constexpr std::size_t kMaxFusedVectors = 8;
 
 namespace detail {
-template <class T, class E>
+template <class T, class E, int N>
 struct LinearCombination {
-  typename Vector<T, E>::view_type z;
-  typename Vector<T, E>::view_type x[kMaxFusedVectors];
-  T c[kMaxFusedVectors];
-  int count;
+  RawEntries<T> z;
+  RawEntries<T> x[N];
+  T c[N];
   bool accumulate;
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
     T s = accumulate ? z(i) : T(0);
-    for (int k = 0; k < count; ++k) s += c[k] * x[k](i);
+    for (int k = 0; k < N; ++k) s += c[k] * x[k](i);
     z(i) = s;
   }
 };
+
+template <int N, class T, class E>
+void linear_combination_fixed(const Vector<T, E>& z, const T* c, const Vector<T, E>* const* x,
+                              bool accumulate) {
+  LinearCombination<T, E, N> op{};
+  op.z = raw(z);
+  op.accumulate = accumulate;
+  for (int k = 0; k < N; ++k) {
+    check_same_size(z, *x[k], "linear_combination");
+    op.x[k] = raw(*x[k]);
+    op.c[k] = c[k];
+  }
+  for_each("costate::linear_combination", z, op);
+}
 }  // namespace detail
 
 /// z_i = Σ_k c_k x_k,i  — one fused kernel for up to kMaxFusedVectors terms
-/// (the stage sums of Runge–Kutta methods). z may alias one of the x_k only
-/// if that x_k is the first term.
+/// (the stage sums of Runge–Kutta methods), unrolled for each term count.
+/// z may alias one of the x_k only if that x_k is the first term.
 template <class T, class E>
 void linear_combination(const Vector<T, E>& z, std::span<const T> c,
                         std::span<const Vector<T, E>* const> x) {
   COSTATE_CHECK_EQ(c.size(), x.size(), "linear_combination: one coefficient per vector");
-  bool accumulate = false;
   if (c.empty()) {
     fill(z, T(0));
     return;
   }
+  bool accumulate = false;
   for (std::size_t start = 0; start < c.size(); start += kMaxFusedVectors) {
-    detail::LinearCombination<T, E> op{};
-    op.z = z.view();
-    op.count = 0;
-    op.accumulate = accumulate;
-    for (std::size_t k = start; k < c.size() && k < start + kMaxFusedVectors; ++k) {
-      detail::check_same_size(z, *x[k], "linear_combination");
-      op.x[op.count] = x[k]->view();
-      op.c[op.count] = c[k];
-      ++op.count;
+    const std::size_t count = std::min(kMaxFusedVectors, c.size() - start);
+    const T* cc = c.data() + start;
+    const Vector<T, E>* const* xx = x.data() + start;
+    switch (count) {
+      case 1: detail::linear_combination_fixed<1>(z, cc, xx, accumulate); break;
+      case 2: detail::linear_combination_fixed<2>(z, cc, xx, accumulate); break;
+      case 3: detail::linear_combination_fixed<3>(z, cc, xx, accumulate); break;
+      case 4: detail::linear_combination_fixed<4>(z, cc, xx, accumulate); break;
+      case 5: detail::linear_combination_fixed<5>(z, cc, xx, accumulate); break;
+      case 6: detail::linear_combination_fixed<6>(z, cc, xx, accumulate); break;
+      case 7: detail::linear_combination_fixed<7>(z, cc, xx, accumulate); break;
+      default: detail::linear_combination_fixed<8>(z, cc, xx, accumulate); break;
     }
-    Kokkos::parallel_for("costate::linear_combination", detail::policy(z), op);
     accumulate = true;
   }
 }
@@ -215,11 +285,10 @@ template <class T, class E>
 void product(const Vector<T, E>& z, const Vector<T, E>& x, const Vector<T, E>& y) {
   detail::check_same_size(z, x, "product");
   detail::check_same_size(z, y, "product");
-  auto zv = z.view();
-  auto xv = x.view();
-  auto yv = y.view();
-  Kokkos::parallel_for("costate::product", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) * yv(i); });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  auto yv = detail::raw(y);
+  detail::for_each("costate::product", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) * yv(i); });
 }
 
 /// z_i = x_i / y_i
@@ -227,43 +296,38 @@ template <class T, class E>
 void divide(const Vector<T, E>& z, const Vector<T, E>& x, const Vector<T, E>& y) {
   detail::check_same_size(z, x, "divide");
   detail::check_same_size(z, y, "divide");
-  auto zv = z.view();
-  auto xv = x.view();
-  auto yv = y.view();
-  Kokkos::parallel_for("costate::divide", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) / yv(i); });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  auto yv = detail::raw(y);
+  detail::for_each("costate::divide", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) / yv(i); });
 }
 
 /// z_i = |x_i|
 template <class T, class E>
 void abs(const Vector<T, E>& z, const Vector<T, E>& x) {
   detail::check_same_size(z, x, "abs");
-  auto zv = z.view();
-  auto xv = x.view();
-  Kokkos::parallel_for(
-      "costate::abs", detail::policy(z), KOKKOS_LAMBDA(std::size_t i) {
-        zv(i) = xv(i) < T(0) ? -xv(i) : xv(i);
-      });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  detail::for_each(
+      "costate::abs", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) < T(0) ? -xv(i) : xv(i); });
 }
 
 /// z_i = x_i + c
 template <class T, class E>
 void add_constant(const Vector<T, E>& z, const Vector<T, E>& x, T c) {
   detail::check_same_size(z, x, "add_constant");
-  auto zv = z.view();
-  auto xv = x.view();
-  Kokkos::parallel_for("costate::add_constant", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) + c; });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  detail::for_each("costate::add_constant", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = xv(i) + c; });
 }
 
 /// z_i = f(x_i) for a device-callable functor f.
 template <class T, class E, class F>
 void transform(const Vector<T, E>& z, const Vector<T, E>& x, F f) {
   detail::check_same_size(z, x, "transform");
-  auto zv = z.view();
-  auto xv = x.view();
-  Kokkos::parallel_for("costate::transform", detail::policy(z),
-                       KOKKOS_LAMBDA(std::size_t i) { zv(i) = f(xv(i)); });
+  auto zv = detail::raw(z);
+  auto xv = detail::raw(x);
+  detail::for_each("costate::transform", z, KOKKOS_LAMBDA(std::size_t i) { zv(i) = f(xv(i)); });
 }
 
 // ----------------------------------------------------------------- reductions
@@ -274,12 +338,11 @@ template <class T, class E>
 double dot(const Vector<T, E>& x, const Vector<T, E>& y) {
   static_assert(std::is_arithmetic_v<T>, "dot needs an arithmetic value type");
   detail::check_same_size(x, y, "dot");
-  auto xv = x.view();
-  auto yv = y.view();
-  double local = 0.0;
-  Kokkos::parallel_reduce(
-      "costate::dot", detail::policy(x),
-      KOKKOS_LAMBDA(std::size_t i, double& s) { s += double(xv(i)) * double(yv(i)); }, local);
+  auto xv = detail::raw(x);
+  auto yv = detail::raw(y);
+  const double local = detail::sum_each(
+      "costate::dot", x,
+      KOKKOS_LAMBDA(std::size_t i, double& s) { s += double(xv(i)) * double(yv(i)); });
   return global_sum(x.comm(), local);
 }
 
@@ -287,11 +350,9 @@ double dot(const Vector<T, E>& x, const Vector<T, E>& y) {
 template <class T, class E>
 double sum(const Vector<T, E>& x) {
   static_assert(std::is_arithmetic_v<T>, "sum needs an arithmetic value type");
-  auto xv = x.view();
-  double local = 0.0;
-  Kokkos::parallel_reduce(
-      "costate::sum", detail::policy(x), KOKKOS_LAMBDA(std::size_t i, double& s) { s += xv(i); },
-      local);
+  auto xv = detail::raw(x);
+  const double local = detail::sum_each("costate::sum", x,
+                                        KOKKOS_LAMBDA(std::size_t i, double& s) { s += xv(i); });
   return global_sum(x.comm(), local);
 }
 
@@ -305,7 +366,7 @@ double l2_norm(const Vector<T, E>& x) {
 template <class T, class E>
 double max_norm(const Vector<T, E>& x) {
   static_assert(std::is_arithmetic_v<T>, "max_norm needs an arithmetic value type");
-  auto xv = x.view();
+  auto xv = detail::raw(x);
   double local = 0.0;
   Kokkos::parallel_reduce(
       "costate::max_norm", detail::policy(x),
@@ -327,16 +388,14 @@ template <class T, class E>
 double wrms_norm(const Vector<T, E>& x, const Vector<T, E>& w) {
   static_assert(std::is_arithmetic_v<T>, "wrms_norm needs an arithmetic value type");
   detail::check_same_size(x, w, "wrms_norm");
-  auto xv = x.view();
-  auto wv = w.view();
+  auto xv = detail::raw(x);
+  auto wv = detail::raw(w);
   double local[2] = {0.0, static_cast<double>(x.size())};
-  Kokkos::parallel_reduce(
-      "costate::wrms_norm", detail::policy(x),
-      KOKKOS_LAMBDA(std::size_t i, double& s) {
+  local[0] = detail::sum_each(
+      "costate::wrms_norm", x, KOKKOS_LAMBDA(std::size_t i, double& s) {
         const double v = double(xv(i)) * double(wv(i));
         s += v * v;
-      },
-      local[0]);
+      });
   global_sum(x.comm(), local, 2);
   COSTATE_CHECK_GT(local[1], 0.0, "wrms_norm of an empty vector");
   return std::sqrt(local[0] / local[1]);
@@ -346,16 +405,13 @@ double wrms_norm(const Vector<T, E>& x, const Vector<T, E>& w) {
 template <class T, class E>
 bool all_finite(const Vector<T, E>& x) {
   static_assert(std::is_arithmetic_v<T>, "all_finite needs an arithmetic value type");
-  auto xv = x.view();
-  int bad = 0;
-  Kokkos::parallel_reduce(
-      "costate::all_finite", detail::policy(x),
-      KOKKOS_LAMBDA(std::size_t i, int& b) {
+  auto xv = detail::raw(x);
+  const double bad = detail::sum_each(
+      "costate::all_finite", x, KOKKOS_LAMBDA(std::size_t i, double& b) {
         const double v = xv(i);
-        if (!(v - v == 0.0)) b += 1;  // inf - inf and NaN - NaN are NaN
-      },
-      bad);
-  return global_sum(x.comm(), static_cast<double>(bad)) == 0.0;
+        if (!(v - v == 0.0)) b += 1.0;  // inf - inf and NaN - NaN are NaN
+      });
+  return global_sum(x.comm(), bad) == 0.0;
 }
 
 }  // namespace costate

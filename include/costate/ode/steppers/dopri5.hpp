@@ -50,7 +50,6 @@ class Dopri5 {
   explicit Dopri5(const V& like) {
     for (auto& k : k_) k = like.clone();
     stage_ = like.clone();
-    error_ = like.clone();
     for (auto& r : dense_) r = like.clone();
   }
 
@@ -80,38 +79,48 @@ class Dopri5 {
     f(t + h, stage_, k_[5]);
     combine(y_new, y, h, {b1, 0.0, b3, b4, b5, b6}, 6);
     f(t + h, y_new, k_[6]);
-    const std::array<double, 7> ec{h * e1, 0.0, h * e3, h * e4, h * e5, h * e6, h * e7};
-    const std::array<const V*, 7> ex{&k_[0], &k_[1], &k_[2], &k_[3], &k_[4], &k_[5], &k_[6]};
-    linear_combination(error_, std::span<const double>(ec), std::span<const V* const>(ex));
+    h_ = h;
   }
 
-  /// Weighted RMS norm of the last attempt's error (see the file comment).
-  /// Collective when the vectors are distributed.
+  /// Weighted RMS norm of the last attempt's error (see the file comment),
+  /// computed in one fused reduction from the stages. Collective when the
+  /// vectors are distributed.
   double error_norm(const V& y, const V& y_new, double rtol, const V& atol) const {
-    auto e = error_.view();
-    auto y0 = y.view();
-    auto y1 = y_new.view();
-    auto a = atol.view();
+    using namespace dopri5_tableau;
+    auto k1 = detail::raw(k_[0]);
+    auto k3 = detail::raw(k_[2]);
+    auto k4 = detail::raw(k_[3]);
+    auto k5 = detail::raw(k_[4]);
+    auto k6 = detail::raw(k_[5]);
+    auto k7 = detail::raw(k_[6]);
+    auto y0 = detail::raw(y);
+    auto y1 = detail::raw(y_new);
+    auto a = detail::raw(atol);
+    const double h = h_;
     double local[2] = {0.0, static_cast<double>(y.size())};
-    Kokkos::parallel_reduce(
-        "costate::dopri5::error_norm",
-        Kokkos::RangePolicy<typename V::execution_space>(0, y.size()),
-        KOKKOS_LAMBDA(std::size_t i, double& s) {
+    local[0] = detail::sum_each(
+        "costate::dopri5::error_norm", y, KOKKOS_LAMBDA(std::size_t i, double& s) {
+          const double e = h * (e1 * k1(i) + e3 * k3(i) + e4 * k4(i) + e5 * k5(i) + e6 * k6(i) +
+                                e7 * k7(i));
           const double a0 = double(y0(i)) < 0 ? -double(y0(i)) : double(y0(i));
           const double a1 = double(y1(i)) < 0 ? -double(y1(i)) : double(y1(i));
           const double m = a0 > a1 ? a0 : a1;
-          const double r = double(e(i)) / (double(a(i)) + rtol * m);
+          const double r = e / (double(a(i)) + rtol * m);
           s += r * r;
-        },
-        local[0]);
+        });
     global_sum(y.comm(), local, 2);
     return std::sqrt(local[0] / local[1]);
   }
 
   /// After an accepted step (t, y) → (t + h, y_new): builds the dense-output
-  /// polynomial on [t, t + h] and makes k7 the next step's k1 (FSAL).
-  void accept(double h, const V& y, const V& y_new) {
+  /// polynomial on [t, t + h] when `dense` (an output time lies inside the
+  /// step) and makes k7 the next step's k1 (FSAL).
+  void accept(double h, const V& y, const V& y_new, bool dense = true) {
     using namespace dopri5_tableau;
+    if (!dense) {
+      std::swap(k_[0], k_[6]);
+      return;
+    }
     // r0 = y, r1 = y_new − y, r2 = h k1 − r1, r3 = r1 − h k7 − r2,
     // r4 = h (d1 k1 + d3 k3 + d4 k4 + d5 k5 + d6 k6 + d7 k7).
     deep_copy(dense_[0], y);
@@ -158,7 +167,8 @@ class Dopri5 {
   }
 
   std::array<V, 7> k_;
-  V stage_, error_;
+  V stage_;
+  double h_ = 0.0;
   std::array<V, 5> dense_;
 };
 
