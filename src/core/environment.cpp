@@ -31,15 +31,22 @@ Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 
-  if (options.petsc) owns_petsc_ = detail::petsc_initialize(argc, argv);
-
-  if (options.kokkos && !Kokkos::is_initialized()) {
-    if (argc != nullptr && argv != nullptr) {
-      Kokkos::initialize(*argc, *argv);
-    } else {
-      Kokkos::initialize();
+  try {
+    if (options.petsc) owns_petsc_ = detail::petsc_initialize(argc, argv);
+    if (options.kokkos && !Kokkos::is_initialized()) {
+      if (argc != nullptr && argv != nullptr) {
+        Kokkos::initialize(*argc, *argv);
+      } else {
+        Kokkos::initialize();
+      }
+      owns_kokkos_ = true;
     }
-    owns_kokkos_ = true;
+  } catch (...) {
+    // Undo what was started, so that the process can report and retry.
+    if (owns_petsc_) detail::petsc_finalize();
+    if (owns_mpi_) MPI_Finalize();
+    g_active = false;
+    throw;
   }
 }
 

@@ -93,6 +93,15 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       const bool lands = t_full >= target - slack;
       const double t_new = lands ? target : t_full;
       const double h = t_new - t;
+      if (!(h > 0.0)) {
+        std::ostringstream os;
+        os.precision(16);
+        os << "integrator.dt = " << opt.dt << " is too small to advance from " << at_time(t, s.steps)
+           << " in double precision";
+        s.termination = Termination::StepSizeUnderflow;
+        s.message = os.str();
+        return;
+      }
       stepper.step(f, t, h, y, y_new);
       if (lands) {
         anchor = t_new;

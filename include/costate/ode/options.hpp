@@ -41,6 +41,7 @@ struct IntegratorOptions {
   /// Scalar absolute tolerance (> 0), used when atol_per_state is empty.
   double atol = 1e-9;
   /// Per-state absolute tolerances (each > 0); overrides atol when given.
+  /// On a distributed Vector: one per entry this rank owns.
   std::vector<double> atol_per_state{};
   /// Step size of fixed-step methods (> 0, required by euler/rk4; with
   /// dopri5 and adaptive = false the fixed step). For adaptive dopri5, the

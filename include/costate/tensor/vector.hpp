@@ -59,7 +59,7 @@ class Vector {
   /// Wraps an existing View without copying (shares its data).
   explicit Vector(view_type view, MPI_Comm comm = MPI_COMM_NULL) : view_(view), comm_(comm) {}
 
-  /// Serial vector holding a copy of `values`.
+  /// A vector holding a copy of `values` as this rank's entries.
   static Vector from(std::span<const T> values, MPI_Comm comm = MPI_COMM_NULL) {
     Vector v(values.size(), comm);
     auto host = Kokkos::create_mirror_view(v.view_);
