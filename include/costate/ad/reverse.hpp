@@ -158,6 +158,13 @@ inline bool is_zero(const T& x) {
 template <std::size_t K, class T>
 inline std::size_t merge_into(T* partials, const std::int32_t* indices, std::size_t n,
                               T* out_p, std::int32_t* out_i) {
+#ifdef COSTATE_AD_NO_MERGE
+  for (std::size_t k = 0; k < n; ++k) {
+    out_p[k] = partials[k];
+    out_i[k] = indices[k];
+  }
+  return n;
+#endif
   bool dup[K] = {};
 #pragma GCC unroll 16
   for (std::size_t k = 1; k < K; ++k) {

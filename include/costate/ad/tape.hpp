@@ -304,9 +304,11 @@ class BasicTape {
   /// Commits a statement whose n arguments were written at the cursor;
   /// returns the identifier of its result.
   std::int32_t commit_statement(std::size_t n) {
-    if (check_finite_) [[unlikely]]
-      check_statement(n);
-    arguments_.chunks[arguments_.current].used += n;
+    if (n > 0) {  // inputs (n = 0) may come before any argument chunk exists
+      if (check_finite_) [[unlikely]]
+        check_statement(n);
+      arguments_.chunks[arguments_.current].used += n;
+    }
     statements_.reserve(1);
     *statements_.cursor() = static_cast<std::uint8_t>(n);
     ++statements_.chunks[statements_.current].used;

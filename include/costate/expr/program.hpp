@@ -1,0 +1,153 @@
+#pragma once
+/// \file
+/// expr::Program — an arithmetic expression from an input file
+/// ("a*x - b*x*y"), parsed once into a compact postfix program that is
+/// evaluated on any scalar type: double for the simulation, ad::Dual for
+/// Jacobians, ad::Real for adjoints. This is how models, objectives and
+/// initial states are written as equations without recompiling.
+///
+/// Grammar (usual precedence; ^ is right-associative and binds tighter than
+/// unary minus, so -x^2 = -(x^2) and 2^-1 = 0.5):
+///     expr    := term (('+' | '-') term)*
+///     term    := unary (('*' | '/') unary)*
+///     unary   := ('-' | '+') unary | power
+///     power   := primary ('^' unary)?
+///     primary := number | name | name '(' expr (',' expr)* ')' | '(' expr ')'
+/// Numbers in any C form (3, 2.5, .5, 1e-3, 6.02E+23). Names are the
+/// variables given to compile() (e.g. t, the states, the parameters), the
+/// constants pi and e, and the functions of the AD core:
+///     sqrt cbrt exp expm1 log log1p log2 log10 sin cos tan asin acos atan
+///     sinh cosh tanh asinh acosh atanh erf erfc abs floor ceil round
+///     pow(x, y) atan2(y, x) hypot(x, y) min(x, y) max(x, y)
+///
+/// Errors (costate::Error) name the expression's context (e.g. the input key
+/// "model.equations.x"), quote the expression, give the column (1-based) and
+/// the problem: unknown symbol (with the nearest valid name), syntax error,
+/// wrong number of arguments.
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "costate/core/error.hpp"
+
+namespace costate::expr {
+
+/// Opcodes of the postfix program.
+enum class Op : std::uint8_t {
+  Constant,  ///< push constants[arg]
+  Variable,  ///< push variables[arg]
+  Add, Sub, Mul, Div, Pow, Neg,
+  Sqrt, Cbrt, Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Asin, Acos, Atan,
+  Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Erf, Erfc, Abs, Floor, Ceil, Round,
+  Atan2, Hypot, Min, Max,
+};
+
+struct Instruction {
+  Op op;
+  std::uint32_t arg = 0;  ///< constant or variable index
+};
+
+class Program {
+ public:
+  Program() = default;
+
+  /// Parses `text`. `variables` are the names the expression may use, in the
+  /// order evaluate() receives their values. `context` names where the
+  /// expression came from, for error messages (e.g. "model.equations.x").
+  static Program compile(std::string_view text, const std::vector<std::string>& variables,
+                         std::string_view context = "expression");
+
+  /// Evaluates with `variables[i]` the value of the i-th compiled variable.
+  template <class T>
+  T evaluate(std::span<const T> variables) const;
+
+  /// Indices (into the compiled variables) that the expression uses.
+  const std::vector<std::uint32_t>& used_variables() const { return used_; }
+  bool uses(std::uint32_t variable) const;
+  const std::string& text() const { return text_; }
+  const std::vector<Instruction>& code() const { return code_; }
+  std::size_t stack_depth() const { return depth_; }
+  bool empty() const { return code_.empty(); }
+
+ private:
+  std::string text_;
+  std::vector<Instruction> code_;
+  std::vector<double> constants_;
+  std::vector<std::uint32_t> used_;
+  std::size_t depth_ = 0;
+  std::size_t n_variables_ = 0;
+  friend class Parser;
+};
+
+template <class T>
+T Program::evaluate(std::span<const T> variables) const {
+  using std::abs, std::acos, std::acosh, std::asin, std::asinh, std::atan, std::atan2,
+      std::atanh, std::cbrt, std::ceil, std::cos, std::cosh, std::erf, std::erfc, std::exp,
+      std::expm1, std::floor, std::hypot, std::log, std::log10, std::log1p, std::log2, std::max,
+      std::min, std::pow, std::round, std::sin, std::sinh, std::sqrt, std::tan, std::tanh;
+  COSTATE_CHECK(variables.size() >= n_variables_,
+                "expression '" << text_ << "' needs " << n_variables_ << " variables, got "
+                               << variables.size());
+  // A small fixed stack covers nearly every expression; deeper ones spill.
+  constexpr std::size_t kInline = 16;
+  T inline_stack[kInline]{};
+  std::vector<T> heap_stack;
+  T* s = inline_stack;
+  if (depth_ > kInline) {
+    heap_stack.resize(depth_);
+    s = heap_stack.data();
+  }
+  std::size_t top = 0;  // number of values on the stack
+  for (const Instruction& in : code_) {
+    switch (in.op) {
+      case Op::Constant: s[top++] = T(constants_[in.arg]); break;
+      case Op::Variable: s[top++] = variables[in.arg]; break;
+      case Op::Add: --top; s[top - 1] = T(s[top - 1] + s[top]); break;
+      case Op::Sub: --top; s[top - 1] = T(s[top - 1] - s[top]); break;
+      case Op::Mul: --top; s[top - 1] = T(s[top - 1] * s[top]); break;
+      case Op::Div: --top; s[top - 1] = T(s[top - 1] / s[top]); break;
+      case Op::Pow: --top; s[top - 1] = T(pow(s[top - 1], s[top])); break;
+      case Op::Atan2: --top; s[top - 1] = T(atan2(s[top - 1], s[top])); break;
+      case Op::Hypot: --top; s[top - 1] = T(hypot(s[top - 1], s[top])); break;
+      case Op::Min: --top; s[top - 1] = T(min(s[top - 1], s[top])); break;
+      case Op::Max: --top; s[top - 1] = T(max(s[top - 1], s[top])); break;
+      case Op::Neg: s[top - 1] = T(-s[top - 1]); break;
+#define COSTATE_EXPR_UNARY(OP, fn) \
+  case Op::OP: s[top - 1] = T(fn(s[top - 1])); break;
+      COSTATE_EXPR_UNARY(Sqrt, sqrt)
+      COSTATE_EXPR_UNARY(Cbrt, cbrt)
+      COSTATE_EXPR_UNARY(Exp, exp)
+      COSTATE_EXPR_UNARY(Expm1, expm1)
+      COSTATE_EXPR_UNARY(Log, log)
+      COSTATE_EXPR_UNARY(Log1p, log1p)
+      COSTATE_EXPR_UNARY(Log2, log2)
+      COSTATE_EXPR_UNARY(Log10, log10)
+      COSTATE_EXPR_UNARY(Sin, sin)
+      COSTATE_EXPR_UNARY(Cos, cos)
+      COSTATE_EXPR_UNARY(Tan, tan)
+      COSTATE_EXPR_UNARY(Asin, asin)
+      COSTATE_EXPR_UNARY(Acos, acos)
+      COSTATE_EXPR_UNARY(Atan, atan)
+      COSTATE_EXPR_UNARY(Sinh, sinh)
+      COSTATE_EXPR_UNARY(Cosh, cosh)
+      COSTATE_EXPR_UNARY(Tanh, tanh)
+      COSTATE_EXPR_UNARY(Asinh, asinh)
+      COSTATE_EXPR_UNARY(Acosh, acosh)
+      COSTATE_EXPR_UNARY(Atanh, atanh)
+      COSTATE_EXPR_UNARY(Erf, erf)
+      COSTATE_EXPR_UNARY(Erfc, erfc)
+      COSTATE_EXPR_UNARY(Abs, abs)
+      COSTATE_EXPR_UNARY(Floor, floor)
+      COSTATE_EXPR_UNARY(Ceil, ceil)
+      COSTATE_EXPR_UNARY(Round, round)
+#undef COSTATE_EXPR_UNARY
+    }
+  }
+  return s[0];
+}
+
+}  // namespace costate::expr

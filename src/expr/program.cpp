@@ -1,0 +1,262 @@
+#include "costate/expr/program.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <numbers>
+#include <optional>
+
+#include "io/input.hpp"  // nearest(): "did you mean" suggestions
+
+namespace costate::expr {
+
+namespace {
+
+struct Function {
+  const char* name;
+  Op op;
+  int arity;
+};
+
+constexpr Function kFunctions[] = {
+    {"sqrt", Op::Sqrt, 1},   {"cbrt", Op::Cbrt, 1},   {"exp", Op::Exp, 1},
+    {"expm1", Op::Expm1, 1}, {"log", Op::Log, 1},     {"log1p", Op::Log1p, 1},
+    {"log2", Op::Log2, 1},   {"log10", Op::Log10, 1}, {"sin", Op::Sin, 1},
+    {"cos", Op::Cos, 1},     {"tan", Op::Tan, 1},     {"asin", Op::Asin, 1},
+    {"acos", Op::Acos, 1},   {"atan", Op::Atan, 1},   {"sinh", Op::Sinh, 1},
+    {"cosh", Op::Cosh, 1},   {"tanh", Op::Tanh, 1},   {"asinh", Op::Asinh, 1},
+    {"acosh", Op::Acosh, 1}, {"atanh", Op::Atanh, 1}, {"erf", Op::Erf, 1},
+    {"erfc", Op::Erfc, 1},   {"abs", Op::Abs, 1},     {"floor", Op::Floor, 1},
+    {"ceil", Op::Ceil, 1},   {"round", Op::Round, 1}, {"pow", Op::Pow, 2},
+    {"atan2", Op::Atan2, 2}, {"hypot", Op::Hypot, 2}, {"min", Op::Min, 2},
+    {"max", Op::Max, 2},
+};
+
+const Function* find_function(std::string_view name) {
+  for (const auto& f : kFunctions)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+/// Recursive-descent parser emitting postfix code.
+class Parser {
+ public:
+  Parser(std::string_view text, const std::vector<std::string>& variables, std::string_view context)
+      : text_(text), variables_(variables), context_(context) {}
+
+  Program run() {
+    prog_.text_ = std::string(text_);
+    prog_.n_variables_ = variables_.size();
+    skip_space();
+    if (pos_ >= text_.size()) fail(pos_, "the expression is empty");
+    expr();
+    skip_space();
+    if (pos_ < text_.size()) {
+      if (text_[pos_] == ')') fail(pos_, "unbalanced ')': no matching '('");
+      fail(pos_, std::string("unexpected '") + text_[pos_] +
+                     "' after a complete expression (missing operator?)");
+    }
+    std::sort(prog_.used_.begin(), prog_.used_.end());
+    prog_.used_.erase(std::unique(prog_.used_.begin(), prog_.used_.end()), prog_.used_.end());
+    return std::move(prog_);
+  }
+
+ private:
+  [[noreturn]] void fail(std::size_t column, const std::string& message) const {
+    throw Error(std::string(context_) + ": '" + std::string(text_) + "': column " +
+                std::to_string(column + 1) + ": " + message);
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void emit(Op op, std::uint32_t arg = 0) {
+    prog_.code_.push_back({op, arg});
+    switch (op) {
+      case Op::Constant:
+      case Op::Variable: ++depth_; break;
+      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow:
+      case Op::Atan2: case Op::Hypot: case Op::Min: case Op::Max: --depth_; break;
+      default: break;
+    }
+    prog_.depth_ = std::max(prog_.depth_, depth_);
+  }
+  void constant(double v) {
+    prog_.constants_.push_back(v);
+    emit(Op::Constant, static_cast<std::uint32_t>(prog_.constants_.size() - 1));
+  }
+
+  void expr() {
+    term();
+    for (;;) {
+      if (accept('+')) {
+        term();
+        emit(Op::Add);
+      } else if (accept('-')) {
+        term();
+        emit(Op::Sub);
+      } else {
+        return;
+      }
+    }
+  }
+  void term() {
+    unary();
+    for (;;) {
+      if (accept('*')) {
+        if (pos_ < text_.size() && text_[pos_] == '*')
+          fail(pos_, "'**' is not an operator here; write powers as x^y or pow(x, y)");
+        unary();
+        emit(Op::Mul);
+      } else if (accept('/')) {
+        unary();
+        emit(Op::Div);
+      } else {
+        return;
+      }
+    }
+  }
+  void unary() {
+    if (accept('-')) {
+      unary();
+      emit(Op::Neg);
+    } else if (accept('+')) {
+      unary();
+    } else {
+      power();
+    }
+  }
+  void power() {
+    primary();
+    if (accept('^')) {
+      unary();
+      emit(Op::Pow);
+    }
+  }
+  void primary() {
+    skip_space();
+    if (pos_ >= text_.size()) fail(pos_, "expected a number, a name or '(' but the expression ended");
+    const char c = text_[pos_];
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      number();
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      name();
+    } else if (c == '(') {
+      const std::size_t open = pos_;
+      ++pos_;
+      expr();
+      if (!accept(')')) fail(open, "unbalanced '(': no matching ')'");
+    } else {
+      fail(pos_, std::string("expected a number, a name or '(' but found '") + c + "'");
+    }
+  }
+  void number() {
+    const std::size_t start = pos_;
+    // Scan the C number syntax; strtod does the conversion.
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    if (pos_ < text_.size() && text_[pos_] == '.') ++pos_;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      std::size_t p = pos_ + 1;
+      if (p < text_.size() && (text_[p] == '+' || text_[p] == '-')) ++p;
+      if (p < text_.size() && std::isdigit(static_cast<unsigned char>(text_[p]))) {
+        pos_ = p;
+        while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+      } else {
+        fail(pos_, "malformed number: exponent without digits");
+      }
+    }
+    const std::string token(text_.substr(start, pos_ - start));
+    if (token == ".") fail(start, "malformed number '.'");
+    char* end = nullptr;
+    const double v = std::strtod(token.c_str(), &end);
+    if (end != token.c_str() + token.size()) fail(start, "malformed number '" + token + "'");
+    if (pos_ < text_.size() &&
+        (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+      fail(pos_, "a number is directly followed by a name (missing '*'?)");
+    constant(v);
+  }
+  void name() {
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+      ++pos_;
+    const std::string id(text_.substr(start, pos_ - start));
+    skip_space();
+    const bool call = pos_ < text_.size() && text_[pos_] == '(';
+    if (call) {
+      const Function* f = find_function(id);
+      if (!f) {
+        std::vector<std::string> names;
+        for (const auto& fn : kFunctions) names.emplace_back(fn.name);
+        std::string msg = "unknown function '" + id + "'";
+        const std::string near = io::nearest(id, names);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        fail(start, msg);
+      }
+      ++pos_;  // '('
+      int args = 0;
+      skip_space();
+      if (!(pos_ < text_.size() && text_[pos_] == ')')) {
+        do {
+          expr();
+          ++args;
+        } while (accept(','));
+      }
+      if (!accept(')')) fail(start, "unbalanced '(' in the call of '" + id + "'");
+      if (args != f->arity)
+        fail(start, "'" + id + "' takes " + std::to_string(f->arity) + " argument" +
+                        (f->arity == 1 ? "" : "s") + ", got " + std::to_string(args));
+      emit(f->op);
+      return;
+    }
+    for (std::size_t i = 0; i < variables_.size(); ++i) {
+      if (variables_[i] == id) {
+        emit(Op::Variable, static_cast<std::uint32_t>(i));
+        prog_.used_.push_back(static_cast<std::uint32_t>(i));
+        return;
+      }
+    }
+    if (id == "pi") return constant(std::numbers::pi);
+    if (id == "e") return constant(std::numbers::e);
+    if (find_function(id)) fail(start, "'" + id + "' is a function: call it as " + id + "(...)");
+    std::vector<std::string> names = variables_;
+    names.emplace_back("pi");
+    names.emplace_back("e");
+    std::string msg = "unknown symbol '" + id + "'";
+    const std::string near = io::nearest(id, names);
+    if (!near.empty()) msg += "; did you mean '" + near + "'?";
+    std::string valid;
+    for (const auto& v : variables_) valid += (valid.empty() ? "" : ", ") + v;
+    if (!valid.empty()) msg += " (known: " + valid + ")";
+    fail(start, msg);
+  }
+
+  std::string_view text_;
+  const std::vector<std::string>& variables_;
+  std::string_view context_;
+  std::size_t pos_ = 0;
+  std::size_t depth_ = 0;
+  Program prog_;
+};
+
+Program Program::compile(std::string_view text, const std::vector<std::string>& variables,
+                         std::string_view context) {
+  return Parser(text, variables, context).run();
+}
+
+bool Program::uses(std::uint32_t variable) const {
+  return std::binary_search(used_.begin(), used_.end(), variable);
+}
+
+}  // namespace costate::expr
