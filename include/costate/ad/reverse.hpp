@@ -164,28 +164,31 @@ inline std::size_t merge_into(T* partials, const std::int32_t* indices, std::siz
     out_i[k] = indices[k];
   }
   return n;
-#endif
+#else
+  // Branch-free: every comparison of the K×K triangle is evaluated and its
+  // outcome applied with selects, so nothing mispredicts; the first (earliest)
+  // equal identifier receives the partial.
   bool dup[K] = {};
 #pragma GCC unroll 16
   for (std::size_t k = 1; k < K; ++k) {
 #pragma GCC unroll 16
     for (std::size_t j = 0; j < k; ++j) {
-      if (k < n && !dup[k] && indices[j] == indices[k]) {
-        partials[j] += partials[k];
-        dup[k] = true;
-      }
+      const bool hit = (k < n) & !dup[k] & (indices[j] == indices[k]);
+      partials[j] += hit ? partials[k] : T(0);
+      dup[k] = dup[k] | hit;
     }
   }
+  // Compaction: write every slot, advance only past kept ones (the caller
+  // reserved K entries).
   std::size_t m = 0;
 #pragma GCC unroll 16
   for (std::size_t k = 0; k < K; ++k) {
-    if (k < n && !dup[k]) {
-      out_p[m] = partials[k];
-      out_i[m] = indices[k];
-      ++m;
-    }
+    out_p[m] = partials[k];
+    out_i[m] = indices[k];
+    m += ((k < n) & !dup[k]) ? 1 : 0;
   }
   return m;
+#endif
 }
 
 /// Operands: Reverse leaves by reference, sub-expressions by value.
@@ -318,15 +321,15 @@ class Reverse : public Expr<Reverse<T>> {
       // Arguments are gathered and merged in a small local buffer, then
       // streamed to the tape: reading back freshly written tape memory would
       // stall on its cache misses.
-      T partials[E::kLeaves];
-      std::int32_t indices[E::kLeaves];
+      T partials[E::kLeaves]{};
+      std::int32_t indices[E::kLeaves]{};
       detail::ArgumentWriter<T> w{partials, indices, 0, tape.tag(), &tape};
       e.push(w, T(1));
       const T v = e.value();
       if (w.count > 0) {
         T* out_p = nullptr;
         std::int32_t* out_i = nullptr;
-        tape.argument_cursor(w.count, out_p, out_i);
+        tape.argument_cursor(E::kLeaves, out_p, out_i);
         const std::size_t n =
             detail::merge_into<E::kLeaves>(partials, indices, w.count, out_p, out_i);
         index_ = tape.commit_statement(n);

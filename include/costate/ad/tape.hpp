@@ -174,11 +174,27 @@ class BasicTape {
   BasicTape(const BasicTape&) = delete;
   BasicTape& operator=(const BasicTape&) = delete;
 
-  /// This thread's tape for scalar type T.
+  /// The tape this thread records on for scalar type T: the thread's own
+  /// tape, unless a ScopedTape has made another one active.
   static BasicTape& active() {
-    thread_local BasicTape tape;
-    return tape;
+    BasicTape* t = current_;
+    if (t == nullptr) [[unlikely]]
+      t = current_ = &own();
+    return *t;
   }
+  /// Makes `tape` this thread's active tape until the scope ends (nested
+  /// recordings: a solver that tapes its own small functions without
+  /// touching the caller's recording).
+  class Scope {
+   public:
+    explicit Scope(BasicTape& tape) : previous_(&active()) { current_ = &tape; }
+    ~Scope() { current_ = previous_; }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    BasicTape* previous_;
+  };
 
   void start_recording() { recording_ = true; }
   void stop_recording() { recording_ = false; }
@@ -343,6 +359,12 @@ class BasicTape {
   void check_statement(std::size_t n) const;
   void push_external_indices(std::vector<std::int32_t> inputs, std::span<Reverse<T>* const> outputs,
                              ExternalReverse<T> reverse, ExternalTangent<T> tangent);
+
+  static BasicTape& own() {
+    thread_local BasicTape tape;
+    return tape;
+  }
+  static inline thread_local BasicTape* current_ = nullptr;
 
   detail::ChunkList<std::uint8_t> statements_{1u << 22};
   detail::ArgumentChunks<T> arguments_{1u << 20};
