@@ -211,9 +211,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       break;
     }
     h = std::min(h, hmax);
+    // Land exactly on t1 — and on every output time when stop_at_outputs.
+    const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
     bool last = false;
-    if (t + 1.01 * h >= t1) {
-      h = t1 - t;
+    if (t + 1.01 * h >= target) {
+      h = target - t;
       last = true;
     }
     const double h_floor = std::max(opt.dt_min, 16.0 * eps * std::max(std::abs(t), 1e-300));
@@ -244,7 +246,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       fac_old = std::max(err, 1e-4);
       ++s.steps;
       s.last_step = h;
-      const double t_new = last ? t1 : t + h;
+      const double t_new = last ? target : t + h;
       stepper.accept(h, y, y_new, j < outputs.size() && outputs[j] < t_new);
       while (j < outputs.size() && outputs[j] <= t_new) {
         const double t_out = outputs[j];

@@ -54,6 +54,10 @@ struct IntegratorOptions {
   /// Steps smaller than this end the run with StepSizeUnderflow (0: only the
   /// round-off limit 16 ε |t|).
   double dt_min = 0.0;
+  /// Adaptive methods shorten steps to land exactly on every output time
+  /// (instead of interpolating there): what observations in an objective
+  /// need, since the discrete adjoint differentiates the steps themselves.
+  bool stop_at_outputs = false;
   /// Accepted + rejected steps after which the run stops (MaxStepsReached).
   std::int64_t max_steps = 10'000'000;
 

@@ -87,18 +87,18 @@ class Dopri5 {
   /// vectors are distributed.
   double error_norm(const V& y, const V& y_new, double rtol, const V& atol) const {
     using namespace dopri5_tableau;
-    auto k1 = detail::raw(k_[0]);
-    auto k3 = detail::raw(k_[2]);
-    auto k4 = detail::raw(k_[3]);
-    auto k5 = detail::raw(k_[4]);
-    auto k6 = detail::raw(k_[5]);
-    auto k7 = detail::raw(k_[6]);
-    auto y0 = detail::raw(y);
-    auto y1 = detail::raw(y_new);
-    auto a = detail::raw(atol);
+    auto k1 = costate::detail::raw(k_[0]);
+    auto k3 = costate::detail::raw(k_[2]);
+    auto k4 = costate::detail::raw(k_[3]);
+    auto k5 = costate::detail::raw(k_[4]);
+    auto k6 = costate::detail::raw(k_[5]);
+    auto k7 = costate::detail::raw(k_[6]);
+    auto y0 = costate::detail::raw(y);
+    auto y1 = costate::detail::raw(y_new);
+    auto a = costate::detail::raw(atol);
     const double h = h_;
     double local[2] = {0.0, static_cast<double>(y.size())};
-    local[0] = detail::sum_each(
+    local[0] = costate::detail::sum_each(
         "costate::dopri5::error_norm", y, KOKKOS_LAMBDA(std::size_t i, double& s) {
           const double e = h * (e1 * k1(i) + e3 * k3(i) + e4 * k4(i) + e5 * k5(i) + e6 * k6(i) +
                                 e7 * k7(i));

@@ -1,0 +1,314 @@
+#pragma once
+/// \file
+/// ode::gradient — the objective of an ODE solution and its gradient with
+/// respect to the parameters p and the initial state y0, by a method the
+/// caller passes as a value:
+///
+///     auto g = ode::gradient(problem, objective,
+///                            ode::DiscreteAdjoint{.checkpointing = ode::Binomial{.snapshots = 10}},
+///                            {.method = ode::Method::RK4, .dt = 1e-2});
+///     g.objective; g.wrt_parameters; g.wrt_initial_state; g.checkpoints;
+///
+/// DiscreteAdjoint: the exact gradient of the discrete solution. The state is
+/// y augmented with z (z' = q, the running cost). The reverse sweep runs the
+/// explicit Runge–Kutta adjoint of every step (explicit_rk.hpp), from
+///     λ_l = ∂g/∂y(y_l),  λ_z = 1,  μ = ∂g/∂p,
+/// adding ∂ℓ_k/∂y to λ (and ∂ℓ_k/∂p to μ) when it passes an observation
+/// time; dJ/dy0 = λ_0, dJ/dp = μ. Each stage's vector–Jacobian product
+/// f_yᵀ w, f_pᵀ w comes from a short tape of one right-hand-side evaluation
+/// (a private tape: a recording of the caller is not disturbed) — the time
+/// loop is never taped. States are kept or recomputed by the checkpoint
+/// schedule (checkpointing.hpp).
+///
+/// Step sizes are constants of the adjoint: fixed-step methods use dt
+/// (landing on observation times); an adaptive run (dopri5) is made first to
+/// choose the steps, landing exactly on observation times, and its accepted
+/// steps are then replayed by the adjoint's sweeps. Limitations: explicit
+/// methods only (implicit steppers come with the nonlinear solver); the
+/// Multilevel schedule keeps all its snapshots in memory for now.
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "costate/ad/reverse.hpp"
+#include "costate/ode/checkpointing.hpp"
+#include "costate/ode/explicit_rk.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/ode/objective.hpp"
+#include "costate/ode/problem.hpp"
+
+namespace costate::ode {
+
+/// The exact gradient of the discrete solution by a reverse sweep.
+struct DiscreteAdjoint {
+  Checkpointing checkpointing = StoreAll{};
+};
+
+using SensitivityMethod = std::variant<DiscreteAdjoint>;
+
+std::string to_string(const SensitivityMethod& m);
+
+struct GradientResult {
+  double objective = 0.0;
+  std::vector<double> wrt_parameters;
+  std::vector<double> wrt_initial_state;
+  std::string method;
+  CheckpointStats checkpoints;
+  Summary summary;  ///< the forward integration (steps, evaluations)
+  std::int64_t rhs_evaluations = 0;  ///< by the sweeps (forward and reverse)
+  std::int64_t vjp_evaluations = 0;
+  double wall_seconds = 0.0;
+  std::string brief_report() const;
+};
+
+namespace detail {
+
+/// y' = f(t, y, p) augmented with z' = q(t, y, p) when the objective has a
+/// running cost.
+template <class M, class O>
+struct Augmented {
+  const M& model;
+  const O& objective;
+  std::size_t n;
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    model.template rhs<T>(t, y.first(n), p, dydt.first(n));
+    if constexpr (HasRunning<O>) dydt[n] = objective.template running<T>(t, y.first(n), p);
+  }
+};
+
+/// Vector–Jacobian products of a model's right-hand side from a short tape.
+template <class M>
+class RhsVjp {
+ public:
+  RhsVjp(const M& model, std::span<const double> p, std::size_t n)
+      : model_(model), p_(p.begin(), p.end()), y_(n), pr_(p.size()), dydt_(n) {}
+
+  /// ybar = f_yᵀ w;  pbar += f_pᵀ w.
+  void operator()(double t, std::span<const double> y, std::span<const double> w,
+                  std::span<double> ybar, std::span<double> pbar) {
+    ad::Tape::Scope scope(tape_);
+    tape_.reset();
+    tape_.start_recording();
+    for (std::size_t i = 0; i < y_.size(); ++i) {
+      y_[i] = y[i];
+      tape_.register_input(y_[i]);
+    }
+    for (std::size_t j = 0; j < pr_.size(); ++j) {
+      pr_[j] = p_[j];
+      tape_.register_input(pr_[j]);
+    }
+    model_.template rhs<ad::Real>(t, std::span<const ad::Real>(y_), std::span<const ad::Real>(pr_),
+                                  std::span<ad::Real>(dydt_));
+    for (auto& d : dydt_) tape_.register_output(d);
+    tape_.stop_recording();
+    for (std::size_t i = 0; i < dydt_.size(); ++i) dydt_[i].set_gradient(w[i]);
+    tape_.evaluate();
+    for (std::size_t i = 0; i < y_.size(); ++i) ybar[i] = y_[i].gradient();
+    for (std::size_t j = 0; j < pr_.size(); ++j) pbar[j] += pr_[j].gradient();
+    ++count;
+  }
+  std::int64_t count = 0;
+
+ private:
+  const M& model_;
+  std::vector<double> p_;
+  std::vector<ad::Real> y_, pr_, dydt_;
+  ad::Tape tape_;
+};
+
+/// Value and gradient (w.r.t. y and p) of a scalar function of (y, p) from a
+/// short tape. `f(y, p)` is called with spans of ad::Real.
+template <class F>
+double value_and_gradient(F&& f, std::span<const double> y, std::span<const double> p,
+                          std::span<double> ybar, std::span<double> pbar, ad::Tape& tape) {
+  ad::Tape::Scope scope(tape);
+  tape.reset();
+  tape.start_recording();
+  std::vector<ad::Real> yr(y.begin(), y.end()), pr(p.begin(), p.end());
+  for (auto& v : yr) tape.register_input(v);
+  for (auto& v : pr) tape.register_input(v);
+  ad::Real J = f(std::span<const ad::Real>(yr), std::span<const ad::Real>(pr));
+  tape.register_output(J);
+  tape.stop_recording();
+  J.set_gradient(1.0);
+  tape.evaluate();
+  for (std::size_t i = 0; i < yr.size(); ++i) ybar[i] += yr[i].gradient();
+  for (std::size_t j = 0; j < pr.size(); ++j) pbar[j] += pr[j].gradient();
+  return J.value();
+}
+
+}  // namespace detail
+
+/// Objective value and gradient; see the file comment. Throws costate::Error
+/// on invalid settings and when the forward integration fails (the message
+/// says why: step-size underflow, non-finite state, …).
+template <Model M, class O>
+GradientResult gradient(const Problem<M>& problem, const O& objective,
+                        const SensitivityMethod& method, IntegratorOptions options = {}) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t n = problem.n_states();
+  const std::size_t np = problem.p.size();
+  constexpr bool kRunning = HasRunning<O>;
+  const std::size_t na = n + (kRunning ? 1 : 0);
+  COSTATE_CHECK(n > 0, "gradient: the problem has no states");
+  const double t0 = problem.t0(), t1 = problem.t1();
+
+  // 1. Observation times (the steps land on them) and where they fall.
+  std::vector<double> obs;
+  if constexpr (HasObservations<O>) {
+    const auto times = objective.observation_times();
+    obs.assign(times.begin(), times.end());
+  }
+  detail::validate_output_times(obs, t0, t1);
+  std::vector<double> stops = obs;
+  if (stops.empty() || stops.back() < t1) stops.push_back(t1);
+
+  // 2. The step sequence t_0 < t_1 < … < t_l.
+  detail::Augmented<M, O> aug{problem.model, objective, n};
+  std::vector<double> y0a(na, 0.0);
+  std::copy(problem.y0.begin(), problem.y0.end(), y0a.begin());
+  const std::span<const double> p(problem.p);
+  std::vector<double> times{t0};
+  options.stop_at_outputs = true;
+  if (kRunning && !options.atol_per_state.empty()) options.atol_per_state.push_back(1e300);
+  if (kRunning && options.atol_per_state.empty() && !options.fixed_step()) {
+    options.atol_per_state.assign(na, options.atol);
+    options.atol_per_state.back() = 1e300;  // z is a quadrature: not error-controlled
+  }
+  auto user_on_step = options.on_step;
+  options.on_step = [&](double t) {
+    times.push_back(t);
+    if (user_on_step) user_on_step(t);
+  };
+  HostVector y = HostVector::from(std::span<const double>(y0a));
+  auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
+    aug.template rhs<double>(t, std::span<const double>(yy.data(), na), p,
+                             std::span<double>(dydt.data(), na));
+  };
+  GradientResult result;
+  result.summary = integrate_vector(rhs, t0, t1, y, options, std::span<const double>(stops),
+                                    [](std::size_t, double, const HostVector&) {});
+  COSTATE_CHECK(result.summary.success(),
+                "gradient: the forward integration failed: " << result.summary.message);
+  const std::int64_t l = static_cast<std::int64_t>(times.size()) - 1;
+  // Observation k sits at step index obs_step[k].
+  std::vector<std::int64_t> obs_at(times.size(), -1);
+  for (std::size_t k = 0, i = 0; k < obs.size(); ++k) {
+    while (i < times.size() && times[i] < obs[k]) ++i;
+    COSTATE_CHECK(i < times.size() && times[i] == obs[k],
+                  "gradient: internal error, no step lands on observation time " << obs[k]);
+    obs_at[i] = static_cast<std::int64_t>(k);
+  }
+
+  // 3. The reverse sweep.
+  const auto& dam = std::get<DiscreteAdjoint>(method);
+  const ButcherTableau tab = explicit_tableau(options.method);
+  HostVector cur = HostVector::from(std::span<const double>(y0a));
+  ExplicitRKStep<HostVector> rk(tab, cur);
+  HostVector next = cur.clone(), lambda = cur.clone(), ybar_stage = cur.clone();
+  std::vector<double> mu(np, 0.0), ybar(na), ybar_obj(n);
+  detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na);
+  ad::Tape objective_tape;
+  std::int64_t rhs_count = 0;
+  auto rhs_counted = [&](double t, const HostVector& yy, const HostVector& dydt) {
+    ++rhs_count;
+    rhs(t, yy, dydt);
+  };
+  double J = 0.0;
+
+  // Adds ℓ_k at state y (step index i) to J, λ and μ.
+  auto add_observation = [&](std::int64_t i, const HostVector& state) {
+    if constexpr (HasObservations<O>) {
+      const std::size_t k = static_cast<std::size_t>(obs_at[static_cast<std::size_t>(i)]);
+      std::fill(ybar_obj.begin(), ybar_obj.end(), 0.0);
+      J += detail::value_and_gradient(
+          [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+            return ad::Real(objective.template observation<ad::Real>(k, yy, pp));
+          },
+          std::span<const double>(state.data(), n), p, ybar_obj, mu, objective_tape);
+      for (std::size_t q = 0; q < n; ++q) lambda[q] += ybar_obj[q];
+    } else {
+      (void)i;
+      (void)state;
+    }
+  };
+
+  struct Ops {
+    explicit Ops(HostVector* c) : current(c) {}
+    HostVector* current;
+    std::int64_t i = 0;
+    std::vector<HostVector> slots;
+    std::function<void()> advance_fn, reverse_fn;
+    void advance() { advance_fn(); }
+    void save(std::size_t s) {
+      if (slots.size() <= s) slots.resize(s + 1);
+      if (slots[s].size() != current->size()) slots[s] = current->clone();
+      deep_copy(slots[s], *current);
+      slot_step.resize(std::max(slot_step.size(), s + 1));
+      slot_step[s] = i;
+    }
+    void restore(std::size_t s) {
+      deep_copy(*current, slots[s]);
+      i = slot_step[s];
+    }
+    void reverse_step() { reverse_fn(); }
+    std::int64_t index() const { return i; }
+    std::vector<std::int64_t> slot_step;
+  } ops(&cur);
+
+  ops.advance_fn = [&] {
+    const std::size_t i = static_cast<std::size_t>(ops.i);
+    rk.step(rhs_counted, times[i], times[i + 1] - times[i], cur, next);
+    deep_copy(cur, next);
+    ++ops.i;
+  };
+  auto stage_vjp = [&](double t, const HostVector& Y, const HostVector& w, HostVector& Ybar,
+                       std::vector<double>& pbar) {
+    vjp(t, std::span<const double>(Y.data(), na), std::span<const double>(w.data(), na),
+        std::span<double>(Ybar.data(), na), std::span<double>(pbar));
+  };
+  ops.reverse_fn = [&] {
+    const std::size_t i = static_cast<std::size_t>(ops.i);
+    const double h = times[i + 1] - times[i];
+    rk.step(rhs_counted, times[i], h, cur, next);
+    if (ops.i == l - 1) {
+      // Seed at the final state: λ_l = ∂g/∂y, λ_z = 1, μ = ∂g/∂p.
+      fill(lambda, 0.0);
+      if constexpr (HasTerminal<O>) {
+        std::fill(ybar_obj.begin(), ybar_obj.end(), 0.0);
+        J += detail::value_and_gradient(
+            [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+              return ad::Real(objective.template terminal<ad::Real>(yy, pp));
+            },
+            std::span<const double>(next.data(), n), p, ybar_obj, mu, objective_tape);
+        for (std::size_t q = 0; q < n; ++q) lambda[q] = ybar_obj[q];
+      }
+      if constexpr (kRunning) {
+        J += next[n];
+        lambda[n] = 1.0;
+      }
+      if (obs_at[static_cast<std::size_t>(l)] >= 0) add_observation(l, next);
+    }
+    rk.adjoint(stage_vjp, times[i], h, lambda, mu);
+    if (obs_at[i] >= 0) add_observation(ops.i, cur);
+  };
+
+  result.checkpoints = reverse_sweep(dam.checkpointing, ops, l);
+  result.objective = J;
+  result.wrt_parameters = mu;
+  result.wrt_initial_state.assign(lambda.data(), lambda.data() + n);
+  result.method = to_string(method);
+  result.rhs_evaluations = rhs_count;
+  result.vjp_evaluations = vjp.count;
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace costate::ode
