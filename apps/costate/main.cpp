@@ -1,11 +1,18 @@
 // costate — command-line driver.
 //
-//   costate run  FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [--quiet]
-//   costate info [--json]
+//   costate run         FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
+//   costate sensitivity FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
+//   costate gradcheck   FILE.yaml [--json] [--set key=value]... [-q]
+//   costate info        [--json]
 //
-// `run` integrates a built-in ODE model described by a YAML input file,
-// prints a readable result (or, with --json, one JSON object on stdout) and
-// writes the trajectory and the fully resolved settings to HDF5. Logs and
+// `run` integrates the ODE model of a YAML input file (a built-in model or
+// equations typed in the file), prints a readable result (or, with --json,
+// one JSON object on stdout) and writes the trajectory and the fully resolved
+// settings to HDF5. `sensitivity` also computes the objective of the file's
+// `objective:` section and its gradient (discrete adjoint) with respect to
+// the parameters and the initial state, and writes /sensitivity.
+// `gradcheck` verifies that gradient: a Taylor test (observed order >= 1.9)
+// and central differences; it exits non-zero when either fails. Logs and
 // progress go to stderr. Errors are printed once (rank 0) and the exit code
 // is non-zero.
 //
@@ -13,6 +20,8 @@
 //   costate run data/examples/lotka_volterra.yaml
 //   costate run data/examples/lorenz.yaml --set integrator.rtol=1e-10 --json
 //   mpiexec -n 2 costate run data/examples/van_der_pol.yaml
+//   costate sensitivity data/examples/lotka_volterra_equations.yaml --json
+//   costate gradcheck data/examples/lotka_volterra_equations.yaml
 //   costate info --json
 
 #include <unistd.h>
@@ -27,8 +36,10 @@
 #include <thread>
 
 #include "costate/costate.hpp"
+#include "costate/ode/gradient.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
+#include "io/objective.hpp"
 
 namespace {
 
@@ -105,7 +116,7 @@ int run(const costate::Environment& env, const RunArgs& args) {
   // 2. Integrate.
   Progress progress(cfg.t_start, cfg.t_end, talk);
   cfg.integrator.on_step = [&](double t) { progress.update(t); };
-  ode::Solution sol = ode::visit_builtin_model(cfg.model, [&](auto model) {
+  ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
     ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
                                           {cfg.t_start, cfg.t_end}, cfg.output_times};
     return ode::integrate(problem, cfg.integrator);
@@ -159,6 +170,229 @@ int run(const costate::Environment& env, const RunArgs& args) {
   if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << "\n";
   std::cout << os.str();
   return 0;
+}
+
+/// The gradient of the file's objective; the model's parameters' gradient
+/// includes the initial state's dependence on them.
+struct SensitivityRun {
+  costate::ode::GradientResult result;
+  std::vector<double> gradient_p;  // all parameters
+};
+
+SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
+                                std::span<const double> y0,
+                                std::span<const double> replay_times = {}) {
+  namespace ode = costate::ode;
+  const costate::io::ExpressionObjective objective(cfg);
+  SensitivityRun out;
+  out.result = costate::io::visit_model(cfg, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, std::vector<double>(y0.begin(), y0.end()),
+                                          std::vector<double>(p.begin(), p.end()),
+                                          {cfg.t_start, cfg.t_end}};
+    return ode::gradient(problem, objective,
+                         ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing},
+                         cfg.integrator, replay_times);
+  });
+  out.gradient_p = out.result.wrt_parameters;
+  const auto extra = costate::io::initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
+  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
+  return out;
+}
+
+RunConfig prepare(const costate::Environment& env, const RunArgs& args, const char* command) {
+  RunConfig cfg = costate::io::load_run_config(args.input, args.sets);
+  if (!args.output.empty()) cfg.output_file = args.output;
+  if (!cfg.objective.present)
+    throw costate::Error(args.input + ": costate " + command +
+                         " needs an 'objective:' section (terminal, integral and/or data)");
+  if (env.is_root() && !args.quiet) {
+    std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
+              << " (states " << join(cfg.state_names) << "; parameters "
+              << join(cfg.parameter_names) << ")\n  integrator "
+              << costate::ode::to_string(cfg.integrator.method)
+              << "\n  gradient   " << cfg.sensitivity.method << ", "
+              << costate::ode::to_string(cfg.sensitivity.checkpointing) << "\n";
+  }
+  return cfg;
+}
+
+int sensitivity(const costate::Environment& env, const RunArgs& args) {
+  namespace ode = costate::ode;
+  RunConfig cfg = prepare(env, args, "sensitivity");
+  // 1. Trajectory (for the output file) and 2. the gradient.
+  ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
+                                          {cfg.t_start, cfg.t_end}, cfg.output_times};
+    return ode::integrate(problem, cfg.integrator);
+  });
+  if (!sol.summary.success())
+    throw costate::Error("integration of " + args.input + " failed: " + sol.summary.message +
+                         " (no output written)");
+  const SensitivityRun g = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
+  const ode::GradientResult& r = g.result;
+
+  costate::io::SensitivityOutput out;
+  out.objective = r.objective;
+  for (const auto& name : cfg.sensitivity.wrt) {
+    const auto j = static_cast<std::size_t>(
+        std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) -
+        cfg.parameter_names.begin());
+    out.parameter_names.push_back(name);
+    out.gradient.push_back(g.gradient_p[j]);
+  }
+  if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
+  out.method = r.method;
+  out.steps = r.checkpoints.steps;
+  out.forward_steps = r.checkpoints.forward_steps;
+  out.recomputed_steps = r.checkpoints.recomputed_steps;
+  out.peak_snapshots = r.checkpoints.peak_snapshots;
+  if (env.is_root() && !cfg.output_file.empty())
+    costate::io::write_run_hdf5(cfg.output_file, cfg, sol, &out, "sensitivity");
+  if (!env.is_root()) return 0;
+  if (args.json) {
+    Json j;
+    j["status"] = "ok";
+    j["objective"] = r.objective;
+    Json grad = Json::object();
+    for (std::size_t k = 0; k < out.parameter_names.size(); ++k) grad[out.parameter_names[k]] = out.gradient[k];
+    j["gradient"] = grad;
+    Json gy = Json::object();
+    for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
+      gy[cfg.state_names[k]] = out.gradient_initial_state[k];
+    j["gradient_initial_state"] = gy;
+    j["method"] = r.method;
+    j["steps"] = out.steps;
+    j["forward_steps"] = out.forward_steps;
+    j["recomputed_steps"] = out.recomputed_steps;
+    j["checkpoints"] = out.peak_snapshots;
+    j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::ostringstream os;
+  os.precision(12);
+  os << r.brief_report() << "\n\n  objective J = " << r.objective << "\n\n";
+  os << std::left << std::setw(22) << "  dJ/d" << "value\n";
+  for (std::size_t k = 0; k < out.parameter_names.size(); ++k)
+    os << "  " << std::setw(20) << out.parameter_names[k] << out.gradient[k] << "\n";
+  for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
+    os << "  " << std::setw(20) << (cfg.state_names[k] + "(t0)") << out.gradient_initial_state[k] << "\n";
+  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
+  std::cout << os.str();
+  return 0;
+}
+
+int gradcheck(const costate::Environment& env, const RunArgs& args) {
+  RunConfig cfg = prepare(env, args, "gradcheck");
+  const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
+  // The point x = (p, y0) and the gradient there, with the steps frozen so
+  // that J is the same smooth function of x at every evaluation.
+  const SensitivityRun base = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
+  const std::vector<double> times = base.result.step_times;
+  std::vector<double> x(cfg.parameters), grad(base.gradient_p);
+  x.insert(x.end(), cfg.initial_state.begin(), cfg.initial_state.end());
+  grad.insert(grad.end(), base.result.wrt_initial_state.begin(), base.result.wrt_initial_state.end());
+  // Initial values given by expressions follow the parameters, not x.
+  auto J = [&](const std::vector<double>& xx) {
+    RunConfig c = cfg;
+    c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
+    std::vector<double> y0(xx.begin() + static_cast<std::ptrdiff_t>(np), xx.end());
+    // Re-evaluate expression initial values at the new parameters.
+    costate::io::RunConfig probe = c;
+    std::vector<std::string> vars{"t"};
+    vars.insert(vars.end(), c.parameter_names.begin(), c.parameter_names.end());
+    std::vector<double> vals{c.t_start};
+    vals.insert(vals.end(), c.parameters.begin(), c.parameters.end());
+    for (std::size_t i = 0; i < n; ++i)
+      if (!c.initial_state_expressions[i].empty())
+        y0[i] = costate::expr::Program::compile(c.initial_state_expressions[i], vars)
+                    .evaluate(std::span<const double>(vals));
+    return compute_gradient(c, c.parameters, y0, times).result.objective;
+  };
+  const double J0 = base.result.objective;
+  // Direction: components scaled like x, signs from a fixed pattern.
+  std::vector<double> dir(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    dir[i] = (i % 2 == 0 ? 1.0 : -0.7) * (0.5 + 0.25 * static_cast<double>(i % 3)) *
+             std::max(std::abs(x[i]), 1e-2);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!cfg.initial_state_expressions[i].empty()) dir[np + i] = 0.0;
+  double slope = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) slope += grad[i] * dir[i];
+  // Taylor test: r(h) = |J(x + h d) − J(x) − h ⟨∇J, d⟩| = O(h²).
+  std::vector<double> hs, rs, orders;
+  double h = 1e-2;
+  const double floor = 1e-13 * std::max(1.0, std::abs(J0));
+  for (int k = 0; k < 7; ++k, h *= 0.5) {
+    std::vector<double> xh(x);
+    for (std::size_t i = 0; i < x.size(); ++i) xh[i] += h * dir[i];
+    const double r = std::abs(J(xh) - J0 - h * slope);
+    hs.push_back(h);
+    rs.push_back(r);
+    if (rs.size() >= 2 && rs[rs.size() - 2] > floor * 100 && r > floor * 100)
+      orders.push_back(std::log2(rs[rs.size() - 2] / r));
+    if (r < floor * 100) break;  // round-off floor reached
+  }
+  double min_order = orders.empty() ? 2.0 : *std::min_element(orders.begin(), orders.end());
+  const bool taylor_ok = orders.empty() ? rs.front() < floor * 100 : min_order >= 1.9;
+  // Central differences per component (h = 1e-6 relative): agreement to
+  // 1e-5 relative to the gradient's scale.
+  constexpr double kFdTol = 1e-5;
+  double gscale = 0.0;
+  for (double gi : grad) gscale = std::max(gscale, std::abs(gi));
+  std::vector<double> fd(x.size(), 0.0);
+  double max_err = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (i >= np && !cfg.initial_state_expressions[i - np].empty()) continue;
+    const double hi = 1e-6 * std::max(std::abs(x[i]), 1.0);
+    std::vector<double> a(x), b(x);
+    a[i] += hi;
+    b[i] -= hi;
+    fd[i] = (J(a) - J(b)) / (2 * hi);
+    max_err = std::max(max_err, std::abs(fd[i] - grad[i]) / std::max(gscale, 1e-300));
+  }
+  const bool fd_ok = max_err <= kFdTol;
+  const bool passed = taylor_ok && fd_ok;
+  if (!env.is_root()) return passed ? 0 : 1;
+  std::vector<std::string> names(cfg.parameter_names);
+  for (const auto& s : cfg.state_names) names.push_back(s + "(t0)");
+  if (args.json) {
+    Json j;
+    j["status"] = passed ? "ok" : "failed";
+    j["objective"] = J0;
+    j["taylor"] = {{"steps", hs}, {"residuals", rs}, {"orders", orders}, {"min_order", min_order},
+                   {"passed", taylor_ok}};
+    Json comps = Json::object();
+    for (std::size_t i = 0; i < x.size(); ++i) comps[names[i]] = {{"adjoint", grad[i]}, {"fd", fd[i]}};
+    j["finite_differences"] = {{"components", comps}, {"max_rel_error", max_err}, {"passed", fd_ok}};
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::ostringstream os;
+    os.precision(6);
+    os << "Taylor test along a fixed direction (|J(x+hd) - J(x) - h<grad J, d>| should fall like h^2):\n";
+    for (std::size_t k = 0; k < rs.size(); ++k) {
+      os << "  h = " << std::setw(10) << hs[k] << "   r = " << std::setw(12) << rs[k];
+      if (k >= 1 && k - 1 < orders.size()) os << "   order " << orders[k - 1];
+      os << "\n";
+    }
+    os << "  minimum observed order " << min_order << (taylor_ok ? " (pass, >= 1.9)" : " (FAIL, < 1.9)") << "\n\n";
+    os << "Central differences:\n";
+    os.precision(12);
+    os << "  " << std::left << std::setw(14) << "" << std::setw(22) << "adjoint" << "central difference\n";
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      os << "  " << std::left << std::setw(14) << names[i] << std::setw(22) << grad[i];
+      if (i >= np && !cfg.initial_state_expressions[i - np].empty())
+        os << "(an expression of the parameters: checked through them)";
+      else
+        os << fd[i];
+      os << "\n";
+    }
+    os.precision(3);
+    os << "  max relative error " << max_err << (fd_ok ? " (pass, <= 1e-5)" : " (FAIL, > 1e-5)") << "\n\n"
+       << (passed ? "gradcheck: passed\n" : "gradcheck: FAILED\n");
+    std::cout << os.str();
+  }
+  return passed ? 0 : 1;
 }
 
 int info(const costate::Environment& env, bool json) {
@@ -227,6 +461,22 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_flag("-q,--quiet", run_args.quiet, "no settings echo or progress on stderr");
 
+  RunArgs sens_args;
+  auto* sens_cmd = app.add_subcommand("sensitivity", "objective and its gradient (discrete adjoint)");
+  sens_cmd->add_option("file", sens_args.input, "YAML input file")->required();
+  sens_cmd->add_option("-o,--output", sens_args.output, "HDF5 output file (overrides output.file)");
+  sens_cmd->add_flag("--json", sens_args.json, "print one JSON summary on stdout");
+  sens_cmd->add_option("--set", sens_args.sets, "override a setting: --set integrator.dt=1e-3")
+      ->allow_extra_args(false);
+  sens_cmd->add_flag("-q,--quiet", sens_args.quiet, "no settings echo on stderr");
+
+  RunArgs check_args;
+  auto* check_cmd = app.add_subcommand("gradcheck", "verify the gradient: Taylor test and finite differences");
+  check_cmd->add_option("file", check_args.input, "YAML input file")->required();
+  check_cmd->add_flag("--json", check_args.json, "print one JSON summary on stdout");
+  check_cmd->add_option("--set", check_args.sets, "override a setting")->allow_extra_args(false);
+  check_cmd->add_flag("-q,--quiet", check_args.quiet, "no settings echo on stderr");
+
   bool info_json = false;
   auto* info_cmd = app.add_subcommand("info", "versions of costate and its dependencies");
   info_cmd->add_flag("--json", info_json, "print one JSON object on stdout");
@@ -237,12 +487,17 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
-  const bool json = run_cmd->parsed() ? run_args.json : info_json;
+  const bool json = run_cmd->parsed()     ? run_args.json
+                    : sens_cmd->parsed()  ? sens_args.json
+                    : check_cmd->parsed() ? check_args.json
+                                          : info_json;
   std::unique_ptr<costate::Environment> env;
   try {
     env = std::make_unique<costate::Environment>(argc, argv);
     int rc = 0;
     if (run_cmd->parsed()) rc = run(*env, run_args);
+    if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);
+    if (check_cmd->parsed()) rc = gradcheck(*env, check_args);
     if (info_cmd->parsed()) rc = info(*env, info_json);
     return rc;
   } catch (const costate::Error& e) {

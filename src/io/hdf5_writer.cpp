@@ -105,7 +105,8 @@ void write_scalar_attribute(hid_t loc, const std::string& name, T value) {
   }
 }
 
-void write_file(const std::string& path, const RunConfig& cfg, const ode::Solution& sol) {
+void write_file(const std::string& path, const RunConfig& cfg, const ode::Solution& sol,
+                const SensitivityOutput* sens, const std::string& command) {
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
               "create file '" + path + "'");
   const hsize_t n = sol.t.size();
@@ -138,8 +139,30 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
   write_scalar_attribute(summary, "final_time", s.final_time);
   write_scalar_attribute(summary, "wall_seconds", s.wall_seconds);
 
+  if (sens) {
+    Handle g(H5Gcreate2(file, "sensitivity", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+             "create group sensitivity");
+    write_doubles(g, "gradient", sens->gradient, {sens->gradient.size()});
+    {
+      Handle ds(H5Dopen2(g, "gradient", H5P_DEFAULT), H5Dclose, "open dataset gradient");
+      write_strings(ds, "names", sens->parameter_names, true);
+    }
+    if (!sens->gradient_initial_state.empty()) {
+      write_doubles(g, "gradient_initial_state", sens->gradient_initial_state,
+                    {sens->gradient_initial_state.size()});
+      Handle ds(H5Dopen2(g, "gradient_initial_state", H5P_DEFAULT), H5Dclose,
+                "open dataset gradient_initial_state");
+      write_strings(ds, "names", cfg.state_names, true);
+    }
+    write_scalar_attribute(g, "objective", sens->objective);
+    write_string_scalar(g, "method", sens->method, true);
+    write_scalar_attribute(g, "steps", sens->steps);
+    write_scalar_attribute(g, "forward_steps", sens->forward_steps);
+    write_scalar_attribute(g, "recomputed_steps", sens->recomputed_steps);
+    write_scalar_attribute(g, "peak_snapshots", sens->peak_snapshots);
+  }
   write_string_scalar(file, "costate_version", COSTATE_VERSION_STRING, true);
-  write_string_scalar(file, "command", "run", true);
+  write_string_scalar(file, "command", command, true);
   write_string_scalar(file, "model", cfg.model, true);
   write_string_scalar(file, "input_file", cfg.input_path, true);
   write_string_scalar(file, "status", "complete", true);
@@ -149,12 +172,13 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
 }  // namespace
 
 void write_run_hdf5(const std::string& path, const RunConfig& config,
-                    const ode::Solution& solution) {
+                    const ode::Solution& solution, const SensitivityOutput* sensitivity,
+                    const std::string& command) {
   COSTATE_CHECK(!path.empty(), "write_run_hdf5: empty output path");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as costate::Error
   const std::string partial = path + ".partial";
   try {
-    write_file(partial, config, solution);
+    write_file(partial, config, solution, sensitivity, command);
   } catch (const Error& e) {
     std::error_code ec;
     std::filesystem::remove(partial, ec);

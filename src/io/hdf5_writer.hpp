@@ -12,21 +12,39 @@
 //   /summary                  group; attributes method, termination, message,
 //                             steps, rejected_steps, rhs_evaluations,
 //                             final_time, wall_seconds
+//   /sensitivity             (costate sensitivity) group: datasets
+//                            gradient (names attribute), gradient_initial_state;
+//                            attributes objective, method, steps,
+//                            forward_steps, recomputed_steps, peak_snapshots
 //   root attributes: costate_version, command, model, status = "complete"
 //
 // The file is written under PATH.partial and renamed to PATH only once it is
 // complete, so a failed or interrupted run never leaves a file that looks
 // finished.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "costate/ode/options.hpp"
 #include "io/input.hpp"
 
 namespace costate::io {
 
-/// Writes the run's results. Serial (call on one rank). Throws costate::Error
-/// naming the path when the file cannot be written.
-void write_run_hdf5(const std::string& path, const RunConfig& config, const ode::Solution& solution);
+/// What `costate sensitivity` adds to the file.
+struct SensitivityOutput {
+  double objective = 0.0;
+  std::vector<std::string> parameter_names;  ///< the `wrt` parameters
+  std::vector<double> gradient;
+  std::vector<double> gradient_initial_state;  ///< empty unless requested
+  std::string method;
+  std::int64_t steps = 0, forward_steps = 0, recomputed_steps = 0, peak_snapshots = 0;
+};
+
+/// Writes the run's results (and sensitivities when given). Serial (call on
+/// one rank). Throws costate::Error naming the path when the file cannot be
+/// written.
+void write_run_hdf5(const std::string& path, const RunConfig& config, const ode::Solution& solution,
+                    const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
 
 }  // namespace costate::io

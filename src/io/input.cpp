@@ -6,10 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/ad/reverse.hpp"
+#include "costate/expr/program.hpp"
 #include "costate/ode/models.hpp"
 
 namespace costate::io {
@@ -209,6 +212,96 @@ std::vector<double> output_grid(double start, double end, double every) {
 
 }  // namespace
 
+namespace {
+/// Evaluates initial values given as expressions of t and the parameters.
+void evaluate_initial_state(RunConfig& cfg) {
+  std::vector<std::string> vars{"t"};
+  vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+  std::vector<double> values{cfg.t_start};
+  values.insert(values.end(), cfg.parameters.begin(), cfg.parameters.end());
+  for (std::size_t i = 0; i < cfg.initial_state_expressions.size(); ++i) {
+    const std::string& e = cfg.initial_state_expressions[i];
+    if (e.empty()) continue;
+    cfg.initial_state[i] = expr::Program::compile(e, vars, "initial_state." + cfg.state_names[i])
+                               .evaluate(std::span<const double>(values));
+  }
+}
+}  // namespace
+
+void read_csv_data(const std::string& path, const std::vector<std::string>& states,
+                   std::vector<double>& times, std::vector<double>& data) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open the data file");
+  auto trim = [](std::string s) {
+    const auto a = s.find_first_not_of(" \t\r");
+    const auto b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string{} : s.substr(a, b - a + 1);
+  };
+  auto split = [&](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(trim(cell));
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  std::string line;
+  std::size_t lineno = 0;
+  // Header (skipping blank lines and # comments).
+  std::vector<std::string> header;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    header = split(t);
+    break;
+  }
+  if (header.empty()) throw Error(path + ": the data file is empty; expected a header 't,<state>,...'");
+  if (header[0] != "t" && header[0] != "time")
+    throw Error(path + ":" + std::to_string(lineno) + ": the first column must be 't' (or 'time'), got '" +
+                header[0] + "'");
+  std::vector<std::size_t> column_state;
+  for (std::size_t c = 1; c < header.size(); ++c) {
+    auto it = std::find(states.begin(), states.end(), header[c]);
+    if (it == states.end()) {
+      std::string msg = path + ":" + std::to_string(lineno) + ": column '" + header[c] + "' is not a state";
+      const std::string near = nearest(header[c], states);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      throw Error(msg);
+    }
+    column_state.push_back(static_cast<std::size_t>(it - states.begin()));
+  }
+  times.clear();
+  data.clear();
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto cells = split(t);
+    if (cells.size() != header.size())
+      throw Error(path + ":" + std::to_string(lineno) + ": expected " + std::to_string(header.size()) +
+                  " values, got " + std::to_string(cells.size()));
+    auto parse = [&](const std::string& cell, std::size_t c, bool allow_missing) {
+      if (allow_missing && (cell.empty() || cell == "nan" || cell == "NaN" || cell == "NA"))
+        return std::numeric_limits<double>::quiet_NaN();
+      char* end = nullptr;
+      const double v = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || end != cell.c_str() + cell.size() || !std::isfinite(v))
+        throw Error(path + ":" + std::to_string(lineno) + ": column '" + header[c] +
+                    "': expected a number, got '" + cell + "'");
+      return v;
+    };
+    const double tk = parse(cells[0], 0, false);
+    if (!times.empty() && tk <= times.back())
+      throw Error(path + ":" + std::to_string(lineno) + ": times must be strictly ascending (" +
+                  fmt(times.back()) + " then " + fmt(tk) + ")");
+    times.push_back(tk);
+    data.resize(times.size() * states.size(), std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t c = 1; c < cells.size(); ++c)
+      data[(times.size() - 1) * states.size() + column_state[c - 1]] = parse(cells[c], c, true);
+  }
+  if (times.empty()) throw Error(path + ": no data rows after the header");
+}
+
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   Context ctx;
   ctx.path = path;
@@ -238,60 +331,124 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   for (const auto& o : overrides) apply_override(root, o, ctx);
 
   ctx.check_keys(root, "", {"description", "model", "parameters", "initial_state", "time",
-                            "integrator", "output"});
+                            "integrator", "output", "objective", "sensitivity"});
 
-  // 2. Model.
+  // 2. Model: a built-in name, or states with one equation each.
   if (root["description"]) cfg.description = ctx.string(root["description"], "description");
   const YAML::Node model = root["model"];
-  if (!model) throw Error(path + ": missing required key 'model' (a built-in model name)");
-  cfg.model = ctx.string(model, "model");
-  std::vector<std::string> model_names;
-  for (const auto& m : ode::builtin_models()) model_names.push_back(m.name);
-  if (std::find(model_names.begin(), model_names.end(), cfg.model) == model_names.end()) {
-    std::string msg = "unknown model '" + cfg.model + "'";
-    const std::string near = nearest(cfg.model, model_names);
-    if (!near.empty()) msg += "; did you mean '" + near + "'?";
-    ctx.fail(model, "model", msg + " Built-in models: " + join(model_names));
-  }
-  const ode::ModelInfo& info = ode::builtin_model(cfg.model);
-  cfg.state_names = info.state_names;
-  cfg.parameter_names = info.parameter_names;
-  cfg.parameters = info.default_parameters;
-  cfg.initial_state = info.default_initial_state;
-
-  // 3. Parameters: name -> value; unnamed ones keep the model's defaults.
-  if (const YAML::Node params = root["parameters"]) {
-    ctx.expect_map(params, "parameters");
-    ctx.check_keys(params, "parameters", info.parameter_names);
-    for (std::size_t i = 0; i < info.parameter_names.size(); ++i) {
-      const std::string& name = info.parameter_names[i];
-      if (params[name]) cfg.parameters[i] = ctx.number(params[name], "parameters." + name);
+  if (!model) throw Error(path + ": missing required key 'model' (a built-in model name, or a map "
+                                 "with 'states' and 'equations')");
+  const YAML::Node params = root["parameters"];
+  if (params) ctx.expect_map(params, "parameters");
+  if (model.IsMap()) {
+    ctx.check_keys(model, "model", {"states", "equations"});
+    const YAML::Node states = model["states"];
+    if (!states) ctx.fail(model, "model", "missing required key 'states' (a list of names)");
+    if (!states.IsSequence() || states.size() == 0)
+      ctx.fail(states, "model.states", "expected a non-empty list of state names, got " + describe(states));
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      const std::string name = ctx.string(states[i], "model.states[" + std::to_string(i) + "]");
+      if (std::find(cfg.state_names.begin(), cfg.state_names.end(), name) != cfg.state_names.end())
+        ctx.fail(states[i], "model.states[" + std::to_string(i) + "]", "duplicate state '" + name + "'");
+      cfg.state_names.push_back(name);
+    }
+    const YAML::Node eqs = model["equations"];
+    if (!eqs) ctx.fail(model, "model", "missing required key 'equations' (state -> expression)");
+    ctx.expect_map(eqs, "model.equations");
+    ctx.check_keys(eqs, "model.equations", cfg.state_names);
+    for (const auto& name : cfg.state_names) {
+      if (!eqs[name]) ctx.fail(eqs, "model.equations", "no equation for state '" + name + "'");
+      const YAML::Node e = eqs[name];
+      if (!e.IsScalar()) ctx.fail(e, "model.equations." + name, "expected an expression, got " + describe(e));
+      cfg.equations.push_back(e.Scalar());
+    }
+    cfg.model = "equations";
+    // Parameters: every key of the parameters map, in file order.
+    if (params) {
+      for (auto it = params.begin(); it != params.end(); ++it) {
+        const std::string name = it->first.Scalar();
+        cfg.parameter_names.push_back(name);
+        cfg.parameters.push_back(ctx.number(it->second, "parameters." + name));
+      }
+    }
+    cfg.initial_state.assign(cfg.state_names.size(), std::numeric_limits<double>::quiet_NaN());
+    // Compile now, so that expression errors carry the file's location.
+    try {
+      ode::EquationModel check(cfg.state_names, cfg.parameter_names, cfg.equations);
+    } catch (const Error& e) {
+      ctx.fail(eqs, "model.equations", std::string("invalid equation: ") + e.what());
+    }
+  } else {
+    cfg.model = ctx.string(model, "model");
+    std::vector<std::string> model_names;
+    for (const auto& m : ode::builtin_models()) model_names.push_back(m.name);
+    if (std::find(model_names.begin(), model_names.end(), cfg.model) == model_names.end()) {
+      std::string msg = "unknown model '" + cfg.model + "'";
+      const std::string near = nearest(cfg.model, model_names);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      ctx.fail(model, "model", msg + " Built-in models: " + join(model_names) +
+                                   " (or give a map with 'states' and 'equations')");
+    }
+    const ode::ModelInfo& info = ode::builtin_model(cfg.model);
+    cfg.state_names = info.state_names;
+    cfg.parameter_names = info.parameter_names;
+    cfg.parameters = info.default_parameters;
+    cfg.initial_state = info.default_initial_state;
+    // 3. Parameters: name -> value; unnamed ones keep the model's defaults.
+    if (params) {
+      ctx.check_keys(params, "parameters", info.parameter_names);
+      for (std::size_t i = 0; i < info.parameter_names.size(); ++i) {
+        const std::string& name = info.parameter_names[i];
+        if (params[name]) cfg.parameters[i] = ctx.number(params[name], "parameters." + name);
+      }
     }
   }
 
-  // 4. Initial state: a map name -> value, or a list with one value per state.
+  // 4. Initial state: a map name -> value, or a list with one value per
+  // state; a value may be an expression of t and the parameters.
+  cfg.initial_state_expressions.assign(cfg.state_names.size(), "");
+  auto initial_value = [&](const YAML::Node& v, std::size_t i, const std::string& key) {
+    double x = 0.0;
+    if (v.IsScalar() && YAML::convert<double>::decode(v, x)) {
+      cfg.initial_state[i] = ctx.number(v, key);
+      return;
+    }
+    if (!v.IsScalar()) ctx.fail(v, key, "expected a number or an expression, got " + describe(v));
+    std::vector<std::string> vars{"t"};
+    vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+    try {
+      (void)expr::Program::compile(v.Scalar(), vars, key);
+    } catch (const Error& e) {
+      ctx.fail(v, key, std::string("invalid expression (it may use t and the parameters): ") + e.what());
+    }
+    cfg.initial_state_expressions[i] = v.Scalar();
+  };
   if (const YAML::Node y0 = root["initial_state"]) {
     if (y0.IsSequence()) {
-      if (y0.size() != info.state_names.size())
+      if (y0.size() != cfg.state_names.size())
         ctx.fail(y0, "initial_state",
                  "has " + std::to_string(y0.size()) + " values but model '" + cfg.model +
-                     "' has " + std::to_string(info.state_names.size()) + " states (" +
-                     join(info.state_names) + ")");
+                     "' has " + std::to_string(cfg.state_names.size()) + " states (" +
+                     join(cfg.state_names) + ")");
       for (std::size_t i = 0; i < y0.size(); ++i)
-        cfg.initial_state[i] = ctx.number(y0[i], "initial_state[" + std::to_string(i) + "]");
+        initial_value(y0[i], i, "initial_state[" + std::to_string(i) + "]");
     } else if (y0.IsMap()) {
-      ctx.check_keys(y0, "initial_state", info.state_names);
-      for (std::size_t i = 0; i < info.state_names.size(); ++i) {
-        const std::string& name = info.state_names[i];
-        if (y0[name]) cfg.initial_state[i] = ctx.number(y0[name], "initial_state." + name);
+      ctx.check_keys(y0, "initial_state", cfg.state_names);
+      for (std::size_t i = 0; i < cfg.state_names.size(); ++i) {
+        const std::string& name = cfg.state_names[i];
+        if (y0[name]) initial_value(y0[name], i, "initial_state." + name);
       }
     } else {
       ctx.fail(y0, "initial_state",
                "expected a map (state name -> value) or a list of " +
-                   std::to_string(info.state_names.size()) + " numbers, got " + describe(y0));
+                   std::to_string(cfg.state_names.size()) + " numbers, got " + describe(y0));
     }
   }
-
+  for (std::size_t i = 0; i < cfg.state_names.size(); ++i) {
+    if (std::isnan(cfg.initial_state[i]) && cfg.initial_state_expressions[i].empty())
+      throw Error(ctx.where(root["initial_state"], "initial_state") + ": initial_state: no value for state '" +
+                  cfg.state_names[i] + "' (an equation model needs one for every state)");
+  }
   // 5. Time interval and output times.
   const YAML::Node time = root["time"];
   if (!time) throw Error(path + ": missing required key 'time' (with at least 'end')");
@@ -332,6 +489,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   } else {
     cfg.output_times = {cfg.t_start, cfg.t_end};
   }
+
+  evaluate_initial_state(cfg);
 
   // 6. Integrator.
   ode::IntegratorOptions& opt = cfg.integrator;
@@ -400,7 +559,148 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   opt.validate(cfg.state_names.size());
 
-  // 7. Output.
+  // 7. Objective and sensitivity settings (used by sensitivity/gradcheck).
+  if (const YAML::Node obj = root["objective"]) {
+    ctx.expect_map(obj, "objective");
+    ctx.check_keys(obj, "objective", {"terminal", "integral", "data"});
+    ObjectiveConfig& oc = cfg.objective;
+    oc.present = true;
+    std::vector<std::string> vars{"t"};
+    vars.insert(vars.end(), cfg.state_names.begin(), cfg.state_names.end());
+    vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+    auto expression = [&](const char* key, std::string& out) {
+      if (!obj[key]) return;
+      const YAML::Node e = obj[key];
+      const std::string full = std::string("objective.") + key;
+      if (!e.IsScalar()) ctx.fail(e, full, "expected an expression, got " + describe(e));
+      try {
+        (void)expr::Program::compile(e.Scalar(), vars, full);
+      } catch (const Error& err) {
+        ctx.fail(e, full, std::string("invalid expression: ") + err.what());
+      }
+      out = e.Scalar();
+    };
+    expression("terminal", oc.terminal);
+    expression("integral", oc.integral);
+    if (const YAML::Node data = obj["data"]) {
+      ctx.expect_map(data, "objective.data");
+      ctx.check_keys(data, "objective.data", {"file", "weights", "noise"});
+      if (!data["file"]) ctx.fail(data, "objective.data", "missing required key 'file' (a CSV file)");
+      std::string file = ctx.string(data["file"], "objective.data.file");
+      // Relative data paths are relative to the input file.
+      const std::filesystem::path fp(file);
+      if (fp.is_relative()) file = (std::filesystem::path(path).parent_path() / fp).string();
+      oc.data_file = file;
+      try {
+        read_csv_data(file, cfg.state_names, oc.data_times, oc.data);
+      } catch (const Error& e) {
+        ctx.fail(data["file"], "objective.data.file", e.what());
+      }
+      for (std::size_t k = 0; k < oc.data_times.size(); ++k) {
+        const double tk = oc.data_times[k];
+        if (tk < cfg.t_start || tk > cfg.t_end)
+          ctx.fail(data["file"], "objective.data.file",
+                   file + ": data time " + fmt(tk) + " (row " + std::to_string(k + 1) +
+                       ") lies outside the simulated interval [" + fmt(cfg.t_start) + ", " +
+                       fmt(cfg.t_end) + "]");
+      }
+      oc.weights.assign(cfg.state_names.size(), 1.0);
+      if (data["weights"] && data["noise"])
+        ctx.fail(data["noise"], "objective.data.noise", "give either 'weights' or 'noise', not both");
+      if (const YAML::Node w = data["weights"]) {
+        ctx.expect_map(w, "objective.data.weights");
+        ctx.check_keys(w, "objective.data.weights", cfg.state_names);
+        for (std::size_t i = 0; i < cfg.state_names.size(); ++i)
+          if (w[cfg.state_names[i]])
+            oc.weights[i] = ctx.non_negative(w[cfg.state_names[i]], "objective.data.weights." + cfg.state_names[i]);
+      }
+      if (const YAML::Node nz = data["noise"]) {
+        ctx.expect_map(nz, "objective.data.noise");
+        ctx.check_keys(nz, "objective.data.noise", cfg.state_names);
+        for (std::size_t i = 0; i < cfg.state_names.size(); ++i)
+          if (nz[cfg.state_names[i]]) {
+            const double sigma = ctx.positive(nz[cfg.state_names[i]], "objective.data.noise." + cfg.state_names[i]);
+            oc.weights[i] = 1.0 / (sigma * sigma);
+          }
+      }
+    }
+    if (oc.terminal.empty() && oc.integral.empty() && oc.data_file.empty())
+      ctx.fail(obj, "objective", "give at least one of 'terminal', 'integral' or 'data'");
+  }
+  if (const YAML::Node sens = root["sensitivity"]) {
+    ctx.expect_map(sens, "sensitivity");
+    ctx.check_keys(sens, "sensitivity", {"method", "wrt", "checkpointing"});
+    SensitivityConfig& sc = cfg.sensitivity;
+    sc.present = true;
+    if (sens["method"]) {
+      const std::vector<std::string> methods{"discrete_adjoint"};
+      sc.method = ctx.string(sens["method"], "sensitivity.method");
+      if (std::find(methods.begin(), methods.end(), sc.method) == methods.end()) {
+        std::string msg = "unknown method '" + sc.method + "'";
+        const std::string near = nearest(sc.method, methods);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(sens["method"], "sensitivity.method", msg + " Valid methods: " + join(methods));
+      }
+    }
+    if (const YAML::Node wrt = sens["wrt"]) {
+      if (!wrt.IsSequence())
+        ctx.fail(wrt, "sensitivity.wrt", "expected a list of parameter names (and 'initial_state'), got " + describe(wrt));
+      sc.wrt_initial_state = false;
+      std::vector<std::string> valid = cfg.parameter_names;
+      valid.push_back("initial_state");
+      for (std::size_t i = 0; i < wrt.size(); ++i) {
+        const std::string key = "sensitivity.wrt[" + std::to_string(i) + "]";
+        const std::string name = ctx.string(wrt[i], key);
+        if (name == "initial_state") {
+          sc.wrt_initial_state = true;
+          continue;
+        }
+        if (std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) == cfg.parameter_names.end()) {
+          std::string msg = "'" + name + "' is not a parameter";
+          const std::string near = nearest(name, valid);
+          if (!near.empty()) msg += "; did you mean '" + near + "'?";
+          ctx.fail(wrt[i], key, msg + " Valid: " + join(valid));
+        }
+        sc.wrt.push_back(name);
+      }
+    }
+    if (const YAML::Node cp = sens["checkpointing"]) {
+      ctx.expect_map(cp, "sensitivity.checkpointing");
+      ctx.check_keys(cp, "sensitivity.checkpointing", {"schedule", "snapshots", "every", "ram", "disk", "path"});
+      const std::vector<std::string> schedules{"store_all", "uniform", "binomial", "online", "multilevel"};
+      std::string schedule = "store_all";
+      if (cp["schedule"]) schedule = ctx.string(cp["schedule"], "sensitivity.checkpointing.schedule");
+      if (std::find(schedules.begin(), schedules.end(), schedule) == schedules.end()) {
+        std::string msg = "unknown schedule '" + schedule + "'";
+        const std::string near = nearest(schedule, schedules);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(cp["schedule"], "sensitivity.checkpointing.schedule", msg + " Valid schedules: " + join(schedules));
+      }
+      auto count = [&](const char* key, long long fallback) -> long long {
+        if (!cp[key]) return fallback;
+        const long long v = ctx.integer(cp[key], std::string("sensitivity.checkpointing.") + key);
+        if (v < 0) ctx.fail(cp[key], std::string("sensitivity.checkpointing.") + key, "must be >= 0");
+        return v;
+      };
+      if (schedule == "uniform") sc.checkpointing = ode::Uniform{.every = count("every", 10)};
+      else if (schedule == "binomial") sc.checkpointing = ode::Binomial{.snapshots = count("snapshots", 10)};
+      else if (schedule == "online") sc.checkpointing = ode::Online{.snapshots = count("snapshots", 10)};
+      else if (schedule == "multilevel") {
+        ode::Multilevel m{.ram = count("ram", 10), .disk = count("disk", 10)};
+        if (cp["path"]) m.path = ctx.string(cp["path"], "sensitivity.checkpointing.path");
+        sc.checkpointing = m;
+      } else sc.checkpointing = ode::StoreAll{};
+      try {
+        ode::validate(sc.checkpointing);
+      } catch (const Error& e) {
+        ctx.fail(cp, "sensitivity.checkpointing", e.what());
+      }
+    }
+  }
+
+  if (!cfg.sensitivity.present || !root["sensitivity"]["wrt"]) cfg.sensitivity.wrt = cfg.parameter_names;
+
+  // 8. Output.
   if (const YAML::Node output = root["output"]) {
     ctx.expect_map(output, "output");
     ctx.check_keys(output, "output", {"file"});
@@ -413,7 +713,16 @@ std::string RunConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(17);
   e << YAML::BeginMap;
-  e << YAML::Key << "model" << YAML::Value << model;
+  if (equation_model()) {
+    e << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "states" << YAML::Value << YAML::Flow << state_names;
+    e << YAML::Key << "equations" << YAML::Value << YAML::BeginMap;
+    for (std::size_t i = 0; i < state_names.size(); ++i)
+      e << YAML::Key << state_names[i] << YAML::Value << YAML::DoubleQuoted << equations[i];
+    e << YAML::EndMap << YAML::EndMap;
+  } else {
+    e << YAML::Key << "model" << YAML::Value << model;
+  }
   e << YAML::Key << "parameters" << YAML::Value << YAML::BeginMap;
   for (std::size_t i = 0; i < parameter_names.size(); ++i)
     e << YAML::Key << parameter_names[i] << YAML::Value << parameters[i];
@@ -444,6 +753,31 @@ std::string RunConfig::to_yaml() const {
   e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "file" << YAML::Value << output_file;
   e << YAML::EndMap;
+  if (objective.present) {
+    e << YAML::Key << "objective" << YAML::Value << YAML::BeginMap;
+    if (!objective.terminal.empty())
+      e << YAML::Key << "terminal" << YAML::Value << YAML::DoubleQuoted << objective.terminal;
+    if (!objective.integral.empty())
+      e << YAML::Key << "integral" << YAML::Value << YAML::DoubleQuoted << objective.integral;
+    if (!objective.data_file.empty()) {
+      e << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+      e << YAML::Key << "file" << YAML::Value << objective.data_file;
+      e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
+      for (std::size_t i = 0; i < state_names.size(); ++i)
+        e << YAML::Key << state_names[i] << YAML::Value << objective.weights[i];
+      e << YAML::EndMap << YAML::EndMap;
+    }
+    e << YAML::EndMap;
+  }
+  if (sensitivity.present) {
+    e << YAML::Key << "sensitivity" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "method" << YAML::Value << sensitivity.method;
+    std::vector<std::string> wrt = sensitivity.wrt.empty() ? parameter_names : sensitivity.wrt;
+    if (sensitivity.wrt_initial_state) wrt.push_back("initial_state");
+    e << YAML::Key << "wrt" << YAML::Value << YAML::Flow << wrt;
+    e << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(sensitivity.checkpointing);
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

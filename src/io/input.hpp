@@ -9,25 +9,59 @@
 #include <string>
 #include <vector>
 
+#include "costate/ode/checkpointing.hpp"
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/models.hpp"
 #include "costate/ode/options.hpp"
 
 namespace costate::io {
 
-/// Everything a `costate run` needs, fully resolved (defaults filled in).
+/// The `objective:` section: J = terminal + ∫ integral dt + ½ Σ w (y − data)².
+struct ObjectiveConfig {
+  bool present = false;
+  std::string terminal;  ///< expression in t, states, parameters ("" = none)
+  std::string integral;  ///< expression in t, states, parameters ("" = none)
+  std::string data_file;  ///< CSV with header t,<state>... ("" = no data)
+  std::vector<double> data_times;
+  std::vector<double> data;     ///< times × states, NaN = missing
+  std::vector<double> weights;  ///< one per state (1/noise² when noise is given)
+};
+
+/// The `sensitivity:` section.
+struct SensitivityConfig {
+  bool present = false;
+  std::string method = "discrete_adjoint";
+  /// Parameters to report the gradient for (all when empty and not given).
+  std::vector<std::string> wrt;
+  bool wrt_initial_state = true;
+  ode::Checkpointing checkpointing = ode::StoreAll{};
+};
+
+/// Everything a `costate run|sensitivity|gradcheck` needs, fully resolved
+/// (defaults filled in).
 struct RunConfig {
   std::string input_path;
+  /// A built-in model's name, or "equations" for a model typed in the file.
   std::string model;
+  /// One right-hand-side expression per state for an equation model.
+  std::vector<std::string> equations;
+  bool equation_model() const { return !equations.empty(); }
   std::string description;
   std::vector<std::string> state_names;
   std::vector<std::string> parameter_names;
   std::vector<double> parameters;
   std::vector<double> initial_state;
+  /// Initial values given as expressions of t and the parameters ("" where
+  /// the value is a number); evaluated into initial_state.
+  std::vector<std::string> initial_state_expressions;
   double t_start = 0.0;
   double t_end = 1.0;
   std::vector<double> output_times;
   ode::IntegratorOptions integrator;
   /// HDF5 output path; empty: no file.
   std::string output_file;
+  ObjectiveConfig objective;
+  SensitivityConfig sensitivity;
 
   /// The resolved settings as YAML (what the run actually used); written
   /// into the HDF5 output and printed by `costate run`.
@@ -37,6 +71,22 @@ struct RunConfig {
 /// Reads `path`, applies `overrides` ("key.path=value"), validates and
 /// resolves. Throws costate::Error with file:line:column on bad input.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Calls f(model) with the configured model: a built-in model type, or an
+/// ode::EquationModel built from the file's equations.
+template <class F>
+decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
+  if (cfg.equation_model())
+    return f(ode::EquationModel(cfg.state_names, cfg.parameter_names, cfg.equations));
+  return ode::visit_builtin_model(cfg.model, std::forward<F>(f));
+}
+
+/// Reads observations from a CSV file: a header `t,<state>,...` naming a
+/// subset of `states` in any order, then one row per time (ascending);
+/// empty cells, "nan" and "NA" are missing values. Errors name the file and
+/// line. Returns times and a times × states matrix (NaN where missing).
+void read_csv_data(const std::string& path, const std::vector<std::string>& states,
+                   std::vector<double>& times, std::vector<double>& data);
 
 /// Levenshtein edit distance (for "did you mean" suggestions).
 std::size_t edit_distance(const std::string& a, const std::string& b);

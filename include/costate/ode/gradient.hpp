@@ -63,6 +63,9 @@ struct GradientResult {
   std::int64_t rhs_evaluations = 0;  ///< by the sweeps (forward and reverse)
   std::int64_t vjp_evaluations = 0;
   double wall_seconds = 0.0;
+  /// The step times t_0 … t_l the gradient belongs to (replay them to
+  /// evaluate the same discrete objective elsewhere, e.g. in a Taylor test).
+  std::vector<double> step_times;
   std::string brief_report() const;
 };
 
@@ -148,9 +151,13 @@ double value_and_gradient(F&& f, std::span<const double> y, std::span<const doub
 /// Objective value and gradient; see the file comment. Throws costate::Error
 /// on invalid settings and when the forward integration fails (the message
 /// says why: step-size underflow, non-finite state, …).
+/// With `replay_times` (t_0 … t_l, from an earlier GradientResult) no
+/// forward integration chooses the steps: these are replayed, so that the
+/// objective is the same smooth function of p and y0 at every call.
 template <Model M, class O>
 GradientResult gradient(const Problem<M>& problem, const O& objective,
-                        const SensitivityMethod& method, IntegratorOptions options = {}) {
+                        const SensitivityMethod& method, IntegratorOptions options = {},
+                        std::span<const double> replay_times = {}) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = problem.n_states();
   const std::size_t np = problem.p.size();
@@ -192,10 +199,20 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                              std::span<double>(dydt.data(), na));
   };
   GradientResult result;
-  result.summary = integrate_vector(rhs, t0, t1, y, options, std::span<const double>(stops),
-                                    [](std::size_t, double, const HostVector&) {});
-  COSTATE_CHECK(result.summary.success(),
-                "gradient: the forward integration failed: " << result.summary.message);
+  if (replay_times.empty()) {
+    result.summary = integrate_vector(rhs, t0, t1, y, options, std::span<const double>(stops),
+                                      [](std::size_t, double, const HostVector&) {});
+    COSTATE_CHECK(result.summary.success(),
+                  "gradient: the forward integration failed: " << result.summary.message);
+  } else {
+    COSTATE_CHECK(replay_times.size() >= 2 && replay_times.front() == t0 && replay_times.back() == t1,
+                  "gradient: replay_times must run from t0 to t1");
+    times.assign(replay_times.begin(), replay_times.end());
+    result.summary.method = options.method;
+    result.summary.steps = static_cast<std::int64_t>(times.size()) - 1;
+    result.summary.final_time = t1;
+    result.summary.message = "replayed steps";
+  }
   const std::int64_t l = static_cast<std::int64_t>(times.size()) - 1;
   // Observation k sits at step index obs_step[k].
   std::vector<std::int64_t> obs_at(times.size(), -1);
@@ -301,6 +318,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 
   result.checkpoints = reverse_sweep(dam.checkpointing, ops, l);
   result.objective = J;
+  result.step_times = times;
   result.wrt_parameters = mu;
   result.wrt_initial_state.assign(lambda.data(), lambda.data() + n);
   result.method = to_string(method);

@@ -1,0 +1,63 @@
+#pragma once
+// The objective of an input file: terminal and integral expressions and a
+// least-squares misfit against CSV data (io::ObjectiveConfig), as an object
+// with the templated members ode::gradient expects. The initial state's
+// dependence on the parameters (expressions) enters through
+// initial_state_parameter_vjp.
+
+#include <span>
+#include <vector>
+
+#include "costate/expr/program.hpp"
+#include "io/input.hpp"
+
+namespace costate::io {
+
+class ExpressionObjective {
+ public:
+  explicit ExpressionObjective(const RunConfig& cfg);
+
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    if (terminal_.empty()) return T(0.0);
+    return terminal_.evaluate(std::span<const T>(variables(t1_, y, p)));
+  }
+  template <class T>
+  T running(double t, std::span<const T> y, std::span<const T> p) const {
+    if (integral_.empty()) return T(0.0);
+    return integral_.evaluate(std::span<const T>(variables(t, y, p)));
+  }
+  std::vector<double> observation_times() const { return times_; }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T>) const {
+    T sum = 0.0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      const double d = data_[k * n_ + i];
+      if (d != d) continue;  // missing
+      T r = y[i] - d;
+      sum = T(sum + 0.5 * weights_[i] * r * r);
+    }
+    return sum;
+  }
+
+ private:
+  template <class T>
+  static std::vector<T> variables(double t, std::span<const T> y, std::span<const T> p) {
+    std::vector<T> v;
+    v.reserve(1 + y.size() + p.size());
+    v.push_back(T(t));
+    v.insert(v.end(), y.begin(), y.end());
+    v.insert(v.end(), p.begin(), p.end());
+    return v;
+  }
+  expr::Program terminal_, integral_;
+  double t1_ = 0.0;
+  std::size_t n_ = 0;
+  std::vector<double> times_, data_, weights_;
+};
+
+/// (∂y0/∂p)ᵀ λ0 for initial values given as expressions of the parameters
+/// (zero for numeric ones).
+std::vector<double> initial_state_parameter_vjp(const RunConfig& cfg, std::span<const double> lambda0);
+
+}  // namespace costate::io
