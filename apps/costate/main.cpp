@@ -189,9 +189,12 @@ SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
     ode::Problem<decltype(model)> problem{model, std::vector<double>(y0.begin(), y0.end()),
                                           std::vector<double>(p.begin(), p.end()),
                                           {cfg.t_start, cfg.t_end}};
-    return ode::gradient(problem, objective,
-                         ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing},
-                         cfg.integrator, replay_times);
+    const ode::SensitivityMethod method =
+        cfg.sensitivity.method == "forward"
+            ? ode::SensitivityMethod(ode::Forward{})
+            : ode::SensitivityMethod(
+                  ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing});
+    return ode::gradient(problem, objective, method, cfg.integrator, replay_times);
   });
   out.gradient_p = out.result.wrt_parameters;
   const auto extra = costate::io::initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);

@@ -633,7 +633,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     SensitivityConfig& sc = cfg.sensitivity;
     sc.present = true;
     if (sens["method"]) {
-      const std::vector<std::string> methods{"discrete_adjoint"};
+      const std::vector<std::string> methods{"discrete_adjoint", "forward"};
       sc.method = ctx.string(sens["method"], "sensitivity.method");
       if (std::find(methods.begin(), methods.end(), sc.method) == methods.end()) {
         std::string msg = "unknown method '" + sc.method + "'";

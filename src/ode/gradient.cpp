@@ -3,6 +3,7 @@
 namespace costate::ode {
 
 std::string to_string(const SensitivityMethod& m) {
+  if (std::holds_alternative<Forward>(m)) return "forward";
   return "discrete_adjoint(" + to_string(std::get<DiscreteAdjoint>(m).checkpointing) + ")";
 }
 

@@ -404,7 +404,16 @@ TEST_F(CliTest, SensitivityOfEquationsMatchesTheCompiledModel) {
     EXPECT_NEAR(ja["gradient_initial_state"][s].get<double>(),
                 jb["gradient_initial_state"][s].get<double>(), 1e-12)
         << s;
-  EXPECT_EQ(ja["forward_steps"], 400 * 0 + jb["forward_steps"].get<int>());
+  EXPECT_EQ(ja["forward_steps"], jb["forward_steps"]);
+  // Forward sensitivities of the same discrete solution agree to 1e-10.
+  const Result fw = run("sensitivity '" + eq + "' --json -q --set sensitivity.method=forward");
+  ASSERT_EQ(fw.code, 0) << fw.err;
+  const Json jf = Json::parse(fw.out);
+  EXPECT_EQ(jf["method"], "forward");
+  for (const char* p : {"alpha", "beta", "gamma", "delta"})
+    EXPECT_NEAR(jf["gradient"][p].get<double>(), ja["gradient"][p].get<double>(),
+                1e-10 * std::max(1.0, std::abs(ja["gradient"][p].get<double>())))
+        << p;
   // gradcheck on both passes.
   for (const std::string& f : {eq, builtin}) {
     const Result c = run("gradcheck '" + f + "' --json -q");

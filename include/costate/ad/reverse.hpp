@@ -30,6 +30,7 @@
 ///   non-zero; set_check_finite(true) reports it);  pow(x, y): ∂/∂y =
 ///   pow(x,y)·log(x) for x > 0 and 0 for x ≤ 0 (pow of a negative base is only
 ///   real for integer y, where y is then a constant of the statement);
+///   atan2 and hypot at the origin: partials 0;
 ///   floor/ceil/round/trunc: passive results (zero derivative).
 ///
 /// Misuse is an error, not garbage: using as an argument a value recorded on
@@ -762,7 +763,9 @@ inline auto atan2(const Expr<A>& a, const Expr<B>& b) {
   const T& y = a.self().value();
   const T& x = b.self().value();
   const T r2 = x * x + y * y;
-  return detail::binary(a.self(), b.self(), detail::scalar::atan2_(y, x), x / r2, -y / r2);
+  // At the origin: derivative 0 (as ad::Dual), not NaN.
+  const T inv = r2 == T(0) ? T(0) : T(1) / r2;
+  return detail::binary(a.self(), b.self(), detail::scalar::atan2_(y, x), x * inv, -y * inv);
 }
 template <class A, class C>
   requires detail::Constant<A, C>
@@ -770,7 +773,8 @@ inline auto atan2(const Expr<A>& a, const C& c) {
   using T = detail::S<A>;
   const T& y = a.self().value();
   const T x = T(c);
-  return detail::unary(a.self(), detail::scalar::atan2_(y, x), x / (x * x + y * y));
+  const T r2 = x * x + y * y;
+  return detail::unary(a.self(), detail::scalar::atan2_(y, x), r2 == T(0) ? T(0) : x / r2);
 }
 template <class C, class B>
   requires detail::Constant<B, C>
@@ -778,7 +782,8 @@ inline auto atan2(const C& c, const Expr<B>& b) {
   using T = detail::S<B>;
   const T y = T(c);
   const T& x = b.self().value();
-  return detail::unary(b.self(), detail::scalar::atan2_(y, x), -y / (x * x + y * y));
+  const T r2 = x * x + y * y;
+  return detail::unary(b.self(), detail::scalar::atan2_(y, x), r2 == T(0) ? T(0) : -y / r2);
 }
 
 // hypot(x, y) = sqrt(x² + y²): ∂/∂x = x/h (0 at the origin)

@@ -35,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/explicit_rk.hpp"
@@ -49,7 +50,12 @@ struct DiscreteAdjoint {
   Checkpointing checkpointing = StoreAll{};
 };
 
-using SensitivityMethod = std::variant<DiscreteAdjoint>;
+/// Tangent sensitivities of the same discrete solution: the replayed steps
+/// run in ad::Dual<double, 8>, each pass carrying 8 directions (parameters,
+/// then initial states); cost grows with the number of parameters + states.
+struct Forward {};
+
+using SensitivityMethod = std::variant<DiscreteAdjoint, Forward>;
 
 std::string to_string(const SensitivityMethod& m);
 
@@ -223,7 +229,76 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     obs_at[i] = static_cast<std::int64_t>(k);
   }
 
-  // 3. The reverse sweep.
+  // 3a. Forward sensitivities: replay the steps in Dual arithmetic.
+  if (std::holds_alternative<Forward>(method)) {
+    constexpr int kChunk = 8;
+    using D = ad::Dual<double, kChunk>;
+    using DV = Vector<D, Kokkos::DefaultHostExecutionSpace>;
+    const ButcherTableau tab = explicit_tableau(options.method);
+    const std::size_t m = np + n;
+    std::vector<double> grad(m, 0.0);
+    double J = 0.0;
+    std::int64_t passes = 0;
+    for (std::size_t first = 0; first < std::max<std::size_t>(m, 1); first += kChunk) {
+      ++passes;
+      std::vector<D> pd(np), yd(na);
+      for (std::size_t j = 0; j < np; ++j) {
+        pd[j] = D(problem.p[j]);
+        if (j >= first && j < first + kChunk) pd[j].tangent(static_cast<int>(j - first)) = 1.0;
+      }
+      for (std::size_t i = 0; i < na; ++i) {
+        yd[i] = D(y0a[i]);
+        const std::size_t dir = np + i;
+        if (i < n && dir >= first && dir < first + kChunk)
+          yd[i].tangent(static_cast<int>(dir - first)) = 1.0;
+      }
+      DV yv = DV::from(std::span<const D>(yd));
+      DV next = yv.clone();
+      ExplicitRKStep<DV> rkd(tab, yv);
+      const std::span<const D> pds(pd);
+      auto rhs_d = [&](double t, const DV& yy, const DV& dydt) {
+        aug.template rhs<D>(t, std::span<const D>(yy.data(), na), pds,
+                            std::span<D>(dydt.data(), na));
+      };
+      D Jd = 0.0;
+      auto observe = [&](std::size_t i) {
+        if constexpr (HasObservations<O>) {
+          const std::int64_t k = obs_at[i];
+          if (k >= 0)
+            Jd = Jd + objective.template observation<D>(static_cast<std::size_t>(k),
+                                                        std::span<const D>(yv.data(), n), pds);
+        } else {
+          (void)i;
+        }
+      };
+      observe(0);
+      for (std::int64_t i = 0; i < l; ++i) {
+        const std::size_t u = static_cast<std::size_t>(i);
+        rkd.step(rhs_d, times[u], times[u + 1] - times[u], yv, next);
+        deep_copy(yv, next);
+        observe(u + 1);
+      }
+      if constexpr (HasTerminal<O>)
+        Jd = Jd + objective.template terminal<D>(std::span<const D>(yv.data(), n), pds);
+      if constexpr (kRunning) Jd = Jd + yv[n];
+      J = ad::primal(Jd);
+      for (std::size_t d = first; d < std::min(m, first + kChunk); ++d)
+        grad[d] = Jd.tangent(static_cast<int>(d - first));
+    }
+    result.objective = J;
+    result.step_times = times;
+    result.wrt_parameters.assign(grad.begin(), grad.begin() + static_cast<std::ptrdiff_t>(np));
+    result.wrt_initial_state.assign(grad.begin() + static_cast<std::ptrdiff_t>(np), grad.end());
+    result.method = to_string(method);
+    result.checkpoints.steps = l;
+    result.checkpoints.forward_steps = passes * l;
+    result.rhs_evaluations = passes * l * tab.stages;
+    result.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+
+  // 3b. The reverse sweep.
   const auto& dam = std::get<DiscreteAdjoint>(method);
   const ButcherTableau tab = explicit_tableau(options.method);
   HostVector cur = HostVector::from(std::span<const double>(y0a));

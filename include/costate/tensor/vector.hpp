@@ -222,11 +222,11 @@ void linear_sum(const Vector<T, E>& z, T a, const Vector<T, E>& x, T b, const Ve
 inline constexpr std::size_t kMaxFusedVectors = 8;
 
 namespace detail {
-template <class T, class E, int N>
+template <class T, class E, class C, int N>
 struct LinearCombination {
   RawEntries<T> z;
   RawEntries<T> x[N];
-  T c[N];
+  C c[N];
   bool accumulate;
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
     T s = accumulate ? z(i) : T(0);
@@ -235,10 +235,10 @@ struct LinearCombination {
   }
 };
 
-template <int N, class T, class E>
-void linear_combination_fixed(const Vector<T, E>& z, const T* c, const Vector<T, E>* const* x,
+template <int N, class T, class E, class C>
+void linear_combination_fixed(const Vector<T, E>& z, const C* c, const Vector<T, E>* const* x,
                               bool accumulate) {
-  LinearCombination<T, E, N> op{};
+  LinearCombination<T, E, C, N> op{};
   op.z = raw(z);
   op.accumulate = accumulate;
   for (int k = 0; k < N; ++k) {
@@ -252,9 +252,11 @@ void linear_combination_fixed(const Vector<T, E>& z, const T* c, const Vector<T,
 
 /// z_i = Σ_k c_k x_k,i  — one fused kernel for up to kMaxFusedVectors terms
 /// (the stage sums of Runge–Kutta methods), unrolled for each term count.
+/// The coefficients are of the vector's type T or of any type that
+/// multiplies it (double coefficients for a vector of AD values).
 /// z may alias one of the x_k only if that x_k is the first term.
-template <class T, class E>
-void linear_combination(const Vector<T, E>& z, std::span<const T> c,
+template <class T, class E, class C>
+void linear_combination(const Vector<T, E>& z, std::span<const C> c,
                         std::span<const Vector<T, E>* const> x) {
   COSTATE_CHECK_EQ(c.size(), x.size(), "linear_combination: one coefficient per vector");
   if (c.empty()) {
@@ -264,7 +266,7 @@ void linear_combination(const Vector<T, E>& z, std::span<const T> c,
   bool accumulate = false;
   for (std::size_t start = 0; start < c.size(); start += kMaxFusedVectors) {
     const std::size_t count = std::min(kMaxFusedVectors, c.size() - start);
-    const T* cc = c.data() + start;
+    const C* cc = c.data() + start;
     const Vector<T, E>* const* xx = x.data() + start;
     switch (count) {
       case 1: detail::linear_combination_fixed<1>(z, cc, xx, accumulate); break;
