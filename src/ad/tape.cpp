@@ -6,9 +6,13 @@
 namespace costate::ad {
 
 namespace detail {
-std::uint64_t next_tape_tag() {
-  static std::atomic<std::uint64_t> counter{0};
-  return ++counter;
+std::uint32_t next_tape_tag() {
+  // 32 bits keep a Reverse<double> at 16 bytes. Tag 0 is never handed out;
+  // a tag repeats only after 2^32 − 1 recordings.
+  static std::atomic<std::uint32_t> counter{0};
+  std::uint32_t t = ++counter;
+  if (t == 0) t = ++counter;
+  return t;
 }
 }  // namespace detail
 

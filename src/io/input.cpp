@@ -497,7 +497,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   if (const YAML::Node integ = root["integrator"]) {
     ctx.expect_map(integ, "integrator");
     ctx.check_keys(integ, "integrator",
-                   {"method", "rtol", "atol", "dt", "adaptive", "dt_max", "dt_min", "max_steps"});
+                   {"method", "rtol", "atol", "dt", "adaptive", "dt_max", "dt_min", "max_steps",
+                    "newton_tol", "newton_max_iterations"});
     if (integ["method"]) {
       const std::string m = ctx.string(integ["method"], "integrator.method");
       std::vector<std::string> names;
@@ -542,6 +543,14 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     if (integ["adaptive"]) opt.adaptive = ctx.boolean(integ["adaptive"], "integrator.adaptive");
     if (integ["dt_max"]) opt.dt_max = ctx.non_negative(integ["dt_max"], "integrator.dt_max");
     if (integ["dt_min"]) opt.dt_min = ctx.non_negative(integ["dt_min"], "integrator.dt_min");
+    if (integ["newton_tol"]) opt.newton_tol = ctx.positive(integ["newton_tol"], "integrator.newton_tol");
+    if (integ["newton_max_iterations"]) {
+      const long long n = ctx.integer(integ["newton_max_iterations"], "integrator.newton_max_iterations");
+      if (n <= 0 || n > 1000)
+        ctx.fail(integ["newton_max_iterations"], "integrator.newton_max_iterations",
+                 "must be an integer in [1, 1000], got " + std::to_string(n));
+      opt.newton_max_iterations = static_cast<int>(n);
+    }
     if (integ["max_steps"]) {
       const long long n = ctx.integer(integ["max_steps"], "integrator.max_steps");
       if (n <= 0)
@@ -749,6 +758,10 @@ std::string RunConfig::to_yaml() const {
   e << YAML::Key << "dt_max" << YAML::Value << integrator.dt_max;
   e << YAML::Key << "dt_min" << YAML::Value << integrator.dt_min;
   e << YAML::Key << "max_steps" << YAML::Value << static_cast<long long>(integrator.max_steps);
+  if (ode::is_implicit(integrator.method)) {
+    e << YAML::Key << "newton_tol" << YAML::Value << integrator.newton_tol;
+    e << YAML::Key << "newton_max_iterations" << YAML::Value << integrator.newton_max_iterations;
+  }
   e << YAML::EndMap;
   e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "file" << YAML::Value << output_file;

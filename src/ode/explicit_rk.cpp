@@ -37,6 +37,8 @@ ButcherTableau explicit_tableau(Method method) {
       t.c = {0.0, c2, c3, c4, c5, 1.0};
       return t;
     }
+    case Method::BackwardEuler:
+    case Method::CrankNicolson: break;
   }
   throw Error("explicit_tableau: not an explicit Runge-Kutta method: " + to_string(method));
 }

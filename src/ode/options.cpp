@@ -8,7 +8,8 @@
 
 namespace costate::ode {
 namespace {
-constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5};
+constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5,
+                              Method::BackwardEuler, Method::CrankNicolson};
 }
 
 std::string to_string(Method method) {
@@ -16,6 +17,8 @@ std::string to_string(Method method) {
     case Method::ExplicitEuler: return "euler";
     case Method::RK4: return "rk4";
     case Method::Dopri5: return "dopri5";
+    case Method::BackwardEuler: return "backward_euler";
+    case Method::CrankNicolson: return "crank_nicolson";
   }
   return "unknown";
 }
@@ -36,11 +39,21 @@ int order(Method method) {
     case Method::ExplicitEuler: return 1;
     case Method::RK4: return 4;
     case Method::Dopri5: return 5;
+    case Method::BackwardEuler: return 1;
+    case Method::CrankNicolson: return 2;
   }
   return 0;
 }
 
 bool is_adaptive(Method method) { return method == Method::Dopri5; }
+bool is_implicit(Method method) {
+  return method == Method::BackwardEuler || method == Method::CrankNicolson;
+}
+double theta_of(Method method) {
+  if (method == Method::BackwardEuler) return 1.0;
+  if (method == Method::CrankNicolson) return 0.5;
+  return 0.0;
+}
 
 bool IntegratorOptions::fixed_step() const { return !is_adaptive(method) || !adaptive; }
 
@@ -71,6 +84,10 @@ void IntegratorOptions::validate(std::size_t n_states) const {
                                 << to_string(method) << "'"
                                 << (is_adaptive(method) ? " with adaptive: false" : ""));
   }
+  COSTATE_CHECK(std::isfinite(newton_tol) && newton_tol > 0.0,
+                "integrator.newton_tol = " << detail::format_value(newton_tol) << " must be positive");
+  COSTATE_CHECK(newton_max_iterations > 0, "integrator.newton_max_iterations = "
+                                               << newton_max_iterations << " must be positive");
   COSTATE_CHECK(max_steps > 0,
                 "integrator.max_steps = " << max_steps << " is invalid: it must be positive");
 }
@@ -81,6 +98,7 @@ std::string to_string(Termination termination) {
     case Termination::MaxStepsReached: return "max_steps_reached";
     case Termination::StepSizeUnderflow: return "step_size_underflow";
     case Termination::NonFiniteState: return "non_finite_state";
+    case Termination::NonlinearSolverFailed: return "nonlinear_solver_failed";
   }
   return "unknown";
 }

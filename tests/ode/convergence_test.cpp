@@ -43,8 +43,8 @@ struct Manufactured {
     const auto u = exact(t);
     const auto du = exact_derivative(t);
     // g = u' - A u
-    const double g0 = du[0] - (p[0] * u[0] + p[1] * u[1]);
-    const double g1 = du[1] - (-p[1] * u[0] + p[0] * u[1]);
+    const T g0 = du[0] - (p[0] * u[0] + p[1] * u[1]);
+    const T g1 = du[1] - (-p[1] * u[0] + p[0] * u[1]);
     dydt[0] = p[0] * y[0] + p[1] * y[1] + g0;
     dydt[1] = -p[1] * y[0] + p[0] * y[1] + g1;
   }
@@ -125,6 +125,10 @@ TEST(Convergence, ExplicitEulerIsFirstOrder) { check_order(ode::Method::Explicit
 TEST(Convergence, RK4IsFourthOrder) { check_order(ode::Method::RK4, 10, 5); }
 
 TEST(Convergence, FixedStepDopri5IsFifthOrder) { check_order(ode::Method::Dopri5, 10, 4); }
+
+TEST(Convergence, BackwardEulerIsFirstOrder) { check_order(ode::Method::BackwardEuler, 40, 6); }
+
+TEST(Convergence, CrankNicolsonIsSecondOrder) { check_order(ode::Method::CrankNicolson, 20, 6); }
 
 // Dense output: the 4th-order continuous extension is as accurate as the
 // steps themselves. With rtol = atol the local error per step is held near

@@ -210,9 +210,9 @@ struct ArgumentWriter {
   T* partials;
   std::int32_t* indices;
   std::size_t count;
-  std::uint64_t tag;
+  std::uint32_t tag;
   const BasicTape<T>* tape;
-  void add(const T& partial, std::int32_t index, std::uint64_t value_tag) {
+  void add(const T& partial, std::int32_t index, std::uint32_t value_tag) {
     if (value_tag != tag) [[unlikely]]
       tape->throw_foreign(index);
     partials[count] = partial;
@@ -284,7 +284,7 @@ class Reverse : public Expr<Reverse<T>> {
   /// recordings.
   void set_value(const T& v) { value_ = v; }
   std::int32_t index() const { return index_; }
-  std::uint64_t tag() const { return tag_; }
+  std::uint32_t tag() const { return tag_; }
   bool is_active() const { return index_ != 0; }
 
   /// Adjoint of this value after a sweep; 0 for a passive value.
@@ -307,7 +307,7 @@ class Reverse : public Expr<Reverse<T>> {
   }
 
   // ---- for BasicTape ----
-  void set_identity(std::int32_t index, std::uint64_t tag) {
+  void set_identity(std::int32_t index, std::uint32_t tag) {
     index_ = index;
     tag_ = tag;
   }
@@ -347,11 +347,12 @@ class Reverse : public Expr<Reverse<T>> {
 
   T value_{};
   std::int32_t index_ = 0;
-  std::uint64_t tag_ = 0;
+  std::uint32_t tag_ = 0;
 };
 
 /// Reverse mode over double.
 using Real = Reverse<double>;
+static_assert(sizeof(Real) == 16, "ad::Real is meant to be 16 bytes: value, identifier, tag");
 
 template <class X>
 struct is_reverse : std::false_type {};

@@ -51,7 +51,7 @@ struct Position {
   std::size_t argument_chunk = 0, argument_offset = 0;
   std::size_t externals = 0;
   std::int32_t next_index = 1;
-  std::uint64_t tag = 0;
+  std::uint32_t tag = 0;
 
   friend bool operator==(const Position&, const Position&) = default;
 };
@@ -159,7 +159,7 @@ class ArgumentChunks {
   std::size_t chunk_;
 };
 
-std::uint64_t next_tape_tag();
+std::uint32_t next_tape_tag();
 
 }  // namespace detail
 
@@ -310,7 +310,7 @@ class BasicTape {
   TapeStats stats() const;
 
   // ---- used by Reverse<T> and the expression templates ------------------
-  std::uint64_t tag() const { return tag_; }
+  std::uint32_t tag() const { return tag_; }
   /// Room for a statement with up to n arguments; where to write them.
   void argument_cursor(std::size_t n, T*& partials, std::int32_t*& indices) {
     arguments_.reserve(n);
@@ -373,7 +373,7 @@ class BasicTape {
   std::vector<T> tangents_;
   std::vector<T> scratch_out_, scratch_in_;
   std::int32_t next_index_ = 1;
-  std::uint64_t tag_;
+  std::uint32_t tag_;
   bool recording_ = false;
   bool check_finite_ = false;
 };

@@ -24,8 +24,10 @@
 /// (landing on observation times); an adaptive run (dopri5) is made first to
 /// choose the steps, landing exactly on observation times, and its accepted
 /// steps are then replayed by the adjoint's sweeps. Limitations: explicit
-/// methods only (implicit steppers come with the nonlinear solver); the
-/// Multilevel schedule keeps all its snapshots in memory for now.
+/// and implicit θ-methods (backward Euler, Crank–Nicolson; fixed steps, the
+/// adjoint of a step is its transposed linear solve — steppers/theta.hpp);
+/// Forward sensitivities for the explicit methods only; the Multilevel
+/// schedule keeps all its snapshots in memory for now.
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +44,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/ode/steppers/theta.hpp"
 
 namespace costate::ode {
 
@@ -205,7 +208,21 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                              std::span<double>(dydt.data(), na));
   };
   GradientResult result;
-  if (replay_times.empty()) {
+  const bool implicit = is_implicit(options.method);
+  std::optional<ThetaStepper<detail::Augmented<M, O>>> theta;
+  if (implicit)
+    theta.emplace(aug, p, na, theta_of(options.method), options.newton_tol,
+                  options.newton_max_iterations);
+  if (replay_times.empty() && implicit) {
+    options.validate(na);
+    detail::ImplicitAdapter<ThetaStepper<detail::Augmented<M, O>>> adapter{*theta, na};
+    auto ignore = [](std::size_t, double, const HostVector&) {};
+    result.summary.method = options.method;
+    detail::run_fixed(rhs, t0, t1, y, options, std::span<const double>(stops), ignore,
+                      result.summary, &adapter);
+    COSTATE_CHECK(result.summary.success(),
+                  "gradient: the forward integration failed: " << result.summary.message);
+  } else if (replay_times.empty()) {
     result.summary = integrate_vector(rhs, t0, t1, y, options, std::span<const double>(stops),
                                       [](std::size_t, double, const HostVector&) {});
     COSTATE_CHECK(result.summary.success(),
@@ -231,6 +248,9 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 
   // 3a. Forward sensitivities: replay the steps in Dual arithmetic.
   if (std::holds_alternative<Forward>(method)) {
+    COSTATE_CHECK(!implicit, "gradient: Forward sensitivities of implicit methods ("
+                                 << to_string(options.method)
+                                 << ") are not available yet; use DiscreteAdjoint");
     constexpr int kChunk = 8;
     using D = ad::Dual<double, kChunk>;
     using DV = Vector<D, Kokkos::DefaultHostExecutionSpace>;
@@ -300,7 +320,8 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 
   // 3b. The reverse sweep.
   const auto& dam = std::get<DiscreteAdjoint>(method);
-  const ButcherTableau tab = explicit_tableau(options.method);
+  const ButcherTableau tab =
+      implicit ? ButcherTableau{1, {0.0}, {1.0}, {0.0}} : explicit_tableau(options.method);
   HostVector cur = HostVector::from(std::span<const double>(y0a));
   ExplicitRKStep<HostVector> rk(tab, cur);
   HostVector next = cur.clone(), lambda = cur.clone(), ybar_stage = cur.clone();
@@ -354,9 +375,20 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     std::vector<std::int64_t> slot_step;
   } ops(&cur);
 
+  // One step cur -> next (explicit RK, or the θ-method's Newton solve).
+  auto do_step = [&](std::size_t i) {
+    const double h = times[i + 1] - times[i];
+    if (implicit) {
+      std::string why;
+      const bool ok = theta->step(times[i], h, std::span<const double>(cur.data(), na),
+                                  std::span<double>(next.data(), na), &why);
+      COSTATE_CHECK(ok, "gradient: implicit step at t = " << times[i] << " failed: " << why);
+    } else {
+      rk.step(rhs_counted, times[i], h, cur, next);
+    }
+  };
   ops.advance_fn = [&] {
-    const std::size_t i = static_cast<std::size_t>(ops.i);
-    rk.step(rhs_counted, times[i], times[i + 1] - times[i], cur, next);
+    do_step(static_cast<std::size_t>(ops.i));
     deep_copy(cur, next);
     ++ops.i;
   };
@@ -368,7 +400,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   ops.reverse_fn = [&] {
     const std::size_t i = static_cast<std::size_t>(ops.i);
     const double h = times[i + 1] - times[i];
-    rk.step(rhs_counted, times[i], h, cur, next);
+    do_step(i);
     if (ops.i == l - 1) {
       // Seed at the final state: λ_l = ∂g/∂y, λ_z = 1, μ = ∂g/∂p.
       fill(lambda, 0.0);
@@ -387,7 +419,29 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       }
       if (obs_at[static_cast<std::size_t>(l)] >= 0) add_observation(l, next);
     }
-    rk.adjoint(stage_vjp, times[i], h, lambda, mu);
+    if (implicit) {
+      // (I − hθ J_{n+1})ᵀ μ = λ;  λ_n = μ + h(1−θ) J_nᵀ μ;
+      // p̄ += hθ f_p(n+1)ᵀ μ + h(1−θ) f_p(n)ᵀ μ.
+      const double th = theta->theta();
+      const Eigen::MatrixXd J1 =
+          theta->jacobian(times[i + 1], std::span<const double>(next.data(), na));
+      const Eigen::MatrixXd A = Eigen::MatrixXd::Identity(na, na) - h * th * J1;
+      const Eigen::VectorXd m =
+          A.transpose().partialPivLu().solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), na));
+      for (std::size_t q = 0; q < na; ++q) ybar_stage[q] = h * th * m[q];
+      vjp(times[i + 1], std::span<const double>(next.data(), na),
+          std::span<const double>(ybar_stage.data(), na), std::span<double>(ybar), std::span<double>(mu));
+      for (std::size_t q = 0; q < na; ++q) ybar_stage[q] = h * (1.0 - th) * m[q];
+      if (th < 1.0) {
+        vjp(times[i], std::span<const double>(cur.data(), na),
+            std::span<const double>(ybar_stage.data(), na), std::span<double>(ybar), std::span<double>(mu));
+      } else {
+        std::fill(ybar.begin(), ybar.end(), 0.0);
+      }
+      for (std::size_t q = 0; q < na; ++q) lambda[q] = m[q] + ybar[q];
+    } else {
+      rk.adjoint(stage_vjp, times[i], h, lambda, mu);
+    }
     if (obs_at[i] >= 0) add_observation(ops.i, cur);
   };
 
@@ -397,7 +451,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   result.wrt_parameters = mu;
   result.wrt_initial_state.assign(lambda.data(), lambda.data() + n);
   result.method = to_string(method);
-  result.rhs_evaluations = rhs_count;
+  result.rhs_evaluations = rhs_count + (implicit ? theta->rhs_evaluations : 0);
   result.vjp_evaluations = vjp.count;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

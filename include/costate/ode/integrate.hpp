@@ -29,6 +29,7 @@
 #include "costate/ode/steppers/dopri5.hpp"
 #include "costate/ode/steppers/explicit_euler.hpp"
 #include "costate/ode/steppers/rk4.hpp"
+#include "costate/ode/steppers/theta.hpp"
 #include "costate/tensor/vector.hpp"
 
 namespace costate::ode {
@@ -61,9 +62,11 @@ inline void validate_output_times(std::span<const double> outputs, double t0, do
   }
 }
 
-template <class V, class Rhs, class Output>
+/// Fixed steps with the explicit stepper of opt.method, or with `custom`
+/// (an implicit stepper: `bool step(f, t, h, y, y_new, std::string* why)`).
+template <class V, class Rhs, class Output, class Custom = std::nullptr_t>
 void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
-               std::span<const double> outputs, Output& out, Summary& s) {
+               std::span<const double> outputs, Output& out, Summary& s, Custom* custom = nullptr) {
   V y_new = y.clone();
   std::size_t j = 0;
   double t = t0;
@@ -102,7 +105,20 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
         s.message = os.str();
         return;
       }
-      stepper.step(f, t, h, y, y_new);
+      if constexpr (requires(std::string* w) {
+                      { stepper.step(f, t, h, y, y_new, w) } -> std::same_as<bool>;
+                    }) {
+        std::string why;
+        if (!stepper.step(f, t, h, y, y_new, &why)) {
+          s.termination = Termination::NonlinearSolverFailed;
+          s.message = "the implicit step from " + at_time(t, s.steps) + " failed: " + why +
+                      "; reduce integrator.dt";
+          s.final_time = t;
+          return;
+        }
+      } else {
+        stepper.step(f, t, h, y, y_new);
+      }
       if (lands) {
         anchor = t_new;
         k = 0;
@@ -125,7 +141,9 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       if (opt.on_step) opt.on_step(t);
     }
   };
-  if (opt.method == Method::ExplicitEuler) {
+  if constexpr (!std::is_same_v<Custom, std::nullptr_t>) {
+    advance(*custom);
+  } else if (opt.method == Method::ExplicitEuler) {
     ExplicitEuler<V> stepper(y);
     advance(stepper);
   } else if (opt.method == Method::RK4) {
@@ -274,6 +292,18 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
   s.final_time = t;
 }
 
+/// Presents an implicit stepper on spans to run_fixed.
+template <class S>
+struct ImplicitAdapter {
+  S& stepper;
+  std::size_t n;
+  template <class F, class V>
+  bool step(F&, double t, double h, const V& a, const V& b, std::string* why) {
+    return stepper.step(t, h, std::span<const double>(a.data(), n), std::span<double>(b.data(), n),
+                        why);
+  }
+};
+
 }  // namespace detail
 
 /// Integrates y' = f(t, y) from t0 to t1 in place on `y` (any costate::Vector
@@ -289,6 +319,10 @@ Summary integrate_vector(Rhs&& f, double t0, double t1, V& y, const IntegratorOp
                     << costate::detail::format_value(t0)
                     << ", end = " << costate::detail::format_value(t1));
   options.validate(y.size());
+  COSTATE_CHECK(!is_implicit(options.method),
+                "integrator.method = " << to_string(options.method)
+                                       << " is implicit: it needs the model's Jacobian, so use "
+                                          "ode::integrate with an ode::Problem");
   detail::validate_output_times(output_times, t0, t1);
   Summary s;
   s.method = options.method;
@@ -340,6 +374,24 @@ Solution integrate(const Problem<M>& problem, const IntegratorOptions& options =
     sol.t.push_back(t);
     sol.y.insert(sol.y.end(), state.data(), state.data() + n);
   };
+  if (is_implicit(options.method)) {
+    // Implicit θ-method: Newton with AD Jacobians; fixed steps.
+    COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");
+    options.validate(n);
+    detail::validate_output_times(outputs, problem.t0(), problem.t1());
+    ThetaStepper<M> theta(problem.model, p, n, theta_of(options.method), options.newton_tol,
+                          options.newton_max_iterations);
+    detail::ImplicitAdapter<ThetaStepper<M>> adapter{theta, n};
+    Summary& s = sol.summary;
+    s.method = options.method;
+    s.final_time = problem.t0();
+    const auto start = std::chrono::steady_clock::now();
+    detail::run_fixed(rhs, problem.t0(), problem.t1(), y, options, outputs, record, s, &adapter);
+    s.rhs_evaluations = theta.rhs_evaluations;
+    s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s.success()) s.message = "reached t1";
+    return sol;
+  }
   sol.summary = integrate_vector(rhs, problem.t0(), problem.t1(), y, options, outputs, record);
   return sol;
 }

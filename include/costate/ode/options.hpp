@@ -22,6 +22,8 @@ enum class Method {
   ExplicitEuler,  ///< "euler": fixed step, order 1
   RK4,            ///< "rk4": classical Runge–Kutta, fixed step, order 4
   Dopri5,         ///< "dopri5": Dormand–Prince 5(4), adaptive, FSAL, 4th-order dense output
+  BackwardEuler,  ///< "backward_euler": implicit θ-method, θ = 1, order 1, L-stable
+  CrankNicolson,  ///< "crank_nicolson": implicit θ-method, θ = ½, order 2, A-stable
 };
 
 std::string to_string(Method method);
@@ -33,6 +35,10 @@ std::span<const Method> all_methods();
 int order(Method method);
 /// True for the methods that adapt their step to rtol/atol.
 bool is_adaptive(Method method);
+/// True for implicit methods (Newton with AD Jacobians; need a model).
+bool is_implicit(Method method);
+/// θ of the implicit θ-methods.
+double theta_of(Method method);
 
 struct IntegratorOptions {
   Method method = Method::Dopri5;
@@ -58,6 +64,10 @@ struct IntegratorOptions {
   /// (instead of interpolating there): what observations in an objective
   /// need, since the discrete adjoint differentiates the steps themselves.
   bool stop_at_outputs = false;
+  /// Newton of implicit methods: converged when the update is below this
+  /// (max norm, relative to 1 + |y|); fails after newton_max_iterations.
+  double newton_tol = 1e-12;
+  int newton_max_iterations = 20;
   /// Accepted + rejected steps after which the run stops (MaxStepsReached).
   std::int64_t max_steps = 10'000'000;
 
@@ -78,6 +88,7 @@ enum class Termination {
   MaxStepsReached,    ///< IntegratorOptions::max_steps exhausted
   StepSizeUnderflow,  ///< adaptive step fell below dt_min or round-off
   NonFiniteState,     ///< the state became NaN or infinite
+  NonlinearSolverFailed,  ///< Newton of an implicit step did not converge
 };
 std::string to_string(Termination termination);
 
