@@ -37,6 +37,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <string>
 #include <variant>
 #include <vector>
@@ -96,22 +98,29 @@ std::int64_t binomial_coefficient(std::int64_t n, std::int64_t k);
 
 namespace detail {
 
-/// Hands out the lowest free snapshot slot; tracks the peak in use.
+/// Hands out the lowest free snapshot slot (O(log n)); tracks the peak in use.
 class SlotPool {
  public:
   std::int64_t acquire() {
-    std::int64_t slot = 0;
-    while (slot < static_cast<std::int64_t>(used_.size()) && used_[slot]) ++slot;
-    if (slot == static_cast<std::int64_t>(used_.size())) used_.push_back(false);
-    used_[slot] = true;
+    std::int64_t slot;
+    if (!free_.empty()) {
+      slot = free_.top();
+      free_.pop();
+    } else {
+      slot = static_cast<std::int64_t>(used_.size());
+      used_.push_back(false);
+    }
+    used_[static_cast<std::size_t>(slot)] = true;
     ++held_;
     if (held_ > peak_) peak_ = held_;
     return slot;
   }
   void release(std::int64_t slot) {
-    COSTATE_CHECK(slot >= 0 && slot < static_cast<std::int64_t>(used_.size()) && used_[slot],
+    COSTATE_CHECK(slot >= 0 && slot < static_cast<std::int64_t>(used_.size()) &&
+                      used_[static_cast<std::size_t>(slot)],
                   "checkpointing: releasing a slot that is not held");
-    used_[slot] = false;
+    used_[static_cast<std::size_t>(slot)] = false;
+    free_.push(slot);
     --held_;
   }
   std::int64_t held() const { return held_; }
@@ -119,6 +128,7 @@ class SlotPool {
 
  private:
   std::vector<bool> used_;
+  std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> free_;
   std::int64_t held_ = 0, peak_ = 0;
 };
 

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -93,6 +94,35 @@ struct Augmented {
     if constexpr (HasRunning<O>) dydt[n] = objective.template running<T>(t, y.first(n), p);
   }
 };
+
+/// t_0 … t_l of fixed steps dt from t0 to t1 that land on every stop time
+/// (ascending, the last = t1) — run_fixed's rule.
+inline std::vector<double> fixed_step_times(double t0, double t1, double dt,
+                                            const std::vector<double>& stops) {
+  const double eps = std::numeric_limits<double>::epsilon();
+  std::vector<double> times{t0};
+  double t = t0, anchor = t0;
+  std::int64_t k = 0;
+  std::size_t j = 0;
+  while (t < t1) {
+    while (j < stops.size() && stops[j] <= t) ++j;
+    const double target = j < stops.size() ? stops[j] : t1;
+    const double t_full = anchor + static_cast<double>(k + 1) * dt;
+    const double slack = 1e-10 * dt + 16.0 * eps * std::max(std::abs(target), std::abs(anchor));
+    const bool lands = t_full >= target - slack;
+    const double t_new = lands ? target : t_full;
+    COSTATE_CHECK(t_new > t, "integrator.dt = " << dt << " is too small to advance from t = " << t);
+    if (lands) {
+      anchor = t_new;
+      k = 0;
+    } else {
+      ++k;
+    }
+    t = t_new;
+    times.push_back(t);
+  }
+  return times;
+}
 
 /// Vector–Jacobian products of a model's right-hand side from a short tape.
 template <class M>
@@ -213,7 +243,19 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   if (implicit)
     theta.emplace(aug, p, na, theta_of(options.method), options.newton_tol,
                   options.newton_max_iterations);
-  if (replay_times.empty() && implicit) {
+  if (replay_times.empty() && options.fixed_step()) {
+    // Fixed steps: the step sequence is known without integrating (the same
+    // landing rule as run_fixed); the adjoint's first sweep is the forward run.
+    options.validate(na);
+    times = detail::fixed_step_times(t0, t1, options.dt, stops);
+    COSTATE_CHECK(static_cast<std::int64_t>(times.size()) - 1 <= options.max_steps,
+                  "gradient: " << times.size() - 1 << " steps exceed integrator.max_steps = "
+                               << options.max_steps);
+    result.summary.method = options.method;
+    result.summary.steps = static_cast<std::int64_t>(times.size()) - 1;
+    result.summary.final_time = t1;
+    result.summary.message = "fixed steps";
+  } else if (replay_times.empty() && implicit) {
     options.validate(na);
     detail::ImplicitAdapter<ThetaStepper<detail::Augmented<M, O>>> adapter{*theta, na};
     auto ignore = [](std::size_t, double, const HostVector&) {};
@@ -324,7 +366,10 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       implicit ? ButcherTableau{1, {0.0}, {1.0}, {0.0}} : explicit_tableau(options.method);
   HostVector cur = HostVector::from(std::span<const double>(y0a));
   ExplicitRKStep<HostVector> rk(tab, cur);
-  HostVector next = cur.clone(), lambda = cur.clone(), ybar_stage = cur.clone();
+  HostVector next = cur.clone(), lambda = cur.clone(), ybar_stage = cur.clone(),
+             after = cur.clone();
+  Eigen::MatrixXd jac_next;          // [J | f_p] at x_{jac_next_step}
+  std::int64_t jac_next_step = -1;
   std::vector<double> mu(np, 0.0), ybar(na), ybar_obj(n);
   detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na);
   ad::Tape objective_tape;
@@ -356,18 +401,20 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     explicit Ops(HostVector* c) : current(c) {}
     HostVector* current;
     std::int64_t i = 0;
-    std::vector<HostVector> slots;
+    std::vector<double> arena;
     std::function<void()> advance_fn, reverse_fn;
     void advance() { advance_fn(); }
     void save(std::size_t s) {
-      if (slots.size() <= s) slots.resize(s + 1);
-      if (slots[s].size() != current->size()) slots[s] = current->clone();
-      deep_copy(slots[s], *current);
+      // Snapshots live in one flat host array (no allocation per snapshot).
+      const std::size_t m = current->size();
+      if (arena.size() < (s + 1) * m) arena.resize((s + 1) * m);
+      std::copy(current->data(), current->data() + m, arena.data() + s * m);
       slot_step.resize(std::max(slot_step.size(), s + 1));
       slot_step[s] = i;
     }
     void restore(std::size_t s) {
-      deep_copy(*current, slots[s]);
+      const std::size_t m = current->size();
+      std::copy(arena.data() + s * m, arena.data() + (s + 1) * m, current->data());
       i = slot_step[s];
     }
     void reverse_step() { reverse_fn(); }
@@ -400,7 +447,15 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   ops.reverse_fn = [&] {
     const std::size_t i = static_cast<std::size_t>(ops.i);
     const double h = times[i + 1] - times[i];
-    do_step(i);
+    // x_{i+1} was the current state of the previous reverse step (kept in
+    // `after`): only the first reverse step (i = l − 1) computes its step.
+    // Explicit Runge–Kutta recomputes its stages anyway.
+    if (!implicit || ops.i == l - 1) {
+      do_step(i);
+    } else {
+      deep_copy(next, after);
+    }
+    if (implicit) deep_copy(after, cur);
     if (ops.i == l - 1) {
       // Seed at the final state: λ_l = ∂g/∂y, λ_z = 1, μ = ∂g/∂p.
       fill(lambda, 0.0);
@@ -421,24 +476,27 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     }
     if (implicit) {
       // (I − hθ J_{n+1})ᵀ μ = λ;  λ_n = μ + h(1−θ) J_nᵀ μ;
-      // p̄ += hθ f_p(n+1)ᵀ μ + h(1−θ) f_p(n)ᵀ μ.
+      // p̄ += hθ f_p(n+1)ᵀ μ + h(1−θ) f_p(n)ᵀ μ,
+      // with [J | f_p] from forward mode; the one at x_n is kept for the
+      // next reverse step, where it is the one at x_{n+1}.
       const double th = theta->theta();
-      const Eigen::MatrixXd J1 =
-          theta->jacobian(times[i + 1], std::span<const double>(next.data(), na));
-      const Eigen::MatrixXd A = Eigen::MatrixXd::Identity(na, na) - h * th * J1;
+      if (jac_next_step != ops.i + 1)
+        jac_next = theta->jacobian_state_parameters(times[i + 1],
+                                                    std::span<const double>(next.data(), na));
+      const Eigen::MatrixXd A =
+          Eigen::MatrixXd::Identity(na, na) - h * th * jac_next.leftCols(na);
       const Eigen::VectorXd m =
           A.transpose().partialPivLu().solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), na));
-      for (std::size_t q = 0; q < na; ++q) ybar_stage[q] = h * th * m[q];
-      vjp(times[i + 1], std::span<const double>(next.data(), na),
-          std::span<const double>(ybar_stage.data(), na), std::span<double>(ybar), std::span<double>(mu));
-      for (std::size_t q = 0; q < na; ++q) ybar_stage[q] = h * (1.0 - th) * m[q];
+      Eigen::VectorXd pbar = h * th * (jac_next.rightCols(np).transpose() * m);
+      jac_next = theta->jacobian_state_parameters(times[i], std::span<const double>(cur.data(), na));
+      jac_next_step = ops.i;
+      Eigen::VectorXd lam = m;
       if (th < 1.0) {
-        vjp(times[i], std::span<const double>(cur.data(), na),
-            std::span<const double>(ybar_stage.data(), na), std::span<double>(ybar), std::span<double>(mu));
-      } else {
-        std::fill(ybar.begin(), ybar.end(), 0.0);
+        lam += h * (1.0 - th) * (jac_next.leftCols(na).transpose() * m);
+        pbar += h * (1.0 - th) * (jac_next.rightCols(np).transpose() * m);
       }
-      for (std::size_t q = 0; q < na; ++q) lambda[q] = m[q] + ybar[q];
+      for (std::size_t q = 0; q < na; ++q) lambda[q] = lam[static_cast<Eigen::Index>(q)];
+      for (std::size_t j = 0; j < np; ++j) mu[j] += pbar[static_cast<Eigen::Index>(j)];
     } else {
       rk.adjoint(stage_vjp, times[i], h, lambda, mu);
     }

@@ -54,7 +54,23 @@ class ThetaStepper {
                              std::span<T>(d));
       return d;
     };
-    return ad::jacobian_forward(F, x);
+    return x.size() <= 4 ? ad::jacobian_forward<4>(F, x) : ad::jacobian_forward<8>(F, x);
+  }
+
+  /// [∂f/∂y | ∂f/∂p] at (t, y): n × (n + p), one forward-mode pass per 8
+  /// columns (the discrete adjoint's products are then dense mat-vecs).
+  Eigen::MatrixXd jacobian_state_parameters(double t, std::span<const double> y) {
+    ++jacobian_evaluations;
+    std::vector<double> x(y.begin(), y.end());
+    x.insert(x.end(), p_.begin(), p_.end());
+    auto F = [&](const auto& yp) {
+      using T = std::decay_t<decltype(yp[0])>;
+      std::vector<T> d(n_);
+      model_.template rhs<T>(t, std::span<const T>(yp.data(), n_),
+                             std::span<const T>(yp.data() + n_, p_.size()), std::span<T>(d));
+      return d;
+    };
+    return x.size() <= 4 ? ad::jacobian_forward<4>(F, x) : ad::jacobian_forward<8>(F, x);
   }
 
   /// One step; returns false (with a reason) when Newton fails.

@@ -1,0 +1,90 @@
+// W5 (../shared/BENCHMARKS.md): discrete adjoint of Van der Pol, mu = 1e3,
+// Crank–Nicolson, dt = 1e-3, t in [0, 0.5] (500 steps), gradient of the final
+// state with respect to the initial state and mu — the workload of PETSc's
+// TSAdjoint example (ex20adj), whose (forward with trajectory + adjoint) /
+// forward is 2.04 storing every step, 2.87 storing solutions only, 3.81 with
+// stride 50 to disk (revolve unavailable in Debian's PETSc).
+//
+// Timed in one binary: the forward integration alone (ode::integrate), and
+// ode::gradient with StoreAll and Binomial{10} (its sweeps include the
+// forward run). J = x(tf) is one cost function; PETSc's example carries two
+// (x(tf) and v(tf)) through one backward sweep — costate needs one sweep per
+// scalar objective, so both are reported.
+//
+// Sample run:  build/bench/bench_vdp_adjoint
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "costate/core/environment.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/models.hpp"
+
+namespace {
+
+using namespace costate::ode;
+
+struct FinalX {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+struct FinalV {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[1];
+  }
+};
+
+template <class F>
+double median_seconds(F&& f, int repeats) {
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  costate::Environment env(argc, argv);
+  const Problem<VanDerPol> pr{VanDerPol{}, {2.0, -0.66666666666666666667}, {1000.0}, {0.0, 0.5}};
+  const IntegratorOptions opt{.method = Method::CrankNicolson, .dt = 1e-3};
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 21;
+  Solution sol;
+  const double t_fwd = median_seconds([&] { sol = integrate(pr, opt); }, repeats);
+  GradientResult all, bin, v_all;
+  const double t_all = median_seconds([&] { all = gradient(pr, FinalX{}, DiscreteAdjoint{StoreAll{}}, opt); }, repeats);
+  const double t_bin = median_seconds(
+      [&] { bin = gradient(pr, FinalX{}, DiscreteAdjoint{Binomial{.snapshots = 10}}, opt); }, repeats);
+  const double t_two = median_seconds(
+      [&] {
+        all = gradient(pr, FinalX{}, DiscreteAdjoint{StoreAll{}}, opt);
+        v_all = gradient(pr, FinalV{}, DiscreteAdjoint{StoreAll{}}, opt);
+      },
+      repeats);
+  std::printf("W5 Van der Pol mu = 1e3, Crank-Nicolson, dt = 1e-3, %lld steps (%s)\n",
+              static_cast<long long>(all.checkpoints.steps), sol.summary.brief_report().c_str());
+  std::printf("  x(tf) = %.15g; dx(tf)/d(x0, v0, mu) = %.10g, %.10g, %.10g\n", all.objective,
+              all.wrt_initial_state[0], all.wrt_initial_state[1], all.wrt_parameters[0]);
+  std::printf("  dv(tf)/d(x0, v0, mu) = %.10g, %.10g, %.10g\n", v_all.wrt_initial_state[0],
+              v_all.wrt_initial_state[1], v_all.wrt_parameters[0]);
+  std::printf("  binomial(10): %lld forward step evaluations (%lld recomputed), peak %lld snapshots\n",
+              static_cast<long long>(bin.checkpoints.forward_steps),
+              static_cast<long long>(bin.checkpoints.recomputed_steps),
+              static_cast<long long>(bin.checkpoints.peak_snapshots));
+  std::printf("| schedule | forward (ms) | forward + adjoint (ms) | ratio |\n|---|---:|---:|---:|\n");
+  std::printf("| store all, J = x(tf) | %.3f | %.3f | %.2f |\n", t_fwd * 1e3, t_all * 1e3, t_all / t_fwd);
+  std::printf("| binomial(10), J = x(tf) | %.3f | %.3f | %.2f |\n", t_fwd * 1e3, t_bin * 1e3, t_bin / t_fwd);
+  std::printf("| store all, x(tf) and v(tf) (two sweeps) | %.3f | %.3f | %.2f |\n", t_fwd * 1e3,
+              t_two * 1e3, t_two / t_fwd);
+  // Checkpoint invariance holds bitwise.
+  return bin.wrt_parameters == all.wrt_parameters ? 0 : 1;
+}
