@@ -153,6 +153,15 @@ std::map<std::string, Reference> references() {
                       kRegressionRelTol};
   // The same Lotka–Volterra typed as equations (RK4, dt = 0.01: error ~1e-8).
   r["lotka_volterra_equations.yaml"] = r["lotka_volterra.yaml"];
+  // Stiff Van der Pol (mu = 1000) by Crank–Nicolson, dt = 1e-3 (error ~1e-7):
+  // reference RK4 with h = 1e-5 (stable: |λ| h ≈ 0.03).
+  r["van_der_pol_stiff.yaml"] = {rk4_reference(
+                                     [](const std::vector<double>& y, std::vector<double>& f) {
+                                       f[0] = y[1];
+                                       f[1] = 1000.0 * (1 - y[0] * y[0]) * y[1] - y[0];
+                                     },
+                                     {2.0, -0.66666666666666667}, 0.5, 50000),
+                                 kRegressionRelTol};
   // Hairer & Wanner, Solving ODEs II, reference solution of Robertson at t = 40.
   r["robertson.yaml"] = {{0.7158270687, 9.185534764e-6, 0.2841637457}, kRobertsonRelTol};
   return r;
