@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "costate/ad/reverse.hpp"
@@ -144,13 +145,18 @@ TEST(DiscreteAdjoint, CheckpointInvarianceIsBitwise) {
   const auto ref = gradient(pr, obj, DiscreteAdjoint{StoreAll{}}, opt);
   const std::vector<Checkpointing> schedules = {
       Uniform{.every = 7},       Binomial{.snapshots = 2},  Binomial{.snapshots = 5},
-      Binomial{.snapshots = 30}, Online{.snapshots = 4},    Multilevel{.ram = 3, .disk = 2, .path = "x"}};
+      Binomial{.snapshots = 30}, Online{.snapshots = 4},
+      Multilevel{.ram = 3, .disk = 2, .path = "costate_gradient_test_checkpoints.h5"}};
   for (const auto& c : schedules) {
     const auto r = gradient(pr, obj, DiscreteAdjoint{c}, opt);
     SCOPED_TRACE(to_string(c));
     EXPECT_EQ(r.objective, ref.objective);
     EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters);        // same bits
     EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state);  // same bits
+    if (std::holds_alternative<Multilevel>(c)) {
+      EXPECT_GT(r.checkpoints.disk_snapshots, 0);  // the disk level was used
+      EXPECT_FALSE(std::filesystem::exists("costate_gradient_test_checkpoints.h5"));  // and removed
+    }
     if (const auto* b = std::get_if<Binomial>(&c)) {
       EXPECT_EQ(r.checkpoints.forward_steps, binomial_forward_steps(200, b->snapshots));
       EXPECT_LE(r.checkpoints.peak_snapshots, b->snapshots);

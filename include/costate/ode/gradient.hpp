@@ -26,8 +26,8 @@
 /// steps are then replayed by the adjoint's sweeps. Limitations: explicit
 /// and implicit θ-methods (backward Euler, Crank–Nicolson; fixed steps, the
 /// adjoint of a step is its transposed linear solve — steppers/theta.hpp);
-/// Forward sensitivities for the explicit methods only; the Multilevel
-/// schedule keeps all its snapshots in memory for now.
+/// Forward sensitivities for the explicit methods only. Multilevel keeps its
+/// `disk` longest-lived snapshots in an HDF5 file (snapshot_store.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +45,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/ode/snapshot_store.hpp"
 #include "costate/ode/steppers/theta.hpp"
 
 namespace costate::ode {
@@ -401,26 +402,31 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     explicit Ops(HostVector* c) : current(c) {}
     HostVector* current;
     std::int64_t i = 0;
-    std::vector<double> arena;
+    SnapshotStore* store = nullptr;
     std::function<void()> advance_fn, reverse_fn;
     void advance() { advance_fn(); }
     void save(std::size_t s) {
-      // Snapshots live in one flat host array (no allocation per snapshot).
-      const std::size_t m = current->size();
-      if (arena.size() < (s + 1) * m) arena.resize((s + 1) * m);
-      std::copy(current->data(), current->data() + m, arena.data() + s * m);
+      store->save(s, std::span<const double>(current->data(), current->size()));
       slot_step.resize(std::max(slot_step.size(), s + 1));
       slot_step[s] = i;
     }
     void restore(std::size_t s) {
-      const std::size_t m = current->size();
-      std::copy(arena.data() + s * m, arena.data() + (s + 1) * m, current->data());
+      store->load(s, std::span<double>(current->data(), current->size()));
       i = slot_step[s];
     }
     void reverse_step() { reverse_fn(); }
     std::int64_t index() const { return i; }
     std::vector<std::int64_t> slot_step;
   } ops(&cur);
+  // Snapshots: RAM, plus the Multilevel schedule's disk level (HDF5).
+  std::size_t disk_slots = 0;
+  std::string disk_path;
+  if (const auto* ml = std::get_if<Multilevel>(&dam.checkpointing)) {
+    disk_slots = static_cast<std::size_t>(ml->disk);
+    disk_path = ml->path;
+  }
+  SnapshotStore store(na, disk_slots, disk_path);
+  ops.store = &store;
 
   // One step cur -> next (explicit RK, or the θ-method's Newton solve).
   auto do_step = [&](std::size_t i) {
@@ -504,6 +510,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   };
 
   result.checkpoints = reverse_sweep(dam.checkpointing, ops, l);
+  result.checkpoints.disk_snapshots = store.disk_writes();
   result.objective = J;
   result.step_times = times;
   result.wrt_parameters = mu;
