@@ -14,9 +14,12 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "costate/costate.hpp"
 
 namespace {
+
+using costate::bench::median_seconds;
 
 struct Lorenz96 {
   template <class T>
@@ -94,18 +97,6 @@ long plain_dopri5(const Model& model, std::vector<double> y, const std::vector<d
   }
   *out = y;
   return steps;
-}
-
-template <class F>
-double median_seconds(F&& f, int repeats) {
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto a = std::chrono::steady_clock::now();
-    f();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 template <class Model>

@@ -18,11 +18,14 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
 
 namespace {
+
+using costate::bench::median_seconds;
 
 using namespace costate::ode;
 
@@ -38,18 +41,6 @@ struct FinalV {
     return y[1];
   }
 };
-
-template <class F>
-double median_seconds(F&& f, int repeats) {
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 }  // namespace
 

@@ -20,9 +20,12 @@
 #include <numbers>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "costate/ad/reverse.hpp"
 
 namespace {
+
+using costate::bench::median_seconds;
 
 constexpr int kN = 1000;
 constexpr int kSteps = 1000;
@@ -60,18 +63,6 @@ T burgers_objective(std::vector<T>& u) {
 }
 
 double u0(int i) { return 1.0 + 0.5 * std::sin(2.0 * std::numbers::pi * i / kN); }
-
-template <class F>
-double median_seconds(F&& f, int repeats) {
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 }  // namespace
 

@@ -18,10 +18,13 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"
 
 namespace {
+
+using costate::bench::median_seconds;
 
 constexpr std::size_t kN = 100000;
 
@@ -58,18 +61,6 @@ double primal(const std::vector<double>& x) {
     f[0] += 100.0 * t * t + u * u;
   }
   return (f[0] + f[1]) + (f[2] + f[3]);
-}
-
-template <class F>
-double median_seconds(F&& f, int repeats) {
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto a = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 }  // namespace
