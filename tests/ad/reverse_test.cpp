@@ -480,3 +480,29 @@ TEST(Reverse, CheckFiniteNamesTheStatement) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Reverse, FminFmaxWithConstants) {
+  // A constant operand must not leave the expression referring to a
+  // temporary (the value and partial come from the active operand only).
+  using costate::ad::Real;
+  using costate::ad::Tape;
+  Tape& tape = Tape::active();
+  for (double x0 : {0.4, 2.0}) {  // away from the ties (covered elsewhere)
+    tape.reset();
+    tape.start_recording();
+    Real x = x0;
+    tape.register_input(x);
+    Real y = fmax(x, 1.0) + 2.0 * fmin(3.0 * x, 1.5) + fmax(1.0, x) + fmin(1.5, 3.0 * x);
+    tape.register_output(y);
+    tape.stop_recording();
+    y.set_gradient(1.0);
+    tape.evaluate();
+    const double expect_value = std::fmax(x0, 1.0) + 2.0 * std::fmin(3 * x0, 1.5) +
+                                std::fmax(1.0, x0) + std::fmin(1.5, 3 * x0);
+    const double expect_grad = (x0 > 1.0 ? 2.0 : 0.0) + (3 * x0 < 1.5 ? 9.0 : 0.0);
+    EXPECT_EQ(y.value(), expect_value) << x0;
+    EXPECT_EQ(x.gradient(), expect_grad) << x0;
+  }
+}
+}  // namespace

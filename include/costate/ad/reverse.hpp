@@ -157,8 +157,8 @@ inline bool is_zero(const T& x) {
 /// written. K is a compile-time bound, so the loops unroll and the local
 /// arrays stay in registers; only the final stores touch tape memory.
 template <std::size_t K, class T>
-inline std::size_t merge_into(T* partials, const std::int32_t* indices, std::size_t n,
-                              T* out_p, std::int32_t* out_i) {
+inline std::size_t merge_into(T* partials, std::int32_t* indices, std::size_t n, T* out_p,
+                              std::int32_t* out_i) {
 #ifdef COSTATE_AD_NO_MERGE
   for (std::size_t k = 0; k < n; ++k) {
     out_p[k] = partials[k];
@@ -166,30 +166,31 @@ inline std::size_t merge_into(T* partials, const std::int32_t* indices, std::siz
   }
   return n;
 #else
-  // Branch-free: every comparison of the K×K triangle is evaluated and its
-  // outcome applied with selects, so nothing mispredicts; the first (earliest)
-  // equal identifier receives the partial.
-  bool dup[K] = {};
-#pragma GCC unroll 16
-  for (std::size_t k = 1; k < K; ++k) {
-#pragma GCC unroll 16
-    for (std::size_t j = 0; j < k; ++j) {
-      const bool hit = (k < n) & !dup[k] & (indices[j] == indices[k]);
-      partials[j] += hit ? partials[k] : T(0);
-      dup[k] = dup[k] | hit;
+  // Each argument is compared with the distinct ones kept so far (early
+  // exit). The code is inlined per expression type, so its branches follow
+  // the statement's shape and predict well when a statement is recorded
+  // repeatedly; the arguments sit in a local buffer, so the comparisons never
+  // wait on tape memory. Only the final arguments are stored to the tape.
+  std::size_t m = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int32_t id = indices[k];
+    std::size_t j = 0;
+    while (j < m && indices[j] != id) ++j;
+    if (j < m) {
+      partials[j] += partials[k];
+    } else {
+      partials[m] = partials[k];
+      indices[m] = id;
+      ++m;
     }
   }
-  // Compaction: write every slot, advance only past kept ones (the caller
-  // reserved K entries).
-  std::size_t m = 0;
-#pragma GCC unroll 16
-  for (std::size_t k = 0; k < K; ++k) {
-    out_p[m] = partials[k];
-    out_i[m] = indices[k];
-    m += ((k < n) & !dup[k]) ? 1 : 0;
+  for (std::size_t k = 0; k < m; ++k) {
+    out_p[k] = partials[k];
+    out_i[k] = indices[k];
   }
   return m;
 #endif
+  (void)K;
 }
 
 /// Operands: Reverse leaves by reference, sub-expressions by value.
@@ -322,8 +323,8 @@ class Reverse : public Expr<Reverse<T>> {
       // Arguments are gathered and merged in a small local buffer, then
       // streamed to the tape: reading back freshly written tape memory would
       // stall on its cache misses.
-      T partials[E::kLeaves]{};
-      std::int32_t indices[E::kLeaves]{};
+      T partials[E::kLeaves];
+      std::int32_t indices[E::kLeaves];
       detail::ArgumentWriter<T> w{partials, indices, 0, tape.tag(), &tape};
       e.push(w, T(1));
       const T v = e.value();
@@ -446,6 +447,19 @@ struct SelectNode : Expr<SelectNode<A, B>> {
     else
       b.push(w, seed);
   }
+};
+
+/// A sub-expression held by reference — for compound assignments
+/// (x += e), where e outlives the statement, so its tree is not copied.
+template <class E>
+struct RefNode : Expr<RefNode<E>> {
+  using scalar_type = detail::scalar_of_t<E>;
+  using T = scalar_type;
+  static constexpr std::size_t kLeaves = E::kLeaves;
+  const E& e;
+  explicit RefNode(const E& e_) : e(e_) {}
+  const T& value() const { return e.value(); }
+  void push(detail::ArgumentWriter<T>& w, const T& seed) const { e.push(w, seed); }
 };
 
 /// a ± c with a constant c: partial 1.
@@ -865,25 +879,42 @@ inline auto fmin(const Expr<A>& a, const Expr<B>& b) {
   const bool first = (y != y) || (x == x && !(y < x));
   return SelectNode<A, B>(a.self(), b.self(), first);
 }
+// With a constant operand: one-operand nodes (no temporary leaf to refer to).
 template <class A, class C>
   requires detail::Constant<A, C>
 inline auto fmax(const Expr<A>& a, const C& c) {
-  return fmax(a, Reverse<detail::S<A>>(detail::S<A>(c)));
+  using T = detail::S<A>;
+  const T& x = a.self().value();
+  const T y = T(c);
+  const bool first = (y != y) || (x == x && !(x < y));
+  return detail::unary(a.self(), first ? x : y, first ? T(1) : T(0));
 }
 template <class C, class B>
   requires detail::Constant<B, C>
 inline auto fmax(const C& c, const Expr<B>& b) {
-  return fmax(Reverse<detail::S<B>>(detail::S<B>(c)), b);
+  using T = detail::S<B>;
+  const T x = T(c);
+  const T& y = b.self().value();
+  const bool first = (y != y) || (x == x && !(x < y));
+  return detail::unary(b.self(), first ? x : y, first ? T(0) : T(1));
 }
 template <class A, class C>
   requires detail::Constant<A, C>
 inline auto fmin(const Expr<A>& a, const C& c) {
-  return fmin(a, Reverse<detail::S<A>>(detail::S<A>(c)));
+  using T = detail::S<A>;
+  const T& x = a.self().value();
+  const T y = T(c);
+  const bool first = (y != y) || (x == x && !(y < x));
+  return detail::unary(a.self(), first ? x : y, first ? T(1) : T(0));
 }
 template <class C, class B>
   requires detail::Constant<B, C>
 inline auto fmin(const C& c, const Expr<B>& b) {
-  return fmin(Reverse<detail::S<B>>(detail::S<B>(c)), b);
+  using T = detail::S<B>;
+  const T x = T(c);
+  const T& y = b.self().value();
+  const bool first = (y != y) || (x == x && !(y < x));
+  return detail::unary(b.self(), first ? x : y, first ? T(0) : T(1));
 }
 
 /// Value of a Reverse or of a plain number.
@@ -897,22 +928,22 @@ inline const T& value(const Reverse<T>& x) {
 template <class T>
 template <class E>
 Reverse<T>& Reverse<T>::operator+=(const Expr<E>& e) {
-  return *this = *this + e;
+  return *this = *this + RefNode<E>(e.self());
 }
 template <class T>
 template <class E>
 Reverse<T>& Reverse<T>::operator-=(const Expr<E>& e) {
-  return *this = *this - e;
+  return *this = *this - RefNode<E>(e.self());
 }
 template <class T>
 template <class E>
 Reverse<T>& Reverse<T>::operator*=(const Expr<E>& e) {
-  return *this = *this * e;
+  return *this = *this * RefNode<E>(e.self());
 }
 template <class T>
 template <class E>
 Reverse<T>& Reverse<T>::operator/=(const Expr<E>& e) {
-  return *this = *this / e;
+  return *this = *this / RefNode<E>(e.self());
 }
 template <class T>
 Reverse<T>& Reverse<T>::operator+=(const T& c) {
