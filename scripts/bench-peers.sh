@@ -38,7 +38,7 @@ if ((${#missing[@]} > 0)); then
   fi
 fi
 
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCOSTATE_BUILD_PEER_BENCHMARKS=ON >/dev/null
 targets=(bench_w1_peers bench_w2_peers bench_w3_peers bench_integrate)
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
