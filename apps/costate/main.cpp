@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("-q,--quiet", run_args.quiet, "no settings echo or progress on stderr");
 
   RunArgs sens_args;
-  auto* sens_cmd = app.add_subcommand("sensitivity", "objective and its gradient (discrete adjoint)");
+  auto* sens_cmd = app.add_subcommand("sensitivity", "objective and its gradient (discrete adjoint or forward sensitivities)");
   sens_cmd->add_option("file", sens_args.input, "YAML input file")->required();
   sens_cmd->add_option("-o,--output", sens_args.output, "HDF5 output file (overrides output.file)");
   sens_cmd->add_flag("--json", sens_args.json, "print one JSON summary on stdout");

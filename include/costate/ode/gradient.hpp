@@ -26,7 +26,8 @@
 /// steps are then replayed by the adjoint's sweeps. Limitations: explicit
 /// and implicit θ-methods (backward Euler, Crank–Nicolson; fixed steps, the
 /// adjoint of a step is its transposed linear solve — steppers/theta.hpp);
-/// Forward sensitivities for the explicit methods only. Multilevel keeps its
+/// Forward sensitivities for every stepper (the θ-method's tangents solve
+/// one linear system per step for all directions). Multilevel keeps its
 /// `disk` longest-lived snapshots in an HDF5 file (snapshot_store.hpp).
 
 #include <algorithm>
@@ -291,9 +292,82 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 
   // 3a. Forward sensitivities: replay the steps in Dual arithmetic.
   if (std::holds_alternative<Forward>(method)) {
-    COSTATE_CHECK(!implicit, "gradient: Forward sensitivities of implicit methods ("
-                                 << to_string(options.method)
-                                 << ") are not available yet; use DiscreteAdjoint");
+    if (implicit) {
+      // Tangents of the θ-method, all directions at once (dense): with
+      // S = ∂y/∂(p, y0) and P = ∂p/∂(p, y0) = [I 0],
+      //   (I − hθ J_{n+1}) S_{n+1} = S_n + h(1−θ)(J_n S_n + f_p(n) P) + hθ f_p(n+1) P.
+      const std::size_t m = np + n;
+      Eigen::MatrixXd S = Eigen::MatrixXd::Zero(na, m), P = Eigen::MatrixXd::Zero(np, m);
+      for (std::size_t j = 0; j < np; ++j) P(j, j) = 1.0;
+      for (std::size_t i = 0; i < n; ++i) S(i, np + i) = 1.0;
+      std::vector<double> yc(y0a), yn(na);
+      Eigen::RowVectorXd dJ = Eigen::RowVectorXd::Zero(m);
+      double Jv = 0.0;
+      ad::Tape tape_fw;
+      std::vector<double> gy(na), gp(np);
+      // Adds a scalar term's value and derivative along all directions.
+      auto add_term = [&](auto&& f, const std::vector<double>& state) {
+        std::fill(gy.begin(), gy.end(), 0.0);
+        std::fill(gp.begin(), gp.end(), 0.0);
+        Jv += detail::value_and_gradient(f, std::span<const double>(state.data(), n), p,
+                                         std::span<double>(gy.data(), n), gp, tape_fw);
+        for (std::size_t i = 0; i < n; ++i) dJ += gy[i] * S.row(static_cast<Eigen::Index>(i));
+        for (std::size_t j = 0; j < np; ++j) dJ += gp[j] * P.row(static_cast<Eigen::Index>(j));
+      };
+      auto observe = [&](std::size_t i, const std::vector<double>& state) {
+        if constexpr (HasObservations<O>) {
+          const std::int64_t k = obs_at[i];
+          if (k >= 0)
+            add_term(
+                [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+                  return ad::Real(objective.template observation<ad::Real>(static_cast<std::size_t>(k), yy, pp));
+                },
+                state);
+        } else {
+          (void)i;
+          (void)state;
+        }
+      };
+      const double th = theta->theta();
+      observe(0, yc);
+      Eigen::MatrixXd J0 = theta->jacobian_state_parameters(times[0], yc);
+      for (std::int64_t i = 0; i < l; ++i) {
+        const std::size_t u = static_cast<std::size_t>(i);
+        const double h = times[u + 1] - times[u];
+        std::string why;
+        COSTATE_CHECK(theta->step(times[u], h, yc, yn, &why),
+                      "gradient: implicit step at t = " << times[u] << " failed: " << why);
+        const Eigen::MatrixXd J1 = theta->jacobian_state_parameters(times[u + 1], yn);
+        Eigen::MatrixXd rhs_s = S + h * th * (J1.rightCols(np) * P);
+        if (th < 1.0) rhs_s += h * (1.0 - th) * (J0.leftCols(na) * S + J0.rightCols(np) * P);
+        const Eigen::MatrixXd A = Eigen::MatrixXd::Identity(na, na) - h * th * J1.leftCols(na);
+        S = A.partialPivLu().solve(rhs_s);
+        J0 = J1;
+        std::swap(yc, yn);
+        observe(u + 1, yc);
+      }
+      if constexpr (HasTerminal<O>)
+        add_term(
+            [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+              return ad::Real(objective.template terminal<ad::Real>(yy, pp));
+            },
+            yc);
+      if constexpr (kRunning) {
+        Jv += yc[n];
+        dJ += S.row(static_cast<Eigen::Index>(n));
+      }
+      result.objective = Jv;
+      result.step_times = times;
+      result.wrt_parameters.assign(dJ.data(), dJ.data() + np);
+      result.wrt_initial_state.assign(dJ.data() + np, dJ.data() + m);
+      result.method = to_string(method);
+      result.checkpoints.steps = l;
+      result.checkpoints.forward_steps = l;
+      result.rhs_evaluations = theta->rhs_evaluations;
+      result.wall_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    }
     constexpr int kChunk = 8;
     using D = ad::Dual<double, kChunk>;
     using DV = Vector<D, Kokkos::DefaultHostExecutionSpace>;
