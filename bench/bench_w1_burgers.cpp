@@ -21,48 +21,17 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "peers/w1_workload.hpp"
 #include "costate/ad/reverse.hpp"
 
 namespace {
 
 using costate::bench::median_seconds;
 
-constexpr int kN = 1000;
-constexpr int kSteps = 1000;
-constexpr double kNu = 0.01;
+using w1::kN;
+using w1::kSteps;
+using w1::u0;
 
-template <class T>
-T burgers_objective(std::vector<T>& u) {
-  using std::abs;
-  using std::max;
-  using costate::ad::abs;
-  using costate::ad::max;
-  const double dx = 1.0 / kN;
-  const double dt = std::min(0.2 * dx * dx / kNu, 0.5 * dx / 1.5);
-  const double c_adv = dt / dx, c_diff = kNu * dt / (dx * dx);
-  std::vector<T> flux(kN), next(kN);
-  auto face = [&](int i, int ip) {  // face i+1/2 between cells i and ip
-    const T& ul = u[i];
-    const T& ur = u[ip];
-    flux[i] = 0.25 * (ul * ul + ur * ur) - 0.5 * max(abs(ul), abs(ur)) * (ur - ul);
-  };
-  auto cell = [&](int im, int i, int ip) {
-    next[i] = u[i] - c_adv * (flux[i] - flux[im]) + c_diff * (u[ip] - 2.0 * u[i] + u[im]);
-  };
-  for (int step = 0; step < kSteps; ++step) {
-    for (int i = 0; i < kN - 1; ++i) face(i, i + 1);
-    face(kN - 1, 0);
-    cell(kN - 1, 0, 1);
-    for (int i = 1; i < kN - 1; ++i) cell(i - 1, i, i + 1);
-    cell(kN - 2, kN - 1, 0);
-    std::swap(u, next);
-  }
-  T j = 0.0;
-  for (int i = 0; i < kN; ++i) j += u[i] * u[i];
-  return 0.5 * dx * j;
-}
-
-double u0(int i) { return 1.0 + 0.5 * std::sin(2.0 * std::numbers::pi * i / kN); }
 
 }  // namespace
 
@@ -79,7 +48,7 @@ int main() {
       [&] {
         std::vector<double> u(kN);
         for (int i = 0; i < kN; ++i) u[i] = u0(i);
-        j_primal = burgers_objective(u);
+        j_primal = w1::objective(u);
       },
       11);
 
@@ -98,7 +67,7 @@ int main() {
           tape.register_input(x[i]);
         }
         std::vector<Real> u = x;
-        Real j = burgers_objective(u);
+        Real j = w1::objective(u);
         tape.register_output(j);
         tape.stop_recording();
         t_record = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

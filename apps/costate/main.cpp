@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "costate/costate.hpp"
+#include "costate/ad/verification.hpp"
 #include "costate/ode/gradient.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
@@ -288,111 +289,64 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
 int gradcheck(const costate::Environment& env, const RunArgs& args) {
   RunConfig cfg = prepare(env, args, "gradcheck");
   const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
-  // The point x = (p, y0) and the gradient there, with the steps frozen so
-  // that J is the same smooth function of x at every evaluation.
+  // The point x = (p, free y0) and the gradient there, with the steps frozen
+  // so that J is the same smooth function of x at every evaluation. Initial
+  // values given as expressions follow the parameters, so they are not
+  // coordinates of x.
   const SensitivityRun base = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
   const std::vector<double> times = base.result.step_times;
+  std::vector<std::size_t> free_states;
+  for (std::size_t i = 0; i < n; ++i)
+    if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
   std::vector<double> x(cfg.parameters), grad(base.gradient_p);
-  x.insert(x.end(), cfg.initial_state.begin(), cfg.initial_state.end());
-  grad.insert(grad.end(), base.result.wrt_initial_state.begin(), base.result.wrt_initial_state.end());
-  // Initial values given by expressions follow the parameters, not x.
+  std::vector<std::string> names(cfg.parameter_names);
+  for (std::size_t i : free_states) {
+    x.push_back(cfg.initial_state[i]);
+    grad.push_back(base.result.wrt_initial_state[i]);
+    names.push_back(cfg.state_names[i] + "(t0)");
+  }
   auto J = [&](const std::vector<double>& xx) {
     RunConfig c = cfg;
     c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
-    std::vector<double> y0(xx.begin() + static_cast<std::ptrdiff_t>(np), xx.end());
-    // Re-evaluate expression initial values at the new parameters.
-    costate::io::RunConfig probe = c;
-    std::vector<std::string> vars{"t"};
-    vars.insert(vars.end(), c.parameter_names.begin(), c.parameter_names.end());
-    std::vector<double> vals{c.t_start};
-    vals.insert(vals.end(), c.parameters.begin(), c.parameters.end());
-    for (std::size_t i = 0; i < n; ++i)
-      if (!c.initial_state_expressions[i].empty())
-        y0[i] = costate::expr::Program::compile(c.initial_state_expressions[i], vars)
-                    .evaluate(std::span<const double>(vals));
-    return compute_gradient(c, c.parameters, y0, times).result.objective;
+    costate::io::evaluate_initial_state(c);
+    for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
+    return compute_gradient(c, c.parameters, c.initial_state, times).result.objective;
   };
-  const double J0 = base.result.objective;
   // Direction: components scaled like x, signs from a fixed pattern.
   std::vector<double> dir(x.size());
   for (std::size_t i = 0; i < x.size(); ++i)
     dir[i] = (i % 2 == 0 ? 1.0 : -0.7) * (0.5 + 0.25 * static_cast<double>(i % 3)) *
              std::max(std::abs(x[i]), 1e-2);
-  for (std::size_t i = 0; i < n; ++i)
-    if (!cfg.initial_state_expressions[i].empty()) dir[np + i] = 0.0;
-  double slope = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) slope += grad[i] * dir[i];
-  // Taylor test: r(h) = |J(x + h d) − J(x) − h ⟨∇J, d⟩| = O(h²).
-  std::vector<double> hs, rs, orders;
-  double h = 1e-2;
-  const double floor = 1e-13 * std::max(1.0, std::abs(J0));
-  for (int k = 0; k < 7; ++k, h *= 0.5) {
-    std::vector<double> xh(x);
-    for (std::size_t i = 0; i < x.size(); ++i) xh[i] += h * dir[i];
-    const double r = std::abs(J(xh) - J0 - h * slope);
-    hs.push_back(h);
-    rs.push_back(r);
-    if (rs.size() >= 2 && rs[rs.size() - 2] > floor * 100 && r > floor * 100)
-      orders.push_back(std::log2(rs[rs.size() - 2] / r));
-    if (r < floor * 100) break;  // round-off floor reached
-  }
-  double min_order = orders.empty() ? 2.0 : *std::min_element(orders.begin(), orders.end());
-  const bool taylor_ok = orders.empty() ? rs.front() < floor * 100 : min_order >= 1.9;
-  // Central differences per component (h = 1e-6 relative): agreement to
-  // 1e-5 relative to the gradient's scale.
+  // Taylor test: r(h) = |J(x + h d) − J(x) − h ⟨∇J, d⟩| = O(h²), order ≥ 1.9.
+  const auto taylor = costate::ad::taylor_test(J, x, dir, grad);
+  // Central differences per component (h = 1e-6 relative): 1e-5 relative
+  // allows the differences' own truncation and round-off on these objectives.
   constexpr double kFdTol = 1e-5;
-  double gscale = 0.0;
-  for (double gi : grad) gscale = std::max(gscale, std::abs(gi));
-  std::vector<double> fd(x.size(), 0.0);
-  double max_err = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (i >= np && !cfg.initial_state_expressions[i - np].empty()) continue;
-    const double hi = 1e-6 * std::max(std::abs(x[i]), 1.0);
-    std::vector<double> a(x), b(x);
-    a[i] += hi;
-    b[i] -= hi;
-    fd[i] = (J(a) - J(b)) / (2 * hi);
-    max_err = std::max(max_err, std::abs(fd[i] - grad[i]) / std::max(gscale, 1e-300));
-  }
-  const bool fd_ok = max_err <= kFdTol;
-  const bool passed = taylor_ok && fd_ok;
+  const auto fd = costate::ad::check_gradient(J, x, grad, {.rtol = kFdTol});
+  const bool passed = taylor.passed && fd.passed;
   if (!env.is_root()) return passed ? 0 : 1;
-  std::vector<std::string> names(cfg.parameter_names);
-  for (const auto& s : cfg.state_names) names.push_back(s + "(t0)");
+  const double J0 = base.result.objective;
   if (args.json) {
     Json j;
     j["status"] = passed ? "ok" : "failed";
     j["objective"] = J0;
-    j["taylor"] = {{"steps", hs}, {"residuals", rs}, {"orders", orders}, {"min_order", min_order},
-                   {"passed", taylor_ok}};
+    j["taylor"] = {{"steps", taylor.steps},         {"residuals", taylor.residuals},
+                   {"orders", taylor.orders},       {"min_order", taylor.min_order},
+                   {"passed", taylor.passed}};
     Json comps = Json::object();
-    for (std::size_t i = 0; i < x.size(); ++i) comps[names[i]] = {{"adjoint", grad[i]}, {"fd", fd[i]}};
-    j["finite_differences"] = {{"components", comps}, {"max_rel_error", max_err}, {"passed", fd_ok}};
+    for (std::size_t i = 0; i < x.size(); ++i) comps[names[i]] = {{"adjoint", grad[i]}, {"fd", fd.fd[i]}};
+    j["finite_differences"] = {{"components", comps}, {"max_rel_error", fd.max_rel_error}, {"passed", fd.passed}};
     std::cout << j.dump() << std::endl;
   } else {
     std::ostringstream os;
-    os.precision(6);
-    os << "Taylor test along a fixed direction (|J(x+hd) - J(x) - h<grad J, d>| should fall like h^2):\n";
-    for (std::size_t k = 0; k < rs.size(); ++k) {
-      os << "  h = " << std::setw(10) << hs[k] << "   r = " << std::setw(12) << rs[k];
-      if (k >= 1 && k - 1 < orders.size()) os << "   order " << orders[k - 1];
-      os << "\n";
-    }
-    os << "  minimum observed order " << min_order << (taylor_ok ? " (pass, >= 1.9)" : " (FAIL, < 1.9)") << "\n\n";
-    os << "Central differences:\n";
+    os << "Taylor test along a fixed direction (|J(x+hd) - J(x) - h<grad J, d>| should fall like h^2):\n"
+       << taylor.report() << "\n\nCentral differences (initial values given as expressions of the "
+       << "parameters are checked through them):\n";
     os.precision(12);
     os << "  " << std::left << std::setw(14) << "" << std::setw(22) << "adjoint" << "central difference\n";
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      os << "  " << std::left << std::setw(14) << names[i] << std::setw(22) << grad[i];
-      if (i >= np && !cfg.initial_state_expressions[i - np].empty())
-        os << "(an expression of the parameters: checked through them)";
-      else
-        os << fd[i];
-      os << "\n";
-    }
-    os.precision(3);
-    os << "  max relative error " << max_err << (fd_ok ? " (pass, <= 1e-5)" : " (FAIL, > 1e-5)") << "\n\n"
-       << (passed ? "gradcheck: passed\n" : "gradcheck: FAILED\n");
+    for (std::size_t i = 0; i < x.size(); ++i)
+      os << "  " << std::left << std::setw(14) << names[i] << std::setw(22) << grad[i] << fd.fd[i] << "\n";
+    os << fd.report() << "\n" << (passed ? "gradcheck: passed\n" : "gradcheck: FAILED\n");
     std::cout << os.str();
   }
   return passed ? 0 : 1;
@@ -455,30 +409,25 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("costate ") + COSTATE_VERSION_STRING);
 
-  RunArgs run_args;
-  auto* run_cmd = app.add_subcommand("run", "integrate the model of an input file");
-  run_cmd->add_option("file", run_args.input, "YAML input file")->required();
-  run_cmd->add_option("-o,--output", run_args.output, "HDF5 output file (overrides output.file)");
-  run_cmd->add_flag("--json", run_args.json, "print one JSON summary on stdout");
-  run_cmd->add_option("--set", run_args.sets, "override a setting: --set integrator.rtol=1e-10")
-      ->allow_extra_args(false);
-  run_cmd->add_flag("-q,--quiet", run_args.quiet, "no settings echo or progress on stderr");
-
-  RunArgs sens_args;
-  auto* sens_cmd = app.add_subcommand("sensitivity", "objective and its gradient (discrete adjoint or forward sensitivities)");
-  sens_cmd->add_option("file", sens_args.input, "YAML input file")->required();
-  sens_cmd->add_option("-o,--output", sens_args.output, "HDF5 output file (overrides output.file)");
-  sens_cmd->add_flag("--json", sens_args.json, "print one JSON summary on stdout");
-  sens_cmd->add_option("--set", sens_args.sets, "override a setting: --set integrator.dt=1e-3")
-      ->allow_extra_args(false);
-  sens_cmd->add_flag("-q,--quiet", sens_args.quiet, "no settings echo on stderr");
-
-  RunArgs check_args;
-  auto* check_cmd = app.add_subcommand("gradcheck", "verify the gradient: Taylor test and finite differences");
-  check_cmd->add_option("file", check_args.input, "YAML input file")->required();
-  check_cmd->add_flag("--json", check_args.json, "print one JSON summary on stdout");
-  check_cmd->add_option("--set", check_args.sets, "override a setting")->allow_extra_args(false);
-  check_cmd->add_flag("-q,--quiet", check_args.quiet, "no settings echo on stderr");
+  // The options every input-file subcommand shares.
+  auto input_command = [&app](const char* name, const char* help, RunArgs& a, bool writes_output) {
+    auto* cmd = app.add_subcommand(name, help);
+    cmd->add_option("file", a.input, "YAML input file")->required();
+    if (writes_output)
+      cmd->add_option("-o,--output", a.output, "HDF5 output file (overrides output.file)");
+    cmd->add_flag("--json", a.json, "print one JSON summary on stdout");
+    cmd->add_option("--set", a.sets, "override a setting: --set integrator.rtol=1e-10")
+        ->allow_extra_args(false);
+    cmd->add_flag("-q,--quiet", a.quiet, "no settings echo or progress on stderr");
+    return cmd;
+  };
+  RunArgs run_args, sens_args, check_args;
+  auto* run_cmd = input_command("run", "integrate the model of an input file", run_args, true);
+  auto* sens_cmd = input_command(
+      "sensitivity", "objective and its gradient (discrete adjoint or forward sensitivities)",
+      sens_args, true);
+  auto* check_cmd = input_command(
+      "gradcheck", "verify the gradient: Taylor test and finite differences", check_args, false);
 
   bool info_json = false;
   auto* info_cmd = app.add_subcommand("info", "versions of costate and its dependencies");

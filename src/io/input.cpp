@@ -212,8 +212,6 @@ std::vector<double> output_grid(double start, double end, double every) {
 
 }  // namespace
 
-namespace {
-/// Evaluates initial values given as expressions of t and the parameters.
 void evaluate_initial_state(RunConfig& cfg) {
   std::vector<std::string> vars{"t"};
   vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
@@ -226,7 +224,6 @@ void evaluate_initial_state(RunConfig& cfg) {
                                .evaluate(std::span<const double>(values));
   }
 }
-}  // namespace
 
 void read_csv_data(const std::string& path, const std::vector<std::string>& states,
                    std::vector<double>& times, std::vector<double>& data) {

@@ -72,6 +72,10 @@ struct RunConfig {
 /// resolves. Throws costate::Error with file:line:column on bad input.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+/// Sets the initial values given as expressions of t and the parameters
+/// (initial_state_expressions) from cfg.parameters.
+void evaluate_initial_state(RunConfig& cfg);
+
 /// Calls f(model) with the configured model: a built-in model type, or an
 /// ode::EquationModel built from the file's equations.
 template <class F>

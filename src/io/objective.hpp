@@ -20,12 +20,12 @@ class ExpressionObjective {
   template <class T>
   T terminal(std::span<const T> y, std::span<const T> p) const {
     if (terminal_.empty()) return T(0.0);
-    return terminal_.evaluate(std::span<const T>(variables(t1_, y, p)));
+    return terminal_.evaluate(expr::VariableFrame<T>(t1_, y, p).values());
   }
   template <class T>
   T running(double t, std::span<const T> y, std::span<const T> p) const {
     if (integral_.empty()) return T(0.0);
-    return integral_.evaluate(std::span<const T>(variables(t, y, p)));
+    return integral_.evaluate(expr::VariableFrame<T>(t, y, p).values());
   }
   std::vector<double> observation_times() const { return times_; }
   template <class T>
@@ -41,15 +41,6 @@ class ExpressionObjective {
   }
 
  private:
-  template <class T>
-  static std::vector<T> variables(double t, std::span<const T> y, std::span<const T> p) {
-    std::vector<T> v;
-    v.reserve(1 + y.size() + p.size());
-    v.push_back(T(t));
-    v.insert(v.end(), y.begin(), y.end());
-    v.insert(v.end(), p.begin(), p.end());
-    return v;
-  }
   expr::Program terminal_, integral_;
   double t1_ = 0.0;
   std::size_t n_ = 0;

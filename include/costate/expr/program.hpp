@@ -25,6 +25,7 @@
 /// the problem: unknown symbol (with the nearest valid name), syntax error,
 /// wrong number of arguments.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -81,6 +82,34 @@ class Program {
   std::size_t depth_ = 0;
   std::size_t n_variables_ = 0;
   friend class Parser;
+};
+
+/// The values of the variables (t, y…, p…) in that order, in a small inline
+/// buffer (no allocation for up to 32 of them): what models and objectives
+/// written as expressions evaluate their programs on.
+template <class T>
+class VariableFrame {
+ public:
+  VariableFrame(double t, std::span<const T> y, std::span<const T> p)
+      : size_(1 + y.size() + p.size()) {
+    if (size_ > kInline) {
+      heap_.resize(size_);
+      data_ = heap_.data();
+    }
+    data_[0] = T(t);
+    std::copy(y.begin(), y.end(), data_ + 1);
+    std::copy(p.begin(), p.end(), data_ + 1 + y.size());
+  }
+  VariableFrame(const VariableFrame&) = delete;
+  VariableFrame& operator=(const VariableFrame&) = delete;
+  std::span<const T> values() const { return std::span<const T>(data_, size_); }
+
+ private:
+  static constexpr std::size_t kInline = 32;
+  std::size_t size_;
+  T inline_[kInline];
+  std::vector<T> heap_;
+  T* data_ = inline_;
 };
 
 template <class T>

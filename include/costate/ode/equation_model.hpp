@@ -33,19 +33,8 @@ class EquationModel {
 
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    const std::size_t nv = variables_.size();
-    constexpr std::size_t kInline = 32;
-    T inline_vars[kInline];
-    std::vector<T> heap_vars;
-    T* vars = inline_vars;
-    if (nv > kInline) {
-      heap_vars.resize(nv);
-      vars = heap_vars.data();
-    }
-    vars[0] = T(t);
-    for (std::size_t i = 0; i < states_.size(); ++i) vars[1 + i] = y[i];
-    for (std::size_t j = 0; j < parameters_.size(); ++j) vars[1 + states_.size() + j] = p[j];
-    const std::span<const T> v(vars, nv);
+    const expr::VariableFrame<T> frame(t, y, p);
+    const std::span<const T> v = frame.values();
     for (std::size_t i = 0; i < equations_.size(); ++i) dydt[i] = equations_[i].evaluate(v);
   }
 
