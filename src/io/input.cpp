@@ -193,7 +193,13 @@ void apply_override(YAML::Node& root, const std::string& text, Context& ctx) {
   }
   if (!cur.IsMap() && !cur.IsNull())
     throw Error("--set " + text + ": cannot set '" + key + "'");
-  cur[parts.back()] = value_node;
+  // `key=null` (or `key=~`) removes the key: what switches, say,
+  // time.output_every off so that time.outputs can be given instead.
+  if (value_node.IsNull()) {
+    if (cur.IsMap()) cur.remove(parts.back());
+  } else {
+    cur[parts.back()] = value_node;
+  }
   ctx.overrides[key] = text;
 }
 

@@ -220,3 +220,17 @@ TEST(Suggestions, EditDistance) {
 }
 
 }  // namespace
+
+TEST_F(InputTest, SetNullRemovesAKey) {
+  // kValid asks for output_every; removing it and giving outputs instead
+  // must switch the output grid (both at once is an error).
+  const auto cfg = load_run_config(write(kValid), {"time.output_every=null", "time.outputs=[1, 4]"});
+  ASSERT_EQ(cfg.output_times.size(), 2u);
+  EXPECT_EQ(cfg.output_times[0], 1.0);
+  EXPECT_EQ(cfg.output_times[1], 4.0);
+  // Removing a key that is not there is harmless; removing a required one
+  // gives the usual error.
+  EXPECT_NO_THROW(load_run_config(write(kValid), {"integrator.dt=~"}));
+  const std::string msg = error_of(kValid, {"time.end=null"});
+  EXPECT_NE(msg.find("missing required key 'end'"), std::string::npos) << msg;
+}
