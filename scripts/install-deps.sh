@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config git
   libopenmpi-dev openmpi-bin
   petsc-dev
-  libsundials-dev
+  libsundials-dev libsuitesparse-dev
   libtrilinos-kokkos-dev
   libeigen3-dev
   libhdf5-openmpi-dev hdf5-tools

@@ -11,6 +11,7 @@
 
 #include "costate/nonlinear/detail/newton.hpp"
 #include "petsc/petsc_check.hpp"
+#include "petsc/snes_reason.hpp"
 
 namespace costate::nonlinear::detail {
 namespace {
@@ -86,18 +87,6 @@ PetscErrorCode form_jacobian(SNES snes, Vec x, Mat j, Mat p, void* ctx) {
   PetscCall(MatAssemblyBegin(p, MAT_FINAL_ASSEMBLY));
   PetscCall(MatAssemblyEnd(p, MAT_FINAL_ASSEMBLY));
   return 0;
-}
-
-Termination termination_of(SNESConvergedReason reason) {
-  switch (reason) {
-    case SNES_DIVERGED_MAX_IT: return Termination::MaxIterations;
-    case SNES_DIVERGED_LINE_SEARCH: return Termination::LineSearchFailed;
-    case SNES_DIVERGED_FNORM_NAN:
-    case SNES_DIVERGED_FUNCTION_DOMAIN: return Termination::NonFiniteResidual;
-    case SNES_DIVERGED_LINEAR_SOLVE:
-    case SNES_DIVERGED_JACOBIAN_DOMAIN: return Termination::SingularJacobian;
-    default: return reason > 0 ? Termination::Converged : Termination::BackendFailure;
-  }
 }
 
 /// Destroys the PETSc objects however the solve ends.

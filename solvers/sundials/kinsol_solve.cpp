@@ -1,16 +1,19 @@
 // The SUNDIALS KINSOL backend of nonlinear::solve: Newton with KINSOL's
 // line search, the Jacobian from the problem's callbacks (costate's AD)
-// re-evaluated at every iterate (exact Newton). Dense Jacobians go to
-// KINSOL's dense direct solver; sparse ones to GMRES right-preconditioned
-// by an exact sparse LU of the same Jacobian (so GMRES converges in one
-// iteration: Newton's step, without a sparse direct solver in KINSOL).
+// re-evaluated at every iterate (exact Newton). The linear solver is
+// Options::kinsol_linear_solver: KINSOL's dense LU; SuiteSparse KLU on a
+// SUNSparseMatrix in CSR form holding the AD Jacobian's pattern (the sparse
+// default); or GMRES right-preconditioned by an exact Eigen sparse LU of the
+// same Jacobian (GMRES then converges in one iteration: Newton's step).
 #include <kinsol/kinsol.h>
 #include <kinsol/kinsol_ls.h>
 #include <nvector/nvector_serial.h>
 #include <sundials/sundials_context.h>
 #include <sunlinsol/sunlinsol_dense.h>
+#include <sunlinsol/sunlinsol_klu.h>
 #include <sunlinsol/sunlinsol_spgmr.h>
 #include <sunmatrix/sunmatrix_dense.h>
+#include <sunmatrix/sunmatrix_sparse.h>
 
 #include <Eigen/SparseLU>
 
@@ -38,6 +41,10 @@ struct Context {
   Eigen::SparseMatrix<double> sparse;
   Eigen::SparseLU<Eigen::SparseMatrix<double>, Eigen::COLAMDOrdering<int>> lu;
   bool factored = false;
+  // KLU: the CSR structure of the SUNSparseMatrix (the AD pattern, or every
+  // entry for a dense Jacobian); SUNMatZero clears it, so it is written at
+  // every Jacobian evaluation.
+  std::vector<sunindextype> csr_ptr, csr_idx;
 };
 
 std::span<const double> view(N_Vector v) {
@@ -61,17 +68,51 @@ int residual(N_Vector u, N_Vector f, void* data) {
   return 0;
 }
 
+/// The AD Jacobian at u, into c->dense or c->sparse (as the problem is).
+bool evaluate_jacobian(Context* c, N_Vector u) {
+  try {
+    if (c->problem->sparse)
+      c->problem->sparse_jacobian(view(u), c->sparse);
+    else
+      c->problem->dense_jacobian(view(u), c->dense);
+  } catch (...) {
+    c->error = std::current_exception();
+    return false;
+  }
+  return true;
+}
+
 int dense_jacobian(N_Vector u, N_Vector fu, SUNMatrix j, void* data, N_Vector, N_Vector) {
   auto* c = static_cast<Context*>(data);
   c->history.push_back(norm2(view(fu)));
-  try {
-    c->problem->dense_jacobian(view(u), c->dense);
-  } catch (...) {
-    c->error = std::current_exception();
-    return -1;
-  }
+  if (!evaluate_jacobian(c, u)) return -1;
   // SUNDenseMatrix stores column-major with leading dimension n, as Eigen.
+  if (c->problem->sparse) c->dense = Eigen::MatrixXd(c->sparse);
   std::copy(c->dense.data(), c->dense.data() + c->dense.size(), SUNDenseMatrix_Data(j));
+  return 0;
+}
+
+int klu_jacobian(N_Vector u, N_Vector fu, SUNMatrix j, void* data, N_Vector, N_Vector) {
+  auto* c = static_cast<Context*>(data);
+  c->history.push_back(norm2(view(fu)));
+  if (!evaluate_jacobian(c, u)) return -1;
+  std::copy(c->csr_ptr.begin(), c->csr_ptr.end(), SUNSparseMatrix_IndexPointers(j));
+  std::copy(c->csr_idx.begin(), c->csr_idx.end(), SUNSparseMatrix_IndexValues(j));
+  double* values = SUNSparseMatrix_Data(j);
+  if (c->problem->sparse) {
+    // Row-major copy of a matrix with exactly the pattern's structure: its
+    // values come in the pattern's CSR order.
+    const Eigen::SparseMatrix<double, Eigen::RowMajor> rows = c->sparse;
+    if (static_cast<std::size_t>(rows.nonZeros()) != c->csr_idx.size()) {
+      c->last_error = "the Jacobian's structure differs from its sparsity pattern";
+      return -1;
+    }
+    std::copy(rows.valuePtr(), rows.valuePtr() + rows.nonZeros(), values);
+  } else {
+    const auto n = c->dense.rows();
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index k = 0; k < n; ++k) values[i * n + k] = c->dense(i, k);
+  }
   return 0;
 }
 
@@ -198,7 +239,31 @@ Summary newton_kinsol(const Problem& problem, std::vector<double>& x, const Opti
   check(KINSetNumMaxIters(o.kin, options.max_iterations), "KINSetNumMaxIters");
   check(KINSetMaxSetupCalls(o.kin, 1), "KINSetMaxSetupCalls");  // Jacobian at every iterate
   check(KINSetMaxNewtonStep(o.kin, 1e30), "KINSetMaxNewtonStep");  // no step-length cap
-  if (problem.sparse) {
+  KinsolLinearSolver solver = options.kinsol_linear_solver;
+  if (solver == KinsolLinearSolver::Automatic)
+    solver = problem.sparse ? KinsolLinearSolver::Klu : KinsolLinearSolver::Dense;
+  COSTATE_CHECK(solver != KinsolLinearSolver::Gmres || problem.sparse,
+                "nonlinear::solve (kinsol backend): Options::kinsol_linear_solver = gmres needs a "
+                "sparse Jacobian (its preconditioner is a sparse LU); set Options::jacobian = "
+                "sparse, or choose kinsol_linear_solver = dense or klu");
+  if (solver == KinsolLinearSolver::Klu) {
+    if (problem.sparse) {
+      COSTATE_CHECK(problem.pattern != nullptr, "nonlinear: sparse KINSOL solve without a pattern");
+      ctx.csr_ptr.assign(problem.pattern->row_ptr.begin(), problem.pattern->row_ptr.end());
+      ctx.csr_idx.assign(problem.pattern->col_idx.begin(), problem.pattern->col_idx.end());
+    } else {
+      ctx.csr_ptr.resize(static_cast<std::size_t>(n) + 1);
+      ctx.csr_idx.resize(static_cast<std::size_t>(n * n));
+      for (sunindextype i = 0; i <= n; ++i) ctx.csr_ptr[static_cast<std::size_t>(i)] = i * n;
+      for (sunindextype e = 0; e < n * n; ++e) ctx.csr_idx[static_cast<std::size_t>(e)] = e % n;
+    }
+    o.j = SUNSparseMatrix(n, n, static_cast<sunindextype>(ctx.csr_idx.size()), CSR_MAT, o.sunctx);
+    COSTATE_CHECK(o.j != nullptr, "nonlinear::solve (kinsol backend): SUNSparseMatrix failed");
+    o.ls = SUNLinSol_KLU(o.u, o.j, o.sunctx);
+    COSTATE_CHECK(o.ls != nullptr, "nonlinear::solve (kinsol backend): SUNLinSol_KLU failed");
+    check(KINSetLinearSolver(o.kin, o.ls, o.j), "KINSetLinearSolver");
+    check(KINSetJacFn(o.kin, klu_jacobian), "KINSetJacFn");
+  } else if (solver == KinsolLinearSolver::Gmres) {
     o.ls = SUNLinSol_SPGMR(o.u, SUN_PREC_RIGHT, 5, o.sunctx);
     COSTATE_CHECK(o.ls != nullptr, "nonlinear::solve (kinsol backend): SUNLinSol_SPGMR failed");
     check(KINSetLinearSolver(o.kin, o.ls, nullptr), "KINSetLinearSolver");
@@ -233,7 +298,7 @@ Summary newton_kinsol(const Problem& problem, std::vector<double>& x, const Opti
   if (s.termination == Termination::Converged && !(s.final_residual_norm <= s.tolerance))
     s.termination = Termination::BackendFailure;
   char* name = KINGetReturnFlagName(flag);
-  s.message = std::string("KINSOL ") + (name ? name : "?");
+  s.message = std::string("KINSOL ") + (name ? name : "?") + " (" + to_string(solver) + ")";
   std::free(name);
   if (flag < 0 && !ctx.last_error.empty()) s.message += ": " + ctx.last_error;
   return s;

@@ -482,3 +482,106 @@ TEST(NonlinearSolve, BadInputThrows) {
 }
 
 }  // namespace
+
+namespace {
+
+/// −Δu + 2 ∂u/∂x = λ eᵘ + σ sin(πx) sin(πy) on the unit square, u = 0 on
+/// the boundary, m × m interior points (5-point stencil): a sparse,
+/// non-symmetric Jacobian.
+struct Bratu2d {
+  int m = 50;
+  int n = 2500;  ///< m², the unknowns (tape_gradient reads it)
+  template <class T>
+  void operator()(std::span<const T> u, std::span<const T> p, std::span<T> r) const {
+    using std::exp;
+    const double h = 1.0 / (m + 1);
+    for (int j = 0; j < m; ++j)
+      for (int i = 0; i < m; ++i) {
+        const int k = j * m + i;
+        const T zero(0.0);
+        const T& w = i > 0 ? u[k - 1] : zero;
+        const T& e = i + 1 < m ? u[k + 1] : zero;
+        const T& s = j > 0 ? u[k - m] : zero;
+        const T& nn = j + 1 < m ? u[k + m] : zero;
+        const double src = std::sin(std::numbers::pi * (i + 1) * h) * std::sin(std::numbers::pi * (j + 1) * h);
+        r[k] = (4.0 * u[k] - w - e - s - nn) / (h * h) + 2.0 * (e - w) / (2.0 * h) - p[0] * exp(u[k]) -
+               p[1] * src;
+      }
+  }
+};
+
+}  // namespace
+
+TEST(NonlinearSolve, KinsolKluAgreesWithNativeOnALargeSparseProblem) {
+  // 2500 unknowns; ‖F‖'s round-off floor is ~ε·|u|/h²·√n ~ 1e-11, so
+  // atol 1e-9; with ‖(∂F/∂x)⁻¹‖ ~ 0.05 the two solutions then differ by
+  // ≲ 1e-10, the gradients (same implicit code) relatively by as little.
+  constexpr double kLargeTolerance = 1e-9;
+  const Bratu2d bratu{.m = 50, .n = 2500};
+  const std::vector<double> p{5.0, 1.0};
+  nonlinear::Options native{.atol = 1e-9, .rtol = 1e-14, .jacobian = nonlinear::JacobianMode::Sparse};
+  nonlinear::Options klu = native;
+  klu.backend = nonlinear::Backend::Kinsol;
+  klu.kinsol_linear_solver = nonlinear::KinsolLinearSolver::Klu;
+  const std::vector<double> u0(2500, 0.0);
+  const auto xn = nonlinear::solve(bratu, u0, p, native);
+  const auto xk = nonlinear::solve(bratu, u0, p, klu);
+  ASSERT_TRUE(xn.summary.converged()) << xn.summary.full_report();
+  ASSERT_TRUE(xk.summary.converged()) << xk.summary.full_report();
+  EXPECT_NE(xk.summary.message.find("(klu)"), std::string::npos) << xk.summary.message;
+  EXPECT_LE(xk.summary.iterations, xn.summary.iterations + 1) << xk.summary.full_report();
+  EXPECT_EQ(xk.summary.jacobian_nonzeros, 5 * 2500 - 4 * 50);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < xn.x.size(); ++i) worst = std::max(worst, std::abs(xk.x[i] - xn.x[i]));
+  EXPECT_LE(worst, kLargeTolerance);
+  // Automatic picks KLU for a sparse Jacobian.
+  klu.kinsol_linear_solver = nonlinear::KinsolLinearSolver::Automatic;
+  nonlinear::Summary sa;
+  const auto ga = tape_gradient(bratu, p, klu, &sa);
+  EXPECT_NE(sa.message.find("(klu)"), std::string::npos) << sa.message;
+  const auto gn = tape_gradient(bratu, p, native);
+  for (std::size_t k = 0; k < p.size(); ++k) EXPECT_NEAR(ga[k], gn[k], kLargeTolerance * std::abs(gn[k]));
+}
+
+TEST(NonlinearSolve, EveryKinsolLinearSolverAgreesWithNative) {
+  const Bratu bratu{.n = 50};
+  const std::vector<double> p{2.0, 0.5};
+  const auto x_native = nonlinear::solve(bratu, std::vector<double>(50, 0.0), p, kTight).x;
+  const auto g_native = tape_gradient(bratu, p, kTight);
+  using S = nonlinear::KinsolLinearSolver;
+  using M = nonlinear::JacobianMode;
+  for (auto [mode, solver] : {std::pair{M::Dense, S::Dense}, std::pair{M::Dense, S::Klu}, std::pair{M::Sparse, S::Dense},
+                              std::pair{M::Sparse, S::Klu}, std::pair{M::Sparse, S::Gmres}}) {
+    nonlinear::Options o = kTight;
+    o.backend = nonlinear::Backend::Kinsol;
+    o.jacobian = mode;
+    o.kinsol_linear_solver = solver;
+    const std::string name = to_string(mode) + " Jacobian, " + to_string(solver);
+    const auto sol = nonlinear::solve(bratu, std::vector<double>(50, 0.0), p, o);
+    ASSERT_TRUE(sol.summary.converged()) << name << ": " << sol.summary.full_report();
+    EXPECT_NE(sol.summary.message.find("(" + to_string(solver) + ")"), std::string::npos) << sol.summary.message;
+    for (std::size_t i = 0; i < sol.x.size(); ++i) EXPECT_NEAR(sol.x[i], x_native[i], kBackendTolerance) << name;
+    const auto g = tape_gradient(bratu, p, o);
+    for (std::size_t k = 0; k < p.size(); ++k)
+      EXPECT_NEAR(g[k], g_native[k], kBackendTolerance * std::abs(g_native[k])) << name;
+  }
+  // GMRES's preconditioner is a sparse LU: a dense Jacobian is refused.
+  nonlinear::Options bad = kTight;
+  bad.backend = nonlinear::Backend::Kinsol;
+  bad.jacobian = M::Dense;
+  bad.kinsol_linear_solver = S::Gmres;
+  EXPECT_THROW(nonlinear::solve(bratu, std::vector<double>(50, 0.0), p, bad), costate::Error);
+  // A singular Jacobian under KLU is reported, not thrown.
+  const auto singular = nonlinear::solve(Degenerate{}, std::vector<double>{0.0, 0.0}, std::vector<double>{1.0},
+                                         {.backend = nonlinear::Backend::Kinsol, .kinsol_linear_solver = S::Klu});
+  EXPECT_EQ(singular.summary.termination, nonlinear::Termination::SingularJacobian) << singular.summary.full_report();
+  // Names round-trip; a wrong one lists the valid ones.
+  for (S s : {S::Automatic, S::Dense, S::Klu, S::Gmres})
+    EXPECT_EQ(nonlinear::kinsol_linear_solver_from_string(to_string(s)), s);
+  try {
+    (void)nonlinear::kinsol_linear_solver_from_string("umfpack");
+    ADD_FAILURE() << "an unknown KINSOL linear solver must throw";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("klu"), std::string::npos) << e.what();
+  }
+}

@@ -71,6 +71,35 @@ inline JacobianMode jacobian_mode_from_string(std::string_view name) {
   throw Error("unknown nonlinear Jacobian mode '" + std::string(name) + "'; valid modes: " + valid);
 }
 
+/// The linear solver inside KINSOL's Newton steps.
+enum class KinsolLinearSolver {
+  Automatic,  ///< "automatic": Dense for a dense Jacobian, Klu for a sparse one
+  Dense,      ///< "dense": SUNDIALS dense LU (a sparse Jacobian is expanded: O(n²) memory, O(n³) time)
+  Klu,        ///< "klu": SuiteSparse KLU sparse direct LU on a SUNSparseMatrix (CSR) of the AD Jacobian
+  Gmres,      ///< "gmres": SPGMR right-preconditioned by an Eigen sparse LU of the same Jacobian (sparse only)
+};
+
+inline std::string to_string(KinsolLinearSolver s) {
+  switch (s) {
+    case KinsolLinearSolver::Automatic: return "automatic";
+    case KinsolLinearSolver::Dense: return "dense";
+    case KinsolLinearSolver::Klu: return "klu";
+    case KinsolLinearSolver::Gmres: return "gmres";
+  }
+  return "unknown";
+}
+
+/// Parses "automatic" | "dense" | "klu" | "gmres"; the error lists the valid names.
+inline KinsolLinearSolver kinsol_linear_solver_from_string(std::string_view name) {
+  std::string valid;
+  for (KinsolLinearSolver s : {KinsolLinearSolver::Automatic, KinsolLinearSolver::Dense,
+                               KinsolLinearSolver::Klu, KinsolLinearSolver::Gmres}) {
+    if (to_string(s) == name) return s;
+    valid += (valid.empty() ? "" : ", ") + to_string(s);
+  }
+  throw Error("unknown KINSOL linear solver '" + std::string(name) + "'; valid solvers: " + valid);
+}
+
 struct Options {
   Backend backend = Backend::Native;
   /// Absolute and relative residual tolerances: converged when
@@ -103,6 +132,10 @@ struct Options {
   /// override these options.
   std::string options_prefix = "";
   bool use_options_database = true;
+
+  /// KINSOL backend: the linear solver of the Newton steps. Gmres needs a
+  /// sparse Jacobian (JacobianMode::Sparse, or Automatic above dense_limit).
+  KinsolLinearSolver kinsol_linear_solver = KinsolLinearSolver::Automatic;
 
   /// Throws costate::Error naming the field, its value and the rule broken.
   void validate() const {

@@ -57,7 +57,9 @@
 /// when differentiating. Bad input — an empty or non-finite x₀, non-finite
 /// parameters, a non-square F (sparse detection sees it) — throws.
 /// Not collective: the SNES backend runs on PETSC_COMM_SELF (each rank
-/// solves its own system); KINSOL uses serial vectors.
+/// solves its own system); KINSOL uses serial vectors. For unknowns
+/// distributed over MPI ranks see distributed.hpp (the overload taking a
+/// DistributedLayout).
 ///
 /// Building: this header uses Eigen, which libcostate links privately; link
 /// Eigen3::Eigen to the target that includes it.

@@ -87,11 +87,13 @@ class Residual {
   }
 
   /// Detects the sparsity of ∂F/∂x at x (one evaluation on ad::IndexSet)
-  /// and colours its columns; sparse_jacobian then reuses both.
-  void detect_sparsity(std::span<const double> x) {
+  /// and colours its columns; sparse_jacobian then reuses both. `square`:
+  /// x has n entries (a serial system); otherwise x is a rank's extended
+  /// vector (owned entries and ghosts) and the pattern is n × x.size().
+  void detect_sparsity(std::span<const double> x, bool square = true) {
     const std::vector<double> xv(x.begin(), x.end());
     auto pattern = std::make_shared<ad::SparsityPattern>(ad::detect_sparsity(vector_callable(), xv));
-    COSTATE_CHECK(pattern->rows == n_ && pattern->cols == n_,
+    COSTATE_CHECK(pattern->rows == n_ && (!square || pattern->cols == n_),
                   "nonlinear::solve: F has " << pattern->rows << " outputs for " << pattern->cols
                                              << " unknowns; the system must be square");
     coloring_ = std::make_shared<const ad::ColumnColoring>(ad::color_columns(*pattern));
