@@ -32,6 +32,7 @@ struct Heat2D {
   static constexpr int field_parameters = 1;   // κ
   static constexpr int scalar_parameters = 1;  // q₀
   static constexpr bool linear_in_state = true;
+  static constexpr bool autonomous = true;  // f does not depend on t
 
   double centre_x = 0.5, centre_y = 0.5, sigma = 0.1;
 
@@ -59,6 +60,7 @@ struct GrayScott2D {
   static constexpr int field_parameters = 0;
   static constexpr int scalar_parameters = 4;  // D_u, D_v, F, k
   static constexpr bool linear_in_state = false;
+  static constexpr bool autonomous = true;
 
   template <class T, class U, class A>
   KOKKOS_INLINE_FUNCTION void rhs(const Point& p, const Stencil<U>& s, const Stencil<A>&,

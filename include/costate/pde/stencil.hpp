@@ -14,7 +14,8 @@
 ///       static constexpr bool star = true;           // axis neighbours only
 ///       static constexpr int field_parameters = 1;   // per-cell parameters (κ)
 ///       static constexpr int scalar_parameters = 1;  // global scalars (q)
-///       static constexpr bool linear_in_state = true;// f(u) = J u + b
+///       static constexpr bool linear_in_state = true;// f = J u + b, J indep. of t, u
+///       static constexpr bool autonomous = true;     // f does not depend on t
 ///       template <class T, class U, class A>
 ///       KOKKOS_INLINE_FUNCTION void rhs(const Point& p, const Stencil<U>& u,
 ///           const Stencil<A>& a, const T* q, T* dudt) const;
