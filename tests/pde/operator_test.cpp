@@ -96,6 +96,9 @@ TEST(PdeOperator, HeatColouredJacobianEqualsDense) {
   for (auto [bx, by] : {std::pair{Boundary::Dirichlet, Boundary::Neumann},
                         std::pair{Boundary::Periodic, Boundary::Periodic}}) {
     pde::Operator<pde::Heat2D> op(MPI_COMM_WORLD, domain(8, 7, bx, by), {}, {1.5});
+    // Star colouring (i + 2j) mod 5; periodic 8 × 7 falls back to the
+    // per-axis colouring with wrap colours: (3 + 2) · (3 + 1).
+    EXPECT_EQ(op.state_colours(), bx == Boundary::Periodic ? 20 : 5);
     set_natural(*op.field_grid(), op.fields(), 0.4, 1.0, 0.5);  // κ in [0.5, 1.5]
     auto u = op.grid().create_global();
     set_natural(op.grid(), u, 1.0);
@@ -156,4 +159,17 @@ TEST(PdeOperator, FieldAndScalarVectorJacobianProducts) {
   const double fdq = (dot(f1, w) - dot(f2, w)) / (2 * eps);
   EXPECT_NEAR(fdq, qbar[0], kFiniteDifferenceTol * (1.0 + std::abs(fdq)));
   EXPECT_GT(std::abs(qbar[0]), 1e-3);  // not trivially zero
+
+  // The fused vJp (one Dual pass for κ and q₀) agrees with the separate ones.
+  auto kbar1 = fg.create_global(), kbar2 = fg.create_global();
+  fill(kbar1, 0.0);
+  fill(kbar2, 0.0);
+  std::vector<double> q1(1, 0.0), q2(1, 0.0);
+  op.vjp_fields_add(0.0, u, w, kbar1);
+  op.vjp_parameters_add(0.0, u, w, q1);
+  op.vjp_add(0.0, u, w, kbar2, q2);
+  auto diff = fg.create_global();
+  linear_sum(diff, 1.0, kbar1, -1.0, kbar2);
+  EXPECT_LE(max_norm(diff), kAdjointTol * max_norm(kbar1));
+  EXPECT_NEAR(q1[0], q2[0], kAdjointTol * std::abs(q1[0]));
 }

@@ -196,26 +196,32 @@ void fill_boundary(const Grid& grid, const LocalView4<T>& u, bool as_parameter =
     const bool dirichlet = !as_parameter && grid.spec().boundary[static_cast<std::size_t>(d)] ==
                                                 Boundary::Dirichlet;
     const std::int64_t n = grid.cells(d);
-    // Visit every local cell with a ghost index along d (after earlier dims
-    // were filled, so corners get a consistent value).
-    for (std::int64_t kk = 0; kk < g.count[2]; ++kk)
-      for (std::int64_t jj = 0; jj < g.count[1]; ++jj)
-        for (std::int64_t ii = 0; ii < g.count[0]; ++ii) {
-          std::array<std::int64_t, 3> idx{g.start[0] + ii, g.start[1] + jj, g.start[2] + kk};
-          const std::int64_t m = idx[static_cast<std::size_t>(d)];
-          std::int64_t mirror;
-          if (m < 0) mirror = -1 - m;
-          else if (m >= n) mirror = 2 * n - 1 - m;
-          else continue;
-          std::array<std::int64_t, 3> src = idx;
-          src[static_cast<std::size_t>(d)] = mirror;
-          const std::int64_t sk = src[2] - g.start[2], sj = src[1] - g.start[1],
-                             si = src[0] - g.start[0];
-          for (int c = 0; c < dof; ++c) {
-            const T& inner = u(sk, sj, si, c);
-            u(kk, jj, ii, c) = dirichlet ? T(2.0 * value - inner) : inner;
+    const auto D = static_cast<std::size_t>(d);
+    // The two ghost slabs along d (all cells of the other axes, so corners
+    // get a consistent value after the earlier axes were filled).
+    const std::int64_t slabs[2][2] = {{g.start[D], 0},
+                                      {n, g.start[D] + g.count[D]}};
+    for (const auto& slab : slabs) {
+      std::array<std::int64_t, 3> lo{g.start[0], g.start[1], g.start[2]};
+      std::array<std::int64_t, 3> hi{g.start[0] + g.count[0], g.start[1] + g.count[1],
+                                     g.start[2] + g.count[2]};
+      lo[D] = slab[0];
+      hi[D] = slab[1];
+      for (std::int64_t K = lo[2]; K < hi[2]; ++K)
+        for (std::int64_t J = lo[1]; J < hi[1]; ++J)
+          for (std::int64_t I = lo[0]; I < hi[0]; ++I) {
+            std::array<std::int64_t, 3> src{I, J, K};
+            const std::int64_t m = src[D];
+            src[D] = m < 0 ? -1 - m : 2 * n - 1 - m;
+            const std::int64_t kk = K - g.start[2], jj = J - g.start[1], ii = I - g.start[0];
+            const std::int64_t sk = src[2] - g.start[2], sj = src[1] - g.start[1],
+                               si = src[0] - g.start[0];
+            for (int c = 0; c < dof; ++c) {
+              const T& inner = u(sk, sj, si, c);
+              u(kk, jj, ii, c) = dirichlet ? T(2.0 * value - inner) : inner;
+            }
           }
-        }
+    }
   }
 }
 

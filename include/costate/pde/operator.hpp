@@ -51,7 +51,7 @@ struct Domain {
   std::array<int, 3> processes{0, 0, 0};
 };
 
-template <class Model, int Batch = 9>
+template <class Model, int Batch = default_batch<Model>()>
 class Operator {
  public:
   static constexpr int kDof = Model::components;
@@ -82,9 +82,15 @@ class Operator {
     }
     u_local_ = grid_.create_local("pde::state local");
     v_local_ = grid_.create_local("pde::direction local");
-    for (int d = 0; d < 3; ++d)
-      colour_[static_cast<std::size_t>(d)] =
-          AxisColouring::make(grid_.cells(d), Model::stencil_width, grid_.periodic(d));
+    {
+      std::int64_t n[3];
+      bool per[3];
+      for (int d = 0; d < 3; ++d) {
+        n[d] = grid_.cells(d);
+        per[d] = d >= Model::dim || grid_.periodic(d);
+      }
+      colouring_ = StencilColouring::make(Model::dim, Model::stencil_width, Model::star, n, per);
+    }
     // Stencil offsets (star: axis neighbours; box: all within the width).
     const int s = Model::stencil_width;
     const int sy = Model::dim >= 2 ? s : 0, sz = Model::dim >= 3 ? s : 0;
@@ -158,7 +164,7 @@ class Operator {
       const auto* offs = offsets_.data();
       const int noff = static_cast<int>(offsets_.size());
       double* vals = values.data();
-      const AxisColouring cx = colour_[0], cy = colour_[1], cz = colour_[2];
+      const StencilColouring col = colouring_;
       Kokkos::parallel_for(
           "costate::pde::jacobian", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
           KOKKOS_LAMBDA(std::int64_t cell) {
@@ -170,7 +176,7 @@ class Operator {
             for (int o = 0; o < noff; ++o) {
               const Offset& off = offs[o];
               if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-              const std::int64_t base = (cx(p.i + off.di) + cx.colours * (cy(p.j + off.dj) + cy.colours * cz(p.k + off.dk))) * kDof;
+              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kDof;
               for (int cq = 0; cq < kDof; ++cq) {
                 const std::int64_t tangent = base + cq - first;
                 if (tangent < 0 || tangent >= Batch) continue;
@@ -266,7 +272,7 @@ class Operator {
     for (int m = 0; m < kScalars; ++m) q[m] = Tangents(parameters_[static_cast<std::size_t>(m)]);
     const auto* offs = offsets_.data();
     const int noff = static_cast<int>(offsets_.size());
-    const AxisColouring cx = colour_[0], cy = colour_[1], cz = colour_[2];
+    const StencilColouring col = colouring_;
     for (std::int64_t first = 0; first < ncol; first += Batch) {
       seed(first, kFields, fg, a_local_, field_dual_);
       fill_boundary(fg, av, true);
@@ -283,7 +289,7 @@ class Operator {
             for (int o = 0; o < noff; ++o) {
               const Offset& off = offs[o];
               if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-              const std::int64_t base = (cx(p.i + off.di) + cx.colours * (cy(p.j + off.dj) + cy.colours * cz(p.k + off.dk))) * kFields;
+              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
               const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
               for (int f = 0; f < kFields; ++f) {
                 const std::int64_t tangent = base + f - first;
@@ -297,6 +303,107 @@ class Operator {
       Kokkos::fence();
     }
     fg.local_to_global_add(acc_, a_bar);
+  }
+
+  /// Both parameter vJps in one set of Dual passes (the adjoint's per-step
+  /// work): a_bar += (∂f/∂a)ᵀ w and q_bar += (∂f/∂q)ᵀ w, the scalars riding
+  /// as extra tangents of the first pass. Same results as the two separate
+  /// calls up to the summation order within a cell. Collective.
+  void vjp_add(double t, const GlobalVector& u, const GlobalVector& w, const GlobalVector& a_bar,
+               std::span<double> q_bar) {
+    if constexpr (kFields == 0) {
+      vjp_parameters_add(t, u, w, q_bar);
+    } else if constexpr (kScalars == 0) {
+      vjp_fields_add(t, u, w, a_bar);
+    } else {
+      COSTATE_CHECK_EQ(q_bar.size(), static_cast<std::size_t>(kScalars),
+                       "pde::Operator::vjp_add: one entry per scalar parameter");
+      constexpr int NT = Batch + kScalars;
+      using TT = ad::Dual<double, NT>;
+      exchange_state(u);
+      exchange_fields();
+      auto uv = grid_.view(u_local_);
+      fill_boundary(grid_, uv);
+      const Grid& fg = *field_grid_;
+      if (vjp_dual_.extent(0) != a_local_.extent(0))
+        vjp_dual_ = Kokkos::View<TT*, Kokkos::HostSpace>("pde::vjp dual", a_local_.extent(0));
+      const auto& dual = vjp_dual_;
+      if (acc_.extent(0) != a_local_.extent(0)) acc_ = fg.create_local("pde::field adjoint");
+      Kokkos::deep_copy(acc_, 0.0);
+      auto av = fg.view(dual);
+      const Geometry geo = geometry();
+      if (qcell_.extent(0) != static_cast<std::size_t>(geo.owned_cells * kScalars))
+        qcell_ = Kokkos::View<double*, Kokkos::HostSpace>("pde::vjp q", static_cast<std::size_t>(geo.owned_cells * kScalars));
+      const auto& qcell = qcell_;
+      const std::int64_t ncol = colours(kFields);
+      const double* ul = u_local_.data();
+      const double* wv = w.data();
+      double* acc = acc_.data();
+      double* qc = qcell.data();
+      const auto* offs = offsets_.data();
+      const int noff = static_cast<int>(offsets_.size());
+      const StencilColouring col = colouring_;
+      const Box& b = fg.ghosted();
+      for (std::int64_t first = 0; first < ncol; first += Batch) {
+        const bool with_q = first == 0;
+        TT q[kScalars];
+        for (int m = 0; m < kScalars; ++m) {
+          q[m] = TT(parameters_[static_cast<std::size_t>(m)]);
+          if (with_q) q[m].tangent(Batch + m) = 1.0;
+        }
+        std::int64_t l = 0;
+        for (std::int64_t k = b.start[2]; k < b.start[2] + b.count[2]; ++k)
+          for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
+            for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
+              const std::int64_t base = colouring_(i, j, k) * kFields;
+              for (int c = 0; c < kFields; ++c, ++l) {
+                TT x(a_local_(static_cast<std::size_t>(l)));
+                const std::int64_t tangent = base + c - first;
+                if (tangent >= 0 && tangent < Batch) x.tangent(static_cast<int>(tangent)) = 1.0;
+                dual(static_cast<std::size_t>(l)) = x;
+              }
+            }
+        fill_boundary(fg, av, true);
+        const TT* ad_ = dual.data();
+        const Model model = model_;
+        Kokkos::parallel_for(
+            "costate::pde::vjp", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+            KOKKOS_LAMBDA(std::int64_t cell) {
+              Point p;
+              std::int64_t lu, la;
+              geo.locate(cell, t, p, lu, la);
+              TT r[kDof];
+              model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
+              for (int o = 0; o < noff; ++o) {
+                const Offset& off = offs[o];
+                if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+                const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
+                const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
+                for (int f = 0; f < kFields; ++f) {
+                  const std::int64_t tangent = base + f - first;
+                  if (tangent < 0 || tangent >= Batch) continue;
+                  double s = 0.0;
+                  for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
+                  Kokkos::atomic_add(&acc[target + f], s);
+                }
+              }
+              if (with_q)
+                for (int m = 0; m < kScalars; ++m) {
+                  double s = 0.0;
+                  for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(Batch + m);
+                  qc[cell * kScalars + m] = s;
+                }
+            });
+        Kokkos::fence();
+      }
+      fg.local_to_global_add(acc_, a_bar);
+      // Scalars: cell order within the rank, then rank order.
+      std::vector<double> partial(kScalars, 0.0);
+      for (std::int64_t cell = 0; cell < geo.owned_cells; ++cell)
+        for (int m = 0; m < kScalars; ++m) partial[static_cast<std::size_t>(m)] += qc[cell * kScalars + m];
+      global_sum(grid_.comm(), partial.data(), partial.size());
+      for (int m = 0; m < kScalars; ++m) q_bar[static_cast<std::size_t>(m)] += partial[static_cast<std::size_t>(m)];
+    }
   }
 
   /// q_bar[m] += Σ_cells wᵀ ∂f/∂q_m; per-rank partials summed in rank
@@ -419,8 +526,7 @@ class Operator {
   }
 
   std::int64_t colours(int dof) const {
-    return dof * colour_[0].colours * (Model::dim >= 2 ? colour_[1].colours : 1) *
-           (Model::dim >= 3 ? colour_[2].colours : 1);
+    return dof * colouring_.colours;
   }
 
   void exchange_state(const GlobalVector& u) {
@@ -444,7 +550,7 @@ class Operator {
       for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
         for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
           const std::int64_t base =
-              (colour_[0](i) + colour_[0].colours * (colour_[1](j) + colour_[1].colours * colour_[2](k))) * dof;
+              colouring_(i, j, k) * dof;
           for (int c = 0; c < dof; ++c, ++l) {
             Tangents x(values(static_cast<std::size_t>(l)));
             const std::int64_t tangent = base + c - first;
@@ -483,7 +589,9 @@ class Operator {
   std::vector<double> parameters_;
   LocalArray u_local_, v_local_, a_local_, acc_;
   Kokkos::View<Tangents*, Kokkos::HostSpace> dual_local_, field_dual_;
-  std::array<AxisColouring, 3> colour_{};
+  Kokkos::View<ad::Dual<double, Batch + kScalars>*, Kokkos::HostSpace> vjp_dual_;
+  Kokkos::View<double*, Kokkos::HostSpace> qcell_;
+  StencilColouring colouring_{};
   std::vector<Offset> offsets_;
 };
 

@@ -35,6 +35,11 @@
 /// = r ≠ 0 gives the last r cells colours of their own (2s + 1 + r per
 /// axis), so wrap-around neighbours never share a colour. The colour of a
 /// cell depends only on its global index: every rank agrees.
+/// Star stencils of width 1 use fewer: the stencil has 2·dim + 1 cells and
+/// c = (i + 2j + 3k) mod (2·dim + 1) gives two cells within one stencil (or
+/// two stencils' overlap) different colours — 5 colours in 2-D instead of 9
+/// — provided every periodic axis has a multiple of 2·dim + 1 cells (else
+/// the per-axis colouring above is used).
 
 #include <Kokkos_Core.hpp>
 
@@ -82,5 +87,46 @@ struct AxisColouring {
     return a;
   }
 };
+
+/// The colouring of a grid's cells (per component: colour · dof + c).
+struct StencilColouring {
+  bool linear = false;   ///< (i + 2j + 3k) mod m  (star, width 1)
+  std::int64_t m = 1;
+  AxisColouring axis[3];
+  std::int64_t colours = 1;  ///< per component
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t i, std::int64_t j, std::int64_t k) const {
+    if (linear) return (((i + 2 * j + 3 * k) % m) + m) % m;
+    return axis[0](i) + axis[0].colours * (axis[1](j) + axis[1].colours * axis[2](k));
+  }
+  /// `cells`, `periodic` per axis (unused axes: 1 cell, periodic).
+  static StencilColouring make(int dim, int width, bool star, const std::int64_t cells[3],
+                               const bool periodic[3]) {
+    StencilColouring c;
+    for (int d = 0; d < 3; ++d) c.axis[d] = AxisColouring::make(cells[d], width, periodic[d]);
+    c.colours = c.axis[0].colours * c.axis[1].colours * c.axis[2].colours;
+    if (star && width == 1) {
+      const std::int64_t m = 2 * dim + 1;
+      bool ok = true;
+      for (int d = 0; d < dim; ++d) ok = ok && (!periodic[d] || cells[d] % m == 0);
+      if (ok && m < c.colours) {
+        c.linear = true;
+        c.m = m;
+        c.colours = m;
+      }
+    }
+    return c;
+  }
+};
+
+/// Tangents per Dual pass of a model: its colour count for a star stencil of
+/// width 1 or a box (periodic axes with leftover cells take more passes).
+template <class Model>
+constexpr int default_batch() {
+  int box = 1;
+  for (int d = 0; d < Model::dim; ++d) box *= 2 * Model::stencil_width + 1;
+  const int per = (Model::star && Model::stencil_width == 1) ? 2 * Model::dim + 1 : box;
+  const int all = per * Model::components;
+  return all <= 16 ? all : per;
+}
 
 }  // namespace costate::pde

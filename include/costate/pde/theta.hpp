@@ -89,7 +89,7 @@ struct ThetaGradient {
   double seconds = 0.0;
 };
 
-template <class Model, int Batch = 9>
+template <class Model, int Batch = default_batch<Model>()>
 class ThetaIntegrator {
  public:
   using Op = Operator<Model, Batch>;
@@ -271,16 +271,13 @@ class ThetaIntegrator {
       if constexpr (Model::linear_in_state && Model::autonomous) {
         linear_sum(ystar, th, next, 1.0 - th, current);
         scale(tmp, h, mu);
-        if constexpr (Op::kFields > 0) in.op_.vjp_fields_add(tn, ystar, tmp, a_bar);
-        if constexpr (Op::kScalars > 0) in.op_.vjp_parameters_add(tn, ystar, tmp, q_bar);
+        in.op_.vjp_add(tn, ystar, tmp, a_bar, q_bar);
       } else {
         scale(tmp, h * th, mu);
-        if constexpr (Op::kFields > 0) in.op_.vjp_fields_add(tn1, next, tmp, a_bar);
-        if constexpr (Op::kScalars > 0) in.op_.vjp_parameters_add(tn1, next, tmp, q_bar);
+        in.op_.vjp_add(tn1, next, tmp, a_bar, q_bar);
         if (th < 1.0) {
           scale(tmp, h * (1.0 - th), mu);
-          if constexpr (Op::kFields > 0) in.op_.vjp_fields_add(tn, current, tmp, a_bar);
-          if constexpr (Op::kScalars > 0) in.op_.vjp_parameters_add(tn, current, tmp, q_bar);
+          in.op_.vjp_add(tn, current, tmp, a_bar, q_bar);
         }
       }
       // λ_n = μ + h(1−θ) J_nᵀ μ
