@@ -109,6 +109,14 @@ int main(int argc, char** argv) {
     const double t_forward = time_forward(s, integ, repeats, env.comm());
     const double its_per_step =
         static_cast<double>(integ.krylov_iterations() - its_before) / static_cast<double>(repeats * steps);
+    // Per-call costs of the adjoint's pieces (same binary, same run).
+    auto w = s.op.grid().create_global(), f = s.op.grid().create_global();
+    auto kbar = s.op.field_grid()->create_global();
+    std::vector<double> qbar(1, 0.0);
+    fill(w, 1e-3);
+    const double t_rhs = bench::median_seconds([&] { s.op.rhs(0.0, s.u0, f); }, 20);
+    const double t_vjp = bench::median_seconds([&] { s.op.vjp_add(0.0, s.u0, w, kbar, qbar); }, 20);
+    const double t_solve = t_forward / static_cast<double>(steps) - t_rhs;
     const auto objective = pde::Objective::misfit(s.op.grid().create_global());
     pde::ThetaGradient g_all, g_bin;
     const double t_all = bench::median_seconds(
@@ -138,6 +146,8 @@ int main(int argc, char** argv) {
                   integ.solver().description().c_str(), repeats);
       std::printf("  set-up (Jacobian, I - h theta J, preconditioner): %.3f s\n", t_setup);
       std::printf("  forward: %.3f s (%.1f Krylov iterations per step)\n", t_forward, its_per_step);
+      std::printf("  per call: rhs %.2f ms, fused kappa+q0 vJp (Dual<%d>) %.2f ms, forward step minus rhs %.2f ms\n",
+                  1e3 * t_rhs, pde::default_batch<pde::Heat2D>() + 1, 1e3 * t_vjp, 1e3 * t_solve);
       std::printf("  gradient, StoreAll:     %.3f s  ratio (forward+adjoint)/forward = %.2f  (adjoint its/step %.1f)\n",
                   t_all, t_all / t_forward,
                   static_cast<double>(g_all.adjoint_krylov_iterations) / static_cast<double>(steps));

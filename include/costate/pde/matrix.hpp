@@ -81,7 +81,7 @@ class KrylovSolver {
   void set_operator(const Matrix& a);
   /// x = A⁻¹ b; x is the initial guess when `guess` is set (else zero).
   linear::Summary solve(const GlobalVector& b, const GlobalVector& x, bool guess = false) const;
-  /// x = A⁻ᵀ b.
+  /// x = A⁻ᵀ b (a plain solve when set_operator found A exactly symmetric).
   linear::Summary solve_transpose(const GlobalVector& b, const GlobalVector& x,
                                   bool guess = false) const;
   /// "petsc ksp gmres/bjacobi on 2 ranks"
