@@ -1,0 +1,598 @@
+#pragma once
+/// \file
+/// pde::Operator<Model> — a pointwise stencil model (stencil.hpp) on a
+/// distributed grid: the method-of-lines right-hand side u' = f(t, u, a, q)
+/// with u the state (Model::components per cell), a the parameter fields
+/// (Model::field_parameters per cell, distributed like u, e.g. κ) and q the
+/// scalar parameters, and every derivative the implicit steppers and the
+/// discrete adjoint need:
+///
+///   rhs            f(t, u)                  Kokkos kernel on double
+///   jacobian       J = ∂f/∂u into a Matrix  ad::Dual over the stencil's colours
+///   jvp            J v                      one Dual<double,1> pass
+///   jvp_fields     (∂f/∂a) ȧ                one Dual<double,1> pass
+///   vjp_fields_add ā += (∂f/∂a)ᵀ w          Dual over the colours of a, added
+///                                           locally into the ghosted array,
+///                                           then the adjoint ghost exchange Gᵀ
+///   vjp_parameters_add  q̄ += (∂f/∂q)ᵀ w     Dual over q, per-rank partials
+///                                           summed in rank order
+/// (∂f/∂u)ᵀ w is Matrix::mult_transpose on the assembled Jacobian.
+///
+/// Boundaries: the outer ghosts of u follow the grid's rule (Dirichlet/
+/// Neumann mirror), those of a reflect evenly; both are applied on the AD
+/// type, so every derivative includes them.
+///
+/// Collective over the grid's communicator: every member that takes a
+/// vector. Not thread-safe (shared work arrays). Limitations: host memory;
+/// at most 16 scalar parameters and 8 components; Batch tangents per Dual
+/// pass (the colours are processed in ⌈colours / Batch⌉ passes).
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+#include "costate/core/error.hpp"
+#include "costate/pde/grid.hpp"
+#include "costate/pde/matrix.hpp"
+#include "costate/pde/stencil.hpp"
+#include "costate/tensor/reduce.hpp"
+
+namespace costate::pde {
+
+/// The grid of a model: dim, cells, extent, boundaries and process layout
+/// from the caller, dof/stencil width/shape from the model.
+struct Domain {
+  std::array<std::int64_t, 3> cells{16, 16, 1};
+  std::array<std::array<double, 2>, 3> extent{{{0.0, 1.0}, {0.0, 1.0}, {0.0, 1.0}}};
+  std::array<Boundary, 3> boundary{Boundary::Periodic, Boundary::Periodic, Boundary::Periodic};
+  double dirichlet_value = 0.0;
+  std::array<int, 3> processes{0, 0, 0};
+};
+
+template <class Model, int Batch = default_batch<Model>()>
+class Operator {
+ public:
+  static constexpr int kDof = Model::components;
+  static constexpr int kFields = Model::field_parameters;
+  static constexpr int kScalars = Model::scalar_parameters;
+  static_assert(kDof >= 1 && kDof <= 8, "pde::Operator: 1 to 8 components per cell");
+  static_assert(kScalars >= 0 && kScalars <= 16, "pde::Operator: at most 16 scalar parameters");
+  using Tangents = ad::Dual<double, Batch>;
+
+  /// Builds the state grid (and the parameter-field grid, with the same
+  /// decomposition). Collective over `comm`. Fields start at 1, scalar
+  /// parameters at 0 unless given.
+  Operator(MPI_Comm comm, const Domain& domain, Model model = {},
+           std::vector<double> parameters = {})
+      : model_(model),
+        grid_(comm, spec(domain, kDof)),
+        parameters_(std::move(parameters)) {
+    if (parameters_.empty()) parameters_.assign(static_cast<std::size_t>(kScalars), 0.0);
+    COSTATE_CHECK_EQ(parameters_.size(), static_cast<std::size_t>(kScalars),
+                     "pde::Operator: one value per scalar parameter of the model");
+    if constexpr (kFields > 0) {
+      GridSpec fs = spec(domain, kFields);
+      fs.processes = grid_.processes();
+      field_grid_ = std::make_unique<Grid>(comm, fs);
+      fields_ = field_grid_->create_global("pde::fields");
+      fill(fields_, 1.0);
+      a_local_ = field_grid_->create_local("pde::fields local");
+    }
+    u_local_ = grid_.create_local("pde::state local");
+    v_local_ = grid_.create_local("pde::direction local");
+    {
+      std::int64_t n[3];
+      bool per[3];
+      for (int d = 0; d < 3; ++d) {
+        n[d] = grid_.cells(d);
+        per[d] = d >= Model::dim || grid_.periodic(d);
+      }
+      colouring_ = StencilColouring::make(Model::dim, Model::stencil_width, Model::star, n, per);
+    }
+    // Stencil offsets (star: axis neighbours; box: all within the width).
+    const int s = Model::stencil_width;
+    const int sy = Model::dim >= 2 ? s : 0, sz = Model::dim >= 3 ? s : 0;
+    for (int dk = -sz; dk <= sz; ++dk)
+      for (int dj = -sy; dj <= sy; ++dj)
+        for (int di = -s; di <= s; ++di) {
+          const int nonzero = (di != 0) + (dj != 0) + (dk != 0);
+          if (Model::star && nonzero > 1) continue;
+          offsets_.push_back({di, dj, dk});
+        }
+  }
+
+  const Grid& grid() const { return grid_; }
+  /// The grid of the parameter fields (null without field parameters).
+  const Grid* field_grid() const { return field_grid_.get(); }
+  /// Parameter fields a (owned entries; set them before use).
+  const GlobalVector& fields() const { return fields_; }
+  std::vector<double>& parameters() { return parameters_; }
+  const std::vector<double>& parameters() const { return parameters_; }
+  const Model& model() const { return model_; }
+  /// Colours of the state Jacobian (passes = ⌈colours / Batch⌉).
+  std::int64_t state_colours() const { return colours(kDof); }
+
+  /// f = f(t, u). Collective.
+  void rhs(double t, const GlobalVector& u, const GlobalVector& f) {
+    exchange_state(u);
+    exchange_fields();
+    auto uv = grid_.view(u_local_);
+    fill_boundary(grid_, uv);
+    const Geometry geo = geometry();
+    const double* ul = u_local_.data();
+    const double* al = kFields > 0 ? a_local_.data() : nullptr;
+    double* out = f.data();
+    double q[kScalars > 0 ? kScalars : 1] = {};
+    for (int m = 0; m < kScalars; ++m) q[m] = parameters_[static_cast<std::size_t>(m)];
+    const Model model = model_;
+    Kokkos::parallel_for(
+        "costate::pde::rhs", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+        KOKKOS_LAMBDA(std::int64_t cell) {
+          Point p;
+          std::int64_t lu, la;
+          geo.locate(cell, t, p, lu, la);
+          double r[kDof];
+          model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(al, la, kFields), q, r);
+          for (int c = 0; c < kDof; ++c) out[cell * kDof + c] = r[c];
+        });
+    Kokkos::fence();
+  }
+
+  /// J = ∂f/∂u at (t, u), assembled into `J` (a Matrix of grid()).
+  /// Collective. Cost: ⌈colours / Batch⌉ evaluations on Dual<double, Batch>.
+  void jacobian(double t, const GlobalVector& u, Matrix& J) {
+    exchange_state(u);
+    exchange_fields();
+    const Geometry geo = geometry();
+    const std::int64_t ncol = colours(kDof);
+    const std::size_t per_row = offsets_.size() * kDof;
+    const std::size_t rows = static_cast<std::size_t>(geo.owned_cells) * kDof;
+    std::vector<double> values(rows * per_row, 0.0);
+    if (dual_local_.extent(0) != u_local_.extent(0))
+      dual_local_ = Kokkos::View<Tangents*, Kokkos::HostSpace>("pde::dual", u_local_.extent(0));
+    auto dv = grid_.view(dual_local_);
+    const double* al = kFields > 0 ? a_local_.data() : nullptr;
+    Tangents q[kScalars > 0 ? kScalars : 1] = {};
+    for (int m = 0; m < kScalars; ++m) q[m] = Tangents(parameters_[static_cast<std::size_t>(m)]);
+    for (std::int64_t first = 0; first < ncol; first += Batch) {
+      seed_state(first);
+      fill_boundary(grid_, dv);
+      const Tangents* ud = dual_local_.data();
+      const Model model = model_;
+      const auto* offs = offsets_.data();
+      const int noff = static_cast<int>(offsets_.size());
+      double* vals = values.data();
+      const StencilColouring col = colouring_;
+      Kokkos::parallel_for(
+          "costate::pde::jacobian", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+          KOKKOS_LAMBDA(std::int64_t cell) {
+            Point p;
+            std::int64_t lu, la;
+            geo.locate(cell, t, p, lu, la);
+            Tangents r[kDof];
+            model.rhs(p, geo.stencil(ud, lu, kDof), geo.stencil(al, la, kFields), q, r);
+            for (int o = 0; o < noff; ++o) {
+              const Offset& off = offs[o];
+              if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kDof;
+              for (int cq = 0; cq < kDof; ++cq) {
+                const std::int64_t tangent = base + cq - first;
+                if (tangent < 0 || tangent >= Batch) continue;
+                for (int cr = 0; cr < kDof; ++cr)
+                  vals[(static_cast<std::size_t>(cell) * kDof + cr) * per_row + o * kDof + cq] =
+                      r[cr].tangent(static_cast<int>(tangent));
+              }
+            }
+          });
+      Kokkos::fence();
+    }
+    // Insert row by row in local numbering.
+    std::vector<std::int64_t> cols;
+    std::vector<double> vrow;
+    for (std::int64_t cell = 0; cell < geo.owned_cells; ++cell) {
+      Point p;
+      std::int64_t lu, la;
+      geo.locate(cell, t, p, lu, la);
+      for (int cr = 0; cr < kDof; ++cr) {
+        cols.clear();
+        vrow.clear();
+        for (std::size_t o = 0; o < offsets_.size(); ++o) {
+          const Offset& off = offsets_[o];
+          if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+          for (int cq = 0; cq < kDof; ++cq) {
+            cols.push_back(grid_.local_index(cq, p.i + off.di, p.j + off.dj, p.k + off.dk));
+            vrow.push_back(values[(static_cast<std::size_t>(cell) * kDof + cr) * per_row + o * kDof + cq]);
+          }
+        }
+        J.set_row(lu + cr, cols, vrow);
+      }
+    }
+    J.assemble();
+  }
+
+  /// out = (∂f/∂u) v. Collective.
+  void jvp(double t, const GlobalVector& u, const GlobalVector& v, const GlobalVector& out) {
+    exchange_state(u);
+    exchange_fields();
+    grid_.global_to_local(v, v_local_);
+    std::vector<ad::Dual<double, 1>> ud(u_local_.extent(0));
+    for (std::size_t l = 0; l < ud.size(); ++l) {
+      ud[l] = ad::Dual<double, 1>(u_local_(l));
+      ud[l].tangent(0) = v_local_(l);
+    }
+    LocalView4<ad::Dual<double, 1>> dv(ud.data(), grid_.ghosted().count[2], grid_.ghosted().count[1],
+                                       grid_.ghosted().count[0], kDof);
+    fill_boundary(grid_, dv);
+    directional(t, ud.data(), kFields > 0 ? a_local_.data() : nullptr, out);
+  }
+
+  /// out = (∂f/∂a) ȧ (ȧ a vector of field_grid()). Collective.
+  void jvp_fields(double t, const GlobalVector& u, const GlobalVector& a_dot, const GlobalVector& out) {
+    static_assert(kFields > 0, "jvp_fields: the model has no parameter fields");
+    exchange_state(u);
+    exchange_fields();
+    auto uv = grid_.view(u_local_);
+    fill_boundary(grid_, uv);
+    auto adl = field_grid_->create_local();
+    field_grid_->global_to_local(a_dot, adl);
+    std::vector<ad::Dual<double, 1>> ad_(a_local_.extent(0));
+    for (std::size_t l = 0; l < ad_.size(); ++l) {
+      ad_[l] = ad::Dual<double, 1>(a_local_(l));
+      ad_[l].tangent(0) = adl(l);
+    }
+    const Grid& fg = *field_grid_;
+    LocalView4<ad::Dual<double, 1>> av(ad_.data(), fg.ghosted().count[2], fg.ghosted().count[1],
+                                       fg.ghosted().count[0], kFields);
+    fill_boundary(fg, av, true);
+    directional(t, u_local_.data(), ad_.data(), out);
+  }
+
+  /// a_bar += (∂f/∂a)ᵀ w. Local products added into a ghosted array, then
+  /// the adjoint ghost exchange. Collective.
+  void vjp_fields_add(double t, const GlobalVector& u, const GlobalVector& w, const GlobalVector& a_bar) {
+    static_assert(kFields > 0, "vjp_fields_add: the model has no parameter fields");
+    exchange_state(u);
+    exchange_fields();
+    auto uv = grid_.view(u_local_);
+    fill_boundary(grid_, uv);
+    const Grid& fg = *field_grid_;
+    if (field_dual_.extent(0) != a_local_.extent(0))
+      field_dual_ = Kokkos::View<Tangents*, Kokkos::HostSpace>("pde::field dual", a_local_.extent(0));
+    if (acc_.extent(0) != a_local_.extent(0)) acc_ = fg.create_local("pde::field adjoint");
+    Kokkos::deep_copy(acc_, 0.0);
+    auto av = fg.view(field_dual_);
+    const Geometry geo = geometry();
+    const std::int64_t ncol = colours(kFields);
+    const double* ul = u_local_.data();
+    const double* wv = w.data();
+    double* acc = acc_.data();
+    Tangents q[kScalars > 0 ? kScalars : 1] = {};
+    for (int m = 0; m < kScalars; ++m) q[m] = Tangents(parameters_[static_cast<std::size_t>(m)]);
+    const auto* offs = offsets_.data();
+    const int noff = static_cast<int>(offsets_.size());
+    const StencilColouring col = colouring_;
+    for (std::int64_t first = 0; first < ncol; first += Batch) {
+      seed(first, kFields, fg, a_local_, field_dual_);
+      fill_boundary(fg, av, true);
+      const Tangents* ad_ = field_dual_.data();
+      const Model model = model_;
+      Kokkos::parallel_for(
+          "costate::pde::vjp_fields", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+          KOKKOS_LAMBDA(std::int64_t cell) {
+            Point p;
+            std::int64_t lu, la;
+            geo.locate(cell, t, p, lu, la);
+            Tangents r[kDof];
+            model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
+            for (int o = 0; o < noff; ++o) {
+              const Offset& off = offs[o];
+              if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
+              const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
+              for (int f = 0; f < kFields; ++f) {
+                const std::int64_t tangent = base + f - first;
+                if (tangent < 0 || tangent >= Batch) continue;
+                double s = 0.0;
+                for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
+                Kokkos::atomic_add(&acc[target + f], s);
+              }
+            }
+          });
+      Kokkos::fence();
+    }
+    fg.local_to_global_add(acc_, a_bar);
+  }
+
+  /// Both parameter vJps in one set of Dual passes (the adjoint's per-step
+  /// work): a_bar += (∂f/∂a)ᵀ w and q_bar += (∂f/∂q)ᵀ w, the scalars riding
+  /// as extra tangents of the first pass. Same results as the two separate
+  /// calls up to the summation order within a cell. Collective.
+  void vjp_add(double t, const GlobalVector& u, const GlobalVector& w, const GlobalVector& a_bar,
+               std::span<double> q_bar) {
+    if constexpr (kFields == 0) {
+      vjp_parameters_add(t, u, w, q_bar);
+    } else if constexpr (kScalars == 0) {
+      vjp_fields_add(t, u, w, a_bar);
+    } else {
+      COSTATE_CHECK_EQ(q_bar.size(), static_cast<std::size_t>(kScalars),
+                       "pde::Operator::vjp_add: one entry per scalar parameter");
+      constexpr int NT = Batch + kScalars;
+      using TT = ad::Dual<double, NT>;
+      exchange_state(u);
+      exchange_fields();
+      auto uv = grid_.view(u_local_);
+      fill_boundary(grid_, uv);
+      const Grid& fg = *field_grid_;
+      if (vjp_dual_.extent(0) != a_local_.extent(0))
+        vjp_dual_ = Kokkos::View<TT*, Kokkos::HostSpace>("pde::vjp dual", a_local_.extent(0));
+      const auto& dual = vjp_dual_;
+      if (acc_.extent(0) != a_local_.extent(0)) acc_ = fg.create_local("pde::field adjoint");
+      Kokkos::deep_copy(acc_, 0.0);
+      auto av = fg.view(dual);
+      const Geometry geo = geometry();
+      if (qcell_.extent(0) != static_cast<std::size_t>(geo.owned_cells * kScalars))
+        qcell_ = Kokkos::View<double*, Kokkos::HostSpace>("pde::vjp q", static_cast<std::size_t>(geo.owned_cells * kScalars));
+      const auto& qcell = qcell_;
+      const std::int64_t ncol = colours(kFields);
+      const double* ul = u_local_.data();
+      const double* wv = w.data();
+      double* acc = acc_.data();
+      double* qc = qcell.data();
+      const auto* offs = offsets_.data();
+      const int noff = static_cast<int>(offsets_.size());
+      const StencilColouring col = colouring_;
+      const Box& b = fg.ghosted();
+      for (std::int64_t first = 0; first < ncol; first += Batch) {
+        const bool with_q = first == 0;
+        TT q[kScalars];
+        for (int m = 0; m < kScalars; ++m) {
+          q[m] = TT(parameters_[static_cast<std::size_t>(m)]);
+          if (with_q) q[m].tangent(Batch + m) = 1.0;
+        }
+        std::int64_t l = 0;
+        for (std::int64_t k = b.start[2]; k < b.start[2] + b.count[2]; ++k)
+          for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
+            for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
+              const std::int64_t base = colouring_(i, j, k) * kFields;
+              for (int c = 0; c < kFields; ++c, ++l) {
+                TT x(a_local_(static_cast<std::size_t>(l)));
+                const std::int64_t tangent = base + c - first;
+                if (tangent >= 0 && tangent < Batch) x.tangent(static_cast<int>(tangent)) = 1.0;
+                dual(static_cast<std::size_t>(l)) = x;
+              }
+            }
+        fill_boundary(fg, av, true);
+        const TT* ad_ = dual.data();
+        const Model model = model_;
+        Kokkos::parallel_for(
+            "costate::pde::vjp", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+            KOKKOS_LAMBDA(std::int64_t cell) {
+              Point p;
+              std::int64_t lu, la;
+              geo.locate(cell, t, p, lu, la);
+              TT r[kDof];
+              model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
+              for (int o = 0; o < noff; ++o) {
+                const Offset& off = offs[o];
+                if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+                const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
+                const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
+                for (int f = 0; f < kFields; ++f) {
+                  const std::int64_t tangent = base + f - first;
+                  if (tangent < 0 || tangent >= Batch) continue;
+                  double s = 0.0;
+                  for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
+                  Kokkos::atomic_add(&acc[target + f], s);
+                }
+              }
+              if (with_q)
+                for (int m = 0; m < kScalars; ++m) {
+                  double s = 0.0;
+                  for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(Batch + m);
+                  qc[cell * kScalars + m] = s;
+                }
+            });
+        Kokkos::fence();
+      }
+      fg.local_to_global_add(acc_, a_bar);
+      // Scalars: cell order within the rank, then rank order.
+      std::vector<double> partial(kScalars, 0.0);
+      for (std::int64_t cell = 0; cell < geo.owned_cells; ++cell)
+        for (int m = 0; m < kScalars; ++m) partial[static_cast<std::size_t>(m)] += qc[cell * kScalars + m];
+      global_sum(grid_.comm(), partial.data(), partial.size());
+      for (int m = 0; m < kScalars; ++m) q_bar[static_cast<std::size_t>(m)] += partial[static_cast<std::size_t>(m)];
+    }
+  }
+
+  /// q_bar[m] += Σ_cells wᵀ ∂f/∂q_m; per-rank partials summed in rank
+  /// order (bitwise reproducible for a given decomposition). Collective.
+  void vjp_parameters_add(double t, const GlobalVector& u, const GlobalVector& w, std::span<double> q_bar) {
+    COSTATE_CHECK_EQ(q_bar.size(), static_cast<std::size_t>(kScalars),
+                     "pde::Operator::vjp_parameters_add: one entry per scalar parameter");
+    if constexpr (kScalars > 0) {
+      using Q = ad::Dual<double, kScalars>;
+      exchange_state(u);
+      exchange_fields();
+      auto uv = grid_.view(u_local_);
+      fill_boundary(grid_, uv);
+      const Geometry geo = geometry();
+      Q q[kScalars];
+      for (int m = 0; m < kScalars; ++m) q[m] = Q::seed(parameters_[static_cast<std::size_t>(m)], m);
+      const double* ul = u_local_.data();
+      const double* al = kFields > 0 ? a_local_.data() : nullptr;
+      const double* wv = w.data();
+      std::vector<double> partial(kScalars, 0.0);
+      // Serial loop: a fixed summation order within the rank.
+      for (std::int64_t cell = 0; cell < geo.owned_cells; ++cell) {
+        Point p;
+        std::int64_t lu, la;
+        geo.locate(cell, t, p, lu, la);
+        Q r[kDof];
+        model_.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(al, la, kFields), q, r);
+        for (int cr = 0; cr < kDof; ++cr)
+          for (int m = 0; m < kScalars; ++m)
+            partial[static_cast<std::size_t>(m)] += wv[cell * kDof + cr] * r[cr].tangent(m);
+      }
+      global_sum(grid_.comm(), partial.data(), partial.size());
+      for (int m = 0; m < kScalars; ++m) q_bar[static_cast<std::size_t>(m)] += partial[static_cast<std::size_t>(m)];
+    }
+  }
+
+ private:
+  struct Offset {
+    int di, dj, dk;
+  };
+
+  /// Everything a kernel needs to place a cell, captured by value.
+  struct Geometry {
+    std::int64_t owned_cells = 0;
+    std::int64_t os[3], oc[3], gs[3], gc[3], n[3];
+    bool periodic[3];
+    double lo[3], h[3];
+    std::int64_t sy, sz;  // state strides in cells (x stride 1)
+    std::int64_t fy, fz;  // field strides in cells (same boxes)
+    KOKKOS_INLINE_FUNCTION void locate(std::int64_t cell, double t, Point& p, std::int64_t& lu,
+                                       std::int64_t& la) const {
+      const std::int64_t i = cell % oc[0], rest = cell / oc[0];
+      const std::int64_t j = rest % oc[1], k = rest / oc[1];
+      p.i = os[0] + i;
+      p.j = os[1] + j;
+      p.k = os[2] + k;
+      p.x = lo[0] + (static_cast<double>(p.i) + 0.5) * h[0];
+      p.y = lo[1] + (static_cast<double>(p.j) + 0.5) * h[1];
+      p.z = lo[2] + (static_cast<double>(p.k) + 0.5) * h[2];
+      p.hx = h[0];
+      p.hy = h[1];
+      p.hz = h[2];
+      p.t = t;
+      const std::int64_t cell_local = (p.k - gs[2]) * sz + (p.j - gs[1]) * sy + (p.i - gs[0]);
+      lu = cell_local * kDof;
+      la = cell_local * (kFields > 0 ? kFields : 1);
+    }
+    template <class S>
+    KOKKOS_INLINE_FUNCTION Stencil<S> stencil(const S* base, std::int64_t at, int dof) const {
+      Stencil<S> s;
+      if (base == nullptr) return s;
+      s.centre = base + at;
+      s.sx = dof;
+      s.sy = sy * dof;
+      s.sz = sz * dof;
+      return s;
+    }
+    KOKKOS_INLINE_FUNCTION bool outer(std::int64_t i, std::int64_t j, std::int64_t k) const {
+      const std::int64_t idx[3] = {i, j, k};
+      for (int d = 0; d < 3; ++d)
+        if (!periodic[d] && (idx[d] < 0 || idx[d] >= n[d])) return true;
+      return false;
+    }
+  };
+
+  static GridSpec spec(const Domain& d, int dof) {
+    GridSpec s;
+    s.dim = Model::dim;
+    s.cells = d.cells;
+    for (int e = Model::dim; e < 3; ++e) s.cells[static_cast<std::size_t>(e)] = 1;
+    s.extent = d.extent;
+    s.boundary = d.boundary;
+    s.dirichlet_value = d.dirichlet_value;
+    s.dof = dof;
+    s.stencil_width = Model::stencil_width;
+    s.star_stencil = Model::star;
+    s.processes = d.processes;
+    return s;
+  }
+
+  Geometry geometry() const {
+    Geometry g;
+    g.owned_cells = grid_.owned().cells();
+    for (int d = 0; d < 3; ++d) {
+      const auto D = static_cast<std::size_t>(d);
+      g.os[d] = grid_.owned().start[D];
+      g.oc[d] = grid_.owned().count[D];
+      g.gs[d] = grid_.ghosted().start[D];
+      g.gc[d] = grid_.ghosted().count[D];
+      g.n[d] = grid_.cells(d);
+      g.periodic[d] = d >= Model::dim || grid_.periodic(d);
+      g.lo[d] = grid_.spec().extent[D][0];
+      g.h[d] = grid_.spacing(d);
+    }
+    g.sy = g.gc[0];
+    g.sz = g.gc[0] * g.gc[1];
+    g.fy = g.sy;
+    g.fz = g.sz;
+    return g;
+  }
+
+  std::int64_t colours(int dof) const {
+    return dof * colouring_.colours;
+  }
+
+  void exchange_state(const GlobalVector& u) {
+    COSTATE_CHECK_EQ(u.size(), grid_.owned_size(), "pde::Operator: state vector of another grid");
+    grid_.global_to_local(u, u_local_);
+  }
+  void exchange_fields() {
+    if constexpr (kFields > 0) {
+      field_grid_->global_to_local(fields_, a_local_);
+      auto av = field_grid_->view(a_local_);
+      fill_boundary(*field_grid_, av, true);
+    }
+  }
+
+  /// dual(l) = value(l) + seeds for colours [first, first + Batch).
+  void seed(std::int64_t first, int dof, const Grid& g, const LocalArray& values,
+            const Kokkos::View<Tangents*, Kokkos::HostSpace>& dual) const {
+    const Box& b = g.ghosted();
+    std::int64_t l = 0;
+    for (std::int64_t k = b.start[2]; k < b.start[2] + b.count[2]; ++k)
+      for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
+        for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
+          const std::int64_t base =
+              colouring_(i, j, k) * dof;
+          for (int c = 0; c < dof; ++c, ++l) {
+            Tangents x(values(static_cast<std::size_t>(l)));
+            const std::int64_t tangent = base + c - first;
+            if (tangent >= 0 && tangent < Batch) x.tangent(static_cast<int>(tangent)) = 1.0;
+            dual(static_cast<std::size_t>(l)) = x;
+          }
+        }
+  }
+  void seed_state(std::int64_t first) { seed(first, kDof, grid_, u_local_, dual_local_); }
+
+  template <class U, class A>
+  void directional(double t, const U* ul, const A* al, const GlobalVector& out) {
+    const Geometry geo = geometry();
+    using D1 = ad::Dual<double, 1>;
+    D1 q[kScalars > 0 ? kScalars : 1] = {};
+    for (int m = 0; m < kScalars; ++m) q[m] = D1(parameters_[static_cast<std::size_t>(m)]);
+    double* o = out.data();
+    const Model model = model_;
+    Kokkos::parallel_for(
+        "costate::pde::jvp", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+        KOKKOS_LAMBDA(std::int64_t cell) {
+          Point p;
+          std::int64_t lu, la;
+          geo.locate(cell, t, p, lu, la);
+          D1 r[kDof];
+          model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(al, la, kFields), q, r);
+          for (int c = 0; c < kDof; ++c) o[cell * kDof + c] = r[c].tangent(0);
+        });
+    Kokkos::fence();
+  }
+
+  Model model_;
+  Grid grid_;
+  std::unique_ptr<Grid> field_grid_;
+  GlobalVector fields_;
+  std::vector<double> parameters_;
+  LocalArray u_local_, v_local_, a_local_, acc_;
+  Kokkos::View<Tangents*, Kokkos::HostSpace> dual_local_, field_dual_;
+  Kokkos::View<ad::Dual<double, Batch + kScalars>*, Kokkos::HostSpace> vjp_dual_;
+  Kokkos::View<double*, Kokkos::HostSpace> qcell_;
+  StencilColouring colouring_{};
+  std::vector<Offset> offsets_;
+};
+
+}  // namespace costate::pde
