@@ -342,6 +342,7 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
         if (spec["lower"]) v.lower = ctx.number(spec["lower"], key + ".lower");
         if (spec["upper"]) v.upper = ctx.number(spec["upper"], key + ".upper");
         if (spec["log"]) v.log = ctx.boolean(spec["log"], key + ".log");
+        if (v.log && !spec["lower"]) v.lower = 0.0;  // a log-scale variable is positive
         if (spec["prior"]) {
           v.prior = ctx.number(spec["prior"], key + ".prior");
           has_prior = true;
@@ -353,16 +354,16 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
       }
       if (!std::isfinite(v.initial))
         ctx.fail(spec, key, "no initial guess: give " + key + ".initial");
+      if (v.log && !(v.initial > 0.0 && v.lower >= 0.0))
+        ctx.fail(spec, key,
+                 "log: true needs a positive initial guess and lower >= 0 (got initial " +
+                     fmt(v.initial) + ", lower " + fmt(v.lower) + ")");
       if (!(v.lower < v.upper))
         ctx.fail(spec, key, "lower = " + fmt(v.lower) + " must be below upper = " + fmt(v.upper));
       if (v.initial < v.lower || v.initial > v.upper)
         ctx.fail(spec, key,
                  "the initial guess " + fmt(v.initial) + " lies outside the bounds [" + fmt(v.lower) +
                      ", " + fmt(v.upper) + "]; move the guess or widen the bounds");
-      if (v.log && !(v.initial > 0.0 && v.lower >= 0.0))
-        ctx.fail(spec, key,
-                 "log: true needs a positive initial guess and lower >= 0 (got initial " +
-                     fmt(v.initial) + ", lower " + fmt(v.lower) + ")");
       if (!has_prior) v.prior = v.initial;
       if (v.log && !(v.prior > 0.0))
         ctx.fail(spec, key, "log: true needs a positive prior, got " + fmt(v.prior));
