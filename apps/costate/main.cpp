@@ -3,6 +3,7 @@
 //   costate run         FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
 //   costate sensitivity FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
 //   costate gradcheck   FILE.yaml [--json] [--set key=value]... [-q]
+//   costate calibrate   FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
 //   costate info        [--json]
 //
 // `run` integrates the ODE model of a YAML input file (a built-in model or
@@ -13,7 +14,10 @@
 // the parameters and the initial state, and writes /sensitivity.
 // `gradcheck` verifies that gradient: a Taylor test (observed order >= 1.9)
 // and central differences; it exits non-zero when either fails. Logs and
-// progress go to stderr. Errors are printed once (rank 0) and the exit code
+// progress go to stderr. `calibrate` fits the calibration section's
+// parameters (and initial states) to data with PETSc TAO (-tao_* options
+// override) and reports the fit, standard errors, correlations and
+// identifiability; it exits 2 when TAO stops without converging. Errors are printed once (rank 0) and the exit code
 // is non-zero.
 //
 // Sample runs:
@@ -22,6 +26,7 @@
 //   mpiexec -n 2 costate run data/examples/van_der_pol.yaml
 //   costate sensitivity data/examples/lotka_volterra_equations.yaml --json
 //   costate gradcheck data/examples/lotka_volterra_equations.yaml
+//   costate calibrate data/examples/van_der_pol_calibration.yaml
 //   costate info --json
 
 #include <unistd.h>
@@ -38,6 +43,7 @@
 #include "costate/costate.hpp"
 #include "costate/ad/verification.hpp"
 #include "costate/ode/gradient.hpp"
+#include "io/calibrate.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
 #include "io/objective.hpp"
@@ -352,6 +358,143 @@ int gradcheck(const costate::Environment& env, const RunArgs& args) {
   return passed ? 0 : 1;
 }
 
+/// `costate calibrate`: fit the calibration section's quantities with TAO,
+/// report the fit, its uncertainty and identifiability. Exit status 0 when
+/// TAO converged, 2 when it stopped without converging (results are still
+/// reported and written, marked "partial"), 1 on errors.
+int calibrate(const costate::Environment& env, const RunArgs& args) {
+  namespace ode = costate::ode;
+  RunConfig cfg = costate::io::load_run_config(args.input, args.sets);
+  if (!args.output.empty()) cfg.output_file = args.output;
+  if (!cfg.calibration.present)
+    throw costate::Error(args.input + ": costate calibrate needs a 'calibration:' section "
+                         "(parameters to fit, data, optional regularization and optimizer)");
+  const auto& cc = cfg.calibration;
+  const bool talk = env.is_root() && !args.quiet;
+  std::size_t observed = 0;
+  for (std::size_t c = 0; c < cc.data.size(); ++c) observed += !std::isnan(cc.data[c]) && cc.weights[c] > 0.0;
+  if (talk) {
+    std::vector<std::string> names;
+    for (const auto& v : cc.variables) names.push_back(v.label() + (v.log ? " (log)" : ""));
+    std::cerr << "costate calibrate " << args.input << "\n  model      " << cfg.model << " (states "
+              << join(cfg.state_names) << ")\n  fit        " << join(names) << "\n  data       "
+              << observed << " values at " << cc.times.size() << " times from " << join(cc.data_files)
+              << "\n  optimizer  TAO " << costate::optimize::to_string(cc.optimizer.method)
+              << " (gatol " << cc.optimizer.gatol << ", grtol " << cc.optimizer.grtol
+              << ", max_iterations " << cc.optimizer.max_iterations << ")\n  gradient   "
+              << cfg.sensitivity.method << ", integrator " << ode::to_string(cfg.integrator.method)
+              << "\n";
+    if (cc.regularization_weight > 0) std::cerr << "  prior      weight " << cc.regularization_weight << "\n";
+    std::cerr << "\n    it        objective        |gradient|\n";
+  }
+  // 1. The fit, with one progress line per iteration.
+  auto monitor = [&](const costate::optimize::Iteration& it) {
+    if (talk)
+      std::fprintf(stderr, "  %4d  %15.8e  %15.8e\n", it.iteration, it.objective, it.gradient_norm);
+  };
+  const costate::io::CalibrationReport rep = costate::io::calibrate(cfg, monitor);
+
+  // 2. The trajectory at the fitted values, and the HDF5 output.
+  const RunConfig& fit = rep.fitted;
+  ode::Solution sol = costate::io::visit_model(fit, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, fit.initial_state, fit.parameters,
+                                          {fit.t_start, fit.t_end}, fit.output_times};
+    return ode::integrate(problem, fit.integrator);
+  });
+  if (env.is_root() && !cfg.output_file.empty() && sol.summary.success())
+    costate::io::write_calibration_hdf5(cfg.output_file, cfg, sol, rep);
+  if (!env.is_root()) return rep.converged ? 0 : 2;
+
+  // 3. Report.
+  const std::size_t p = rep.names.size();
+  auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
+  if (args.json) {
+    Json j;
+    j["status"] = rep.converged ? "ok" : "not_converged";
+    Json values = Json::object(), errors = Json::object(), corr = Json::object();
+    for (std::size_t a = 0; a < p; ++a) {
+      values[rep.names[a]] = rep.values[a];
+      errors[rep.names[a]] = number(rep.standard_errors[a]);
+      Json row = Json::object();
+      for (std::size_t b = 0; b < p; ++b) row[rep.names[b]] = number(rep.correlation[a * p + b]);
+      corr[rep.names[a]] = row;
+    }
+    j["parameters"] = values;
+    j["standard_errors"] = errors;
+    j["objective"] = rep.objective;
+    j["iterations"] = rep.tao.iterations;
+    j["termination"] = rep.tao.termination;
+    j["converged"] = rep.converged;
+    j["optimizer"] = rep.tao.method;
+    j["gradient_method"] = rep.gradient_method;
+    j["function_evaluations"] = rep.tao.function_evaluations;
+    j["gradient_evaluations"] = rep.tao.gradient_evaluations;
+    j["hessian_evaluations"] = rep.tao.hessian_evaluations;
+    j["non_finite_evaluations"] = rep.tao.non_finite_evaluations;
+    j["gradient_norm"] = rep.tao.gradient_norm;
+    std::vector<double> fh, gh;
+    for (const auto& it : rep.tao.history) {
+      fh.push_back(it.objective);
+      gh.push_back(it.gradient_norm);
+    }
+    j["objective_history"] = fh;
+    j["gradient_norm_history"] = gh;
+    j["initial"] = rep.initial;
+    j["names"] = rep.names;
+    j["correlation"] = corr;
+    j["singular_values"] = rep.singular_values;
+    std::vector<std::string> flagged;
+    for (std::size_t a = 0; a < p; ++a)
+      if (rep.unidentifiable[a]) flagged.push_back(rep.names[a]);
+    j["unidentifiable"] = flagged;
+    j["n_residuals"] = rep.n_residuals;
+    j["rss"] = rep.rss;
+    j["sigma2"] = number(rep.sigma2);
+    j["sigma_estimated"] = rep.sigma_estimated;
+    j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+    std::cout << j.dump() << std::endl;
+    return rep.converged ? 0 : 2;
+  }
+  std::ostringstream os;
+  os << "\n" << rep.tao.brief_report() << "\n"
+     << (rep.converged ? "" : "WARNING: the optimizer stopped without converging; the values below "
+                              "are its last iterate (the output file is marked partial)\n")
+     << "\n  " << std::left << std::setw(14) << "quantity" << std::right << std::setw(16) << "initial"
+     << std::setw(18) << "fitted" << std::setw(16) << "std. error" << std::setw(10) << "rel."
+     << "\n";
+  for (std::size_t a = 0; a < p; ++a) {
+    char line[200];
+    const double se = rep.standard_errors[a];
+    std::snprintf(line, sizeof line, "  %-14s%16.8g%18.10g%16.4g%9.3g%%%s\n", rep.names[a].c_str(),
+                  rep.initial[a], rep.values[a], se,
+                  std::isfinite(se) ? 100.0 * se / std::abs(rep.values[a]) : se,
+                  rep.unidentifiable[a] ? "  NOT DETERMINED by the data" : "");
+    os << line;
+  }
+  os << "\n  objective " << std::setprecision(10) << rep.objective << ", weighted RSS " << rep.rss
+     << " over " << rep.n_residuals << " values";
+  if (rep.sigma_estimated) os << ", sigma^2 estimated as RSS/(m-p) = " << rep.sigma2;
+  os << "\n  singular values of the scaled sensitivity matrix:";
+  for (double s : rep.singular_values) os << " " << std::setprecision(4) << s;
+  if (p > 1) {
+    os << "\n  correlation:\n";
+    for (std::size_t a = 0; a < p; ++a) {
+      os << "    " << std::left << std::setw(12) << rep.names[a] << std::right;
+      for (std::size_t b = 0; b < p; ++b) {
+        char c[32];
+        std::snprintf(c, sizeof c, "%8.3f", rep.correlation[a * p + b]);
+        os << c;
+      }
+      os << "\n";
+    }
+  } else {
+    os << "\n";
+  }
+  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (/calibration: residuals per observation, histories)\n";
+  std::cout << os.str();
+  return rep.converged ? 0 : 2;
+}
+
 int info(const costate::Environment& env, bool json) {
   costate::BuildInfo b = costate::build_info();
   b.dependencies.emplace_back("CLI11", CLI11_VERSION);
@@ -429,6 +572,11 @@ int main(int argc, char** argv) {
   auto* check_cmd = input_command(
       "gradcheck", "verify the gradient: Taylor test and finite differences", check_args, false);
 
+  RunArgs cal_args;
+  auto* cal_cmd = input_command(
+      "calibrate", "fit parameters to data with PETSc TAO (-tao_* options override)", cal_args, true);
+  cal_cmd->allow_extras();  // -tao_* options are PETSc's (read by PetscInitialize)
+
   bool info_json = false;
   auto* info_cmd = app.add_subcommand("info", "versions of costate and its dependencies");
   info_cmd->add_flag("--json", info_json, "print one JSON object on stdout");
@@ -442,6 +590,7 @@ int main(int argc, char** argv) {
   const bool json = run_cmd->parsed()     ? run_args.json
                     : sens_cmd->parsed()  ? sens_args.json
                     : check_cmd->parsed() ? check_args.json
+                    : cal_cmd->parsed()   ? cal_args.json
                                           : info_json;
   std::unique_ptr<costate::Environment> env;
   try {
@@ -450,6 +599,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) rc = run(*env, run_args);
     if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);
     if (check_cmd->parsed()) rc = gradcheck(*env, check_args);
+    if (cal_cmd->parsed()) rc = calibrate(*env, cal_args);
     if (info_cmd->parsed()) rc = info(*env, info_json);
     return rc;
   } catch (const costate::Error& e) {

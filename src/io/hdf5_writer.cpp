@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "costate/config.hpp"
 #include "costate/core/error.hpp"
+#include "io/calibrate.hpp"
 
 namespace costate::io {
 namespace {
@@ -106,7 +108,8 @@ void write_scalar_attribute(hid_t loc, const std::string& name, T value) {
 }
 
 void write_file(const std::string& path, const RunConfig& cfg, const ode::Solution& sol,
-                const SensitivityOutput* sens, const std::string& command) {
+                const SensitivityOutput* sens, const std::string& command,
+                const std::function<void(hid_t)>& extra = {}, const std::string& status = "complete") {
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
               "create file '" + path + "'");
   const hsize_t n = sol.t.size();
@@ -165,7 +168,8 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
   write_string_scalar(file, "command", command, true);
   write_string_scalar(file, "model", cfg.model, true);
   write_string_scalar(file, "input_file", cfg.input_path, true);
-  write_string_scalar(file, "status", "complete", true);
+  if (extra) extra(file);
+  write_string_scalar(file, "status", status, true);
   check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush '" + path + "'");
 }
 
@@ -179,6 +183,88 @@ void write_run_hdf5(const std::string& path, const RunConfig& config,
   const std::string partial = path + ".partial";
   try {
     write_file(partial, config, solution, sensitivity, command);
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot move the finished output into place: " + ec.message());
+  }
+}
+
+namespace {
+
+void write_ints(hid_t loc, const std::string& name, const std::vector<int>& data) {
+  const hsize_t n = data.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "create dataspace for " + name);
+  Handle ds(H5Dcreate2(loc, name.c_str(), H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose, "create dataset " + name);
+  if (!data.empty())
+    check(H5Dwrite(ds, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()),
+          "write dataset " + name);
+}
+
+void write_calibration_group(hid_t file, const CalibrationReport& r) {
+  Handle g(H5Gcreate2(file, "calibration", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+           "create group calibration");
+  const hsize_t p = r.names.size(), m = r.residuals.size();
+  write_strings(g, "names", r.names, false);
+  write_doubles(g, "values", r.values, {p});
+  write_doubles(g, "initial", r.initial, {p});
+  write_doubles(g, "lower", r.lower, {p});
+  write_doubles(g, "upper", r.upper, {p});
+  write_doubles(g, "prior", r.prior, {p});
+  write_ints(g, "log_transformed", r.log_transformed);
+  write_doubles(g, "standard_errors", r.standard_errors, {p});
+  write_doubles(g, "covariance", r.covariance, {p, p});
+  write_doubles(g, "correlation", r.correlation, {p, p});
+  write_doubles(g, "singular_values", r.singular_values, {r.singular_values.size()});
+  write_ints(g, "unidentifiable", r.unidentifiable);
+  std::vector<double> fh, gh;
+  for (const auto& it : r.tao.history) {
+    fh.push_back(it.objective);
+    gh.push_back(it.gradient_norm);
+  }
+  write_doubles(g, "objective_history", fh, {fh.size()});
+  write_doubles(g, "gradient_norm_history", gh, {gh.size()});
+  write_doubles(g, "residual_times", r.residual_times, {m});
+  write_strings(g, "residual_states", r.residual_states, false);
+  write_doubles(g, "observed", r.observed, {m});
+  write_doubles(g, "predicted", r.predicted, {m});
+  write_doubles(g, "residuals", r.residuals, {m});
+  write_scalar_attribute(g, "objective", r.objective);
+  write_scalar_attribute(g, "rss", r.rss);
+  write_scalar_attribute(g, "sigma2", r.sigma2);
+  write_scalar_attribute(g, "sigma_estimated", static_cast<std::int64_t>(r.sigma_estimated));
+  write_scalar_attribute(g, "n_residuals", static_cast<std::int64_t>(r.n_residuals));
+  write_scalar_attribute(g, "iterations", static_cast<std::int64_t>(r.tao.iterations));
+  write_scalar_attribute(g, "function_evaluations", r.tao.function_evaluations);
+  write_scalar_attribute(g, "gradient_evaluations", r.tao.gradient_evaluations);
+  write_scalar_attribute(g, "hessian_evaluations", r.tao.hessian_evaluations);
+  write_scalar_attribute(g, "non_finite_evaluations", r.tao.non_finite_evaluations);
+  write_scalar_attribute(g, "gradient_norm", r.tao.gradient_norm);
+  write_scalar_attribute(g, "converged", static_cast<std::int64_t>(r.converged));
+  write_string_scalar(g, "termination", r.tao.termination, true);
+  write_string_scalar(g, "optimizer", r.tao.method, true);
+  write_string_scalar(g, "gradient_method", r.gradient_method, true);
+  write_string_scalar(g, "status", r.converged ? "complete" : "partial", true);
+}
+
+}  // namespace
+
+void write_calibration_hdf5(const std::string& path, const RunConfig& config,
+                            const ode::Solution& solution, const CalibrationReport& report) {
+  COSTATE_CHECK(!path.empty(), "write_calibration_hdf5: empty output path");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string partial = path + ".partial";
+  try {
+    write_file(partial, config, solution, nullptr, "calibrate",
+               [&](hid_t file) { write_calibration_group(file, report); },
+               report.converged ? "complete" : "partial");
   } catch (const Error& e) {
     std::error_code ec;
     std::filesystem::remove(partial, ec);

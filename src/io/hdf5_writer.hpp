@@ -16,7 +16,21 @@
 //                            gradient (names attribute), gradient_initial_state;
 //                            attributes objective, method, steps,
 //                            forward_steps, recomputed_steps, peak_snapshots
+//   /calibration             (costate calibrate) group: datasets names, values,
+//                            initial, lower, upper, prior, log_transformed,
+//                            standard_errors, covariance (p x p), correlation,
+//                            singular_values, unidentifiable, objective_history,
+//                            gradient_norm_history, residual_times,
+//                            residual_states, observed, predicted, residuals;
+//                            attributes objective, rss, sigma2,
+//                            sigma_estimated, n_residuals, iterations,
+//                            function_evaluations, gradient_evaluations,
+//                            hessian_evaluations, non_finite_evaluations,
+//                            gradient_norm, converged, termination, optimizer,
+//                            gradient_method, status ("complete" | "partial")
 //   root attributes: costate_version, command, model, status = "complete"
+//                    ("partial" for a calibration that did not converge: the
+//                    file holds its last iterate, marked as such)
 //
 // The file is written under PATH.partial and renamed to PATH only once it is
 // complete, so a failed or interrupted run never leaves a file that looks
@@ -46,5 +60,13 @@ struct SensitivityOutput {
 /// written.
 void write_run_hdf5(const std::string& path, const RunConfig& config, const ode::Solution& solution,
                     const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
+
+struct CalibrationReport;
+
+/// Writes the fitted run (trajectory at the fitted values, `solution`) and
+/// /calibration; root and /calibration status are "partial" when the fit did
+/// not converge. Written under PATH.partial and renamed, like write_run_hdf5.
+void write_calibration_hdf5(const std::string& path, const RunConfig& config,
+                            const ode::Solution& solution, const CalibrationReport& report);
 
 }  // namespace costate::io

@@ -305,6 +305,222 @@ void read_csv_data(const std::string& path, const std::vector<std::string>& stat
   if (times.empty()) throw Error(path + ": no data rows after the header");
 }
 
+namespace {
+
+/// The `calibration:` section (see CalibrationConfig). Needs the model's
+/// names, the parameters, the initial state and the time interval resolved.
+void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::string& path,
+                       RunConfig& cfg) {
+  ctx.expect_map(cal, "calibration");
+  ctx.check_keys(cal, "calibration",
+                 {"parameters", "initial_state", "data", "regularization", "optimizer"});
+  CalibrationConfig& cc = cfg.calibration;
+  cc.present = true;
+  // 1. What to fit.
+  auto variables = [&](const char* section, bool states) {
+    const YAML::Node vars = cal[section];
+    if (!vars) return;
+    const std::string prefix = std::string("calibration.") + section;
+    ctx.expect_map(vars, prefix);
+    const std::vector<std::string>& names = states ? cfg.state_names : cfg.parameter_names;
+    for (auto it = vars.begin(); it != vars.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const auto pos = std::find(names.begin(), names.end(), name);
+      if (pos == names.end()) {
+        std::string msg = "'" + name + "' is not " + (states ? "a state" : "a parameter") + " of the model";
+        const std::string near = nearest(name, names);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(it->first, prefix + "." + name, msg + " Valid: " + join(names));
+      }
+      FitVariable v;
+      v.name = name;
+      v.initial_state = states;
+      v.index = static_cast<std::size_t>(pos - names.begin());
+      v.initial = states ? cfg.initial_state[v.index] : cfg.parameters[v.index];
+      const std::string key = prefix + "." + name;
+      const YAML::Node spec = it->second;
+      bool has_prior = false;
+      if (spec.IsScalar()) {
+        v.initial = ctx.number(spec, key);
+      } else if (spec.IsMap()) {
+        ctx.check_keys(spec, key, {"initial", "lower", "upper", "log", "prior"});
+        if (spec["initial"]) v.initial = ctx.number(spec["initial"], key + ".initial");
+        if (spec["lower"]) v.lower = ctx.number(spec["lower"], key + ".lower");
+        if (spec["upper"]) v.upper = ctx.number(spec["upper"], key + ".upper");
+        if (spec["log"]) v.log = ctx.boolean(spec["log"], key + ".log");
+        if (v.log && !spec["lower"]) v.lower = 0.0;  // a log-scale variable is positive
+        if (spec["prior"]) {
+          v.prior = ctx.number(spec["prior"], key + ".prior");
+          has_prior = true;
+        }
+      } else if (!spec.IsNull()) {
+        ctx.fail(spec, key,
+                 "expected a number (the initial guess) or a map with initial, lower, upper, log, "
+                 "prior; got " + describe(spec));
+      }
+      if (!std::isfinite(v.initial))
+        ctx.fail(spec, key, "no initial guess: give " + key + ".initial");
+      if (v.log && !(v.initial > 0.0 && v.lower >= 0.0))
+        ctx.fail(spec, key,
+                 "log: true needs a positive initial guess and lower >= 0 (got initial " +
+                     fmt(v.initial) + ", lower " + fmt(v.lower) + ")");
+      if (!(v.lower < v.upper))
+        ctx.fail(spec, key, "lower = " + fmt(v.lower) + " must be below upper = " + fmt(v.upper));
+      if (v.initial < v.lower || v.initial > v.upper)
+        ctx.fail(spec, key,
+                 "the initial guess " + fmt(v.initial) + " lies outside the bounds [" + fmt(v.lower) +
+                     ", " + fmt(v.upper) + "]; move the guess or widen the bounds");
+      if (!has_prior) v.prior = v.initial;
+      if (v.log && !(v.prior > 0.0))
+        ctx.fail(spec, key, "log: true needs a positive prior, got " + fmt(v.prior));
+      cc.variables.push_back(v);
+    }
+  };
+  variables("parameters", false);
+  variables("initial_state", true);
+  if (cc.variables.empty())
+    ctx.fail(cal, "calibration",
+             "nothing to fit: list parameters (calibration.parameters.<name>) or initial states");
+
+  // 2. Data: one map or a list of maps {file, noise | weights}, merged.
+  const YAML::Node data = cal["data"];
+  if (!data) ctx.fail(cal, "calibration", "missing required key 'data' (CSV file(s) of observations)");
+  std::vector<YAML::Node> sets;
+  if (data.IsMap()) sets.push_back(data);
+  else if (data.IsSequence() && data.size() > 0)
+    for (std::size_t i = 0; i < data.size(); ++i) sets.push_back(data[i]);
+  else
+    ctx.fail(data, "calibration.data", "expected a map {file, noise} or a list of them, got " + describe(data));
+  const std::size_t n = cfg.state_names.size();
+  struct Row { double t; std::vector<double> d, w; std::size_t file; };
+  std::vector<Row> rows;
+  for (std::size_t s = 0; s < sets.size(); ++s) {
+    const YAML::Node set = sets[s];
+    const std::string key = data.IsMap() ? std::string("calibration.data")
+                                         : "calibration.data[" + std::to_string(s) + "]";
+    ctx.expect_map(set, key);
+    ctx.check_keys(set, key, {"file", "noise", "weights"});
+    if (!set["file"]) ctx.fail(set, key, "missing required key 'file' (a CSV file)");
+    std::string file = ctx.string(set["file"], key + ".file");
+    const std::filesystem::path fp(file);
+    if (fp.is_relative()) file = (std::filesystem::path(path).parent_path() / fp).string();
+    cc.data_files.push_back(file);
+    std::vector<double> times, values;
+    try {
+      read_csv_data(file, cfg.state_names, times, values);
+    } catch (const Error& e) {
+      ctx.fail(set["file"], key + ".file", e.what());
+    }
+    if (times.empty()) ctx.fail(set["file"], key + ".file", file + ": the data file has no rows");
+    for (std::size_t k = 0; k < times.size(); ++k)
+      if (times[k] < cfg.t_start || times[k] > cfg.t_end)
+        ctx.fail(set["file"], key + ".file",
+                 file + ": data time " + fmt(times[k]) + " (row " + std::to_string(k + 1) +
+                     ") lies outside the simulated interval [" + fmt(cfg.t_start) + ", " +
+                     fmt(cfg.t_end) + "]; extend time.end or drop the row");
+    if (set["noise"] && set["weights"])
+      ctx.fail(set["noise"], key + ".noise", "give either 'noise' or 'weights', not both");
+    std::vector<double> w(n, 1.0);
+    std::vector<bool> has_noise(n, false);
+    if (const YAML::Node nz = set["noise"]) {
+      if (nz.IsScalar()) {
+        const double sigma = ctx.positive(nz, key + ".noise");
+        std::fill(w.begin(), w.end(), 1.0 / (sigma * sigma));
+        std::fill(has_noise.begin(), has_noise.end(), true);
+      } else {
+        ctx.expect_map(nz, key + ".noise");
+        ctx.check_keys(nz, key + ".noise", cfg.state_names);
+        for (std::size_t i = 0; i < n; ++i)
+          if (nz[cfg.state_names[i]]) {
+            const double sigma = ctx.positive(nz[cfg.state_names[i]], key + ".noise." + cfg.state_names[i]);
+            w[i] = 1.0 / (sigma * sigma);
+            has_noise[i] = true;
+          }
+      }
+    }
+    if (const YAML::Node ws = set["weights"]) {
+      ctx.expect_map(ws, key + ".weights");
+      ctx.check_keys(ws, key + ".weights", cfg.state_names);
+      for (std::size_t i = 0; i < n; ++i)
+        if (ws[cfg.state_names[i]])
+          w[i] = ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
+    }
+    for (std::size_t k = 0; k < times.size(); ++k) {
+      Row r{times[k], std::vector<double>(values.begin() + static_cast<std::ptrdiff_t>(k * n),
+                                          values.begin() + static_cast<std::ptrdiff_t>((k + 1) * n)),
+            w, s};
+      for (std::size_t i = 0; i < n; ++i)
+        if (!std::isnan(r.d[i]) && w[i] > 0.0 && !has_noise[i]) cc.noise_given = false;
+      rows.push_back(std::move(r));
+    }
+  }
+  // Merge rows with equal times; one value per (time, state).
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.t < b.t; });
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Row& r : rows) {
+    if (cc.times.empty() || cc.times.back() != r.t) {
+      cc.times.push_back(r.t);
+      cc.data.insert(cc.data.end(), n, nan);
+      cc.weights.insert(cc.weights.end(), n, 0.0);
+    }
+    const std::size_t k = cc.times.size() - 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::isnan(r.d[i])) continue;
+      if (!std::isnan(cc.data[k * n + i]))
+        ctx.fail(data, "calibration.data",
+                 "two values for state '" + cfg.state_names[i] + "' at t = " + fmt(r.t) +
+                     " (in " + cc.data_files[r.file] + " and an earlier file)");
+      cc.data[k * n + i] = r.d[i];
+      cc.weights[k * n + i] = r.w[i];
+    }
+  }
+  std::size_t observed = 0;
+  for (std::size_t c = 0; c < cc.data.size(); ++c) observed += !std::isnan(cc.data[c]) && cc.weights[c] > 0.0;
+  if (observed < cc.variables.size())
+    ctx.fail(data, "calibration.data",
+             std::to_string(observed) + " observed values cannot determine " +
+                 std::to_string(cc.variables.size()) + " fitted quantities");
+
+  // 3. Regularisation and the optimizer.
+  if (const YAML::Node reg = cal["regularization"]) {
+    ctx.expect_map(reg, "calibration.regularization");
+    ctx.check_keys(reg, "calibration.regularization", {"weight"});
+    if (reg["weight"]) cc.regularization_weight = ctx.non_negative(reg["weight"], "calibration.regularization.weight");
+  }
+  if (const YAML::Node opt = cal["optimizer"]) {
+    ctx.expect_map(opt, "calibration.optimizer");
+    ctx.check_keys(opt, "calibration.optimizer",
+                   {"method", "gatol", "grtol", "gttol", "max_iterations", "max_function_evaluations"});
+    optimize::TaoOptions& o = cc.optimizer;
+    if (opt["method"]) {
+      const std::string m = ctx.string(opt["method"], "calibration.optimizer.method");
+      std::vector<std::string> names;
+      for (auto x : optimize::all_tao_methods()) names.push_back(optimize::to_string(x));
+      if (std::find(names.begin(), names.end(), m) == names.end()) {
+        std::string msg = "unknown method '" + m + "'";
+        const std::string near = nearest(m, names);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(opt["method"], "calibration.optimizer.method", msg + " Valid methods: " + join(names));
+      }
+      o.method = optimize::tao_method_from_string(m);
+    }
+    if (opt["gatol"]) o.gatol = ctx.non_negative(opt["gatol"], "calibration.optimizer.gatol");
+    if (opt["grtol"]) o.grtol = ctx.non_negative(opt["grtol"], "calibration.optimizer.grtol");
+    if (opt["gttol"]) o.gttol = ctx.non_negative(opt["gttol"], "calibration.optimizer.gttol");
+    auto count = [&](const char* k, int& out) {
+      if (!opt[k]) return;
+      const std::string key = std::string("calibration.optimizer.") + k;
+      const long long v = ctx.integer(opt[k], key);
+      if (v < 1 || v > 1000000) ctx.fail(opt[k], key, "must be an integer in [1, 1000000], got " + std::to_string(v));
+      out = static_cast<int>(v);
+    };
+    count("max_iterations", o.max_iterations);
+    count("max_function_evaluations", o.max_function_evaluations);
+  }
+}
+
+}  // namespace
+
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   Context ctx;
   ctx.path = path;
@@ -334,7 +550,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   for (const auto& o : overrides) apply_override(root, o, ctx);
 
   ctx.check_keys(root, "", {"description", "model", "parameters", "initial_state", "time",
-                            "integrator", "output", "objective", "sensitivity"});
+                            "integrator", "output", "objective", "sensitivity", "calibration"});
 
   // 2. Model: a built-in name, or states with one equation each.
   if (root["description"]) cfg.description = ctx.string(root["description"], "description");
@@ -718,6 +934,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     ctx.check_keys(output, "output", {"file"});
     if (output["file"]) cfg.output_file = ctx.string(output["file"], "output.file");
   }
+
+  // 9. Calibration (used by `costate calibrate`).
+  if (const YAML::Node cal = root["calibration"]) parse_calibration(cal, ctx, path, cfg);
   return cfg;
 }
 
@@ -793,6 +1012,38 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << "wrt" << YAML::Value << YAML::Flow << wrt;
     e << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(sensitivity.checkpointing);
     e << YAML::EndMap;
+  }
+  if (calibration.present) {
+    const CalibrationConfig& c = calibration;
+    e << YAML::Key << "calibration" << YAML::Value << YAML::BeginMap;
+    for (const bool states : {false, true}) {
+      bool any = false;
+      for (const auto& v : c.variables) any = any || v.initial_state == states;
+      if (!any) continue;
+      e << YAML::Key << (states ? "initial_state" : "parameters") << YAML::Value << YAML::BeginMap;
+      for (const auto& v : c.variables) {
+        if (v.initial_state != states) continue;
+        e << YAML::Key << v.name << YAML::Value << YAML::Flow << YAML::BeginMap;
+        e << YAML::Key << "initial" << YAML::Value << v.initial;
+        if (std::isfinite(v.lower)) e << YAML::Key << "lower" << YAML::Value << v.lower;
+        if (std::isfinite(v.upper)) e << YAML::Key << "upper" << YAML::Value << v.upper;
+        e << YAML::Key << "log" << YAML::Value << v.log;
+        e << YAML::Key << "prior" << YAML::Value << v.prior;
+        e << YAML::EndMap;
+      }
+      e << YAML::EndMap;
+    }
+    e << YAML::Key << "data" << YAML::Value << YAML::Flow << c.data_files;
+    e << YAML::Key << "regularization" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    e << YAML::Key << "weight" << YAML::Value << c.regularization_weight << YAML::EndMap;
+    e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "method" << YAML::Value << optimize::to_string(c.optimizer.method);
+    e << YAML::Key << "gatol" << YAML::Value << c.optimizer.gatol;
+    e << YAML::Key << "grtol" << YAML::Value << c.optimizer.grtol;
+    e << YAML::Key << "gttol" << YAML::Value << c.optimizer.gttol;
+    e << YAML::Key << "max_iterations" << YAML::Value << c.optimizer.max_iterations;
+    e << YAML::Key << "max_function_evaluations" << YAML::Value << c.optimizer.max_function_evaluations;
+    e << YAML::EndMap << YAML::EndMap;
   }
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -6,6 +6,7 @@
 // valid one. `--set key=value` overrides are applied to the parsed tree
 // before validation and are reported as "--set key=value" in errors.
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "costate/ode/equation_model.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/options.hpp"
+#include "costate/optimize/tao.hpp"
 
 namespace costate::io {
 
@@ -35,6 +37,42 @@ struct SensitivityConfig {
   std::vector<std::string> wrt;
   bool wrt_initial_state = true;
   ode::Checkpointing checkpointing = ode::StoreAll{};
+};
+
+/// One fitted quantity of the `calibration:` section (a parameter, or the
+/// initial value of a state). Keys: calibration.parameters.<name>.{initial,
+/// lower, upper, log, prior} and calibration.initial_state.<state>.{…}.
+struct FitVariable {
+  std::string name;            ///< parameter or state name
+  bool initial_state = false;  ///< fits y(t0) of state `name`
+  std::size_t index = 0;       ///< into RunConfig::parameters or ::initial_state
+  double initial = 0.0;        ///< starting guess (default: the value in the file)
+  double lower = -std::numeric_limits<double>::infinity();
+  double upper = std::numeric_limits<double>::infinity();
+  /// Optimise q = log(value) instead of the value (value and bounds > 0).
+  bool log = false;
+  /// Regularisation target (default: the initial guess).
+  double prior = 0.0;
+  /// "alpha" or "x(t0)" — the name in reports.
+  std::string label() const { return initial_state ? name + "(t0)" : name; }
+};
+
+/// The `calibration:` section: fit parameters (and initial states) to data
+/// by weighted least squares with optional Tikhonov regularisation,
+///     J(q) = ½ Σ_ki w_ki (y_i(t_k) − d_ki)² + ½ weight Σ_j (q_j − q_j,prior)²,
+/// q_j = log(value) for log-transformed variables, else the value.
+struct CalibrationConfig {
+  bool present = false;
+  std::vector<FitVariable> variables;  ///< parameters first, then initial states
+  std::vector<std::string> data_files;
+  /// All data files merged: times (ascending), values and weights (times ×
+  /// states, NaN = not observed).
+  std::vector<double> times, data, weights;
+  /// Every observed value has a noise level σ (weight 1/σ²): the covariance
+  /// is (SᵀS)⁻¹; otherwise it is scaled by σ̂² = RSS/(m − p).
+  bool noise_given = true;
+  double regularization_weight = 0.0;
+  optimize::TaoOptions optimizer;
 };
 
 /// Everything a `costate run|sensitivity|gradcheck` needs, fully resolved
@@ -62,6 +100,7 @@ struct RunConfig {
   std::string output_file;
   ObjectiveConfig objective;
   SensitivityConfig sensitivity;
+  CalibrationConfig calibration;
 
   /// The resolved settings as YAML (what the run actually used); written
   /// into the HDF5 output and printed by `costate run`.

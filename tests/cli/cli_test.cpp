@@ -164,6 +164,24 @@ std::map<std::string, Reference> references() {
                                  kRegressionRelTol};
   // Hairer & Wanner, Solving ODEs II, reference solution of Robertson at t = 40.
   r["robertson.yaml"] = {{0.7158270687, 9.185534764e-6, 0.2841637457}, kRobertsonRelTol};
+  // Calibration inputs: `costate run` integrates them at the starting guess
+  // in `parameters:` / `initial_state:` (RK4, dt 0.01-0.02: error ~1e-8).
+  r["lotka_volterra_calibration.yaml"] = {
+      rk4_reference(lotka_volterra(1.2, 0.8, 2.5, 1.2), {1.0, 1.0}, 10.0, 100000), kRegressionRelTol};
+  r["fitzhugh_nagumo_calibration.yaml"] = {rk4_reference(
+                                               [](const std::vector<double>& y, std::vector<double>& f) {
+                                                 f[0] = y[0] - y[0] * y[0] * y[0] / 3 - y[1] + 0.6;
+                                                 f[1] = (y[0] + 0.6 - 0.7 * y[1]) / 10.0;
+                                               },
+                                               {-1.0, 1.0}, 40.0, 100000),
+                                           kRegressionRelTol};
+  r["van_der_pol_calibration.yaml"] = {rk4_reference(
+                                           [](const std::vector<double>& y, std::vector<double>& f) {
+                                             f[0] = y[1];
+                                             f[1] = 1.0 * (1 - y[0] * y[0]) * y[1] - y[0];
+                                           },
+                                           {1.5, 0.5}, 10.0, 100000),
+                                       kRegressionRelTol};
   return r;
 }
 
@@ -522,4 +540,144 @@ TEST_F(CliTest, MpiErrorIsReportedOnceAndExitsNonZero) {
   EXPECT_EQ(r.err.find("costate: error: ", first + 1), std::string::npos) << r.err;
 }
 
+// ---------------------------------------------------------------- calibrate
+
+std::vector<std::string> read_strings(hid_t loc, const char* name) {
+  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  hid_t space = H5Dget_space(d);
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<char*> ptrs(static_cast<std::size_t>(n));
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data());
+  std::vector<std::string> out;
+  for (char* p : ptrs) {
+    out.emplace_back(p ? p : "");
+    H5free_memory(p);
+  }
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(d);
+  return out;
+}
+
+double read_double_attribute(hid_t loc, const char* name) {
+  double v = 0.0;
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(a);
+  return v;
+}
+
+TEST_F(CliTest, CalibrateReportsTheFitInJsonTextAndHdf5) {
+  const std::string input = COSTATE_EXAMPLES_DIR "/van_der_pol_calibration.yaml";
+  const Result r = run("calibrate '" + input + "' --json -q -o cal.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["optimizer"], "bnls");
+  EXPECT_EQ(j["gradient_method"], "forward");
+  EXPECT_EQ(j["termination"].get<std::string>().rfind("CONVERGED", 0), 0u) << j["termination"];
+  // The data's true mu is 1.5 (data/synthetic/van_der_pol_truth.yaml).
+  const double mu = j["parameters"]["mu"], se = j["standard_errors"]["mu"];
+  EXPECT_LE(std::abs(mu - 1.5), 2 * se);
+  EXPECT_TRUE(j["parameters"].contains("x(t0)"));
+  const auto fh = j["objective_history"].get<std::vector<double>>();
+  ASSERT_EQ(fh.size(), j["iterations"].get<std::size_t>() + 1);
+  EXPECT_EQ(fh.back(), j["objective"].get<double>());
+  EXPECT_LT(fh.back(), fh.front());
+  EXPECT_GE(j["function_evaluations"].get<int>(), j["iterations"].get<int>());
+  // The file holds the same fit, residuals for all 100 observed values, and
+  // is marked complete.
+  hid_t file = H5Fopen((dir_ / "cal.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(read_string(file, "status", true), "complete");
+  EXPECT_EQ(read_string(file, "command", true), "calibrate");
+  hid_t g = H5Gopen2(file, "calibration", H5P_DEFAULT);
+  ASSERT_GE(g, 0);
+  std::vector<hsize_t> dims;
+  const auto values = read_doubles(g, "values", &dims);
+  const auto names = read_strings(g, "names");
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[0], "mu");
+  EXPECT_EQ(values[0], mu);  // the same bits
+  const auto residuals = read_doubles(g, "residuals", &dims);
+  EXPECT_EQ(residuals.size(), 100u);
+  double rss = 0.0;
+  for (double x : residuals) rss += x * x;
+  EXPECT_NEAR(read_double_attribute(g, "objective"), 0.5 * rss, 1e-12 * rss);
+  const auto cov = read_doubles(g, "covariance", &dims);
+  ASSERT_EQ(dims, (std::vector<hsize_t>{3, 3}));
+  EXPECT_NEAR(std::sqrt(cov[0]), se, 1e-12 * se);
+  EXPECT_EQ(read_string(g, "status", true), "complete");
+  H5Gclose(g);
+  H5Fclose(file);
+  // The readable table.
+  const Result text = run("calibrate '" + input + "' -o cal2.h5");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("std. error"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("CONVERGED_GATOL"), std::string::npos) << text.out;
+  // Progress: one line per iteration on stderr (and none with -q: above).
+  EXPECT_NE(text.err.find("objective        |gradient|"), std::string::npos) << text.err;
+}
+
+TEST_F(CliTest, CalibrateWithoutConvergenceExitsTwoAndMarksThePartialResult) {
+  const Result r = run("calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' --json -q -o p.h5 "
+                       "--set calibration.optimizer.max_iterations=2");
+  EXPECT_EQ(r.code, 2) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "not_converged");
+  EXPECT_EQ(j["termination"], "DIVERGED_MAXITS");
+  EXPECT_EQ(j["iterations"], 2);
+  hid_t file = H5Fopen((dir_ / "p.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(read_string(file, "status", true), "partial");
+  hid_t g = H5Gopen2(file, "calibration", H5P_DEFAULT);
+  EXPECT_EQ(read_string(g, "status", true), "partial");
+  H5Gclose(g);
+  H5Fclose(file);
+  const Result text = run("calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' -q -o p2.h5 "
+                          "--set calibration.optimizer.max_iterations=2");
+  EXPECT_EQ(text.code, 2);
+  EXPECT_NE(text.out.find("stopped without converging"), std::string::npos) << text.out;
+}
+
+TEST_F(CliTest, CalibrateTaoOptionsOverrideTheFile) {
+  const Result r = run("calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' --json -q -o o.h5 "
+                       "-tao_type blmvm -tao_max_it 3");
+  EXPECT_EQ(r.code, 2) << r.err;  // 3 iterations are not enough
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["optimizer"], "blmvm");
+  EXPECT_EQ(j["iterations"], 3);
+}
+
+TEST_F(CliTest, CalibrateBadInputFailsClearly) {
+  write("d.csv", "t,x,y\n1,1,1\n2,1.5,0.5\n");
+  const std::string base = "model: lotka_volterra\ntime: {end: 10}\n";
+  struct Case {
+    std::string text;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {base, {"needs a 'calibration:' section"}},
+      {base + "calibration: {parameters: {alpha: 1}, data: {file: missing.csv}}\n",
+       {"in.yaml:3:", "calibration.data.file", "cannot open"}},
+      {base + "calibration: {parameters: {gama: 1}, data: {file: d.csv}}\n",
+       {"'gama' is not a parameter", "did you mean 'gamma'"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    const Result r = run("calibrate '" + write("in.yaml", c.text) + "' --json -q -o x.h5");
+    EXPECT_EQ(r.code, 1);
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j["status"], "error");
+    for (const auto& f : c.expect)
+      EXPECT_NE(j["message"].get<std::string>().find(f), std::string::npos) << j["message"];
+    EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
+    EXPECT_FALSE(fs::exists(dir_ / "x.h5.partial"));
+  }
+}
+
 }  // namespace
+

@@ -1,0 +1,299 @@
+// optimize::minimize on PETSc TAO (serial, PETSC_COMM_SELF): objective and
+// gradient from the caller, bounds, an optional Hessian applied through a
+// shell matrix, a monitor that records the history; TaoSetFromOptions last so
+// that -tao_* options override the settings.
+#include <petsctao.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+#include "costate/optimize/tao.hpp"
+#include "petsc/petsc_check.hpp"
+
+namespace costate::optimize {
+
+std::string to_string(TaoMethod m) {
+  switch (m) {
+    case TaoMethod::Bqnls: return "bqnls";
+    case TaoMethod::Blmvm: return "blmvm";
+    case TaoMethod::Bnls: return "bnls";
+    case TaoMethod::Bntr: return "bntr";
+  }
+  return "unknown";
+}
+
+std::vector<TaoMethod> all_tao_methods() {
+  return {TaoMethod::Bqnls, TaoMethod::Blmvm, TaoMethod::Bnls, TaoMethod::Bntr};
+}
+
+TaoMethod tao_method_from_string(const std::string& name) {
+  std::string valid;
+  for (TaoMethod m : all_tao_methods()) {
+    if (to_string(m) == name) return m;
+    valid += (valid.empty() ? "" : ", ") + to_string(m);
+  }
+  throw Error("unknown optimizer '" + name + "'; valid: " + valid);
+}
+
+bool uses_hessian(TaoMethod m) { return m == TaoMethod::Bnls || m == TaoMethod::Bntr; }
+
+void TaoOptions::validate() const {
+  COSTATE_CHECK(gatol >= 0.0 && std::isfinite(gatol), "TaoOptions::gatol = " << gatol << " must be >= 0");
+  COSTATE_CHECK(grtol >= 0.0 && std::isfinite(grtol), "TaoOptions::grtol = " << grtol << " must be >= 0");
+  COSTATE_CHECK(gttol >= 0.0 && std::isfinite(gttol), "TaoOptions::gttol = " << gttol << " must be >= 0");
+  COSTATE_CHECK(max_iterations >= 0, "TaoOptions::max_iterations = " << max_iterations << " must be >= 0");
+  COSTATE_CHECK(max_function_evaluations > 0,
+                "TaoOptions::max_function_evaluations = " << max_function_evaluations << " must be > 0");
+}
+
+std::string TaoResult::brief_report() const {
+  std::ostringstream os;
+  os.precision(6);
+  os << "TAO " << method << ": " << termination << " after " << iterations << " iterations ("
+     << function_evaluations << " objective+gradient, " << hessian_evaluations
+     << " Hessian evaluations), f = " << objective << ", |g| = " << gradient_norm;
+  if (non_finite_evaluations > 0)
+    os << "; " << non_finite_evaluations << " trial points had no finite objective";
+  return os.str();
+}
+
+namespace {
+
+struct Context {
+  const Objective* f = nullptr;
+  std::size_t n = 0;
+  std::vector<double> hessian;  // n × n at the last Hessian evaluation
+  TaoResult* result = nullptr;
+  const std::function<void(const Iteration&)>* monitor = nullptr;
+  std::exception_ptr error;  // a non-costate exception (a bug): rethrown after TaoSolve
+};
+
+PetscErrorCode objective_and_gradient(Tao, Vec x, PetscReal* f, Vec g, void* ctx) {
+  auto* c = static_cast<Context*>(ctx);
+  const PetscScalar* xa = nullptr;
+  PetscScalar* ga = nullptr;
+  PetscCall(VecGetArrayRead(x, &xa));
+  PetscCall(VecGetArray(g, &ga));
+  double value = std::numeric_limits<double>::infinity();
+  ++c->result->function_evaluations;
+  ++c->result->gradient_evaluations;
+  try {
+    value = c->f->objective_and_gradient(std::span<const double>(xa, c->n), std::span<double>(ga, c->n));
+  } catch (const Error&) {
+    // A trial point where the model cannot be evaluated (e.g. the ODE blows
+    // up): not an error of the solve, a point TAO must step back from.
+    value = std::numeric_limits<double>::infinity();
+  } catch (...) {
+    c->error = std::current_exception();
+    value = std::numeric_limits<double>::infinity();
+  }
+  bool finite = std::isfinite(value);
+  for (std::size_t i = 0; finite && i < c->n; ++i) finite = std::isfinite(ga[i]);
+  if (!finite) {
+    // +∞ with a zero gradient: the line search sees an infinite trial value
+    // and shortens the step.
+    ++c->result->non_finite_evaluations;
+    value = PETSC_INFINITY;
+    std::fill(ga, ga + c->n, 0.0);
+  }
+  PetscCall(VecRestoreArray(g, &ga));
+  PetscCall(VecRestoreArrayRead(x, &xa));
+  *f = value;
+  return 0;
+}
+
+PetscErrorCode hessian(Tao, Vec x, Mat, Mat, void* ctx) {
+  auto* c = static_cast<Context*>(ctx);
+  const PetscScalar* xa = nullptr;
+  PetscCall(VecGetArrayRead(x, &xa));
+  ++c->result->hessian_evaluations;
+  try {
+    c->f->hessian(std::span<const double>(xa, c->n), std::span<double>(c->hessian));
+  } catch (...) {
+    // Without a Hessian at this point, fall back to the identity (a gradient
+    // step); the line search or trust region then decides.
+    std::fill(c->hessian.begin(), c->hessian.end(), 0.0);
+    for (std::size_t i = 0; i < c->n; ++i) c->hessian[i * c->n + i] = 1.0;
+  }
+  PetscCall(VecRestoreArrayRead(x, &xa));
+  return 0;
+}
+
+PetscErrorCode hessian_mult(Mat H, Vec v, Vec out) {
+  Context* c = nullptr;
+  PetscCall(MatShellGetContext(H, &c));
+  const PetscScalar* va = nullptr;
+  PetscScalar* oa = nullptr;
+  PetscCall(VecGetArrayRead(v, &va));
+  PetscCall(VecGetArray(out, &oa));
+  for (std::size_t i = 0; i < c->n; ++i) {
+    double s = 0.0;
+    for (std::size_t j = 0; j < c->n; ++j) s += c->hessian[i * c->n + j] * va[j];
+    oa[i] = s;
+  }
+  PetscCall(VecRestoreArray(out, &oa));
+  PetscCall(VecRestoreArrayRead(v, &va));
+  return 0;
+}
+
+PetscErrorCode monitor(Tao tao, void* ctx) {
+  auto* c = static_cast<Context*>(ctx);
+  PetscInt its = 0;
+  PetscReal f = 0, gnorm = 0, cnorm = 0, xdiff = 0;
+  TaoConvergedReason reason;
+  PetscCall(TaoGetSolutionStatus(tao, &its, &f, &gnorm, &cnorm, &xdiff, &reason));
+  Iteration it{static_cast<int>(its), f, gnorm};
+  // bntr reports iteration 0 twice (before and after choosing its initial
+  // trust radius): the history keeps the last report of each iteration.
+  auto& h = c->result->history;
+  if (!h.empty() && h.back().iteration == it.iteration) h.back() = it;
+  else h.push_back(it);
+  if (c->monitor && *c->monitor) {
+    try {
+      (*c->monitor)(it);
+    } catch (...) {
+      c->error = std::current_exception();
+    }
+  }
+  return 0;
+}
+
+/// Owns the PETSc objects of one solve.
+struct Objects {
+  Tao tao = nullptr;
+  Vec x = nullptr, lo = nullptr, hi = nullptr;
+  Mat H = nullptr;
+  ~Objects() {
+    if (H) MatDestroy(&H);
+    if (hi) VecDestroy(&hi);
+    if (lo) VecDestroy(&lo);
+    if (x) VecDestroy(&x);
+    if (tao) TaoDestroy(&tao);
+  }
+};
+
+void fill(Vec v, std::span<const double> values) {
+  PetscScalar* a = nullptr;
+  COSTATE_PETSC(VecGetArray(v, &a));
+  std::copy(values.begin(), values.end(), a);
+  COSTATE_PETSC(VecRestoreArray(v, &a));
+}
+
+}  // namespace
+
+TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<const double> lower,
+                   std::span<const double> upper, const TaoOptions& options,
+                   const std::function<void(const Iteration&)>& monitor_fn) {
+  const auto start = std::chrono::steady_clock::now();
+  options.validate();
+  const std::size_t n = f.n;
+  COSTATE_CHECK(n > 0, "optimize::minimize: no variables");
+  COSTATE_CHECK(f.objective_and_gradient, "optimize::minimize: no objective_and_gradient");
+  COSTATE_CHECK(x0.size() == n && lower.size() == n && upper.size() == n,
+                "optimize::minimize: x0, lower and upper need " << n << " entries");
+  COSTATE_CHECK(!uses_hessian(options.method) || f.hessian,
+                "optimize::minimize: method " << to_string(options.method) << " needs a Hessian");
+  for (std::size_t i = 0; i < n; ++i)
+    COSTATE_CHECK(lower[i] <= x0[i] && x0[i] <= upper[i],
+                  "optimize::minimize: x0[" << i << "] = " << x0[i] << " lies outside its bounds ["
+                                            << lower[i] << ", " << upper[i] << "]");
+  TaoResult result;
+  result.method = to_string(options.method);
+  Context ctx;
+  ctx.f = &f;
+  ctx.n = n;
+  ctx.result = &result;
+  ctx.monitor = &monitor_fn;
+  ctx.hessian.assign(n * n, 0.0);
+
+  Objects o;
+  const auto N = static_cast<PetscInt>(n);
+  COSTATE_PETSC(TaoCreate(PETSC_COMM_SELF, &o.tao));
+  COSTATE_PETSC(TaoSetType(o.tao, to_string(options.method).c_str()));
+  if (!options.options_prefix.empty())
+    COSTATE_PETSC(TaoSetOptionsPrefix(o.tao, options.options_prefix.c_str()));
+  COSTATE_PETSC(VecCreateSeq(PETSC_COMM_SELF, N, &o.x));
+  COSTATE_PETSC(VecDuplicate(o.x, &o.lo));
+  COSTATE_PETSC(VecDuplicate(o.x, &o.hi));
+  fill(o.x, x0);
+  // TAO's "no bound" is ±PETSC_INFINITY.
+  std::vector<double> lo(lower.begin(), lower.end()), hi(upper.begin(), upper.end());
+  for (double& v : lo) v = std::isfinite(v) ? v : PETSC_NINFINITY;
+  for (double& v : hi) v = std::isfinite(v) ? v : PETSC_INFINITY;
+  fill(o.lo, lo);
+  fill(o.hi, hi);
+  COSTATE_PETSC(TaoSetSolution(o.tao, o.x));
+  COSTATE_PETSC(TaoSetVariableBounds(o.tao, o.lo, o.hi));
+  COSTATE_PETSC(TaoSetObjectiveAndGradient(o.tao, nullptr, objective_and_gradient, &ctx));
+  if (f.hessian) {
+    COSTATE_PETSC(MatCreateShell(PETSC_COMM_SELF, N, N, N, N, &ctx, &o.H));
+    COSTATE_PETSC(MatShellSetOperation(o.H, MATOP_MULT, reinterpret_cast<void (*)(void)>(hessian_mult)));
+    COSTATE_PETSC(MatSetOption(o.H, MAT_SYMMETRIC, PETSC_TRUE));
+    COSTATE_PETSC(TaoSetHessian(o.tao, o.H, o.H, hessian, &ctx));
+  }
+  COSTATE_PETSC(TaoSetTolerances(o.tao, options.gatol, options.grtol, options.gttol));
+  COSTATE_PETSC(TaoSetMaximumIterations(o.tao, options.max_iterations));
+  COSTATE_PETSC(TaoSetMaximumFunctionEvaluations(o.tao, options.max_function_evaluations));
+  COSTATE_PETSC(TaoSetMonitor(o.tao, monitor, &ctx, nullptr));
+  COSTATE_PETSC(TaoSetFromOptions(o.tao));
+  if (f.hessian) {
+    // With a shell Hessian there are no entries to factor: the Krylov solve
+    // of the Newton step uses no preconditioner unless the options say so.
+    PetscBool newton = PETSC_FALSE;
+    COSTATE_PETSC(PetscObjectTypeCompareAny(reinterpret_cast<PetscObject>(o.tao), &newton, TAOBNLS,
+                                            TAOBNTR, TAOBNTL, ""));
+    if (newton) {
+      KSP ksp = nullptr;
+      COSTATE_PETSC(TaoGetKSP(o.tao, &ksp));
+      if (ksp) {
+        PC pc = nullptr;
+        COSTATE_PETSC(KSPGetPC(ksp, &pc));
+        PCType type = nullptr;
+        COSTATE_PETSC(PCGetType(pc, &type));
+        if (!type) COSTATE_PETSC(PCSetType(pc, PCNONE));
+      }
+    }
+  }
+
+  // The starting point must be a point where the model can be evaluated.
+  {
+    std::vector<double> g(n);
+    const double f0 = f.objective_and_gradient(x0, g);
+    COSTATE_CHECK(std::isfinite(f0), "optimize::minimize: the objective at the starting point is "
+                                         << f0 << " (not finite)");
+  }
+
+  COSTATE_PETSC(TaoSolve(o.tao));
+  if (ctx.error) std::rethrow_exception(ctx.error);
+
+  TaoConvergedReason reason;
+  PetscInt its = 0;
+  PetscReal fval = 0, gnorm = 0, cnorm = 0, xdiff = 0;
+  COSTATE_PETSC(TaoGetSolutionStatus(o.tao, &its, &fval, &gnorm, &cnorm, &xdiff, &reason));
+  Vec xs = nullptr;
+  COSTATE_PETSC(TaoGetSolution(o.tao, &xs));
+  const PetscScalar* xa = nullptr;
+  COSTATE_PETSC(VecGetArrayRead(xs, &xa));
+  result.x.assign(xa, xa + n);
+  COSTATE_PETSC(VecRestoreArrayRead(xs, &xa));
+  TaoType type = nullptr;
+  COSTATE_PETSC(TaoGetType(o.tao, &type));
+  if (type) result.method = type;
+  result.iterations = static_cast<int>(its);
+  result.objective = fval;
+  result.gradient_norm = gnorm;
+  result.converged = reason > 0;
+  std::string text = TaoConvergedReasons[reason];
+  if (text.rfind("TAO_", 0) == 0) text = text.substr(4);
+  result.termination = text;
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace costate::optimize

@@ -1,0 +1,270 @@
+#include "io/calibrate.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
+#include "io/objective.hpp"
+
+namespace costate::io {
+namespace {
+
+/// Identifiability: the columns of S are scaled to unit length (Ŝ = S D,
+/// D = diag(1/‖S_j‖)), so the singular values of Ŝ lie in [0, √p] whatever
+/// the units, and 1/s_k is the collinearity index of direction k. A direction
+/// with s_k ≤ kCollinearityLimit changes the residuals a million times less
+/// than any single variable's unit column: the data cannot determine it
+/// (e.g. two parameters that enter only as a product). Well above the
+/// ~1e-12 relative accuracy of S from forward sensitivities.
+constexpr double kCollinearityLimit = 1e-6;
+/// A variable belongs to a direction when it carries at least this share of
+/// the singular vector's squared length.
+constexpr double kShare = 0.1;
+
+ode::WeightedObservations observations(const RunConfig& cfg) {
+  return {cfg.calibration.times, cfg.calibration.data, cfg.calibration.weights,
+          cfg.state_names.size()};
+}
+
+ode::SensitivityMethod method_of(const RunConfig& cfg) {
+  if (cfg.sensitivity.method == "forward") return ode::Forward{};
+  return ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
+}
+
+}  // namespace
+
+CalibrationProblem::CalibrationProblem(const RunConfig& cfg)
+    : cfg_(cfg), vars_(cfg.calibration.variables), weight_(cfg.calibration.regularization_weight) {
+  COSTATE_CHECK(cfg.calibration.present && !vars_.empty(),
+                cfg.input_path << ": needs a 'calibration:' section with the quantities to fit");
+}
+
+std::vector<double> CalibrationProblem::start() const {
+  std::vector<double> q;
+  for (const auto& v : vars_) q.push_back(v.log ? std::log(v.initial) : v.initial);
+  return q;
+}
+std::vector<double> CalibrationProblem::prior() const {
+  std::vector<double> q;
+  for (const auto& v : vars_) q.push_back(v.log ? std::log(v.prior) : v.prior);
+  return q;
+}
+std::vector<double> CalibrationProblem::lower() const {
+  std::vector<double> q;
+  for (const auto& v : vars_)
+    q.push_back(v.log ? (v.lower > 0.0 ? std::log(v.lower) : -std::numeric_limits<double>::infinity())
+                      : v.lower);
+  return q;
+}
+std::vector<double> CalibrationProblem::upper() const {
+  std::vector<double> q;
+  for (const auto& v : vars_) q.push_back(v.log ? std::log(v.upper) : v.upper);
+  return q;
+}
+
+std::vector<double> CalibrationProblem::values(std::span<const double> q) const {
+  std::vector<double> v(q.size());
+  for (std::size_t j = 0; j < q.size(); ++j) v[j] = vars_[j].log ? std::exp(q[j]) : q[j];
+  return v;
+}
+
+RunConfig CalibrationProblem::config_at(std::span<const double> q) const {
+  RunConfig c = cfg_;
+  const auto v = values(q);
+  for (std::size_t j = 0; j < vars_.size(); ++j) {
+    if (vars_[j].initial_state) {
+      c.initial_state[vars_[j].index] = v[j];
+      c.initial_state_expressions[vars_[j].index].clear();  // fitted: a number
+    } else {
+      c.parameters[vars_[j].index] = v[j];
+    }
+  }
+  evaluate_initial_state(c);
+  return c;
+}
+
+double CalibrationProblem::objective_and_gradient(std::span<const double> q, std::span<double> g) {
+  const RunConfig c = config_at(q);
+  const auto obs = observations(c);
+  const auto method = method_of(c);
+  const ode::GradientResult res = visit_model(c, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters, {c.t_start, c.t_end}};
+    return ode::gradient(problem, obs, method, c.integrator);
+  });
+  ++gradient_evaluations_;
+  last_q_.assign(q.begin(), q.end());
+  last_steps_ = res.step_times;
+  std::vector<double> gp = res.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(c, res.wrt_initial_state);
+  for (std::size_t k = 0; k < gp.size(); ++k) gp[k] += extra[k];
+  const auto v = values(q);
+  const auto qp = prior();
+  double J = res.objective;
+  for (std::size_t j = 0; j < vars_.size(); ++j) {
+    const double dv = vars_[j].initial_state ? res.wrt_initial_state[vars_[j].index] : gp[vars_[j].index];
+    const double d = q[j] - qp[j];
+    g[j] = dv * (vars_[j].log ? v[j] : 1.0) + weight_ * d;
+    J += 0.5 * weight_ * d * d;
+  }
+  return J;
+}
+
+CalibrationProblem::Residuals CalibrationProblem::residuals(std::span<const double> q) {
+  if (last_q_.size() != q.size() || !std::equal(q.begin(), q.end(), last_q_.begin())) {
+    std::vector<double> g(q.size());
+    (void)objective_and_gradient(q, g);
+  }
+  const RunConfig c = config_at(q);
+  const auto obs = observations(c);
+  const ode::ResidualSensitivities rs = visit_model(c, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters, {c.t_start, c.t_end}};
+    return ode::sensitivity_matrix(problem, obs, c.integrator, last_steps_);
+  });
+  const std::size_t n = c.state_names.size(), np = c.parameters.size(), p = vars_.size();
+  const std::size_t m = rs.residuals.size();
+  // ∂y0_i/∂p for the initial values written as expressions (not fitted).
+  std::vector<std::vector<double>> dy0dp(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (c.initial_state_expressions[i].empty()) continue;
+    std::vector<double> unit(n, 0.0);
+    unit[i] = 1.0;
+    dy0dp[i] = initial_state_parameter_vjp(c, unit);
+  }
+  Residuals out;
+  out.r = rs.residuals;
+  out.predicted = rs.predicted;
+  out.time_index = rs.time_index;
+  out.state_index = rs.state_index;
+  out.S.assign(m * p, 0.0);
+  for (std::size_t row = 0; row < m; ++row)
+    for (std::size_t j = 0; j < p; ++j) {
+      const FitVariable& v = vars_[j];
+      double s = 0.0;
+      if (v.initial_state) {
+        s = rs.at(row, np + v.index);
+      } else {
+        s = rs.at(row, v.index);
+        for (std::size_t i = 0; i < n; ++i)
+          if (!dy0dp[i].empty()) s += rs.at(row, np + i) * dy0dp[i][v.index];
+      }
+      out.S[row * p + j] = s;
+    }
+  return out;
+}
+
+void CalibrationProblem::gauss_newton(std::span<const double> q, std::span<double> H) {
+  const Residuals R = residuals(q);
+  const std::size_t p = vars_.size(), m = R.r.size();
+  const auto v = values(q);
+  std::fill(H.begin(), H.end(), 0.0);
+  for (std::size_t row = 0; row < m; ++row)
+    for (std::size_t a = 0; a < p; ++a) {
+      const double sa = R.S[row * p + a] * (vars_[a].log ? v[a] : 1.0);
+      for (std::size_t b = 0; b < p; ++b)
+        H[a * p + b] += sa * R.S[row * p + b] * (vars_[b].log ? v[b] : 1.0);
+    }
+  for (std::size_t a = 0; a < p; ++a) H[a * p + a] += weight_;
+}
+
+CalibrationReport calibrate(const RunConfig& cfg,
+                            const std::function<void(const optimize::Iteration&)>& monitor) {
+  CalibrationProblem problem(cfg);
+  const std::size_t p = problem.size();
+  CalibrationReport rep;
+  for (const auto& v : problem.variables()) {
+    rep.names.push_back(v.label());
+    rep.initial.push_back(v.initial);
+    rep.lower.push_back(v.lower);
+    rep.upper.push_back(v.upper);
+    rep.prior.push_back(v.prior);
+    rep.log_transformed.push_back(v.log ? 1 : 0);
+  }
+  rep.gradient_method = cfg.sensitivity.method == "forward" ? "forward" : "discrete_adjoint";
+
+  // 1. The fit.
+  optimize::Objective f;
+  f.n = p;
+  f.objective_and_gradient = [&](std::span<const double> q, std::span<double> g) {
+    return problem.objective_and_gradient(q, g);
+  };
+  f.hessian = [&](std::span<const double> q, std::span<double> H) { problem.gauss_newton(q, H); };
+  const auto lo = problem.lower(), hi = problem.upper(), q0 = problem.start();
+  rep.tao = optimize::minimize(f, q0, lo, hi, cfg.calibration.optimizer, monitor);
+  rep.converged = rep.tao.converged;
+  const std::vector<double>& q = rep.tao.x;
+  rep.values = problem.values(q);
+  rep.fitted = problem.config_at(q);
+
+  // 2. Residuals and the sensitivity matrix at the fit.
+  std::vector<double> g(p);
+  rep.objective = problem.objective_and_gradient(q, g);
+  const auto R = problem.residuals(q);
+  const std::size_t m = R.r.size(), n = cfg.state_names.size();
+  rep.n_residuals = m;
+  for (std::size_t row = 0; row < m; ++row) {
+    rep.rss += R.r[row] * R.r[row];
+    const std::size_t k = R.time_index[row], i = R.state_index[row];
+    rep.residual_times.push_back(cfg.calibration.times[k]);
+    rep.residual_states.push_back(cfg.state_names[i]);
+    rep.observed.push_back(cfg.calibration.data[k * n + i]);
+    rep.predicted.push_back(R.predicted[row]);
+    rep.residuals.push_back(R.r[row]);
+  }
+  rep.sigma_estimated = !cfg.calibration.noise_given;
+  if (rep.sigma_estimated)
+    rep.sigma2 = m > p ? rep.rss / static_cast<double>(m - p) : std::numeric_limits<double>::quiet_NaN();
+
+  // 3. Covariance and identifiability from the unit-column S D = U Σ Vᵀ:
+  //    (SᵀS)⁻¹ = D V Σ⁻² Vᵀ D, dropping the undetermined directions.
+  const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> S(
+      R.S.data(), static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(p));
+  const auto P = static_cast<Eigen::Index>(p);
+  Eigen::VectorXd d(P);
+  rep.unidentifiable.assign(p, 0);
+  std::vector<int> no_error(p, 0);
+  for (Eigen::Index j = 0; j < P; ++j) {
+    const double norm = S.col(j).norm();
+    d[j] = norm > 0.0 ? 1.0 / norm : 1.0;
+    if (!(norm > 0.0)) rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
+  }
+  const Eigen::MatrixXd SD = S * d.asDiagonal();
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(SD, Eigen::ComputeFullV);
+  const Eigen::VectorXd s = svd.singularValues();
+  const Eigen::MatrixXd V = svd.matrixV();
+  rep.singular_values.assign(s.data(), s.data() + s.size());
+  Eigen::MatrixXd cov_scaled = Eigen::MatrixXd::Zero(P, P);
+  for (Eigen::Index k = 0; k < P; ++k) {
+    const double sk = k < s.size() ? s[k] : 0.0;
+    const bool undetermined = !(sk > kCollinearityLimit);
+    if (!undetermined) {
+      cov_scaled += V.col(k) * V.col(k).transpose() / (sk * sk);
+      continue;
+    }
+    for (Eigen::Index j = 0; j < P; ++j)
+      if (V(j, k) * V(j, k) >= kShare)
+        rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
+  }
+  const Eigen::MatrixXd cov = rep.sigma2 * (d.asDiagonal() * cov_scaled * d.asDiagonal());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  rep.covariance.assign(p * p, nan);
+  rep.correlation.assign(p * p, nan);
+  rep.standard_errors.assign(p, nan);
+  for (std::size_t a = 0; a < p; ++a) {
+    if (no_error[a]) continue;
+    rep.standard_errors[a] = std::sqrt(cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(a)));
+  }
+  for (std::size_t a = 0; a < p; ++a)
+    for (std::size_t b = 0; b < p; ++b) {
+      if (no_error[a] || no_error[b]) continue;
+      const double c = cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
+      rep.covariance[a * p + b] = c;
+      rep.correlation[a * p + b] = c / (rep.standard_errors[a] * rep.standard_errors[b]);
+    }
+  return rep;
+}
+
+}  // namespace costate::io
