@@ -341,6 +341,36 @@ TEST_F(CalibrationTest, IterationLimitIsReportedNotThrown) {
   EXPECT_LT(rep.tao.history.back().objective, rep.tao.history.front().objective);
 }
 
+/// Several data files are merged by time, each with its own noise; a value
+/// given twice is an error.
+TEST_F(CalibrationTest, DataFilesAreMergedByTime) {
+  write("a.csv", "t,x\n1,1.1\n2,1.5\n");
+  write("b.csv", "t,y\n1,0.9\n3,0.5\n");
+  write("c.csv", "t,x\n2,1.4\n");
+  const std::string head =
+      "model: lotka_volterra\ntime: {end: 10}\ncalibration:\n  parameters: {alpha: 1}\n";
+  const RunConfig cfg = costate::io::load_run_config(write(
+      "m.yaml", head + "  data: [{file: a.csv, noise: 0.1}, {file: b.csv, weights: {y: 4}}]\n"));
+  const auto& c = cfg.calibration;
+  EXPECT_EQ(c.times, (std::vector<double>{1, 2, 3}));
+  ASSERT_EQ(c.data.size(), 6u);
+  EXPECT_EQ(c.data[0], 1.1);
+  EXPECT_EQ(c.data[1], 0.9);
+  EXPECT_EQ(c.data[2], 1.5);
+  EXPECT_TRUE(std::isnan(c.data[3]));
+  EXPECT_TRUE(std::isnan(c.data[4]));
+  EXPECT_EQ(c.data[5], 0.5);
+  EXPECT_NEAR(c.weights[0], 100.0, 1e-9);  // 1/0.1²
+  EXPECT_EQ(c.weights[1], 4.0);
+  EXPECT_FALSE(c.noise_given);  // b.csv gives weights, not noise: sigma² is estimated
+  try {
+    (void)costate::io::load_run_config(write("dup.yaml", head + "  data: [{file: a.csv}, {file: c.csv}]\n"));
+    ADD_FAILURE() << "no error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two values for state 'x' at t = 2"), std::string::npos) << e.what();
+  }
+}
+
 /// Bad calibration input: the message names the file, line and key.
 TEST_F(CalibrationTest, BadInputNamesTheKey) {
   write("d.csv", "t,x,y\n1,1,1\n2,1.5,0.5\n");
