@@ -401,8 +401,14 @@ int calibrate(const costate::Environment& env, const RunArgs& args) {
                                           {fit.t_start, fit.t_end}, fit.output_times};
     return ode::integrate(problem, fit.integrator);
   });
-  if (env.is_root() && !cfg.output_file.empty() && sol.summary.success())
-    costate::io::write_calibration_hdf5(cfg.output_file, cfg, sol, rep);
+  // The file's /parameters, /initial_state and /settings are the fitted ones.
+  if (env.is_root() && !cfg.output_file.empty()) {
+    if (sol.summary.success())
+      costate::io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
+    else
+      std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
+                << sol.summary.message << "); " << cfg.output_file << " not written\n";
+  }
   if (!env.is_root()) return rep.converged ? 0 : 2;
 
   // 3. Report.

@@ -20,5 +20,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/optimize/tao.hpp"
 #include "costate/tensor/reduce.hpp"
 #include "costate/tensor/vector.hpp"

@@ -71,6 +71,7 @@ struct Context {
   TaoResult* result = nullptr;
   const std::function<void(const Iteration&)>* monitor = nullptr;
   std::exception_ptr error;  // a non-costate exception (a bug): rethrown after TaoSolve
+  int iteration_offset = 0;  // iterations of earlier stages
 };
 
 PetscErrorCode objective_and_gradient(Tao, Vec x, PetscReal* f, Vec g, void* ctx) {
@@ -147,7 +148,7 @@ PetscErrorCode monitor(Tao tao, void* ctx) {
   PetscReal f = 0, gnorm = 0, cnorm = 0, xdiff = 0;
   TaoConvergedReason reason;
   PetscCall(TaoGetSolutionStatus(tao, &its, &f, &gnorm, &cnorm, &xdiff, &reason));
-  Iteration it{static_cast<int>(its), f, gnorm};
+  Iteration it{c->iteration_offset + static_cast<int>(its), f, gnorm};
   // bntr reports iteration 0 twice (before and after choosing its initial
   // trust radius): the history keeps the last report of each iteration.
   auto& h = c->result->history;
@@ -186,33 +187,18 @@ void fill(Vec v, std::span<const double> values) {
 
 }  // namespace
 
-TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<const double> lower,
-                   std::span<const double> upper, const TaoOptions& options,
-                   const std::function<void(const Iteration&)>& monitor_fn) {
-  const auto start = std::chrono::steady_clock::now();
-  options.validate();
-  const std::size_t n = f.n;
-  COSTATE_CHECK(n > 0, "optimize::minimize: no variables");
-  COSTATE_CHECK(f.objective_and_gradient, "optimize::minimize: no objective_and_gradient");
-  COSTATE_CHECK(x0.size() == n && lower.size() == n && upper.size() == n,
-                "optimize::minimize: x0, lower and upper need " << n << " entries");
-  COSTATE_CHECK(!uses_hessian(options.method) || f.hessian,
-                "optimize::minimize: method " << to_string(options.method) << " needs a Hessian");
-  for (std::size_t i = 0; i < n; ++i)
-    COSTATE_CHECK(lower[i] <= x0[i] && x0[i] <= upper[i],
-                  "optimize::minimize: x0[" << i << "] = " << x0[i] << " lies outside its bounds ["
-                                            << lower[i] << ", " << upper[i] << "]");
-  TaoResult result;
-  result.method = to_string(options.method);
-  Context ctx;
-  ctx.f = &f;
-  ctx.n = n;
-  ctx.result = &result;
-  ctx.monitor = &monitor_fn;
-  ctx.hessian.assign(n * n, 0.0);
+namespace {
 
-  Objects o;
+/// One TaoSolve from x (updated in place). `rescue`: the Armijo line search
+/// (it halves the step on a non-finite value) instead of the method's own.
+/// Returns TAO's reason; adds iterations and history to `result`.
+TaoConvergedReason solve_stage(const Objective& f, std::vector<double>& x,
+                               std::span<const double> lower, std::span<const double> upper,
+                               const TaoOptions& options, int max_iterations, bool rescue,
+                               Context& ctx, TaoResult& result) {
+  const std::size_t n = f.n;
   const auto N = static_cast<PetscInt>(n);
+  Objects o;
   COSTATE_PETSC(TaoCreate(PETSC_COMM_SELF, &o.tao));
   COSTATE_PETSC(TaoSetType(o.tao, to_string(options.method).c_str()));
   if (!options.options_prefix.empty())
@@ -220,7 +206,7 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
   COSTATE_PETSC(VecCreateSeq(PETSC_COMM_SELF, N, &o.x));
   COSTATE_PETSC(VecDuplicate(o.x, &o.lo));
   COSTATE_PETSC(VecDuplicate(o.x, &o.hi));
-  fill(o.x, x0);
+  fill(o.x, x);
   // TAO's "no bound" is ±PETSC_INFINITY.
   std::vector<double> lo(lower.begin(), lower.end()), hi(upper.begin(), upper.end());
   for (double& v : lo) v = std::isfinite(v) ? v : PETSC_NINFINITY;
@@ -237,37 +223,17 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
     COSTATE_PETSC(TaoSetHessian(o.tao, o.H, o.H, hessian, &ctx));
   }
   COSTATE_PETSC(TaoSetTolerances(o.tao, options.gatol, options.grtol, options.gttol));
-  COSTATE_PETSC(TaoSetMaximumIterations(o.tao, options.max_iterations));
-  COSTATE_PETSC(TaoSetMaximumFunctionEvaluations(o.tao, options.max_function_evaluations));
+  COSTATE_PETSC(TaoSetMaximumIterations(o.tao, max_iterations));
+  COSTATE_PETSC(TaoSetMaximumFunctionEvaluations(
+      o.tao, std::max<PetscInt>(1, options.max_function_evaluations -
+                                       static_cast<PetscInt>(result.function_evaluations))));
   COSTATE_PETSC(TaoSetMonitor(o.tao, monitor, &ctx, nullptr));
   COSTATE_PETSC(TaoSetFromOptions(o.tao));
-  if (f.hessian) {
-    // With a shell Hessian there are no entries to factor: the Krylov solve
-    // of the Newton step uses no preconditioner unless the options say so.
-    PetscBool newton = PETSC_FALSE;
-    COSTATE_PETSC(PetscObjectTypeCompareAny(reinterpret_cast<PetscObject>(o.tao), &newton, TAOBNLS,
-                                            TAOBNTR, TAOBNTL, ""));
-    if (newton) {
-      KSP ksp = nullptr;
-      COSTATE_PETSC(TaoGetKSP(o.tao, &ksp));
-      if (ksp) {
-        PC pc = nullptr;
-        COSTATE_PETSC(KSPGetPC(ksp, &pc));
-        PCType type = nullptr;
-        COSTATE_PETSC(PCGetType(pc, &type));
-        if (!type) COSTATE_PETSC(PCSetType(pc, PCNONE));
-      }
-    }
+  if (rescue) {
+    TaoLineSearch ls = nullptr;
+    COSTATE_PETSC(TaoGetLineSearch(o.tao, &ls));
+    if (ls) COSTATE_PETSC(TaoLineSearchSetType(ls, TAOLINESEARCHARMIJO));
   }
-
-  // The starting point must be a point where the model can be evaluated.
-  {
-    std::vector<double> g(n);
-    const double f0 = f.objective_and_gradient(x0, g);
-    COSTATE_CHECK(std::isfinite(f0), "optimize::minimize: the objective at the starting point is "
-                                         << f0 << " (not finite)");
-  }
-
   COSTATE_PETSC(TaoSolve(o.tao));
   if (ctx.error) std::rethrow_exception(ctx.error);
 
@@ -279,14 +245,75 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
   COSTATE_PETSC(TaoGetSolution(o.tao, &xs));
   const PetscScalar* xa = nullptr;
   COSTATE_PETSC(VecGetArrayRead(xs, &xa));
-  result.x.assign(xa, xa + n);
+  x.assign(xa, xa + n);
   COSTATE_PETSC(VecRestoreArrayRead(xs, &xa));
   TaoType type = nullptr;
   COSTATE_PETSC(TaoGetType(o.tao, &type));
   if (type) result.method = type;
-  result.iterations = static_cast<int>(its);
+  result.iterations += static_cast<int>(its);
   result.objective = fval;
   result.gradient_norm = gnorm;
+  return reason;
+}
+
+}  // namespace
+
+TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<const double> lower,
+                   std::span<const double> upper, const TaoOptions& options,
+                   const std::function<void(const Iteration&)>& monitor_fn) {
+  const auto start = std::chrono::steady_clock::now();
+  options.validate();
+  const std::size_t n = f.n;
+  COSTATE_CHECK(n > 0, "optimize::minimize: no variables");
+  COSTATE_CHECK(f.objective_and_gradient, "optimize::minimize: no objective_and_gradient");
+  COSTATE_CHECK(x0.size() == n && lower.size() == n && upper.size() == n,
+                "optimize::minimize: x0, lower and upper need " << n << " entries");
+  COSTATE_CHECK(!uses_hessian(options.method) || f.hessian,
+                "optimize::minimize: method " << to_string(options.method) << " needs a Hessian");
+  for (std::size_t i = 0; i < n; ++i)
+    COSTATE_CHECK(lower[i] <= x0[i] && x0[i] <= upper[i],
+                  "optimize::minimize: x0[" << i << "] = " << x0[i] << " lies outside its bounds ["
+                                            << lower[i] << ", " << upper[i] << "]");
+  // The starting point must be a point where the model can be evaluated.
+  {
+    std::vector<double> g(n);
+    const double f0 = f.objective_and_gradient(x0, g);
+    COSTATE_CHECK(std::isfinite(f0), "optimize::minimize: the objective at the starting point is "
+                                         << f0 << " (not finite)");
+  }
+  TaoResult result;
+  result.method = to_string(options.method);
+  Context ctx;
+  ctx.f = &f;
+  ctx.n = n;
+  ctx.result = &result;
+  ctx.monitor = &monitor_fn;
+  ctx.hessian.assign(n * n, 0.0);
+
+  // Stages: the method's own line search (More–Thuente for the line-search
+  // methods). PETSc 3.18's More–Thuente turns an infinite trial value into a
+  // NaN step and fails; when a stage ends in a line-search failure after
+  // meeting a non-finite value, the next stage continues from the last
+  // iterate with the Armijo line search, which halves the step on a
+  // non-finite value — then the method's own search again (it finishes
+  // better: Armijo alone stalls near a minimum).
+  constexpr int kMaxStages = 6;
+  std::vector<double> x(x0.begin(), x0.end());
+  TaoConvergedReason reason = TAO_CONTINUE_ITERATING;
+  bool rescue = false;
+  for (int stage = 0; stage < kMaxStages; ++stage) {
+    const std::int64_t non_finite_before = result.non_finite_evaluations;
+    const int remaining = options.max_iterations - result.iterations;
+    ctx.iteration_offset = result.iterations;
+    reason = solve_stage(f, x, lower, upper, options, std::max(remaining, 0), rescue, ctx, result);
+    ++result.stages;
+    const bool ls_failed = reason == TAO_DIVERGED_LS_FAILURE || reason == TAO_DIVERGED_NAN;
+    const bool met_wall = result.non_finite_evaluations > non_finite_before;
+    if (reason > 0 || !ls_failed || result.iterations >= options.max_iterations) break;
+    if (!rescue && !met_wall) break;  // an ordinary line-search failure
+    rescue = !rescue;
+  }
+  result.x = x;
   result.converged = reason > 0;
   std::string text = TaoConvergedReasons[reason];
   if (text.rfind("TAO_", 0) == 0) text = text.substr(4);

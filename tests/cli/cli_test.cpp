@@ -594,6 +594,8 @@ TEST_F(CliTest, CalibrateReportsTheFitInJsonTextAndHdf5) {
   ASSERT_GE(file, 0);
   EXPECT_EQ(read_string(file, "status", true), "complete");
   EXPECT_EQ(read_string(file, "command", true), "calibrate");
+  std::vector<hsize_t> pdims;
+  EXPECT_EQ(read_doubles(file, "parameters", &pdims)[0], mu);  // the trajectory is the fit's
   hid_t g = H5Gopen2(file, "calibration", H5P_DEFAULT);
   ASSERT_GE(g, 0);
   std::vector<hsize_t> dims;

@@ -19,11 +19,16 @@
 ///
 /// Non-finite values: when `objective_and_gradient` returns a non-finite
 /// value or throws costate::Error (an ODE that blows up at a trial point), the
-/// point is reported to TAO as f = +∞. TAO's line searches treat +∞ as a
-/// failed trial and shorten the step (More–Thuente: "assume domain
-/// violation"); if no shorter step helps, the solve stops with a line-search
-/// failure that is returned in the result (never thrown). The starting point
-/// must have a finite objective (else costate::Error).
+/// point is reported to TAO as f = +∞ with a zero gradient. TAO's Armijo line
+/// search halves the step on such a value; its More–Thuente search (the
+/// default of bqnls, blmvm, bnls) "assumes a domain violation" but in PETSc
+/// 3.18 its interpolation then yields a NaN step and the search fails. So a
+/// solve that stops with a line-search failure after meeting a non-finite
+/// value is continued from its last iterate with the Armijo search, then with
+/// the method's own search again (up to 6 stages; `stages` in the result).
+/// If no shorter step helps, the failure is returned in the result (never
+/// thrown). The starting point must have a finite objective (else
+/// costate::Error).
 ///
 /// Serial: PETSC_COMM_SELF (every MPI rank may call it independently).
 /// Requires PETSc to be initialised (costate::Environment does it).
@@ -55,7 +60,7 @@ struct TaoOptions {
   int max_iterations = 200;
   int max_function_evaluations = 2000;
   /// Prefix of this solve's options in the database ("" = plain -tao_*).
-  std::string options_prefix;
+  std::string options_prefix{};
   /// Throws costate::Error naming the field, its value and the rule broken.
   void validate() const;
 };
@@ -86,6 +91,7 @@ struct TaoResult {
   std::int64_t gradient_evaluations = 0;  ///< the same calls (f and g come together)
   std::int64_t hessian_evaluations = 0;
   std::int64_t non_finite_evaluations = 0;  ///< trial points reported as f = +∞
+  int stages = 0;  ///< TaoSolve calls (> 1 after a rescue from a non-finite value)
   std::string method;
   std::string termination;  ///< TAO's reason, e.g. "CONVERGED_GATOL", "DIVERGED_MAXITS"
   bool converged = false;
