@@ -20,5 +20,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/pde/models.hpp"
+#include "costate/pde/theta.hpp"
 #include "costate/tensor/reduce.hpp"
 #include "costate/tensor/vector.hpp"
