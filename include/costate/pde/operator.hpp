@@ -41,6 +41,15 @@
 
 namespace costate::pde {
 
+/// acc += s from a kernel: atomic when the host space runs threads, a plain
+/// add on Kokkos::Serial (no compare-and-swap loop for doubles).
+KOKKOS_INLINE_FUNCTION void accumulate(double* acc, double s) {
+  if constexpr (costate::detail::kRunsInline<Host>)
+    *acc += s;
+  else
+    Kokkos::atomic_add(acc, s);
+}
+
 /// The grid of a model: dim, cells, extent, boundaries and process layout
 /// from the caller, dof/stencil width/shape from the model.
 struct Domain {
@@ -296,7 +305,7 @@ class Operator {
                 if (tangent < 0 || tangent >= Batch) continue;
                 double s = 0.0;
                 for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                Kokkos::atomic_add(&acc[target + f], s);
+                accumulate(&acc[target + f], s);
               }
             }
           });
@@ -384,7 +393,7 @@ class Operator {
                   if (tangent < 0 || tangent >= Batch) continue;
                   double s = 0.0;
                   for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                  Kokkos::atomic_add(&acc[target + f], s);
+                  accumulate(&acc[target + f], s);
                 }
               }
               if (with_q)
