@@ -226,3 +226,23 @@ TEST(PdeTheta, CheckpointSchedulesGiveIdenticalGradients) {
     EXPECT_EQ(bin.objective, all.objective);
   }
 }
+
+TEST(PdeTheta, BadSettingsAreClearErrorsOnEveryRank) {
+  HeatProblem p(MPI_COMM_WORLD);
+  pde::ThetaOptions o = heat_options();
+  o.theta = 0.3;  // explicit-leaning θ is not supported
+  try {
+    pde::ThetaIntegrator<pde::Heat2D> integ(p.op, o);
+    ADD_FAILURE() << "theta = 0.3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("theta"), std::string::npos) << e.what();
+  }
+  const auto probe = pde::Objective::probe({12, 0, 0});  // x has cells 0..11
+  try {
+    probe.evaluate(p.op.grid(), p.u0, nullptr);
+    ADD_FAILURE() << "a probe outside the grid was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside [0, 12)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pde::Objective::integral(1).evaluate(p.op.grid(), p.u0, nullptr), Error);
+}

@@ -93,7 +93,7 @@ class Grid {
   /// Builds the DMDA. Collective over `comm`. Throws costate::Error — on
   /// every rank, before any PETSc call that could hang — when the spec is
   /// invalid, when a dimension has fewer cells than the stencil needs
-  /// (2·width + 1 when periodic, width otherwise… and ≥ 1), or when a
+  /// (2·width + 1 when periodic, width otherwise), or when a
   /// rank would own fewer cells along a dimension than the stencil width
   /// (too many ranks for the grid).
   Grid(MPI_Comm comm, const GridSpec& spec);

@@ -41,6 +41,15 @@
 
 namespace costate::pde {
 
+/// acc += s from a kernel: atomic when the host space runs threads, a plain
+/// add on Kokkos::Serial (no compare-and-swap loop for doubles).
+KOKKOS_INLINE_FUNCTION void accumulate(double* acc, double s) {
+  if constexpr (costate::detail::kRunsInline<Host>)
+    *acc += s;
+  else
+    Kokkos::atomic_add(acc, s);
+}
+
 /// The grid of a model: dim, cells, extent, boundaries and process layout
 /// from the caller, dof/stencil width/shape from the model.
 struct Domain {
@@ -173,10 +182,11 @@ class Operator {
             geo.locate(cell, t, p, lu, la);
             Tangents r[kDof];
             model.rhs(p, geo.stencil(ud, lu, kDof), geo.stencil(al, la, kFields), q, r);
+            const std::int64_t centre_colour = col(p.i, p.j, p.k);
             for (int o = 0; o < noff; ++o) {
               const Offset& off = offs[o];
               if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kDof;
+              const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kDof;
               for (int cq = 0; cq < kDof; ++cq) {
                 const std::int64_t tangent = base + cq - first;
                 if (tangent < 0 || tangent >= Batch) continue;
@@ -286,17 +296,18 @@ class Operator {
             geo.locate(cell, t, p, lu, la);
             Tangents r[kDof];
             model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
+            const std::int64_t centre_colour = col(p.i, p.j, p.k);
             for (int o = 0; o < noff; ++o) {
               const Offset& off = offs[o];
               if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-              const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
+              const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kFields;
               const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
               for (int f = 0; f < kFields; ++f) {
                 const std::int64_t tangent = base + f - first;
                 if (tangent < 0 || tangent >= Batch) continue;
                 double s = 0.0;
                 for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                Kokkos::atomic_add(&acc[target + f], s);
+                accumulate(&acc[target + f], s);
               }
             }
           });
@@ -374,17 +385,18 @@ class Operator {
               geo.locate(cell, t, p, lu, la);
               TT r[kDof];
               model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
-              for (int o = 0; o < noff; ++o) {
+              const std::int64_t centre_colour = col(p.i, p.j, p.k);
+            for (int o = 0; o < noff; ++o) {
                 const Offset& off = offs[o];
                 if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-                const std::int64_t base = col(p.i + off.di, p.j + off.dj, p.k + off.dk) * kFields;
+                const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kFields;
                 const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
                 for (int f = 0; f < kFields; ++f) {
                   const std::int64_t tangent = base + f - first;
                   if (tangent < 0 || tangent >= Batch) continue;
                   double s = 0.0;
                   for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                  Kokkos::atomic_add(&acc[target + f], s);
+                  accumulate(&acc[target + f], s);
                 }
               }
               if (with_q)

@@ -98,6 +98,16 @@ struct StencilColouring {
     if (linear) return (((i + 2 * j + 3 * k) % m) + m) % m;
     return axis[0](i) + axis[0].colours * (axis[1](j) + axis[1].colours * axis[2](k));
   }
+  /// Colour of the cell at offset (di, dj, dk) from a cell of colour
+  /// `centre` — no division in linear mode (the kernels' inner loop).
+  KOKKOS_INLINE_FUNCTION std::int64_t neighbour(std::int64_t centre, std::int64_t i, std::int64_t j,
+                                                std::int64_t k, int di, int dj, int dk) const {
+    if (!linear) return (*this)(i + di, j + dj, k + dk);
+    std::int64_t c = centre + di + 2 * dj + 3 * dk;  // |shift| ≤ 3 < m
+    if (c >= m) c -= m;
+    if (c < 0) c += m;
+    return c;
+  }
   /// `cells`, `periodic` per axis (unused axes: 1 cell, periodic).
   static StencilColouring make(int dim, int width, bool star, const std::int64_t cells[3],
                                const bool periodic[3]) {
