@@ -21,14 +21,25 @@
 /// schedule (checkpointing.hpp).
 ///
 /// Step sizes are constants of the adjoint: fixed-step methods use dt
-/// (landing on observation times); an adaptive run (dopri5) is made first to
-/// choose the steps, landing exactly on observation times, and its accepted
-/// steps are then replayed by the adjoint's sweeps. Limitations: explicit
-/// and implicit θ-methods (backward Euler, Crank–Nicolson; fixed steps, the
-/// adjoint of a step is its transposed linear solve — steppers/theta.hpp);
-/// Forward sensitivities for every stepper (the θ-method's tangents solve
-/// one linear system per step for all directions). Multilevel keeps its
-/// `disk` longest-lived snapshots in an HDF5 file (snapshot_store.hpp).
+/// (landing on observation times); an adaptive run (dopri5, sdirk3, bdf) is
+/// made first to choose the steps — and bdf's orders, hence its
+/// coefficients — landing exactly on observation times, and its accepted
+/// steps (GradientResult::step_times, step_orders) are then replayed by the
+/// adjoint's sweeps. The gradient is that of the replayed discrete solution:
+/// it ignores how the error control would move the steps if p changed.
+/// Steppers: explicit Runge–Kutta; the implicit θ-methods (backward Euler,
+/// Crank–Nicolson; the adjoint of a step is its transposed linear solve —
+/// steppers/theta.hpp); sdirk3 (a transposed solve with (I − hγ J(Y_i))ᵀ per
+/// stage — steppers/sdirk3.hpp) and bdf, whose checkpointed state is the
+/// history window (y_n … y_{n−4}): its step's adjoint solves
+/// (I − hβ J)ᵀ μ = λ and hands α_j μ to the older states (steppers/bdf.hpp,
+/// detail/implicit_sweep.hpp). Replayed implicit steps are converged to
+/// newton_tol (and, for sdirk3/bdf, to 10⁻⁶ of the error tolerance), since
+/// the adjoint assumes the implicit equations hold exactly.
+/// Forward sensitivities for every stepper (the implicit methods' tangents
+/// solve one linear system per step or stage for all directions).
+/// Multilevel keeps its `disk` longest-lived snapshots in an HDF5 file
+/// (snapshot_store.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -92,7 +103,8 @@ struct GradientResult {
 /// says why: step-size underflow, non-finite state, …).
 /// With `replay_times` (t_0 … t_l, from an earlier GradientResult) no
 /// forward integration chooses the steps: these are replayed, so that the
-/// objective is the same smooth function of p and y0 at every call.
+/// objective is the same smooth function of p and y0 at every call (bdf also
+/// needs `replay_orders`, GradientResult::step_orders).
 template <Model M, class O>
 GradientResult gradient(const Problem<M>& problem, const O& objective,
                         const SensitivityMethod& method, IntegratorOptions options = {},

@@ -16,7 +16,8 @@
 /// Replayed steps are deterministic functions of (x_i, p): Newton starts
 /// from a predictor of x_i, with a Jacobian evaluated afresh at the step's
 /// start, and is converged to newton_tol and to 10⁻⁶ of the error tolerance
-/// (weighted) — the adjoint assumes the implicit equations hold exactly.
+/// (weighted; replay_kappa) — the adjoint assumes the implicit equations
+/// hold exactly.
 /// So every checkpoint schedule reproduces the same bits.
 
 #include <Eigen/Core>
@@ -38,8 +39,11 @@
 
 namespace costate::ode::detail {
 
-/// Newton's weighted stopping fraction in replays (tight: see above).
-inline constexpr double kReplayKappa = 1e-6;
+/// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error
+/// tolerance, but not below newton_tol relative (round-off would stall it).
+inline double replay_kappa(const IntegratorOptions& opt) {
+  return std::max(1e-6, opt.newton_tol / opt.rtol);
+}
 
 /// sdirk3 as a scheme: x = y.
 template <class A>
@@ -48,7 +52,7 @@ class SdirkScheme {
   SdirkScheme(const A& model, std::span<const double> p, std::size_t na,
               const IntegratorOptions& opt, const std::vector<double>& times)
       : st_(model, p, na, opt.newton_tol, opt.newton_max_iterations, opt.rtol,
-            atol_vector(opt, na), kReplayKappa),
+            atol_vector(opt, na), replay_kappa(opt)),
         jac_(model, p, na), times_(times), na_(na), np_(p.size()), tmp_(na) {}
 
   std::size_t n() const { return na_; }
@@ -126,7 +130,7 @@ class BdfScheme {
             const std::vector<int>& orders)
       : jac_(model, p, na), newton_(jac_, opt.newton_tol, opt.newton_max_iterations),
         times_(times), orders_(orders), na_(na), np_(p.size()), atol_(atol_vector(opt, na)),
-        rtol_(opt.rtol), r_(na), pred_(na), w_(na), f_(na) {}
+        rtol_(opt.rtol), kappa_(replay_kappa(opt)), r_(na), pred_(na), w_(na), f_(na) {}
 
   std::size_t n() const { return na_; }
   std::size_t state_size() const { return kWindow * na_; }
@@ -175,10 +179,10 @@ class BdfScheme {
                 xn.begin() + s * static_cast<std::ptrdiff_t>(na_));
     std::copy(pred_.begin(), pred_.end(), z.begin());
     newton_.evaluate_jacobian(t, x.first(na_));
-    if (!newton_.solve(tn, r_, g, z, w_, kReplayKappa)) {
+    if (!newton_.solve(tn, r_, g, z, w_, kappa_)) {
       std::copy(pred_.begin(), pred_.end(), z.begin());
       newton_.evaluate_jacobian(tn, pred_);
-      COSTATE_CHECK(newton_.solve(tn, r_, g, z, w_, kReplayKappa),
+      COSTATE_CHECK(newton_.solve(tn, r_, g, z, w_, kappa_),
                     "gradient: the replayed bdf step at t = " << t << " failed to converge");
     }
   }
@@ -230,7 +234,7 @@ class BdfScheme {
   const std::vector<int>& orders_;
   std::size_t na_, np_;
   std::vector<double> atol_;
-  double rtol_;
+  double rtol_, kappa_;
   std::vector<double> r_, pred_, w_, f_;
 };
 

@@ -17,7 +17,8 @@
 /// Newton stops when the update is below newton_tol in the max norm relative
 /// to 1 + |z| — or when the update, extrapolated by the observed linear rate
 /// ρ, ‖Δ‖ ρ/(1 − ρ), is — and fails after newton_max_iterations, when ρ > 0.9
-/// (divergence) or when the iterate is not finite. Solving this tightly is
+/// (divergence; unless the update is already at round-off, 1e-13) or when
+/// the iterate is not finite. Solving this tightly is
 /// what makes a discrete adjoint agree with differences of the discrete
 /// objective (the adjoint assumes G(z) = 0 exactly).
 
@@ -108,6 +109,10 @@ inline double wrms(std::span<const double> v, std::span<const double> w) {
 template <class M>
 class ModifiedNewton {
  public:
+  /// An update this small (max norm relative to 1 + |z|) that no longer
+  /// contracts is round-off: Newton has converged as far as it can.
+  static constexpr double kRoundoffFloor = 1e-13;
+
   ModifiedNewton(ModelJacobian<M>& jac, double tol, int max_iterations)
       : jac_(jac), n_(jac.n()), tol_(tol), max_iter_(max_iterations),
         J_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
@@ -175,7 +180,8 @@ class ModifiedNewton {
       if (c <= 1.0) return true;
       if (it > 0) {
         rate = c / prev;
-        if (rate > 0.9) return false;
+        // Stalled at round-off (a few hundred ulps): as converged as it gets.
+        if (rate > 0.9) return change <= kRoundoffFloor;
         if (c * rate / (1.0 - rate) <= 1.0) return true;
       }
       prev = c;
