@@ -29,7 +29,8 @@ enum class Method {
 };
 
 std::string to_string(Method method);
-/// Parses "euler" | "rk4" | "dopri5"; the error lists the valid names.
+/// Parses any name to_string returns ("euler", …, "sdirk3", "bdf"); the
+/// error lists the valid names.
 Method method_from_string(std::string_view name);
 /// All methods, in declaration order.
 std::span<const Method> all_methods();
