@@ -188,7 +188,8 @@ struct SensitivityRun {
 
 SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
                                 std::span<const double> y0,
-                                std::span<const double> replay_times = {}) {
+                                std::span<const double> replay_times = {},
+                                std::span<const int> replay_orders = {}) {
   namespace ode = costate::ode;
   const costate::io::ExpressionObjective objective(cfg);
   SensitivityRun out;
@@ -201,7 +202,7 @@ SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
             ? ode::SensitivityMethod(ode::Forward{})
             : ode::SensitivityMethod(
                   ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing});
-    return ode::gradient(problem, objective, method, cfg.integrator, replay_times);
+    return ode::gradient(problem, objective, method, cfg.integrator, replay_times, replay_orders);
   });
   out.gradient_p = out.result.wrt_parameters;
   const auto extra = costate::io::initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
@@ -301,6 +302,7 @@ int gradcheck(const costate::Environment& env, const RunArgs& args) {
   // coordinates of x.
   const SensitivityRun base = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
   const std::vector<double> times = base.result.step_times;
+  const std::vector<int> orders = base.result.step_orders;  // bdf's, replayed with the times
   std::vector<std::size_t> free_states;
   for (std::size_t i = 0; i < n; ++i)
     if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
@@ -316,7 +318,7 @@ int gradcheck(const costate::Environment& env, const RunArgs& args) {
     c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
     costate::io::evaluate_initial_state(c);
     for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
-    return compute_gradient(c, c.parameters, c.initial_state, times).result.objective;
+    return compute_gradient(c, c.parameters, c.initial_state, times, orders).result.objective;
   };
   // Direction: components scaled like x, signs from a fixed pattern.
   std::vector<double> dir(x.size());

@@ -9,7 +9,8 @@
 namespace costate::ode {
 namespace {
 constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5,
-                              Method::BackwardEuler, Method::CrankNicolson};
+                              Method::BackwardEuler, Method::CrankNicolson, Method::Sdirk3,
+                              Method::Bdf};
 }
 
 std::string to_string(Method method) {
@@ -19,6 +20,8 @@ std::string to_string(Method method) {
     case Method::Dopri5: return "dopri5";
     case Method::BackwardEuler: return "backward_euler";
     case Method::CrankNicolson: return "crank_nicolson";
+    case Method::Sdirk3: return "sdirk3";
+    case Method::Bdf: return "bdf";
   }
   return "unknown";
 }
@@ -41,13 +44,18 @@ int order(Method method) {
     case Method::Dopri5: return 5;
     case Method::BackwardEuler: return 1;
     case Method::CrankNicolson: return 2;
+    case Method::Sdirk3: return 3;
+    case Method::Bdf: return 5;
   }
   return 0;
 }
 
-bool is_adaptive(Method method) { return method == Method::Dopri5; }
+bool is_adaptive(Method method) {
+  return method == Method::Dopri5 || method == Method::Sdirk3 || method == Method::Bdf;
+}
 bool is_implicit(Method method) {
-  return method == Method::BackwardEuler || method == Method::CrankNicolson;
+  return method == Method::BackwardEuler || method == Method::CrankNicolson ||
+         method == Method::Sdirk3 || method == Method::Bdf;
 }
 double theta_of(Method method) {
   if (method == Method::BackwardEuler) return 1.0;
@@ -79,6 +87,10 @@ void IntegratorOptions::validate(std::size_t n_states) const {
   non_negative("dt", dt);
   non_negative("dt_max", dt_max);
   non_negative("dt_min", dt_min);
+  COSTATE_CHECK(method != Method::Bdf || adaptive,
+                "integrator.adaptive = false is not available for 'bdf' (its steps and orders "
+                "are chosen by its error control); use sdirk3, backward_euler or "
+                "crank_nicolson for fixed implicit steps");
   if (fixed_step()) {
     COSTATE_CHECK(dt > 0.0, "integrator.dt is required (> 0) for the fixed-step method '"
                                 << to_string(method) << "'"

@@ -21,14 +21,25 @@
 /// schedule (checkpointing.hpp).
 ///
 /// Step sizes are constants of the adjoint: fixed-step methods use dt
-/// (landing on observation times); an adaptive run (dopri5) is made first to
-/// choose the steps, landing exactly on observation times, and its accepted
-/// steps are then replayed by the adjoint's sweeps. Limitations: explicit
-/// and implicit θ-methods (backward Euler, Crank–Nicolson; fixed steps, the
-/// adjoint of a step is its transposed linear solve — steppers/theta.hpp);
-/// Forward sensitivities for every stepper (the θ-method's tangents solve
-/// one linear system per step for all directions). Multilevel keeps its
-/// `disk` longest-lived snapshots in an HDF5 file (snapshot_store.hpp).
+/// (landing on observation times); an adaptive run (dopri5, sdirk3, bdf) is
+/// made first to choose the steps — and bdf's orders, hence its
+/// coefficients — landing exactly on observation times, and its accepted
+/// steps (GradientResult::step_times, step_orders) are then replayed by the
+/// adjoint's sweeps. The gradient is that of the replayed discrete solution:
+/// it ignores how the error control would move the steps if p changed.
+/// Steppers: explicit Runge–Kutta; the implicit θ-methods (backward Euler,
+/// Crank–Nicolson; the adjoint of a step is its transposed linear solve —
+/// steppers/theta.hpp); sdirk3 (a transposed solve with (I − hγ J(Y_i))ᵀ per
+/// stage — steppers/sdirk3.hpp) and bdf, whose checkpointed state is the
+/// history window (y_n … y_{n−4}): its step's adjoint solves
+/// (I − hβ J)ᵀ μ = λ and hands α_j μ to the older states (steppers/bdf.hpp,
+/// detail/implicit_sweep.hpp). Replayed implicit steps are converged to
+/// newton_tol (and, for sdirk3/bdf, to 10⁻⁶ of the error tolerance), since
+/// the adjoint assumes the implicit equations hold exactly.
+/// Forward sensitivities for every stepper (the implicit methods' tangents
+/// solve one linear system per step or stage for all directions).
+/// Multilevel keeps its `disk` longest-lived snapshots in an HDF5 file
+/// (snapshot_store.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +53,8 @@
 #include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"
 #include "costate/ode/checkpointing.hpp"
+#include "costate/ode/detail/gradient_support.hpp"
+#include "costate/ode/detail/implicit_sweep.hpp"
 #include "costate/ode/explicit_rk.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
@@ -78,127 +91,25 @@ struct GradientResult {
   /// The step times t_0 … t_l the gradient belongs to (replay them to
   /// evaluate the same discrete objective elsewhere, e.g. in a Taylor test).
   std::vector<double> step_times;
+  /// bdf: the order of each step (replay them with step_times); empty for
+  /// the other methods.
+  std::vector<int> step_orders;
   std::string brief_report() const;
 };
 
-namespace detail {
-
-/// y' = f(t, y, p) augmented with z' = q(t, y, p) when the objective has a
-/// running cost.
-template <class M, class O>
-struct Augmented {
-  const M& model;
-  const O& objective;
-  std::size_t n;
-  template <class T>
-  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    model.template rhs<T>(t, y.first(n), p, dydt.first(n));
-    if constexpr (HasRunning<O>) dydt[n] = objective.template running<T>(t, y.first(n), p);
-  }
-};
-
-/// t_0 … t_l of fixed steps dt from t0 to t1 that land on every stop time
-/// (ascending, the last = t1) — run_fixed's rule.
-inline std::vector<double> fixed_step_times(double t0, double t1, double dt,
-                                            const std::vector<double>& stops) {
-  const double eps = std::numeric_limits<double>::epsilon();
-  std::vector<double> times{t0};
-  double t = t0, anchor = t0;
-  std::int64_t k = 0;
-  std::size_t j = 0;
-  while (t < t1) {
-    while (j < stops.size() && stops[j] <= t) ++j;
-    const double target = j < stops.size() ? stops[j] : t1;
-    const double t_full = anchor + static_cast<double>(k + 1) * dt;
-    const double slack = 1e-10 * dt + 16.0 * eps * std::max(std::abs(target), std::abs(anchor));
-    const bool lands = t_full >= target - slack;
-    const double t_new = lands ? target : t_full;
-    COSTATE_CHECK(t_new > t, "integrator.dt = " << dt << " is too small to advance from t = " << t);
-    if (lands) {
-      anchor = t_new;
-      k = 0;
-    } else {
-      ++k;
-    }
-    t = t_new;
-    times.push_back(t);
-  }
-  return times;
-}
-
-/// Vector–Jacobian products of a model's right-hand side from a short tape.
-template <class M>
-class RhsVjp {
- public:
-  RhsVjp(const M& model, std::span<const double> p, std::size_t n)
-      : model_(model), p_(p.begin(), p.end()), y_(n), pr_(p.size()), dydt_(n) {}
-
-  /// ybar = f_yᵀ w;  pbar += f_pᵀ w.
-  void operator()(double t, std::span<const double> y, std::span<const double> w,
-                  std::span<double> ybar, std::span<double> pbar) {
-    ad::Tape::Scope scope(tape_);
-    tape_.reset();
-    tape_.start_recording();
-    for (std::size_t i = 0; i < y_.size(); ++i) {
-      y_[i] = y[i];
-      tape_.register_input(y_[i]);
-    }
-    for (std::size_t j = 0; j < pr_.size(); ++j) {
-      pr_[j] = p_[j];
-      tape_.register_input(pr_[j]);
-    }
-    model_.template rhs<ad::Real>(t, std::span<const ad::Real>(y_), std::span<const ad::Real>(pr_),
-                                  std::span<ad::Real>(dydt_));
-    for (auto& d : dydt_) tape_.register_output(d);
-    tape_.stop_recording();
-    for (std::size_t i = 0; i < dydt_.size(); ++i) dydt_[i].set_gradient(w[i]);
-    tape_.evaluate();
-    for (std::size_t i = 0; i < y_.size(); ++i) ybar[i] = y_[i].gradient();
-    for (std::size_t j = 0; j < pr_.size(); ++j) pbar[j] += pr_[j].gradient();
-    ++count;
-  }
-  std::int64_t count = 0;
-
- private:
-  const M& model_;
-  std::vector<double> p_;
-  std::vector<ad::Real> y_, pr_, dydt_;
-  ad::Tape tape_;
-};
-
-/// Value and gradient (w.r.t. y and p) of a scalar function of (y, p) from a
-/// short tape. `f(y, p)` is called with spans of ad::Real.
-template <class F>
-double value_and_gradient(F&& f, std::span<const double> y, std::span<const double> p,
-                          std::span<double> ybar, std::span<double> pbar, ad::Tape& tape) {
-  ad::Tape::Scope scope(tape);
-  tape.reset();
-  tape.start_recording();
-  std::vector<ad::Real> yr(y.begin(), y.end()), pr(p.begin(), p.end());
-  for (auto& v : yr) tape.register_input(v);
-  for (auto& v : pr) tape.register_input(v);
-  ad::Real J = f(std::span<const ad::Real>(yr), std::span<const ad::Real>(pr));
-  tape.register_output(J);
-  tape.stop_recording();
-  J.set_gradient(1.0);
-  tape.evaluate();
-  for (std::size_t i = 0; i < yr.size(); ++i) ybar[i] += yr[i].gradient();
-  for (std::size_t j = 0; j < pr.size(); ++j) pbar[j] += pr[j].gradient();
-  return J.value();
-}
-
-}  // namespace detail
 
 /// Objective value and gradient; see the file comment. Throws costate::Error
 /// on invalid settings and when the forward integration fails (the message
 /// says why: step-size underflow, non-finite state, …).
 /// With `replay_times` (t_0 … t_l, from an earlier GradientResult) no
 /// forward integration chooses the steps: these are replayed, so that the
-/// objective is the same smooth function of p and y0 at every call.
+/// objective is the same smooth function of p and y0 at every call (bdf also
+/// needs `replay_orders`, GradientResult::step_orders).
 template <Model M, class O>
 GradientResult gradient(const Problem<M>& problem, const O& objective,
                         const SensitivityMethod& method, IntegratorOptions options = {},
-                        std::span<const double> replay_times = {}) {
+                        std::span<const double> replay_times = {},
+                        std::span<const int> replay_orders = {}) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = problem.n_states();
   const std::size_t np = problem.p.size();
@@ -240,7 +151,12 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                              std::span<double>(dydt.data(), na));
   };
   GradientResult result;
-  const bool implicit = is_implicit(options.method);
+  // sdirk3 and bdf: adaptive implicit, differentiated by their schemes
+  // (detail/implicit_sweep.hpp); `implicit` is the θ-methods.
+  const bool adaptive_implicit =
+      options.method == Method::Sdirk3 || options.method == Method::Bdf;
+  const bool implicit = is_implicit(options.method) && !adaptive_implicit;
+  std::vector<int> orders;
   std::optional<ThetaStepper<detail::Augmented<M, O>>> theta;
   if (implicit)
     theta.emplace(aug, p, na, theta_of(options.method), options.newton_tol,
@@ -257,6 +173,31 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     result.summary.steps = static_cast<std::int64_t>(times.size()) - 1;
     result.summary.final_time = t1;
     result.summary.message = "fixed steps";
+  } else if (replay_times.empty() && adaptive_implicit) {
+    // The first run chooses the steps (options.on_step records them) and
+    // bdf's orders, landing on the observation times; they are replayed by
+    // the sweeps.
+    options.validate(na);
+    std::vector<double> ya(y0a);
+    auto ignore = [](std::size_t, double, std::span<const double>) {};
+    Summary& s = result.summary;
+    s.method = options.method;
+    s.final_time = t0;
+    const std::vector<double> atol = detail::atol_vector(options, na);
+    if (options.method == Method::Sdirk3) {
+      Sdirk3Stepper<detail::Augmented<M, O>> st(aug, p, na, options.newton_tol,
+                                                options.newton_max_iterations, options.rtol, atol);
+      detail::run_sdirk3(st, t0, t1, std::span<double>(ya), options,
+                         std::span<const double>(stops), ignore, s, [](double) {});
+      s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
+    } else {
+      BdfStepper<detail::Augmented<M, O>> st(aug, p, na, options.newton_tol,
+                                             options.newton_max_iterations);
+      detail::run_bdf(st, t0, t1, std::span<double>(ya), options, std::span<const double>(stops),
+                      ignore, s, [&](double, int k) { orders.push_back(k); });
+      s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
+    }
+    COSTATE_CHECK(s.success(), "gradient: the forward integration failed: " << s.message);
   } else if (replay_times.empty() && implicit) {
     options.validate(na);
     detail::ImplicitAdapter<ThetaStepper<detail::Augmented<M, O>>> adapter{*theta, na};
@@ -275,6 +216,13 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     COSTATE_CHECK(replay_times.size() >= 2 && replay_times.front() == t0 && replay_times.back() == t1,
                   "gradient: replay_times must run from t0 to t1");
     times.assign(replay_times.begin(), replay_times.end());
+    if (options.method == Method::Bdf) {
+      COSTATE_CHECK(replay_orders.size() + 1 == replay_times.size(),
+                    "gradient: replaying bdf steps needs replay_orders (one order per step, "
+                    "GradientResult::step_orders): got "
+                        << replay_orders.size() << " for " << replay_times.size() - 1 << " steps");
+      orders.assign(replay_orders.begin(), replay_orders.end());
+    }
     result.summary.method = options.method;
     result.summary.steps = static_cast<std::int64_t>(times.size()) - 1;
     result.summary.final_time = t1;
@@ -288,6 +236,35 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     COSTATE_CHECK(i < times.size() && times[i] == obs[k],
                   "gradient: internal error, no step lands on observation time " << obs[k]);
     obs_at[i] = static_cast<std::int64_t>(k);
+  }
+
+  // 3. sdirk3 / bdf: forward tangents or the discrete adjoint of the scheme.
+  if (adaptive_implicit) {
+    const Checkpointing* cp = nullptr;
+    if (const auto* dam = std::get_if<DiscreteAdjoint>(&method)) cp = &dam->checkpointing;
+    detail::SchemeOutcome o;
+    std::int64_t rhs_count = 0;
+    if (options.method == Method::Sdirk3) {
+      detail::SdirkScheme<detail::Augmented<M, O>> sc(aug, p, na, options, times);
+      o = detail::scheme_gradient(sc, objective, cp, times, obs_at, y0a, p, n);
+      rhs_count = sc.rhs_evaluations();
+    } else {
+      COSTATE_CHECK(orders.size() + 1 == times.size(), "gradient: internal error, bdf orders");
+      detail::BdfScheme<detail::Augmented<M, O>> sc(aug, p, na, options, times, orders);
+      o = detail::scheme_gradient(sc, objective, cp, times, obs_at, y0a, p, n);
+      rhs_count = sc.rhs_evaluations();
+    }
+    result.objective = o.objective;
+    result.wrt_parameters = std::move(o.wrt_parameters);
+    result.wrt_initial_state = std::move(o.wrt_initial_state);
+    result.checkpoints = o.checkpoints;
+    result.step_times = times;
+    result.step_orders = orders;
+    result.method = to_string(method);
+    result.rhs_evaluations = rhs_count;
+    result.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
   }
 
   // 3a. Forward sensitivities: replay the steps in Dual arithmetic.

@@ -29,6 +29,8 @@
 #include "costate/ode/steppers/dopri5.hpp"
 #include "costate/ode/steppers/explicit_euler.hpp"
 #include "costate/ode/steppers/rk4.hpp"
+#include "costate/ode/steppers/bdf.hpp"
+#include "costate/ode/steppers/sdirk3.hpp"
 #include "costate/ode/steppers/theta.hpp"
 #include "costate/tensor/vector.hpp"
 
@@ -374,6 +376,47 @@ Solution integrate(const Problem<M>& problem, const IntegratorOptions& options =
     sol.t.push_back(t);
     sol.y.insert(sol.y.end(), state.data(), state.data() + n);
   };
+  if (options.method == Method::Sdirk3 || options.method == Method::Bdf) {
+    // Adaptive implicit methods (steppers/sdirk3.hpp, steppers/bdf.hpp).
+    options.validate(n);
+    detail::validate_output_times(outputs, problem.t0(), problem.t1());
+    Summary& s = sol.summary;
+    s.method = options.method;
+    s.final_time = problem.t0();
+    const auto start = std::chrono::steady_clock::now();
+    auto record_span = [&](std::size_t, double t, std::span<const double> state) {
+      sol.t.push_back(t);
+      sol.y.insert(sol.y.end(), state.begin(), state.end());
+    };
+    std::span<double> ys(y.data(), n);
+    auto finish = [&](auto& st) {
+      s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
+      s.jacobian_evaluations = st.model_jacobian().jacobian_evaluations;
+      s.factorizations = st.newton().factorizations;
+      s.newton_iterations = st.newton().iterations;
+    };
+    if (options.method == Method::Sdirk3) {
+      Sdirk3Stepper<M> st(problem.model, p, n, options.newton_tol, options.newton_max_iterations,
+                          options.rtol, detail::atol_vector(options, n));
+      if (options.fixed_step()) {
+        detail::ImplicitAdapter<Sdirk3Stepper<M>> adapter{st, n};
+        detail::run_fixed(rhs, problem.t0(), problem.t1(), y, options, outputs, record, s,
+                          &adapter);
+      } else {
+        detail::run_sdirk3(st, problem.t0(), problem.t1(), ys, options, outputs, record_span, s,
+                           [](double) {});
+      }
+      finish(st);
+    } else {
+      BdfStepper<M> st(problem.model, p, n, options.newton_tol, options.newton_max_iterations);
+      detail::run_bdf(st, problem.t0(), problem.t1(), ys, options, outputs, record_span, s,
+                      [](double, int) {});
+      finish(st);
+    }
+    s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s.success()) s.message = "reached t1";
+    return sol;
+  }
   if (is_implicit(options.method)) {
     // Implicit θ-method: Newton with AD Jacobians; fixed steps.
     COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");

@@ -24,14 +24,18 @@ enum class Method {
   Dopri5,         ///< "dopri5": Dormand–Prince 5(4), adaptive, FSAL, 4th-order dense output
   BackwardEuler,  ///< "backward_euler": implicit θ-method, θ = 1, order 1, L-stable
   CrankNicolson,  ///< "crank_nicolson": implicit θ-method, θ = ½, order 2, A-stable
+  Sdirk3,         ///< "sdirk3": L-stable SDIRK, order 3, embedded order 2, adaptive (fixed with adaptive: false)
+  Bdf,            ///< "bdf": variable-order (1–5), variable-step BDF, adaptive only
 };
 
 std::string to_string(Method method);
-/// Parses "euler" | "rk4" | "dopri5"; the error lists the valid names.
+/// Parses any name to_string returns ("euler", …, "sdirk3", "bdf"); the
+/// error lists the valid names.
 Method method_from_string(std::string_view name);
 /// All methods, in declaration order.
 std::span<const Method> all_methods();
-/// Classical order of accuracy of the method's solution.
+/// Classical order of accuracy of the method's solution (bdf: its highest
+/// order, 5).
 int order(Method method);
 /// True for the methods that adapt their step to rtol/atol.
 bool is_adaptive(Method method);
@@ -53,7 +57,8 @@ struct IntegratorOptions {
   /// dopri5 and adaptive = false the fixed step). For adaptive dopri5, the
   /// first step (0: chosen automatically, Hairer's initial-step heuristic).
   double dt = 0.0;
-  /// Adaptive step control for dopri5; false makes it a fixed-step method.
+  /// Adaptive step control for dopri5 and sdirk3; false makes them fixed-step
+/// methods (bdf is adaptive only).
   bool adaptive = true;
   /// Largest step an adaptive method may take (0: no limit but t1 − t0).
   double dt_max = 0.0;
@@ -103,6 +108,11 @@ struct Summary {
   double final_time = 0.0;  ///< time the solution reached
   double last_step = 0.0;   ///< size of the last accepted step
   double wall_seconds = 0.0;
+  /// Implicit methods: Jacobian evaluations (forward-mode AD), LU
+  /// factorisations and Newton iterations.
+  std::int64_t jacobian_evaluations = 0;
+  std::int64_t factorizations = 0;
+  std::int64_t newton_iterations = 0;
 
   bool success() const { return termination == Termination::Success; }
   /// One-line report: "dopri5: success at t = 10 after 123 steps (4 rejected), 745 rhs evaluations".

@@ -4,8 +4,9 @@
 ///     y_{n+1} = y_n + h [(1 − θ) f(t_n, y_n) + θ f(t_{n+1}, y_{n+1})],
 /// solved for y_{n+1} by Newton's method on
 ///     G(z) = z − y_n − h (1 − θ) f_n − h θ f(t_{n+1}, z),   G'(z) = I − h θ J(z),
-/// with the Jacobian J = ∂f/∂y from forward-mode AD (dense, ad::Dual) and a
-/// dense LU (Eigen). Newton stops when the update is below newton_tol in the
+/// with the Jacobian J = ∂f/∂y from forward-mode AD (dense, ad::Dual, into a
+/// reused buffer — detail::ModelJacobian) and a dense LU (Eigen, reused
+/// storage). Newton stops when the update is below newton_tol in the
 /// max norm relative to 1 + |z|, or fails after newton_max_iterations.
 ///
 /// Discrete adjoint of a step (the step's own transpose, used by
@@ -14,7 +15,7 @@
 ///     λ_n = μ + h (1 − θ) J_nᵀ μ,
 ///     p̄ += h θ f_p(n+1)ᵀ μ + h (1 − θ) f_p(n)ᵀ μ.
 /// Limitations: dense linear algebra (small and medium systems); fixed step
-/// sizes (adaptive implicit steppers — SDIRK, BDF — are to come).
+/// sizes (the adaptive implicit steppers are steppers/sdirk3.hpp and bdf.hpp).
 
 #include <Eigen/Core>
 #include <Eigen/LU>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "costate/ad/drivers.hpp"
+#include "costate/ode/steppers/implicit_common.hpp"
 #include "costate/core/error.hpp"
 
 namespace costate::ode {
@@ -34,7 +36,9 @@ class ThetaStepper {
   ThetaStepper(const M& model, std::span<const double> p, std::size_t n, double theta,
                double newton_tol, int newton_max_iterations)
       : model_(model), p_(p.begin(), p.end()), n_(n), theta_(theta), tol_(newton_tol),
-        max_iter_(newton_max_iterations), fn_(n), f_(n), z_(n), g_(n) {}
+        max_iter_(newton_max_iterations), fn_(n), f_(n), z_(n), g_(n), jac_(model, p, n),
+        A_(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n)),
+        lu_(static_cast<Eigen::Index>(n)), delta_(static_cast<Eigen::Index>(n)) {}
 
   /// f(t, y) into out.
   void rhs(double t, std::span<const double> y, std::span<double> out) {
@@ -42,35 +46,19 @@ class ThetaStepper {
     ++rhs_evaluations;
   }
 
-  /// J = ∂f/∂y at (t, y), dense.
-  Eigen::MatrixXd jacobian(double t, std::span<const double> y) {
+  /// J = ∂f/∂y at (t, y), dense: the left n columns of the returned
+  /// buffer (forward mode, no allocation per call; valid until the next call).
+  const Eigen::MatrixXd& jacobian(double t, std::span<const double> y) {
     ++jacobian_evaluations;
-    const std::vector<double> x(y.begin(), y.end());
-    auto F = [&](const auto& yy) {
-      using T = std::decay_t<decltype(yy[0])>;
-      std::vector<T> pT(p_.begin(), p_.end());
-      std::vector<T> d(n_);
-      model_.template rhs<T>(t, std::span<const T>(yy.data(), n_), std::span<const T>(pT),
-                             std::span<T>(d));
-      return d;
-    };
-    return x.size() <= 4 ? ad::jacobian_forward<4>(F, x) : ad::jacobian_forward<8>(F, x);
+    return jac_.state(t, y);
   }
 
   /// [∂f/∂y | ∂f/∂p] at (t, y): n × (n + p), one forward-mode pass per 8
   /// columns (the discrete adjoint's products are then dense mat-vecs).
-  Eigen::MatrixXd jacobian_state_parameters(double t, std::span<const double> y) {
+  /// The buffer is reused: valid until the next call.
+  const Eigen::MatrixXd& jacobian_state_parameters(double t, std::span<const double> y) {
     ++jacobian_evaluations;
-    std::vector<double> x(y.begin(), y.end());
-    x.insert(x.end(), p_.begin(), p_.end());
-    auto F = [&](const auto& yp) {
-      using T = std::decay_t<decltype(yp[0])>;
-      std::vector<T> d(n_);
-      model_.template rhs<T>(t, std::span<const T>(yp.data(), n_),
-                             std::span<const T>(yp.data() + n_, p_.size()), std::span<T>(d));
-      return d;
-    };
-    return x.size() <= 4 ? ad::jacobian_forward<4>(F, x) : ad::jacobian_forward<8>(F, x);
+    return jac_.state_parameters(t, y);
   }
 
   /// One step; returns false (with a reason) when Newton fails.
@@ -82,15 +70,16 @@ class ThetaStepper {
       std::copy(z_.begin(), z_.end(), y_out.begin());
       return true;
     }
-    Eigen::VectorXd delta(n_);
+    Eigen::VectorXd& delta = delta_;
+    const auto nn = static_cast<Eigen::Index>(n_);
     for (int it = 0; it < max_iter_; ++it) {
       rhs(t + h, z_, f_);
       for (std::size_t i = 0; i < n_; ++i)
         g_[i] = z_[i] - y[i] - h * (1.0 - theta_) * fn_[i] - h * theta_ * f_[i];
-      const Eigen::MatrixXd J = jacobian(t + h, z_);
-      const Eigen::MatrixXd A = Eigen::MatrixXd::Identity(n_, n_) - h * theta_ * J;
-      Eigen::PartialPivLU<Eigen::MatrixXd> lu(A);
-      delta = lu.solve(Eigen::Map<const Eigen::VectorXd>(g_.data(), n_));
+      A_.setIdentity();
+      A_.noalias() -= (h * theta_) * jacobian(t + h, z_).leftCols(nn);
+      lu_.compute(A_);
+      delta = lu_.solve(Eigen::Map<const Eigen::VectorXd>(g_.data(), nn));
       double change = 0.0, finite = 0.0;
       for (std::size_t i = 0; i < n_; ++i) {
         z_[i] -= delta[i];
@@ -121,6 +110,10 @@ class ThetaStepper {
   double theta_, tol_;
   int max_iter_;
   std::vector<double> fn_, f_, z_, g_;
+  detail::ModelJacobian<M> jac_;  // allocation-free forward-mode Jacobians
+  Eigen::MatrixXd A_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  Eigen::VectorXd delta_;
 };
 
 }  // namespace costate::ode

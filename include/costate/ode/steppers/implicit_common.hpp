@@ -1,0 +1,208 @@
+#pragma once
+/// \file
+/// Shared machinery of the adaptive implicit steppers (sdirk3.hpp, bdf.hpp):
+///
+/// - detail::ModelJacobian: J = ∂f/∂y and [∂f/∂y | ∂f/∂p] of a model by
+///   forward-mode AD (ad::Dual<double, 8>, ⌈columns / 8⌉ passes), into
+///   buffers allocated once — no heap allocation per call, unlike
+///   ad::jacobian_forward (which builds its inputs and result every time).
+/// - detail::ModifiedNewton: Newton's method for the implicit equation every
+///   stage/step of these methods has,
+///       G(z) = z − r − g f(t, z) = 0,        G'(z) = I − g J,
+///   with a Jacobian J and an LU of M = I − g_LU J that are reused across
+///   stages and steps (modified Newton). M is refactored when g has drifted
+///   (|g / g_LU − 1| > 0.3, CVODE's rule) and J re-evaluated when the caller
+///   asks (slow convergence, failure, age).
+///
+/// Newton stops when the update is below newton_tol in the max norm relative
+/// to 1 + |z| — or when the update, extrapolated by the observed linear rate
+/// ρ, ‖Δ‖ ρ/(1 − ρ), is — and fails after newton_max_iterations, when ρ > 0.9
+/// (divergence; unless the update is already at round-off, 1e-13) or when
+/// the iterate is not finite. Solving this tightly is
+/// what makes a discrete adjoint agree with differences of the discrete
+/// objective (the adjoint assumes G(z) = 0 exactly).
+
+#include <Eigen/Core>
+#include <Eigen/LU>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+
+namespace costate::ode::detail {
+
+template <class M>
+class ModelJacobian {
+ public:
+  static constexpr int kChunk = 8;
+  using D = ad::Dual<double, kChunk>;
+
+  ModelJacobian(const M& model, std::span<const double> p, std::size_t n)
+      : model_(model), p_(p.begin(), p.end()), n_(n), yd_(n), pd_(p.size()), out_(n),
+        jac_(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n + p.size())) {}
+
+  std::size_t n() const { return n_; }
+  std::size_t n_parameters() const { return p_.size(); }
+  std::span<const double> parameters() const { return p_; }
+
+  /// f(t, y) into out (counted).
+  void rhs(double t, std::span<const double> y, std::span<double> out) {
+    model_.template rhs<double>(t, y, std::span<const double>(p_), out);
+    ++rhs_evaluations;
+  }
+
+  /// J = ∂f/∂y at (t, y): the left n columns of the returned matrix.
+  const Eigen::MatrixXd& state(double t, std::span<const double> y) {
+    fill(t, y, n_);
+    return jac_;
+  }
+  /// [∂f/∂y | ∂f/∂p] at (t, y), n × (n + n_p).
+  const Eigen::MatrixXd& state_parameters(double t, std::span<const double> y) {
+    fill(t, y, n_ + p_.size());
+    return jac_;
+  }
+
+  std::int64_t rhs_evaluations = 0, jacobian_evaluations = 0;
+
+ private:
+  void fill(double t, std::span<const double> y, std::size_t columns) {
+    ++jacobian_evaluations;
+    for (std::size_t i = 0; i < n_; ++i) yd_[i] = D(y[i]);
+    for (std::size_t j = 0; j < p_.size(); ++j) pd_[j] = D(p_[j]);
+    for (std::size_t first = 0; first < columns; first += kChunk) {
+      const std::size_t width = std::min<std::size_t>(kChunk, columns - first);
+      auto seed = [&](std::size_t col, double v) {
+        if (col < n_)
+          yd_[col].set_tangent(static_cast<int>(col - first), v);
+        else
+          pd_[col - n_].set_tangent(static_cast<int>(col - first), v);
+      };
+      for (std::size_t k = 0; k < width; ++k) seed(first + k, 1.0);
+      model_.template rhs<D>(t, std::span<const D>(yd_), std::span<const D>(pd_),
+                             std::span<D>(out_));
+      for (std::size_t i = 0; i < n_; ++i)
+        for (std::size_t k = 0; k < width; ++k)
+          jac_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(first + k)) =
+              out_[i].tangent(static_cast<int>(k));
+      for (std::size_t k = 0; k < width; ++k) seed(first + k, 0.0);
+    }
+  }
+
+  const M& model_;
+  std::vector<double> p_;
+  std::size_t n_;
+  std::vector<D> yd_, pd_, out_;
+  Eigen::MatrixXd jac_;
+};
+
+/// Weighted RMS norm sqrt(Σ (v_i w_i)² / n).
+inline double wrms(std::span<const double> v, std::span<const double> w) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (v[i] * w[i]) * (v[i] * w[i]);
+  return std::sqrt(s / static_cast<double>(std::max<std::size_t>(v.size(), 1)));
+}
+
+template <class M>
+class ModifiedNewton {
+ public:
+  /// An update this small (max norm relative to 1 + |z|) that no longer
+  /// contracts is round-off: Newton has converged as far as it can.
+  static constexpr double kRoundoffFloor = 1e-13;
+
+  ModifiedNewton(ModelJacobian<M>& jac, double tol, int max_iterations)
+      : jac_(jac), n_(jac.n()), tol_(tol), max_iter_(max_iterations),
+        J_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
+        A_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
+        lu_(static_cast<Eigen::Index>(n_)), g_(static_cast<Eigen::Index>(n_)),
+        d_(static_cast<Eigen::Index>(n_)), f_(n_) {}
+
+  /// Evaluates J at (t, y) (and refactors at the next solve).
+  void evaluate_jacobian(double t, std::span<const double> y) {
+    J_ = jac_.state(t, y).leftCols(static_cast<Eigen::Index>(n_));
+    have_j_ = true;
+    factored_ = false;
+    ++jacobian_updates;
+  }
+  bool has_jacobian() const { return have_j_; }
+  /// Forces a refactorisation with the current J at the next solve.
+  void invalidate_factorization() { factored_ = false; }
+
+  /// Makes M = I − g J factored for this g (reusing the LU when g is within
+  /// 30 % of the g it was built with).
+  void prepare(double g) {
+    if (factored_ && std::abs(g / g_lu_ - 1.0) <= 0.3) return;
+    A_.setIdentity();
+    A_.noalias() -= g * J_;
+    lu_.compute(A_);
+    g_lu_ = g;
+    factored_ = true;
+    ++factorizations;
+  }
+  double factored_g() const { return g_lu_; }
+  /// x ← M⁻¹ x with the current LU.
+  void solve_in_place(Eigen::Ref<Eigen::VectorXd> x) {
+    d_ = lu_.solve(x);
+    x = d_;
+  }
+
+  /// Solves z = r + g f(t, z) from the guess in z (overwritten). Returns
+  /// false when Newton failed; `rate` is the last observed contraction.
+  /// With error weights w (1/(atol_i + rtol |y_i|)), the update must also be
+  /// below `kappa` in the weighted RMS norm, so that the Newton error is a
+  /// small fraction of the requested accuracy even for tiny atol.
+  bool solve(double t, std::span<const double> r, double g, std::span<double> z,
+             std::span<const double> w = {}, double kappa = 0.01) {
+    prepare(g);
+    double prev = 0.0;
+    rate = 0.0;
+    for (int it = 0; it < max_iter_; ++it) {
+      jac_.rhs(t, z, f_);
+      for (std::size_t i = 0; i < n_; ++i)
+        g_[static_cast<Eigen::Index>(i)] = -(z[i] - r[i] - g * f_[i]);
+      d_ = lu_.solve(g_);
+      double change = 0.0, finite = 0.0, weighted = 0.0;
+      for (std::size_t i = 0; i < n_; ++i) {
+        const double di = d_[static_cast<Eigen::Index>(i)];
+        z[i] += di;
+        change = std::max(change, std::abs(di) / (1.0 + std::abs(z[i])));
+        finite += z[i] * 0.0;
+        if (!w.empty()) weighted += (di * w[i]) * (di * w[i]);
+      }
+      ++iterations;
+      if (!(finite == 0.0)) return false;
+      // One measure: ≤ 1 when both criteria hold.
+      double c = change / tol_;
+      if (!w.empty()) c = std::max(c, std::sqrt(weighted / static_cast<double>(n_)) / kappa);
+      if (c <= 1.0) return true;
+      if (it > 0) {
+        rate = c / prev;
+        // Stalled at round-off (a few hundred ulps): as converged as it gets.
+        if (rate > 0.9) return change <= kRoundoffFloor;
+        if (c * rate / (1.0 - rate) <= 1.0) return true;
+      }
+      prev = c;
+    }
+    return false;
+  }
+
+  std::int64_t iterations = 0, factorizations = 0, jacobian_updates = 0;
+  double rate = 0.0;
+
+ private:
+  ModelJacobian<M>& jac_;
+  std::size_t n_;
+  double tol_;
+  int max_iter_;
+  Eigen::MatrixXd J_, A_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  Eigen::VectorXd g_, d_;
+  std::vector<double> f_;
+  double g_lu_ = 0.0;
+  bool have_j_ = false, factored_ = false;
+};
+
+}  // namespace costate::ode::detail
