@@ -38,7 +38,9 @@ ButcherTableau explicit_tableau(Method method) {
       return t;
     }
     case Method::BackwardEuler:
-    case Method::CrankNicolson: break;
+    case Method::CrankNicolson:
+    case Method::CvodesBdf:
+    case Method::CvodesAdams: break;
   }
   throw Error("explicit_tableau: not an explicit Runge-Kutta method: " + to_string(method));
 }

@@ -9,7 +9,8 @@
 namespace costate::ode {
 namespace {
 constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5,
-                              Method::BackwardEuler, Method::CrankNicolson};
+                              Method::BackwardEuler, Method::CrankNicolson,
+                              Method::CvodesBdf, Method::CvodesAdams};
 }
 
 std::string to_string(Method method) {
@@ -19,6 +20,8 @@ std::string to_string(Method method) {
     case Method::Dopri5: return "dopri5";
     case Method::BackwardEuler: return "backward_euler";
     case Method::CrankNicolson: return "crank_nicolson";
+    case Method::CvodesBdf: return "cvodes_bdf";
+    case Method::CvodesAdams: return "cvodes_adams";
   }
   return "unknown";
 }
@@ -41,11 +44,16 @@ int order(Method method) {
     case Method::Dopri5: return 5;
     case Method::BackwardEuler: return 1;
     case Method::CrankNicolson: return 2;
+    case Method::CvodesBdf: return 5;     // maximum order
+    case Method::CvodesAdams: return 12;  // maximum order
   }
   return 0;
 }
 
-bool is_adaptive(Method method) { return method == Method::Dopri5; }
+bool is_adaptive(Method method) { return method == Method::Dopri5 || is_cvodes(method); }
+bool is_cvodes(Method method) {
+  return method == Method::CvodesBdf || method == Method::CvodesAdams;
+}
 bool is_implicit(Method method) {
   return method == Method::BackwardEuler || method == Method::CrankNicolson;
 }

@@ -24,6 +24,8 @@ enum class Method {
   Dopri5,         ///< "dopri5": Dormand–Prince 5(4), adaptive, FSAL, 4th-order dense output
   BackwardEuler,  ///< "backward_euler": implicit θ-method, θ = 1, order 1, L-stable
   CrankNicolson,  ///< "crank_nicolson": implicit θ-method, θ = ½, order 2, A-stable
+  CvodesBdf,      ///< "cvodes_bdf": SUNDIALS CVODES, variable-order BDF (1–5), AD Jacobians
+  CvodesAdams,    ///< "cvodes_adams": SUNDIALS CVODES, variable-order Adams–Moulton (1–12)
 };
 
 std::string to_string(Method method);
@@ -39,6 +41,8 @@ bool is_adaptive(Method method);
 bool is_implicit(Method method);
 /// θ of the implicit θ-methods.
 double theta_of(Method method);
+/// True for the SUNDIALS CVODES backends (cvodes_bdf, cvodes_adams).
+bool is_cvodes(Method method);
 
 struct IntegratorOptions {
   Method method = Method::Dopri5;
