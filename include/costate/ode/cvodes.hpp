@@ -21,7 +21,7 @@
 ///     quadrature) for up to 64 states + parameters, and from a short
 ///     reverse-mode tape of one right-hand side above that.
 /// The running cost q is carried as an extra state z' = q (in the error
-/// test, with the smallest absolute tolerance of the states), so λ_z = 1
+/// test, its absolute tolerance the scalar integrator.atol), so λ_z = 1
 /// and the rules above need only the augmented f.
 ///
 /// Observations: the forward pass stops at every observation time and

@@ -44,11 +44,10 @@ GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
   // 2. The augmented system [y; z], z' = q (z outside the error test).
   Augmented<M, O> aug{problem.model, objective, n};
   if (kRunning) {
-    // z = ∫ q dt is part of J: in CVODES' error test like any state (its
-    // absolute tolerance the smallest of the states').
+    // z = ∫ q dt is part of J: in CVODES' error test like any state, with
+    // the scalar integrator.atol as its absolute tolerance.
     if (options.atol_per_state.empty()) options.atol_per_state.assign(n, options.atol);
-    options.atol_per_state.push_back(
-        *std::min_element(options.atol_per_state.begin(), options.atol_per_state.end()));
+    options.atol_per_state.push_back(options.atol);
   }
   options.validate(na);
   std::vector<double> y0a(na, 0.0);
