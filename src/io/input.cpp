@@ -857,11 +857,13 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   if (const YAML::Node sens = root["sensitivity"]) {
     ctx.expect_map(sens, "sensitivity");
-    ctx.check_keys(sens, "sensitivity", {"method", "wrt", "checkpointing"});
+    ctx.check_keys(sens, "sensitivity", {"method", "wrt", "checkpointing", "adjoint_rtol",
+                                         "adjoint_atol", "checkpoint_steps", "interpolation"});
     SensitivityConfig& sc = cfg.sensitivity;
     sc.present = true;
     if (sens["method"]) {
-      const std::vector<std::string> methods{"discrete_adjoint", "forward"};
+      const std::vector<std::string> methods{"discrete_adjoint", "forward", "continuous_adjoint",
+                                             "cvodes_forward", "cvodes_adjoint"};
       sc.method = ctx.string(sens["method"], "sensitivity.method");
       if (std::find(methods.begin(), methods.end(), sc.method) == methods.end()) {
         std::string msg = "unknown method '" + sc.method + "'";
@@ -869,6 +871,20 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
         if (!near.empty()) msg += "; did you mean '" + near + "'?";
         ctx.fail(sens["method"], "sensitivity.method", msg + " Valid methods: " + join(methods));
       }
+    }
+    if (sens["adjoint_rtol"]) sc.adjoint_rtol = ctx.positive(sens["adjoint_rtol"], "sensitivity.adjoint_rtol");
+    if (sens["adjoint_atol"]) sc.adjoint_atol = ctx.positive(sens["adjoint_atol"], "sensitivity.adjoint_atol");
+    if (sens["checkpoint_steps"]) {
+      sc.checkpoint_steps = ctx.integer(sens["checkpoint_steps"], "sensitivity.checkpoint_steps");
+      if (sc.checkpoint_steps < 1 || sc.checkpoint_steps > 1000000000)
+        ctx.fail(sens["checkpoint_steps"], "sensitivity.checkpoint_steps",
+                 "expected an integer >= 1 (CVODES steps between checkpoints)");
+    }
+    if (sens["interpolation"]) {
+      sc.interpolation = ctx.string(sens["interpolation"], "sensitivity.interpolation");
+      if (sc.interpolation != "hermite" && sc.interpolation != "polynomial")
+        ctx.fail(sens["interpolation"], "sensitivity.interpolation",
+                 "unknown interpolation '" + sc.interpolation + "'. Valid: hermite, polynomial");
     }
     if (const YAML::Node wrt = sens["wrt"]) {
       if (!wrt.IsSequence())
@@ -1011,6 +1027,14 @@ std::string RunConfig::to_yaml() const {
     if (sensitivity.wrt_initial_state) wrt.push_back("initial_state");
     e << YAML::Key << "wrt" << YAML::Value << YAML::Flow << wrt;
     e << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(sensitivity.checkpointing);
+    if (sensitivity.method == "continuous_adjoint" || sensitivity.method == "cvodes_adjoint") {
+      e << YAML::Key << "adjoint_rtol" << YAML::Value << sensitivity.adjoint_rtol;
+      e << YAML::Key << "adjoint_atol" << YAML::Value << sensitivity.adjoint_atol;
+    }
+    if (sensitivity.method == "cvodes_adjoint") {
+      e << YAML::Key << "checkpoint_steps" << YAML::Value << sensitivity.checkpoint_steps;
+      e << YAML::Key << "interpolation" << YAML::Value << sensitivity.interpolation;
+    }
     e << YAML::EndMap;
   }
   if (calibration.present) {

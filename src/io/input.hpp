@@ -37,6 +37,13 @@ struct SensitivityConfig {
   std::vector<std::string> wrt;
   bool wrt_initial_state = true;
   ode::Checkpointing checkpointing = ode::StoreAll{};
+  /// continuous_adjoint / cvodes_adjoint: backward tolerances (0: the
+  /// integrator's); cvodes_adjoint: steps between CVODES checkpoints and the
+  /// interpolation of the forward state ("hermite" | "polynomial").
+  double adjoint_rtol = 0.0;
+  double adjoint_atol = 0.0;
+  long long checkpoint_steps = 100;
+  std::string interpolation = "hermite";
 };
 
 /// One fitted quantity of the `calibration:` section (a parameter, or the

@@ -41,6 +41,8 @@ ButcherTableau explicit_tableau(Method method) {
     case Method::CrankNicolson:
     case Method::Sdirk3:
     case Method::Bdf: break;
+    case Method::CvodesBdf:
+    case Method::CvodesAdams: break;
   }
   throw Error("explicit_tableau: not an explicit Runge-Kutta method: " + to_string(method));
 }

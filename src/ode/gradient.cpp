@@ -4,6 +4,11 @@ namespace costate::ode {
 
 std::string to_string(const SensitivityMethod& m) {
   if (std::holds_alternative<Forward>(m)) return "forward";
+  if (std::holds_alternative<ContinuousAdjoint>(m)) return "continuous_adjoint";
+  if (std::holds_alternative<CvodesForward>(m)) return "cvodes_forward";
+  if (const auto* a = std::get_if<CvodesAdjoint>(&m))
+    return "cvodes_adjoint(steps " + std::to_string(a->steps) + ", " +
+           to_string(a->interpolation) + ")";
   return "discrete_adjoint(" + to_string(std::get<DiscreteAdjoint>(m).checkpointing) + ")";
 }
 

@@ -10,7 +10,7 @@ namespace costate::ode {
 namespace {
 constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5,
                               Method::BackwardEuler, Method::CrankNicolson, Method::Sdirk3,
-                              Method::Bdf};
+                              Method::Bdf, Method::CvodesBdf, Method::CvodesAdams};
 }
 
 std::string to_string(Method method) {
@@ -22,6 +22,8 @@ std::string to_string(Method method) {
     case Method::CrankNicolson: return "crank_nicolson";
     case Method::Sdirk3: return "sdirk3";
     case Method::Bdf: return "bdf";
+    case Method::CvodesBdf: return "cvodes_bdf";
+    case Method::CvodesAdams: return "cvodes_adams";
   }
   return "unknown";
 }
@@ -46,12 +48,18 @@ int order(Method method) {
     case Method::CrankNicolson: return 2;
     case Method::Sdirk3: return 3;
     case Method::Bdf: return 5;
+    case Method::CvodesBdf: return 5;     // maximum order
+    case Method::CvodesAdams: return 12;  // maximum order
   }
   return 0;
 }
 
 bool is_adaptive(Method method) {
-  return method == Method::Dopri5 || method == Method::Sdirk3 || method == Method::Bdf;
+  return method == Method::Dopri5 || method == Method::Sdirk3 || method == Method::Bdf ||
+         is_cvodes(method);
+}
+bool is_cvodes(Method method) {
+  return method == Method::CvodesBdf || method == Method::CvodesAdams;
 }
 bool is_implicit(Method method) {
   return method == Method::BackwardEuler || method == Method::CrankNicolson ||

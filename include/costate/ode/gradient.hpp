@@ -55,6 +55,8 @@
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
 #include "costate/ode/detail/implicit_sweep.hpp"
+#include "costate/ode/continuous_adjoint.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/explicit_rk.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
@@ -74,7 +76,8 @@ struct DiscreteAdjoint {
 /// then initial states); cost grows with the number of parameters + states.
 struct Forward {};
 
-using SensitivityMethod = std::variant<DiscreteAdjoint, Forward>;
+using SensitivityMethod =
+    std::variant<DiscreteAdjoint, Forward, ContinuousAdjoint, CvodesForward, CvodesAdjoint>;
 
 std::string to_string(const SensitivityMethod& m);
 
@@ -110,6 +113,17 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                         const SensitivityMethod& method, IntegratorOptions options = {},
                         std::span<const double> replay_times = {},
                         std::span<const int> replay_orders = {}) {
+  // Continuous adjoint and the CVODES backend (their own headers).
+  if (const auto* ca = std::get_if<ContinuousAdjoint>(&method))
+    return detail::continuous_adjoint_gradient(problem, objective, *ca, options);
+  if (std::holds_alternative<CvodesForward>(method))
+    return detail::cvodes_gradient(problem, objective, nullptr, options);
+  if (const auto* ca = std::get_if<CvodesAdjoint>(&method))
+    return detail::cvodes_gradient(problem, objective, ca, options);
+  COSTATE_CHECK(!is_cvodes(options.method),
+                "integrator.method = " << to_string(options.method)
+                                       << " needs sensitivity.method = cvodes_forward or "
+                                          "cvodes_adjoint");
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = problem.n_states();
   const std::size_t np = problem.p.size();
@@ -575,3 +589,6 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 }
 
 }  // namespace costate::ode
+
+#include "costate/ode/detail/continuous_adjoint.hpp"
+#include "costate/ode/detail/cvodes_gradient.hpp"

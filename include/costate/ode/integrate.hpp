@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/cvodes_system.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/steppers/dopri5.hpp"
@@ -325,6 +326,10 @@ Summary integrate_vector(Rhs&& f, double t0, double t1, V& y, const IntegratorOp
                 "integrator.method = " << to_string(options.method)
                                        << " is implicit: it needs the model's Jacobian, so use "
                                           "ode::integrate with an ode::Problem");
+  COSTATE_CHECK(!is_cvodes(options.method),
+                "integrator.method = " << to_string(options.method)
+                                       << " (SUNDIALS CVODES) needs ode::integrate with an "
+                                          "ode::Problem (it takes AD Jacobians of the model)");
   detail::validate_output_times(output_times, t0, t1);
   Summary s;
   s.method = options.method;
@@ -416,6 +421,11 @@ Solution integrate(const Problem<M>& problem, const IntegratorOptions& options =
     s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (s.success()) s.message = "reached t1";
     return sol;
+  }
+  if (is_cvodes(options.method)) {
+    COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");
+    detail::validate_output_times(outputs, problem.t0(), problem.t1());
+    return detail::integrate_cvodes(problem, options, outputs);
   }
   if (is_implicit(options.method)) {
     // Implicit θ-method: Newton with AD Jacobians; fixed steps.

@@ -26,6 +26,8 @@ enum class Method {
   CrankNicolson,  ///< "crank_nicolson": implicit θ-method, θ = ½, order 2, A-stable
   Sdirk3,         ///< "sdirk3": L-stable SDIRK, order 3, embedded order 2, adaptive (fixed with adaptive: false)
   Bdf,            ///< "bdf": variable-order (1–5), variable-step BDF, adaptive only
+  CvodesBdf,      ///< "cvodes_bdf": SUNDIALS CVODES, variable-order BDF (1–5), AD Jacobians
+  CvodesAdams,    ///< "cvodes_adams": SUNDIALS CVODES, variable-order Adams–Moulton (1–12)
 };
 
 std::string to_string(Method method);
@@ -43,6 +45,8 @@ bool is_adaptive(Method method);
 bool is_implicit(Method method);
 /// θ of the implicit θ-methods.
 double theta_of(Method method);
+/// True for the SUNDIALS CVODES backends (cvodes_bdf, cvodes_adams).
+bool is_cvodes(Method method);
 
 struct IntegratorOptions {
   Method method = Method::Dopri5;

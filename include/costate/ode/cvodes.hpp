@@ -1,0 +1,179 @@
+#pragma once
+/// \file
+/// The SUNDIALS CVODES backend: `integrator.method: cvodes_bdf | cvodes_adams`
+/// for ode::integrate, and two sensitivity methods for ode::gradient,
+/// CvodesForward (`sensitivity.method: cvodes_forward`) and CvodesAdjoint
+/// (`cvodes_adjoint`). Every derivative CVODES needs comes from costate's AD
+/// on the model's templated right-hand side — the user never writes one:
+///   - the Newton Jacobian ∂f/∂y: forward mode (ad::Dual<double, 8>, dense,
+///     ⌈n/8⌉ evaluations), handed to CVODES' dense direct solver;
+///   - forward sensitivities  s_j' = f_y s_j + ∂f/∂p_j  (CVodeSensInit, all
+///     directions in one Dual evaluation per 8 of them, simultaneous
+///     corrector, sensitivities in the error test);
+///   - the adjoint (CVodeF/CVodeB, checkpoints every `steps` steps, Hermite or
+///     polynomial interpolation of the forward state):
+///         λ' = −f_yᵀ λ − q_yᵀ,    λ(t1) = ∂g/∂y,
+///         μ' = −f_pᵀ λ − q_pᵀ,    μ(t1) = 0   (a backward quadrature, CVodeQuadInitB),
+///         λ(t_k⁻) = λ(t_k⁺) + ∂ℓ_k/∂y  at each observation time t_k,
+///         dJ/dy0 = λ(t0),   dJ/dp = μ(t0) + ∂g/∂p + Σ_k ∂ℓ_k/∂p,
+///     with f_yᵀλ, f_pᵀλ from one forward-mode [f_y | f_p] (cached per (t, y)
+///     and shared by the backward right-hand side, its Jacobian −f_yᵀ and the
+///     quadrature) for up to 64 states + parameters, and from a short
+///     reverse-mode tape of one right-hand side above that.
+/// The running cost q is carried as an extra state z' = q (in the error
+/// test, its absolute tolerance the scalar integrator.atol), so λ_z = 1
+/// and the rules above need only the augmented f.
+///
+/// Observations: the forward pass stops at every observation time and
+/// takes y(t_k) there (forward sensitivities: landing exactly, with
+/// CVodeSetStopTime; adjoint: CVODES' interpolant at t_k — CVodeB recomputes
+/// checkpoint intervals without stop times, so a step shortened to land on
+/// t_k would not be retraced), and the backward pass runs from t1 to
+/// t_K, to t_{K−1}, …: at each t_k it adds the jump ∂ℓ_k/∂y to λ and
+/// restarts the backward problem there (CVodeReInitB; the quadrature
+/// continues from its value, CVodeQuadReInitB) — BDF restarts at order 1
+/// with a small step, which is the cost of observations.
+///
+/// CVODES solves the continuous problem to its tolerances: its gradient is
+/// the derivative of the exact objective up to O(rtol), not of the discrete
+/// solution (ode::DiscreteAdjoint), so agreement with other methods and
+/// finite differences is to the tolerances' order.
+///
+/// Limitations: serial (one rank's N_Vector_Serial; under MPI every rank
+/// solves the whole ODE); dense linear algebra only (banded and sparse KLU
+/// Jacobians from the coloured AD Jacobian are not wired yet — for large
+/// systems CVODES' dense LU is the bottleneck); the Adams method also uses
+/// Newton with the dense Jacobian (no fixed-point iteration).
+///
+/// Only solvers/sundials/ includes SUNDIALS headers: this header presents a
+/// type-erased interface (cvodes::System of std::function callbacks) that
+/// the templates below fill from a model.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ode/options.hpp"
+
+namespace costate::ode {
+
+/// How CVODES interpolates the forward state between its checkpoints in
+/// the backward pass (CV_HERMITE: cubic Hermite, stores y and y' at every
+/// step; CV_POLYNOMIAL: the method's own polynomial, stores y only).
+enum class CvodesInterpolation { Hermite, Polynomial };
+std::string to_string(CvodesInterpolation i);
+CvodesInterpolation cvodes_interpolation_from_string(std::string_view name);
+
+/// Forward sensitivities through CVODES (CVodeSensInit); the gradient of J
+/// with respect to all parameters and initial states (np + n directions).
+/// Needs integrator.method cvodes_bdf or cvodes_adams.
+struct CvodesForward {};
+
+/// The adjoint through CVodeF/CVodeB with backward quadratures.
+struct CvodesAdjoint {
+  /// Steps between checkpoints of the forward pass (CVodeAdjInit Nd ≥ 1;
+  /// with Polynomial interpolation ≥ the method's maximum order + 1: 6 for
+  /// BDF, 13 for Adams). CVODES' forward steps depend slightly on it (the
+  /// objective changes at the level of the tolerances).
+  int steps = 100;
+  CvodesInterpolation interpolation = CvodesInterpolation::Hermite;
+  /// Tolerances of the backward problem (λ); 0: the integrator's rtol and
+  /// (scalar) atol.
+  double rtol = 0.0;
+  double atol = 0.0;
+  /// Throws costate::Error naming the field and the rule broken.
+  void validate() const;
+};
+
+namespace cvodes {
+
+/// A first-order system y' = f(t, y, p) as callbacks on raw arrays (all
+/// owned by the caller of each callback, valid during the call).
+struct System {
+  std::size_t n = 0;   ///< states
+  std::size_t np = 0;  ///< parameters
+  bool bdf = true;     ///< BDF (stiff) or Adams–Moulton
+  /// ydot = f(t, y).
+  std::function<void(double t, const double* y, double* ydot)> rhs;
+  /// jac = ∂f/∂y, column-major n × n.
+  std::function<void(double t, const double* y, double* jac)> jacobian;
+  /// ySdot[j] = f_y yS[j] + (j < np ? ∂f/∂p_j : 0), j < ns.
+  std::function<void(double t, const double* y, std::size_t ns, const double* const* yS,
+                     double* const* ySdot)>
+      sensitivity_rhs;
+  /// fy_lambda = f_yᵀ λ (n), fp_lambda = f_pᵀ λ (np).
+  std::function<void(double t, const double* y, const double* lambda, double* fy_lambda,
+                     double* fp_lambda)>
+      vjp;
+};
+
+/// Step control shared by the forward and the backward problems.
+struct Settings {
+  double rtol = 1e-6;
+  std::vector<double> atol;  ///< one per state
+  std::int64_t max_steps = 10'000'000;
+  double first_step = 0.0;  ///< 0: CVODES' choice
+  double max_step = 0.0;    ///< 0: no limit
+  double min_step = 0.0;
+};
+
+/// Counters of one CVODES run (forward, or backward).
+struct Stats {
+  std::int64_t steps = 0, rhs_evaluations = 0, jacobian_evaluations = 0,
+               error_test_failures = 0, nonlinear_iterations = 0, linear_setups = 0;
+  std::int64_t checkpoints = 0;  ///< adjoint: forward checkpoints stored
+  double final_time = 0.0;
+  bool success = true;
+  std::string flag;     ///< CVODES' return flag name of a failed run (CV_TOO_MUCH_WORK, …)
+  std::string message;  ///< CVODES' flag name and error text when it failed
+};
+
+/// Integrates from t0 to the last output time; `out(j, t, y)` at every
+/// output time (CVODES' interpolant; the integrator never steps past
+/// `t1`). `y` holds y0 on entry and the final state on return. With
+/// `stop_at_outputs` the integrator lands exactly on every output time.
+Stats integrate(const System& sys, const Settings& settings, double t0, double t1,
+                std::vector<double>& y, std::span<const double> outputs, bool stop_at_outputs,
+                const std::function<void(std::size_t j, double t, const double* y)>& out);
+
+/// Forward sensitivities with ns directions: S (column-major n × ns,
+/// S(:, j) = ∂y/∂(direction j)) holds S(t0) on entry. The integrator stops
+/// exactly at each of `stops` (ascending, the last = t1) and calls
+/// `at_stop(k, t, y, S)`.
+Stats forward_sensitivities(
+    const System& sys, const Settings& settings, double t0, std::vector<double>& y,
+    std::size_t ns, std::vector<double>& S, std::span<const double> stops,
+    const std::function<void(std::size_t k, double t, const double* y, const double* S)>& at_stop);
+
+/// Adjoint: forward pass stopping exactly at each of `stops` (ascending, the
+/// last = t1), where `jump(k, t, y, dlambda)` returns the λ increment of
+/// stop k (n entries, zero-initialised: ∂ℓ_k/∂y, plus ∂g/∂y and λ_z = 1 at
+/// t1); then the backward pass. Returns λ(t0) in `lambda` (n) and
+/// μ(t0) = ∫ f_pᵀ λ dt in `mu` (np); `forward`/`backward` get the counters.
+void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
+             const std::vector<double>& y0, std::span<const double> stops,
+             const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump,
+             std::vector<double>& lambda, std::vector<double>& mu, Stats& forward, Stats& backward);
+
+/// Settings from IntegratorOptions (atol per state, or the scalar for all).
+Settings settings_from(const IntegratorOptions& options, std::size_t n);
+
+}  // namespace cvodes
+}  // namespace costate::ode
+
+// ---- the gradient entry point (defined in detail/cvodes_gradient.hpp, which
+//      gradient.hpp includes at its end) ----------------------------------------
+#include "costate/ode/problem.hpp"
+
+namespace costate::ode {
+struct GradientResult;
+namespace detail {
+/// ode::gradient with CvodesForward (`adjoint == nullptr`) or CvodesAdjoint.
+template <Model M, class O>
+GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
+                               const CvodesAdjoint* adjoint, IntegratorOptions options);
+}  // namespace detail
+}  // namespace costate::ode

@@ -1,0 +1,176 @@
+// The continuous adjoint (interpolating, dopri5 backward): converges to the
+// discrete adjoint as the tolerances tighten, agrees with CVODES' forward
+// sensitivities and with central differences, uses the tape for large
+// systems, and refuses what it cannot do with a clear message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/models.hpp"
+
+namespace {
+
+using namespace costate::ode;
+
+double max_rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0.0, scale = 0.0;
+  for (double v : b) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
+  return m;
+}
+
+/// Terminal, running and observation terms at once.
+struct AllTerms {
+  LeastSquares obs;
+  std::vector<double> observation_times() const { return obs.times; }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+    return obs.observation<T>(k, y, p);
+  }
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return T(0.5 * (y[0] * y[0] + y[1] * y[1]) + 0.1 * p[0] * y[1]);
+  }
+  template <class T>
+  T running(double t, std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[1] * (1.0 + 0.01 * t) + 0.01 * p[3] * y[0]);
+  }
+};
+
+AllTerms lv_objective() {
+  AllTerms o;
+  o.obs.n_states = 2;
+  for (int k = 1; k <= 10; ++k) {
+    o.obs.times.push_back(static_cast<double>(k));
+    o.obs.data.push_back(1.0 + 0.1 * k);
+    o.obs.data.push_back(1.0 - 0.05 * k);
+  }
+  return o;
+}
+
+Problem<LotkaVolterra> lv() {
+  return Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 10.0}};
+}
+
+TEST(ContinuousAdjoint, ConvergesToTheDiscreteAdjointAsTolerancesTighten) {
+  const auto pr = lv();
+  const AllTerms obj = lv_objective();
+  std::vector<double> errors;
+  for (double rtol : {1e-5, 1e-7, 1e-9, 1e-11}) {
+    const IntegratorOptions o{.method = Method::Dopri5, .rtol = rtol, .atol = 1e-3 * rtol};
+    const GradientResult d = gradient(pr, obj, DiscreteAdjoint{}, o);
+    const GradientResult c = gradient(pr, obj, ContinuousAdjoint{}, o);
+    std::vector<double> gd = d.wrt_parameters, gc = c.wrt_parameters;
+    gd.insert(gd.end(), d.wrt_initial_state.begin(), d.wrt_initial_state.end());
+    gc.insert(gc.end(), c.wrt_initial_state.begin(), c.wrt_initial_state.end());
+    // Same forward steps; the discrete adjoint replays them with the generic
+    // Runge–Kutta step (another summation order): equal up to round-off.
+    constexpr double kSameStepsRelTol = 1e-12;
+    EXPECT_NEAR(c.objective, d.objective, kSameStepsRelTol * std::abs(d.objective));
+    errors.push_back(max_rel_err(gc, gd));
+    std::printf("rtol %.0e: |continuous - discrete| / |discrete| = %.3e (%s)\n", rtol,
+                errors.back(), c.summary.message.c_str());
+  }
+  // Each factor 100 in rtol shrinks the difference (dopri5's global error
+  // ~ rtol^(5/6)): demand at least a factor 10 per step, and 1e-8 at the end.
+  for (std::size_t i = 1; i < errors.size(); ++i) EXPECT_LT(errors[i], 0.1 * errors[i - 1]) << i;
+  constexpr double kTightRelTol = 1e-8;
+  EXPECT_LT(errors.back(), kTightRelTol);
+}
+
+TEST(ContinuousAdjoint, AdjointToleranceIsItsOwn) {
+  const auto pr = lv();
+  const AllTerms obj = lv_objective();
+  const IntegratorOptions o{.method = Method::Dopri5, .rtol = 1e-11, .atol = 1e-14};
+  const GradientResult ref = gradient(pr, obj, DiscreteAdjoint{}, o);
+  const GradientResult loose = gradient(pr, obj, ContinuousAdjoint{.rtol = 1e-4, .atol = 1e-7}, o);
+  const GradientResult tight = gradient(pr, obj, ContinuousAdjoint{.rtol = 1e-11, .atol = 1e-14}, o);
+  const double e_loose = max_rel_err(loose.wrt_parameters, ref.wrt_parameters);
+  const double e_tight = max_rel_err(tight.wrt_parameters, ref.wrt_parameters);
+  // A loose backward tolerance costs accuracy that the forward one does not.
+  EXPECT_GT(e_loose, 10.0 * e_tight);
+  EXPECT_LT(loose.vjp_evaluations, tight.vjp_evaluations);
+}
+
+TEST(ContinuousAdjoint, FitzHughNagumoAgreesWithCvodesForwardAndDifferences) {
+  Problem<FitzHughNagumo> pr{FitzHughNagumo{}, {-1.0, 1.0}, {0.7, 0.8, 12.5, 0.5}, {0.0, 20.0}};
+  AllTerms obj = lv_objective();
+  const IntegratorOptions o{.method = Method::Dopri5, .rtol = 1e-11, .atol = 1e-13};
+  const GradientResult c = gradient(pr, obj, ContinuousAdjoint{}, o);
+  const GradientResult f = gradient(pr, obj, CvodesForward{},
+                                    {.method = Method::CvodesBdf, .rtol = 1e-11, .atol = 1e-13});
+  // Two continuous methods, two solvers, both at rtol 1e-11.
+  constexpr double kCrossRelTol = 1e-7;
+  EXPECT_LT(max_rel_err(c.wrt_parameters, f.wrt_parameters), kCrossRelTol);
+  EXPECT_LT(max_rel_err(c.wrt_initial_state, f.wrt_initial_state), kCrossRelTol);
+  // Central differences of the dopri5 objective (relative step 1e-5:
+  // truncation ~1e-10, the adaptive solver's noise 1e-11/1e-5 ~ 1e-6).
+  constexpr double kFdRelTol = 1e-5;
+  for (std::size_t j = 0; j < pr.p.size(); ++j) {
+    auto pp = pr, pm = pr;
+    const double h = 1e-5 * std::abs(pr.p[j]);
+    pp.p[j] += h;
+    pm.p[j] -= h;
+    const double fd = (gradient(pp, obj, ContinuousAdjoint{}, o).objective -
+                       gradient(pm, obj, ContinuousAdjoint{}, o).objective) /
+                      (2 * h);
+    EXPECT_LT(std::abs(c.wrt_parameters[j] - fd), kFdRelTol * std::max(1.0, std::abs(fd))) << j;
+  }
+}
+
+/// n + np > 64: vJps from the short tape instead of the dense Jacobian.
+struct Chain {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    const std::size_t n = y.size();
+    for (std::size_t i = 0; i < n; ++i)
+      dydt[i] = -p[i] * y[i] + 0.5 * y[(i + 1) % n] * y[(i + 1) % n] / (1.0 + y[i] * y[i]);
+  }
+};
+struct SumOfSquares {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (const auto& v : y) s = T(s + v * v);
+    return s;
+  }
+};
+
+TEST(ContinuousAdjoint, LargeSystemThroughTheTape) {
+  constexpr std::size_t n = 40;
+  Problem<Chain> pr{Chain{}, std::vector<double>(n), std::vector<double>(n), {0.0, 2.0}};
+  for (std::size_t i = 0; i < n; ++i) {
+    pr.y0[i] = 1.0 + 0.01 * static_cast<double>(i);
+    pr.p[i] = 0.5 + 0.02 * static_cast<double>(i);
+  }
+  const IntegratorOptions o{.method = Method::Dopri5, .rtol = 1e-10, .atol = 1e-12};
+  const GradientResult c = gradient(pr, SumOfSquares{}, ContinuousAdjoint{}, o);
+  const GradientResult d = gradient(pr, SumOfSquares{}, DiscreteAdjoint{}, o);
+  constexpr double kRelTol = 1e-7;  // both at rtol 1e-10
+  EXPECT_LT(max_rel_err(c.wrt_parameters, d.wrt_parameters), kRelTol);
+  EXPECT_LT(max_rel_err(c.wrt_initial_state, d.wrt_initial_state), kRelTol);
+}
+
+TEST(ContinuousAdjoint, RefusesNonAdaptiveAndImplicitMethods) {
+  const auto pr = lv();
+  const AllTerms obj = lv_objective();
+  for (const IntegratorOptions& o :
+       {IntegratorOptions{.method = Method::CrankNicolson, .dt = 0.01},
+        IntegratorOptions{.method = Method::RK4, .dt = 0.01},
+        IntegratorOptions{.method = Method::CvodesBdf}}) {
+    try {
+      (void)gradient(pr, obj, ContinuousAdjoint{}, o);
+      FAIL() << "expected an error for " << to_string(o.method);
+    } catch (const costate::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("dopri5"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cvodes_adjoint"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW((void)gradient(pr, obj, ContinuousAdjoint{.rtol = -1.0}, {}), costate::Error);
+}
+
+}  // namespace
