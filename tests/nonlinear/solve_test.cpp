@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "costate/ad/drivers.hpp"
 #include "costate/ad/verification.hpp"
 #include "costate/linear/ksp.hpp"  // set_petsc_option
 
@@ -584,4 +585,56 @@ TEST(NonlinearSolve, EveryKinsolLinearSolverAgreesWithNative) {
   } catch (const costate::Error& e) {
     EXPECT_NE(std::string(e.what()).find("klu"), std::string::npos) << e.what();
   }
+}
+
+/// Hv by finite differences of tape gradients: (∇J(p + hv) − ∇J(p − hv)) / 2h.
+template <class Problem>
+std::vector<double> hvp_by_differences(Problem problem, const std::vector<double>& p0,
+                                       const std::vector<double>& v, double h) {
+  std::vector<double> pp = p0, pm = p0;
+  for (std::size_t k = 0; k < p0.size(); ++k) {
+    pp[k] += h * v[k];
+    pm[k] -= h * v[k];
+  }
+  const auto gp = tape_gradient(problem, pp, kTight), gm = tape_gradient(problem, pm, kTight);
+  std::vector<double> hv(p0.size());
+  for (std::size_t k = 0; k < p0.size(); ++k) hv[k] = (gp[k] - gm[k]) / (2 * h);
+  return hv;
+}
+
+TEST(NonlinearSolve, HessianVectorProductsThroughASolveMatchDifferencesOfGradients) {
+  // Central differences of gradients with step 1e-4: truncation
+  // h²·|∇⁴J| ~ 1e-8, round-off ε·|∇J|/h ~ 1e-11 (solves converged to 1e-13
+  // relative); relative to |Hv|.
+  constexpr double kHvpTolerance = 1e-6;
+  // ⟨w, H v⟩ vs ⟨v, H w⟩: H is symmetric; the two products are separate
+  // forward-over-reverse sweeps (round-off of the dense solves).
+  constexpr double kSymmetryTolerance = 1e-10;
+  auto check = [&](auto problem, const std::vector<double>& p0, const char* name) {
+    const std::size_t np = p0.size();
+    std::vector<double> v(np), w(np);
+    for (std::size_t k = 0; k < np; ++k) {
+      v[k] = std::cos(1.3 * static_cast<double>(k) + 0.2);
+      w[k] = std::sin(0.7 * static_cast<double>(k) + 0.5);
+    }
+    const auto f = objective(problem, kTight);
+    const std::vector<double> hv = costate::ad::hvp(f, p0, v);
+    const std::vector<double> fd = hvp_by_differences(problem, p0, v, 1e-4);
+    double scale = 0.0;
+    for (double a : fd) scale = std::max(scale, std::abs(a));
+    ASSERT_GT(scale, 0.0) << name;
+    for (std::size_t k = 0; k < np; ++k) EXPECT_NEAR(hv[k], fd[k], kHvpTolerance * scale) << name << " (Hv)[" << k << "]";
+    const std::vector<double> hw = costate::ad::hvp(f, p0, w);
+    double w_hv = 0.0, v_hw = 0.0, norm = 0.0;
+    for (std::size_t k = 0; k < np; ++k) {
+      w_hv += w[k] * hv[k];
+      v_hw += v[k] * hw[k];
+      norm += std::abs(w[k] * hv[k]) + std::abs(v[k] * hw[k]);
+    }
+    EXPECT_NEAR(w_hv, v_hw, kSymmetryTolerance * norm) << name;
+  };
+  check(Bratu{.n = 40}, {2.0, 0.5}, "bratu (2 parameters)");
+  std::vector<double> p0 = {3.0};
+  for (int i = 0; i < 30; ++i) p0.push_back(5.0 + std::sin(0.4 * i));
+  check(ReactionDiffusion{.n = 30}, p0, "reaction-diffusion (31 parameters)");
 }

@@ -65,9 +65,15 @@
 /// Limitations: Options::backend must be Backend::PetscSnes (the other
 /// backends are serial); every rank must own at least one unknown; the
 /// ghost list must contain every off-rank unknown the local residual reads
-/// (detected: a read outside owned + ghosts is impossible, the span ends
-/// there); 32-bit PETSc indices (global size < 2³¹). Options::jacobian and
-/// dense_limit are ignored (always sparse).
+/// — costate cannot check that (the residual maps global indices to slots
+/// of the extended span itself; a ghost it forgot is its own indexing
+/// error); ghosts are validated (in range, not owned by the rank, unique);
+/// 32-bit PETSc indices (global size < 2³¹). Options::jacobian and
+/// dense_limit are ignored (always sparse; the local pattern is detected at
+/// x₀ as in solve.hpp, so the code path at x₀ must touch every entry).
+/// Summary: global counts of one rank's view (iterations and norms are
+/// global; evaluations are this rank's), jacobian_nonzeros of the global
+/// matrix, jacobian_colors the largest over the ranks.
 
 #include <Eigen/SparseCore>
 #include <mpi.h>

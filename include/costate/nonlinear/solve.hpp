@@ -25,6 +25,16 @@
 ///     auto sol = nonlinear::solve(Bratu{h}, u0, p, {.backend = nonlinear::Backend::Kinsol});
 ///     sol.summary.brief_report();   sol.x   // std::vector<ad::Real>
 ///
+/// Forward over reverse: with T = ad::Reverse<ad::Dual<double, 1>> (what
+/// ad::hvp records) the node's reverse rule is itself differentiated along
+/// the parameters' tangent ṗ — λ̇ = (∂F/∂x)⁻ᵀ(x̄̇ − J̇ᵀλ), p̄̇ −= Ḟ_pᵀλ +
+/// (∂F/∂p)ᵀλ̇, with J̇, Ḟ_p the derivatives of ∂F/∂x, ∂F/∂p along (ẋ, ṗ),
+/// ẋ = −(∂F/∂x)⁻¹(∂F/∂p)ṗ — so Hessian–vector products of functionals of
+/// the solution go through the solve. That path forms ∂F/∂x and its
+/// derivative DENSE (F on ad::Dual<ad::Dual<double, 1>, 8>, ⌈(n + np)/8⌉
+/// evaluations twice: for moderate n), the node keeps those dense matrices
+/// and the LU, and it has no forward-sweep (evaluate_forward) rule.
+///
 /// F is called with T = double (the iteration), ad::Dual<double, 8>
 /// (Jacobians; ∂F/∂x in chunks of 8 columns, or compressed by colouring),
 /// ad::IndexSet (sparsity detection, once at x₀, when the Jacobian is
@@ -82,6 +92,7 @@
 #include "costate/linear/solve.hpp"
 #include "costate/nonlinear/detail/jacobian.hpp"
 #include "costate/nonlinear/detail/newton.hpp"
+#include "costate/nonlinear/detail/second_order.hpp"
 #include "costate/nonlinear/options.hpp"
 #include "costate/nonlinear/summary.hpp"
 
@@ -95,6 +106,19 @@ struct Solution {
 };
 
 namespace detail {
+
+/// Forward over reverse (Hessian–vector products): Reverse<Dual<double, 1>>.
+template <class T>
+inline constexpr bool is_reverse_dual1_v = std::is_same_v<T, ad::Reverse<ad::Dual<double, 1>>>;
+
+/// The double value of a parameter of any supported scalar type.
+template <class T>
+inline double parameter_value(const T& v) {
+  if constexpr (is_reverse_dual1_v<T>)
+    return v.value().value();
+  else
+    return linear::detail::value_of(v);
+}
 
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t0) {
@@ -185,8 +209,9 @@ class ImplicitDerivative {
 template <class F, class T>
 Solution<T> solve(const F& f, const std::vector<double>& x0, const std::vector<T>& p,
                   const Options& options = {}) {
-  static_assert(linear::detail::is_supported_scalar_v<T>,
-                "nonlinear::solve: parameters must be double, ad::Dual<double, N> or ad::Real");
+  static_assert(linear::detail::is_supported_scalar_v<T> || detail::is_reverse_dual1_v<T>,
+                "nonlinear::solve: parameters must be double, ad::Dual<double, N>, ad::Real or "
+                "ad::Reverse<ad::Dual<double, 1>>");
   options.validate();
   COSTATE_CHECK(!x0.empty(), "nonlinear::solve: x0 is empty; give an initial guess with one entry "
                              "per unknown");
@@ -197,7 +222,7 @@ Solution<T> solve(const F& f, const std::vector<double>& x0, const std::vector<T
                                             << " is not finite");
   std::vector<double> pv(p.size());
   for (std::size_t k = 0; k < p.size(); ++k) {
-    pv[k] = linear::detail::value_of(p[k]);
+    pv[k] = detail::parameter_value(p[k]);
     COSTATE_CHECK(std::isfinite(pv[k]), "nonlinear::solve: parameter p[" << k << "] = "
                                             << costate::detail::format_value(pv[k])
                                             << " is not finite");
@@ -270,6 +295,37 @@ Solution<T> solve(const F& f, const std::vector<double>& x0, const std::vector<T
       T v(x[static_cast<std::size_t>(i)]);
       for (int k = 0; k < N; ++k) v.tangent(k) = xd(i, k);
       out.x[static_cast<std::size_t>(i)] = v;
+    }
+    s.seconds_derivative = detail::seconds_since(t0);
+  } else if constexpr (detail::is_reverse_dual1_v<T>) {
+    // Forward over reverse: x carries ẋ = −J⁻¹ F_p ṗ; the node's reverse
+    // rule is differentiated along (ẋ, ṗ) (detail/second_order.hpp).
+    using D1 = ad::Dual<double, 1>;
+    if (!s.converged() && !options.differentiate_unconverged)
+      detail::throw_unconverged(s, "differentiating (forward over reverse)");
+    const auto t0 = detail::Clock::now();
+    std::vector<double> pdot(p.size());
+    for (std::size_t k = 0; k < p.size(); ++k) pdot[k] = p[k].value().tangent(0);
+    auto d = std::make_shared<const detail::SecondOrderDerivative>(f, x, pv, pdot);
+    out.x.resize(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i)
+      out.x[static_cast<std::size_t>(i)] = T(D1(x[static_cast<std::size_t>(i)], {d->xdot()[static_cast<std::size_t>(i)]}));
+    ad::BasicTape<D1>& tape = ad::BasicTape<D1>::active();
+    bool active = false;
+    for (const auto& v : p) active = active || v.is_active();
+    if (tape.is_recording() && active) {
+      // λ = J⁻ᵀ x̄, p̄ −= F_pᵀ λ, in Dual<double, 1> arithmetic.
+      auto reverse = [d, n](std::span<const D1> xbar, std::span<D1> pbar) {
+        Eigen::VectorXd a(n), adot(n), g, gdot;
+        for (int i = 0; i < n; ++i) {
+          a[i] = xbar[static_cast<std::size_t>(i)].value();
+          adot[i] = xbar[static_cast<std::size_t>(i)].tangent(0);
+        }
+        d->reverse(a, adot, g, gdot);
+        for (std::size_t k = 0; k < pbar.size(); ++k)
+          pbar[k] -= D1(g[static_cast<Eigen::Index>(k)], {gdot[static_cast<Eigen::Index>(k)]});
+      };
+      tape.push_external(std::span<const T>(p), std::span<T>(out.x), std::move(reverse));
     }
     s.seconds_derivative = detail::seconds_since(t0);
   } else {
