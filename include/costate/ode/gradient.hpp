@@ -69,6 +69,14 @@ namespace costate::ode {
 /// The exact gradient of the discrete solution by a reverse sweep.
 struct DiscreteAdjoint {
   Checkpointing checkpointing = StoreAll{};
+  /// Explicit steppers: each stage's f_yᵀw, f_pᵀw from the compressed
+  /// coloured Jacobian (one Dual pass for ≤ 8 colours) instead of a short
+  /// tape — much cheaper for large sparse right-hand sides (method-of-lines
+  /// PDEs). Only for right-hand sides whose sparsity pattern does not depend
+  /// on the state (no value-dependent branches changing which inputs an
+  /// output reads); falls back to the tape when the pattern needs more than
+  /// 16 colours. See detail::RhsVjp.
+  bool coloured_jacobian = false;
 };
 
 /// Tangent sensitivities of the same discrete solution: the replayed steps
@@ -437,7 +445,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   Eigen::MatrixXd jac_next;          // [J | f_p] at x_{jac_next_step}
   std::int64_t jac_next_step = -1;
   std::vector<double> mu(np, 0.0), ybar(na), ybar_obj(n);
-  detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na);
+  detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na, dam.coloured_jacobian);
   ad::Tape objective_tape;
   std::int64_t rhs_count = 0;
   auto rhs_counted = [&](double t, const HostVector& yy, const HostVector& dydt) {
