@@ -777,6 +777,11 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
                  "must be a positive integer, got " + std::to_string(n));
       opt.max_steps = n;
     }
+    if (opt.method == ode::Method::Bdf && !opt.adaptive)
+      ctx.fail(integ["adaptive"], "integrator.adaptive",
+               "adaptive: false is not available for 'bdf' (its steps and orders are chosen by "
+               "its error control); use sdirk3, backward_euler or crank_nicolson for fixed "
+               "implicit steps");
     if (opt.fixed_step() && opt.dt <= 0.0)
       ctx.fail(integ, "integrator",
                "method '" + ode::to_string(opt.method) +

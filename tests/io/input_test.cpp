@@ -234,3 +234,11 @@ TEST_F(InputTest, SetNullRemovesAKey) {
   const std::string msg = error_of(kValid, {"time.end=null"});
   EXPECT_NE(msg.find("missing required key 'end'"), std::string::npos) << msg;
 }
+
+TEST_F(InputTest, BdfWithoutAdaptiveNamesTheKeyNotDt) {
+  const std::string msg =
+      error_of("model: robertson\ntime: {end: 1}\nintegrator: {method: bdf, adaptive: false}\n");
+  EXPECT_NE(msg.find("input.yaml:3:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not available for 'bdf'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("set integrator.dt"), std::string::npos) << msg;
+}
