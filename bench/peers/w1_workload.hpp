@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "harness.hpp"
+
 namespace w1 {
 
 inline constexpr int kN = 1000;
@@ -109,36 +111,10 @@ inline void check(const std::string& tool, const Result& r) {
   }
 }
 
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-/// Keeps the compiler from proving a buffer unused or unchanged.
-template <class P>
-inline void escape(P* p) {
-  asm volatile("" : : "g"(p) : "memory");
-}
-inline double sink = 0.0;
-
-struct Timing {
-  std::string name, memory;
-  double seconds = 0.0;         // median (record + reverse)
-  double record_seconds = 0.0;  // median record part
-  double reverse_seconds = 0.0; // median reverse part
-  double ratio = 0.0;           // median over rounds of (candidate / primal of the same round)
-  double ratio_min = 0.0, ratio_max = 0.0;
-  double best_ratio = 0.0;      // fastest candidate call / fastest primal round
-  double record_ratio = 0.0;    // median over rounds of (record / primal)
-  double reverse_ratio = 0.0;   // median over rounds of (reverse / primal)
-  double tape_bytes = 0.0;
-};
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-inline double minimum(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-inline double maximum(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+using peers::escape;
+using peers::seconds_since;
+using peers::sink;
+using peers::Timing;
 
 /// Interleaved rounds: each round times `batch` calls of the plain-double
 /// primal (mean per call), then one gradient of every candidate; the ratio
@@ -153,83 +129,34 @@ inline std::vector<Timing> measure(const std::vector<Candidate>& candidates, int
     std::fprintf(stderr, "plain-double primal: MISMATCH: J = %.16g (want %.16g)\n", j, kJ);
     std::abort();
   }
-  const std::size_t nc = candidates.size();
-  std::vector<double> primal_t;
-  std::vector<std::vector<double>> t(nc), rec(nc), rev(nc), ratio(nc), rec_ratio(nc),
-      rev_ratio(nc);
-  std::vector<double> bytes(nc, 0.0);
+  std::vector<std::string> names, memory;
+  for (const auto& c : candidates) {
+    names.push_back(c.name);
+    memory.push_back(c.memory);
+  }
   Result r;
-  for (int round = 0; round < rounds; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int b = 0; b < batch; ++b) {
-      escape(init.data());
-      const double j = objective(init);
-      sink += j;
-    }
-    const double tp = seconds_since(t0) / batch;
-    primal_t.push_back(tp);
-    for (std::size_t c = 0; c < nc; ++c) {
-      const auto t1 = std::chrono::steady_clock::now();
-      candidates[c].gradient(r);
-      const double tc = seconds_since(t1);
-      check(candidates[c].name, r);
-      sink += r.grad[0];
-      t[c].push_back(tc);
-      rec[c].push_back(r.record_seconds);
-      rev[c].push_back(tc - r.record_seconds);
-      ratio[c].push_back(tc / tp);
-      rec_ratio[c].push_back(r.record_seconds / tp);
-      rev_ratio[c].push_back((tc - r.record_seconds) / tp);
-      bytes[c] = r.tape_bytes;
-    }
-  }
-  std::vector<Timing> out;
-  Timing p;
-  p.name = "plain double (primal)";
-  p.seconds = median(primal_t);
-  p.best_ratio = minimum(primal_t);  // the fastest primal round (seconds)
-  out.push_back(p);
-  for (std::size_t c = 0; c < nc; ++c) {
-    Timing x;
-    x.name = candidates[c].name;
-    x.memory = candidates[c].memory;
-    x.seconds = median(t[c]);
-    x.record_seconds = median(rec[c]);
-    x.reverse_seconds = median(rev[c]);
-    x.ratio = median(ratio[c]);
-    x.ratio_min = minimum(ratio[c]);
-    x.ratio_max = maximum(ratio[c]);
-    x.best_ratio = minimum(t[c]) / minimum(primal_t);
-    x.record_ratio = median(rec_ratio[c]);
-    x.reverse_ratio = median(rev_ratio[c]);
-    x.tape_bytes = bytes[c];
-    out.push_back(x);
-  }
-  return out;
+  return peers::interleave(
+      names, memory, rounds, batch,
+      [&] {
+        escape(init.data());
+        sink += objective(init);
+      },
+      [&](std::size_t c) {
+        const auto t1 = std::chrono::steady_clock::now();
+        candidates[c].gradient(r);
+        const double tc = seconds_since(t1);
+        check(candidates[c].name, r);
+        sink += r.grad[0];
+        return peers::Call{tc, r.record_seconds, r.tape_bytes};
+      },
+      "plain double (primal)");
 }
 
 inline void print(const std::vector<Timing>& timings, int rounds, int batch) {
   std::printf("W1: Burgers-1D gradient (N = %d, %d steps), median of %d interleaved rounds "
               "(primal: mean of %d calls per round)\n",
               kN, kSteps, rounds, batch);
-  std::printf("  primal: median %.3f ms, fastest round %.3f ms\n", timings[0].seconds * 1e3,
-              timings[0].best_ratio * 1e3);
-  std::printf("%-34s %8s %8s %8s | %8s %15s %6s | %7s %7s | %8s  %s\n", "tool", "total", "record",
-              "reverse", "ratio", "(min..max)", "best", "rec/p", "rev/p", "tape MB",
-              "memory counted as");
-  std::printf("%-34s %8s %8s %8s | %8s %15s %6s | %7s %7s |\n", "", "(ms)", "(ms)", "(ms)",
-              "median", "over rounds", "", "median", "median");
-  for (std::size_t k = 1; k < timings.size(); ++k) {
-    const Timing& t = timings[k];
-    char range[64];
-    std::snprintf(range, sizeof range, "(%.1f..%.1f)", t.ratio_min, t.ratio_max);
-    std::printf("%-34s %8.2f %8.2f %8.2f | %8.1f %15s %6.1f | %7.1f %7.1f | %8.1f  %s\n",
-                t.name.c_str(), t.seconds * 1e3, t.record_seconds * 1e3, t.reverse_seconds * 1e3,
-                t.ratio, range, t.best_ratio, t.record_ratio, t.reverse_ratio, t.tape_bytes / 1e6,
-                t.memory.c_str());
-  }
-  std::printf("ratio = (record + reverse) / primal of the same round; best = fastest call / "
-              "fastest primal round\n(sink %.6g)\n", sink);
+  peers::print_table(timings, "ms", "reverse", "rev/p");
 }
 
 }  // namespace w1

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "harness.hpp"
+
 namespace w3 {
 
 inline constexpr std::size_t kN = 100000;
@@ -97,35 +99,10 @@ inline void check(const std::string& tool, const std::vector<double>& x,
   }
 }
 
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-template <class P>
-inline void escape(P* p) {
-  asm volatile("" : : "g"(p) : "memory");
-}
-inline double sink = 0.0;
-
-struct Timing {
-  std::string name, memory;
-  double seconds = 0.0;         // median (record + Hv)
-  double record_seconds = 0.0;  // median record part
-  double sweep_seconds = 0.0;   // median Hv-sweep part
-  double ratio = 0.0;           // median over rounds of (candidate / primal of the same round)
-  double ratio_min = 0.0, ratio_max = 0.0;
-  double best_ratio = 0.0;      // fastest candidate call / fastest primal round
-  double record_ratio = 0.0;    // median over rounds of (record / primal)
-  double sweep_ratio = 0.0;     // median over rounds of (Hv sweep / primal)
-  double tape_bytes = 0.0;
-};
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-inline double minimum(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-inline double maximum(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+using peers::escape;
+using peers::seconds_since;
+using peers::sink;
+using peers::Timing;
 
 /// Interleaved rounds: `batch` calls of the plain-double primal (mean per
 /// call), then one H v of every candidate; per-round ratios, medians over
@@ -135,82 +112,34 @@ inline std::vector<Timing> measure(const std::vector<Candidate>& candidates, int
   std::vector<double> x, v;
   inputs(x, v);
   const double f_ref = rosenbrock(x.data(), kN);
-  const std::size_t nc = candidates.size();
-  std::vector<double> primal_t;
-  std::vector<std::vector<double>> t(nc), rec(nc), sw(nc), ratio(nc), rec_ratio(nc),
-      sw_ratio(nc);
-  std::vector<double> bytes(nc, 0.0);
+  std::vector<std::string> names, memory;
+  for (const auto& c : candidates) {
+    names.push_back(c.name);
+    memory.push_back(c.memory);
+  }
   Result r;
-  for (int round = 0; round < rounds; ++round) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int b = 0; b < batch; ++b) {
-      escape(x.data());
-      sink += rosenbrock(x.data(), kN);
-    }
-    const double tp = seconds_since(t0) / batch;
-    primal_t.push_back(tp);
-    for (std::size_t c = 0; c < nc; ++c) {
-      const auto t1 = std::chrono::steady_clock::now();
-      candidates[c].hvp(x, v, r);
-      const double tc = seconds_since(t1);
-      check(candidates[c].name, x, v, f_ref, r);
-      sink += r.hv[0];
-      t[c].push_back(tc);
-      rec[c].push_back(r.record_seconds);
-      sw[c].push_back(tc - r.record_seconds);
-      ratio[c].push_back(tc / tp);
-      rec_ratio[c].push_back(r.record_seconds / tp);
-      sw_ratio[c].push_back((tc - r.record_seconds) / tp);
-      bytes[c] = r.tape_bytes;
-    }
-  }
-  std::vector<Timing> out;
-  Timing p;
-  p.name = "plain double (primal f)";
-  p.seconds = median(primal_t);
-  p.best_ratio = minimum(primal_t);  // the fastest primal round (seconds)
-  out.push_back(p);
-  for (std::size_t c = 0; c < nc; ++c) {
-    Timing y;
-    y.name = candidates[c].name;
-    y.memory = candidates[c].memory;
-    y.seconds = median(t[c]);
-    y.record_seconds = median(rec[c]);
-    y.sweep_seconds = median(sw[c]);
-    y.ratio = median(ratio[c]);
-    y.ratio_min = minimum(ratio[c]);
-    y.ratio_max = maximum(ratio[c]);
-    y.best_ratio = minimum(t[c]) / minimum(primal_t);
-    y.record_ratio = median(rec_ratio[c]);
-    y.sweep_ratio = median(sw_ratio[c]);
-    y.tape_bytes = bytes[c];
-    out.push_back(y);
-  }
-  return out;
+  return peers::interleave(
+      names, memory, rounds, batch,
+      [&] {
+        escape(x.data());
+        sink += rosenbrock(x.data(), kN);
+      },
+      [&](std::size_t c) {
+        const auto t1 = std::chrono::steady_clock::now();
+        candidates[c].hvp(x, v, r);
+        const double tc = seconds_since(t1);
+        check(candidates[c].name, x, v, f_ref, r);
+        sink += r.hv[0];
+        return peers::Call{tc, r.record_seconds, r.tape_bytes};
+      },
+      "plain double (primal f)");
 }
 
 inline void print(const std::vector<Timing>& timings, int rounds, int batch) {
   std::printf("W3: extended Rosenbrock H v (n = %zu), median of %d interleaved rounds "
               "(primal: mean of %d calls per round)\n",
               kN, rounds, batch);
-  std::printf("  primal: median %.2f us, fastest round %.2f us\n", timings[0].seconds * 1e6,
-              timings[0].best_ratio * 1e6);
-  std::printf("%-34s %8s %8s %8s | %8s %15s %6s | %7s %7s | %8s  %s\n", "tool", "total", "record",
-              "Hv sweep", "ratio", "(min..max)", "best", "rec/p", "Hv/p", "tape MB",
-              "memory counted as");
-  std::printf("%-34s %8s %8s %8s | %8s %15s %6s | %7s %7s |\n", "", "(us)", "(us)", "(us)",
-              "median", "over rounds", "", "median", "median");
-  for (std::size_t k = 1; k < timings.size(); ++k) {
-    const Timing& t = timings[k];
-    char range[64];
-    std::snprintf(range, sizeof range, "(%.0f..%.0f)", t.ratio_min, t.ratio_max);
-    std::printf("%-34s %8.0f %8.0f %8.0f | %8.1f %15s %6.1f | %7.1f %7.1f | %8.2f  %s\n",
-                t.name.c_str(), t.seconds * 1e6, t.record_seconds * 1e6, t.sweep_seconds * 1e6,
-                t.ratio, range, t.best_ratio, t.record_ratio, t.sweep_ratio, t.tape_bytes / 1e6,
-                t.memory.c_str());
-  }
-  std::printf("ratio = (record + Hv) / primal of the same round; best = fastest call / "
-              "fastest primal round\n(sink %.6g)\n", sink);
+  peers::print_table(timings, "us", "Hv sweep", "Hv/p");
 }
 
 }  // namespace w3

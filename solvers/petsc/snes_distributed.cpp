@@ -337,30 +337,7 @@ Summary DistributedSnes::solve(const DistributedCallbacks& callbacks, std::vecto
   COSTATE_PETSC(VecGetArrayRead(im.x, &xr));
   std::copy(xr, xr + im.owned, x_local.begin());
   COSTATE_PETSC(VecRestoreArrayRead(im.x, &xr));
-  SNESConvergedReason reason;
-  COSTATE_PETSC(SNESGetConvergedReason(im.snes, &reason));
-  PetscInt its = 0;
-  COSTATE_PETSC(SNESGetIterationNumber(im.snes, &its));
-  s.iterations = static_cast<int>(its);
-  PetscReal* h = nullptr;
-  PetscInt nh = 0;
-  COSTATE_PETSC(SNESGetConvergenceHistory(im.snes, &h, nullptr, &nh));
-  s.residual_history.assign(h, h + nh);
-  Vec f;
-  COSTATE_PETSC(SNESGetFunction(im.snes, &f, nullptr, nullptr));
-  PetscReal fn = 0;
-  COSTATE_PETSC(VecNorm(f, NORM_2, &fn));
-  s.final_residual_norm = fn;
-  s.initial_residual_norm = s.residual_history.empty() ? fn : s.residual_history.front();
-  s.tolerance = std::max(o.atol, o.rtol * s.initial_residual_norm);
-  s.termination = termination_of(reason);
-  if (s.termination == Termination::Converged && !(fn <= s.tolerance))
-    s.termination = Termination::BackendFailure;  // SNES stopped on a test of its own
-  s.message = std::string("SNES ") + SNESConvergedReasons[reason] + "; " + im.description;
-  if (zero_pivot) {
-    s.termination = Termination::SingularJacobian;
-    s.message = "SNES: zero pivot in the LU factorisation of the Jacobian; " + im.description;
-  }
+  summarize(im.snes, zero_pivot, o.atol, o.rtol, "; " + im.description, s);
   return s;
 }
 

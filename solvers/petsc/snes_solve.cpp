@@ -171,31 +171,7 @@ Summary newton_snes(const Problem& problem, std::vector<double>& x, const Option
   COSTATE_PETSC(VecGetArrayRead(o.x, &xr));
   std::copy(xr, xr + n, x.begin());
   COSTATE_PETSC(VecRestoreArrayRead(o.x, &xr));
-  SNESConvergedReason reason;
-  COSTATE_PETSC(SNESGetConvergedReason(o.snes, &reason));
-  PetscInt its = 0;
-  COSTATE_PETSC(SNESGetIterationNumber(o.snes, &its));
-  s.iterations = static_cast<int>(its);
-  PetscReal* h = nullptr;
-  PetscInt nh = 0;
-  COSTATE_PETSC(SNESGetConvergenceHistory(o.snes, &h, nullptr, &nh));
-  s.residual_history.assign(h, h + nh);
-  // The residual at the returned iterate (SNES keeps F there).
-  Vec f;
-  COSTATE_PETSC(SNESGetFunction(o.snes, &f, nullptr, nullptr));
-  PetscReal fn = 0;
-  COSTATE_PETSC(VecNorm(f, NORM_2, &fn));
-  s.final_residual_norm = fn;
-  s.initial_residual_norm = s.residual_history.empty() ? fn : s.residual_history.front();
-  s.tolerance = std::max(options.atol, options.rtol * s.initial_residual_norm);
-  s.termination = termination_of(reason);
-  if (s.termination == Termination::Converged && !(fn <= s.tolerance))
-    s.termination = Termination::BackendFailure;  // SNES stopped on a test of its own
-  s.message = std::string("SNES ") + SNESConvergedReasons[reason];
-  if (zero_pivot) {
-    s.termination = Termination::SingularJacobian;
-    s.message = "SNES: zero pivot in the LU factorisation of the Jacobian";
-  }
+  summarize(o.snes, zero_pivot, options.atol, options.rtol, "", s);
   SNESType type = nullptr;
   COSTATE_PETSC(SNESGetType(o.snes, &type));
   if (type && std::string(type) != SNESNEWTONLS) s.message += std::string(" (type ") + type + ")";

@@ -11,6 +11,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "test_models.hpp"
 
 namespace {
 
@@ -122,23 +123,8 @@ TEST(ContinuousAdjoint, FitzHughNagumoAgreesWithCvodesForwardAndDifferences) {
   }
 }
 
-/// n + np > 64: vJps from the short tape instead of the dense Jacobian.
-struct Chain {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    const std::size_t n = y.size();
-    for (std::size_t i = 0; i < n; ++i)
-      dydt[i] = -p[i] * y[i] + 0.5 * y[(i + 1) % n] * y[(i + 1) % n] / (1.0 + y[i] * y[i]);
-  }
-};
-struct SumOfSquares {
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    T s = 0.0;
-    for (const auto& v : y) s = T(s + v * v);
-    return s;
-  }
-};
+using test::Chain;
+using test::SumOfSquares;
 
 TEST(ContinuousAdjoint, LargeSystemThroughTheTape) {
   constexpr std::size_t n = 40;

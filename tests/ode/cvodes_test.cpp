@@ -11,6 +11,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "test_models.hpp"
 
 namespace {
 
@@ -266,25 +267,8 @@ TEST(CvodesGradient, StiffVanDerPolAdjointAgreesWithForwardAndCrankNicolson) {
   EXPECT_LT(max_rel_err(adj.wrt_initial_state, cn.wrt_initial_state), kCnGradientRelTol);
 }
 
-/// Many states and parameters (n + np > 64): the adjoint's vJps come from
-/// the short tape instead of the dense forward-mode Jacobian.
-struct Chain {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    const std::size_t n = y.size();
-    for (std::size_t i = 0; i < n; ++i)
-      dydt[i] = -p[i] * y[i] + 0.5 * y[(i + 1) % n] * y[(i + 1) % n] / (1.0 + y[i] * y[i]);
-  }
-};
-
-struct SumOfSquares {
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    T s = 0.0;
-    for (const auto& v : y) s = T(s + v * v);
-    return s;
-  }
-};
+using test::Chain;
+using test::SumOfSquares;
 
 TEST(CvodesGradient, LargeSystemUsesTheTapeAndAgrees) {
   constexpr std::size_t n = 40;
