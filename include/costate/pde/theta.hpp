@@ -32,6 +32,15 @@
 /// for every checkpoint schedule. Across rank counts it agrees to the KSP
 /// tolerance (block preconditioners change with the decomposition).
 ///
+/// Forward sensitivities (tangent-linear model, ThetaIntegrator::tangent):
+/// a direction δ = (δa field, δq scalars, δy_0) is carried through the
+/// same steps, with the same KSP, by differentiating G = 0:
+///     (I − h θ J_{n+1}) δy_{n+1} = δy_n + h (1 − θ) ḟ_n + h θ (f_a δa + f_q δq)_{n+1},
+///     ḟ_n = J_n δy_n + f_a(n) δa + f_q(n) δq   (one Dual pass, Operator::jvp_total),
+/// J_{n+1} assembled at the converged y_{n+1}; then dJ·δ = ⟨∂J/∂y_l, δy_l⟩.
+/// It equals ⟨∇J, δ⟩ of the discrete adjoint to the KSP tolerance: one
+/// forward-sensitivity run per direction against one adjoint run for all.
+///
 /// Collective over the grid's communicator. Limitations: fixed steps;
 /// terminal objectives (objective.hpp); Multilevel disk snapshots go to one
 /// file per rank (path + ".rank<r>").
@@ -39,6 +48,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -86,6 +97,26 @@ struct ThetaGradient {
   std::int64_t forward_steps = 0;         ///< steps taken, recomputations included
   std::int64_t krylov_iterations = 0;     ///< forward solves
   std::int64_t adjoint_krylov_iterations = 0;
+  double seconds = 0.0;
+};
+
+/// A direction of forward sensitivities. An empty vector is a zero
+/// direction (GlobalVector() has size 0): e.g. only `parameters` set
+/// differentiates with respect to the scalars.
+struct ThetaDirection {
+  GlobalVector fields;             ///< δa: a vector of the operator's field grid (or empty)
+  std::vector<double> parameters;  ///< δq: one entry per scalar parameter (or empty)
+  GlobalVector initial_state;      ///< δy_0: a vector of the state grid (or empty)
+};
+
+/// What a forward-sensitivity run produced.
+struct ThetaTangent {
+  double objective = 0.0;               ///< J(y_l), bitwise the value of integrate()
+  double directional_derivative = 0.0;  ///< dJ·δ
+  GlobalVector final_state;             ///< y_l
+  GlobalVector final_tangent;           ///< δy_l
+  std::int64_t krylov_iterations = 0;   ///< forward solves
+  std::int64_t tangent_krylov_iterations = 0;
   double seconds = 0.0;
 };
 
@@ -186,6 +217,89 @@ class ThetaIntegrator {
     out.forward_steps = sw.advances;
     out.adjoint_krylov_iterations = sw.adjoint_iterations;
     out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return out;
+  }
+
+  /// Forward sensitivities: J(y_l) and dJ·δ for one direction δ, by the
+  /// tangent-linear model (file comment) alongside the forward run. `y0`
+  /// is not modified. Collective; a direction of the wrong size on any
+  /// rank throws costate::Error on every rank.
+  ThetaTangent tangent(const GlobalVector& y0, const Objective& objective, const ThetaDirection& direction) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const Grid& g = op_.grid();
+    {
+      std::ostringstream why;
+      bool ok = true;
+      if (direction.initial_state.size() != 0 && direction.initial_state.size() != g.owned_size()) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::initial_state has "
+            << direction.initial_state.size() << " entries on rank " << g.rank() << ", the state grid owns "
+            << g.owned_size() << " (or leave it empty)";
+      } else if (!direction.parameters.empty() &&
+                 direction.parameters.size() != static_cast<std::size_t>(Op::kScalars)) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::parameters has " << direction.parameters.size()
+            << " entries; the model has " << Op::kScalars << " scalar parameters (or leave it empty)";
+      } else if (direction.fields.size() != 0 &&
+                 (Op::kFields == 0 || direction.fields.size() != op_.field_grid()->owned_size())) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::fields has " << direction.fields.size()
+            << " entries on rank " << g.rank() << "; "
+            << (Op::kFields == 0 ? std::string("the model has no parameter fields")
+                                 : "the field grid owns " + std::to_string(op_.field_grid()->owned_size()))
+            << " (or leave it empty)";
+      }
+      int bad = ok ? 0 : 1, any = 0;
+      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, g.comm());
+      if (!ok) throw Error(why.str());
+      COSTATE_CHECK(!any, "pde::ThetaIntegrator::tangent: another rank passed a direction of the wrong size "
+                          "(see its error)");
+    }
+    const double h = options_.dt, th = options_.theta;
+    const GlobalVector* a_dot = direction.fields.size() ? &direction.fields : nullptr;
+    const std::span<const double> q_dot(direction.parameters);
+    const bool parameter_direction = a_dot != nullptr || !q_dot.empty();
+    ThetaTangent out;
+    out.final_state = g.create_global("pde::tangent y");
+    out.final_tangent = g.create_global("pde::tangent dy");
+    GlobalVector& y = out.final_state;
+    GlobalVector& dy = out.final_tangent;
+    GlobalVector rhs = g.create_global(), tmp = g.create_global();
+    deep_copy(y, y0);
+    if (direction.initial_state.size()) deep_copy(dy, direction.initial_state);
+    const std::int64_t its0 = krylov_iterations_;
+    std::int64_t tangent_its = 0;
+    for (std::int64_t n = 0; n < options_.steps; ++n) {
+      const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
+      deep_copy(rhs, dy);
+      if (th < 1.0) {  // h(1−θ) ḟ_n at (t_n, y_n)
+        op_.jvp_total(tn, y, &dy, a_dot, q_dot, tmp);
+        axpy(h * (1.0 - th), tmp, rhs);
+      }
+      step(y, n);
+      if (parameter_direction) {  // hθ (f_a δa + f_q δq) at (t_{n+1}, y_{n+1})
+        op_.jvp_total(tn1, y, nullptr, a_dot, q_dot, tmp);
+        axpy(h * th, tmp, rhs);
+      }
+      if constexpr (Model::linear_in_state) {
+        ensure_linear_operator();
+      } else {
+        op_.jacobian(tn1, y, J_);
+        A_.shifted_copy_of(J_, 1.0, -h * th);
+        solver_.set_operator(A_);
+      }
+      const linear::Summary s = solver_.solve(rhs, dy, false);
+      tangent_its += s.iterations;
+      COSTATE_CHECK(s.success(), "pde::ThetaIntegrator::tangent: the tangent KSP solve failed at step "
+                                     << n << ": " << s.message
+                                     << "; choose a stronger -pc_type or raise KspOptions::max_iterations");
+    }
+    GlobalVector dJ = g.create_global();
+    out.objective = objective.evaluate(g, y, &dJ);
+    out.directional_derivative = dot(dJ, dy);
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.tangent_krylov_iterations = tangent_its;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return out;
   }
