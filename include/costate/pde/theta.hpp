@@ -206,6 +206,7 @@ class ThetaIntegrator {
     const std::int64_t its0 = krylov_iterations_;
     ThetaGradient out;
     out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
+    out.checkpoints.disk_snapshots = sw.store.disk_writes();
     if (options_.steps == 0) {
       out.objective = objective.evaluate(g, y0, &sw.lambda);
     } else {
@@ -316,6 +317,7 @@ class ThetaIntegrator {
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;
+    std::size_t disk_slots_ = 0;
 
     static std::size_t disk_slots(const ode::Checkpointing& c) {
       if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
@@ -327,7 +329,8 @@ class ThetaIntegrator {
     }
     Sweep(ThetaIntegrator& integrator, const Objective& obj, const ode::Checkpointing& c)
         : in(integrator), objective(obj),
-          store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())) {
+          store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())),
+          disk_slots_(disk_slots(c)) {
       const Grid& g = in.op_.grid();
       current = g.create_global();
       next = g.create_global();
@@ -345,13 +348,37 @@ class ThetaIntegrator {
       ++i;
       ++advances;
     }
+    /// Disk slots are one file per rank: a failure on one rank (a full
+    /// disk, an unwritable path) must stop every rank, not leave the others
+    /// waiting in the next collective. The schedule is the same on every
+    /// rank, so all ranks reach each disk save/load together and agree on
+    /// the outcome (one MPI_Allreduce per disk access; RAM slots: none).
+    template <class F>
+    void collective_disk(std::size_t slot, const char* what, F&& f) {
+      if (slot >= disk_slots_) {
+        f();
+        return;
+      }
+      std::string message;
+      try {
+        f();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      int bad = message.empty() ? 0 : 1, any = 0;
+      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, in.op_.grid().comm());
+      if (bad) throw Error("pde::ThetaIntegrator: " + message);
+      COSTATE_CHECK(!any, "pde::ThetaIntegrator: another rank could not " << what << " its disk checkpoint "
+                                                                           "(see its error); this rank's "
+                                                                           "file is fine");
+    }
     void save(std::size_t slot) {
-      store.save(slot, current.span());
+      collective_disk(slot, "write", [&] { store.save(slot, current.span()); });
       if (slot_index.size() <= slot) slot_index.resize(slot + 1);
       slot_index[slot] = i;
     }
     void restore(std::size_t slot) {
-      store.load(slot, current.span());
+      collective_disk(slot, "read", [&] { store.load(slot, current.span()); });
       i = slot_index[slot];
     }
     void reverse_step() {
