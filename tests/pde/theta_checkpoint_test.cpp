@@ -3,7 +3,8 @@
 // the gradient has the same bits as StoreAll (Heat2D with a κ field, and
 // the nonlinear Burgers2D), the files are removed afterwards, and a disk
 // failure on ONE rank stops every rank with an error instead of a hang.
-// Runs on 1, 2 and 4 ranks.
+// The same with the disk level in ONE parallel HDF5 file
+// (ThetaOptions::shared_disk_checkpoints). Runs on 1, 2 and 4 ranks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -44,24 +45,31 @@ pde::ThetaOptions options(double dt, std::int64_t steps) {
 }
 
 template <class Model>
-void expect_same_bits(pde::Operator<Model>& op, const pde::GlobalVector& u0, const pde::ThetaOptions& o,
+void expect_same_bits(pde::Operator<Model>& op, const pde::GlobalVector& u0, pde::ThetaOptions o,
                       const pde::Objective& obj, const std::string& path) {
   const pde::Grid& g = op.grid();
-  pde::ThetaIntegrator<Model> integ(op, o);
-  const auto all = integ.gradient(u0, obj, ode::StoreAll{});
-  for (std::int64_t disk : {1, 3}) {
+  pde::ThetaIntegrator<Model> reference(op, o);
+  const auto all = reference.gradient(u0, obj, ode::StoreAll{});
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool shared = variant >= 2;
+    const std::int64_t disk = variant % 2 == 0 ? 1 : 3;
+    o.shared_disk_checkpoints = shared;
+    pde::ThetaIntegrator<Model> integ(op, o);
     const auto ml = integ.gradient(u0, obj, ode::Multilevel{.ram = 2, .disk = disk, .path = path});
     EXPECT_GT(ml.checkpoints.disk_snapshots, 0) << "the disk level was not used";
     EXPECT_GT(ml.checkpoints.recomputed_steps, 0);
     EXPECT_LE(ml.checkpoints.peak_snapshots, 2 + disk);
     EXPECT_EQ(ml.objective, all.objective);
-    EXPECT_EQ(g.gather(ml.wrt_initial_state), g.gather(all.wrt_initial_state)) << disk << " disk slots";
+    EXPECT_EQ(g.gather(ml.wrt_initial_state), g.gather(all.wrt_initial_state)) << disk << " disk slots, shared file " << shared;
     EXPECT_EQ(ml.wrt_parameters, all.wrt_parameters);
     if constexpr (Model::field_parameters > 0) {
       EXPECT_EQ(op.field_grid()->gather(ml.wrt_fields), op.field_grid()->gather(all.wrt_fields));
     }
-    // Each rank's file is gone once the gradient returned.
+    // The files (each rank's, or the shared one) are gone once the
+    // gradient returned.
     EXPECT_FALSE(std::filesystem::exists(path + ".rank" + std::to_string(g.rank())));
+    MPI_Barrier(g.comm());
+    EXPECT_FALSE(std::filesystem::exists(path));
   }
 }
 
@@ -118,4 +126,22 @@ TEST(PdeThetaCheckpoints, DiskFailureOnOneRankThrowsOnEveryRank) {
   }
   if (last) std::filesystem::remove_all(mine);
   EXPECT_FALSE(std::filesystem::exists(mine));
+}
+
+TEST(PdeThetaCheckpoints, SharedDiskFileUnwritableThrowsOnEveryRank) {
+  pde::Domain d;
+  d.cells = {10, 8, 1};
+  pde::Operator<pde::Burgers2D> op(MPI_COMM_WORLD, d, {}, {0.05, 0.3});
+  auto u0 = op.grid().create_global();
+  op.grid().scatter(natural(op.grid().global_size(), 1.0, 0.3, 0.5), u0);
+  auto o = options(0.02, 9);
+  o.shared_disk_checkpoints = true;
+  pde::ThetaIntegrator<pde::Burgers2D> integ(op, o);
+  try {
+    integ.gradient(u0, pde::Objective::integral(),
+                   ode::Multilevel{.ram = 2, .disk = 2, .path = "/nonexistent-costate-dir/ckpt.h5"});
+    ADD_FAILURE() << "an unwritable shared checkpoint file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-costate-dir/ckpt.h5"), std::string::npos) << e.what();
+  }
 }

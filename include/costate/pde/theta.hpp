@@ -43,11 +43,14 @@
 ///
 /// Collective over the grid's communicator. Limitations: fixed steps;
 /// terminal objectives (objective.hpp); Multilevel disk snapshots go to one
-/// file per rank (path + ".rank<r>").
+/// file per rank (path + ".rank<r>"), or with
+/// ThetaOptions::shared_disk_checkpoints to one parallel HDF5 file; a disk
+/// failure on any rank throws on every rank.
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
@@ -60,6 +63,7 @@
 #include "costate/pde/matrix.hpp"
 #include "costate/pde/objective.hpp"
 #include "costate/pde/operator.hpp"
+#include "costate/pde/shared_snapshots.hpp"
 
 namespace costate::pde {
 
@@ -73,6 +77,10 @@ struct ThetaOptions {
   linear::KspOptions ksp{.rtol = 1e-12, .atol = 1e-50};
   double newton_rtol = 1e-10;  ///< ‖δ‖_∞ ≤ newton_rtol (1 + ‖z‖_∞)
   int newton_max_iterations = 25;
+  /// Multilevel's disk level: false — one serial HDF5 file per rank
+  /// (path + ".rank<r>"); true — ONE parallel HDF5 file at `path` for all
+  /// ranks (pde::SharedDiskSnapshots, collective MPI-IO). Same gradient bits.
+  bool shared_disk_checkpoints = false;
 
   void validate() const {
     COSTATE_CHECK(theta >= 0.5 && theta <= 1.0, "pde::ThetaOptions::theta = "
@@ -206,7 +214,7 @@ class ThetaIntegrator {
     const std::int64_t its0 = krylov_iterations_;
     ThetaGradient out;
     out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
-    out.checkpoints.disk_snapshots = sw.store.disk_writes();
+    out.checkpoints.disk_snapshots = sw.store.disk_writes() + (sw.shared ? sw.shared->writes() : 0);
     if (options_.steps == 0) {
       out.objective = objective.evaluate(g, y0, &sw.lambda);
     } else {
@@ -318,6 +326,7 @@ class ThetaIntegrator {
     double objective_value = 0.0;
     bool seeded = false;
     std::size_t disk_slots_ = 0;
+    std::unique_ptr<SharedDiskSnapshots> shared;  ///< the disk level when shared_disk_checkpoints
 
     static std::size_t disk_slots(const ode::Checkpointing& c) {
       if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
@@ -327,10 +336,14 @@ class ThetaIntegrator {
       if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
       return {};
     }
+    bool shared_disk() const { return in.options_.shared_disk_checkpoints && disk_slots_ > 0; }
     Sweep(ThetaIntegrator& integrator, const Objective& obj, const ode::Checkpointing& c)
         : in(integrator), objective(obj),
           store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())),
           disk_slots_(disk_slots(c)) {
+      if (shared_disk())
+        shared = std::make_unique<SharedDiskSnapshots>(in.op_.grid().comm(), in.op_.grid().owned_size(),
+                                                       std::get<ode::Multilevel>(c).path);
       const Grid& g = in.op_.grid();
       current = g.create_global();
       next = g.create_global();
@@ -373,12 +386,18 @@ class ThetaIntegrator {
                                                                            "file is fine");
     }
     void save(std::size_t slot) {
-      collective_disk(slot, "write", [&] { store.save(slot, current.span()); });
+      if (shared && slot < disk_slots_)
+        shared->save(slot, current.span());  // collective; throws on every rank
+      else
+        collective_disk(slot, "write", [&] { store.save(slot, current.span()); });
       if (slot_index.size() <= slot) slot_index.resize(slot + 1);
       slot_index[slot] = i;
     }
     void restore(std::size_t slot) {
-      collective_disk(slot, "read", [&] { store.load(slot, current.span()); });
+      if (shared && slot < disk_slots_)
+        shared->load(slot, current.span());
+      else
+        collective_disk(slot, "read", [&] { store.load(slot, current.span()); });
       i = slot_index[slot];
     }
     void reverse_step() {
