@@ -418,6 +418,49 @@ class Operator {
     }
   }
 
+  /// The total directional derivative in one Dual pass:
+  ///     out = (∂f/∂u) u̇ + (∂f/∂a) ȧ + (∂f/∂q) q̇
+  /// at (t, u). A null u̇ or ȧ, or an empty q̇, is a zero direction. ȧ is a
+  /// vector of field_grid(); q̇ has one entry per scalar parameter.
+  /// Collective. (Forward sensitivities of the θ integrator use it.)
+  void jvp_total(double t, const GlobalVector& u, const GlobalVector* u_dot, const GlobalVector* a_dot,
+                 std::span<const double> q_dot, const GlobalVector& out) {
+    using D1 = ad::Dual<double, 1>;
+    COSTATE_CHECK(q_dot.empty() || q_dot.size() == static_cast<std::size_t>(kScalars),
+                  "pde::Operator::jvp_total: q_dot has " << q_dot.size() << " entries; the model has "
+                                                         << kScalars << " scalar parameters");
+    exchange_state(u);
+    exchange_fields();
+    if (u_dot) grid_.global_to_local(*u_dot, v_local_);
+    std::vector<D1> ud(u_local_.extent(0));
+    for (std::size_t l = 0; l < ud.size(); ++l) {
+      ud[l] = D1(u_local_(l));
+      if (u_dot) ud[l].tangent(0) = v_local_(l);
+    }
+    LocalView4<D1> uv(ud.data(), grid_.ghosted().count[2], grid_.ghosted().count[1],
+                      grid_.ghosted().count[0], kDof);
+    fill_boundary(grid_, uv);
+    std::vector<D1> ad_;
+    if constexpr (kFields > 0) {
+      const Grid& fg = *field_grid_;
+      ad_.resize(a_local_.extent(0));
+      LocalArray adl;
+      if (a_dot) {
+        adl = fg.create_local();
+        fg.global_to_local(*a_dot, adl);
+      }
+      for (std::size_t l = 0; l < ad_.size(); ++l) {
+        ad_[l] = D1(a_local_(l));
+        if (a_dot) ad_[l].tangent(0) = adl(l);
+      }
+      LocalView4<D1> av(ad_.data(), fg.ghosted().count[2], fg.ghosted().count[1], fg.ghosted().count[0],
+                        kFields);
+      fill_boundary(fg, av, true);
+    }
+    directional(t, ud.data(), kFields > 0 ? ad_.data() : static_cast<const D1*>(nullptr), out,
+                q_dot.empty() ? nullptr : q_dot.data());
+  }
+
   /// q_bar[m] += Σ_cells wᵀ ∂f/∂q_m; per-rank partials summed in rank
   /// order (bitwise reproducible for a given decomposition). Collective.
   void vjp_parameters_add(double t, const GlobalVector& u, const GlobalVector& w, std::span<double> q_bar) {
@@ -574,11 +617,15 @@ class Operator {
   void seed_state(std::int64_t first) { seed(first, kDof, grid_, u_local_, dual_local_); }
 
   template <class U, class A>
-  void directional(double t, const U* ul, const A* al, const GlobalVector& out) {
+  void directional(double t, const U* ul, const A* al, const GlobalVector& out,
+                   const double* q_dot = nullptr) {
     const Geometry geo = geometry();
     using D1 = ad::Dual<double, 1>;
     D1 q[kScalars > 0 ? kScalars : 1] = {};
-    for (int m = 0; m < kScalars; ++m) q[m] = D1(parameters_[static_cast<std::size_t>(m)]);
+    for (int m = 0; m < kScalars; ++m) {
+      q[m] = D1(parameters_[static_cast<std::size_t>(m)]);
+      if (q_dot) q[m].tangent(0) = q_dot[m];
+    }
     double* o = out.data();
     const Model model = model_;
     Kokkos::parallel_for(

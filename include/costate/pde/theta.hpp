@@ -32,13 +32,27 @@
 /// for every checkpoint schedule. Across rank counts it agrees to the KSP
 /// tolerance (block preconditioners change with the decomposition).
 ///
+/// Forward sensitivities (tangent-linear model, ThetaIntegrator::tangent):
+/// a direction δ = (δa field, δq scalars, δy_0) is carried through the
+/// same steps, with the same KSP, by differentiating G = 0:
+///     (I − h θ J_{n+1}) δy_{n+1} = δy_n + h (1 − θ) ḟ_n + h θ (f_a δa + f_q δq)_{n+1},
+///     ḟ_n = J_n δy_n + f_a(n) δa + f_q(n) δq   (one Dual pass, Operator::jvp_total),
+/// J_{n+1} assembled at the converged y_{n+1}; then dJ·δ = ⟨∂J/∂y_l, δy_l⟩.
+/// It equals ⟨∇J, δ⟩ of the discrete adjoint to the KSP tolerance: one
+/// forward-sensitivity run per direction against one adjoint run for all.
+///
 /// Collective over the grid's communicator. Limitations: fixed steps;
 /// terminal objectives (objective.hpp); Multilevel disk snapshots go to one
-/// file per rank (path + ".rank<r>").
+/// file per rank (path + ".rank<r>"), or with
+/// ThetaOptions::shared_disk_checkpoints to one parallel HDF5 file; a disk
+/// failure on any rank throws on every rank.
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +63,7 @@
 #include "costate/pde/matrix.hpp"
 #include "costate/pde/objective.hpp"
 #include "costate/pde/operator.hpp"
+#include "costate/pde/shared_snapshots.hpp"
 
 namespace costate::pde {
 
@@ -62,6 +77,10 @@ struct ThetaOptions {
   linear::KspOptions ksp{.rtol = 1e-12, .atol = 1e-50};
   double newton_rtol = 1e-10;  ///< ‖δ‖_∞ ≤ newton_rtol (1 + ‖z‖_∞)
   int newton_max_iterations = 25;
+  /// Multilevel's disk level: false — one serial HDF5 file per rank
+  /// (path + ".rank<r>"); true — ONE parallel HDF5 file at `path` for all
+  /// ranks (pde::SharedDiskSnapshots, collective MPI-IO). Same gradient bits.
+  bool shared_disk_checkpoints = false;
 
   void validate() const {
     COSTATE_CHECK(theta >= 0.5 && theta <= 1.0, "pde::ThetaOptions::theta = "
@@ -86,6 +105,26 @@ struct ThetaGradient {
   std::int64_t forward_steps = 0;         ///< steps taken, recomputations included
   std::int64_t krylov_iterations = 0;     ///< forward solves
   std::int64_t adjoint_krylov_iterations = 0;
+  double seconds = 0.0;
+};
+
+/// A direction of forward sensitivities. An empty vector is a zero
+/// direction (GlobalVector() has size 0): e.g. only `parameters` set
+/// differentiates with respect to the scalars.
+struct ThetaDirection {
+  GlobalVector fields;             ///< δa: a vector of the operator's field grid (or empty)
+  std::vector<double> parameters;  ///< δq: one entry per scalar parameter (or empty)
+  GlobalVector initial_state;      ///< δy_0: a vector of the state grid (or empty)
+};
+
+/// What a forward-sensitivity run produced.
+struct ThetaTangent {
+  double objective = 0.0;               ///< J(y_l), bitwise the value of integrate()
+  double directional_derivative = 0.0;  ///< dJ·δ
+  GlobalVector final_state;             ///< y_l
+  GlobalVector final_tangent;           ///< δy_l
+  std::int64_t krylov_iterations = 0;   ///< forward solves
+  std::int64_t tangent_krylov_iterations = 0;
   double seconds = 0.0;
 };
 
@@ -175,6 +214,7 @@ class ThetaIntegrator {
     const std::int64_t its0 = krylov_iterations_;
     ThetaGradient out;
     out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
+    out.checkpoints.disk_snapshots = sw.store.disk_writes() + (sw.shared ? sw.shared->writes() : 0);
     if (options_.steps == 0) {
       out.objective = objective.evaluate(g, y0, &sw.lambda);
     } else {
@@ -186,6 +226,89 @@ class ThetaIntegrator {
     out.forward_steps = sw.advances;
     out.adjoint_krylov_iterations = sw.adjoint_iterations;
     out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return out;
+  }
+
+  /// Forward sensitivities: J(y_l) and dJ·δ for one direction δ, by the
+  /// tangent-linear model (file comment) alongside the forward run. `y0`
+  /// is not modified. Collective; a direction of the wrong size on any
+  /// rank throws costate::Error on every rank.
+  ThetaTangent tangent(const GlobalVector& y0, const Objective& objective, const ThetaDirection& direction) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const Grid& g = op_.grid();
+    {
+      std::ostringstream why;
+      bool ok = true;
+      if (direction.initial_state.size() != 0 && direction.initial_state.size() != g.owned_size()) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::initial_state has "
+            << direction.initial_state.size() << " entries on rank " << g.rank() << ", the state grid owns "
+            << g.owned_size() << " (or leave it empty)";
+      } else if (!direction.parameters.empty() &&
+                 direction.parameters.size() != static_cast<std::size_t>(Op::kScalars)) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::parameters has " << direction.parameters.size()
+            << " entries; the model has " << Op::kScalars << " scalar parameters (or leave it empty)";
+      } else if (direction.fields.size() != 0 &&
+                 (Op::kFields == 0 || direction.fields.size() != op_.field_grid()->owned_size())) {
+        ok = false;
+        why << "pde::ThetaIntegrator::tangent: ThetaDirection::fields has " << direction.fields.size()
+            << " entries on rank " << g.rank() << "; "
+            << (Op::kFields == 0 ? std::string("the model has no parameter fields")
+                                 : "the field grid owns " + std::to_string(op_.field_grid()->owned_size()))
+            << " (or leave it empty)";
+      }
+      int bad = ok ? 0 : 1, any = 0;
+      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, g.comm());
+      if (!ok) throw Error(why.str());
+      COSTATE_CHECK(!any, "pde::ThetaIntegrator::tangent: another rank passed a direction of the wrong size "
+                          "(see its error)");
+    }
+    const double h = options_.dt, th = options_.theta;
+    const GlobalVector* a_dot = direction.fields.size() ? &direction.fields : nullptr;
+    const std::span<const double> q_dot(direction.parameters);
+    const bool parameter_direction = a_dot != nullptr || !q_dot.empty();
+    ThetaTangent out;
+    out.final_state = g.create_global("pde::tangent y");
+    out.final_tangent = g.create_global("pde::tangent dy");
+    GlobalVector& y = out.final_state;
+    GlobalVector& dy = out.final_tangent;
+    GlobalVector rhs = g.create_global(), tmp = g.create_global();
+    deep_copy(y, y0);
+    if (direction.initial_state.size()) deep_copy(dy, direction.initial_state);
+    const std::int64_t its0 = krylov_iterations_;
+    std::int64_t tangent_its = 0;
+    for (std::int64_t n = 0; n < options_.steps; ++n) {
+      const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
+      deep_copy(rhs, dy);
+      if (th < 1.0) {  // h(1−θ) ḟ_n at (t_n, y_n)
+        op_.jvp_total(tn, y, &dy, a_dot, q_dot, tmp);
+        axpy(h * (1.0 - th), tmp, rhs);
+      }
+      step(y, n);
+      if (parameter_direction) {  // hθ (f_a δa + f_q δq) at (t_{n+1}, y_{n+1})
+        op_.jvp_total(tn1, y, nullptr, a_dot, q_dot, tmp);
+        axpy(h * th, tmp, rhs);
+      }
+      if constexpr (Model::linear_in_state) {
+        ensure_linear_operator();
+      } else {
+        op_.jacobian(tn1, y, J_);
+        A_.shifted_copy_of(J_, 1.0, -h * th);
+        solver_.set_operator(A_);
+      }
+      const linear::Summary s = solver_.solve(rhs, dy, false);
+      tangent_its += s.iterations;
+      COSTATE_CHECK(s.success(), "pde::ThetaIntegrator::tangent: the tangent KSP solve failed at step "
+                                     << n << ": " << s.message
+                                     << "; choose a stronger -pc_type or raise KspOptions::max_iterations");
+    }
+    GlobalVector dJ = g.create_global();
+    out.objective = objective.evaluate(g, y, &dJ);
+    out.directional_derivative = dot(dJ, dy);
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.tangent_krylov_iterations = tangent_its;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return out;
   }
@@ -202,6 +325,8 @@ class ThetaIntegrator {
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;
+    std::size_t disk_slots_ = 0;
+    std::unique_ptr<SharedDiskSnapshots> shared;  ///< the disk level when shared_disk_checkpoints
 
     static std::size_t disk_slots(const ode::Checkpointing& c) {
       if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
@@ -211,9 +336,14 @@ class ThetaIntegrator {
       if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
       return {};
     }
+    bool shared_disk() const { return in.options_.shared_disk_checkpoints && disk_slots_ > 0; }
     Sweep(ThetaIntegrator& integrator, const Objective& obj, const ode::Checkpointing& c)
         : in(integrator), objective(obj),
-          store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())) {
+          store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())),
+          disk_slots_(disk_slots(c)) {
+      if (shared_disk())
+        shared = std::make_unique<SharedDiskSnapshots>(in.op_.grid().comm(), in.op_.grid().owned_size(),
+                                                       std::get<ode::Multilevel>(c).path);
       const Grid& g = in.op_.grid();
       current = g.create_global();
       next = g.create_global();
@@ -231,13 +361,43 @@ class ThetaIntegrator {
       ++i;
       ++advances;
     }
+    /// Disk slots are one file per rank: a failure on one rank (a full
+    /// disk, an unwritable path) must stop every rank, not leave the others
+    /// waiting in the next collective. The schedule is the same on every
+    /// rank, so all ranks reach each disk save/load together and agree on
+    /// the outcome (one MPI_Allreduce per disk access; RAM slots: none).
+    template <class F>
+    void collective_disk(std::size_t slot, const char* what, F&& f) {
+      if (slot >= disk_slots_) {
+        f();
+        return;
+      }
+      std::string message;
+      try {
+        f();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      int bad = message.empty() ? 0 : 1, any = 0;
+      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, in.op_.grid().comm());
+      if (bad) throw Error("pde::ThetaIntegrator: " + message);
+      COSTATE_CHECK(!any, "pde::ThetaIntegrator: another rank could not " << what << " its disk checkpoint "
+                                                                           "(see its error); this rank's "
+                                                                           "file is fine");
+    }
     void save(std::size_t slot) {
-      store.save(slot, current.span());
+      if (shared && slot < disk_slots_)
+        shared->save(slot, current.span());  // collective; throws on every rank
+      else
+        collective_disk(slot, "write", [&] { store.save(slot, current.span()); });
       if (slot_index.size() <= slot) slot_index.resize(slot + 1);
       slot_index[slot] = i;
     }
     void restore(std::size_t slot) {
-      store.load(slot, current.span());
+      if (shared && slot < disk_slots_)
+        shared->load(slot, current.span());
+      else
+        collective_disk(slot, "read", [&] { store.load(slot, current.span()); });
       i = slot_index[slot];
     }
     void reverse_step() {
