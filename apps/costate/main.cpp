@@ -43,6 +43,7 @@
 #include "costate/costate.hpp"
 #include "costate/ad/verification.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
 #include "io/calibrate.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
@@ -59,6 +60,7 @@ struct RunArgs {
   std::vector<std::string> sets;
   bool json = false;
   bool quiet = false;
+  bool hessian = false;  ///< sensitivity --hessian
 };
 
 /// A one-line progress bar on stderr, drawn only on a terminal, only for runs
@@ -236,9 +238,76 @@ RunConfig prepare(const costate::Environment& env, const RunArgs& args, const ch
   return cfg;
 }
 
+/// sensitivity --hessian: ∂²J/∂p² over the `wrt` parameters (row-major),
+/// one Hessian–vector product per column on the gradient's steps. Initial
+/// values given as expressions of the parameters enter by the chain rule to
+/// second order.
+struct HessianRun {
+  std::vector<double> matrix;
+  double asymmetry = 0.0;  ///< max |H − Hᵀ| / max |H|
+  std::int64_t products = 0;
+  double wall_seconds = 0.0;
+};
+
+/// What --hessian supports, checked before any work is done.
+void check_hessian_request(const RunConfig& cfg, const std::string& input) {
+  namespace ode = costate::ode;
+  COSTATE_CHECK(cfg.sensitivity.method == "discrete_adjoint",
+                input << ": costate sensitivity --hessian needs sensitivity.method = "
+                         "discrete_adjoint (second order is forward over the discrete adjoint); "
+                         "got sensitivity.method = "
+                      << cfg.sensitivity.method);
+  const ode::Method m = cfg.integrator.method;
+  COSTATE_CHECK(m == ode::Method::ExplicitEuler || m == ode::Method::RK4 || m == ode::Method::Dopri5,
+                input << ": costate sensitivity --hessian supports integrator.method = euler, rk4 "
+                         "or dopri5; got integrator.method = "
+                      << ode::to_string(m)
+                      << " (the implicit steppers and CVODES have no second-order adjoint)");
+}
+
+HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
+                           const std::vector<std::size_t>& wrt) {
+  namespace ode = costate::ode;
+  const auto start = std::chrono::steady_clock::now();
+  const costate::io::ExpressionObjective objective(cfg);
+  const std::size_t np = cfg.parameters.size(), m = wrt.size();
+  HessianRun out;
+  out.matrix.assign(m * m, 0.0);
+  costate::io::visit_model(cfg, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
+                                          {cfg.t_start, cfg.t_end}};
+    const ode::SensitivityMethod method =
+        ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
+    ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
+    for (std::size_t c = 0; c < m; ++c) {
+      v.parameters[wrt[c]] = 1.0;
+      v.initial_state = costate::io::initial_state_parameter_jvp(cfg, v.parameters);
+      const ode::HessianVectorResult r =
+          ode::hessian_vector(problem, objective, v, method, cfg.integrator, g.step_times);
+      const std::vector<double> extra = costate::io::initial_state_parameter_hvp(
+          cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
+      for (std::size_t i = 0; i < m; ++i)
+        out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
+      v.parameters[wrt[c]] = 0.0;
+      ++out.products;
+    }
+  });
+  double scale = 0.0, asym = 0.0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < m; ++j) {
+      scale = std::max(scale, std::abs(out.matrix[i * m + j]));
+      asym = std::max(asym, std::abs(out.matrix[i * m + j] - out.matrix[j * m + i]));
+    }
+  out.asymmetry = scale > 0.0 ? asym / scale : 0.0;
+  out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
 int sensitivity(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
   RunConfig cfg = prepare(env, args, "sensitivity");
+  if (args.hessian) check_hessian_request(cfg, args.input);
   // 1. Trajectory (for the output file) and 2. the gradient.
   ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
     ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
@@ -253,12 +322,19 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
 
   costate::io::SensitivityOutput out;
   out.objective = r.objective;
+  std::vector<std::size_t> wrt_index;
   for (const auto& name : cfg.sensitivity.wrt) {
     const auto j = static_cast<std::size_t>(
         std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) -
         cfg.parameter_names.begin());
     out.parameter_names.push_back(name);
     out.gradient.push_back(g.gradient_p[j]);
+    wrt_index.push_back(j);
+  }
+  HessianRun hess;
+  if (args.hessian) {
+    hess = compute_hessian(cfg, r, wrt_index);
+    out.hessian = hess.matrix;
   }
   if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
   out.method = r.method;
@@ -285,6 +361,18 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     j["forward_steps"] = out.forward_steps;
     j["recomputed_steps"] = out.recomputed_steps;
     j["checkpoints"] = out.peak_snapshots;
+    if (args.hessian) {
+      const std::size_t m = out.parameter_names.size();
+      Json rows = Json::array();
+      for (std::size_t a = 0; a < m; ++a)
+        rows.push_back(std::vector<double>(out.hessian.begin() + static_cast<std::ptrdiff_t>(a * m),
+                                           out.hessian.begin() + static_cast<std::ptrdiff_t>((a + 1) * m)));
+      j["hessian"] = {{"names", out.parameter_names},
+                      {"matrix", rows},
+                      {"asymmetry", hess.asymmetry},
+                      {"products", hess.products},
+                      {"wall_seconds", hess.wall_seconds}};
+    }
     j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
     std::cout << j.dump() << std::endl;
     return 0;
@@ -297,6 +385,20 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     os << "  " << std::setw(20) << out.parameter_names[k] << out.gradient[k] << "\n";
   for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
     os << "  " << std::setw(20) << (cfg.state_names[k] + "(t0)") << out.gradient_initial_state[k] << "\n";
+  if (args.hessian) {
+    const std::size_t m = out.parameter_names.size();
+    os << "\n  Hessian d2J/dp2 (" << hess.products << " Hessian-vector products, forward over "
+       << "adjoint; asymmetry " << std::setprecision(2) << hess.asymmetry << ")\n"
+       << std::setprecision(8) << "  " << std::setw(12) << "";
+    for (const auto& name : out.parameter_names) os << std::right << std::setw(16) << name;
+    os << "\n";
+    for (std::size_t a = 0; a < m; ++a) {
+      os << "  " << std::left << std::setw(12) << out.parameter_names[a] << std::right;
+      for (std::size_t b = 0; b < m; ++b) os << std::setw(16) << out.hessian[a * m + b];
+      os << "\n";
+    }
+    os << std::left << std::setprecision(12);
+  }
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
   std::cout << os.str();
   return 0;
@@ -598,6 +700,9 @@ int main(int argc, char** argv) {
   auto* sens_cmd = input_command(
       "sensitivity", "objective and its gradient (discrete adjoint or forward sensitivities)",
       sens_args, true);
+  sens_cmd->add_flag("--hessian", sens_args.hessian,
+                     "also the Hessian of the objective w.r.t. the parameters (forward over the "
+                     "discrete adjoint; euler, rk4, dopri5)");
   auto* check_cmd = input_command(
       "gradcheck", "verify the gradient: Taylor test and finite differences", check_args, false);
 

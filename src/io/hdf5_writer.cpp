@@ -163,6 +163,12 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
     write_scalar_attribute(g, "forward_steps", sens->forward_steps);
     write_scalar_attribute(g, "recomputed_steps", sens->recomputed_steps);
     write_scalar_attribute(g, "peak_snapshots", sens->peak_snapshots);
+    if (!sens->hessian.empty()) {
+      const hsize_t m = sens->parameter_names.size();
+      write_doubles(g, "hessian", sens->hessian, {m, m});
+      Handle ds(H5Dopen2(g, "hessian", H5P_DEFAULT), H5Dclose, "open dataset hessian");
+      write_strings(ds, "names", sens->parameter_names, true);
+    }
   }
   write_string_scalar(file, "costate_version", COSTATE_VERSION_STRING, true);
   write_string_scalar(file, "command", command, true);

@@ -53,6 +53,9 @@ struct SensitivityOutput {
   std::vector<double> gradient_initial_state;  ///< empty unless requested
   std::string method;
   std::int64_t steps = 0, forward_steps = 0, recomputed_steps = 0, peak_snapshots = 0;
+  /// `sensitivity --hessian`: ∂²J/∂p² over parameter_names, row-major
+  /// (written as /sensitivity/hessian); empty otherwise.
+  std::vector<double> hessian;
 };
 
 /// Writes the run's results (and sensitivities when given). Serial (call on

@@ -51,4 +51,15 @@ class ExpressionObjective {
 /// (zero for numeric ones).
 std::vector<double> initial_state_parameter_vjp(const RunConfig& cfg, std::span<const double> lambda0);
 
+/// (∂y0/∂p) v for initial values given as expressions (zero for numeric
+/// ones): the initial-state part of a Hessian–vector product's direction.
+std::vector<double> initial_state_parameter_jvp(const RunConfig& cfg, std::span<const double> v);
+
+/// The ε-part of (∂y0/∂p)(p + εv)ᵀ (λ0 + ε λ̇0), i.e.
+/// (∂y0/∂p)ᵀ λ̇0 + Σ_i λ0_i ∇²y0_i(p) v: what the initial state's dependence
+/// on the parameters adds to H v (forward over reverse on the expressions).
+std::vector<double> initial_state_parameter_hvp(const RunConfig& cfg, std::span<const double> v,
+                                                std::span<const double> lambda0,
+                                                std::span<const double> lambda0_dot);
+
 }  // namespace costate::io

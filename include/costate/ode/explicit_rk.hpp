@@ -65,18 +65,21 @@ class ExplicitRKStep {
   /// pbar)` must set Ybar = f_yᵀ(Y) w and add f_pᵀ(Y) w to pbar.
   template <class Vjp, class ParamAdjoint>
   void adjoint(Vjp& vjp, double t, double h, V& lambda, ParamAdjoint& pbar) {
+    // Coefficients in the vectors' scalar type, so that the same adjoint
+    // runs on vectors of ad::Dual (ode::hessian_vector: forward over adjoint).
+    using S = typename V::value_type;
     const int s = tab_.stages;
-    for (int i = 0; i < s; ++i) scale(kbar_[i], h * tab_.b[i], lambda);
+    for (int i = 0; i < s; ++i) scale(kbar_[i], S(h * tab_.b[i]), lambda);
     // tmp_ accumulates ȳ = λ + Σ Ȳ_i; Ȳ_i is computed into stages_[i]'s
     // partner buffer (slopes_ is no longer needed once the step is done).
     deep_copy(tmp_, lambda);
     for (int i = s - 1; i >= 0; --i) {
       V& ybar_i = slopes_[i];
       vjp(t + tab_.c[i] * h, stages_[i], kbar_[i], ybar_i, pbar);
-      axpy(1.0, ybar_i, tmp_);
+      axpy(S(1.0), ybar_i, tmp_);
       for (int j = 0; j < i; ++j) {
         const double aij = tab_.at(i, j);
-        if (aij != 0.0) axpy(h * aij, ybar_i, kbar_[j]);
+        if (aij != 0.0) axpy(S(h * aij), ybar_i, kbar_[j]);
       }
     }
     deep_copy(lambda, tmp_);

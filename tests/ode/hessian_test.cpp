@@ -1,0 +1,377 @@
+// Second-order ODE sensitivities (ode::hessian_vector, ode::hessian):
+// H v against central differences of adjoint gradients on the same replayed
+// steps, the gradient part equal to ode::gradient's bits, the Hessian against
+// ad::hessian of the whole taped RK4 loop, symmetry, the second-order Taylor
+// test (remainder order ≥ 2.9), and bitwise checkpoint invariance — on
+// Lotka–Volterra with observations, Van der Pol and FitzHugh–Nagumo.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "costate/ad/drivers.hpp"
+#include "costate/ode/hessian.hpp"
+#include "costate/ode/models.hpp"
+
+namespace {
+
+using namespace costate::ode;
+
+/// H v vs differences of the adjoint gradient along v: central differences
+/// with steps h and h/2 combined by Richardson extrapolation,
+/// (4 D(h/2) − D(h)) / 3, whose truncation error is O(h⁴) (plain central
+/// differences were measured 1e-6 … 5e-5 off on these oscillating problems:
+/// their fourth derivatives are large). With h = 2e-3 (v of size ~1) the
+/// truncation is ~1e-10 and the round-off of the gradients ~1e-13 |∇J| / h
+/// ≈ 1e-10 relative; 1e-7 (of max |H v|) leaves margin.
+constexpr double kFdRelTol = 1e-7;
+constexpr double kFdStep = 2e-3;
+/// The Hessian from forward over adjoint vs ad::hessian of the taped loop:
+/// the same discrete objective in a different order of operations; round-off
+/// over 10³ steps stays below 1e-11 relative.
+constexpr double kTapeRelTol = 1e-11;
+/// H_ij and H_ji come from different sweeps (columns j and i): they agree to
+/// the round-off of a sweep, measured ≈ 1e-14; 1e-11 relative leaves margin.
+constexpr double kSymmetryTol = 1e-11;
+/// Second-order Taylor test: the remainder J(p+hv) − J − h∇J·v − ½h²vᵀHv
+/// is O(h³) when H is right (O(h²) when it is not).
+constexpr double kRequiredOrder = 2.9;
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+/// Least squares against noisy-looking data at 10 times (one value missing).
+LeastSquares lv_data() {
+  LeastSquares ls;
+  ls.n_states = 2;
+  for (int k = 1; k <= 10; ++k) {
+    const double t = 0.5 * k;
+    ls.times.push_back(t);
+    ls.data.push_back(1.0 + 0.5 * std::sin(1.3 * t));
+    ls.data.push_back(k == 4 ? NAN : 0.8 + 0.4 * std::cos(0.9 * t));
+  }
+  return ls;
+}
+
+Problem<LotkaVolterra> lv_problem() {
+  return Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 5.0}};
+}
+
+/// A terminal and a running cost that depend on the parameters (so the
+/// objective's own second derivatives in p and the mixed ones enter).
+struct MixedObjective {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return T(0.5 * (y[0] - 1.0) * (y[0] - 1.0) + 0.3 * p[0] * y[1] * y[1]);
+  }
+  template <class T>
+  T running(double t, std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[0] * (1.0 + 0.1 * t) + 0.05 * p[0] * p[0] * y[1]);
+  }
+};
+
+/// Observations plus a running cost (FitzHugh–Nagumo's v and w).
+struct ObservedAndRunning {
+  LeastSquares ls;
+  std::vector<double> observation_times() const { return ls.times; }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+    return ls.observation<T>(k, y, p);
+  }
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T> p) const {
+    return T(0.01 * p[3] * y[0] * y[0] + 0.02 * y[1] * y[1]);
+  }
+};
+
+/// J on the steps `times` (plain evaluation through ode::gradient's replay).
+template <class M, class O>
+double objective_at(const Problem<M>& pr, const O& obj, const std::vector<double>& p,
+                    const std::vector<double>& y0, const IntegratorOptions& opt,
+                    const std::vector<double>& times) {
+  Problem<M> q = pr;
+  q.p = p;
+  q.y0 = y0;
+  return gradient(q, obj, DiscreteAdjoint{}, opt, times).objective;
+}
+
+/// Richardson-extrapolated central differences of the adjoint gradient
+/// (p then y0) along v, on the steps `times`.
+template <class M, class O>
+std::vector<double> fd_hv(const Problem<M>& pr, const O& obj, const HessianDirection& v,
+                          const IntegratorOptions& opt, const std::vector<double>& times) {
+  auto at = [&](double s) {
+    Problem<M> q = pr;
+    for (std::size_t j = 0; j < q.p.size(); ++j) q.p[j] += s * v.parameters[j];
+    if (!v.initial_state.empty())
+      for (std::size_t i = 0; i < q.y0.size(); ++i) q.y0[i] += s * v.initial_state[i];
+    const GradientResult g = gradient(q, obj, DiscreteAdjoint{}, opt, times);
+    std::vector<double> all = g.wrt_parameters;
+    all.insert(all.end(), g.wrt_initial_state.begin(), g.wrt_initial_state.end());
+    return all;
+  };
+  auto central = [&](double h) {
+    const std::vector<double> a = at(h), b = at(-h);
+    std::vector<double> d(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) d[i] = (a[i] - b[i]) / (2.0 * h);
+    return d;
+  };
+  const std::vector<double> d1 = central(kFdStep), d2 = central(0.5 * kFdStep);
+  std::vector<double> d(d1.size());
+  for (std::size_t i = 0; i < d.size(); ++i) d[i] = (4.0 * d2[i] - d1[i]) / 3.0;
+  return d;
+}
+
+/// H v (p then y0) from a result.
+std::vector<double> hv_all(const HessianVectorResult& r) {
+  std::vector<double> all = r.hv_wrt_parameters;
+  all.insert(all.end(), r.hv_wrt_initial_state.begin(), r.hv_wrt_initial_state.end());
+  return all;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double scale = std::max(max_abs(want), 1e-300);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_LE(std::abs(got[i] - want[i]), rtol * scale)
+        << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+}
+
+/// Second-order Taylor test along v in (p, y0): residuals of
+/// J(x + hv) − J − h ∇J·v − ½ h² vᵀHv for h = h0 / 2^k, stopping at the
+/// round-off floor (64 ε |J|). Returns the least-squares slope of
+/// log r against log h and the smallest observed order.
+template <class M, class O>
+std::pair<double, double> taylor2(const Problem<M>& pr, const O& obj, const HessianDirection& v,
+                                  const IntegratorOptions& opt, const HessianVectorResult& r,
+                                  double h0) {
+  const double J0 = r.objective;
+  double dJ = dot(r.gradient_wrt_parameters, v.parameters);
+  double vHv = dot(r.hv_wrt_parameters, v.parameters);
+  if (!v.initial_state.empty()) {
+    dJ += dot(r.gradient_wrt_initial_state, v.initial_state);
+    vHv += dot(r.hv_wrt_initial_state, v.initial_state);
+  }
+  std::vector<double> hs, res;
+  for (int k = 0; k < 7; ++k) {
+    const double h = h0 / std::pow(2.0, k);
+    std::vector<double> p = pr.p, y0 = pr.y0;
+    for (std::size_t j = 0; j < p.size(); ++j) p[j] += h * v.parameters[j];
+    if (!v.initial_state.empty())
+      for (std::size_t i = 0; i < y0.size(); ++i) y0[i] += h * v.initial_state[i];
+    const double Jh = objective_at(pr, obj, p, y0, opt, r.step_times);
+    const double rem = std::abs(Jh - J0 - h * dJ - 0.5 * h * h * vHv);
+    if (rem <= 64.0 * 2.2e-16 * std::abs(J0)) break;
+    hs.push_back(h);
+    res.push_back(rem);
+  }
+  EXPECT_GE(hs.size(), 4u) << "the remainder reached round-off too early: raise h0";
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, min_order = 1e300;
+  for (std::size_t k = 0; k < hs.size(); ++k) {
+    const double lx = std::log(hs[k]), ly = std::log(res[k]);
+    sx += lx;
+    sy += ly;
+    sxx += lx * lx;
+    sxy += lx * ly;
+    if (k > 0) min_order = std::min(min_order, std::log2(res[k - 1] / res[k]));
+  }
+  const double m = static_cast<double>(hs.size());
+  return {(m * sxy - sx * sy) / (m * sxx - sx * sx), min_order};
+}
+
+/// A terminal cost for the comparison with the taped loop.
+struct Terminal {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[0] * y[1] + 0.1 * p[1] * y[0]);
+  }
+};
+
+// ------------------------------------------------------------------ tests
+
+TEST(HessianVector, LotkaVolterraObservationsAgainstFiniteDifferences) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  const IntegratorOptions opt{.method = Method::RK4, .dt = 0.01};
+  const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
+  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
+  EXPECT_EQ(r.step_times.size(), 501u);
+  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times), kFdRelTol, "LV H v");
+
+  // The value parts are ode::gradient's computation: the same bits.
+  const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
+  EXPECT_EQ(r.objective, g.objective);
+  EXPECT_EQ(r.gradient_wrt_parameters, g.wrt_parameters);
+  EXPECT_EQ(r.gradient_wrt_initial_state, g.wrt_initial_state);
+  // ε-part of J = ∇J · v (the same sweep; round-off of a 6-term dot product).
+  const double dJ = dot(g.wrt_parameters, v.parameters) + dot(g.wrt_initial_state, v.initial_state);
+  EXPECT_NEAR(r.directional_derivative, dJ, 1e-12 * std::abs(dJ));
+}
+
+TEST(HessianVector, LotkaVolterraTaylorOrderThree) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  const IntegratorOptions opt{.method = Method::RK4, .dt = 0.01};
+  const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
+  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
+  const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.02);
+  EXPECT_GE(fitted, kRequiredOrder);
+  EXPECT_GE(min_order, kRequiredOrder - 0.2);  // single halvings are noisier than the fit
+}
+
+TEST(Hessian, LotkaVolterraMatchesTapedLoopAndIsSymmetric) {
+  // J = terminal cost after 200 RK4 steps; the reference records the whole
+  // loop on Reverse<Dual<double,1>> (ad::hessian) — the same discrete J.
+  const auto pr = Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 2.0}};
+  const double dt = 0.01;
+  const int steps = 200;
+  auto loop = [&](const auto& p) {
+    using T = std::decay_t<decltype(p[0])>;
+    std::vector<T> y{T(1.0), T(1.0)}, k1(2), k2(2), k3(2), k4(2), s(2);
+    auto f = [&](const std::vector<T>& u, std::vector<T>& d) {
+      LotkaVolterra{}.rhs<T>(0.0, std::span<const T>(u), std::span<const T>(p.data(), 4),
+                             std::span<T>(d));
+    };
+    for (int n = 0; n < steps; ++n) {
+      f(y, k1);
+      for (int i = 0; i < 2; ++i) s[i] = y[i] + 0.5 * dt * k1[i];
+      f(s, k2);
+      for (int i = 0; i < 2; ++i) s[i] = y[i] + 0.5 * dt * k2[i];
+      f(s, k3);
+      for (int i = 0; i < 2; ++i) s[i] = y[i] + dt * k3[i];
+      f(s, k4);
+      for (int i = 0; i < 2; ++i)
+        y[i] = y[i] + (dt / 6.0) * k1[i] + (dt / 3.0) * k2[i] + (dt / 3.0) * k3[i] +
+               (dt / 6.0) * k4[i];
+    }
+    T J = Terminal{}.template terminal<T>(std::span<const T>(y), std::span<const T>(p.data(), 4));
+    return J;
+  };
+  const Eigen::MatrixXd ref = costate::ad::hessian(loop, pr.p);
+  const HessianResult H =
+      hessian(pr, Terminal{}, DiscreteAdjoint{}, {.method = Method::RK4, .dt = dt});
+  ASSERT_EQ(H.hessian.rows(), 4);
+  EXPECT_EQ(H.products, 4);
+  const double scale = ref.cwiseAbs().maxCoeff();
+  EXPECT_LE((H.hessian - ref).cwiseAbs().maxCoeff(), kTapeRelTol * scale)
+      << "forward over adjoint\n" << H.hessian << "\ntaped loop\n" << ref;
+  EXPECT_LE(H.asymmetry, kSymmetryTol);
+  EXPECT_GT(scale, 0.0);
+}
+
+TEST(HessianVector, VanDerPolDopri5WithInitialState) {
+  // Adaptive dopri5: its steps are chosen once and replayed by the HVP and
+  // by the finite differences.
+  const Problem<VanDerPol> pr{VanDerPol{}, {2.0, 0.0}, {1.0}, {0.0, 4.0}};
+  const MixedObjective obj;
+  const IntegratorOptions opt{.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10};
+  const HessianDirection v{{1.0}, {0.3, -0.6}};
+  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
+  EXPECT_GT(r.step_times.size(), 20u);
+  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times), kFdRelTol, "VdP H v");
+  const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
+  EXPECT_EQ(g.step_times, r.step_times);
+  EXPECT_EQ(r.gradient_wrt_parameters, g.wrt_parameters);
+  const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.05);
+  EXPECT_GE(fitted, kRequiredOrder);
+  (void)min_order;
+}
+
+TEST(Hessian, FitzHughNagumoEulerSymmetricAndTaylor) {
+  const Problem<FitzHughNagumo> pr{FitzHughNagumo{}, {-1.0, 1.0}, {0.7, 0.8, 12.5, 0.5}, {0.0, 20.0}};
+  ObservedAndRunning obj;
+  obj.ls.n_states = 2;
+  for (int k = 1; k <= 8; ++k) {
+    obj.ls.times.push_back(2.5 * k);
+    obj.ls.data.push_back(1.5 * std::sin(0.3 * k));
+    obj.ls.data.push_back(0.5 + 0.2 * k);
+  }
+  const IntegratorOptions opt{.method = Method::ExplicitEuler, .dt = 0.005};
+  const HessianResult H = hessian(pr, obj, DiscreteAdjoint{}, opt);
+  EXPECT_LE(H.asymmetry, kSymmetryTol);
+  // Each column against differences of gradients.
+  for (std::size_t j = 0; j < 4; ++j) {
+    HessianDirection e{std::vector<double>(4, 0.0), {}};
+    e.parameters[j] = 1.0;
+    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.step_times);
+    fd.resize(4);
+    std::vector<double> col(4);
+    for (Eigen::Index i = 0; i < 4; ++i) col[static_cast<std::size_t>(i)] = H.hessian(i, static_cast<Eigen::Index>(j));
+    expect_close(col, fd, kFdRelTol, "FHN column");
+  }
+  // vᵀHv from the matrix in the Taylor test along a mixed direction.
+  const HessianDirection v{{0.1, -0.2, 1.0, 0.3}, {}};
+  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, H.step_times);
+  Eigen::VectorXd vv = Eigen::Map<const Eigen::VectorXd>(v.parameters.data(), 4);
+  const Eigen::VectorXd Hv = H.hessian * vv;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(r.hv_wrt_parameters[static_cast<std::size_t>(i)], Hv[i], 1e-12 * Hv.cwiseAbs().maxCoeff());
+  const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.1);
+  EXPECT_GE(fitted, kRequiredOrder);
+  (void)min_order;
+}
+
+TEST(HessianVector, CheckpointSchedulesGiveTheSameBits) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  const IntegratorOptions opt{.method = Method::Dopri5, .rtol = 1e-7, .atol = 1e-9};
+  const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
+  const HessianVectorResult all = hessian_vector(pr, obj, v, DiscreteAdjoint{StoreAll{}}, opt);
+  const std::string disk =
+      (std::filesystem::temp_directory_path() / "costate_hessian_test_ml.h5").string();
+  const std::vector<Checkpointing> schedules{Binomial{.snapshots = 4}, Uniform{.every = 7},
+                                             Online{.snapshots = 5},
+                                             Multilevel{.ram = 2, .disk = 2, .path = disk}};
+  for (const Checkpointing& c : schedules) {
+    const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{c}, opt);
+    EXPECT_EQ(r.objective, all.objective) << to_string(c);
+    EXPECT_EQ(r.gradient_wrt_parameters, all.gradient_wrt_parameters) << to_string(c);
+    EXPECT_EQ(r.hv_wrt_parameters, all.hv_wrt_parameters) << to_string(c);
+    EXPECT_EQ(r.hv_wrt_initial_state, all.hv_wrt_initial_state) << to_string(c);
+    EXPECT_GT(r.checkpoints.recomputed_steps, 0) << to_string(c);
+    EXPECT_LT(r.checkpoints.peak_snapshots, all.checkpoints.peak_snapshots) << to_string(c);
+  }
+}
+
+TEST(HessianVector, RejectsWhatItDoesNotSupport) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  const HessianDirection v{{1.0, 0.0, 0.0, 0.0}, {}};
+  auto message = [&](auto&& call) {
+    try {
+      call();
+    } catch (const costate::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (Method m : {Method::BackwardEuler, Method::CrankNicolson, Method::Sdirk3, Method::Bdf}) {
+    const std::string msg = message([&] {
+      hessian_vector(pr, obj, v, DiscreteAdjoint{}, {.method = m, .dt = 0.01});
+    });
+    EXPECT_NE(msg.find("integrator.method = " + to_string(m) + " is not supported"),
+              std::string::npos)
+        << msg;
+  }
+  const std::string fwd = message([&] {
+    hessian_vector(pr, obj, v, Forward{}, {.method = Method::RK4, .dt = 0.01});
+  });
+  EXPECT_NE(fwd.find("sensitivity.method = forward is not supported"), std::string::npos) << fwd;
+  const std::string size = message([&] {
+    hessian_vector(pr, obj, {{1.0, 2.0}, {}}, DiscreteAdjoint{}, {.method = Method::RK4, .dt = 0.01});
+  });
+  EXPECT_NE(size.find("2 parameter entries; the problem has 4"), std::string::npos) << size;
+}
+
+}  // namespace
