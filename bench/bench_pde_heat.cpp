@@ -13,8 +13,9 @@
 // PETSc options apply (-ksp_type, -pc_type); the default is CG with
 // PETSc's default preconditioner (ILU(0) on one rank, block Jacobi/ILU on
 // several), rtol 1e-10. Under mpiexec, rank 0 first times the same forward
-// integration alone on MPI_COMM_SELF (the other ranks wait), so the scaling
-// ratio is measured in one run.
+// integration and the StoreAll gradient alone on MPI_COMM_SELF (the other
+// ranks wait), so the scaling ratios are measured in one run
+// (bench/scaling.sh repeats it and keeps the best).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
   try {
     // 1. Serial reference for the scaling (rank 0 alone, same binary, same run).
-    double t_serial = 0.0;
+    double t_serial = 0.0, t_serial_grad = 0.0;
     if (env.size() > 1) {
       if (env.rank() == 0) {
         Setup s(MPI_COMM_SELF, n);
@@ -125,6 +126,10 @@ int main(int argc, char** argv) {
         deep_copy(u, s.u0);
         integ.step(u, 0);  // set-up: Jacobian, I − hθJ, preconditioner
         t_serial = time_forward(s, integ, repeats, MPI_COMM_SELF).first;
+        // forward + adjoint (StoreAll) alone too: scaling of the gradient.
+        const auto obj = pde::Objective::misfit(s.op.grid().create_global());
+        t_serial_grad =
+            median_wall_cpu([&] { (void)integ.gradient(s.u0, obj, ode::StoreAll{}); }, repeats).first;
       }
       MPI_Barrier(env.comm());
     }
@@ -192,6 +197,11 @@ int main(int argc, char** argv) {
         std::printf("  strong scaling: forward 1 rank %.3f s, %d ranks %.3f s: speed-up %.2f, efficiency %.0f%%\n",
                     t_serial, env.size(), t_forward, t_serial / t_forward,
                     100.0 * t_serial / (t_forward * env.size()));
+      if (env.size() > 1)
+        std::printf("  strong scaling: forward+adjoint (StoreAll) 1 rank %.3f s, %d ranks %.3f s: speed-up %.2f, "
+                    "efficiency %.0f%%\n",
+                    t_serial_grad, env.size(), t_all, t_serial_grad / t_all,
+                    100.0 * t_serial_grad / (t_all * env.size()));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_pde_heat: %s\n", e.what());
