@@ -112,6 +112,68 @@ TEST(StiffGradient, CheckpointInvarianceIsBitwise) {
   }
 }
 
+/// A stiff, non-autonomous forced relaxation, y1' = −k (y1 − cos(ω t)) +
+/// y2 y1,  y2' = −y2 + p2 y1: the right-hand side depends on t, so the
+/// stage times of a reverse step must match the step times exactly when
+/// StoreAll reuses Jacobians from the replayed steps.
+struct ForcedRelaxation {
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    dydt[0] = -p[0] * (y[0] - std::cos(3.0 * t)) + y[1] * y[0];
+    dydt[1] = -y[1] + p[1] * y[0];
+  }
+};
+
+struct ForcedObjective {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[0] + 0.1 * p[1] * y[1]);
+  }
+  template <class T>
+  T running(double t, std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[1] * (1.0 + 0.1 * t) + 0.01 * p[0] * y[0]);
+  }
+};
+
+TEST(StiffGradient, StoreAllKeepsJacobiansWithTheSameBits) {
+  // StoreAll keeps each replayed step's Jacobian (and sdirk3's stages) for
+  // its reverse step; the other schedules recompute them. The gradients
+  // must still agree bitwise — with time-dependent right-hand sides, a
+  // running cost and observations.
+  const Problem<ForcedRelaxation> pr{ForcedRelaxation{}, {0.3, 0.1}, {500.0, 0.2}, {0.0, 3.0}};
+  LeastSquares ls{.times = {0.7, 1.9}, .data = {0.5, 0.1, 0.2, 0.1}, .n_states = 2};
+  for (Method m : kMethods) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8};
+    const auto ref = gradient(pr, ForcedObjective{}, DiscreteAdjoint{StoreAll{}}, opt);
+    const auto fwd = gradient(pr, ForcedObjective{}, Forward{}, opt);
+    expect_rel(joined(fwd), joined(ref), kForwardVsAdjointTol, "store all vs forward");
+    EXPECT_GT(ref.checkpoints.steps, 20);
+    for (const Checkpointing& c : std::vector<Checkpointing>{Binomial{.snapshots = 3}, Uniform{.every = 5}}) {
+      SCOPED_TRACE(to_string(c));
+      const auto r = gradient(pr, ForcedObjective{}, DiscreteAdjoint{c}, opt);
+      EXPECT_EQ(r.objective, ref.objective);
+      EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters);
+      EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state);
+    }
+    const auto obs_all = gradient(pr, ls, DiscreteAdjoint{StoreAll{}}, opt);
+    const auto obs_bin = gradient(pr, ls, DiscreteAdjoint{Binomial{.snapshots = 4}}, opt);
+    EXPECT_EQ(obs_bin.wrt_parameters, obs_all.wrt_parameters);
+    EXPECT_EQ(obs_bin.wrt_initial_state, obs_all.wrt_initial_state);
+    const auto obs_fwd = gradient(pr, ls, Forward{}, opt);
+    expect_rel(joined(obs_fwd), joined(obs_all), kForwardVsAdjointTol, "observations");
+  }
+  // The θ-method (Crank–Nicolson) on the same problem: its reverse steps
+  // reuse one transposed-LU workspace; store all vs binomial, bitwise.
+  const IntegratorOptions cn{.method = Method::CrankNicolson, .dt = 1e-2};
+  const auto cn_all = gradient(pr, ForcedObjective{}, DiscreteAdjoint{StoreAll{}}, cn);
+  const auto cn_bin = gradient(pr, ForcedObjective{}, DiscreteAdjoint{Binomial{.snapshots = 4}}, cn);
+  EXPECT_EQ(cn_bin.wrt_parameters, cn_all.wrt_parameters);
+  EXPECT_EQ(cn_bin.wrt_initial_state, cn_all.wrt_initial_state);
+  const auto cn_fwd = gradient(pr, ForcedObjective{}, Forward{}, cn);
+  expect_rel(joined(cn_fwd), joined(cn_all), kForwardVsAdjointTol, "crank-nicolson");
+}
+
 TEST(StiffGradient, CentralDifferencesAndTaylorOfTheReplayedObjective) {
   const Problem<VanDerPol> vdp{VanDerPol{}, {2.0, -0.6666}, {1000.0}, {0.0, 0.5}};
   for (Method m : kMethods) {

@@ -444,6 +444,9 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
              after = cur.clone();
   Eigen::MatrixXd jac_next;          // [J | f_p] at x_{jac_next_step}
   std::int64_t jac_next_step = -1;
+  // θ-method reverse steps: storage allocated once (no allocation per step).
+  detail::TransposedSolve theta_solve(implicit ? na : 0);
+  Eigen::VectorXd theta_pbar(static_cast<Eigen::Index>(implicit ? np : 0));
   std::vector<double> mu(np, 0.0), ybar(na), ybar_obj(n);
   detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na, dam.coloured_jacobian);
   ad::Tape objective_tape;
@@ -559,23 +562,22 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       // with [J | f_p] from forward mode; the one at x_n is kept for the
       // next reverse step, where it is the one at x_{n+1}.
       const double th = theta->theta();
+      const auto nna = static_cast<Eigen::Index>(na), npp = static_cast<Eigen::Index>(np);
       if (jac_next_step != ops.i + 1)
         jac_next = theta->jacobian_state_parameters(times[i + 1],
                                                     std::span<const double>(next.data(), na));
-      const Eigen::MatrixXd A =
-          Eigen::MatrixXd::Identity(na, na) - h * th * jac_next.leftCols(na);
-      const Eigen::VectorXd m =
-          A.transpose().partialPivLu().solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), na));
-      Eigen::VectorXd pbar = h * th * (jac_next.rightCols(np).transpose() * m);
+      theta_solve.factor(h * th, jac_next);
+      Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nna);
+      const Eigen::VectorXd& m = theta_solve.solve(lam);
+      theta_pbar.noalias() = (h * th) * (jac_next.rightCols(npp).transpose() * m);
       jac_next = theta->jacobian_state_parameters(times[i], std::span<const double>(cur.data(), na));
       jac_next_step = ops.i;
-      Eigen::VectorXd lam = m;
+      lam = m;
       if (th < 1.0) {
-        lam += h * (1.0 - th) * (jac_next.leftCols(na).transpose() * m);
-        pbar += h * (1.0 - th) * (jac_next.rightCols(np).transpose() * m);
+        lam.noalias() += (h * (1.0 - th)) * (jac_next.leftCols(nna).transpose() * m);
+        theta_pbar.noalias() += (h * (1.0 - th)) * (jac_next.rightCols(npp).transpose() * m);
       }
-      for (std::size_t q = 0; q < na; ++q) lambda[q] = lam[static_cast<Eigen::Index>(q)];
-      for (std::size_t j = 0; j < np; ++j) mu[j] += pbar[static_cast<Eigen::Index>(j)];
+      for (std::size_t j = 0; j < np; ++j) mu[j] += theta_pbar[static_cast<Eigen::Index>(j)];
     } else {
       rk.adjoint(stage_vjp, times[i], h, lambda, mu);
     }

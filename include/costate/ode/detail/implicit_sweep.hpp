@@ -45,6 +45,37 @@ inline double replay_kappa(const IntegratorOptions& opt) {
   return std::max(1e-6, opt.newton_tol / opt.rtol);
 }
 
+/// Per-step data a StoreAll sweep keeps from its replayed forward steps for
+/// the reverse steps (schemes' keep_step_data): slot i holds `width`
+/// doubles. Kept only while the whole cache fits kStepCacheBytes; above
+/// that the reverse steps recompute the data (the same bits, more work).
+class StepCache {
+ public:
+  static constexpr std::size_t kStepCacheBytes = std::size_t{256} << 20;
+
+  void enable(std::size_t slots, std::size_t width) {
+    if (width == 0 || slots * width * sizeof(double) > kStepCacheBytes) return;
+    width_ = width;
+    data_.assign(slots * width, 0.0);
+    have_.assign(slots, 0);
+  }
+  bool enabled() const { return width_ > 0; }
+  /// Slot i, marked filled (the caller fills it).
+  std::span<double> fill(std::size_t i) {
+    have_[i] = 1;
+    return std::span<double>(data_).subspan(i * width_, width_);
+  }
+  /// Slot i if filled, else nullptr.
+  const double* get(std::size_t i) const {
+    return enabled() && i < have_.size() && have_[i] ? data_.data() + i * width_ : nullptr;
+  }
+
+ private:
+  std::size_t width_ = 0;
+  std::vector<double> data_;
+  std::vector<char> have_;
+};
+
 /// sdirk3 as a scheme: x = y.
 template <class A>
 class SdirkScheme {
@@ -53,7 +84,17 @@ class SdirkScheme {
               const IntegratorOptions& opt, const std::vector<double>& times)
       : st_(model, p, na, opt.newton_tol, opt.newton_max_iterations, opt.rtol,
             atol_vector(opt, na), replay_kappa(opt)),
-        jac_(model, p, na), times_(times), na_(na), np_(p.size()), tmp_(na) {}
+        jac_(model, p, na), times_(times), na_(na), np_(p.size()), tmp_(na), solve_(na),
+        kbar_(static_cast<Eigen::Index>(na), 3), ybar_(static_cast<Eigen::Index>(na)),
+        pbar_(static_cast<Eigen::Index>(p.size())) {}
+
+  /// StoreAll: keep each replayed step's stages and its [J | f_p] at the
+  /// step's start (which the Newton iteration evaluates anyway), so the
+  /// reverse step neither re-solves the stages nor evaluates the last
+  /// stage's Jacobian (Y_3 = y_{i+1} at t_{i+1}: the next step's start).
+  void keep_step_data(std::size_t steps) {
+    cache_.enable(steps + 1, 3 * na_ + na_ * (na_ + np_));
+  }
 
   std::size_t n() const { return na_; }
   std::size_t state_size() const { return na_; }
@@ -62,32 +103,52 @@ class SdirkScheme {
   }
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) {
     const double h = times_[i + 1] - times_[i];
-    COSTATE_CHECK(st_.attempt(times_[i], h, x, xn, true),
-                  "gradient: the replayed sdirk3 step at t = " << times_[i]
-                                                               << " failed to converge");
+    bool ok = false;
+    if (cache_.enabled()) {
+      const Eigen::MatrixXd& jp = jac_.state_parameters(times_[i], x);
+      ok = st_.attempt(times_[i], h, x, xn, true, &jp);
+      if (ok) {
+        const std::span<double> slot = cache_.fill(i);
+        for (int s = 0; s < 3; ++s)
+          std::copy(st_.stage(s).begin(), st_.stage(s).end(),
+                    slot.begin() + static_cast<std::ptrdiff_t>(s * na_));
+        std::copy(jp.data(), jp.data() + jp.size(),
+                  slot.begin() + static_cast<std::ptrdiff_t>(3 * na_));
+      }
+    } else {
+      ok = st_.attempt(times_[i], h, x, xn, true);
+    }
+    COSTATE_CHECK(ok, "gradient: the replayed sdirk3 step at t = " << times_[i]
+                                                                   << " failed to converge");
   }
   void adjoint(std::size_t i, std::span<const double> x, std::span<const double>,
                std::span<double> lambda, std::span<double> mu) {
     using namespace sdirk3_tableau;
     const double t = times_[i], h = times_[i + 1] - t;
-    step(i, x, tmp_);  // the stages
+    const double* kept = cache_.get(i);
+    if (!kept) step(i, x, tmp_);  // the stages
+    const double* kept_next = cache_.get(i + 1);
     const auto nn = static_cast<Eigen::Index>(na_), npp = static_cast<Eigen::Index>(np_);
     Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nn);
-    std::array<Eigen::VectorXd, 3> kbar;
-    for (int s = 0; s < 3; ++s) kbar[s] = h * b[s] * lam;
-    Eigen::VectorXd ybar = lam;
-    Eigen::VectorXd pbar = Eigen::VectorXd::Zero(npp);
+    for (int s = 0; s < 3; ++s) kbar_.col(s) = h * b[s] * lam;
+    pbar_.setZero();
     for (int s = 2; s >= 0; --s) {
-      const Eigen::MatrixXd JP = jac_.state_parameters(t + c[s] * h, st_.stage(s));
-      const Eigen::MatrixXd M = Eigen::MatrixXd::Identity(nn, nn) - h * gamma * JP.leftCols(nn);
-      const Eigen::VectorXd w = M.transpose().partialPivLu().solve(kbar[s]);
-      const Eigen::VectorXd Ybar = JP.leftCols(nn).transpose() * w;
-      pbar += JP.rightCols(npp).transpose() * w;
-      ybar += Ybar;
-      for (int j = 0; j < s; ++j) kbar[j] += h * a[s][j] * Ybar;
+      const double ts = t + c[s] * h;
+      const std::span<const double> Y =
+          kept ? std::span<const double>(kept + s * na_, na_) : st_.stage(s);
+      // The last stage is y_{i+1} at t_{i+1}: the next step's start.
+      const double* jp_data = s == 2 && kept_next && ts == times_[i + 1]
+                                  ? kept_next + 3 * na_
+                                  : jac_.state_parameters(ts, Y).data();
+      const Eigen::Map<const Eigen::MatrixXd> JP(jp_data, nn, nn + npp);
+      solve_.factor(h * gamma, JP);
+      const Eigen::VectorXd& w = solve_.solve(kbar_.col(s));
+      ybar_.noalias() = JP.leftCols(nn).transpose() * w;
+      pbar_.noalias() += JP.rightCols(npp).transpose() * w;
+      lam += ybar_;
+      for (int j = 0; j < s; ++j) kbar_.col(j) += h * a[s][j] * ybar_;
     }
-    lam = ybar;
-    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar[static_cast<Eigen::Index>(j)];
+    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
   }
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
                const Eigen::MatrixXd& S, Eigen::MatrixXd& Sn, const Eigen::MatrixXd& P) {
@@ -117,6 +178,10 @@ class SdirkScheme {
   const std::vector<double>& times_;
   std::size_t na_, np_;
   std::vector<double> tmp_;
+  StepCache cache_;
+  TransposedSolve solve_;
+  Eigen::MatrixXd kbar_;
+  Eigen::VectorXd ybar_, pbar_;
 };
 
 /// Variable-order BDF as a scheme: x = (y_i, y_{i−1}, …, y_{i−4}).
@@ -130,7 +195,13 @@ class BdfScheme {
             const std::vector<int>& orders)
       : jac_(model, p, na), newton_(jac_, opt.newton_tol, opt.newton_max_iterations),
         times_(times), orders_(orders), na_(na), np_(p.size()), atol_(atol_vector(opt, na)),
-        rtol_(opt.rtol), kappa_(replay_kappa(opt)), r_(na), pred_(na), w_(na), f_(na) {}
+        rtol_(opt.rtol), kappa_(replay_kappa(opt)), r_(na), pred_(na), w_(na), f_(na),
+        solve_(na), pbar_(static_cast<Eigen::Index>(p.size())) {}
+
+  /// StoreAll: keep [J | f_p] at each replayed step's start y_i — the
+  /// Jacobian its Newton iteration evaluates anyway, and the one the
+  /// adjoint of step i − 1 needs — so the reverse step evaluates none.
+  void keep_step_data(std::size_t steps) { cache_.enable(steps + 1, na_ * (na_ + np_)); }
 
   std::size_t n() const { return na_; }
   std::size_t state_size() const { return kWindow * na_; }
@@ -178,7 +249,13 @@ class BdfScheme {
                 x.begin() + s * static_cast<std::ptrdiff_t>(na_),
                 xn.begin() + s * static_cast<std::ptrdiff_t>(na_));
     std::copy(pred_.begin(), pred_.end(), z.begin());
-    newton_.evaluate_jacobian(t, x.first(na_));
+    if (cache_.enabled()) {
+      const Eigen::MatrixXd& jp = jac_.state_parameters(t, x.first(na_));
+      std::copy(jp.data(), jp.data() + jp.size(), cache_.fill(i).begin());
+      newton_.set_jacobian(jp);
+    } else {
+      newton_.evaluate_jacobian(t, x.first(na_));
+    }
     if (!newton_.solve(tn, r_, g, z, w_, kappa_)) {
       std::copy(pred_.begin(), pred_.end(), z.begin());
       newton_.evaluate_jacobian(tn, pred_);
@@ -193,10 +270,11 @@ class BdfScheme {
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
     const auto nn = static_cast<Eigen::Index>(na_), npp = static_cast<Eigen::Index>(np_);
-    const Eigen::MatrixXd JP = jac_.state_parameters(times_[i + 1], xn.first(na_));
-    const Eigen::MatrixXd M = Eigen::MatrixXd::Identity(nn, nn) - g * JP.leftCols(nn);
-    const Eigen::VectorXd m =
-        M.transpose().partialPivLu().solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    const double* kept = cache_.get(i + 1);
+    const Eigen::Map<const Eigen::MatrixXd> JP(
+        kept ? kept : jac_.state_parameters(times_[i + 1], xn.first(na_)).data(), nn, nn + npp);
+    solve_.factor(g, JP);
+    const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
     // Shift: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j μ.
     for (int s = 0; s + 1 < kWindow; ++s)
       std::copy(lambda.begin() + (s + 1) * static_cast<std::ptrdiff_t>(na_),
@@ -206,8 +284,8 @@ class BdfScheme {
     for (int j = 1; j <= k; ++j)
       for (std::size_t q = 0; q < na_; ++q)
         lambda[(j - 1) * na_ + q] += alpha[j - 1] * m[static_cast<Eigen::Index>(q)];
-    const Eigen::VectorXd pbar = g * (JP.rightCols(npp).transpose() * m);
-    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar[static_cast<Eigen::Index>(j)];
+    pbar_.noalias() = JP.rightCols(npp).transpose() * m;
+    for (std::size_t j = 0; j < np_; ++j) mu[j] += g * pbar_[static_cast<Eigen::Index>(j)];
   }
 
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
@@ -236,6 +314,9 @@ class BdfScheme {
   std::vector<double> atol_;
   double rtol_, kappa_;
   std::vector<double> r_, pred_, w_, f_;
+  StepCache cache_;
+  TransposedSolve solve_;
+  Eigen::VectorXd pbar_;
 };
 
 /// What scheme_gradient computed.
@@ -336,6 +417,7 @@ SchemeOutcome scheme_gradient(Scheme& sc, const O& objective, const Checkpointin
   }
 
   // Discrete adjoint over the checkpoint schedule.
+  if (std::holds_alternative<StoreAll>(*checkpointing)) sc.keep_step_data(static_cast<std::size_t>(l));
   std::vector<double> after(W), lambda(W, 0.0), mu(np, 0.0);
   struct Ops {
     std::vector<double>* current = nullptr;

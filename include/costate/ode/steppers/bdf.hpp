@@ -45,9 +45,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <span>
-#include <sstream>
 #include <vector>
 
 #include "costate/ode/options.hpp"
@@ -253,7 +251,6 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
              const IntegratorOptions& opt, std::span<const double> outputs, Out&& out,
              Summary& s, Accepted&& accepted) {
   const std::size_t n = y.size();
-  const double eps = std::numeric_limits<double>::epsilon();
   const double hmax = opt.dt_max > 0.0 ? opt.dt_max : t1 - t0;
   const std::vector<double> atol = atol_vector(opt, n);
   std::vector<double> tmp(n), w(n);
@@ -269,29 +266,9 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
   int k = 1, at_order = 0, failures = 0;
   double eta_max = 1e4;
   while (t < t1) {
-    if (s.steps + s.rejected_steps >= opt.max_steps) {
-      s.termination = Termination::MaxStepsReached;
-      s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
-                  implicit_at(t, s.steps) + "; raise max_steps or loosen rtol/atol";
-      break;
-    }
-    h = std::min(h, hmax);
     const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
     bool last = false;
-    if (t + 1.01 * h >= target) {
-      h = target - t;
-      last = true;
-    }
-    const double h_floor = std::max(opt.dt_min, 16.0 * eps * std::max(std::abs(t), 1e-300));
-    if (h < h_floor) {
-      std::ostringstream os;
-      os.precision(6);
-      os << "step size " << h << " fell below the limit " << h_floor << " at "
-         << implicit_at(t, s.steps);
-      s.termination = Termination::StepSizeUnderflow;
-      s.message = os.str();
-      break;
-    }
+    if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     if (!st.attempt(h, k, opt.rtol, atol)) {
       st.reject();
       ++s.rejected_steps;

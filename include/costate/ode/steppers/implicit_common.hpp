@@ -27,11 +27,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "costate/ad/dual.hpp"
+#include "costate/ode/options.hpp"
 
 namespace costate::ode::detail {
 
@@ -99,6 +102,79 @@ class ModelJacobian {
   Eigen::MatrixXd jac_;
 };
 
+/// The transposed solves of the implicit steps' adjoints,
+///     (I − g J)ᵀ x = b,   J the left n columns of a [J | f_p] buffer,
+/// with the matrix, its LU and the result allocated once: factor() builds
+/// and factors (I − g J)ᵀ = I − g Jᵀ directly (no transposed view of an LU),
+/// solve() then allocates nothing.
+class TransposedSolve {
+ public:
+  explicit TransposedSolve(std::size_t n)
+      : n_(static_cast<Eigen::Index>(n)), A_(n_, n_), lu_(n_), x_(n_) {}
+
+  template <class JP>
+  void factor(double g, const JP& jp) {
+    A_.setIdentity();
+    A_.noalias() -= g * jp.leftCols(n_).transpose();
+    lu_.compute(A_);
+  }
+  /// x = (I − g J)⁻ᵀ b with the last factor(); valid until the next solve.
+  template <class B>
+  const Eigen::VectorXd& solve(const B& b) {
+    x_ = lu_.solve(b);
+    return x_;
+  }
+  Eigen::Index size() const { return n_; }
+
+ private:
+  Eigen::Index n_;
+  Eigen::MatrixXd A_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  Eigen::VectorXd x_;
+};
+
+/// "t = … (step n)" for the drivers' messages.
+inline std::string implicit_at(double t, std::int64_t step) {
+  std::ostringstream os;
+  os.precision(16);
+  os << "t = " << t << " (step " << step << ")";
+  return os.str();
+}
+
+/// The guard each attempt of the adaptive implicit drivers (run_sdirk3,
+/// run_bdf) starts with. Returns false — with s.termination and s.message
+/// set — when opt.max_steps steps (accepted + rejected) have been made or
+/// when h falls below max(dt_min, 16 ε |t|). Otherwise caps h at hmax and,
+/// when t + 1.01 h reaches `target`, sets h = target − t and last = true
+/// (the step lands exactly on the target instead of leaving a sliver).
+inline bool guard_step(double t, double& h, double hmax, double target,
+                       const IntegratorOptions& opt, Summary& s, bool& last) {
+  if (s.steps + s.rejected_steps >= opt.max_steps) {
+    s.termination = Termination::MaxStepsReached;
+    s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
+                implicit_at(t, s.steps) + "; raise max_steps or loosen rtol/atol";
+    return false;
+  }
+  h = std::min(h, hmax);
+  last = false;
+  if (t + 1.01 * h >= target) {
+    h = target - t;
+    last = true;
+  }
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double h_floor = std::max(opt.dt_min, 16.0 * eps * std::max(std::abs(t), 1e-300));
+  if (h < h_floor) {
+    std::ostringstream os;
+    os.precision(6);
+    os << "step size " << h << " fell below the limit " << h_floor << " at "
+       << implicit_at(t, s.steps);
+    s.termination = Termination::StepSizeUnderflow;
+    s.message = os.str();
+    return false;
+  }
+  return true;
+}
+
 /// Weighted RMS norm sqrt(Σ (v_i w_i)² / n).
 inline double wrms(std::span<const double> v, std::span<const double> w) {
   double s = 0.0;
@@ -123,6 +199,15 @@ class ModifiedNewton {
   /// Evaluates J at (t, y) (and refactors at the next solve).
   void evaluate_jacobian(double t, std::span<const double> y) {
     J_ = jac_.state(t, y).leftCols(static_cast<Eigen::Index>(n_));
+    have_j_ = true;
+    factored_ = false;
+    ++jacobian_updates;
+  }
+  /// Takes J from the left n columns of a [J | f_p] the caller evaluated
+  /// (the same bits as evaluate_jacobian at that point: each tangent
+  /// column of the forward-mode pass is computed independently).
+  void set_jacobian(const Eigen::MatrixXd& jp) {
+    J_ = jp.leftCols(static_cast<Eigen::Index>(n_));
     have_j_ = true;
     factored_ = false;
     ++jacobian_updates;

@@ -45,9 +45,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -94,12 +92,17 @@ class Sdirk3Stepper {
   }
 
   /// One attempt from (t, y) with step h into y_new (may not alias y).
-  /// Returns false when Newton failed (y_new undefined).
+  /// Returns false when Newton failed (y_new undefined). A replay may pass
+  /// `start_jacobian`, [J | f_p] at (t, y) evaluated by the caller, instead
+  /// of evaluating J here (same bits).
   bool attempt(double t, double h, std::span<const double> y, std::span<double> y_new,
-               bool replay) {
+               bool replay, const Eigen::MatrixXd* start_jacobian = nullptr) {
     using namespace sdirk3_tableau;
     bool fresh = false;
-    if (replay || !newton_.has_jacobian()) {
+    if (replay && start_jacobian) {
+      newton_.set_jacobian(*start_jacobian);
+      fresh = true;
+    } else if (replay || !newton_.has_jacobian()) {
       newton_.evaluate_jacobian(t, y);
       fresh = true;
     }
@@ -225,13 +228,6 @@ inline std::vector<double> atol_vector(const IntegratorOptions& opt, std::size_t
   return std::vector<double>(n, opt.atol);
 }
 
-inline std::string implicit_at(double t, std::int64_t step) {
-  std::ostringstream os;
-  os.precision(16);
-  os << "t = " << t << " (step " << step << ")";
-  return os.str();
-}
-
 /// Adaptive sdirk3 from t0 to t1 in place on y. `out(j, t, y)` per output
 /// time (Hermite interpolation, or landing when opt.stop_at_outputs);
 /// `accepted(t_new)` after every accepted step.
@@ -240,7 +236,6 @@ void run_sdirk3(Sdirk3Stepper<M>& st, double t0, double t1, std::span<double> y,
                 const IntegratorOptions& opt, std::span<const double> outputs, Out&& out,
                 Summary& s, Accepted&& accepted) {
   const std::size_t n = y.size();
-  const double eps = std::numeric_limits<double>::epsilon();
   const double hmax = opt.dt_max > 0.0 ? opt.dt_max : t1 - t0;
   const std::vector<double> atol = atol_vector(opt, n);
   std::vector<double> y_new(n), f0(n), f1(n), w(n), tmp(n);
@@ -256,29 +251,9 @@ void run_sdirk3(Sdirk3Stepper<M>& st, double t0, double t1, std::span<double> y,
   }
   bool last_rejected = false;
   while (t < t1) {
-    if (s.steps + s.rejected_steps >= opt.max_steps) {
-      s.termination = Termination::MaxStepsReached;
-      s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
-                  implicit_at(t, s.steps) + "; raise max_steps or loosen rtol/atol";
-      break;
-    }
-    h = std::min(h, hmax);
     const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
     bool last = false;
-    if (t + 1.01 * h >= target) {
-      h = target - t;
-      last = true;
-    }
-    const double h_floor = std::max(opt.dt_min, 16.0 * eps * std::max(std::abs(t), 1e-300));
-    if (h < h_floor) {
-      std::ostringstream os;
-      os.precision(6);
-      os << "step size " << h << " fell below the limit " << h_floor << " at "
-         << implicit_at(t, s.steps);
-      s.termination = Termination::StepSizeUnderflow;
-      s.message = os.str();
-      break;
-    }
+    if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     if (!st.attempt(t, h, y, y_new, false)) {
       ++s.rejected_steps;
       last_rejected = true;
