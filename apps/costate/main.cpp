@@ -47,6 +47,7 @@
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
 #include "io/objective.hpp"
+#include "pde_commands.hpp"
 
 namespace {
 
@@ -93,6 +94,13 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+/// PDE inputs (a `pde:` section) go to pde_commands.cpp.
+int pde(const costate::Environment& env, const RunArgs& args, const char* command) {
+  return costate::cli::pde_command(
+      env, {.command = command, .input = args.input, .output = args.output, .sets = args.sets,
+            .json = args.json, .quiet = args.quiet});
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -101,6 +109,7 @@ std::string join(const std::vector<std::string>& v) {
 
 int run(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "run");
   // 1. Read, override and validate the settings.
   RunConfig cfg = costate::io::load_run_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
@@ -238,6 +247,7 @@ RunConfig prepare(const costate::Environment& env, const RunArgs& args, const ch
 
 int sensitivity(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "sensitivity");
   RunConfig cfg = prepare(env, args, "sensitivity");
   // 1. Trajectory (for the output file) and 2. the gradient.
   ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
@@ -303,6 +313,7 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
 }
 
 int gradcheck(const costate::Environment& env, const RunArgs& args) {
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "gradcheck");
   RunConfig cfg = prepare(env, args, "gradcheck");
   const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
   // The point x = (p, free y0) and the gradient there, with the steps frozen
