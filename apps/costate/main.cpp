@@ -48,6 +48,7 @@
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
 #include "io/objective.hpp"
+#include "pde_commands.hpp"
 
 namespace {
 
@@ -95,6 +96,13 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+/// PDE inputs (a `pde:` section) go to pde_commands.cpp.
+int pde(const costate::Environment& env, const RunArgs& args, const char* command) {
+  return costate::cli::pde_command(
+      env, {.command = command, .input = args.input, .output = args.output, .sets = args.sets,
+            .json = args.json, .quiet = args.quiet});
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -103,6 +111,7 @@ std::string join(const std::vector<std::string>& v) {
 
 int run(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "run");
   // 1. Read, override and validate the settings.
   RunConfig cfg = costate::io::load_run_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
@@ -306,6 +315,7 @@ HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientRes
 
 int sensitivity(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "sensitivity");
   RunConfig cfg = prepare(env, args, "sensitivity");
   if (args.hessian) check_hessian_request(cfg, args.input);
   // 1. Trajectory (for the output file) and 2. the gradient.
@@ -405,6 +415,7 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
 }
 
 int gradcheck(const costate::Environment& env, const RunArgs& args) {
+  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "gradcheck");
   RunConfig cfg = prepare(env, args, "gradcheck");
   const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
   // The point x = (p, free y0) and the gradient there, with the steps frozen

@@ -43,8 +43,9 @@ const Function* find_function(std::string_view name) {
 /// Recursive-descent parser emitting postfix code.
 class Parser {
  public:
-  Parser(std::string_view text, const std::vector<std::string>& variables, std::string_view context)
-      : text_(text), variables_(variables), context_(context) {}
+  Parser(std::string_view text, const std::vector<std::string>& variables, std::string_view context,
+         const CallHook* hook = nullptr)
+      : text_(text), variables_(variables), context_(context), hook_(hook) {}
 
   Program run() {
     prog_.text_ = std::string(text_);
@@ -194,11 +195,17 @@ class Parser {
     const std::string id(text_.substr(start, pos_ - start));
     skip_space();
     const bool call = pos_ < text_.size() && text_[pos_] == '(';
+    const bool hooked =
+        hook_ && std::find(hook_->names.begin(), hook_->names.end(), id) != hook_->names.end();
+    if (call && hooked) return hook_call(id, start);
+    if (!call && hooked)
+      fail(start, "'" + id + "' is an operator: call it as " + id + "(name, ...)");
     if (call) {
       const Function* f = find_function(id);
       if (!f) {
         std::vector<std::string> names;
         for (const auto& fn : kFunctions) names.emplace_back(fn.name);
+        if (hook_) names.insert(names.end(), hook_->names.begin(), hook_->names.end());
         std::string msg = "unknown function '" + id + "'";
         const std::string near = io::nearest(id, names);
         if (!near.empty()) msg += "; did you mean '" + near + "'?";
@@ -242,9 +249,46 @@ class Parser {
     fail(start, msg);
   }
 
+  /// `id(name, name, ...)` resolved by the hook into one variable.
+  void hook_call(const std::string& id, std::size_t start) {
+    ++pos_;  // '('
+    std::vector<std::string> args;
+    for (;;) {
+      skip_space();
+      const std::size_t at = pos_;
+      while (pos_ < text_.size() &&
+             (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+        ++pos_;
+      const bool word = pos_ > at && !std::isdigit(static_cast<unsigned char>(text_[at]));
+      skip_space();
+      const bool ends = pos_ < text_.size() && (text_[pos_] == ',' || text_[pos_] == ')');
+      if (!word || !ends)
+        fail(at, "'" + id + "' applies to names (fields or parameter fields), not to an expression; "
+                 "write e.g. " + id + "(u) and combine the results outside the call");
+      args.emplace_back(text_.substr(at, pos_ - at));
+      while (!args.back().empty() && std::isspace(static_cast<unsigned char>(args.back().back())))
+        args.back().pop_back();
+      if (text_[pos_] == ')') {
+        ++pos_;
+        break;
+      }
+      ++pos_;  // ','
+    }
+    std::uint32_t index = 0;
+    try {
+      index = hook_->resolve(id, args);
+    } catch (const Error& e) {
+      fail(start, e.what());
+    }
+    emit(Op::Variable, index);
+    prog_.used_.push_back(index);
+    prog_.n_variables_ = std::max<std::size_t>(prog_.n_variables_, index + 1);
+  }
+
   std::string_view text_;
   const std::vector<std::string>& variables_;
   std::string_view context_;
+  const CallHook* hook_ = nullptr;
   std::size_t pos_ = 0;
   std::size_t depth_ = 0;
   Program prog_;
@@ -253,6 +297,11 @@ class Parser {
 Program Program::compile(std::string_view text, const std::vector<std::string>& variables,
                          std::string_view context) {
   return Parser(text, variables, context).run();
+}
+
+Program Program::compile(std::string_view text, const std::vector<std::string>& variables,
+                         std::string_view context, const CallHook& hook) {
+  return Parser(text, variables, context, &hook).run();
 }
 
 bool Program::uses(std::uint32_t variable) const {

@@ -14,6 +14,7 @@
 #include "costate/ad/reverse.hpp"
 #include "costate/expr/program.hpp"
 #include "costate/ode/models.hpp"
+#include "io/pde_input.hpp"
 
 namespace costate::io {
 
@@ -1076,6 +1077,385 @@ std::string RunConfig::to_yaml() const {
   }
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace costate::io
+
+// ------------------------------------------------------------ PDE inputs
+// (pde_input.hpp) — the `pde:` section and the settings of a PDE run.
+
+namespace costate::io {
+
+bool is_pde_input(const std::string& path) {
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    return root.IsMap() && root["pde"];
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+namespace {
+
+/// Name lists of the `pde:` section: a list of distinct names.
+std::vector<std::string> pde_names(const Context& ctx, const YAML::Node& node, const std::string& key) {
+  if (!node.IsSequence() || node.size() == 0)
+    ctx.fail(node, key, "expected a non-empty list of names, got " + describe(node));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const std::string k = key + "[" + std::to_string(i) + "]";
+    const std::string name = ctx.string(node[i], k);
+    if (std::find(out.begin(), out.end(), name) != out.end()) ctx.fail(node[i], k, "duplicate name '" + name + "'");
+    out.push_back(name);
+  }
+  return out;
+}
+
+/// An expression of the pointwise names `vars`, checked now so that its
+/// errors carry the file's location.
+std::string pde_expression(const Context& ctx, const YAML::Node& node, const std::string& key,
+                           const std::vector<std::string>& vars, const std::string& what) {
+  if (!node.IsScalar()) ctx.fail(node, key, "expected an expression, got " + describe(node));
+  try {
+    (void)expr::Program::compile(node.Scalar(), vars, key);
+  } catch (const Error& e) {
+    ctx.fail(node, key, "invalid expression (it may use " + what + "): " + e.what());
+  }
+  return node.Scalar();
+}
+
+}  // namespace
+
+PdeConfig load_pde_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Context ctx;
+  ctx.path = path;
+  PdeConfig cfg;
+  cfg.input_path = path;
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open input file for reading");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": malformed YAML: " + e.msg);
+  }
+  if (!root.IsMap()) throw Error(path + ": expected a map of settings at the top level");
+  for (const auto& o : overrides) apply_override(root, o, ctx);
+  ctx.check_keys(root, "", {"description", "pde", "integrator", "objective", "sensitivity", "output"});
+  if (root["description"]) cfg.description = ctx.string(root["description"], "description");
+
+  // 1. The pde section: grid, names, equations.
+  const YAML::Node pde = root["pde"];
+  ctx.expect_map(pde, "pde");
+  ctx.check_keys(pde, "pde", {"grid", "fields", "parameters", "parameter_fields", "initial", "equations"});
+  const YAML::Node grid = pde["grid"];
+  if (!grid) ctx.fail(pde, "pde", "missing required key 'grid' (with at least 'n')");
+  ctx.expect_map(grid, "pde.grid");
+  ctx.check_keys(grid, "pde.grid", {"n", "extent", "boundary", "dirichlet_value", "processes"});
+  const YAML::Node n = grid["n"];
+  if (!n) ctx.fail(grid, "pde.grid", "missing required key 'n' (cells per dimension, e.g. [64, 64])");
+  if (!n.IsSequence() || n.size() < 1 || n.size() > 3)
+    ctx.fail(n, "pde.grid.n", "expected a list of 1 to 3 cell counts, got " + describe(n));
+  const int dim = static_cast<int>(n.size());
+  cfg.equations.dim = dim;
+  cfg.domain.cells = {1, 1, 1};
+  for (int d = 0; d < dim; ++d) {
+    const std::string k = "pde.grid.n[" + std::to_string(d) + "]";
+    const long long v = ctx.integer(n[d], k);
+    if (v < 1 || v > 100000000) ctx.fail(n[d], k, "expected a cell count >= 1, got " + std::to_string(v));
+    cfg.domain.cells[static_cast<std::size_t>(d)] = v;
+  }
+  if (const YAML::Node ext = grid["extent"]) {
+    if (!ext.IsSequence() || static_cast<int>(ext.size()) != dim)
+      ctx.fail(ext, "pde.grid.extent", "expected " + std::to_string(dim) + " intervals [a, b] (one per dimension of n), got " + describe(ext));
+    for (int d = 0; d < dim; ++d) {
+      const std::string k = "pde.grid.extent[" + std::to_string(d) + "]";
+      const YAML::Node e = ext[d];
+      if (!e.IsSequence() || e.size() != 2) ctx.fail(e, k, "expected an interval [a, b], got " + describe(e));
+      const double a = ctx.number(e[0], k + "[0]"), b = ctx.number(e[1], k + "[1]");
+      if (!(b > a)) ctx.fail(e, k, "expected a < b, got [" + fmt(a) + ", " + fmt(b) + "]");
+      cfg.domain.extent[static_cast<std::size_t>(d)] = {a, b};
+    }
+  }
+  if (const YAML::Node b = grid["boundary"]) {
+    auto one = [&](const YAML::Node& node, const std::string& k) {
+      const std::string name = ctx.string(node, k);
+      try {
+        return pde::boundary_from_string(name);
+      } catch (const Error& e) {
+        ctx.fail(node, k, e.what());
+      }
+    };
+    if (b.IsSequence()) {
+      if (static_cast<int>(b.size()) != dim)
+        ctx.fail(b, "pde.grid.boundary", "expected one boundary per dimension (" + std::to_string(dim) + "), got " + describe(b));
+      for (int d = 0; d < dim; ++d)
+        cfg.domain.boundary[static_cast<std::size_t>(d)] = one(b[d], "pde.grid.boundary[" + std::to_string(d) + "]");
+    } else {
+      const pde::Boundary all = one(b, "pde.grid.boundary");
+      for (int d = 0; d < dim; ++d) cfg.domain.boundary[static_cast<std::size_t>(d)] = all;
+    }
+  }
+  if (grid["dirichlet_value"]) cfg.domain.dirichlet_value = ctx.number(grid["dirichlet_value"], "pde.grid.dirichlet_value");
+  if (const YAML::Node p = grid["processes"]) {
+    if (!p.IsSequence() || static_cast<int>(p.size()) != dim)
+      ctx.fail(p, "pde.grid.processes", "expected " + std::to_string(dim) + " process counts (0: chosen by costate), got " + describe(p));
+    for (int d = 0; d < dim; ++d) {
+      const std::string k = "pde.grid.processes[" + std::to_string(d) + "]";
+      const long long v = ctx.integer(p[d], k);
+      if (v < 0) ctx.fail(p[d], k, "must be >= 0");
+      cfg.domain.processes[static_cast<std::size_t>(d)] = static_cast<int>(v);
+    }
+  }
+  if (!pde["fields"]) ctx.fail(pde, "pde", "missing required key 'fields' (a list of names, e.g. [u, v])");
+  cfg.equations.fields = pde_names(ctx, pde["fields"], "pde.fields");
+  if (const YAML::Node params = pde["parameters"]) {
+    ctx.expect_map(params, "pde.parameters");
+    for (auto it = params.begin(); it != params.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      cfg.equations.parameters.push_back(name);
+      cfg.parameters.push_back(ctx.number(it->second, "pde.parameters." + name));
+    }
+  }
+  // Parameter fields: name -> expression of x, y, z and the scalar parameters.
+  std::vector<std::string> coords{"x"};
+  if (dim >= 2) coords.emplace_back("y");
+  if (dim >= 3) coords.emplace_back("z");
+  std::vector<std::string> field_vars = coords;
+  field_vars.insert(field_vars.end(), cfg.equations.parameters.begin(), cfg.equations.parameters.end());
+  const std::string coord_text = dim == 1 ? "x" : dim == 2 ? "x, y" : "x, y, z";
+  if (const YAML::Node pf = pde["parameter_fields"]) {
+    ctx.expect_map(pf, "pde.parameter_fields");
+    for (auto it = pf.begin(); it != pf.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string key = "pde.parameter_fields." + name;
+      double v = 0.0;
+      if (it->second.IsScalar() && YAML::convert<double>::decode(it->second, v))
+        cfg.parameter_fields.push_back(fmt(ctx.number(it->second, key)));
+      else
+        cfg.parameter_fields.push_back(pde_expression(ctx, it->second, key, field_vars,
+                                                      coord_text + " and the parameters"));
+      cfg.equations.parameter_fields.push_back(name);
+    }
+  }
+  // Initial fields: expressions of x, y, z, the parameters and parameter fields.
+  std::vector<std::string> init_vars = field_vars;
+  init_vars.insert(init_vars.end(), cfg.equations.parameter_fields.begin(), cfg.equations.parameter_fields.end());
+  const YAML::Node init = pde["initial"];
+  if (!init) ctx.fail(pde, "pde", "missing required key 'initial' (field -> expression of " + coord_text + ")");
+  ctx.expect_map(init, "pde.initial");
+  ctx.check_keys(init, "pde.initial", cfg.equations.fields);
+  for (const auto& f : cfg.equations.fields) {
+    if (!init[f]) ctx.fail(init, "pde.initial", "no initial value for field '" + f + "'");
+    double v = 0.0;
+    if (init[f].IsScalar() && YAML::convert<double>::decode(init[f], v))
+      cfg.initial.push_back(fmt(ctx.number(init[f], "pde.initial." + f)));
+    else
+      cfg.initial.push_back(pde_expression(ctx, init[f], "pde.initial." + f, init_vars,
+                                           coord_text + ", the parameters and parameter fields"));
+  }
+  const YAML::Node eqs = pde["equations"];
+  if (!eqs) ctx.fail(pde, "pde", "missing required key 'equations' (field -> right-hand side)");
+  ctx.expect_map(eqs, "pde.equations");
+  ctx.check_keys(eqs, "pde.equations", cfg.equations.fields);
+  for (const auto& f : cfg.equations.fields) {
+    if (!eqs[f]) ctx.fail(eqs, "pde.equations", "no equation for field '" + f + "'");
+    if (!eqs[f].IsScalar()) ctx.fail(eqs[f], "pde.equations." + f, "expected an expression, got " + describe(eqs[f]));
+    cfg.equations.equations.push_back(eqs[f].Scalar());
+  }
+  try {
+    pde::EquationSystem check(cfg.equations);
+  } catch (const Error& e) {
+    // Point at the equation the message names, else at the section.
+    YAML::Node where = eqs;
+    const std::string msg = e.what();
+    for (const auto& f : cfg.equations.fields)
+      if (msg.rfind("pde.equations." + f + ":", 0) == 0) where = eqs[f];
+    throw Error(ctx.where(where, "pde.equations") + ": " + msg);
+  }
+
+  // 2. Integrator: the θ-method with fixed steps.
+  cfg.integrator.ksp.rtol = 1e-14;  // gradients agree across rank counts to ~1e-13
+  cfg.integrator.ksp.atol = 1e-50;
+  const YAML::Node integ = root["integrator"];
+  if (!integ) throw Error(path + ": missing required key 'integrator' (with 'dt' and 'steps')");
+  ctx.expect_map(integ, "integrator");
+  ctx.check_keys(integ, "integrator", {"method", "theta", "dt", "steps", "ksp_rtol", "newton_rtol"});
+  if (integ["method"]) cfg.method = ctx.string(integ["method"], "integrator.method");
+  const std::vector<std::string> methods{"crank_nicolson", "backward_euler", "theta"};
+  if (std::find(methods.begin(), methods.end(), cfg.method) == methods.end()) {
+    std::string msg = "unknown method '" + cfg.method + "' for a PDE input";
+    const std::string near = nearest(cfg.method, methods);
+    if (!near.empty()) msg += "; did you mean '" + near + "'?";
+    ctx.fail(integ["method"], "integrator.method", msg + " Valid: " + join(methods));
+  }
+  cfg.integrator.theta = cfg.method == "backward_euler" ? 1.0 : 0.5;
+  if (integ["theta"]) {
+    if (cfg.method != "theta")
+      ctx.fail(integ["theta"], "integrator.theta", "is only used with method: theta (method is '" + cfg.method + "')");
+    cfg.integrator.theta = ctx.number(integ["theta"], "integrator.theta");
+    if (cfg.integrator.theta < 0.5 || cfg.integrator.theta > 1.0)
+      ctx.fail(integ["theta"], "integrator.theta", "must lie in [0.5, 1] (0.5: Crank-Nicolson, 1: backward Euler), got " + fmt(cfg.integrator.theta));
+  }
+  if (!integ["dt"]) ctx.fail(integ, "integrator", "missing required key 'dt' (the fixed step)");
+  cfg.integrator.dt = ctx.positive(integ["dt"], "integrator.dt");
+  if (!integ["steps"]) ctx.fail(integ, "integrator", "missing required key 'steps'");
+  cfg.integrator.steps = ctx.integer(integ["steps"], "integrator.steps");
+  if (cfg.integrator.steps < 1) ctx.fail(integ["steps"], "integrator.steps", "must be >= 1");
+  if (integ["ksp_rtol"]) cfg.integrator.ksp.rtol = ctx.positive(integ["ksp_rtol"], "integrator.ksp_rtol");
+  if (integ["newton_rtol"]) cfg.integrator.newton_rtol = ctx.positive(integ["newton_rtol"], "integrator.newton_rtol");
+
+  // 3. Objective: a terminal functional of the final fields.
+  auto field_index = [&](const YAML::Node& node, const std::string& key) {
+    const std::string name = ctx.string(node, key);
+    const auto& f = cfg.equations.fields;
+    const auto it = std::find(f.begin(), f.end(), name);
+    if (it == f.end()) {
+      std::string msg = "'" + name + "' is not a field";
+      const std::string near = nearest(name, f);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      ctx.fail(node, key, msg + " Fields: " + join(f));
+    }
+    return static_cast<int>(it - f.begin());
+  };
+  if (const YAML::Node obj = root["objective"]) {
+    ctx.expect_map(obj, "objective");
+    ctx.check_keys(obj, "objective", {"integral", "probe", "misfit"});
+    if (obj.size() != 1)
+      ctx.fail(obj, "objective", "give exactly one of 'integral', 'probe', 'misfit'");
+    PdeObjectiveConfig& oc = cfg.objective;
+    oc.present = true;
+    if (obj["integral"]) {
+      oc.kind = "integral";
+      oc.component = field_index(obj["integral"], "objective.integral");
+    } else if (const YAML::Node pr = obj["probe"]) {
+      oc.kind = "probe";
+      ctx.expect_map(pr, "objective.probe");
+      ctx.check_keys(pr, "objective.probe", {"cell", "field"});
+      oc.component = pr["field"] ? field_index(pr["field"], "objective.probe.field") : 0;
+      const YAML::Node c = pr["cell"];
+      if (!c || !c.IsSequence() || static_cast<int>(c.size()) != dim)
+        ctx.fail(c ? c : pr, "objective.probe.cell", "expected " + std::to_string(dim) + " cell indices (0-based)");
+      for (int d = 0; d < dim; ++d) {
+        const std::string k = "objective.probe.cell[" + std::to_string(d) + "]";
+        const long long v = ctx.integer(c[d], k);
+        if (v < 0 || v >= cfg.domain.cells[static_cast<std::size_t>(d)])
+          ctx.fail(c[d], k, "cell index " + std::to_string(v) + " is outside [0, " +
+                                std::to_string(cfg.domain.cells[static_cast<std::size_t>(d)]) + ")");
+        oc.cell[static_cast<std::size_t>(d)] = v;
+      }
+    } else {
+      oc.kind = "misfit";
+      const YAML::Node m = obj["misfit"];
+      ctx.expect_map(m, "objective.misfit");
+      ctx.check_keys(m, "objective.misfit", cfg.equations.fields);
+      for (const auto& f : cfg.equations.fields) {
+        if (!m[f]) ctx.fail(m, "objective.misfit", "no data for field '" + f + "' (an expression of " + coord_text + ")");
+        oc.data.push_back(pde_expression(ctx, m[f], "objective.misfit." + f, field_vars,
+                                         coord_text + " and the parameters"));
+      }
+    }
+  }
+
+  // 4. Sensitivity: the discrete adjoint with a checkpoint schedule.
+  if (const YAML::Node sens = root["sensitivity"]) {
+    ctx.expect_map(sens, "sensitivity");
+    ctx.check_keys(sens, "sensitivity", {"method", "checkpointing"});
+    if (sens["method"]) {
+      const std::string m = ctx.string(sens["method"], "sensitivity.method");
+      if (m != "discrete_adjoint")
+        ctx.fail(sens["method"], "sensitivity.method", "'" + m + "' is not available for PDE inputs; use discrete_adjoint");
+    }
+    if (const YAML::Node cp = sens["checkpointing"]) {
+      ctx.expect_map(cp, "sensitivity.checkpointing");
+      ctx.check_keys(cp, "sensitivity.checkpointing", {"schedule", "snapshots"});
+      const std::vector<std::string> schedules{"store_all", "binomial"};
+      const std::string s = cp["schedule"] ? ctx.string(cp["schedule"], "sensitivity.checkpointing.schedule") : "store_all";
+      if (std::find(schedules.begin(), schedules.end(), s) == schedules.end()) {
+        std::string msg = "unknown schedule '" + s + "' for a PDE input";
+        const std::string near = nearest(s, schedules);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(cp["schedule"], "sensitivity.checkpointing.schedule", msg + " Valid: " + join(schedules));
+      }
+      if (s == "binomial") {
+        long long snaps = 10;
+        if (cp["snapshots"]) snaps = ctx.integer(cp["snapshots"], "sensitivity.checkpointing.snapshots");
+        if (snaps < 1) ctx.fail(cp["snapshots"], "sensitivity.checkpointing.snapshots", "must be >= 1");
+        cfg.checkpointing = ode::Binomial{.snapshots = snaps};
+      } else if (cp["snapshots"]) {
+        ctx.fail(cp["snapshots"], "sensitivity.checkpointing.snapshots", "is only used with schedule: binomial");
+      }
+    }
+  }
+
+  // 5. Output.
+  if (const YAML::Node out = root["output"]) {
+    ctx.expect_map(out, "output");
+    ctx.check_keys(out, "output", {"file", "every"});
+    if (out["file"]) cfg.output_file = ctx.string(out["file"], "output.file");
+    if (out["every"]) {
+      cfg.output_every = ctx.integer(out["every"], "output.every");
+      if (cfg.output_every < 0) ctx.fail(out["every"], "output.every", "must be >= 0 (steps between frames)");
+    }
+  }
+  return cfg;
+}
+
+std::string PdeConfig::to_yaml() const {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  if (!description.empty()) e << YAML::Key << "description" << YAML::Value << description;
+  e << YAML::Key << "pde" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "grid" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "n" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int d = 0; d < equations.dim; ++d) e << domain.cells[static_cast<std::size_t>(d)];
+  e << YAML::EndSeq << YAML::Key << "extent" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int d = 0; d < equations.dim; ++d)
+    e << YAML::Flow << YAML::BeginSeq << domain.extent[static_cast<std::size_t>(d)][0]
+      << domain.extent[static_cast<std::size_t>(d)][1] << YAML::EndSeq;
+  e << YAML::EndSeq << YAML::Key << "boundary" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int d = 0; d < equations.dim; ++d) e << pde::to_string(domain.boundary[static_cast<std::size_t>(d)]);
+  e << YAML::EndSeq << YAML::Key << "dirichlet_value" << YAML::Value << domain.dirichlet_value << YAML::EndMap;
+  e << YAML::Key << "fields" << YAML::Value << YAML::Flow << equations.fields;
+  e << YAML::Key << "parameters" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < parameters.size(); ++i) e << YAML::Key << equations.parameters[i] << YAML::Value << parameters[i];
+  e << YAML::EndMap << YAML::Key << "parameter_fields" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < parameter_fields.size(); ++i)
+    e << YAML::Key << equations.parameter_fields[i] << YAML::Value << parameter_fields[i];
+  e << YAML::EndMap << YAML::Key << "initial" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < initial.size(); ++i) e << YAML::Key << equations.fields[i] << YAML::Value << initial[i];
+  e << YAML::EndMap << YAML::Key << "equations" << YAML::Value << YAML::BeginMap;
+  for (std::size_t i = 0; i < equations.equations.size(); ++i)
+    e << YAML::Key << equations.fields[i] << YAML::Value << equations.equations[i];
+  e << YAML::EndMap << YAML::EndMap;
+  e << YAML::Key << "integrator" << YAML::Value << YAML::BeginMap << YAML::Key << "method" << YAML::Value << method
+    << YAML::Key << "theta" << YAML::Value << integrator.theta << YAML::Key << "dt" << YAML::Value << integrator.dt
+    << YAML::Key << "steps" << YAML::Value << integrator.steps << YAML::Key << "ksp_rtol" << YAML::Value
+    << integrator.ksp.rtol << YAML::EndMap;
+  if (objective.present) {
+    e << YAML::Key << "objective" << YAML::Value << YAML::BeginMap << YAML::Key << objective.kind << YAML::Value;
+    if (objective.kind == "integral") e << equations.fields[static_cast<std::size_t>(objective.component)];
+    if (objective.kind == "probe") {
+      e << YAML::BeginMap << YAML::Key << "cell" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (int d = 0; d < equations.dim; ++d) e << objective.cell[static_cast<std::size_t>(d)];
+      e << YAML::EndSeq << YAML::Key << "field" << YAML::Value
+        << equations.fields[static_cast<std::size_t>(objective.component)] << YAML::EndMap;
+    }
+    if (objective.kind == "misfit") {
+      e << YAML::BeginMap;
+      for (std::size_t i = 0; i < objective.data.size(); ++i) e << YAML::Key << equations.fields[i] << YAML::Value << objective.data[i];
+      e << YAML::EndMap;
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::Key << "sensitivity" << YAML::Value << YAML::BeginMap << YAML::Key << "method" << YAML::Value
+    << "discrete_adjoint" << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(checkpointing)
+    << YAML::EndMap;
+  e << YAML::Key << "output" << YAML::Value << YAML::BeginMap << YAML::Key << "file" << YAML::Value << output_file
+    << YAML::Key << "every" << YAML::Value << output_every << YAML::EndMap;
+  e << YAML::EndMap;
+  return e.c_str();
 }
 
 }  // namespace costate::io

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
@@ -34,6 +35,11 @@ constexpr double kRobertsonRelTol = 1e-5;
 /// The stiff examples (bdf at rtol 1e-6 to 1e-8 through long stiff runs or a
 /// relaxation jump): global errors up to ~5e-5 relative; see references().
 constexpr double kStiffRelTol = 5e-4;
+/// PDE examples against RK4 method-of-lines references (same spatial
+/// discretisation): the examples' θ-method time errors, measured, ×3.
+constexpr double kPdeHeatTol = 1e-3;
+constexpr double kPdeGrayScottTol = 1e-2;
+constexpr double kPdeBurgersTol = 1e-3;
 
 struct Result {
   int code = -1;
@@ -178,6 +184,99 @@ std::vector<double> robertson_reference(double t_end, long n) {
 }
 
 /// The reference final state of each example (keyed by file name).
+
+// ------------------------------------------------------ PDE references
+// The PDE examples' method-of-lines systems, written here from their
+// equations (cell-centred grid, x_i = (i + ½) h; Dirichlet ghosts 2g − u,
+// Neumann and κ ghosts mirrored), integrated by classical RK4 with steps far
+// below the explicit stability limit: the exact-in-time solution of the same
+// spatial discretisation. The examples step with Crank–Nicolson or backward
+// Euler, so the comparison tolerance is their time-discretisation error.
+
+/// Σ_cells h^dim u_c: the per-field integrals `costate run` reports.
+std::vector<double> field_integrals(const std::vector<double>& u, int fields, double volume) {
+  std::vector<double> out(static_cast<std::size_t>(fields), 0.0);
+  for (std::size_t e = 0; e < u.size(); ++e) out[e % static_cast<std::size_t>(fields)] += volume * u[e];
+  return out;
+}
+
+/// heat2d_kappa.yaml: u_t = ∇·(κ∇u) + q0 s on 24², Dirichlet 0 in x, Neumann in y.
+std::vector<double> heat2d_kappa_reference() {
+  const int n = 24;
+  const double h = 1.0 / n, q0 = 2.0, pi = std::acos(-1.0);
+  std::vector<double> kappa(n * n), src(n * n), u(n * n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) {
+      const double x = (i + 0.5) * h, y = (j + 0.5) * h;
+      kappa[j * n + i] = 0.05 * (1 + 0.5 * std::sin(2 * pi * x) * std::cos(pi * y));
+      src[j * n + i] = q0 * std::exp(-((x - 0.7) * (x - 0.7) + (y - 0.4) * (y - 0.4)) / (2 * 0.01));
+      u[j * n + i] = std::exp(-30 * ((x - 0.3) * (x - 0.3) + (y - 0.6) * (y - 0.6)));
+    }
+  auto at = [&](const std::vector<double>& v, int i, int j, bool dirichlet_ghost) {
+    // Mirror ghosts: x (Dirichlet, g = 0) flips the sign of u, y (Neumann) keeps it.
+    double sign = 1.0;
+    if (i < 0) { i = 0; sign = dirichlet_ghost ? -1.0 : 1.0; }
+    if (i >= n) { i = n - 1; sign = dirichlet_ghost ? -1.0 : 1.0; }
+    j = std::clamp(j, 0, n - 1);
+    return sign * v[j * n + i];
+  };
+  Rhs f = [&](const std::vector<double>& y, std::vector<double>& dy) {
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        const double kp = kappa[j * n + i], up = y[j * n + i];
+        double r = 0.0;
+        const int nb[4][2] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}};
+        for (const auto& o : nb)
+          r += 0.5 * (kp + at(kappa, i + o[0], j + o[1], false)) * (at(y, i + o[0], j + o[1], true) - up);
+        dy[j * n + i] = r / (h * h) + src[j * n + i];
+      }
+  };
+  return field_integrals(rk4_reference(f, u, 0.2, 4000), 1, h * h);
+}
+
+/// gray_scott.yaml: periodic 30² on [0, 2.5]², 40 time units.
+std::vector<double> gray_scott_reference() {
+  const int n = 30;
+  const double h = 2.5 / n, Du = 2e-5, Dv = 1e-5, F = 0.04, k = 0.06, pi = std::acos(-1.0);
+  std::vector<double> u(2 * n * n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) {
+      const double x = (i + 0.5) * h, y = (j + 0.5) * h;
+      const double g = std::exp(-((x - 1.25) * (x - 1.25) + (y - 1.25) * (y - 1.25)) / 0.05);
+      u[2 * (j * n + i)] = 1 - 0.5 * g;
+      u[2 * (j * n + i) + 1] = 0.25 * g * (1 + 0.1 * std::sin(4 * pi * x));
+    }
+  Rhs f = [&](const std::vector<double>& y, std::vector<double>& dy) {
+    auto c = [&](int i, int j, int comp) { return y[2 * (((j + n) % n) * n + (i + n) % n) + comp]; };
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        const double a = c(i, j, 0), b = c(i, j, 1);
+        const double la = (c(i + 1, j, 0) + c(i - 1, j, 0) + c(i, j + 1, 0) + c(i, j - 1, 0) - 4 * a) / (h * h);
+        const double lb = (c(i + 1, j, 1) + c(i - 1, j, 1) + c(i, j + 1, 1) + c(i, j - 1, 1) - 4 * b) / (h * h);
+        dy[2 * (j * n + i)] = Du * la - a * b * b + F * (1 - a);
+        dy[2 * (j * n + i) + 1] = Dv * lb + a * b * b - (F + k) * b;
+      }
+  };
+  return field_integrals(rk4_reference(f, u, 40.0, 8000), 2, h * h);
+}
+
+/// burgers.yaml: periodic 128 cells, upwind convection (u > 0), to t = 0.2.
+std::vector<double> burgers_reference() {
+  const int n = 128;
+  const double h = 1.0 / n, nu = 0.01, pi = std::acos(-1.0);
+  std::vector<double> u(n);
+  for (int i = 0; i < n; ++i) u[i] = 1 + 0.5 * std::sin(2 * pi * (i + 0.5) * h);
+  Rhs f = [&](const std::vector<double>& y, std::vector<double>& dy) {
+    for (int i = 0; i < n; ++i) {
+      const double w = y[(i + n - 1) % n], c = y[i], e = y[(i + 1) % n];
+      const double dx = c > 0 ? (c - w) / h : (e - c) / h;
+      dy[i] = nu * (e - 2 * c + w) / (h * h) - c * dx;
+    }
+  };
+  const auto y = rk4_reference(f, u, 0.2, 4000);
+  return field_integrals(y, 1, h);
+}
+
 std::map<std::string, Reference> references() {
   std::map<std::string, Reference> r;
   // RK4 step 1e-4 (or 1e-3 for the slow FitzHugh–Nagumo): error ~ h^4, far
@@ -253,6 +352,13 @@ std::map<std::string, Reference> references() {
                                       },
                                       {2.0, 0.0}, 1000.0, 10000000),
                                   kStiffRelTol};
+  // PDE examples: per-field integrals of the final fields ("final_integrals"
+  // of `costate run --json`) against the RK4 method-of-lines references
+  // above; tolerances from the measured time-discretisation error of the
+  // examples' steppers (see kPde*Tol).
+  r["heat2d_kappa.yaml"] = {heat2d_kappa_reference(), kPdeHeatTol};
+  r["gray_scott.yaml"] = {gray_scott_reference(), kPdeGrayScottTol};
+  r["burgers.yaml"] = {burgers_reference(), kPdeBurgersTol};
   return r;
 }
 
@@ -318,6 +424,11 @@ TEST_F(CliTest, EveryExampleMatchesItsReference) {
     ASSERT_EQ(r.code, 0) << r.err;
     const Json j = Json::parse(r.out);
     EXPECT_EQ(j["status"], "ok");
+    if (j.contains("final_integrals")) {  // a PDE example: per-field integrals
+      expect_close(j["final_integrals"].get<std::vector<double>>(), it->second.final_state, it->second.rel_tol,
+                   name);
+      continue;
+    }
     const auto final_state = j["final_state"].get<std::vector<double>>();
     expect_close(final_state, it->second.final_state, it->second.rel_tol, name);
 
@@ -822,5 +933,154 @@ TEST_F(CliTest, ContinuousAndCvodesMethodsAgreeWithTheDiscreteAdjoint) {
       EXPECT_NEAR(j["gradient_initial_state"][name].get<double>(), v.get<double>(),
                   tol * std::max(1.0, std::abs(v.get<double>())))
           << m << " " << name;
+  }
+}
+
+// ----------------------------------------------------------------- PDE inputs
+
+namespace {
+const char* const kPdeExamples[] = {"heat2d_kappa.yaml", "gray_scott.yaml", "burgers.yaml"};
+std::string pde_example(const char* name) { return std::string(COSTATE_EXAMPLES_DIR) + "/" + name; }
+std::string mpiexec(int ranks) {
+  return std::string("'" COSTATE_MPIEXEC "' -n ") + std::to_string(ranks) + " " + COSTATE_MPIEXEC_FLAGS;
+}
+}  // namespace
+
+TEST_F(CliTest, PdeGradcheckPassesOnEveryPdeExample) {
+  // The discrete-adjoint gradient (scalars, the κ field and the initial
+  // fields, each field along one smooth direction) against a Taylor test
+  // (order >= 1.9) and central differences (1e-5 relative).
+  for (const char* name : kPdeExamples) {
+    SCOPED_TRACE(name);
+    const Result r = run("gradcheck '" + pde_example(name) + "' --json -q");
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const Json j = Json::parse(r.out);
+    EXPECT_EQ(j["status"], "ok");
+    EXPECT_TRUE(j["taylor"]["passed"].get<bool>());
+    EXPECT_FALSE(j["taylor"]["orders"].empty());
+    EXPECT_GE(j["taylor"]["min_order"].get<double>(), 1.9);
+    EXPECT_TRUE(j["finite_differences"]["passed"].get<bool>());
+    for (const auto& [k, v] : j["finite_differences"]["components"].items())
+      EXPECT_NE(v["adjoint"].get<double>(), 0.0) << k;  // every component is exercised
+  }
+}
+
+TEST_F(CliTest, PdeSensitivityReportsScalarAndFieldGradients) {
+  const Result text = run("sensitivity '" + pde_example("heat2d_kappa.yaml") + "'");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("objective J = "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("kappa (field)"), std::string::npos) << text.out;
+  EXPECT_NE(text.err.find("costate sensitivity"), std::string::npos) << text.err;  // settings echo
+  const Result j1 = run("sensitivity '" + pde_example("heat2d_kappa.yaml") + "' --json -q");
+  ASSERT_EQ(j1.code, 0) << j1.err;
+  const Json j = Json::parse(j1.out);
+  EXPECT_GT(j["objective"].get<double>(), 0.0);
+  EXPECT_NE(j["gradient"]["q0"].get<double>(), 0.0);
+  EXPECT_GT(j["gradient_fields"]["kappa"]["norm"].get<double>(), 0.0);
+  EXPECT_EQ(j["checkpointing"], "binomial(5)");
+  // Store-all checkpoints give the same gradient bits (the schedule only
+  // changes which steps are recomputed).
+  const Result all = run("sensitivity '" + pde_example("heat2d_kappa.yaml") +
+                         "' --json -q --set sensitivity.checkpointing.schedule=store_all "
+                         "--set sensitivity.checkpointing.snapshots=null");
+  ASSERT_EQ(all.code, 0) << all.err;
+  const Json a = Json::parse(all.out);
+  EXPECT_EQ(a["gradient"], j["gradient"]);
+  EXPECT_EQ(a["gradient_fields"], j["gradient_fields"]);
+  EXPECT_GT(j["recomputed_steps"].get<long>(), a["recomputed_steps"].get<long>());
+}
+
+TEST_F(CliTest, MpiPdeGradientsAgreeOn1And2And4Ranks) {
+  // Rank counts change the block preconditioner, hence the Krylov iterates;
+  // the solves are converged to rtol 1e-14, so gradients agree to ~1e-13.
+  // 1e-12 relative is the requirement.
+  constexpr double kRankAgreement = 1e-12;
+  auto close = [&](double a, double b, const std::string& what) {
+    EXPECT_NEAR(a, b, kRankAgreement * std::max(std::abs(a), std::abs(b))) << what;
+  };
+  for (const char* name : kPdeExamples) {
+    SCOPED_TRACE(name);
+    const std::string args = "sensitivity '" + pde_example(name) + "' --json -q";
+    const Result serial = run(args);
+    ASSERT_EQ(serial.code, 0) << serial.err;
+    const Json s = Json::parse(serial.out);
+    for (int ranks : {2, 4}) {
+      const Result par = run(args, mpiexec(ranks));
+      ASSERT_EQ(par.code, 0) << par.err;
+      ASSERT_EQ(std::count(par.out.begin(), par.out.end(), '\n'), 1) << par.out;  // rank 0 only
+      const Json p = Json::parse(par.out);
+      EXPECT_EQ(p["ranks"], ranks);
+      const std::string on = " on " + std::to_string(ranks) + " ranks";
+      close(p["objective"].get<double>(), s["objective"].get<double>(), "objective" + on);
+      for (const auto& [k, v] : s["gradient"].items()) close(p["gradient"][k].get<double>(), v.get<double>(), "dJ/d" + k + on);
+      for (const auto& [k, v] : s["gradient_fields"].items())
+        for (const char* stat : {"norm", "sum_over_cells", "min", "max"})
+          close(p["gradient_fields"][k][stat].get<double>(), v[stat].get<double>(), "dJ/d" + k + " " + stat + on);
+      close(p["gradient_initial_state_norm"].get<double>(), s["gradient_initial_state_norm"].get<double>(),
+            "dJ/du0 norm" + on);
+    }
+  }
+}
+
+TEST_F(CliTest, PdeBadInputFailsClearly) {
+  const std::string base =
+      "pde:\n  grid: {n: [8, 8], boundary: periodic}\n  fields: [u]\n  parameters: {D: 0.1}\n"
+      "  initial: {u: \"sin(2*pi*x)\"}\n";
+  const std::string tail = "integrator: {dt: 0.01, steps: 2}\nobjective: {integral: u}\n";
+  struct Case {
+    std::string text, expected[3];
+  };
+  const Case cases[] = {
+      {base + "  equations: {u: \"D*lapl(u)\"}\n" + tail,
+       {"pde.equations.u", "unknown function 'lapl'", "did you mean 'lap'"}},
+      {base + "  equations: {u: \"D*lap(u + 1)\"}\n" + tail, {"pde.equations.u", "column 11", "applies to names"}},
+      {base + "  equations: {u: \"D*lap(u) + w\"}\n" + tail, {"pde.equations.u", "unknown symbol 'w'", "column 14"}},
+      {base + "  equations: {u: \"dz(u)\"}\n" + tail, {"'dz' differentiates along z", "2-D", "in.yaml:"}},
+      {"pde:\n  grid: {nn: [8]}\n", {"unknown key 'pde.grid.nn'", "did you mean 'n'", "in.yaml:2"}},
+      {base + "  equations: {u: \"lap(u)\"}\n" + "integrator: {dt: 0.01, steps: 2}\nobjective: {integral: w}\n",
+       {"objective.integral", "'w' is not a field", "Fields: u"}},
+      {base + "  equations: {u: \"lap(u)\"}\n" + "integrator: {method: rk4, dt: 0.01, steps: 2}\n",
+       {"integrator.method", "unknown method 'rk4'", "crank_nicolson"}},
+      // 2 cells along a periodic axis: the 3-point stencil needs 3.
+      {"pde:\n  grid: {n: [2, 8], boundary: periodic}\n  fields: [u]\n  initial: {u: 1}\n"
+       "  equations: {u: \"lap(u)\"}\n" + tail,
+       {"2", "cells", "stencil"}},
+  };
+  for (const Case& c : cases) {
+    const std::string file = write("in.yaml", c.text);
+    const Result r = run("run '" + file + "' -q -o out.h5");
+    SCOPED_TRACE(c.text);
+    EXPECT_NE(r.code, 0);
+    for (const auto& e : c.expected) EXPECT_NE(r.err.find(e), std::string::npos) << "'" << e << "' not in: " << r.err;
+    EXPECT_EQ(r.err.find("costate: error: "), r.err.rfind("costate: error: ")) << r.err;  // once
+    EXPECT_FALSE(fs::exists(dir_ / "out.h5"));
+  }
+  // sensitivity without an objective.
+  const std::string no_obj = write("noobj.yaml", base + "  equations: {u: \"lap(u)\"}\n" +
+                                                     "integrator: {dt: 0.01, steps: 2}\n");
+  const Result r = run("sensitivity '" + no_obj + "' -q");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("needs an 'objective:' section"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, MpiPdeErrorsReachEveryRankWithoutHanging) {
+  // A process layout that does not fit 2 ranks, a grid too small for 4
+  // ranks' stencils, and a bad equation: one message, non-zero exit.
+  const std::string eq = "  fields: [u]\n  initial: {u: 1}\n  equations: {u: \"lap(u)\"}\n"
+                         "integrator: {dt: 0.01, steps: 2}\n";
+  const std::pair<std::string, int> cases[] = {
+      {"pde:\n  grid: {n: [8, 8], processes: [3, 1]}\n" + eq, 2},
+      {"pde:\n  grid: {n: [3]}\n" + eq, 4},
+      {"pde:\n  grid: {n: [8, 8]}\n  fields: [u]\n  initial: {u: 1}\n  equations: {u: \"lap(2*u)\"}\n"
+       "integrator: {dt: 0.01, steps: 2}\n", 2},
+  };
+  for (const auto& [text, ranks] : cases) {
+    SCOPED_TRACE(text);
+    const std::string file = write("in.yaml", text);
+    const Result r = run("run '" + file + "' -q", mpiexec(ranks));
+    EXPECT_NE(r.code, 0);
+    const auto first = r.err.find("costate: error: ");
+    ASSERT_NE(first, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("costate: error: ", first + 1), std::string::npos) << r.err;
   }
 }

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,18 @@ struct Instruction {
   std::uint32_t arg = 0;  ///< constant or variable index
 };
 
+/// Calls handled by the caller instead of the parser (e.g. the stencil
+/// operators lap(u), div_grad(k, u) of pde::EquationModel): `name(a, b…)`
+/// with `name` in `names` and every argument a bare name. `resolve` returns
+/// the index of a variable that stands for the call's value (it may lie past
+/// the compiled variables: the caller appends such variables to the values
+/// it passes to evaluate()), or throws costate::Error with a message; the
+/// parser adds the context, the quoted expression and the column.
+struct CallHook {
+  std::vector<std::string> names;
+  std::function<std::uint32_t(const std::string& name, const std::vector<std::string>& args)> resolve;
+};
+
 class Program {
  public:
   Program() = default;
@@ -61,6 +74,9 @@ class Program {
   /// expression came from, for error messages (e.g. "model.equations.x").
   static Program compile(std::string_view text, const std::vector<std::string>& variables,
                          std::string_view context = "expression");
+  /// The same, with calls of `hook.names` resolved by `hook` (see CallHook).
+  static Program compile(std::string_view text, const std::vector<std::string>& variables,
+                         std::string_view context, const CallHook& hook);
 
   /// Evaluates with `variables[i]` the value of the i-th compiled variable.
   template <class T>
