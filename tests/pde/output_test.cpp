@@ -14,7 +14,9 @@
 #include <regex>
 #include <sstream>
 
+#include "costate/pde/models.hpp"
 #include "costate/pde/output.hpp"
+#include "costate/pde/theta.hpp"
 
 using namespace costate;
 using costate::pde::Boundary;
@@ -328,4 +330,51 @@ TEST(PdeOutput, BadArgumentsThrowOnEveryRank) {
   w.write_frame(0.0, u);
   w.finish();
   EXPECT_THROW(w.finish(), Error);
+}
+
+// The README's use: a heat run's frames, κ and the adjoint gradient dJ/dκ
+// (a field) written together and read back bit for bit.
+TEST(PdeOutput, HeatRunWithGradientFieldRoundTrips) {
+  pde::Domain d;
+  d.cells = {12, 10, 1};
+  d.boundary = {Boundary::Dirichlet, Boundary::Neumann, Boundary::Periodic};
+  pde::Operator<pde::Heat2D> op(MPI_COMM_WORLD, d, {}, {1.5});
+  const pde::Grid& g = op.grid();
+  const pde::Grid& fg = *op.field_grid();
+  fg.scatter(field(fg, 0.2), op.fields());
+  auto u = g.create_global();
+  g.scatter(field(g, 0.1), u);
+  pde::ThetaOptions o;
+  o.dt = 1e-3;
+  o.steps = 4;
+  o.ksp.use_options_database = false;
+  pde::ThetaIntegrator<pde::Heat2D> cn(op, o);
+  const auto grad = cn.gradient(u, pde::Objective::integral(), ode::StoreAll{});
+  const std::string path = shared_dir() + "/heat.h5";
+  std::vector<std::vector<double>> frames;
+  {
+    pde::FieldWriter out(g, path, {"u"});
+    for (std::int64_t n = 0; n <= o.steps; ++n) {
+      if (n > 0) cn.step(u, n - 1);
+      frames.push_back(g.gather(u));
+      out.write_frame(o.t0 + static_cast<double>(n) * o.dt, u);
+    }
+    out.write_field("kappa", fg, op.fields(), {"kappa"});
+    out.write_field("dJ_dkappa", fg, grad.wrt_fields, {"kappa"});
+    out.write_array("dJ_dq", grad.wrt_parameters);
+    out.finish();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(read_string_attribute(file, "status"), "complete");
+  EXPECT_TRUE(bitwise_equal(read_dataset(file, "/frames/000004/u").values, frames.back()));
+  EXPECT_TRUE(bitwise_equal(read_dataset(file, "/fields/dJ_dkappa/kappa").values, fg.gather(grad.wrt_fields)));
+  EXPECT_TRUE(bitwise_equal(read_dataset(file, "/arrays/dJ_dq").values, grad.wrt_parameters));
+  const std::vector<double> times{0.0, 1e-3, 2e-3, 3e-3, 4e-3};
+  std::vector<double> written = read_dataset(file, "/time").values;
+  ASSERT_EQ(written.size(), times.size());
+  for (std::size_t n = 0; n < times.size(); ++n) EXPECT_EQ(written[n], o.t0 + static_cast<double>(n) * o.dt);
+  EXPECT_EQ(check_xdmf(shared_dir() + "/heat.xmf", file, "heat.h5", g, written, 3), 3 * times.size());
+  H5Fclose(file);
 }
