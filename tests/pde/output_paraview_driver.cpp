@@ -5,7 +5,8 @@
 // CI dependency); built with `--target pde_output_paraview_driver`.
 //
 //   mpiexec -n R pde_output_paraview_driver DIR
-// writes DIR/pv_<dim>d_np<R>.h5 and .xmf. The script holds the same cases
+// writes DIR/pv_<dim>d_np<R>.h5 and .xmf, and DIR/pv_static_3d_np<R>.h5/.xmf
+// (the 3-D static fields only: one uniform grid, no time). The script holds the same cases
 // (keep them in sync):
 //   1-D: 12 cells on [-1, 1]                      (y, z: the default [0, 1])
 //   2-D: 12 x 7 cells on [-1, 1] x [0.5, 1.5]      (z: [0, 1])
@@ -54,13 +55,14 @@ std::vector<double> sample(const pde::Grid& g, F f) {
   return v;
 }
 
-void write_case(int dim, const std::string& dir, int ranks) {
+void write_case(int dim, const std::string& dir, int ranks, bool with_frames) {
   pde::Grid g(MPI_COMM_WORLD, spec_of(dim, 2));
   pde::Grid g1(MPI_COMM_WORLD, spec_of(dim, 1));
-  const std::string path = dir + "/pv_" + std::to_string(dim) + "d_np" + std::to_string(ranks) + ".h5";
+  const std::string path = dir + (with_frames ? "/pv_" : "/pv_static_") + std::to_string(dim) + "d_np" +
+                           std::to_string(ranks) + ".h5";
   pde::FieldWriter w(g, path, {"u", "v"});
   auto u = g.create_global();
-  for (double t : {0.0, 0.25, 0.6}) {
+  for (double t : with_frames ? std::vector<double>{0.0, 0.25, 0.6} : std::vector<double>{}) {
     g.scatter(sample(g,
                      [t](int c, double x, double y, double z) {
                        return c == 0 ? x + 10.0 * y + 100.0 * z + 1000.0 * t : x * y - z + t;
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
   int ranks = 1;
   MPI_Comm_size(env.comm(), &ranks);
   try {
-    for (int dim = 1; dim <= 3; ++dim) write_case(dim, argv[1], ranks);
+    for (int dim = 1; dim <= 3; ++dim) write_case(dim, argv[1], ranks, true);
+    write_case(3, argv[1], ranks, false);
   } catch (const Error& e) {
     std::fprintf(stderr, "pde_output_paraview_driver: %s\n", e.what());
     return 1;
