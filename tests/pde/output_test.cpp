@@ -181,6 +181,20 @@ std::size_t check_xdmf(const std::string& xmf, hid_t file, const std::string& h5
     EXPECT_EQ(y, g.spec().extent[1][0]);
     EXPECT_EQ(z, g.spec().extent[2][0]);
   }
+  // Spacing in the same (z, y, x) order as the origin and the dimensions:
+  // the order ParaView 5.11's XDMFReader, Xdmf3ReaderS and Xdmf3ReaderT
+  // read (scripts/check-paraview.py). Exact: printed with 17 digits.
+  const std::regex spacing(R"re(<DataItem Name="Spacing"[^>]*>([^<]+)</DataItem>)re");
+  std::smatch sm;
+  EXPECT_TRUE(std::regex_search(text, sm, spacing));
+  if (!sm.empty()) {
+    std::istringstream ss_spacing(sm[1].str());
+    double dz = 0.0, dy = 0.0, dx = 0.0;
+    ss_spacing >> dz >> dy >> dx;
+    EXPECT_EQ(dx, g.spacing(0));
+    EXPECT_EQ(dy, g.spacing(1));
+    EXPECT_EQ(dz, g.spacing(2));
+  }
   return refs;
 }
 

@@ -20,7 +20,10 @@
 /// Sidecar (PATH with its extension replaced by .xmf, e.g. out.h5 → out.xmf,
 /// next to it; written by finish()): one XDMF 3 Domain with a temporal
 /// collection of uniform grids, one per frame, each a 3DCoRectMesh
-/// (ORIGIN_DXDYDZ; node dimensions n + 1 per axis) carrying the frame's
+/// (ORIGIN_DXDYDZ; node dimensions n + 1 per axis; dimensions, origin and
+/// spacing all in (z, y, x) order — what ParaView 5.11's XDMFReader,
+/// Xdmf3ReaderS and Xdmf3ReaderT read, checked by scripts/check-paraview.py
+/// against known cell-centre values) carrying the frame's
 /// components as cell-centred scalar attributes plus every static field
 /// (so ParaView shows κ next to u at every time). Without frames the Domain
 /// holds one uniform grid with the static fields. Attribute names: the
