@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "costate/ad/reverse.hpp"
@@ -142,3 +143,35 @@ TEST(Program, SyntaxErrorsGiveTheColumn) {
 }
 
 }  // namespace
+
+TEST(Program, CallHookResolvesOperatorCallsToExtraVariables) {
+  // lap(a) and lap(b) become variables 2 and 3 (past the compiled a, b);
+  // the caller appends their values to the frame.
+  costate::expr::CallHook hook;
+  hook.names = {"lap"};
+  hook.resolve = [](const std::string& name, const std::vector<std::string>& args) -> std::uint32_t {
+    if (args.size() != 1) throw costate::Error("'" + name + "' takes 1 argument");
+    if (args[0] == "a") return 2;
+    if (args[0] == "b") return 3;
+    throw costate::Error("unknown field '" + args[0] + "'");
+  };
+  const std::vector<std::string> vars{"a", "b"};
+  const auto p = costate::expr::Program::compile("2*lap(a) - lap( b ) + a", vars, "eq.u", hook);
+  const std::vector<double> frame{1.0, 2.0, 10.0, 100.0};
+  EXPECT_EQ(p.evaluate(std::span<const double>(frame)), 2 * 10.0 - 100.0 + 1.0);
+  EXPECT_TRUE(p.uses(3));
+  auto error = [&](const char* text) {
+    try {
+      (void)costate::expr::Program::compile(text, vars, "eq.u", hook);
+    } catch (const costate::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error("1 + lap(c)").find("eq.u: '1 + lap(c)': column 5: unknown field 'c'"), std::string::npos)
+      << error("1 + lap(c)");
+  EXPECT_NE(error("lap(a*2)").find("column 5: 'lap' applies to names"), std::string::npos) << error("lap(a*2)");
+  EXPECT_NE(error("lap(a, b)").find("takes 1 argument"), std::string::npos);
+  EXPECT_NE(error("lap + 1").find("'lap' is an operator"), std::string::npos);
+  EXPECT_NE(error("lapp(a)").find("did you mean 'lap'"), std::string::npos) << error("lapp(a)");
+}
