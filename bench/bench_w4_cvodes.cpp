@@ -14,6 +14,13 @@
 // program against its own forward; and costate / hand-written per task.
 // Median of `repeats` (default 51) interleaved rounds.
 //
+// Also, in the same rounds: costate's native discrete adjoints of the
+// implicit steppers (bdf, sdirk3) on both tasks, store-all and
+// binomial(10) checkpointing — (gradient with its own forward run + replay
+// sweeps) / ode::integrate of the same method (Robertson with G as the
+// fourth state, outside the error test as in the gradient; Lotka–Volterra
+// landing on the observation times).
+//
 // Usage: bench_w4_cvodes [repeats]
 #include <cvodes/cvodes.h>
 #include <cvodes/cvodes_ls.h>
@@ -169,6 +176,7 @@ struct Plain {
   SUNContext ctx = nullptr;
   Plain() { CHECK_FLAG(SUNContext_Create(nullptr, &ctx)); }
   ~Plain() { SUNContext_Free(&ctx); }
+  int rob_steps = 150, lv_steps = 100;  // steps between checkpoints (CVodeAdjInit)
 
   double robertson(bool adjoint, std::vector<double>* grad) {
     RobData data;
@@ -198,7 +206,7 @@ struct Plain {
       CHECK_FLAG(CVodeGetQuad(mem, &tq, q));
       G = d(q)[0];
     } else {
-      CHECK_FLAG(CVodeAdjInit(mem, 150, CV_HERMITE));
+      CHECK_FLAG(CVodeAdjInit(mem, rob_steps, CV_HERMITE));
       int ncheck = 0;
       CHECK_FLAG(CVodeF(mem, T, y, &t, CV_NORMAL, &ncheck));
       CHECK_FLAG(CVodeGetQuad(mem, &tq, q));
@@ -252,7 +260,7 @@ struct Plain {
     CHECK_FLAG(CVodeSetLinearSolver(mem, LS, A));
     CHECK_FLAG(CVodeSetJacFn(mem, lv_jac));
     CHECK_FLAG(CVodeSetMaxNumSteps(mem, 100000));
-    if (adjoint) CHECK_FLAG(CVodeAdjInit(mem, 100, CV_HERMITE));
+    if (adjoint) CHECK_FLAG(CVodeAdjInit(mem, lv_steps, CV_HERMITE));
     double t = 0.0, L = 0.0;
     double ys[10][2];
     int ncheck = 0;
@@ -404,7 +412,83 @@ int main(int argc, char** argv) {
               static_cast<long long>(integrate(rob, rob_opt).summary.steps),
               g_rob.summary.message.c_str());
 
-  std::vector<double> t[12];
+  // Native implicit steppers: the same tolerances; forward = ode::integrate
+  // of the same steps (z = G outside the error test, landing on the
+  // observation times), gradient = ode::gradient's discrete adjoint.
+  struct NativeRow {
+    const char* name;
+    std::function<void()> forward;
+    std::function<GradientResult()> grad;
+    std::vector<double> tf, tg;
+    GradientResult result;
+  };
+  std::vector<NativeRow> native;
+  const Problem<RobertsonWithG> rob_gz = rob_g;
+  Problem<LotkaVolterra> lv_native = lv;
+  for (Method meth : {Method::Bdf, Method::Sdirk3}) {
+    const IntegratorOptions ro{.method = meth, .rtol = 1e-6,
+                               .atol_per_state = {1e-8, 1e-14, 1e-6}, .max_steps = 100000};
+    const IntegratorOptions roz{.method = meth, .rtol = 1e-6,
+                                .atol_per_state = {1e-8, 1e-14, 1e-6, 1e300},
+                                .max_steps = 100000};
+    const IntegratorOptions lo{.method = meth, .rtol = 1e-8, .atol = 1e-10,
+                               .stop_at_outputs = true, .max_steps = 100000};
+    const bool bdf = meth == Method::Bdf;
+    for (int cp = 0; cp < 2; ++cp) {
+      const Checkpointing sched = cp == 0 ? Checkpointing{StoreAll{}} : Checkpointing{Binomial{.snapshots = 10}};
+      native.push_back({bdf ? (cp == 0 ? "Robertson, native bdf, store all" : "Robertson, native bdf, binomial(10)")
+                            : (cp == 0 ? "Robertson, native sdirk3, store all" : "Robertson, native sdirk3, binomial(10)"),
+                        [&rob_gz, roz] { (void)integrate(rob_gz, roz); },
+                        [&rob, ro, sched] { return gradient(rob, IntegralOfY3{}, DiscreteAdjoint{sched}, ro); },
+                        {}, {}, {}});
+    }
+    for (int cp = 0; cp < 2; ++cp) {
+      const Checkpointing sched = cp == 0 ? Checkpointing{StoreAll{}} : Checkpointing{Binomial{.snapshots = 10}};
+      native.push_back({bdf ? (cp == 0 ? "Lotka-Volterra, native bdf, store all" : "Lotka-Volterra, native bdf, binomial(10)")
+                            : (cp == 0 ? "Lotka-Volterra, native sdirk3, store all" : "Lotka-Volterra, native sdirk3, binomial(10)"),
+                        [&lv_native, lo] { (void)integrate(lv_native, lo); },
+                        [&lv, &obs, lo, sched] { return gradient(lv, obs, DiscreteAdjoint{sched}, lo); },
+                        {}, {}, {}});
+    }
+  }
+  for (NativeRow& row : native) {
+    row.result = row.grad();
+    const bool rob_row = row.name[0] == 'R';
+    std::printf("%s: %lld steps, %lld forward step evaluations; d/dp max rel diff to the plain "
+                "CVODES program %.2e\n",
+                row.name, static_cast<long long>(row.result.checkpoints.steps),
+                static_cast<long long>(row.result.checkpoints.forward_steps),
+                max_rel(row.result.wrt_parameters, rob_row ? g_plain : g_plain_lv));
+  }
+
+  // Checkpoint spacing: one interval holding every forward step (Hermite
+  // data of each step kept, 2n doubles a step; CVodeAdjInit allocates the
+  // interval's storage up front, so the spacing is the forward step count
+  // plus a margin, not "infinite"), so CVodeB recomputes no forward
+  // interval — for both programs.
+  const int rob_one = static_cast<int>(g_rob.summary.steps) + 50;
+  const int lv_one = static_cast<int>(g_lv.summary.steps) + 50;
+  std::printf("one checkpoint interval: %d steps (Robertson), %d (Lotka-Volterra)\n", rob_one,
+              lv_one);
+  Plain plain_one;
+  plain_one.rob_steps = rob_one;
+  plain_one.lv_steps = lv_one;
+  const CvodesAdjoint rob_adj_one{.steps = rob_one, .rtol = 1e-6, .atol = 1e-8};
+  const CvodesAdjoint lv_adj_one{.steps = lv_one};
+  {
+    std::vector<double> g1;
+    plain_one.robertson(true, &g1);
+    const GradientResult r1 = gradient(rob, IntegralOfY3{}, rob_adj_one, rob_opt);
+    std::printf("one checkpoint interval: Robertson dG/dp max rel diff plain %.2e, costate %.2e "
+                "(to the plain program's default spacing)\n",
+                max_rel(g1, g_plain), max_rel(r1.wrt_parameters, g_plain));
+    plain_one.lotka_volterra(true, &g1);
+    const GradientResult l1 = gradient(lv, obs, lv_adj_one, lv_opt);
+    std::printf("one checkpoint interval: Lotka-Volterra dL/dp max rel diff plain %.2e, costate %.2e\n",
+                max_rel(g1, g_plain_lv), max_rel(l1.wrt_parameters, g_plain_lv));
+  }
+
+  std::vector<double> t[16];
   for (int r = 0; r < repeats; ++r) {
     std::vector<double> g;
     t[0].push_back(seconds([&] { plain.robertson(false, nullptr); }));
@@ -419,9 +503,17 @@ int main(int argc, char** argv) {
     t[8].push_back(seconds([&] { (void)integrate(lvd, lv_dopri); }));
     t[9].push_back(seconds([&] { (void)gradient(lv, obs, ContinuousAdjoint{}, lv_dopri); }));
     t[10].push_back(seconds([&] { (void)gradient(lv, obs, DiscreteAdjoint{}, lv_dopri); }));
+    t[11].push_back(seconds([&] { plain_one.robertson(true, &g); }));
+    t[12].push_back(seconds([&] { (void)gradient(rob, IntegralOfY3{}, rob_adj_one, rob_opt); }));
+    t[13].push_back(seconds([&] { plain_one.lotka_volterra(true, &g); }));
+    t[14].push_back(seconds([&] { (void)gradient(lv, obs, lv_adj_one, lv_opt); }));
+    for (NativeRow& row : native) {
+      row.tf.push_back(seconds(row.forward));
+      row.tg.push_back(seconds([&] { (void)row.grad(); }));
+    }
   }
-  double m[12];
-  for (int i = 0; i < 11; ++i) m[i] = median(t[i]);
+  double m[16];
+  for (int i = 0; i < 15; ++i) m[i] = median(t[i]);
   std::printf("\nmedian of %d rounds (seconds)\n", repeats);
   std::printf("%-44s %12s %12s %18s\n", "task", "forward", "gradient", "gradient/forward");
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, plain CVODES (hand-written)", m[0], m[1],
@@ -436,6 +528,18 @@ int main(int argc, char** argv) {
               m[9], m[9] / m[8]);
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, costate discrete (dopri5)", m[8],
               m[10], m[10] / m[8]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, plain CVODES, one interval", m[0], m[11],
+              m[11] / m[0]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, costate cvodes_adjoint, one interval",
+              m[2], m[12], m[12] / m[2]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, plain CVODES, one interval", m[4],
+              m[13], m[13] / m[4]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, costate cvodes_adj., one interval",
+              m[6], m[14], m[14] / m[6]);
+  for (const NativeRow& row : native) {
+    const double f = median(row.tf), g = median(row.tg);
+    std::printf("%-44s %12.3e %12.3e %18.2f\n", row.name, f, g, g / f);
+  }
   std::printf("\ncostate backend / hand-written: Robertson forward %.2f, gradient %.2f; "
               "Lotka-Volterra forward %.2f, gradient %.2f\n",
               m[2] / m[0], m[3] / m[1], m[6] / m[4], m[7] / m[5]);

@@ -3,10 +3,12 @@
 // step count within 1.5x CVODES's, stiff Van der Pol (mu = 1e3).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "costate/ode/integrate.hpp"
@@ -189,6 +191,38 @@ TEST(Bdf, RejectsFixedSteps) {
   EXPECT_EQ(method_from_string("bdf"), Method::Bdf);
   EXPECT_EQ(method_from_string("sdirk3"), Method::Sdirk3);
   EXPECT_TRUE(is_implicit(Method::Bdf) && is_adaptive(Method::Sdirk3));
+}
+
+TEST(AdaptiveImplicit, StepGuardStopsAtMaxStepsAndUnderflowAndLandsOnTargets) {
+  // detail::guard_step, shared by run_bdf and run_sdirk3.
+  const Problem<Robertson> rob{Robertson{}, {1.0, 0.0, 0.0}, {0.04, 1e4, 3e7}, {0.0, 4e7}};
+  for (Method m : {Method::Bdf, Method::Sdirk3}) {
+    SCOPED_TRACE(to_string(m));
+    const Solution capped = integrate(rob, {.method = m, .rtol = 1e-6, .max_steps = 5});
+    EXPECT_EQ(capped.summary.termination, Termination::MaxStepsReached);
+    EXPECT_EQ(capped.summary.steps + capped.summary.rejected_steps, 5);
+    EXPECT_NE(capped.summary.message.find("integrator.max_steps = 5"), std::string::npos)
+        << capped.summary.message;
+    // A floor of 1e3 is far above Robertson's first step (< 1): the run
+    // stops before its first attempt.
+    const Solution floored = integrate(rob, {.method = m, .rtol = 1e-6, .dt_min = 1e3});
+    EXPECT_EQ(floored.summary.termination, Termination::StepSizeUnderflow);
+    EXPECT_NE(floored.summary.message.find("fell below the limit"), std::string::npos)
+        << floored.summary.message;
+    // Landing: steps end exactly on the output times and on t1.
+    Problem<Robertson> out = rob;
+    out.tspan = {0.0, 40.0};
+    out.output_times = {0.4, 4.0, 40.0};
+    std::vector<double> steps;
+    IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol_per_state = {1e-8, 1e-14, 1e-6},
+                          .stop_at_outputs = true};
+    opt.on_step = [&](double t) { steps.push_back(t); };
+    const Solution landed = integrate(out, opt);
+    EXPECT_TRUE(landed.summary.success()) << landed.summary.message;
+    for (double t : out.output_times)
+      EXPECT_NE(std::find(steps.begin(), steps.end(), t), steps.end()) << t;
+    EXPECT_EQ(steps.back(), 40.0);
+  }
 }
 
 }  // namespace

@@ -569,13 +569,15 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       theta_solve.factor(h * th, jac_next);
       Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nna);
       const Eigen::VectorXd& m = theta_solve.solve(lam);
-      theta_pbar.noalias() = (h * th) * (jac_next.rightCols(npp).transpose() * m);
+      theta_pbar.setZero();
+      detail::add_transposed_product(jac_next, nna, npp, m.data(), h * th, theta_pbar.data());
       jac_next = theta->jacobian_state_parameters(times[i], std::span<const double>(cur.data(), na));
       jac_next_step = ops.i;
       lam = m;
       if (th < 1.0) {
-        lam.noalias() += (h * (1.0 - th)) * (jac_next.leftCols(nna).transpose() * m);
-        theta_pbar.noalias() += (h * (1.0 - th)) * (jac_next.rightCols(npp).transpose() * m);
+        detail::add_transposed_product(jac_next, 0, nna, m.data(), h * (1.0 - th), lam.data());
+        detail::add_transposed_product(jac_next, nna, npp, m.data(), h * (1.0 - th),
+                                       theta_pbar.data());
       }
       for (std::size_t j = 0; j < np; ++j) mu[j] += theta_pbar[static_cast<Eigen::Index>(j)];
     } else {

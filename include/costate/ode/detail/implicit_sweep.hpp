@@ -143,8 +143,9 @@ class SdirkScheme {
       const Eigen::Map<const Eigen::MatrixXd> JP(jp_data, nn, nn + npp);
       solve_.factor(h * gamma, JP);
       const Eigen::VectorXd& w = solve_.solve(kbar_.col(s));
-      ybar_.noalias() = JP.leftCols(nn).transpose() * w;
-      pbar_.noalias() += JP.rightCols(npp).transpose() * w;
+      ybar_.setZero();
+      add_transposed_product(JP, 0, nn, w.data(), 1.0, ybar_.data());
+      add_transposed_product(JP, nn, npp, w.data(), 1.0, pbar_.data());
       lam += ybar_;
       for (int j = 0; j < s; ++j) kbar_.col(j) += h * a[s][j] * ybar_;
     }
@@ -196,7 +197,7 @@ class BdfScheme {
       : jac_(model, p, na), newton_(jac_, opt.newton_tol, opt.newton_max_iterations),
         times_(times), orders_(orders), na_(na), np_(p.size()), atol_(atol_vector(opt, na)),
         rtol_(opt.rtol), kappa_(replay_kappa(opt)), r_(na), pred_(na), w_(na), f_(na),
-        solve_(na), pbar_(static_cast<Eigen::Index>(p.size())) {}
+        solve_(na) {}
 
   /// StoreAll: keep [J | f_p] at each replayed step's start y_i — the
   /// Jacobian its Newton iteration evaluates anyway, and the one the
@@ -284,8 +285,7 @@ class BdfScheme {
     for (int j = 1; j <= k; ++j)
       for (std::size_t q = 0; q < na_; ++q)
         lambda[(j - 1) * na_ + q] += alpha[j - 1] * m[static_cast<Eigen::Index>(q)];
-    pbar_.noalias() = JP.rightCols(npp).transpose() * m;
-    for (std::size_t j = 0; j < np_; ++j) mu[j] += g * pbar_[static_cast<Eigen::Index>(j)];
+    add_transposed_product(JP, nn, npp, m.data(), g, mu.data());
   }
 
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
@@ -316,7 +316,6 @@ class BdfScheme {
   std::vector<double> r_, pred_, w_, f_;
   StepCache cache_;
   TransposedSolve solve_;
-  Eigen::VectorXd pbar_;
 };
 
 /// What scheme_gradient computed.

@@ -105,23 +105,64 @@ class ModelJacobian {
 /// The transposed solves of the implicit steps' adjoints,
 ///     (I − g J)ᵀ x = b,   J the left n columns of a [J | f_p] buffer,
 /// with the matrix, its LU and the result allocated once: factor() builds
-/// and factors (I − g J)ᵀ = I − g Jᵀ directly (no transposed view of an LU),
-/// solve() then allocates nothing.
+/// and factors (I − g J)ᵀ = I − g Jᵀ directly (no transposed view of an
+/// LU), solve() then allocates nothing. Up to kSmall states the LU is a
+/// plain partial-pivoting loop on the stored matrix (Eigen's dynamic-size
+/// LU spends most of its time in set-up on 2×2 … 8×8 systems); above, Eigen's.
 class TransposedSolve {
  public:
+  static constexpr std::size_t kSmall = 16;
+
   explicit TransposedSolve(std::size_t n)
-      : n_(static_cast<Eigen::Index>(n)), A_(n_, n_), lu_(n_), x_(n_) {}
+      : n_(static_cast<Eigen::Index>(n)), A_(n_, n_), lu_(n > kSmall ? n_ : 0), x_(n_),
+        piv_(n) {}
 
   template <class JP>
   void factor(double g, const JP& jp) {
     A_.setIdentity();
     A_.noalias() -= g * jp.leftCols(n_).transpose();
-    lu_.compute(A_);
+    if (n_ > static_cast<Eigen::Index>(kSmall)) {
+      lu_.compute(A_);
+      return;
+    }
+    const Eigen::Index n = n_;
+    double* a = A_.data();  // column-major: a[r + c n]
+    for (Eigen::Index k = 0; k < n; ++k) {
+      Eigen::Index p = k;
+      for (Eigen::Index r = k + 1; r < n; ++r)
+        if (std::abs(a[r + k * n]) > std::abs(a[p + k * n])) p = r;
+      piv_[static_cast<std::size_t>(k)] = p;
+      if (p != k)
+        for (Eigen::Index c = 0; c < n; ++c) std::swap(a[k + c * n], a[p + c * n]);
+      const double inv = 1.0 / a[k + k * n];
+      for (Eigen::Index r = k + 1; r < n; ++r) a[r + k * n] *= inv;
+      for (Eigen::Index c = k + 1; c < n; ++c) {
+        const double akc = a[k + c * n];
+        for (Eigen::Index r = k + 1; r < n; ++r) a[r + c * n] -= a[r + k * n] * akc;
+      }
+    }
   }
   /// x = (I − g J)⁻ᵀ b with the last factor(); valid until the next solve.
   template <class B>
   const Eigen::VectorXd& solve(const B& b) {
-    x_ = lu_.solve(b);
+    if (n_ > static_cast<Eigen::Index>(kSmall)) {
+      x_ = lu_.solve(b);
+      return x_;
+    }
+    const Eigen::Index n = n_;
+    const double* a = A_.data();
+    double* x = x_.data();
+    for (Eigen::Index r = 0; r < n; ++r) x[r] = b(r);
+    for (Eigen::Index k = 0; k < n; ++k) {
+      const Eigen::Index p = piv_[static_cast<std::size_t>(k)];
+      if (p != k) std::swap(x[k], x[p]);
+    }
+    for (Eigen::Index c = 0; c < n; ++c)  // L y = P b (unit lower)
+      for (Eigen::Index r = c + 1; r < n; ++r) x[r] -= a[r + c * n] * x[c];
+    for (Eigen::Index c = n - 1; c >= 0; --c) {  // U x = y
+      x[c] /= a[c + c * n];
+      for (Eigen::Index r = 0; r < c; ++r) x[r] -= a[r + c * n] * x[c];
+    }
     return x_;
   }
   Eigen::Index size() const { return n_; }
@@ -131,7 +172,23 @@ class TransposedSolve {
   Eigen::MatrixXd A_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   Eigen::VectorXd x_;
+  std::vector<Eigen::Index> piv_;
 };
+
+/// out[j] += s · Σ_r jp(r, first + j) x[r] for j < count: columns of a
+/// column-major [J | f_p] transposed times x (f_yᵀλ, f_pᵀλ of the implicit
+/// adjoints), as plain loops — small systems, no Eigen dynamic-size set-up.
+template <class JP>
+inline void add_transposed_product(const JP& jp, Eigen::Index first, Eigen::Index count,
+                                   const double* x, double s, double* out) {
+  const Eigen::Index n = jp.rows();
+  for (Eigen::Index j = 0; j < count; ++j) {
+    const double* col = jp.data() + (first + j) * n;
+    double acc = 0.0;
+    for (Eigen::Index r = 0; r < n; ++r) acc += col[r] * x[r];
+    out[j] += s * acc;
+  }
+}
 
 /// "t = … (step n)" for the drivers' messages.
 inline std::string implicit_at(double t, std::int64_t step) {
