@@ -2,7 +2,7 @@
 // backward Euler on the 2-D heat equation with a conductivity field κ and
 // on Gray–Scott. Taylor tests for a field gradient (dJ/dκ), a scalar
 // gradient (dJ/dq₀, dJ/dF) and the initial-state gradient; agreement of
-// the gradients on 1, 2, 4 ranks with a serial reference computed in the
+// the gradients on 1, 2, 3, 4 ranks with a serial reference computed in the
 // same process on MPI_COMM_SELF; bitwise-identical repeated runs; identical
 // gradients for StoreAll and Binomial checkpoints.
 #include <gtest/gtest.h>
