@@ -242,8 +242,9 @@ TEST_F(CliHessianTest, UnsupportedSettingsAreRejectedBeforeWriting) {
       {"sensitivity.method=continuous_adjoint",
        "got sensitivity.method = continuous_adjoint"},
       {"integrator.method=bdf",
-       "--hessian supports integrator.method = euler, rk4 or dopri5; got integrator.method = bdf"},
-      {"integrator.method=crank_nicolson", "got integrator.method = crank_nicolson"},
+       "--hessian supports integrator.method = euler, rk4, dopri5, backward_euler or "
+       "crank_nicolson; got integrator.method = bdf"},
+      {"integrator.method=sdirk3", "got integrator.method = sdirk3"},
   };
   for (const Case& c : cases) {
     const Result r = run("sensitivity '" + in + "' --hessian -q -o no.h5 --set " + c.set);
