@@ -267,11 +267,13 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
                          "got sensitivity.method = "
                       << cfg.sensitivity.method);
   const ode::Method m = cfg.integrator.method;
-  COSTATE_CHECK(m == ode::Method::ExplicitEuler || m == ode::Method::RK4 || m == ode::Method::Dopri5,
-                input << ": costate sensitivity --hessian supports integrator.method = euler, rk4 "
-                         "or dopri5; got integrator.method = "
+  COSTATE_CHECK(m == ode::Method::ExplicitEuler || m == ode::Method::RK4 ||
+                    m == ode::Method::Dopri5 || m == ode::Method::BackwardEuler ||
+                    m == ode::Method::CrankNicolson,
+                input << ": costate sensitivity --hessian supports integrator.method = euler, rk4, "
+                         "dopri5, backward_euler or crank_nicolson; got integrator.method = "
                       << ode::to_string(m)
-                      << " (the implicit steppers and CVODES have no second-order adjoint)");
+                      << " (sdirk3, bdf and CVODES have no second-order adjoint)");
 }
 
 HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
@@ -713,7 +715,7 @@ int main(int argc, char** argv) {
       sens_args, true);
   sens_cmd->add_flag("--hessian", sens_args.hessian,
                      "also the Hessian of the objective w.r.t. the parameters (forward over the "
-                     "discrete adjoint; euler, rk4, dopri5)");
+                     "discrete adjoint; euler, rk4, dopri5, backward_euler, crank_nicolson)");
   auto* check_cmd = input_command(
       "gradcheck", "verify the gradient: Taylor test and finite differences", check_args, false);
 

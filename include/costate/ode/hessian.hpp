@@ -28,10 +28,15 @@
 /// (snapshots hold value and tangent: twice a gradient's memory per slot);
 /// every schedule gives the same bits.
 ///
-/// Limitations: the explicit Runge–Kutta methods (euler, rk4, dopri5).
-/// The implicit steppers (backward_euler, crank_nicolson, sdirk3, bdf) and
-/// the other sensitivity methods (forward, continuous_adjoint, CVODES) are
-/// rejected with a costate::Error. Serial (host) vectors. The model and the
+/// Steppers: the explicit Runge–Kutta methods (euler, rk4, dopri5; the
+/// adjoint of ExplicitRKStep on Dual vectors) and the θ-methods
+/// (backward_euler, crank_nicolson; the step's tangent and the derivative of
+/// its transposed solve are linear solves with I − hθJ —
+/// detail::DualThetaScheme).
+/// Limitations: sdirk3 and bdf (their replayed Newton schemes,
+/// detail/implicit_sweep.hpp, have no Dual version yet) and the other
+/// sensitivity methods (forward, continuous_adjoint, CVODES) are rejected
+/// with a costate::Error. Serial (host) vectors. The model and the
 /// objective must accept ad::Reverse<ad::Dual<double, 1>> as their scalar
 /// type (any model written on a generic T with the usual arithmetic does).
 
@@ -97,12 +102,13 @@ inline void check_hessian_supported(const SensitivityMethod& method,
                     << " is not supported; second-order sensitivities are computed by forward "
                        "over the discrete adjoint: use sensitivity.method = discrete_adjoint");
   const Method m = options.method;
-  COSTATE_CHECK(m == Method::ExplicitEuler || m == Method::RK4 || m == Method::Dopri5,
+  COSTATE_CHECK(m == Method::ExplicitEuler || m == Method::RK4 || m == Method::Dopri5 ||
+                    m == Method::BackwardEuler || m == Method::CrankNicolson,
                 "ode::hessian_vector: integrator.method = "
                     << to_string(m)
                     << " is not supported; Hessian-vector products cover the explicit "
-                       "Runge-Kutta methods (euler, rk4, dopri5), not the implicit steppers "
-                       "or CVODES");
+                       "Runge-Kutta methods (euler, rk4, dopri5) and the theta-methods "
+                       "(backward_euler, crank_nicolson), not sdirk3, bdf or CVODES");
 }
 
 /// The step times ode::gradient would use (fixed steps, or an adaptive
@@ -218,10 +224,20 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
     y0d[i] = HvpDual(problem.y0[i], {v.initial_state.empty() ? 0.0 : v.initial_state[i]});
   const detail::Augmented<M, O> aug{problem.model, objective, n};
   const auto& dam = std::get<DiscreteAdjoint>(method);
-  detail::HvpOutcome o = detail::explicit_rk_hvp(aug, objective, explicit_tableau(options.method),
-                                                 std::span<const HvpDual>(pd),
-                                                 std::span<const HvpDual>(y0d), times, obs_at,
-                                                 dam.checkpointing, n);
+  detail::HvpOutcome o;
+  const std::span<const HvpDual> pds(pd), y0ds(y0d);
+  if (is_implicit(options.method)) {
+    detail::DualThetaScheme<detail::Augmented<M, O>> sc(aug, pds, problem.p, na,
+                                                        theta_of(options.method),
+                                                        options.newton_tol,
+                                                        options.newton_max_iterations);
+    o = detail::dual_sweep(sc, objective, pds, y0ds, times, obs_at, dam.checkpointing, n);
+  } else {
+    const detail::HvpVector like = detail::HvpVector::from(y0ds);
+    detail::DualRkScheme<detail::Augmented<M, O>> sc(aug, explicit_tableau(options.method), pds,
+                                                     like);
+    o = detail::dual_sweep(sc, objective, pds, y0ds, times, obs_at, dam.checkpointing, n);
+  }
 
   HessianVectorResult r;
   r.objective = o.objective.value();
