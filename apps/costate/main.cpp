@@ -317,7 +317,13 @@ HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientRes
 
 int sensitivity(const costate::Environment& env, const RunArgs& args) {
   namespace ode = costate::ode;
-  if (costate::cli::is_pde_input(args.input)) return pde(env, args, "sensitivity");
+  if (costate::cli::is_pde_input(args.input)) {
+    if (args.hessian)
+      throw costate::Error(args.input + ": costate sensitivity --hessian is for ODE inputs (a "
+                           "'model:' section); this input has a 'pde:' section, whose Hessian "
+                           "is not available — drop --hessian");
+    return pde(env, args, "sensitivity");
+  }
   RunConfig cfg = prepare(env, args, "sensitivity");
   if (args.hessian) check_hessian_request(cfg, args.input);
   // 1. Trajectory (for the output file) and 2. the gradient.

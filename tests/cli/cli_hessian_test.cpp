@@ -255,6 +255,15 @@ TEST_F(CliHessianTest, UnsupportedSettingsAreRejectedBeforeWriting) {
   }
 }
 
+TEST_F(CliHessianTest, PdeInputsAreRejectedBeforeWriting) {
+  const std::string in = std::string(COSTATE_EXAMPLES_DIR) + "/heat2d_kappa.yaml";
+  const Result r = run("sensitivity '" + in + "' --hessian -q -o '" + (dir_ / "no.h5").string() + "'");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--hessian is for ODE inputs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("heat2d_kappa.yaml"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "no.h5"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
