@@ -35,30 +35,7 @@ using namespace costate;
 
 namespace {
 
-/// Process CPU seconds: on a shared, oversubscribed machine the wall clock
-/// also counts other jobs' time slices; CPU time counts this process's work
-/// (cache contention still shows). Reported beside the wall-clock ratios.
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-/// Median wall and CPU seconds of f() over `repeats` runs.
-template <class F>
-std::pair<double, double> median_wall_cpu(F&& f, int repeats) {
-  std::vector<double> wall, cpu;
-  for (int r = 0; r < repeats; ++r) {
-    const auto w0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_now();
-    f();
-    cpu.push_back(cpu_now() - c0);
-    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
-  }
-  std::sort(wall.begin(), wall.end());
-  std::sort(cpu.begin(), cpu.end());
-  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
-}
+using bench::median_wall_cpu;
 
 struct Setup {
   pde::Operator<pde::Heat2D> op;
@@ -95,7 +72,7 @@ pde::ThetaOptions options(std::int64_t steps) {
   return o;
 }
 
-std::pair<double, double> time_forward(Setup& s, pde::ThetaIntegrator<pde::Heat2D>& integ, int repeats,
+bench::WallCpu time_forward(Setup& s, pde::ThetaIntegrator<pde::Heat2D>& integ, int repeats,
                                        MPI_Comm comm) {
   auto u = s.op.grid().create_global();
   return median_wall_cpu(
@@ -125,11 +102,11 @@ int main(int argc, char** argv) {
         auto u = s.op.grid().create_global();
         deep_copy(u, s.u0);
         integ.step(u, 0);  // set-up: Jacobian, I − hθJ, preconditioner
-        t_serial = time_forward(s, integ, repeats, MPI_COMM_SELF).first;
+        t_serial = time_forward(s, integ, repeats, MPI_COMM_SELF).wall;
         // forward + adjoint (StoreAll) alone too: scaling of the gradient.
         const auto obj = pde::Objective::misfit(s.op.grid().create_global());
         t_serial_grad =
-            median_wall_cpu([&] { (void)integ.gradient(s.u0, obj, ode::StoreAll{}); }, repeats).first;
+            median_wall_cpu([&] { (void)integ.gradient(s.u0, obj, ode::StoreAll{}); }, repeats).wall;
       }
       MPI_Barrier(env.comm());
     }

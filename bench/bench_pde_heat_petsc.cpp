@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/pde/models.hpp"
@@ -50,32 +51,17 @@ using namespace costate;
 
 namespace {
 
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-struct Timing {
-  double wall = 0.0, cpu = 0.0;
-};
+using Timing = bench::WallCpu;
 
 /// Median wall and CPU seconds of f() over `repeats` runs, barriers around.
 template <class F>
 Timing median_wall_cpu(MPI_Comm comm, F&& f, int repeats) {
-  std::vector<double> wall, cpu;
-  for (int r = 0; r < repeats; ++r) {
-    MPI_Barrier(comm);
-    const auto w0 = std::chrono::steady_clock::now();
-    const double c0 = cpu_now();
-    f();
-    MPI_Barrier(comm);
-    cpu.push_back(cpu_now() - c0);
-    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
-  }
-  std::sort(wall.begin(), wall.end());
-  std::sort(cpu.begin(), cpu.end());
-  return {wall[wall.size() / 2], cpu[cpu.size() / 2]};
+  return bench::median_wall_cpu(
+      [&] {
+        f();
+        MPI_Barrier(comm);
+      },
+      repeats, [&] { MPI_Barrier(comm); });
 }
 
 /// PETSc's communication counters on this rank (its own MPI calls only).
