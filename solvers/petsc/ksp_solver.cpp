@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "costate/linear/ksp.hpp"
+#include "petsc/ksp_common.hpp"
 #include "petsc/petsc_check.hpp"
 
 namespace costate::linear {
@@ -69,13 +70,6 @@ void check_collectively(const DistributedCsr<double>& a) {
                 "error); this rank's part is fine");
 }
 
-Termination termination_of(KSPConvergedReason reason) {
-  if (reason > 0) return Termination::Success;
-  if (reason == KSP_DIVERGED_NANORINF) return Termination::NonFinite;
-  if (reason == KSP_DIVERGED_PC_FAILED) return Termination::Singular;
-  return Termination::NotConverged;
-}
-
 }  // namespace
 
 struct KspSolver::Impl {
@@ -132,21 +126,7 @@ struct KspSolver::Impl {
     COSTATE_PETSC(MatGetInfo(a, MAT_GLOBAL_SUM, &info));
     s.nonzeros = static_cast<std::int64_t>(info.nz_used);
     s.factorization_reused = true;
-    PetscInt its = 0;
-    COSTATE_PETSC(KSPGetIterationNumber(ksp, &its));
-    s.iterations = static_cast<int>(its);
-    KSPConvergedReason reason;
-    COSTATE_PETSC(KSPGetConvergedReason(ksp, &reason));
-    s.termination = termination_of(reason);
-    s.message = KSPConvergedReasons[reason];
-    if (reason == KSP_DIVERGED_PC_FAILED) {
-      PC pc;
-      COSTATE_PETSC(KSPGetPC(ksp, &pc));
-      PCFailedReason pc_reason;
-      COSTATE_PETSC(PCGetFailedReasonRank(pc, &pc_reason));
-      if (pc_reason >= PC_SETUP_ERROR)  // PCFailedReasons is shifted to start there
-        s.message += std::string(", preconditioner: ") + PCFailedReasons[pc_reason];
-    }
+    detail::read_outcome(ksp, s);
     // True residual r = b − A x (or b − Aᵀ x), in double.
     if (transpose)
       COSTATE_PETSC(MatMultTranspose(a, x, r));
@@ -231,19 +211,8 @@ KspSolver::KspSolver(const DistributedCsr<double>& a, const KspOptions& options)
   COSTATE_PETSC(MatCreateVecs(im.a, &im.x, &im.b));
   COSTATE_PETSC(VecDuplicate(im.b, &im.r));
 
-  COSTATE_PETSC(KSPCreate(a.comm, &im.ksp));
+  im.ksp = detail::create_ksp(a.comm, options);
   COSTATE_PETSC(KSPSetOperators(im.ksp, im.a, im.a));
-  COSTATE_PETSC(KSPSetType(im.ksp, options.ksp_type.c_str()));
-  if (!options.pc_type.empty()) {
-    PC pc;
-    COSTATE_PETSC(KSPGetPC(im.ksp, &pc));
-    COSTATE_PETSC(PCSetType(pc, options.pc_type.c_str()));
-  }
-  COSTATE_PETSC(KSPSetTolerances(im.ksp, options.rtol, options.atol, options.divtol,
-                                 static_cast<PetscInt>(options.max_iterations)));
-  if (!options.options_prefix.empty())
-    COSTATE_PETSC(KSPSetOptionsPrefix(im.ksp, options.options_prefix.c_str()));
-  if (options.use_options_database) COSTATE_PETSC(KSPSetFromOptions(im.ksp));
   const auto t0 = Clock::now();
   COSTATE_PETSC(KSPSetUp(im.ksp));
   im.seconds_setup = since(t0);

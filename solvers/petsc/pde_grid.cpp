@@ -10,6 +10,7 @@
 
 #include "costate/pde/grid.hpp"
 #include "costate/pde/matrix.hpp"
+#include "petsc/ksp_common.hpp"
 #include "petsc/petsc_check.hpp"
 
 namespace costate::pde {
@@ -386,15 +387,6 @@ std::int64_t Matrix::global_of_local(std::int64_t l) const {
 
 // ------------------------------------------------------------ KrylovSolver
 
-namespace {
-linear::Termination termination_of(KSPConvergedReason reason) {
-  if (reason > 0) return linear::Termination::Success;
-  if (reason == KSP_DIVERGED_NANORINF) return linear::Termination::NonFinite;
-  if (reason == KSP_DIVERGED_PC_FAILED) return linear::Termination::Singular;
-  return linear::Termination::NotConverged;
-}
-}  // namespace
-
 struct KrylovSolver::Impl {
   KSP ksp = nullptr;
   Vec b = nullptr, x = nullptr;  // shells
@@ -428,13 +420,7 @@ struct KrylovSolver::Impl {
     s.backend = description + (transpose ? " (transposed)" : "");
     s.rows = grid->global_size();
     s.factorization_reused = true;
-    PetscInt its = 0;
-    COSTATE_PETSC(KSPGetIterationNumber(ksp, &its));
-    s.iterations = static_cast<int>(its);
-    KSPConvergedReason reason;
-    COSTATE_PETSC(KSPGetConvergedReason(ksp, &reason));
-    s.termination = termination_of(reason);
-    s.message = KSPConvergedReasons[reason];
+    linear::detail::read_outcome(ksp, s);
     PetscReal rn = 0;
     COSTATE_PETSC(KSPGetResidualNorm(ksp, &rn));
     s.residual_norm = rn;
@@ -448,18 +434,7 @@ KrylovSolver::KrylovSolver(const Grid& grid, const linear::KspOptions& options)
   Impl& im = *impl_;
   im.grid = &grid;
   im.options = options;
-  COSTATE_PETSC(KSPCreate(grid.comm(), &im.ksp));
-  COSTATE_PETSC(KSPSetType(im.ksp, options.ksp_type.c_str()));
-  if (!options.pc_type.empty()) {
-    PC pc;
-    COSTATE_PETSC(KSPGetPC(im.ksp, &pc));
-    COSTATE_PETSC(PCSetType(pc, options.pc_type.c_str()));
-  }
-  COSTATE_PETSC(KSPSetTolerances(im.ksp, options.rtol, options.atol, options.divtol,
-                                 static_cast<PetscInt>(options.max_iterations)));
-  if (!options.options_prefix.empty())
-    COSTATE_PETSC(KSPSetOptionsPrefix(im.ksp, options.options_prefix.c_str()));
-  if (options.use_options_database) COSTATE_PETSC(KSPSetFromOptions(im.ksp));
+  im.ksp = linear::detail::create_ksp(grid.comm(), options);
   DM da = static_cast<DM>(grid.petsc_dm());
   COSTATE_PETSC(DMCreateGlobalVector(da, &im.b));
   COSTATE_PETSC(DMCreateGlobalVector(da, &im.x));

@@ -296,20 +296,7 @@ class Operator {
             geo.locate(cell, t, p, lu, la);
             Tangents r[kDof];
             model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
-            const std::int64_t centre_colour = col(p.i, p.j, p.k);
-            for (int o = 0; o < noff; ++o) {
-              const Offset& off = offs[o];
-              if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-              const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kFields;
-              const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
-              for (int f = 0; f < kFields; ++f) {
-                const std::int64_t tangent = base + f - first;
-                if (tangent < 0 || tangent >= Batch) continue;
-                double s = 0.0;
-                for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                accumulate(&acc[target + f], s);
-              }
-            }
+            scatter_fields(geo, col, offs, noff, p, la, first, wv + cell * kDof, r, acc);
           });
       Kokkos::fence();
     }
@@ -385,20 +372,7 @@ class Operator {
               geo.locate(cell, t, p, lu, la);
               TT r[kDof];
               model.rhs(p, geo.stencil(ul, lu, kDof), geo.stencil(ad_, la, kFields), q, r);
-              const std::int64_t centre_colour = col(p.i, p.j, p.k);
-            for (int o = 0; o < noff; ++o) {
-                const Offset& off = offs[o];
-                if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
-                const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kFields;
-                const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
-                for (int f = 0; f < kFields; ++f) {
-                  const std::int64_t tangent = base + f - first;
-                  if (tangent < 0 || tangent >= Batch) continue;
-                  double s = 0.0;
-                  for (int cr = 0; cr < kDof; ++cr) s += wv[cell * kDof + cr] * r[cr].tangent(static_cast<int>(tangent));
-                  accumulate(&acc[target + f], s);
-                }
-              }
+              scatter_fields(geo, col, offs, noff, p, la, first, wv + cell * kDof, r, acc);
               if (with_q)
                 for (int m = 0; m < kScalars; ++m) {
                   double s = 0.0;
@@ -543,6 +517,31 @@ class Operator {
       return false;
     }
   };
+
+  /// The field part of one cell's vJp: for every field entry in the cell's
+  /// stencil whose colour lies in the batch [first, first + Batch), adds
+  /// Σ_c w_c ∂r_c/∂a (r's tangent number colour − first) into acc. The
+  /// colouring is distance-2, so a tangent of r belongs to one entry.
+  template <class TT>
+  KOKKOS_INLINE_FUNCTION static void scatter_fields(const Geometry& geo, const StencilColouring& col,
+                                                    const Offset* offs, int noff, const Point& p,
+                                                    std::int64_t la, std::int64_t first,
+                                                    const double* w, const TT* r, double* acc) {
+    const std::int64_t centre_colour = col(p.i, p.j, p.k);
+    for (int o = 0; o < noff; ++o) {
+      const Offset& off = offs[o];
+      if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+      const std::int64_t base = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk) * kFields;
+      const std::int64_t target = la + (off.di + off.dj * geo.fy + off.dk * geo.fz) * kFields;
+      for (int f = 0; f < kFields; ++f) {
+        const std::int64_t tangent = base + f - first;
+        if (tangent < 0 || tangent >= Batch) continue;
+        double s = 0.0;
+        for (int cr = 0; cr < kDof; ++cr) s += w[cr] * r[cr].tangent(static_cast<int>(tangent));
+        accumulate(&acc[target + f], s);
+      }
+    }
+  }
 
   static GridSpec spec(const Domain& d, int dof) {
     GridSpec s;
