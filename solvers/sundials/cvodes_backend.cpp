@@ -2,8 +2,9 @@
 // (include/costate/ode/cvodes.hpp): forward integration, forward
 // sensitivities (CVodeSensInit) and the adjoint (CVodeF/CVodeB with a
 // backward quadrature), every derivative from the type-erased callbacks that
-// costate's AD fills. Dense direct linear solver (SUNDenseMatrix +
-// SUNLinSol_Dense) for the forward and the backward Newton iterations.
+// costate's AD fills. The Newton linear solver of the forward and the
+// backward iterations is Settings::linear_solver: dense, band or KLU
+// (cvodes_linear_solver.hpp, set up in cvodes_internal.hpp).
 #include <cvodes/cvodes.h>
 #include <cvodes/cvodes_ls.h>
 #include <nvector/nvector_serial.h>
@@ -62,6 +63,7 @@ Settings settings_from(const IntegratorOptions& options, std::size_t n) {
   s.first_step = options.dt;
   s.max_step = options.dt_max;
   s.min_step = options.dt_min;
+  s.linear_solver = options.cvodes_linear_solver;
   return s;
 }
 
@@ -210,11 +212,7 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
   check(ctx, CVodeSetUserDataB(o.mem, which, &ctx), "CVodeSetUserDataB");
   check(ctx, CVodeSetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
         "CVodeSetMaxNumStepsB");
-  o.JB = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
-  o.lsB = SUNLinSol_Dense(o.yB, o.JB, o.sunctx);
-  COSTATE_CHECK(o.JB && o.lsB, "CVODES backend: dense matrix/solver creation failed");
-  check(ctx, CVodeSetLinearSolverB(o.mem, which, o.lsB, o.JB), "CVodeSetLinearSolverB");
-  check(ctx, CVodeSetJacFnB(o.mem, which, jacobian_backward), "CVodeSetJacFnB");
+  setup_backward_linear_solver(o, ctx, sys, settings, which);
   if (np > 0) {
     check(ctx, CVodeQuadInitB(o.mem, which, quadrature_backward, o.qB), "CVodeQuadInitB");
     // μ in the backward error test (relative, with atol of the backward

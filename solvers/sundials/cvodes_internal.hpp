@@ -21,6 +21,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "cvodes_linear_solver.hpp"
 
 namespace costate::ode::cvodes::internal {
 
@@ -28,7 +29,11 @@ struct Context {
   const System* sys = nullptr;
   std::exception_ptr error;  // a callback's exception, rethrown after CVODES returns
   std::string last_error;
-  std::vector<double> jac, fp;  // scratch: n × n Jacobian, f_pᵀλ
+  std::vector<double> jac, fp;  // scratch: n × n Jacobian (dense; else ≥ n), f_pᵀλ
+  // The kinds of the forward and backward Newton matrices (jacobian,
+  // jacobian_backward fill the matrix CVODES hands them accordingly).
+  NewtonLinearSolver forward_ls{CvodesLinearSolver::Dense, JacobianSide::Forward};
+  NewtonLinearSolver backward_ls{CvodesLinearSolver::Dense, JacobianSide::Backward};
   std::vector<const double*> yS;
   std::vector<double*> ySdot;
 };
@@ -59,8 +64,9 @@ inline int rhs(realtype t, N_Vector y, N_Vector ydot, void* user) {
 inline int jacobian(realtype t, N_Vector y, N_Vector, SUNMatrix J, void* user, N_Vector,
                     N_Vector, N_Vector) {
   auto* c = static_cast<Context*>(user);
-  // SUNDenseMatrix is column-major with leading dimension n, as promised.
-  return guarded(c, [&] { c->sys->jacobian(t, data(y), SUNDenseMatrix_Data(J)); });
+  // Dense: sys.jacobian straight into the column-major SUNDenseMatrix;
+  // band/sparse: the compressed AD Jacobian on the structure.
+  return guarded(c, [&] { fill_jacobian(c->forward_ls, J, *c->sys, t, data(y), c->jac); });
 }
 
 inline int sensitivity_rhs(int ns, realtype t, N_Vector y, N_Vector, N_Vector* yS,
@@ -105,12 +111,7 @@ inline int quadrature_backward(realtype t, N_Vector y, N_Vector yB, N_Vector qBd
 inline int jacobian_backward(realtype t, N_Vector y, N_Vector, N_Vector, SUNMatrix JB,
                              void* user, N_Vector, N_Vector, N_Vector) {
   auto* c = static_cast<Context*>(user);
-  const std::size_t n = c->sys->n;
-  const int r = guarded(c, [&] { c->sys->jacobian(t, data(y), c->jac.data()); });
-  double* out = SUNDenseMatrix_Data(JB);
-  for (std::size_t col = 0; col < n; ++col)
-    for (std::size_t row = 0; row < n; ++row) out[col * n + row] = -c->jac[row * n + col];
-  return r;
+  return guarded(c, [&] { fill_jacobian(c->backward_ls, JB, *c->sys, t, data(y), c->jac); });
 }
 
 /// Frees the SUNDIALS objects however the run ends.
@@ -164,7 +165,8 @@ inline N_Vector new_vector(std::size_t n, SUNContext ctx, const double* values =
   return v;
 }
 
-/// The forward problem: CVodeCreate, init, tolerances, dense solver, limits.
+/// The forward problem: CVodeCreate, init, tolerances, the Newton linear
+/// solver of st.linear_solver (make_newton_linear_solver), limits.
 inline void setup_forward(Objects& o, Context& ctx, const System& sys, const Settings& st,
                           double t0, const double* y0) {
   const std::size_t n = sys.n;
@@ -173,7 +175,8 @@ inline void setup_forward(Objects& o, Context& ctx, const System& sys, const Set
                                                         << " absolute tolerances for " << n
                                                         << " states");
   ctx.sys = &sys;
-  ctx.jac.assign(n * n, 0.0);
+  const bool dense = resolve_linear_solver(sys, st.linear_solver) == CvodesLinearSolver::Dense;
+  ctx.jac.assign(dense ? n * n : n, 0.0);
   ctx.fp.assign(std::max<std::size_t>(sys.np, 1), 0.0);
   o.y = new_vector(n, o.sunctx, y0);
   o.atol = new_vector(n, o.sunctx, st.atol.data());
@@ -183,15 +186,29 @@ inline void setup_forward(Objects& o, Context& ctx, const System& sys, const Set
   check(ctx, CVodeInit(o.mem, rhs, t0, o.y), "CVodeInit");
   check(ctx, CVodeSetUserData(o.mem, &ctx), "CVodeSetUserData");
   check(ctx, CVodeSVtolerances(o.mem, st.rtol, o.atol), "CVodeSVtolerances");
-  o.J = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
-  o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
-  COSTATE_CHECK(o.J && o.ls, "CVODES backend: dense matrix/solver creation failed");
+  ctx.forward_ls =
+      make_newton_linear_solver(sys, st.linear_solver, JacobianSide::Forward, o.y, o.sunctx);
+  o.J = ctx.forward_ls.matrix;  // freed by o
+  o.ls = ctx.forward_ls.solver;
   check(ctx, CVodeSetLinearSolver(o.mem, o.ls, o.J), "CVodeSetLinearSolver");
   check(ctx, CVodeSetJacFn(o.mem, jacobian), "CVodeSetJacFn");
   check(ctx, CVodeSetMaxNumSteps(o.mem, static_cast<long>(st.max_steps)), "CVodeSetMaxNumSteps");
   if (st.first_step > 0.0) check(ctx, CVodeSetInitStep(o.mem, st.first_step), "CVodeSetInitStep");
   if (st.max_step > 0.0) check(ctx, CVodeSetMaxStep(o.mem, st.max_step), "CVodeSetMaxStep");
   if (st.min_step > 0.0) check(ctx, CVodeSetMinStep(o.mem, st.min_step), "CVodeSetMinStep");
+}
+
+/// The backward problem `which`'s Newton linear solver (st.linear_solver on
+/// −f_yᵀ: the transposed structure) and its Jacobian function
+/// jacobian_backward; o.yB must exist.
+inline void setup_backward_linear_solver(Objects& o, Context& ctx, const System& sys,
+                                         const Settings& st, int which) {
+  ctx.backward_ls =
+      make_newton_linear_solver(sys, st.linear_solver, JacobianSide::Backward, o.yB, o.sunctx);
+  o.JB = ctx.backward_ls.matrix;  // freed by o
+  o.lsB = ctx.backward_ls.solver;
+  check(ctx, CVodeSetLinearSolverB(o.mem, which, o.lsB, o.JB), "CVodeSetLinearSolverB");
+  check(ctx, CVodeSetJacFnB(o.mem, which, jacobian_backward), "CVodeSetJacFnB");
 }
 
 inline void collect(void* mem, Stats& s) {
