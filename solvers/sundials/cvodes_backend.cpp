@@ -2,8 +2,9 @@
 // (include/costate/ode/cvodes.hpp): forward integration, forward
 // sensitivities (CVodeSensInit) and the adjoint (CVodeF/CVodeB with a
 // backward quadrature), every derivative from the type-erased callbacks that
-// costate's AD fills. Dense direct linear solver (SUNDenseMatrix +
-// SUNLinSol_Dense) for the forward and the backward Newton iterations.
+// costate's AD fills. The Newton linear solver of the forward and the
+// backward iterations is Settings::linear_solver: dense, band or KLU
+// (cvodes_linear_solver.hpp, set up in cvodes_internal.hpp).
 #include <cvodes/cvodes.h>
 #include <cvodes/cvodes_ls.h>
 #include <nvector/nvector_serial.h>
@@ -22,6 +23,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "sundials/cvodes_internal.hpp"
 
 namespace costate::ode {
 
@@ -49,199 +51,8 @@ void CvodesAdjoint::validate() const {
 }
 
 namespace cvodes {
-namespace {
 
-struct Context {
-  const System* sys = nullptr;
-  std::exception_ptr error;  // a callback's exception, rethrown after CVODES returns
-  std::string last_error;
-  std::vector<double> jac, fp;  // scratch: n × n Jacobian, f_pᵀλ
-  std::vector<const double*> yS;
-  std::vector<double*> ySdot;
-};
-
-double* data(N_Vector v) { return N_VGetArrayPointer(v); }
-
-template <class F>
-int guarded(Context* c, F&& f) {
-  try {
-    f();
-  } catch (...) {
-    c->error = std::current_exception();
-    return -1;
-  }
-  return 0;
-}
-
-int rhs(realtype t, N_Vector y, N_Vector ydot, void* user) {
-  auto* c = static_cast<Context*>(user);
-  const int r = guarded(c, [&] { c->sys->rhs(t, data(y), data(ydot)); });
-  if (r != 0) return r;
-  const double* d = data(ydot);
-  for (std::size_t i = 0; i < c->sys->n; ++i)
-    if (!std::isfinite(d[i])) return 1;  // recoverable: CVODES retries a smaller step
-  return 0;
-}
-
-int jacobian(realtype t, N_Vector y, N_Vector, SUNMatrix J, void* user, N_Vector, N_Vector,
-             N_Vector) {
-  auto* c = static_cast<Context*>(user);
-  // SUNDenseMatrix is column-major with leading dimension n, as promised.
-  return guarded(c, [&] { c->sys->jacobian(t, data(y), SUNDenseMatrix_Data(J)); });
-}
-
-int sensitivity_rhs(int ns, realtype t, N_Vector y, N_Vector, N_Vector* yS, N_Vector* ySdot,
-                    void* user, N_Vector, N_Vector) {
-  auto* c = static_cast<Context*>(user);
-  for (int j = 0; j < ns; ++j) {
-    c->yS[static_cast<std::size_t>(j)] = data(yS[j]);
-    c->ySdot[static_cast<std::size_t>(j)] = data(ySdot[j]);
-  }
-  return guarded(c, [&] {
-    c->sys->sensitivity_rhs(t, data(y), static_cast<std::size_t>(ns), c->yS.data(),
-                            c->ySdot.data());
-  });
-}
-
-// Backward: λ' = −f_yᵀ λ.
-int rhs_backward(realtype t, N_Vector y, N_Vector yB, N_Vector yBdot, void* user) {
-  auto* c = static_cast<Context*>(user);
-  const int r = guarded(c, [&] { c->sys->vjp(t, data(y), data(yB), data(yBdot), c->fp.data()); });
-  double* d = data(yBdot);
-  for (std::size_t i = 0; i < c->sys->n; ++i) d[i] = -d[i];
-  return r;
-}
-
-// Backward quadrature: μ' = −f_pᵀ λ.
-int quadrature_backward(realtype t, N_Vector y, N_Vector yB, N_Vector qBdot, void* user) {
-  auto* c = static_cast<Context*>(user);
-  const int r = guarded(c, [&] { c->sys->vjp(t, data(y), data(yB), c->jac.data(), data(qBdot)); });
-  double* d = data(qBdot);
-  for (std::size_t j = 0; j < c->sys->np; ++j) d[j] = -d[j];
-  return r;
-}
-
-// ∂(λ')/∂λ = −f_yᵀ.
-int jacobian_backward(realtype t, N_Vector y, N_Vector, N_Vector, SUNMatrix JB, void* user,
-                      N_Vector, N_Vector, N_Vector) {
-  auto* c = static_cast<Context*>(user);
-  const std::size_t n = c->sys->n;
-  const int r = guarded(c, [&] { c->sys->jacobian(t, data(y), c->jac.data()); });
-  double* out = SUNDenseMatrix_Data(JB);
-  for (std::size_t col = 0; col < n; ++col)
-    for (std::size_t row = 0; row < n; ++row) out[col * n + row] = -c->jac[row * n + col];
-  return r;
-}
-
-void error_handler(int, const char* module, const char* function, char* msg, void* user) {
-  auto* c = static_cast<Context*>(user);
-  c->last_error = std::string(module ? module : "") + "::" + (function ? function : "") + ": " +
-                  (msg ? msg : "");
-}
-
-/// Frees the SUNDIALS objects however the run ends.
-struct Objects {
-  SUNContext sunctx = nullptr;
-  N_Vector y = nullptr, atol = nullptr, yB = nullptr, qB = nullptr;
-  N_Vector* yS = nullptr;
-  int ns = 0;
-  SUNMatrix J = nullptr, JB = nullptr;
-  SUNLinearSolver ls = nullptr, lsB = nullptr;
-  void* mem = nullptr;
-  Objects() { check_flag(SUNContext_Create(nullptr, &sunctx), "SUNContext_Create"); }
-  ~Objects() {
-    if (mem) CVodeFree(&mem);
-    if (lsB) SUNLinSolFree(lsB);
-    if (ls) SUNLinSolFree(ls);
-    if (JB) SUNMatDestroy(JB);
-    if (J) SUNMatDestroy(J);
-    if (yS) N_VDestroyVectorArray(yS, ns);
-    if (qB) N_VDestroy(qB);
-    if (yB) N_VDestroy(yB);
-    if (atol) N_VDestroy(atol);
-    if (y) N_VDestroy(y);
-    if (sunctx) SUNContext_Free(&sunctx);
-  }
-  static void check_flag(int flag, const char* call) {
-    COSTATE_CHECK(flag >= 0, "CVODES backend: " << call << " failed with flag " << flag);
-  }
-};
-
-std::string flag_name(int flag) {
-  char* name = CVodeGetReturnFlagName(flag);
-  std::string s = name ? name : "?";
-  std::free(name);
-  return s;
-}
-
-void check(const Context& ctx, int flag, const char* call) {
-  COSTATE_CHECK(flag >= 0, "CVODES backend: " << call << " failed: " << flag_name(flag)
-                                              << (ctx.last_error.empty() ? "" : " — ")
-                                              << ctx.last_error);
-}
-
-N_Vector new_vector(std::size_t n, SUNContext ctx, const double* values = nullptr) {
-  N_Vector v = N_VNew_Serial(static_cast<sunindextype>(std::max<std::size_t>(n, 1)), ctx);
-  COSTATE_CHECK(v != nullptr, "CVODES backend: N_VNew_Serial failed");
-  if (values)
-    std::copy(values, values + n, data(v));
-  else
-    N_VConst(0.0, v);
-  return v;
-}
-
-/// The forward problem: CVodeCreate, init, tolerances, dense solver, limits.
-void setup_forward(Objects& o, Context& ctx, const System& sys, const Settings& st, double t0,
-                   const double* y0) {
-  const std::size_t n = sys.n;
-  COSTATE_CHECK(sys.rhs && sys.jacobian, "CVODES backend: the system needs rhs and jacobian");
-  COSTATE_CHECK(st.atol.size() == n, "CVODES backend: " << st.atol.size()
-                                                        << " absolute tolerances for " << n
-                                                        << " states");
-  ctx.sys = &sys;
-  ctx.jac.assign(n * n, 0.0);
-  ctx.fp.assign(std::max<std::size_t>(sys.np, 1), 0.0);
-  o.y = new_vector(n, o.sunctx, y0);
-  o.atol = new_vector(n, o.sunctx, st.atol.data());
-  o.mem = CVodeCreate(sys.bdf ? CV_BDF : CV_ADAMS, o.sunctx);
-  COSTATE_CHECK(o.mem != nullptr, "CVODES backend: CVodeCreate failed");
-  check(ctx, CVodeSetErrHandlerFn(o.mem, error_handler, &ctx), "CVodeSetErrHandlerFn");
-  check(ctx, CVodeInit(o.mem, rhs, t0, o.y), "CVodeInit");
-  check(ctx, CVodeSetUserData(o.mem, &ctx), "CVodeSetUserData");
-  check(ctx, CVodeSVtolerances(o.mem, st.rtol, o.atol), "CVodeSVtolerances");
-  o.J = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
-  o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
-  COSTATE_CHECK(o.J && o.ls, "CVODES backend: dense matrix/solver creation failed");
-  check(ctx, CVodeSetLinearSolver(o.mem, o.ls, o.J), "CVodeSetLinearSolver");
-  check(ctx, CVodeSetJacFn(o.mem, jacobian), "CVodeSetJacFn");
-  check(ctx, CVodeSetMaxNumSteps(o.mem, static_cast<long>(st.max_steps)), "CVodeSetMaxNumSteps");
-  if (st.first_step > 0.0) check(ctx, CVodeSetInitStep(o.mem, st.first_step), "CVodeSetInitStep");
-  if (st.max_step > 0.0) check(ctx, CVodeSetMaxStep(o.mem, st.max_step), "CVodeSetMaxStep");
-  if (st.min_step > 0.0) check(ctx, CVodeSetMinStep(o.mem, st.min_step), "CVodeSetMinStep");
-}
-
-void collect(void* mem, Stats& s) {
-  long v = 0;
-  if (CVodeGetNumSteps(mem, &v) >= 0) s.steps = v;
-  if (CVodeGetNumRhsEvals(mem, &v) >= 0) s.rhs_evaluations = v;
-  if (CVodeGetNumErrTestFails(mem, &v) >= 0) s.error_test_failures = v;
-  if (CVodeGetNumNonlinSolvIters(mem, &v) >= 0) s.nonlinear_iterations = v;
-  if (CVodeGetNumLinSolvSetups(mem, &v) >= 0) s.linear_setups = v;
-  if (CVodeGetNumJacEvals(mem, &v) >= 0) s.jacobian_evaluations = v;
-}
-
-void fail(Stats& s, const Context& ctx, int flag, double t) {
-  s.success = false;
-  s.flag = flag_name(flag);
-  std::ostringstream os;
-  os.precision(16);
-  os << "CVODES stopped at t = " << t << " with " << s.flag;
-  if (!ctx.last_error.empty()) os << ": " << ctx.last_error;
-  if (flag == CV_TOO_MUCH_WORK) os << "; raise integrator.max_steps";
-  s.message = os.str();
-}
-
-}  // namespace
+using namespace internal;
 
 Settings settings_from(const IntegratorOptions& options, std::size_t n) {
   Settings s;
@@ -252,6 +63,7 @@ Settings settings_from(const IntegratorOptions& options, std::size_t n) {
   s.first_step = options.dt;
   s.max_step = options.dt_max;
   s.min_step = options.dt_min;
+  s.linear_solver = options.cvodes_linear_solver;
   return s;
 }
 
@@ -400,11 +212,7 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
   check(ctx, CVodeSetUserDataB(o.mem, which, &ctx), "CVodeSetUserDataB");
   check(ctx, CVodeSetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
         "CVodeSetMaxNumStepsB");
-  o.JB = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
-  o.lsB = SUNLinSol_Dense(o.yB, o.JB, o.sunctx);
-  COSTATE_CHECK(o.JB && o.lsB, "CVODES backend: dense matrix/solver creation failed");
-  check(ctx, CVodeSetLinearSolverB(o.mem, which, o.lsB, o.JB), "CVodeSetLinearSolverB");
-  check(ctx, CVodeSetJacFnB(o.mem, which, jacobian_backward), "CVodeSetJacFnB");
+  setup_backward_linear_solver(o, ctx, sys, settings, which);
   if (np > 0) {
     check(ctx, CVodeQuadInitB(o.mem, which, quadrature_backward, o.qB), "CVodeQuadInitB");
     // μ in the backward error test (relative, with atol of the backward

@@ -718,7 +718,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     ctx.expect_map(integ, "integrator");
     ctx.check_keys(integ, "integrator",
                    {"method", "rtol", "atol", "dt", "adaptive", "dt_max", "dt_min", "max_steps",
-                    "newton_tol", "newton_max_iterations"});
+                    "newton_tol", "newton_max_iterations", "cvodes_linear_solver"});
     if (integ["method"]) {
       const std::string m = ctx.string(integ["method"], "integrator.method");
       std::vector<std::string> names;
@@ -777,6 +777,19 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
         ctx.fail(integ["max_steps"], "integrator.max_steps",
                  "must be a positive integer, got " + std::to_string(n));
       opt.max_steps = n;
+    }
+    if (integ["cvodes_linear_solver"]) {
+      const std::string v = ctx.string(integ["cvodes_linear_solver"], "integrator.cvodes_linear_solver");
+      std::vector<std::string> names;
+      for (ode::CvodesLinearSolver x : ode::all_cvodes_linear_solvers()) names.push_back(ode::to_string(x));
+      if (std::find(names.begin(), names.end(), v) == names.end()) {
+        std::string msg = "unknown linear solver '" + v + "'";
+        const std::string near = nearest(v, names);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(integ["cvodes_linear_solver"], "integrator.cvodes_linear_solver",
+                 msg + " Valid values: " + join(names));
+      }
+      opt.cvodes_linear_solver = ode::cvodes_linear_solver_from_string(v);
     }
     if (opt.method == ode::Method::Bdf && !opt.adaptive)
       ctx.fail(integ["adaptive"], "integrator.adaptive",
@@ -1002,6 +1015,9 @@ std::string RunConfig::to_yaml() const {
   e << YAML::Key << "dt_max" << YAML::Value << integrator.dt_max;
   e << YAML::Key << "dt_min" << YAML::Value << integrator.dt_min;
   e << YAML::Key << "max_steps" << YAML::Value << static_cast<long long>(integrator.max_steps);
+  if (ode::is_cvodes(integrator.method))
+    e << YAML::Key << "cvodes_linear_solver" << YAML::Value
+      << ode::to_string(integrator.cvodes_linear_solver);
   if (ode::is_implicit(integrator.method)) {
     e << YAML::Key << "newton_tol" << YAML::Value << integrator.newton_tol;
     e << YAML::Key << "newton_max_iterations" << YAML::Value << integrator.newton_max_iterations;

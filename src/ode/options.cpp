@@ -112,6 +112,34 @@ void IntegratorOptions::validate(std::size_t n_states) const {
                 "integrator.max_steps = " << max_steps << " is invalid: it must be positive");
 }
 
+namespace {
+constexpr std::array kCvodesLinearSolvers{CvodesLinearSolver::Dense, CvodesLinearSolver::Band,
+                                          CvodesLinearSolver::Sparse,
+                                          CvodesLinearSolver::Automatic};
+}
+
+std::string to_string(CvodesLinearSolver solver) {
+  switch (solver) {
+    case CvodesLinearSolver::Dense: return "dense";
+    case CvodesLinearSolver::Band: return "band";
+    case CvodesLinearSolver::Sparse: return "sparse";
+    case CvodesLinearSolver::Automatic: return "automatic";
+  }
+  return "unknown";
+}
+
+std::span<const CvodesLinearSolver> all_cvodes_linear_solvers() { return kCvodesLinearSolvers; }
+
+CvodesLinearSolver cvodes_linear_solver_from_string(std::string_view name) {
+  std::string valid;
+  for (CvodesLinearSolver s : kCvodesLinearSolvers) {
+    if (to_string(s) == name) return s;
+    valid += (valid.empty() ? "" : ", ") + to_string(s);
+  }
+  throw Error("integrator.cvodes_linear_solver: unknown value '" + std::string(name) +
+              "'; valid values: " + valid);
+}
+
 std::string to_string(Termination termination) {
   switch (termination) {
     case Termination::Success: return "success";

@@ -242,3 +242,33 @@ TEST_F(InputTest, BdfWithoutAdaptiveNamesTheKeyNotDt) {
   EXPECT_NE(msg.find("not available for 'bdf'"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("set integrator.dt"), std::string::npos) << msg;
 }
+
+namespace {
+// integrator.cvodes_linear_solver: every value parses; a bad one names the
+// key, the line, suggests the nearest value and lists the valid ones.
+TEST_F(InputTest, CvodesLinearSolverKey) {
+  for (const char* v : {"dense", "band", "sparse", "automatic"}) {
+    const auto cfg = load_run_config(
+        write(std::string("model: lorenz\ntime: {end: 1}\nintegrator: {method: cvodes_bdf, "
+                          "cvodes_linear_solver: ") +
+              v + "}\n"),
+        {});
+    EXPECT_EQ(costate::ode::to_string(cfg.integrator.cvodes_linear_solver), v);
+  }
+  EXPECT_EQ(load_run_config(write("model: lorenz\ntime: {end: 1}\n"), {})
+                .integrator.cvodes_linear_solver,
+            costate::ode::CvodesLinearSolver::Automatic);
+  std::string msg = error_of(
+      "model: lorenz\ntime: {end: 1}\nintegrator:\n  method: cvodes_bdf\n  cvodes_linear_solver: "
+      "klu\n");
+  EXPECT_NE(msg.find("input.yaml:5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("integrator.cvodes_linear_solver"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown linear solver 'klu'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dense, band, sparse, automatic"), std::string::npos) << msg;
+  msg = error_of("model: lorenz\ntime: {end: 1}\nintegrator: {cvodes_linear_solver: bandd}\n");
+  EXPECT_NE(msg.find("did you mean 'band'"), std::string::npos) << msg;
+  msg = error_of("model: lorenz\ntime: {end: 1}\n", {"integrator.cvodes_linear_solver=lu"});
+  EXPECT_NE(msg.find("integrator.cvodes_linear_solver"), std::string::npos) << msg;
+  EXPECT_THROW((void)costate::ode::cvodes_linear_solver_from_string("klu"), costate::Error);
+}
+}  // namespace

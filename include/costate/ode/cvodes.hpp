@@ -39,16 +39,29 @@
 /// solution (ode::DiscreteAdjoint), so agreement with other methods and
 /// finite differences is to the tolerances' order.
 ///
+/// Linear solver (IntegratorOptions::cvodes_linear_solver,
+/// `integrator.cvodes_linear_solver`): dense LU, band LU or SuiteSparse KLU
+/// for every Newton iteration — forward, forward sensitivities (CVODES'
+/// simultaneous corrector reuses the state's matrix) and backward, whose
+/// matrix I − γ(−f_yᵀ) has the transposed pattern (band: the bandwidths
+/// swap; sparse: the CSC arrays of f_y read as CSR). Band and sparse take
+/// the pattern of f_y detected once at (t0, y0) by AD (plus the diagonal)
+/// and its values from the compressed forward-mode Jacobian, ⌈colours/8⌉
+/// evaluations on ad::Dual<double, 8> — 1 for a tridiagonal or a 1-D
+/// two-species stencil, whatever n. `automatic` (the default) keeps dense
+/// below 100 states (no detection at all), see CvodesLinearSolver.
+///
 /// Limitations: serial (one rank's N_Vector_Serial; under MPI every rank
-/// solves the whole ODE); dense linear algebra only (banded and sparse KLU
-/// Jacobians from the coloured AD Jacobian are not wired yet — for large
-/// systems CVODES' dense LU is the bottleneck); the Adams method also uses
-/// Newton with the dense Jacobian (no fixed-point iteration).
+/// solves the whole ODE); band/sparse assume the detected pattern holds at
+/// every state (a missing entry slows Newton, never changes the tolerance
+/// of the result); the Adams method also uses Newton (no fixed-point
+/// iteration).
 ///
 /// Only solvers/sundials/ includes SUNDIALS headers: this header presents a
 /// type-erased interface (cvodes::System of std::function callbacks) that
 /// the templates below fill from a model.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -108,7 +121,45 @@ struct System {
   std::function<void(double t, const double* y, const double* lambda, double* fy_lambda,
                      double* fp_lambda)>
       vjp;
+
+  /// Band and sparse linear solvers: the structure of ∂f/∂y in compressed
+  /// sparse columns — column j holds the rows
+  /// jacobian_rows[jacobian_column_starts[j] .. jacobian_column_starts[j + 1]),
+  /// increasing, every diagonal entry included — and its values at (t, y)
+  /// in that order (nnz = jacobian_rows.size()). Both empty / unset: only
+  /// the dense solver is available (`automatic` then means dense).
+  std::vector<std::int64_t> jacobian_column_starts, jacobian_rows;
+  std::function<void(double t, const double* y, double* values)> sparse_jacobian;
+
+  /// True when the structure above is present and consistent.
+  bool has_jacobian_structure() const {
+    return sparse_jacobian && jacobian_column_starts.size() == n + 1 &&
+           static_cast<std::size_t>(jacobian_column_starts.back()) == jacobian_rows.size();
+  }
+  /// Largest i − j (lower) and j − i (upper) over the structure's entries (i, j).
+  std::int64_t lower_bandwidth() const { return bandwidth(true); }
+  std::int64_t upper_bandwidth() const { return bandwidth(false); }
+
+ private:
+  std::int64_t bandwidth(bool lower) const {
+    std::int64_t w = 0;
+    for (std::size_t j = 0; j + 1 < jacobian_column_starts.size(); ++j)
+      for (auto k = jacobian_column_starts[j]; k < jacobian_column_starts[j + 1]; ++k) {
+        const auto d = jacobian_rows[static_cast<std::size_t>(k)] - static_cast<std::int64_t>(j);
+        w = std::max(w, lower ? d : -d);
+      }
+    return w;
+  }
 };
+
+/// The linear solver `requested` resolves to for `sys` (never Automatic):
+/// Automatic gives Dense below kAutomaticDenseLimit states or without a
+/// structure; otherwise Band when the band (with LU fill: n × (2·lower +
+/// upper + 1)) holds at most 4× the structure's non-zeros, Sparse when the
+/// structure fills at most 10% of the matrix, else Dense. Band or Sparse
+/// without a structure throw costate::Error.
+inline constexpr std::size_t kAutomaticDenseLimit = 100;
+CvodesLinearSolver resolve_linear_solver(const System& sys, CvodesLinearSolver requested);
 
 /// Step control shared by the forward and the backward problems.
 struct Settings {
@@ -118,6 +169,8 @@ struct Settings {
   double first_step = 0.0;  ///< 0: CVODES' choice
   double max_step = 0.0;    ///< 0: no limit
   double min_step = 0.0;
+  /// Newton linear solver of the forward, sensitivity and backward problems.
+  CvodesLinearSolver linear_solver = CvodesLinearSolver::Dense;
 };
 
 /// Counters of one CVODES run (forward, or backward).
@@ -157,6 +210,15 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
              const std::vector<double>& y0, std::span<const double> stops,
              const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump,
              std::vector<double>& lambda, std::vector<double>& mu, Stats& forward, Stats& backward);
+
+/// The matrix the backend assembles for `solver` (resolved as
+/// resolve_linear_solver does) at (t, y): f_y, or −f_yᵀ when `backward` —
+/// through the same SUNMatrix and fill routine the Newton iterations use —
+/// returned as a dense column-major n × n array. For tests and debugging;
+/// `resolved` (optional) receives the solver actually used.
+std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
+                                       double t, const double* y,
+                                       CvodesLinearSolver* resolved = nullptr);
 
 /// Settings from IntegratorOptions (atol per state, or the scalar for all).
 Settings settings_from(const IntegratorOptions& options, std::size_t n);

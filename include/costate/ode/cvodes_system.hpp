@@ -4,6 +4,8 @@
 /// the derivatives CVODES needs, by forward-mode AD on the model's rhs.
 ///
 ///   - ∂f/∂y (dense, column-major): ⌈n/8⌉ evaluations on ad::Dual<double, 8>;
+///   - ∂f/∂y on its detected pattern (band/sparse linear solvers): the
+///     compressed Jacobian, ⌈colours/8⌉ evaluations (ad::sparse_jacobian);
 ///   - [∂f/∂y | ∂f/∂p] at (t, y), cached while (t, y) does not change (the
 ///     backward right-hand side, its Jacobian and the quadrature of an
 ///     adjoint are evaluated at the same point in turn);
@@ -17,9 +19,13 @@
 #include <chrono>
 #include <memory>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "costate/ad/dual.hpp"
+#include "costate/ad/sparse_jacobian.hpp"
+#include "costate/ad/sparsity.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/options.hpp"
@@ -36,7 +42,7 @@ class CvodesDerivatives {
 
   CvodesDerivatives(const M& model, std::span<const double> p, std::size_t n)
       : model_(model), p_(p.begin(), p.end()), n_(n), np_(p.size()), yd_(n), pd_(p.size()),
-        fd_(n), jp_(n * (n + p.size())), y_cached_(n) {}
+        fd_(n), y_cached_(n) {}
 
   std::size_t n() const { return n_; }
   std::size_t np() const { return np_; }
@@ -68,6 +74,7 @@ class CvodesDerivatives {
     if (cached_ && t == t_cached_ && std::equal(y, y + n_, y_cached_.begin())) return jp_;
     ++jacobian_evaluations;
     const std::size_t m = n_ + np_;
+    jp_.resize(n_ * m);  // on first use only: large systems take the tape instead
     for (std::size_t first = 0; first < m; first += kChunk) {
       for (std::size_t i = 0; i < n_; ++i) {
         yd_[i] = D(y[i]);
@@ -126,9 +133,57 @@ class CvodesDerivatives {
     }
   }
 
+  /// Band/sparse solvers: detects the pattern of ∂f/∂y at (t, y) (one
+  /// evaluation on ad::IndexSet), adds the diagonal (CVODES factors
+  /// I − γ f_y) and colours its columns (ad::color_columns). Afterwards
+  /// column_starts()/rows() hold the structure in compressed sparse columns.
+  void detect_structure(double t, const double* y) {
+    const std::vector<double> x(y, y + n_);
+    ad::SparsityPattern pattern = ad::detect_sparsity(vector_callable(t), x);
+    std::vector<std::pair<int, int>> entries;
+    entries.reserve(static_cast<std::size_t>(pattern.nnz()) + n_);
+    for (int i = 0; i < pattern.rows; ++i) {
+      entries.emplace_back(i, i);
+      for (int j : pattern.row(i)) entries.emplace_back(i, j);
+    }
+    pattern_ = ad::SparsityPattern::from_entries(pattern.rows, pattern.cols, std::move(entries));
+    coloring_ = ad::color_columns(pattern_);
+    const ad::SparsityPattern columns = pattern_.transpose();  // CSC of ∂f/∂y
+    column_starts_.assign(columns.row_ptr.begin(), columns.row_ptr.end());
+    rows_.assign(columns.col_idx.begin(), columns.col_idx.end());
+  }
+  const std::vector<std::int64_t>& column_starts() const { return column_starts_; }
+  const std::vector<std::int64_t>& rows() const { return rows_; }
+  /// Colours of the detected pattern (0 before detect_structure).
+  int colours() const { return coloring_.colors; }
+
+  /// The non-zeros of ∂f/∂y at (t, y) in the order of column_starts()/rows():
+  /// the compressed forward-mode Jacobian (ad::sparse_jacobian with the
+  /// detected pattern and colouring), ⌈colours / 8⌉ evaluations.
+  void sparse_jacobian(double t, const double* y, double* values) {
+    ++jacobian_evaluations;
+    const std::vector<double> x(y, y + n_);
+    const ad::SparseJacobianResult r =
+        ad::sparse_jacobian<kChunk>(vector_callable(t), x, pattern_, coloring_);
+    // Eigen's compressed columns, rows increasing: the order of rows_.
+    std::copy(r.jacobian.valuePtr(), r.jacobian.valuePtr() + r.jacobian.nonZeros(), values);
+  }
+
   std::int64_t jacobian_evaluations = 0;
 
  private:
+  /// f(t, ·, p) on a vector of any scalar (p constants): the shape
+  /// ad::detect_sparsity and ad::sparse_jacobian take.
+  auto vector_callable(double t) const {
+    return [this, t](const auto& xv) {
+      using T = std::decay_t<decltype(xv[0])>;
+      std::vector<T> pt(p_.begin(), p_.end()), out(n_);
+      model_.template rhs<T>(t, std::span<const T>(xv.data(), xv.size()), std::span<const T>(pt),
+                             std::span<T>(out));
+      return out;
+    };
+  }
+
   void eval(double t) {
     model_.template rhs<D>(t, std::span<const D>(yd_), std::span<const D>(pd_),
                            std::span<D>(fd_));
@@ -141,6 +196,9 @@ class CvodesDerivatives {
   std::vector<double> jp_, y_cached_;
   double t_cached_ = 0.0;
   bool cached_ = false;
+  ad::SparsityPattern pattern_;
+  ad::ColumnColoring coloring_;
+  std::vector<std::int64_t> column_starts_, rows_;
 };
 
 /// A cvodes::System whose rhs, Jacobian and sensitivity rhs call `d`
@@ -158,6 +216,24 @@ cvodes::System make_cvodes_system(CvodesDerivatives<M>& d, Method method) {
   return sys;
 }
 
+/// Band/sparse linear solvers: when `solver` may need it (band, sparse, or
+/// automatic with at least cvodes::kAutomaticDenseLimit states), detects the
+/// structure of ∂f/∂y at (t0, y0) and gives `sys` its structure and the
+/// compressed Jacobian callback (calling `d`, which must outlive `sys`).
+template <Model M>
+void add_jacobian_structure(cvodes::System& sys, CvodesDerivatives<M>& d, CvodesLinearSolver solver,
+                            double t0, const double* y0) {
+  if (solver == CvodesLinearSolver::Dense ||
+      (solver == CvodesLinearSolver::Automatic && d.n() < cvodes::kAutomaticDenseLimit))
+    return;
+  d.detect_structure(t0, y0);
+  sys.jacobian_column_starts = d.column_starts();
+  sys.jacobian_rows = d.rows();
+  sys.sparse_jacobian = [&d](double t, const double* y, double* values) {
+    d.sparse_jacobian(t, y, values);
+  };
+}
+
 /// The cvodes_bdf / cvodes_adams branch of ode::integrate: outputs by
 /// CVODES' interpolant, never stepping past t1.
 template <Model M>
@@ -167,7 +243,8 @@ Solution integrate_cvodes(const Problem<M>& problem, const IntegratorOptions& op
   options.validate(n);
   const auto start = std::chrono::steady_clock::now();
   CvodesDerivatives<M> d(problem.model, std::span<const double>(problem.p), n);
-  const cvodes::System sys = make_cvodes_system(d, options.method);
+  cvodes::System sys = make_cvodes_system(d, options.method);
+  add_jacobian_structure(sys, d, options.cvodes_linear_solver, problem.t0(), problem.y0.data());
   Solution sol;
   sol.n_states = n;
   std::vector<double> y = problem.y0;

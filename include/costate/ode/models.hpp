@@ -11,6 +11,8 @@
 /// | lorenz           | x, y, z       | sigma 10, rho 28, beta 8/3                  |
 /// | robertson        | y1, y2, y3    | k1 0.04, k2 1e4, k3 3e7                     |
 
+#include <cmath>
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,6 +67,44 @@ struct Robertson {
     dydt[0] = -p[0] * y[0] + p[1] * y[1] * y[2];
     dydt[1] = p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] * y[1];
     dydt[2] = p[2] * y[1] * y[1];
+  }
+};
+
+/// The 1-D Brusselator by the method of lines (Hairer & Wanner, Solving ODEs
+/// II, §IV.1): N interior points x_i = i/(N+1) of [0, 1], states
+/// interleaved y = (u_1, v_1, …, u_N, v_N), p = (A, B, α) (classically
+/// 1, 3, 1/50), Dirichlet u = 1, v = 3 at both ends:
+///   u_i' = A + u_i² v_i − (B + 1) u_i + α (N+1)² (u_{i−1} − 2u_i + u_{i+1}),
+///   v_i' = B u_i − u_i² v_i            + α (N+1)² (v_{i−1} − 2v_i + v_{i+1}).
+/// Its Jacobian is banded (2 sub- and 2 super-diagonals) and stiffer as N
+/// grows. A library model for large sparse systems (the CVODES band/sparse
+/// linear solvers, benchmarks); not in the command-line registry (its
+/// state count is the caller's N).
+struct Brusselator1D {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    const std::size_t n = y.size() / 2;
+    const double h1 = static_cast<double>(n + 1);
+    const T c = p[2] * (h1 * h1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const T& u = y[2 * i];
+      const T& v = y[2 * i + 1];
+      const T ul = i > 0 ? y[2 * i - 2] : T(1.0), ur = i + 1 < n ? y[2 * i + 2] : T(1.0);
+      const T vl = i > 0 ? y[2 * i - 1] : T(3.0), vr = i + 1 < n ? y[2 * i + 3] : T(3.0);
+      const T uuv = u * u * v;
+      dydt[2 * i] = p[0] + uuv - (p[1] + 1.0) * u + c * (ul - 2.0 * u + ur);
+      dydt[2 * i + 1] = p[1] * u - uuv + c * (vl - 2.0 * v + vr);
+    }
+  }
+  /// The classical initial state u = 1 + sin(2π x_i), v = 3 (2N values).
+  static std::vector<double> initial_state(std::size_t points) {
+    std::vector<double> y(2 * points);
+    for (std::size_t i = 0; i < points; ++i) {
+      const double x = static_cast<double>(i + 1) / static_cast<double>(points + 1);
+      y[2 * i] = 1.0 + std::sin(2.0 * 3.14159265358979323846 * x);
+      y[2 * i + 1] = 3.0;
+    }
+    return y;
   }
 };
 

@@ -48,6 +48,30 @@ double theta_of(Method method);
 /// True for the SUNDIALS CVODES backends (cvodes_bdf, cvodes_adams).
 bool is_cvodes(Method method);
 
+/// Linear solver of CVODES' Newton iterations (integrator.method cvodes_*),
+/// for the forward problem, its sensitivities and the backward (adjoint)
+/// problem, whose Jacobian is −f_yᵀ. The Jacobian ∂f/∂y always comes from
+/// costate's AD: dense by forward mode (⌈n/8⌉ evaluations); band and sparse
+/// by the compressed (coloured) forward-mode Jacobian on the sparsity
+/// pattern detected once at (t0, y0) (ad::detect_sparsity, ad::color_columns:
+/// ⌈colours/8⌉ evaluations). The pattern must not change along the solution
+/// (value-dependent branches that change which states an output reads);
+/// a pattern that misses entries only slows Newton, the solution stays
+/// within the tolerances.
+enum class CvodesLinearSolver {
+  Dense,      ///< "dense": SUNDenseMatrix + dense LU (O(n³) per factorisation)
+  Band,       ///< "band": SUNBandMatrix, bandwidths of the detected pattern, band LU
+  Sparse,     ///< "sparse": SUNSparseMatrix (CSC, the detected pattern) + SuiteSparse KLU
+  Automatic,  ///< "automatic": dense below 100 states; above, band when the band holds
+              ///< at most 4× the pattern's non-zeros, sparse when the pattern fills
+              ///< at most 10% of the matrix, dense otherwise
+};
+std::string to_string(CvodesLinearSolver solver);
+/// Parses "dense" | "band" | "sparse" | "automatic"; the error lists the valid names.
+CvodesLinearSolver cvodes_linear_solver_from_string(std::string_view name);
+/// All values, in declaration order.
+std::span<const CvodesLinearSolver> all_cvodes_linear_solvers();
+
 struct IntegratorOptions {
   Method method = Method::Dopri5;
   /// Relative tolerance of adaptive methods (> 0).
@@ -79,6 +103,8 @@ struct IntegratorOptions {
   int newton_max_iterations = 20;
   /// Accepted + rejected steps after which the run stops (MaxStepsReached).
   std::int64_t max_steps = 10'000'000;
+  /// CVODES only: the Newton linear solver (see CvodesLinearSolver).
+  CvodesLinearSolver cvodes_linear_solver = CvodesLinearSolver::Automatic;
 
   /// Called after each accepted step with the new time (progress reports).
   /// Not a setting: never written to output.

@@ -55,6 +55,7 @@ GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
   const std::span<const double> p(problem.p);
   CvodesDerivatives<Augmented<M, O>> deriv(aug, p, na);
   cvodes::System sys = make_cvodes_system(deriv, options.method);
+  add_jacobian_structure(sys, deriv, options.cvodes_linear_solver, t0, y0a.data());
   const cvodes::Settings settings = cvodes::settings_from(options, na);
 
   // Value and gradient of the terms at stop k (state y): into J, gy, gp.

@@ -1,0 +1,182 @@
+// The Newton linear solvers of the CVODES backend: see cvodes_linear_solver.hpp.
+#include "cvodes_linear_solver.hpp"
+
+#include <sunlinsol/sunlinsol_band.h>
+#include <sunlinsol/sunlinsol_dense.h>
+#include <sunlinsol/sunlinsol_klu.h>
+#include <sunmatrix/sunmatrix_band.h>
+#include <sunmatrix/sunmatrix_dense.h>
+#include <sunmatrix/sunmatrix_sparse.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "costate/core/error.hpp"
+
+namespace costate::ode::cvodes {
+
+CvodesLinearSolver resolve_linear_solver(const System& sys, CvodesLinearSolver requested) {
+  if (requested == CvodesLinearSolver::Dense) return requested;
+  const bool structure = sys.has_jacobian_structure();
+  if (requested == CvodesLinearSolver::Automatic) {
+    if (!structure || sys.n < kAutomaticDenseLimit) return CvodesLinearSolver::Dense;
+    const double n = static_cast<double>(sys.n);
+    const double nnz = static_cast<double>(sys.jacobian_rows.size());
+    // Band LU stores n × (2·lower + upper + 1) entries (the upper part
+    // grows by `lower` with partial pivoting); KLU about the pattern's
+    // non-zeros plus fill.
+    const double band = n * static_cast<double>(2 * sys.lower_bandwidth() + sys.upper_bandwidth() + 1);
+    constexpr double kBandOverPattern = 4.0;  // band storage at most 4× the non-zeros
+    constexpr double kSparseDensity = 0.1;    // KLU while at most 10% of entries are non-zero
+    if (band <= kBandOverPattern * nnz) return CvodesLinearSolver::Band;
+    if (nnz <= kSparseDensity * n * n) return CvodesLinearSolver::Sparse;
+    return CvodesLinearSolver::Dense;
+  }
+  COSTATE_CHECK(structure,
+                "integrator.cvodes_linear_solver = "
+                    << to_string(requested)
+                    << " needs the sparsity structure of df/dy, which this cvodes::System does "
+                       "not provide (jacobian_column_starts, jacobian_rows, sparse_jacobian); "
+                       "use dense or automatic");
+  return requested;
+}
+
+void destroy(NewtonLinearSolver& ls) {
+  if (ls.solver) SUNLinSolFree(ls.solver);
+  if (ls.matrix) SUNMatDestroy(ls.matrix);
+  ls.solver = nullptr;
+  ls.matrix = nullptr;
+}
+
+NewtonLinearSolver make_newton_linear_solver(const System& sys, CvodesLinearSolver requested,
+                                             JacobianSide side, N_Vector y, SUNContext ctx) {
+  NewtonLinearSolver out;
+  out.kind = resolve_linear_solver(sys, requested);
+  out.side = side;
+  const auto n = static_cast<sunindextype>(sys.n);
+  switch (out.kind) {
+    case CvodesLinearSolver::Band: {
+      sunindextype upper = sys.upper_bandwidth(), lower = sys.lower_bandwidth();
+      if (side == JacobianSide::Backward) std::swap(upper, lower);  // the transpose
+      out.matrix = SUNBandMatrix(n, upper, lower, ctx);
+      if (out.matrix) out.solver = SUNLinSol_Band(y, out.matrix, ctx);
+      break;
+    }
+    case CvodesLinearSolver::Sparse:
+      out.matrix = SUNSparseMatrix(n, n, static_cast<sunindextype>(sys.jacobian_rows.size()),
+                                   side == JacobianSide::Forward ? CSC_MAT : CSR_MAT, ctx);
+      if (out.matrix) out.solver = SUNLinSol_KLU(y, out.matrix, ctx);
+      break;
+    default:
+      out.matrix = SUNDenseMatrix(n, n, ctx);
+      if (out.matrix) out.solver = SUNLinSol_Dense(y, out.matrix, ctx);
+      break;
+  }
+  if (!out.matrix || !out.solver) {
+    destroy(out);
+    COSTATE_CHECK(false, "CVODES backend: creating the " << to_string(out.kind)
+                                                         << " matrix and linear solver failed (n = "
+                                                         << n << ")");
+  }
+  return out;
+}
+
+void fill_jacobian(const NewtonLinearSolver& ls, SUNMatrix target, const System& sys, double t,
+                   const double* y, std::vector<double>& scratch) {
+  const std::size_t n = sys.n;
+  const bool forward = ls.side == JacobianSide::Forward;
+  if (ls.kind == CvodesLinearSolver::Dense) {
+    double* out = SUNDenseMatrix_Data(target);  // column-major, leading dimension n
+    if (forward) {
+      sys.jacobian(t, y, out);
+      return;
+    }
+    scratch.resize(n * n);
+    sys.jacobian(t, y, scratch.data());
+    for (std::size_t col = 0; col < n; ++col)
+      for (std::size_t row = 0; row < n; ++row) out[col * n + row] = -scratch[row * n + col];
+    return;
+  }
+  const std::vector<std::int64_t>& starts = sys.jacobian_column_starts;
+  const std::vector<std::int64_t>& rows = sys.jacobian_rows;
+  scratch.resize(rows.size());
+  sys.sparse_jacobian(t, y, scratch.data());
+  if (ls.kind == CvodesLinearSolver::Band) {
+    SUNMatZero(target);
+    for (std::size_t j = 0; j < n; ++j)
+      for (auto k = starts[j]; k < starts[j + 1]; ++k) {
+        const auto i = static_cast<sunindextype>(rows[static_cast<std::size_t>(k)]);
+        const auto jj = static_cast<sunindextype>(j);
+        const double v = scratch[static_cast<std::size_t>(k)];
+        if (forward)
+          SUNBandMatrix_Column(target, jj)[i - jj] = v;  // J(i, j)
+        else
+          SUNBandMatrix_Column(target, i)[jj - i] = -v;  // (−Jᵀ)(j, i)
+      }
+    return;
+  }
+  // Sparse: CSC of f_y, or the same arrays as the CSR of −f_yᵀ. SUNMatZero
+  // (which CVODES calls before each evaluation) clears the index arrays too.
+  std::copy(starts.begin(), starts.end(), SUNSparseMatrix_IndexPointers(target));
+  std::copy(rows.begin(), rows.end(), SUNSparseMatrix_IndexValues(target));
+  double* values = SUNSparseMatrix_Data(target);
+  if (forward)
+    std::copy(scratch.begin(), scratch.end(), values);
+  else
+    std::transform(scratch.begin(), scratch.end(), values, [](double v) { return -v; });
+}
+
+std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
+                                       double t, const double* y, CvodesLinearSolver* resolved) {
+  const std::size_t n = sys.n;
+  struct Owned {
+    SUNContext ctx = nullptr;
+    N_Vector v = nullptr;
+    ~Owned() {
+      if (v) N_VDestroy(v);
+      if (ctx) SUNContext_Free(&ctx);
+    }
+  } o;
+  COSTATE_CHECK(SUNContext_Create(nullptr, &o.ctx) >= 0, "CVODES backend: SUNContext_Create failed");
+  o.v = N_VNew_Serial(static_cast<sunindextype>(std::max<std::size_t>(n, 1)), o.ctx);
+  COSTATE_CHECK(o.v != nullptr, "CVODES backend: N_VNew_Serial failed");
+  struct Solver {
+    NewtonLinearSolver ls;
+    ~Solver() { destroy(ls); }
+  } s;  // destroyed before o (its context)
+  s.ls = make_newton_linear_solver(sys, solver,
+                                   backward ? JacobianSide::Backward : JacobianSide::Forward, o.v,
+                                   o.ctx);
+  const NewtonLinearSolver& ls = s.ls;
+  if (resolved) *resolved = ls.kind;
+  std::vector<double> scratch, a(n * n, 0.0);
+  fill_jacobian(ls, ls.matrix, sys, t, y, scratch);
+  if (ls.kind == CvodesLinearSolver::Dense) {
+    const double* d = SUNDenseMatrix_Data(ls.matrix);
+    std::copy(d, d + n * n, a.begin());
+  } else if (ls.kind == CvodesLinearSolver::Band) {
+    const auto upper = SUNBandMatrix_UpperBandwidth(ls.matrix);
+    const auto lower = SUNBandMatrix_LowerBandwidth(ls.matrix);
+    const auto nn = static_cast<sunindextype>(n);
+    for (sunindextype j = 0; j < nn; ++j) {
+      const double* col = SUNBandMatrix_Column(ls.matrix, j);
+      for (sunindextype i = std::max<sunindextype>(0, j - upper);
+           i <= std::min<sunindextype>(nn - 1, j + lower); ++i)
+        a[static_cast<std::size_t>(j * nn + i)] = col[i - j];
+    }
+  } else {
+    const sunindextype* ptr = SUNSparseMatrix_IndexPointers(ls.matrix);
+    const sunindextype* idx = SUNSparseMatrix_IndexValues(ls.matrix);
+    const double* d = SUNSparseMatrix_Data(ls.matrix);
+    const bool csc = SUNSparseMatrix_SparseType(ls.matrix) == CSC_MAT;
+    for (std::size_t outer = 0; outer < n; ++outer)
+      for (sunindextype k = ptr[outer]; k < ptr[outer + 1]; ++k) {
+        const auto inner = static_cast<std::size_t>(idx[k]);
+        const std::size_t row = csc ? inner : outer, col = csc ? outer : inner;
+        a[col * n + row] = d[k];
+      }
+  }
+  return a;
+}
+
+}  // namespace costate::ode::cvodes

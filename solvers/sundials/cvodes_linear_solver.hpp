@@ -1,0 +1,59 @@
+#pragma once
+// The Newton linear solvers of the CVODES backend (cvodes.hpp,
+// IntegratorOptions::cvodes_linear_solver) as one small reusable piece: the
+// SUNMatrix + SUNLinearSolver for a cvodes::System, forward (∂f/∂y) or
+// backward (the adjoint's −f_yᵀ), and the routine that fills that matrix
+// from the system's AD callbacks. Private to solvers/sundials/ (includes
+// SUNDIALS headers).
+//
+//   dense : SUNDenseMatrix + SUNLinSol_Dense; sys.jacobian (column-major n × n);
+//   band  : SUNBandMatrix(n, upper, lower) + SUNLinSol_Band, bandwidths of
+//           sys's structure (swapped for −f_yᵀ); values from sys.sparse_jacobian;
+//   sparse: SUNSparseMatrix + SUNLinSol_KLU on sys's structure: CSC_MAT for
+//           f_y; for −f_yᵀ the same arrays read as CSR_MAT (the CSC of f_y
+//           is the CSR of f_yᵀ) with negated values — no permutation.
+// The structure includes the diagonal, so CVODES' SUNMatScaleAddI (forming
+// I − γJ) never reallocates the sparse matrix and KLU's symbolic analysis
+// of the first factorisation stays valid for every later one.
+#include <nvector/nvector_serial.h>
+#include <sundials/sundials_context.h>
+#include <sundials/sundials_linearsolver.h>
+#include <sundials/sundials_matrix.h>
+
+#include <vector>
+
+#include "costate/ode/cvodes.hpp"
+
+namespace costate::ode::cvodes {
+
+/// Which matrix: f_y (the forward problem and its sensitivities) or −f_yᵀ
+/// (the backward problem λ' = −f_yᵀ λ − …).
+enum class JacobianSide { Forward, Backward };
+
+/// A matrix and its linear solver. Plain handles: free them with
+/// destroy() (before the SUNContext they were created in).
+struct NewtonLinearSolver {
+  CvodesLinearSolver kind = CvodesLinearSolver::Dense;  ///< resolved (never Automatic)
+  JacobianSide side = JacobianSide::Forward;
+  SUNMatrix matrix = nullptr;
+  SUNLinearSolver solver = nullptr;
+};
+
+/// Creates the matrix and solver for `sys` with `requested` resolved by
+/// resolve_linear_solver; `y` is a template vector of length sys.n. Throws
+/// costate::Error if SUNDIALS fails to create them (nothing is left to free).
+NewtonLinearSolver make_newton_linear_solver(const System& sys, CvodesLinearSolver requested,
+                                             JacobianSide side, N_Vector y, SUNContext ctx);
+
+/// Frees ls's solver and matrix (either may be null) and nulls them.
+void destroy(NewtonLinearSolver& ls);
+
+/// Writes f_y(t, y) (Forward) or −f_yᵀ(t, y) (Backward) into `target`, a
+/// matrix of ls's kind and side (the one CVODES hands its Jacobian
+/// function), from sys's callbacks; `scratch` is resized as needed (n² for
+/// a backward dense matrix, nnz for band/sparse). May throw what the
+/// callbacks throw.
+void fill_jacobian(const NewtonLinearSolver& ls, SUNMatrix target, const System& sys, double t,
+                   const double* y, std::vector<double>& scratch);
+
+}  // namespace costate::ode::cvodes

@@ -1,0 +1,214 @@
+// CVODES' Newton linear solvers (IntegratorOptions::cvodes_linear_solver):
+// the band and sparse (KLU) matrices assembled from the coloured AD Jacobian
+// equal the dense AD Jacobian, forward (f_y) and backward (−f_yᵀ); and
+// dense, band and sparse give the same solutions and gradients (integrate,
+// cvodes_forward, cvodes_adjoint) on the 1-D Brusselator with 100 states and
+// on Robertson; `automatic` picks band / sparse / dense by the pattern.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/cvodes_system.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/models.hpp"
+#include "test_models.hpp"
+
+namespace {
+
+using namespace costate::ode;
+using LS = CvodesLinearSolver;
+
+/// The assembled matrices hold the same AD derivatives as the dense
+/// Jacobian (the same Dual arithmetic, only seeded per colour): equal to
+/// round-off.
+constexpr double kAssemblyTol = 1e-13;
+/// Solutions of the three solvers at rtol 1e-8: each linear solver rounds
+/// differently, which moves Newton's iterates within CVODES' nonlinear
+/// tolerance and so the step sequence; the results then differ by the
+/// global error's order (~10–100 × rtol), well below 1e-6 relative.
+constexpr double kSolutionRelTol = 1e-6;
+/// Gradients likewise (forward sensitivities and adjoints solve the
+/// continuous problem to the tolerances).
+constexpr double kGradientRelTol = 1e-5;
+
+constexpr std::size_t kPoints = 50;  // 100 states: automatic takes band
+
+Problem<Brusselator1D> brusselator(double t1) {
+  return {Brusselator1D{}, Brusselator1D::initial_state(kPoints), {1.0, 3.0, 1.0 / 50.0}, {0.0, t1}};
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0.0, scale = 0.0;
+  for (double v : b) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
+  return m;
+}
+
+TEST(CvodesLinearSolver, NamesRoundTripAndBadNamesListTheValidOnes) {
+  for (LS s : all_cvodes_linear_solvers()) EXPECT_EQ(cvodes_linear_solver_from_string(to_string(s)), s);
+  try {
+    (void)cvodes_linear_solver_from_string("klu");
+    FAIL() << "expected an error";
+  } catch (const costate::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("integrator.cvodes_linear_solver"), std::string::npos) << m;
+    EXPECT_NE(m.find("dense, band, sparse, automatic"), std::string::npos) << m;
+  }
+}
+
+TEST(CvodesLinearSolver, AssembledBandAndSparseEqualTheDenseJacobian) {
+  const auto pr = brusselator(1.0);
+  detail::CvodesDerivatives<Brusselator1D> d(pr.model, pr.p, pr.n_states());
+  cvodes::System sys = detail::make_cvodes_system(d, Method::CvodesBdf);
+  detail::add_jacobian_structure(sys, d, LS::Sparse, 0.0, pr.y0.data());
+  EXPECT_EQ(sys.lower_bandwidth(), 2);
+  EXPECT_EQ(sys.upper_bandwidth(), 2);
+  // A row has 4 non-zeros (the lower bound); a band of half-width 2 needs
+  // at most 2·2 + 1 colours — whatever the number of points.
+  EXPECT_GE(d.colours(), 4);
+  EXPECT_LE(d.colours(), 5);
+  // A state off the initial one (every entry of the Jacobian non-trivial).
+  std::vector<double> y = pr.y0;
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] += 0.1 * std::cos(0.3 * static_cast<double>(i));
+  const std::size_t n = pr.n_states();
+  std::vector<double> dense(n * n);
+  d.jacobian(0.5, y.data(), dense.data());
+  double scale = 0.0;
+  for (double v : dense) scale = std::max(scale, std::abs(v));
+  for (bool backward : {false, true}) {
+    for (LS s : {LS::Dense, LS::Band, LS::Sparse, LS::Automatic}) {
+      LS used = LS::Automatic;
+      const std::vector<double> a = cvodes::assembled_jacobian(sys, s, backward, 0.5, y.data(), &used);
+      EXPECT_EQ(used, s == LS::Automatic ? LS::Band : s);
+      double err = 0.0;
+      for (std::size_t c = 0; c < n; ++c)
+        for (std::size_t r = 0; r < n; ++r) {
+          const double want = backward ? -dense[r * n + c] : dense[c * n + r];
+          err = std::max(err, std::abs(a[c * n + r] - want));
+        }
+      EXPECT_LE(err, kAssemblyTol * scale) << to_string(s) << (backward ? " backward" : " forward");
+    }
+  }
+}
+
+TEST(CvodesLinearSolver, AutomaticFollowsThePattern) {
+  // Chain: y_i' depends on y_i and y_{i+1 mod n}: a bidiagonal with one
+  // corner entry, so its band is the whole matrix but it is 2/n full.
+  constexpr std::size_t n = 120;
+  const std::vector<double> y(n, 1.0), p(n, 0.5);
+  detail::CvodesDerivatives<test::Chain> d(test::Chain{}, p, n);
+  cvodes::System sys = detail::make_cvodes_system(d, Method::CvodesBdf);
+  detail::add_jacobian_structure(sys, d, LS::Automatic, 0.0, y.data());
+  EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Automatic), LS::Sparse);
+  EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Band), LS::Band);
+  // Below 100 states automatic stays dense and detects nothing.
+  detail::CvodesDerivatives<test::Chain> small(test::Chain{}, p, 40);
+  cvodes::System s2 = detail::make_cvodes_system(small, Method::CvodesBdf);
+  detail::add_jacobian_structure(s2, small, LS::Automatic, 0.0, y.data());
+  EXPECT_FALSE(s2.has_jacobian_structure());
+  EXPECT_EQ(cvodes::resolve_linear_solver(s2, LS::Automatic), LS::Dense);
+  // Band or sparse without a structure: an error naming the key.
+  try {
+    (void)cvodes::resolve_linear_solver(s2, LS::Band);
+    FAIL() << "expected an error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("integrator.cvodes_linear_solver = band"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CvodesLinearSolver, BrusselatorSolutionsAgree) {
+  const auto pr = brusselator(2.0);
+  std::vector<double> ref;
+  for (Method m : {Method::CvodesBdf, Method::CvodesAdams}) {
+    for (LS s : {LS::Dense, LS::Band, LS::Sparse, LS::Automatic}) {
+      const Solution sol =
+          integrate(pr, {.method = m, .rtol = 1e-8, .atol = 1e-10, .cvodes_linear_solver = s});
+      ASSERT_TRUE(sol.summary.success()) << sol.summary.brief_report();
+      const auto last = sol.state(sol.n_outputs() - 1);
+      const std::vector<double> y(last.begin(), last.end());
+      if (ref.empty()) ref = y;
+      EXPECT_LT(max_rel_diff(y, ref), kSolutionRelTol) << to_string(m) << " " << to_string(s);
+    }
+  }
+}
+
+/// J = Σ_i (u_i(T) − 1)² / N + ∫ Σ_i v_i² / N dt.
+struct BrusselatorObjective {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (std::size_t i = 0; i < y.size(); i += 2) s = T(s + (y[i] - 1.0) * (y[i] - 1.0));
+    return T(s / static_cast<double>(y.size() / 2));
+  }
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (std::size_t i = 1; i < y.size(); i += 2) s = T(s + y[i] * y[i]);
+    return T(s / static_cast<double>(y.size() / 2));
+  }
+};
+
+TEST(CvodesLinearSolver, BrusselatorGradientsAgree) {
+  const auto pr = brusselator(1.0);
+  const BrusselatorObjective obj;
+  GradientResult ref;
+  bool have_ref = false;
+  for (LS s : {LS::Dense, LS::Band, LS::Sparse}) {
+    const IntegratorOptions o{.method = Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-10,
+                              .cvodes_linear_solver = s};
+    const GradientResult fw = gradient(pr, obj, CvodesForward{}, o);
+    const GradientResult adj = gradient(pr, obj, CvodesAdjoint{}, o);
+    if (!have_ref) {
+      ref = fw;
+      have_ref = true;
+    }
+    for (const GradientResult* g : {&fw, &adj}) {
+      EXPECT_NEAR(g->objective, ref.objective, kSolutionRelTol * std::abs(ref.objective));
+      EXPECT_LT(max_rel_diff(g->wrt_parameters, ref.wrt_parameters), kGradientRelTol)
+          << to_string(s) << " " << g->method;
+      EXPECT_LT(max_rel_diff(g->wrt_initial_state, ref.wrt_initial_state), kGradientRelTol)
+          << to_string(s) << " " << g->method;
+    }
+  }
+}
+
+/// G = ∫ y3 dt on Robertson (the tiny stiff case: a 3 × 3 pattern).
+struct IntegralOfY3 {
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T>) const {
+    return y[2];
+  }
+};
+
+TEST(CvodesLinearSolver, RobertsonAgreesForEverySolver) {
+  Problem<Robertson> pr{Robertson{}, {1.0, 0.0, 0.0}, {0.04, 1e4, 3e7}, {0.0, 40.0}};
+  std::vector<double> y_ref, g_ref;
+  for (LS s : {LS::Dense, LS::Band, LS::Sparse}) {
+    const IntegratorOptions o{.method = Method::CvodesBdf, .rtol = 1e-9,
+                              .atol_per_state = {1e-12, 1e-18, 1e-10},
+                              .cvodes_linear_solver = s};
+    const Solution sol = integrate(pr, o);
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.brief_report();
+    const auto last = sol.state(sol.n_outputs() - 1);
+    const std::vector<double> y(last.begin(), last.end());
+    const GradientResult fw = gradient(pr, IntegralOfY3{}, CvodesForward{}, o);
+    const GradientResult adj = gradient(pr, IntegralOfY3{}, CvodesAdjoint{}, o);
+    if (y_ref.empty()) {
+      y_ref = y;
+      g_ref = fw.wrt_parameters;
+    }
+    // y2 ~ 1e-5 sits far below the other states: compare each state
+    // relative to itself.
+    for (std::size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(y[i], y_ref[i], kSolutionRelTol * std::abs(y_ref[i])) << to_string(s) << " " << i;
+    EXPECT_LT(max_rel_diff(fw.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
+    EXPECT_LT(max_rel_diff(adj.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
+  }
+}
+
+}  // namespace
