@@ -40,8 +40,8 @@
 /// the gradient's λ problem. H v is then the exact Hessian applied to v up
 /// to O(rtol) (not a discrete one: check it against finite differences of
 /// CVODES gradients to the tolerances' order); the gradient is
-/// ode::gradient's with CvodesAdjoint (same forward and λ steps). Cost ≈ 3–5×
-/// a CVODES adjoint gradient.
+/// ode::gradient's with CvodesAdjoint (same forward and λ steps). Cost ≈
+/// 2–3× a CVODES adjoint gradient (Lotka–Volterra, bench_cvodes_hvp).
 /// Limitations: sdirk3 and bdf (their replayed Newton schemes,
 /// detail/implicit_sweep.hpp, have no Dual version yet) and the other
 /// sensitivity methods (forward, continuous_adjoint, cvodes_forward) are
