@@ -24,6 +24,7 @@ using namespace internal;
 struct SecondOrderContext {
   Context* base = nullptr;
   std::vector<double> fy_w, fp_w;  // 2n, 2np
+  std::vector<double> jac;         // n × n: f_y for the dense [λ; Λ] Newton matrix
 };
 
 int tangent_rhs(int, realtype t, N_Vector y, N_Vector, N_Vector* yS, N_Vector* ySdot, void* user,
@@ -71,12 +72,12 @@ int jacobian_second(realtype t, N_Vector y, N_Vector, N_Vector, SUNMatrix JB, vo
   auto* c = static_cast<SecondOrderContext*>(user);
   Context* b = c->base;
   const std::size_t n = b->sys->n, m = 2 * n;
-  const int r = guarded(b, [&] { b->sys->jacobian(t, data(y), b->jac.data()); });
+  const int r = guarded(b, [&] { b->sys->jacobian(t, data(y), c->jac.data()); });
   double* out = SUNDenseMatrix_Data(JB);
   std::fill(out, out + m * m, 0.0);
   for (std::size_t col = 0; col < n; ++col)
     for (std::size_t row = 0; row < n; ++row) {
-      const double v = -b->jac[row * n + col];
+      const double v = -c->jac[row * n + col];
       out[col * m + row] = v;
       out[(col + n) * m + row + n] = v;
     }
@@ -210,6 +211,7 @@ void second_order_adjoint(
   ctx2.base = &ctx;
   ctx2.fy_w.assign(2 * n, 0.0);
   ctx2.fp_w.assign(std::max<std::size_t>(2 * np, 1), 0.0);
+  ctx2.jac.assign(n * n, 0.0);
   SecondObjects o2;
   {
     std::vector<double> init(2 * n);
