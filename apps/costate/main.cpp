@@ -197,6 +197,14 @@ struct SensitivityRun {
   std::vector<double> gradient_p;  // all parameters
 };
 
+/// sensitivity.method cvodes_adjoint's settings (gradient and --hessian).
+costate::ode::CvodesAdjoint cvodes_adjoint_of(const costate::io::SensitivityConfig& sc) {
+  return {.steps = static_cast<int>(sc.checkpoint_steps),
+          .interpolation = costate::ode::cvodes_interpolation_from_string(sc.interpolation),
+          .rtol = sc.adjoint_rtol,
+          .atol = sc.adjoint_atol};
+}
+
 SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
                                 std::span<const double> y0,
                                 std::span<const double> replay_times = {},
@@ -217,11 +225,7 @@ SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
     if (sc.method == "continuous_adjoint")
       method = ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
     if (sc.method == "cvodes_forward") method = ode::CvodesForward{};
-    if (sc.method == "cvodes_adjoint")
-      method = ode::CvodesAdjoint{.steps = static_cast<int>(sc.checkpoint_steps),
-                                  .interpolation = ode::cvodes_interpolation_from_string(sc.interpolation),
-                                  .rtol = sc.adjoint_rtol,
-                                  .atol = sc.adjoint_atol};
+    if (sc.method == "cvodes_adjoint") method = cvodes_adjoint_of(sc);
     return ode::gradient(problem, objective, method, cfg.integrator, replay_times, replay_orders);
   });
   out.gradient_p = out.result.wrt_parameters;
@@ -261,6 +265,15 @@ struct HessianRun {
 /// What --hessian supports, checked before any work is done.
 void check_hessian_request(const RunConfig& cfg, const std::string& input) {
   namespace ode = costate::ode;
+  // CVODES' continuous second-order adjoint.
+  if (cfg.sensitivity.method == "cvodes_adjoint") {
+    COSTATE_CHECK(ode::is_cvodes(cfg.integrator.method),
+                  input << ": costate sensitivity --hessian with sensitivity.method = "
+                           "cvodes_adjoint needs integrator.method = cvodes_bdf or cvodes_adams; "
+                           "got integrator.method = "
+                        << ode::to_string(cfg.integrator.method));
+    return;
+  }
   COSTATE_CHECK(cfg.sensitivity.method == "discrete_adjoint",
                 input << ": costate sensitivity --hessian needs sensitivity.method = "
                          "discrete_adjoint (second order is forward over the discrete adjoint); "
@@ -287,8 +300,9 @@ HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientRes
   costate::io::visit_model(cfg, [&](auto model) {
     ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
                                           {cfg.t_start, cfg.t_end}};
-    const ode::SensitivityMethod method =
+    ode::SensitivityMethod method =
         ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
+    if (cfg.sensitivity.method == "cvodes_adjoint") method = cvodes_adjoint_of(cfg.sensitivity);
     ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
     for (std::size_t c = 0; c < m; ++c) {
       v.parameters[wrt[c]] = 1.0;
@@ -405,8 +419,10 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     os << "  " << std::setw(20) << (cfg.state_names[k] + "(t0)") << out.gradient_initial_state[k] << "\n";
   if (args.hessian) {
     const std::size_t m = out.parameter_names.size();
-    os << "\n  Hessian d2J/dp2 (" << hess.products << " Hessian-vector products, forward over "
-       << "adjoint; asymmetry " << std::setprecision(2) << hess.asymmetry << ")\n"
+    os << "\n  Hessian d2J/dp2 (" << hess.products << " Hessian-vector products, "
+       << (cfg.sensitivity.method == "cvodes_adjoint" ? "CVODES second-order adjoint"
+                                                      : "forward over adjoint")
+       << "; asymmetry " << std::setprecision(2) << hess.asymmetry << ")\n"
        << std::setprecision(8) << "  " << std::setw(12) << "";
     for (const auto& name : out.parameter_names) os << std::right << std::setw(16) << name;
     os << "\n";

@@ -34,6 +34,19 @@
 /// continues from its value, CVodeQuadReInitB) — BDF restarts at order 1
 /// with a small step, which is the cost of observations.
 ///
+/// Second order (ode::hessian_vector / ode::hessian with CvodesAdjoint,
+/// cvodes::second_order_adjoint): the forward pass also carries CVODES'
+/// sensitivity s along the direction v (CVodeSensInit with one direction,
+/// outside the error test, stored with the checkpoints), and a second
+/// backward problem [λ; Λ] reads it (CVodeInitBS, CVodeQuadInitBS):
+///         Λ' = −f_yᵀΛ − (f_yy[s] + f_yp[v_p])ᵀλ,   Λ(t1) = g_yy s + g_yp v_p,
+///         ν' = −f_pᵀΛ − (f_py[s] + f_pp[v_p])ᵀλ,   ν(t1) = 0,
+///         Λ jumps ℓ_k,yy s + ℓ_k,yp v_p at the observations,
+///         (H v)_y0 = Λ(t0),
+///         (H v)_p = ν(t0) + g_py s + g_pp v_p + Σ_k (ℓ_k,py s + ℓ_k,pp v_p),
+///     the products from one recording of the augmented rhs on
+///     ad::Reverse<ad::Dual<double, 1>> (detail/cvodes_hessian.hpp).
+///
 /// CVODES solves the continuous problem to its tolerances: its gradient is
 /// the derivative of the exact objective up to O(rtol), not of the discrete
 /// solution (ode::DiscreteAdjoint), so agreement with other methods and
@@ -121,6 +134,16 @@ struct System {
   std::function<void(double t, const double* y, const double* lambda, double* fy_lambda,
                      double* fp_lambda)>
       vjp;
+  /// Second order (Hessian–vector products along v = (v_p, v_y0); the
+  /// parameters are p + εv_p inside these two). sdot = f_y s + f_p v_p: the
+  /// right-hand side of the forward sensitivity s = ∂y/∂p v_p + ∂y/∂y0 v_y0.
+  std::function<void(double t, const double* y, const double* s, double* sdot)> tangent_rhs;
+  /// The ε-expansion of (f_yᵀw, f_pᵀw) at (y + εs, p + εv_p) with w = λ + εΛ:
+  ///   fy_w = [f_yᵀλ;  f_yᵀΛ + (f_yy[s] + f_yp[v_p])ᵀλ]   (2n),
+  ///   fp_w = [f_pᵀλ;  f_pᵀΛ + (f_py[s] + f_pp[v_p])ᵀλ]   (2np).
+  std::function<void(double t, const double* y, const double* s, const double* lambda,
+                     const double* Lambda, double* fy_w, double* fp_w)>
+      second_order_vjp;
 
   /// Band and sparse linear solvers: the structure of ∂f/∂y in compressed
   /// sparse columns — column j holds the rows
@@ -219,6 +242,26 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
 std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
                                        double t, const double* y,
                                        CvodesLinearSolver* resolved = nullptr);
+
+/// Second-order adjoint (Hessian–vector product H v; needs tangent_rhs,
+/// second_order_vjp and vjp). Forward pass with the sensitivity s along v
+/// (CVodeSensInit, one direction, s(t0) = `s0`; staggered corrector, s
+/// outside the error test, so the forward steps are those of `adjoint`),
+/// stored with the checkpoints; at each stop `jump(k, t, y, s, dlambda,
+/// dLambda)` returns the increments of λ and Λ (n each, zero-initialised).
+/// Backward: problem 1 is `adjoint`'s λ/μ problem (the gradient, same
+/// steps); problem 2 (CVodeInitBS/CVodeQuadInitBS: it reads s) carries
+/// [λ; Λ] (2n) with the quadrature ν:
+///     Λ' = −f_yᵀΛ − (f_yy[s] + f_yp[v_p])ᵀλ,    ν' = −f_pᵀΛ − (f_py[s] + f_pp[v_p])ᵀλ,
+/// restarted at every stop like problem 1. Returns λ(t0), μ(t0) (as
+/// `adjoint`), Λ(t0) in `Lambda` (n) and ν(t0) in `nu` (np).
+void second_order_adjoint(
+    const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
+    const std::vector<double>& y0, const std::vector<double>& s0, std::span<const double> stops,
+    const std::function<void(std::size_t k, double t, const double* y, const double* s,
+                             double* dlambda, double* dLambda)>& jump,
+    std::vector<double>& lambda, std::vector<double>& mu, std::vector<double>& Lambda,
+    std::vector<double>& nu, Stats& forward, Stats& backward);
 
 /// Settings from IntegratorOptions (atol per state, or the scalar for all).
 Settings settings_from(const IntegratorOptions& options, std::size_t n);

@@ -33,12 +33,25 @@
 /// (backward_euler, crank_nicolson; the step's tangent and the derivative of
 /// its transposed solve are linear solves with I − hθJ —
 /// detail::DualThetaScheme).
+/// CVODES (sensitivity.method cvodes_adjoint, integrator.method cvodes_bdf |
+/// cvodes_adams): the continuous second-order adjoint instead
+/// (detail/cvodes_hessian.hpp) — CVODES' forward sensitivity along v stored
+/// with the checkpoints, and a backward problem [λ; Λ] reading it next to
+/// the gradient's λ problem. H v is then the exact Hessian applied to v up
+/// to O(rtol) (not a discrete one: check it against finite differences of
+/// CVODES gradients to the tolerances' order); the gradient is
+/// ode::gradient's with CvodesAdjoint (same forward and λ steps). Cost ≈
+/// 2–3× a CVODES adjoint gradient (Lotka–Volterra, bench_cvodes_hvp).
 /// Limitations: sdirk3 and bdf (their replayed Newton schemes,
 /// detail/implicit_sweep.hpp, have no Dual version yet) and the other
-/// sensitivity methods (forward, continuous_adjoint, CVODES) are rejected
-/// with a costate::Error. Serial (host) vectors. The model and the
-/// objective must accept ad::Reverse<ad::Dual<double, 1>> as their scalar
-/// type (any model written on a generic T with the usual arithmetic does).
+/// sensitivity methods (forward, continuous_adjoint, cvodes_forward) are
+/// rejected with a costate::Error. With CVODES: no replay_times (CVODES
+/// chooses its steps), dense linear algebra, and the Newton matrix of the
+/// backward [λ; Λ] problem is block diagonal (the λ→Λ coupling block is
+/// left out: more Newton iterations, same accuracy). Serial (host)
+/// vectors. The model and the objective must accept
+/// ad::Reverse<ad::Dual<double, 1>> as their scalar type (any model written
+/// on a generic T with the usual arithmetic does).
 
 #include <Eigen/Core>
 
@@ -92,6 +105,13 @@ struct HessianResult {
 };
 
 namespace detail {
+
+/// hessian_vector with CvodesAdjoint: the continuous second-order adjoint
+/// through CVODES (detail/cvodes_hessian.hpp, included at the end).
+template <Model M, class O>
+HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& objective,
+                                          const HessianDirection& v, const CvodesAdjoint& adjoint,
+                                          IntegratorOptions options);
 
 /// Throws unless `method` and `options` are ones hessian_vector supports.
 inline void check_hessian_supported(const SensitivityMethod& method,
@@ -176,7 +196,6 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
                                    std::span<const double> replay_times = {}) {
   using detail::HvpDual;
   const auto start = std::chrono::steady_clock::now();
-  detail::check_hessian_supported(method, options);
   const std::size_t n = problem.n_states(), np = problem.p.size();
   COSTATE_CHECK(n > 0, "hessian_vector: the problem has no states");
   COSTATE_CHECK(v.parameters.size() == np,
@@ -185,6 +204,13 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   COSTATE_CHECK(v.initial_state.empty() || v.initial_state.size() == n,
                 "hessian_vector: the direction's initial_state has "
                     << v.initial_state.size() << " entries; expected 0 or " << n);
+  if (const auto* cv = std::get_if<CvodesAdjoint>(&method)) {
+    COSTATE_CHECK(replay_times.empty(),
+                  "hessian_vector: replay_times are for the native steppers; "
+                  "sensitivity.method = cvodes_adjoint chooses its own steps");
+    return detail::cvodes_hessian_vector(problem, objective, v, *cv, std::move(options));
+  }
+  detail::check_hessian_supported(method, options);
   constexpr bool kRunning = HasRunning<O>;
   const std::size_t na = n + (kRunning ? 1 : 0);
   const double t0 = problem.t0(), t1 = problem.t1();
@@ -306,3 +332,5 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
 }
 
 }  // namespace costate::ode
+
+#include "costate/ode/detail/cvodes_hessian.hpp"

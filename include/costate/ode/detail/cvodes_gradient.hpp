@@ -13,6 +13,30 @@
 
 namespace costate::ode::detail {
 
+/// sys.vjp (f_yᵀλ, f_pᵀλ) of the augmented system: from `deriv`'s cached
+/// dense [f_y | f_p] for up to 64 states + parameters, from a short tape
+/// (`tape_vjp`, created here) above; counts into `vjps`. `deriv`,
+/// `tape_vjp`, `aug`, `p` and `vjps` must outlive `sys`.
+template <class A>
+void attach_cvodes_vjp(cvodes::System& sys, CvodesDerivatives<A>& deriv,
+                       std::optional<RhsVjp<A>>& tape_vjp, const A& aug,
+                       std::span<const double> p, std::int64_t& vjps) {
+  constexpr std::size_t kDenseLimit = 64;  // dense [f_y | f_p] up to this many columns
+  const std::size_t na = deriv.n(), np = p.size();
+  if (na + np > kDenseLimit) tape_vjp.emplace(aug, p, na);
+  sys.vjp = [&deriv, &tape_vjp, &vjps, na, np](double t, const double* yy, const double* lam,
+                                               double* fy, double* fp) {
+    ++vjps;
+    if (tape_vjp) {
+      std::fill(fp, fp + np, 0.0);
+      (*tape_vjp)(t, std::span<const double>(yy, na), std::span<const double>(lam, na),
+                  std::span<double>(fy, na), std::span<double>(fp, np));
+    } else {
+      deriv.vjp_dense(t, yy, lam, fy, fp);
+    }
+  };
+}
+
 template <Model M, class O>
 GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
                                const CvodesAdjoint* adjoint, IntegratorOptions options) {
@@ -112,20 +136,9 @@ GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
     result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
   } else {
     // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from AD.
-    constexpr std::size_t kDenseLimit = 64;  // dense [f_y | f_p] up to this many columns
     std::int64_t vjps = 0;
     std::optional<RhsVjp<Augmented<M, O>>> tape_vjp;
-    if (na + np > kDenseLimit) tape_vjp.emplace(aug, p, na);
-    sys.vjp = [&](double t, const double* yy, const double* lam, double* fy, double* fp) {
-      ++vjps;
-      if (tape_vjp) {
-        std::fill(fp, fp + np, 0.0);
-        (*tape_vjp)(t, std::span<const double>(yy, na), std::span<const double>(lam, na),
-                    std::span<double>(fy, na), std::span<double>(fp, np));
-      } else {
-        deriv.vjp_dense(t, yy, lam, fy, fp);
-      }
-    };
+    attach_cvodes_vjp(sys, deriv, tape_vjp, aug, p, vjps);
     std::vector<double> mu_terms(np, 0.0), lambda, mu;
     cvodes::adjoint(
         sys, settings, *adjoint, t0, y0a, stops,
