@@ -179,6 +179,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       options.method == Method::Sdirk3 || options.method == Method::Bdf;
   const bool implicit = is_implicit(options.method) && !adaptive_implicit;
   std::vector<int> orders;
+  std::vector<double> bdf_states, bdf_jacobians;  // bdf's forward run, for StoreAll
   std::optional<ThetaStepper<detail::Augmented<M, O>>> theta;
   if (implicit)
     theta.emplace(aug, p, na, theta_of(options.method), options.newton_tol,
@@ -213,10 +214,30 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                          std::span<const double>(stops), ignore, s, [](double) {});
       s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
     } else {
+      // Replay-identical steps (BdfStepper::set_replay): whatever the
+      // schedule, the accepted states are those the sweeps' replays
+      // compute, so a StoreAll adjoint keeps them (and the step Jacobians,
+      // up to StepCache's bound) instead of replaying the run.
       BdfStepper<detail::Augmented<M, O>> st(aug, p, na, options.newton_tol,
                                              options.newton_max_iterations);
+      st.set_replay(detail::replay_kappa(options));
+      const auto* dam = std::get_if<DiscreteAdjoint>(&method);
+      const bool keep = dam && std::holds_alternative<StoreAll>(dam->checkpointing);
+      bool keep_jacobians = keep;
       detail::run_bdf(st, t0, t1, std::span<double>(ya), options, std::span<const double>(stops),
-                      ignore, s, [&](double, int k) { orders.push_back(k); });
+                      ignore, s, [&](double, int k) {
+                        orders.push_back(k);
+                        if (!keep) return;
+                        const std::span<const double> y = st.solution();
+                        bdf_states.insert(bdf_states.end(), y.begin(), y.end());
+                        if (!keep_jacobians) return;
+                        const Eigen::MatrixXd& jp = st.step_jacobian();
+                        bdf_jacobians.insert(bdf_jacobians.end(), jp.data(), jp.data() + jp.size());
+                        if (bdf_jacobians.size() * sizeof(double) > detail::StepCache::kStepCacheBytes) {
+                          keep_jacobians = false;
+                          std::vector<double>().swap(bdf_jacobians);
+                        }
+                      });
       s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
     }
     COSTATE_CHECK(s.success(), "gradient: the forward integration failed: " << s.message);
@@ -273,6 +294,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     } else {
       COSTATE_CHECK(orders.size() + 1 == times.size(), "gradient: internal error, bdf orders");
       detail::BdfScheme<detail::Augmented<M, O>> sc(aug, p, na, options, times, orders);
+      sc.use_forward_run(std::move(bdf_states), std::move(bdf_jacobians));
       o = detail::scheme_gradient(sc, objective, cp, times, obs_at, y0a, p, n);
       rhs_count = sc.rhs_evaluations();
     }

@@ -28,6 +28,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costate/ode/checkpointing.hpp"
@@ -60,6 +61,13 @@ class StepCache {
     have_.assign(slots, 0);
   }
   bool enabled() const { return width_ > 0; }
+  std::size_t width() const { return width_; }
+  /// Fills slots 0 … filled − 1 from `data` (filled × width doubles).
+  void fill_from(std::span<const double> data, std::size_t filled) {
+    if (!enabled() || data.size() != filled * width_ || filled > have_.size()) return;
+    std::copy(data.begin(), data.end(), data_.begin());
+    std::fill(have_.begin(), have_.begin() + static_cast<std::ptrdiff_t>(filled), char{1});
+  }
   /// Slot i, marked filled (the caller fills it).
   std::span<double> fill(std::size_t i) {
     have_[i] = 1;
@@ -202,7 +210,24 @@ class BdfScheme {
   /// StoreAll: keep [J | f_p] at each replayed step's start y_i — the
   /// Jacobian its Newton iteration evaluates anyway, and the one the
   /// adjoint of step i − 1 needs — so the reverse step evaluates none.
-  void keep_step_data(std::size_t steps) { cache_.enable(steps + 1, na_ * (na_ + np_)); }
+  /// With a forward run handed over (use_forward_run), the steps are not
+  /// replayed at all: step() takes the run's states, the cache its Jacobians.
+  void keep_step_data(std::size_t steps) {
+    cache_.enable(steps + 1, na_ * (na_ + np_));
+    use_forward_ = forward_states_.size() == steps * na_ && steps > 0;
+    if (use_forward_ && forward_jacobians_.size() == steps * cache_.width())
+      cache_.fill_from(forward_jacobians_, steps);
+  }
+  /// The adaptive forward run's accepted states y_1 … y_l (l × n) and
+  /// [J | f_p] at y_0 … y_{l−1} (l × n(n + n_p), or empty), made with
+  /// BdfStepper::set_replay(replay_kappa) on these step times and orders:
+  /// bit for bit what step() computes. Used by a StoreAll sweep only
+  /// (keep_step_data); the other schedules replay, as they must to save
+  /// memory — and give the same bits.
+  void use_forward_run(std::vector<double> states, std::vector<double> jacobians) {
+    forward_states_ = std::move(states);
+    forward_jacobians_ = std::move(jacobians);
+  }
 
   std::size_t n() const { return na_; }
   std::size_t state_size() const { return kWindow * na_; }
@@ -221,6 +246,15 @@ class BdfScheme {
   }
 
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) {
+    if (use_forward_) {  // the forward run's y_{i+1}: shift the window
+      for (int s = kWindow - 1; s >= 1; --s)
+        std::copy(x.begin() + (s - 1) * static_cast<std::ptrdiff_t>(na_),
+                  x.begin() + s * static_cast<std::ptrdiff_t>(na_),
+                  xn.begin() + s * static_cast<std::ptrdiff_t>(na_));
+      const auto from = forward_states_.begin() + static_cast<std::ptrdiff_t>(i * na_);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(na_), xn.begin());
+      return;
+    }
     std::array<double, kBdfMaxOrder> alpha{};
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
@@ -316,6 +350,8 @@ class BdfScheme {
   std::vector<double> r_, pred_, w_, f_;
   StepCache cache_;
   TransposedSolve solve_;
+  std::vector<double> forward_states_, forward_jacobians_;
+  bool use_forward_ = false;
 };
 
 /// What scheme_gradient computed.
