@@ -246,4 +246,45 @@ TEST(StiffGradient, RobertsonAgainstATightlyConvergedReference) {
   expect_rel(test.wrt_initial_state, ref.wrt_initial_state, kDiscretisationTol, "y0");
 }
 
+TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
+  // bdf's forward run makes replay-identical steps, and a StoreAll adjoint
+  // takes its states and step Jacobians instead of replaying: the result
+  // must be bit for bit the replayed one (the same steps and orders handed
+  // back as replay_times), and the Binomial schedule's, which replays.
+  const Problem<Robertson> rob{Robertson{}, {1.0, 0.0, 0.0}, {0.04, 1e4, 3e7}, {0.0, 4e5}};
+  const IntegratorOptions ro{.method = Method::Bdf, .rtol = 1e-6,
+                             .atol_per_state = {1e-8, 1e-14, 1e-6}};
+  const Problem<LotkaVolterra> lv{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 2.0}};
+  LeastSquares ls{.times = {0.5, 1.0, 1.5}, .data = {2, 1, 1, NAN, 1, 1}, .n_states = 2};
+  const IntegratorOptions lo{.method = Method::Bdf, .rtol = 1e-8, .atol = 1e-10};
+  auto check = [](auto&& grad, const char* what) {
+    SCOPED_TRACE(what);
+    const GradientResult all = grad(Checkpointing{StoreAll{}}, std::vector<double>{}, std::vector<int>{});
+    const GradientResult replayed = grad(Checkpointing{StoreAll{}}, all.step_times, all.step_orders);
+    const GradientResult bin = grad(Checkpointing{Binomial{.snapshots = 4}}, std::vector<double>{},
+                                    std::vector<int>{});
+    EXPECT_GT(all.checkpoints.steps, 20);
+    EXPECT_EQ(bin.step_times, all.step_times);
+    EXPECT_EQ(bin.step_orders, all.step_orders);
+    for (const GradientResult* r : {&replayed, &bin}) {
+      EXPECT_EQ(r->objective, all.objective);
+      EXPECT_EQ(r->wrt_parameters, all.wrt_parameters);
+      EXPECT_EQ(r->wrt_initial_state, all.wrt_initial_state);
+    }
+    // The sweep's own right-hand-side count: the replay re-solves every
+    // step (Newton), the forward run's states need none.
+    EXPECT_LT(all.rhs_evaluations, replayed.rhs_evaluations / 10);
+  };
+  check(
+      [&](const Checkpointing& c, const std::vector<double>& t, const std::vector<int>& k) {
+        return gradient(rob, RobertsonObjective{}, DiscreteAdjoint{c}, ro, t, k);
+      },
+      "robertson, running cost");
+  check(
+      [&](const Checkpointing& c, const std::vector<double>& t, const std::vector<int>& k) {
+        return gradient(lv, ls, DiscreteAdjoint{c}, lo, t, k);
+      },
+      "lotka-volterra, observations");
+}
+
 }  // namespace

@@ -35,7 +35,11 @@
 /// (I − hβ J)ᵀ μ = λ and hands α_j μ to the older states (steppers/bdf.hpp,
 /// detail/implicit_sweep.hpp). Replayed implicit steps are converged to
 /// newton_tol (and, for sdirk3/bdf, to 10⁻⁶ of the error tolerance), since
-/// the adjoint assumes the implicit equations hold exactly.
+/// the adjoint assumes the implicit equations hold exactly. bdf's first run
+/// already makes its steps that way (BdfStepper::set_replay: the accepted
+/// states are the replayed ones, bit for bit), so a StoreAll adjoint keeps
+/// them and their step Jacobians and replays nothing; the other schedules
+/// replay from their snapshots and give the same bits.
 /// Forward sensitivities for every stepper (the implicit methods' tangents
 /// solve one linear system per step or stage for all directions).
 /// Multilevel keeps its `disk` longest-lived snapshots in an HDF5 file
@@ -179,6 +183,15 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       options.method == Method::Sdirk3 || options.method == Method::Bdf;
   const bool implicit = is_implicit(options.method) && !adaptive_implicit;
   std::vector<int> orders;
+  // bdf's forward run, for a StoreAll adjoint (trimmed on every exit).
+  detail::ForwardRecord& record = detail::ForwardRecord::of_this_thread();
+  record.clear();
+  struct Trim {
+    detail::ForwardRecord& r;
+    ~Trim() { r.trim(); }
+  } trim_record{record};
+  std::vector<double>& bdf_states = record.states;
+  std::vector<double>& bdf_jacobians = record.jacobians;
   std::optional<ThetaStepper<detail::Augmented<M, O>>> theta;
   if (implicit)
     theta.emplace(aug, p, na, theta_of(options.method), options.newton_tol,
@@ -213,10 +226,30 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                          std::span<const double>(stops), ignore, s, [](double) {});
       s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
     } else {
+      // Replay-identical steps (BdfStepper::set_replay): whatever the
+      // schedule, the accepted states are those the sweeps' replays
+      // compute, so a StoreAll adjoint keeps them (and the step Jacobians,
+      // up to StepCache's bound) instead of replaying the run.
       BdfStepper<detail::Augmented<M, O>> st(aug, p, na, options.newton_tol,
                                              options.newton_max_iterations);
+      st.set_replay(detail::replay_kappa(options));
+      const auto* dam = std::get_if<DiscreteAdjoint>(&method);
+      const bool keep = dam && std::holds_alternative<StoreAll>(dam->checkpointing);
+      bool keep_jacobians = keep;
       detail::run_bdf(st, t0, t1, std::span<double>(ya), options, std::span<const double>(stops),
-                      ignore, s, [&](double, int k) { orders.push_back(k); });
+                      ignore, s, [&](double, int k) {
+                        orders.push_back(k);
+                        if (!keep) return;
+                        const std::span<const double> y = st.solution();
+                        bdf_states.insert(bdf_states.end(), y.begin(), y.end());
+                        if (!keep_jacobians) return;
+                        const Eigen::MatrixXd& jp = st.step_jacobian();
+                        bdf_jacobians.insert(bdf_jacobians.end(), jp.data(), jp.data() + jp.size());
+                        if (bdf_jacobians.size() * sizeof(double) > detail::StepCache::kStepCacheBytes) {
+                          keep_jacobians = false;
+                          std::vector<double>().swap(bdf_jacobians);
+                        }
+                      });
       s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
     }
     COSTATE_CHECK(s.success(), "gradient: the forward integration failed: " << s.message);
@@ -273,6 +306,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     } else {
       COSTATE_CHECK(orders.size() + 1 == times.size(), "gradient: internal error, bdf orders");
       detail::BdfScheme<detail::Augmented<M, O>> sc(aug, p, na, options, times, orders);
+      sc.use_forward_run(bdf_states, bdf_jacobians);
       o = detail::scheme_gradient(sc, objective, cp, times, obs_at, y0a, p, n);
       rhs_count = sc.rhs_evaluations();
     }

@@ -18,7 +18,10 @@
 /// start, and is converged to newton_tol and to 10⁻⁶ of the error tolerance
 /// (weighted; replay_kappa) — the adjoint assumes the implicit equations
 /// hold exactly.
-/// So every checkpoint schedule reproduces the same bits.
+/// So every checkpoint schedule reproduces the same bits. bdf's adaptive
+/// run in ode::gradient makes its accepted steps the same way
+/// (BdfStepper::set_replay), and a StoreAll sweep takes them
+/// (BdfScheme::use_forward_run) instead of replaying.
 
 #include <Eigen/Core>
 #include <Eigen/LU>
@@ -59,6 +62,14 @@ class StepCache {
     data_.assign(slots * width, 0.0);
     have_.assign(slots, 0);
   }
+  /// Read-only slots 0 … filled − 1 from `data` (filled × width doubles,
+  /// not copied: it must outlive the cache); the others stay empty.
+  void borrow(std::size_t width, std::span<const double> data, std::size_t filled) {
+    if (width == 0 || data.size() != filled * width) return;
+    width_ = width;
+    borrowed_ = data.data();
+    borrowed_slots_ = filled;
+  }
   bool enabled() const { return width_ > 0; }
   /// Slot i, marked filled (the caller fills it).
   std::span<double> fill(std::size_t i) {
@@ -67,13 +78,37 @@ class StepCache {
   }
   /// Slot i if filled, else nullptr.
   const double* get(std::size_t i) const {
+    if (borrowed_) return i < borrowed_slots_ ? borrowed_ + i * width_ : nullptr;
     return enabled() && i < have_.size() && have_[i] ? data_.data() + i * width_ : nullptr;
   }
 
  private:
+  const double* borrowed_ = nullptr;
+  std::size_t borrowed_slots_ = 0;
   std::size_t width_ = 0;
   std::vector<double> data_;
   std::vector<char> have_;
+};
+
+/// bdf's forward run as a StoreAll sweep takes it (BdfScheme::use_forward_run):
+/// per-thread buffers that keep their capacity from call to call (fresh
+/// large vectors cost a page fault per 4 kB on every gradient), released
+/// after a call that made them larger than kKeepBytes.
+struct ForwardRecord {
+  static constexpr std::size_t kKeepBytes = std::size_t{32} << 20;
+  std::vector<double> states, jacobians;
+  void clear() {
+    states.clear();
+    jacobians.clear();
+  }
+  void trim() {
+    if (states.capacity() * sizeof(double) > kKeepBytes) std::vector<double>().swap(states);
+    if (jacobians.capacity() * sizeof(double) > kKeepBytes) std::vector<double>().swap(jacobians);
+  }
+  static ForwardRecord& of_this_thread() {
+    thread_local ForwardRecord r;
+    return r;
+  }
 };
 
 /// sdirk3 as a scheme: x = y.
@@ -202,7 +237,26 @@ class BdfScheme {
   /// StoreAll: keep [J | f_p] at each replayed step's start y_i — the
   /// Jacobian its Newton iteration evaluates anyway, and the one the
   /// adjoint of step i − 1 needs — so the reverse step evaluates none.
-  void keep_step_data(std::size_t steps) { cache_.enable(steps + 1, na_ * (na_ + np_)); }
+  /// With a forward run handed over (use_forward_run), the steps are not
+  /// replayed at all: step() takes the run's states, the cache its Jacobians.
+  void keep_step_data(std::size_t steps) {
+    const std::size_t width = na_ * (na_ + np_);
+    use_forward_ = forward_states_.size() == steps * na_ && steps > 0;
+    if (use_forward_ && forward_jacobians_.size() == steps * width)
+      cache_.borrow(width, forward_jacobians_, steps);
+    else
+      cache_.enable(steps + 1, width);
+  }
+  /// The adaptive forward run's accepted states y_1 … y_l (l × n) and
+  /// [J | f_p] at y_0 … y_{l−1} (l × n(n + n_p), or empty), made with
+  /// BdfStepper::set_replay(replay_kappa) on these step times and orders:
+  /// bit for bit what step() computes. Used (not copied: they must outlive
+  /// the scheme) by a StoreAll sweep only (keep_step_data); the other
+  /// schedules replay, as they must to save memory — and give the same bits.
+  void use_forward_run(std::span<const double> states, std::span<const double> jacobians) {
+    forward_states_ = states;
+    forward_jacobians_ = jacobians;
+  }
 
   std::size_t n() const { return na_; }
   std::size_t state_size() const { return kWindow * na_; }
@@ -221,6 +275,15 @@ class BdfScheme {
   }
 
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) {
+    if (use_forward_) {  // the forward run's y_{i+1}: shift the window
+      for (int s = kWindow - 1; s >= 1; --s)
+        std::copy(x.begin() + (s - 1) * static_cast<std::ptrdiff_t>(na_),
+                  x.begin() + s * static_cast<std::ptrdiff_t>(na_),
+                  xn.begin() + s * static_cast<std::ptrdiff_t>(na_));
+      const auto from = forward_states_.begin() + static_cast<std::ptrdiff_t>(i * na_);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(na_), xn.begin());
+      return;
+    }
     std::array<double, kBdfMaxOrder> alpha{};
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
@@ -316,6 +379,8 @@ class BdfScheme {
   std::vector<double> r_, pred_, w_, f_;
   StepCache cache_;
   TransposedSolve solve_;
+  std::span<const double> forward_states_, forward_jacobians_;
+  bool use_forward_ = false;
 };
 
 /// What scheme_gradient computed.

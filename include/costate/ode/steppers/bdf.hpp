@@ -98,6 +98,24 @@ class BdfStepper {
   detail::ModelJacobian<M>& model_jacobian() { return jac_; }
   detail::ModifiedNewton<M>& newton() { return newton_; }
 
+  /// Replay-identical attempts (ode::gradient's forward run): every attempt
+  /// computes y_{n+1} exactly as the adjoint's replayed step does
+  /// (detail::BdfScheme::step) — [J | f_p] evaluated afresh at (t_n, y_n),
+  /// M refactored, Newton from the window's predictor (at most kBdfMaxOrder
+  /// points) converged to newton_tol and to `kappa` of the error tolerance,
+  /// landing exactly on the step time run_bdf passes — so the accepted
+  /// states are the replayed ones, bit for bit, and a StoreAll sweep can
+  /// take them (and step_jacobian()) instead of replaying. The error
+  /// estimate and the step/order control are unchanged (E_k still against
+  /// the full-order predictor).
+  void set_replay(double kappa) {
+    replay_ = true;
+    kappa_ = kappa;
+  }
+  bool replay() const { return replay_; }
+  /// Replay mode: [J | f_p] at the last attempt's start (t_n, y_n).
+  const Eigen::MatrixXd& step_jacobian() const { return jp_; }
+
   /// Starts the history at (t0, y0).
   void start(double t0, std::span<const double> y0) {
     npts_ = 1;
@@ -116,7 +134,10 @@ class BdfStepper {
   /// Attempts order k with step h from the newest point into z (kept
   /// internally); returns false when Newton failed. err() is the weighted
   /// error norm of E_k.
-  bool attempt(double h, int k, double rtol, std::span<const double> atol) {
+  /// `land` is the step's end time as the driver records it (replay mode
+  /// steps to it exactly; otherwise the step ends at t_n + h).
+  bool attempt(double h, int k, double rtol, std::span<const double> atol, double land) {
+    if (replay_) return attempt_replayed(h, k, rtol, atol, land);
     const double t = T_[0], tn = t + h;
     std::array<double, kBdfMaxOrder + 1> tau{};
     tau[0] = tn;
@@ -169,11 +190,15 @@ class BdfStepper {
       T_[m] = T_[m - 1];
     }
     slot_[0] = last;
-    T_[0] += h_;
+    if (replay_)
+      T_[0] = tn_;
+    else
+      T_[0] += h_;
     std::copy(z_.begin(), z_.end(), point(0).begin());
     npts_ = std::min(npts_ + 1, kHistory);
     ++since_jacobian_;
     fresh_ = false;
+    jp_current_ = false;
   }
   void reject() { fresh_ = false; }
 
@@ -208,6 +233,51 @@ class BdfStepper {
   }
 
  private:
+  /// The replay-mode attempt (see set_replay); mirrors BdfScheme::step.
+  bool attempt_replayed(double h, int k, double rtol, std::span<const double> atol, double tn) {
+    const double t = T_[0];
+    std::array<double, kBdfMaxOrder + 1> tau{};
+    tau[0] = tn;
+    for (int m = 1; m <= k; ++m) tau[m] = T_[m - 1];
+    std::array<double, kBdfMaxOrder> alpha{};
+    const double g = bdf_coefficients(tau, k, alpha.data());
+    std::fill(r_.begin(), r_.end(), 0.0);
+    for (int j = 1; j <= k; ++j) {
+      const auto yj = point(j - 1);
+      for (std::size_t q = 0; q < n_; ++q) r_[q] += alpha[j - 1] * yj[q];
+    }
+    // Newton's start: the scheme's predictor (the window holds kBdfMaxOrder
+    // points; the first step is explicit Euler over tn − t).
+    const auto yn = point(0);
+    const int count = std::min({k + 1, npts_, kBdfMaxOrder});
+    if (npts_ == 1) {
+      for (std::size_t q = 0; q < n_; ++q) z_[q] = yn[q] + (tn - t) * f0_[q];
+    } else {
+      std::array<double, kHistory> wts{};
+      lagrange_weights(std::span<const double>(T_), count, tn, wts.data());
+      std::fill(z_.begin(), z_.end(), 0.0);
+      for (int m = 0; m < count; ++m) {
+        const auto ym = point(m);
+        for (std::size_t q = 0; q < n_; ++q) z_[q] += wts[m] * ym[q];
+      }
+    }
+    if (!jp_current_) {  // a retry from the same point keeps it (the same bits)
+      jp_ = jac_.state_parameters(t, yn);
+      jp_current_ = true;
+    }
+    newton_.set_jacobian(jp_);
+    for (std::size_t q = 0; q < n_; ++q) w_[q] = 1.0 / (atol[q] + rtol * std::abs(yn[q]));
+    if (!newton_.solve(tn, r_, g, z_, w_, kappa_)) return false;
+    // E_k against the full-order predictor, as in attempt().
+    predict(tn, k, tn - t);
+    const double scale = npts_ == 1 ? 0.5 : 1.0 / (lead(tau, k) * (tn - T_[k]));
+    for (std::size_t q = 0; q < n_; ++q) e_[q] = scale * (z_[q] - pred_[q]);
+    err_ = detail::wrms(e_, w_);
+    h_ = h;
+    tn_ = tn;
+    return true;
+  }
+
   static double lead(std::span<const double> tau, int k) {
     double a0 = 0.0;
     for (int m = 1; m <= k; ++m) a0 += 1.0 / (tau[0] - tau[m]);
@@ -239,6 +309,9 @@ class BdfStepper {
   double err_ = 0.0, h_ = 0.0;
   int since_jacobian_ = 0;
   bool stale_ = false, fresh_ = false;
+  bool replay_ = false, jp_current_ = false;
+  double kappa_ = 0.01, tn_ = 0.0;
+  Eigen::MatrixXd jp_;
 };
 
 namespace detail {
@@ -269,7 +342,8 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
     const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
     bool last = false;
     if (!guard_step(t, h, hmax, target, opt, s, last)) break;
-    if (!st.attempt(h, k, opt.rtol, atol)) {
+    const double t_new = last ? target : t + h;
+    if (!st.attempt(h, k, opt.rtol, atol, t_new)) {
       st.reject();
       ++s.rejected_steps;
       h *= 0.25;
@@ -295,7 +369,6 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
       continue;
     }
     // Accepted.
-    const double t_new = last ? target : t + h;
     st.accept();
     ++s.steps;
     s.last_step = h;

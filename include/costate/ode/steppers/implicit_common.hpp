@@ -10,7 +10,8 @@
 ///   stage/step of these methods has,
 ///       G(z) = z − r − g f(t, z) = 0,        G'(z) = I − g J,
 ///   with a Jacobian J and an LU of M = I − g_LU J that are reused across
-///   stages and steps (modified Newton). M is refactored when g has drifted
+///   stages and steps (modified Newton; up to kSmallLu states a plain
+///   partial-pivoting LU, above that Eigen's). M is refactored when g has drifted
 ///   (|g / g_LU − 1| > 0.3, CVODE's rule) and J re-evaluated when the caller
 ///   asks (slow convergence, failure, age).
 ///
@@ -102,6 +103,43 @@ class ModelJacobian {
   Eigen::MatrixXd jac_;
 };
 
+/// Dense LU with partial pivoting of a small n × n matrix, factored in place
+/// (column-major: a[r + c n]) as plain loops, and its solve: Eigen's
+/// dynamic-size LU spends most of its time in set-up on 2×2 … 8×8 systems.
+/// Used up to kSmallLu states (TransposedSolve, ModifiedNewton); above
+/// that, Eigen's blocked LU.
+inline constexpr std::size_t kSmallLu = 16;
+
+inline void small_lu_factor(double* a, Eigen::Index n, Eigen::Index* piv) {
+  for (Eigen::Index k = 0; k < n; ++k) {
+    Eigen::Index p = k;
+    for (Eigen::Index r = k + 1; r < n; ++r)
+      if (std::abs(a[r + k * n]) > std::abs(a[p + k * n])) p = r;
+    piv[k] = p;
+    if (p != k)
+      for (Eigen::Index c = 0; c < n; ++c) std::swap(a[k + c * n], a[p + c * n]);
+    const double inv = 1.0 / a[k + k * n];
+    for (Eigen::Index r = k + 1; r < n; ++r) a[r + k * n] *= inv;
+    for (Eigen::Index c = k + 1; c < n; ++c) {
+      const double akc = a[k + c * n];
+      for (Eigen::Index r = k + 1; r < n; ++r) a[r + c * n] -= a[r + k * n] * akc;
+    }
+  }
+}
+/// x ← A⁻¹ x with the factors of small_lu_factor.
+inline void small_lu_solve(const double* a, Eigen::Index n, const Eigen::Index* piv, double* x) {
+  for (Eigen::Index k = 0; k < n; ++k) {
+    const Eigen::Index p = piv[k];
+    if (p != k) std::swap(x[k], x[p]);
+  }
+  for (Eigen::Index c = 0; c < n; ++c)  // L y = P b (unit lower)
+    for (Eigen::Index r = c + 1; r < n; ++r) x[r] -= a[r + c * n] * x[c];
+  for (Eigen::Index c = n - 1; c >= 0; --c) {  // U x = y
+    x[c] /= a[c + c * n];
+    for (Eigen::Index r = 0; r < c; ++r) x[r] -= a[r + c * n] * x[c];
+  }
+}
+
 /// The transposed solves of the implicit steps' adjoints,
 ///     (I − g J)ᵀ x = b,   J the left n columns of a [J | f_p] buffer,
 /// with the matrix, its LU and the result allocated once: factor() builds
@@ -111,7 +149,7 @@ class ModelJacobian {
 /// LU spends most of its time in set-up on 2×2 … 8×8 systems); above, Eigen's.
 class TransposedSolve {
  public:
-  static constexpr std::size_t kSmall = 16;
+  static constexpr std::size_t kSmall = kSmallLu;
 
   explicit TransposedSolve(std::size_t n)
       : n_(static_cast<Eigen::Index>(n)), A_(n_, n_), lu_(n > kSmall ? n_ : 0), x_(n_),
@@ -121,26 +159,10 @@ class TransposedSolve {
   void factor(double g, const JP& jp) {
     A_.setIdentity();
     A_.noalias() -= g * jp.leftCols(n_).transpose();
-    if (n_ > static_cast<Eigen::Index>(kSmall)) {
+    if (n_ > static_cast<Eigen::Index>(kSmall))
       lu_.compute(A_);
-      return;
-    }
-    const Eigen::Index n = n_;
-    double* a = A_.data();  // column-major: a[r + c n]
-    for (Eigen::Index k = 0; k < n; ++k) {
-      Eigen::Index p = k;
-      for (Eigen::Index r = k + 1; r < n; ++r)
-        if (std::abs(a[r + k * n]) > std::abs(a[p + k * n])) p = r;
-      piv_[static_cast<std::size_t>(k)] = p;
-      if (p != k)
-        for (Eigen::Index c = 0; c < n; ++c) std::swap(a[k + c * n], a[p + c * n]);
-      const double inv = 1.0 / a[k + k * n];
-      for (Eigen::Index r = k + 1; r < n; ++r) a[r + k * n] *= inv;
-      for (Eigen::Index c = k + 1; c < n; ++c) {
-        const double akc = a[k + c * n];
-        for (Eigen::Index r = k + 1; r < n; ++r) a[r + c * n] -= a[r + k * n] * akc;
-      }
-    }
+    else
+      small_lu_factor(A_.data(), n_, piv_.data());
   }
   /// x = (I − g J)⁻ᵀ b with the last factor(); valid until the next solve.
   template <class B>
@@ -149,20 +171,8 @@ class TransposedSolve {
       x_ = lu_.solve(b);
       return x_;
     }
-    const Eigen::Index n = n_;
-    const double* a = A_.data();
-    double* x = x_.data();
-    for (Eigen::Index r = 0; r < n; ++r) x[r] = b(r);
-    for (Eigen::Index k = 0; k < n; ++k) {
-      const Eigen::Index p = piv_[static_cast<std::size_t>(k)];
-      if (p != k) std::swap(x[k], x[p]);
-    }
-    for (Eigen::Index c = 0; c < n; ++c)  // L y = P b (unit lower)
-      for (Eigen::Index r = c + 1; r < n; ++r) x[r] -= a[r + c * n] * x[c];
-    for (Eigen::Index c = n - 1; c >= 0; --c) {  // U x = y
-      x[c] /= a[c + c * n];
-      for (Eigen::Index r = 0; r < c; ++r) x[r] -= a[r + c * n] * x[c];
-    }
+    for (Eigen::Index r = 0; r < n_; ++r) x_[r] = b(r);
+    small_lu_solve(A_.data(), n_, piv_.data(), x_.data());
     return x_;
   }
   Eigen::Index size() const { return n_; }
@@ -250,8 +260,8 @@ class ModifiedNewton {
       : jac_(jac), n_(jac.n()), tol_(tol), max_iter_(max_iterations),
         J_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
         A_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
-        lu_(static_cast<Eigen::Index>(n_)), g_(static_cast<Eigen::Index>(n_)),
-        d_(static_cast<Eigen::Index>(n_)), f_(n_) {}
+        lu_(static_cast<Eigen::Index>(n_ > kSmallLu ? n_ : 0)), g_(static_cast<Eigen::Index>(n_)),
+        d_(static_cast<Eigen::Index>(n_)), f_(n_), piv_(n_) {}
 
   /// Evaluates J at (t, y) (and refactors at the next solve).
   void evaluate_jacobian(double t, std::span<const double> y) {
@@ -279,7 +289,10 @@ class ModifiedNewton {
     if (factored_ && std::abs(g / g_lu_ - 1.0) <= 0.3) return;
     A_.setIdentity();
     A_.noalias() -= g * J_;
-    lu_.compute(A_);
+    if (n_ > kSmallLu)
+      lu_.compute(A_);
+    else
+      small_lu_factor(A_.data(), static_cast<Eigen::Index>(n_), piv_.data());
     g_lu_ = g;
     factored_ = true;
     ++factorizations;
@@ -287,7 +300,7 @@ class ModifiedNewton {
   double factored_g() const { return g_lu_; }
   /// x ← M⁻¹ x with the current LU.
   void solve_in_place(Eigen::Ref<Eigen::VectorXd> x) {
-    d_ = lu_.solve(x);
+    lu_solve(x, d_);
     x = d_;
   }
 
@@ -305,7 +318,7 @@ class ModifiedNewton {
       jac_.rhs(t, z, f_);
       for (std::size_t i = 0; i < n_; ++i)
         g_[static_cast<Eigen::Index>(i)] = -(z[i] - r[i] - g * f_[i]);
-      d_ = lu_.solve(g_);
+      lu_solve(g_, d_);
       double change = 0.0, finite = 0.0, weighted = 0.0;
       for (std::size_t i = 0; i < n_; ++i) {
         const double di = d_[static_cast<Eigen::Index>(i)];
@@ -335,6 +348,17 @@ class ModifiedNewton {
   double rate = 0.0;
 
  private:
+  /// out = M⁻¹ b with the current LU (out must not alias b).
+  template <class B>
+  void lu_solve(const B& b, Eigen::VectorXd& out) {
+    if (n_ > kSmallLu) {
+      out = lu_.solve(b);
+    } else {
+      out = b;
+      small_lu_solve(A_.data(), static_cast<Eigen::Index>(n_), piv_.data(), out.data());
+    }
+  }
+
   ModelJacobian<M>& jac_;
   std::size_t n_;
   double tol_;
@@ -343,6 +367,7 @@ class ModifiedNewton {
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   Eigen::VectorXd g_, d_;
   std::vector<double> f_;
+  std::vector<Eigen::Index> piv_;
   double g_lu_ = 0.0;
   bool have_j_ = false, factored_ = false;
 };
