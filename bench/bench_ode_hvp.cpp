@@ -9,7 +9,11 @@
 //   L96    Lorenz-96 with a forcing parameter per state (N = 40 states,
 //          40 parameters), x_i' = (x_{i+1} − x_{i−2}) x_{i−1} − x_i + F_i,
 //          terminal ½‖x‖² plus 10 observations of every state,
-//          rk4 dt = 0.005 on [0, 2] (400 steps).
+//          rk4 dt = 0.005 on [0, 2] (400 steps);
+//   LV bdf  the LV problem under adaptive bdf (rtol 1e-6, atol 1e-8);
+//   VdP bdf Van der Pol at μ = 1e3 (stiff) on [0, 1], observations of both
+//          states at 10 times, adaptive bdf (rtol 1e-6, atol 1e-8)
+//          (detail/hessian_implicit.hpp: steps and orders replayed).
 //
 // Each HVP is checked against Richardson-extrapolated central differences
 // of gradients (relative 1e-6) before timing. Schedules: store-all and binomial(10).
@@ -76,7 +80,8 @@ void check_against_fd(const char* name, const ode::Problem<M>& pr, const O& obj,
   auto grad = [&](double s) {
     ode::Problem<M> q = pr;
     for (std::size_t j = 0; j < q.p.size(); ++j) q.p[j] += s * v.parameters[j];
-    return ode::gradient(q, obj, ode::DiscreteAdjoint{}, opt, r.step_times).wrt_parameters;
+    return ode::gradient(q, obj, ode::DiscreteAdjoint{}, opt, r.step_times, r.step_orders)
+        .wrt_parameters;
   };
   // Central differences at h and h/2, Richardson-extrapolated (O(h⁴)); the
   // best of three h (a chaotic model's higher derivatives are large).
@@ -147,6 +152,20 @@ int main(int argc, char** argv) {
     }
     const ode::IntegratorOptions opt{.method = ode::Method::RK4, .dt = 0.01};
     run("LV", pr, ls, opt, {{0.3, -0.7, 0.2, 0.5}, {}}, repeats, true);
+    const ode::IntegratorOptions bdf{.method = ode::Method::Bdf, .rtol = 1e-6, .atol = 1e-8};
+    run("LV bdf", pr, ls, bdf, {{0.3, -0.7, 0.2, 0.5}, {}}, repeats, true);
+  }
+  {  // Stiff Van der Pol (μ = 1e3) under bdf, 10 observations.
+    const ode::Problem<ode::VanDerPol> pr{ode::VanDerPol{}, {2.0, -0.6666}, {1000.0}, {0.0, 1.0}};
+    ode::LeastSquares ls;
+    ls.n_states = 2;
+    for (int k = 1; k <= 10; ++k) {
+      ls.times.push_back(0.1 * k);
+      ls.data.push_back(2.0 - 0.1 * k);
+      ls.data.push_back(-0.7);
+    }
+    const ode::IntegratorOptions bdf{.method = ode::Method::Bdf, .rtol = 1e-6, .atol = 1e-8};
+    run("VdP bdf", pr, ls, bdf, {{100.0}, {}}, repeats, false);
   }
   {  // Lorenz-96, N = 40.
     constexpr std::size_t n = 40;

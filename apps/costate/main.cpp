@@ -282,11 +282,12 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
   const ode::Method m = cfg.integrator.method;
   COSTATE_CHECK(m == ode::Method::ExplicitEuler || m == ode::Method::RK4 ||
                     m == ode::Method::Dopri5 || m == ode::Method::BackwardEuler ||
-                    m == ode::Method::CrankNicolson,
+                    m == ode::Method::CrankNicolson || m == ode::Method::Sdirk3 ||
+                    m == ode::Method::Bdf,
                 input << ": costate sensitivity --hessian supports integrator.method = euler, rk4, "
-                         "dopri5, backward_euler or crank_nicolson; got integrator.method = "
-                      << ode::to_string(m)
-                      << " (sdirk3, bdf and CVODES have no second-order adjoint)");
+                         "dopri5, backward_euler, crank_nicolson, sdirk3 or bdf; got "
+                         "integrator.method = "
+                      << ode::to_string(m) << " (CVODES has no second-order adjoint)");
 }
 
 HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
@@ -308,7 +309,8 @@ HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientRes
       v.parameters[wrt[c]] = 1.0;
       v.initial_state = costate::io::initial_state_parameter_jvp(cfg, v.parameters);
       const ode::HessianVectorResult r =
-          ode::hessian_vector(problem, objective, v, method, cfg.integrator, g.step_times);
+          ode::hessian_vector(problem, objective, v, method, cfg.integrator, g.step_times,
+                              g.step_orders);
       const std::vector<double> extra = costate::io::initial_state_parameter_hvp(
           cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
       for (std::size_t i = 0; i < m; ++i)

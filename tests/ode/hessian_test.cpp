@@ -3,7 +3,9 @@
 // steps, the gradient part equal to ode::gradient's bits, the Hessian against
 // ad::hessian of the whole taped RK4 loop, symmetry, the second-order Taylor
 // test (remainder order ≥ 2.9), and bitwise checkpoint invariance — on
-// Lotka–Volterra with observations, Van der Pol and FitzHugh–Nagumo.
+// Lotka–Volterra with observations, Van der Pol and FitzHugh–Nagumo; and
+// through the adaptive implicit sdirk3 and bdf (replayed steps and orders)
+// on stiff Van der Pol (μ = 1e3) and Lotka–Volterra with observations.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,24 +100,25 @@ struct ObservedAndRunning {
 template <class M, class O>
 double objective_at(const Problem<M>& pr, const O& obj, const std::vector<double>& p,
                     const std::vector<double>& y0, const IntegratorOptions& opt,
-                    const std::vector<double>& times) {
+                    const std::vector<double>& times, const std::vector<int>& orders = {}) {
   Problem<M> q = pr;
   q.p = p;
   q.y0 = y0;
-  return gradient(q, obj, DiscreteAdjoint{}, opt, times).objective;
+  return gradient(q, obj, DiscreteAdjoint{}, opt, times, orders).objective;
 }
 
 /// Richardson-extrapolated central differences of the adjoint gradient
-/// (p then y0) along v, on the steps `times`.
+/// (p then y0) along v, on the steps `times` (and bdf's `orders`).
 template <class M, class O>
 std::vector<double> fd_hv(const Problem<M>& pr, const O& obj, const HessianDirection& v,
-                          const IntegratorOptions& opt, const std::vector<double>& times) {
+                          const IntegratorOptions& opt, const std::vector<double>& times,
+                          const std::vector<int>& orders = {}, double step = kFdStep) {
   auto at = [&](double s) {
     Problem<M> q = pr;
     for (std::size_t j = 0; j < q.p.size(); ++j) q.p[j] += s * v.parameters[j];
     if (!v.initial_state.empty())
       for (std::size_t i = 0; i < q.y0.size(); ++i) q.y0[i] += s * v.initial_state[i];
-    const GradientResult g = gradient(q, obj, DiscreteAdjoint{}, opt, times);
+    const GradientResult g = gradient(q, obj, DiscreteAdjoint{}, opt, times, orders);
     std::vector<double> all = g.wrt_parameters;
     all.insert(all.end(), g.wrt_initial_state.begin(), g.wrt_initial_state.end());
     return all;
@@ -126,7 +129,7 @@ std::vector<double> fd_hv(const Problem<M>& pr, const O& obj, const HessianDirec
     for (std::size_t i = 0; i < a.size(); ++i) d[i] = (a[i] - b[i]) / (2.0 * h);
     return d;
   };
-  const std::vector<double> d1 = central(kFdStep), d2 = central(0.5 * kFdStep);
+  const std::vector<double> d1 = central(step), d2 = central(0.5 * step);
   std::vector<double> d(d1.size());
   for (std::size_t i = 0; i < d.size(); ++i) d[i] = (4.0 * d2[i] - d1[i]) / 3.0;
   return d;
@@ -150,12 +153,12 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 
 /// Second-order Taylor test along v in (p, y0): residuals of
 /// J(x + hv) − J − h ∇J·v − ½ h² vᵀHv for h = h0 / 2^k, stopping at the
-/// round-off floor (64 ε |J|). Returns the least-squares slope of
+/// round-off floor (floor_rel |J|, default 64 ε). Returns the least-squares slope of
 /// log r against log h and the smallest observed order.
 template <class M, class O>
 std::pair<double, double> taylor2(const Problem<M>& pr, const O& obj, const HessianDirection& v,
                                   const IntegratorOptions& opt, const HessianVectorResult& r,
-                                  double h0) {
+                                  double h0, double floor_rel = 64.0 * 2.2e-16) {
   const double J0 = r.objective;
   double dJ = dot(r.gradient_wrt_parameters, v.parameters);
   double vHv = dot(r.hv_wrt_parameters, v.parameters);
@@ -170,9 +173,9 @@ std::pair<double, double> taylor2(const Problem<M>& pr, const O& obj, const Hess
     for (std::size_t j = 0; j < p.size(); ++j) p[j] += h * v.parameters[j];
     if (!v.initial_state.empty())
       for (std::size_t i = 0; i < y0.size(); ++i) y0[i] += h * v.initial_state[i];
-    const double Jh = objective_at(pr, obj, p, y0, opt, r.step_times);
+    const double Jh = objective_at(pr, obj, p, y0, opt, r.step_times, r.step_orders);
     const double rem = std::abs(Jh - J0 - h * dJ - 0.5 * h * h * vHv);
-    if (rem <= 64.0 * 2.2e-16 * std::abs(J0)) break;
+    if (rem <= floor_rel * std::abs(J0)) break;
     hs.push_back(h);
     res.push_back(rem);
   }
@@ -399,7 +402,7 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
     }
     return std::string("no error");
   };
-  for (Method m : {Method::Sdirk3, Method::Bdf}) {
+  for (Method m : {Method::CvodesBdf, Method::CvodesAdams}) {
     const std::string msg = message([&] {
       hessian_vector(pr, obj, v, DiscreteAdjoint{}, {.method = m, .dt = 0.01});
     });
@@ -407,6 +410,12 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
               std::string::npos)
         << msg;
   }
+  // Replayed bdf steps need their orders.
+  const std::vector<double> times{0.0, 2.0, 5.0};
+  const std::string orders = message([&] {
+    hessian_vector(pr, obj, v, DiscreteAdjoint{}, {.method = Method::Bdf}, times);
+  });
+  EXPECT_NE(orders.find("replaying bdf steps needs replay_orders"), std::string::npos) << orders;
   const std::string fwd = message([&] {
     hessian_vector(pr, obj, v, Forward{}, {.method = Method::RK4, .dt = 0.01});
   });
@@ -415,6 +424,149 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
     hessian_vector(pr, obj, {{1.0, 2.0}, {}}, DiscreteAdjoint{}, {.method = Method::RK4, .dt = 0.01});
   });
   EXPECT_NE(size.find("2 parameter entries; the problem has 4"), std::string::npos) << size;
+}
+
+// ------------------------------------------- adaptive implicit: sdirk3, bdf
+
+/// sdirk3/bdf: the value parts form ode::gradient's products from
+/// vector–Jacobian products instead of dense Jacobians (and bdf's f_pᵀ(hβm)
+/// instead of hβ f_pᵀm): round-off over a few hundred steps, measured
+/// ≤ 2e-15 relative here; 1e-11 leaves margin for other compilers/BLAS.
+constexpr double kImplicitGradientTol = 1e-11;
+/// H v vs Richardson differences of gradients on the replayed steps and
+/// orders: the replayed objective is smooth only up to its Newton solves'
+/// stopping test (newton_tol 1e-13 and 1e-6 of the weighted error
+/// tolerance), so the gradients carry noise of ~2e-11 relative that the
+/// differences divide by the step. Measured max relative errors: stiff
+/// Van der Pol 2e-11 (both); Lotka–Volterra bdf 9e-10, sdirk3 9e-9 (growing
+/// as 1/h when h is reduced: noise, not truncation). 1e-7 as for the
+/// explicit methods leaves 10×.
+constexpr double kImplicitFdRelTol = kFdRelTol;
+/// The Taylor remainder of the replayed implicit objective stops falling at
+/// the noise of its replayed Newton solves: measured 1.5e-13 on J ≈ 4
+/// (stiff Van der Pol, newton_tol 1e-13), ~4e-14 |J|; the fit stops at
+/// 1e-12 |J|, 25× above it.
+constexpr double kImplicitTaylorFloor = 1e-12;
+
+/// Van der Pol at μ = 1e3 over the initial fast transient and part of the
+/// slow phase (stiffness ratio ~1e3·h): the last state and an integral.
+struct VdpStiffObjective {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[0] + 1e-3 * p[0] * y[1]);
+  }
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T>) const {
+    return T(0.5 * y[0] * y[1]);
+  }
+};
+
+const Problem<VanDerPol> kStiffVdp{VanDerPol{}, {2.0, -0.6666}, {1000.0}, {0.0, 0.5}};
+
+TEST(HessianVector, AdaptiveImplicitStiffVanDerPol) {
+  for (Method m : {Method::Sdirk3, Method::Bdf}) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8, .newton_tol = 1e-13};
+    // μ moves by 50 per unit of v, the initial state by O(1).
+    const HessianDirection v{{50.0}, {0.3, -0.6}};
+    const HessianVectorResult r =
+        hessian_vector(kStiffVdp, VdpStiffObjective{}, v, DiscreteAdjoint{}, opt);
+    const GradientResult g = gradient(kStiffVdp, VdpStiffObjective{}, DiscreteAdjoint{}, opt);
+    // The same adaptive run chose the same steps (and orders).
+    EXPECT_EQ(r.step_times, g.step_times);
+    EXPECT_EQ(r.step_orders, g.step_orders);
+    EXPECT_GT(r.step_times.size(), 20u);
+    EXPECT_EQ(r.step_orders.empty(), m == Method::Sdirk3);
+    EXPECT_NEAR(r.objective, g.objective, kImplicitGradientTol * std::abs(g.objective));
+    expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kImplicitGradientTol, "VdP grad p");
+    expect_close(r.gradient_wrt_initial_state, g.wrt_initial_state, kImplicitGradientTol,
+                 "VdP grad y0");
+    expect_close(hv_all(r),
+                 fd_hv(kStiffVdp, VdpStiffObjective{}, v, opt, r.step_times, r.step_orders),
+                 kImplicitFdRelTol, "stiff VdP H v");
+    const auto [fitted, min_order] =
+        taylor2(kStiffVdp, VdpStiffObjective{}, v, opt, r, 0.2, kImplicitTaylorFloor);
+    EXPECT_GE(fitted, kRequiredOrder);
+    (void)min_order;
+  }
+}
+
+TEST(HessianVector, AdaptiveImplicitLotkaVolterraObservations) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  for (Method m : {Method::Sdirk3, Method::Bdf}) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8, .newton_tol = 1e-13};
+    const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
+    const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
+    const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
+    EXPECT_EQ(r.step_times, g.step_times);
+    EXPECT_NEAR(r.objective, g.objective, kImplicitGradientTol * std::abs(g.objective));
+    expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kImplicitGradientTol, "LV grad p");
+    expect_close(r.gradient_wrt_initial_state, g.wrt_initial_state, kImplicitGradientTol,
+                 "LV grad y0");
+    // ε-part of J = ∇J · v (round-off of the sweep, as above).
+    const double dJ =
+        dot(g.wrt_parameters, v.parameters) + dot(g.wrt_initial_state, v.initial_state);
+    EXPECT_NEAR(r.directional_derivative, dJ, kImplicitGradientTol * std::abs(dJ));
+    expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times, r.step_orders),
+                 kImplicitFdRelTol, "LV H v");
+    const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.02);
+    EXPECT_GE(fitted, kRequiredOrder);
+    (void)min_order;
+    // Replaying the gradient's steps (and orders) gives the same bits.
+    const HessianVectorResult rep =
+        hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, g.step_times, g.step_orders);
+    EXPECT_EQ(rep.hv_wrt_parameters, r.hv_wrt_parameters);
+    EXPECT_EQ(rep.hv_wrt_initial_state, r.hv_wrt_initial_state);
+  }
+}
+
+TEST(Hessian, AdaptiveImplicitSymmetricAndColumnsAgainstDifferences) {
+  const auto pr = lv_problem();
+  const LeastSquares obj = lv_data();
+  for (Method m : {Method::Sdirk3, Method::Bdf}) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8, .newton_tol = 1e-13};
+    const HessianResult H = hessian(pr, obj, DiscreteAdjoint{}, opt);
+    ASSERT_EQ(H.hessian.rows(), 4);
+    EXPECT_GT(H.hessian.cwiseAbs().maxCoeff(), 0.0);
+    EXPECT_LE(H.asymmetry, kSymmetryTol);
+    EXPECT_EQ(H.step_orders.empty(), m == Method::Sdirk3);
+    // Column 2 against differences of gradients on the same steps.
+    HessianDirection e{std::vector<double>(4, 0.0), {}};
+    e.parameters[2] = 1.0;
+    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.step_times, H.step_orders);
+    fd.resize(4);
+    std::vector<double> col(4);
+    for (Eigen::Index i = 0; i < 4; ++i) col[static_cast<std::size_t>(i)] = H.hessian(i, 2);
+    expect_close(col, fd, kImplicitFdRelTol, "LV column 2");
+  }
+}
+
+TEST(HessianVector, AdaptiveImplicitCheckpointSchedulesGiveTheSameBits) {
+  const std::string disk =
+      (std::filesystem::temp_directory_path() / "costate_hessian_implicit_ml.h5").string();
+  const std::vector<Checkpointing> schedules{Binomial{.snapshots = 4}, Online{.snapshots = 5},
+                                             Multilevel{.ram = 2, .disk = 2, .path = disk}};
+  for (Method m : {Method::Sdirk3, Method::Bdf}) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8, .newton_tol = 1e-13};
+    const HessianDirection v{{50.0}, {0.3, -0.6}};
+    const HessianVectorResult all =
+        hessian_vector(kStiffVdp, VdpStiffObjective{}, v, DiscreteAdjoint{StoreAll{}}, opt);
+    for (const Checkpointing& c : schedules) {
+      const HessianVectorResult r =
+          hessian_vector(kStiffVdp, VdpStiffObjective{}, v, DiscreteAdjoint{c}, opt);
+      EXPECT_EQ(r.objective, all.objective) << to_string(c);
+      EXPECT_EQ(r.gradient_wrt_parameters, all.gradient_wrt_parameters) << to_string(c);
+      EXPECT_EQ(r.gradient_wrt_initial_state, all.gradient_wrt_initial_state) << to_string(c);
+      EXPECT_EQ(r.hv_wrt_parameters, all.hv_wrt_parameters) << to_string(c);
+      EXPECT_EQ(r.hv_wrt_initial_state, all.hv_wrt_initial_state) << to_string(c);
+      EXPECT_GT(r.checkpoints.recomputed_steps, 0) << to_string(c);
+      EXPECT_LT(r.checkpoints.peak_snapshots, all.checkpoints.peak_snapshots) << to_string(c);
+    }
+  }
 }
 
 }  // namespace

@@ -32,7 +32,15 @@
 /// adjoint of ExplicitRKStep on Dual vectors) and the θ-methods
 /// (backward_euler, crank_nicolson; the step's tangent and the derivative of
 /// its transposed solve are linear solves with I − hθJ —
-/// detail::DualThetaScheme).
+/// detail::DualThetaScheme), and the adaptive implicit sdirk3 and bdf: their
+/// steps (and bdf's orders) are chosen by the same adaptive run as
+/// ode::gradient's (or replayed from `replay_times`, `replay_orders` =
+/// GradientResult::step_times, step_orders), Newton is replayed for the
+/// values and never differentiated — each implicit solve's tangent and the
+/// derivative of its transposed solve are linear solves with I − hγJ
+/// (sdirk3, per stage) or I − hβJ (bdf, whose checkpointed state is the
+/// history window) — detail/hessian_implicit.hpp. Their gradient part
+/// agrees with ode::gradient's to rounding (not bit for bit).
 /// CVODES (sensitivity.method cvodes_adjoint, integrator.method cvodes_bdf |
 /// cvodes_adams): the continuous second-order adjoint instead
 /// (detail/cvodes_hessian.hpp) — CVODES' forward sensitivity along v stored
@@ -42,16 +50,14 @@
 /// CVODES gradients to the tolerances' order); the gradient is
 /// ode::gradient's with CvodesAdjoint (same forward and λ steps). Cost ≈
 /// 2–3× a CVODES adjoint gradient (Lotka–Volterra, bench_cvodes_hvp).
-/// Limitations: sdirk3 and bdf (their replayed Newton schemes,
-/// detail/implicit_sweep.hpp, have no Dual version yet) and the other
-/// sensitivity methods (forward, continuous_adjoint, cvodes_forward) are
-/// rejected with a costate::Error. With CVODES: no replay_times (CVODES
-/// chooses its steps), dense linear algebra, and the Newton matrix of the
-/// backward [λ; Λ] problem is block diagonal (the λ→Λ coupling block is
-/// left out: more Newton iterations, same accuracy). Serial (host)
-/// vectors. The model and the objective must accept
-/// ad::Reverse<ad::Dual<double, 1>> as their scalar type (any model written
-/// on a generic T with the usual arithmetic does).
+/// Limitations: the other sensitivity methods (forward,
+/// continuous_adjoint, cvodes_forward) are rejected with a costate::Error.
+/// With CVODES: no replay_times (CVODES chooses its steps), dense linear
+/// algebra in the second backward problem, and its Newton matrix is block
+/// diagonal (the λ→Λ coupling block is left out: more Newton iterations,
+/// same accuracy). Serial (host) vectors. The model and the objective must
+/// accept ad::Reverse<ad::Dual<double, 1>> as their scalar type (any model
+/// written on a generic T with the usual arithmetic does).
 
 #include <Eigen/Core>
 
@@ -60,6 +66,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/ode/detail/hessian_implicit.hpp"
 #include "costate/ode/detail/hessian_sweep.hpp"
 #include "costate/ode/gradient.hpp"
 
@@ -83,6 +90,8 @@ struct HessianVectorResult {
   std::string method;
   CheckpointStats checkpoints;
   std::vector<double> step_times;
+  /// bdf: the order of each step (replay with step_times); else empty.
+  std::vector<int> step_orders;
   std::int64_t rhs_evaluations = 0, vjp_evaluations = 0;
   double wall_seconds = 0.0;
 };
@@ -99,6 +108,7 @@ struct HessianResult {
   /// max |H_ij − H_ji| / max |H_ij| (0 for a zero Hessian).
   double asymmetry = 0.0;
   std::vector<double> step_times;
+  std::vector<int> step_orders;  ///< bdf's orders (else empty)
   CheckpointStats checkpoints;  ///< of one product
   std::int64_t products = 0;
   double wall_seconds = 0.0;
@@ -123,12 +133,13 @@ inline void check_hessian_supported(const SensitivityMethod& method,
                        "over the discrete adjoint: use sensitivity.method = discrete_adjoint");
   const Method m = options.method;
   COSTATE_CHECK(m == Method::ExplicitEuler || m == Method::RK4 || m == Method::Dopri5 ||
-                    m == Method::BackwardEuler || m == Method::CrankNicolson,
+                    m == Method::BackwardEuler || m == Method::CrankNicolson ||
+                    m == Method::Sdirk3 || m == Method::Bdf,
                 "ode::hessian_vector: integrator.method = "
                     << to_string(m)
                     << " is not supported; Hessian-vector products cover the explicit "
-                       "Runge-Kutta methods (euler, rk4, dopri5) and the theta-methods "
-                       "(backward_euler, crank_nicolson), not sdirk3, bdf or CVODES");
+                       "Runge-Kutta methods (euler, rk4, dopri5), the theta-methods "
+                       "(backward_euler, crank_nicolson), sdirk3 and bdf, not CVODES");
 }
 
 /// The step times ode::gradient would use (fixed steps, or an adaptive
@@ -185,7 +196,8 @@ std::vector<double> explicit_step_times(const Problem<M>& problem, const O& obje
 
 /// Objective, gradient and Hessian–vector product H v of the discrete
 /// objective (see the file comment). `replay_times` (t_0 … t_l from an
-/// earlier result) fixes the steps instead of choosing them. Throws
+/// earlier result) fixes the steps instead of choosing them (bdf also needs
+/// `replay_orders`, one per step: step_orders of a result). Throws
 /// costate::Error for unsupported methods, a direction of the wrong size and
 /// a failed forward integration.
 template <Model M, class O>
@@ -193,7 +205,8 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
                                    const HessianDirection& v,
                                    const SensitivityMethod& method = DiscreteAdjoint{},
                                    IntegratorOptions options = {},
-                                   std::span<const double> replay_times = {}) {
+                                   std::span<const double> replay_times = {},
+                                   std::span<const int> replay_orders = {}) {
   using detail::HvpDual;
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = problem.n_states(), np = problem.p.size();
@@ -226,13 +239,27 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   if (stops.empty() || stops.back() < t1) stops.push_back(t1);
   Summary summary;
   std::vector<double> times;
-  if (replay_times.empty()) {
+  // sdirk3/bdf: ode::gradient's replay options, adaptive run and bdf orders.
+  const bool adaptive_implicit = detail::is_adaptive_implicit(options.method);
+  if (adaptive_implicit) options = detail::implicit_replay_options<O>(std::move(options), na);
+  std::vector<int> orders;
+  if (replay_times.empty() && adaptive_implicit && !options.fixed_step()) {
+    times = detail::implicit_step_times(problem, objective, options, stops, summary, orders);
+  } else if (replay_times.empty()) {
     times = detail::explicit_step_times(problem, objective, options, stops, summary);
   } else {
     COSTATE_CHECK(replay_times.size() >= 2 && replay_times.front() == t0 &&
                       replay_times.back() == t1,
                   "hessian_vector: replay_times must run from t0 to t1");
     times.assign(replay_times.begin(), replay_times.end());
+    if (options.method == Method::Bdf) {
+      COSTATE_CHECK(replay_orders.size() + 1 == replay_times.size(),
+                    "hessian_vector: replaying bdf steps needs replay_orders (one order per "
+                    "step, GradientResult::step_orders): got "
+                        << replay_orders.size() << " for " << replay_times.size() - 1
+                        << " steps");
+      orders.assign(replay_orders.begin(), replay_orders.end());
+    }
   }
   std::vector<std::int64_t> obs_at(times.size(), -1);
   for (std::size_t k = 0, i = 0; k < obs.size(); ++k) {
@@ -252,7 +279,10 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   const auto& dam = std::get<DiscreteAdjoint>(method);
   detail::HvpOutcome o;
   const std::span<const HvpDual> pds(pd), y0ds(y0d);
-  if (is_implicit(options.method)) {
+  if (adaptive_implicit) {
+    o = detail::implicit_dual_sweep(aug, objective, pds, y0ds, std::span<const double>(problem.p),
+                                    options, times, orders, obs_at, dam.checkpointing, n);
+  } else if (is_implicit(options.method)) {
     detail::DualThetaScheme<detail::Augmented<M, O>> sc(aug, pds, problem.p, na,
                                                         theta_of(options.method),
                                                         options.newton_tol,
@@ -279,6 +309,7 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   r.method = "forward_over_" + to_string(method);
   r.checkpoints = o.checkpoints;
   r.step_times = std::move(times);
+  r.step_orders = std::move(orders);
   r.rhs_evaluations = o.rhs_evaluations + summary.rhs_evaluations;
   r.vjp_evaluations = o.vjp_evaluations;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -287,12 +318,14 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
 
 /// ∂²J/∂p² over the parameters `wrt` (indices; empty: all), one
 /// Hessian–vector product per column with the unit vectors, all on the same
-/// steps (chosen once, or `replay_times`). For small parameter counts.
+/// steps (chosen once, or `replay_times` and, for bdf, `replay_orders`).
+/// For small parameter counts.
 template <Model M, class O>
 HessianResult hessian(const Problem<M>& problem, const O& objective,
                       const SensitivityMethod& method = DiscreteAdjoint{},
                       IntegratorOptions options = {}, std::span<const std::size_t> wrt = {},
-                      std::span<const double> replay_times = {}) {
+                      std::span<const double> replay_times = {},
+                      std::span<const int> replay_orders = {}) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t np = problem.p.size();
   HessianResult out;
@@ -306,13 +339,18 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
   const auto m = static_cast<Eigen::Index>(out.parameters.size());
   out.hessian = Eigen::MatrixXd::Zero(m, m);
   std::vector<double> times(replay_times.begin(), replay_times.end());
+  std::vector<int> orders(replay_orders.begin(), replay_orders.end());
   HessianDirection v{std::vector<double>(np, 0.0), {}};
   for (Eigen::Index c = 0; c < m; ++c) {
     const std::size_t j = out.parameters[static_cast<std::size_t>(c)];
     v.parameters[j] = 1.0;
-    const HessianVectorResult r = hessian_vector(problem, objective, v, method, options, times);
+    const HessianVectorResult r =
+        hessian_vector(problem, objective, v, method, options, times, orders);
     v.parameters[j] = 0.0;
-    if (times.empty()) times = r.step_times;
+    if (times.empty()) {
+      times = r.step_times;
+      orders = r.step_orders;
+    }
     for (Eigen::Index i = 0; i < m; ++i)
       out.hessian(i, c) = r.hv_wrt_parameters[out.parameters[static_cast<std::size_t>(i)]];
     if (c == 0) {
@@ -326,6 +364,7 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
   out.asymmetry =
       scale > 0.0 ? (out.hessian - out.hessian.transpose()).cwiseAbs().maxCoeff() / scale : 0.0;
   out.step_times = std::move(times);
+  out.step_orders = std::move(orders);
   out.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
