@@ -287,7 +287,8 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
                 input << ": costate sensitivity --hessian supports integrator.method = euler, rk4, "
                          "dopri5, backward_euler, crank_nicolson, sdirk3 or bdf; got "
                          "integrator.method = "
-                      << ode::to_string(m) << " (with a CVODES integrator use sensitivity.method = cvodes_adjoint)");
+                      << ode::to_string(m)
+                      << " (with a CVODES integrator use sensitivity.method = cvodes_adjoint)");
 }
 
 HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
