@@ -1,9 +1,9 @@
-// The 2-D instantiations of the PDE command driver (pde_drive.hpp): every
-// pde::EquationModel<2, …>, compiled apart so the three dimensions build
-// in parallel.
+// The 2-D instantiations of the PDE command driver (pde_drive.hpp) without
+// parameter fields: pde::EquationModel<2, 1–4, 0, …>, compiled apart so that
+// the instantiations build in parallel (pde_commands_2d_field.cpp: with one).
 #include "pde_drive.hpp"
 
 namespace costate::cli::detail {
-template int drive_dim<2>(const Environment&, const PdeArgs&, const io::PdeConfig&,
-                           const std::shared_ptr<const pde::EquationSystem>&);
+template int drive_fields<2, 0>(const Environment&, const PdeArgs&, const io::PdeConfig&,
+                                  const std::shared_ptr<const pde::EquationSystem>&);
 }  // namespace costate::cli::detail

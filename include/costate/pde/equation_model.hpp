@@ -245,19 +245,23 @@ decltype(auto) with_equation_linear(const std::shared_ptr<const EquationSystem>&
   }
   return fn(EquationModel<D, C, F, false>{s});
 }
-template <int D, int C, class Fn>
-decltype(auto) with_equation_fields(const std::shared_ptr<const EquationSystem>& s, Fn&& fn) {
-  if (s->field_parameters() == 1) return with_equation_linear<D, C, 1>(s, fn);
-  return with_equation_linear<D, C, 0>(s, fn);
+/// The instantiations of dimension D with F parameter fields (`s` must have
+/// F of them): components 1–4, plus linear for one component. A caller may
+/// instantiate F = 0 and F = 1 in separate translation units (the CLI does,
+/// so that they compile in parallel).
+template <int D, int F, class Fn>
+decltype(auto) with_equation_components_given_fields(const std::shared_ptr<const EquationSystem>& s, Fn&& fn) {
+  switch (s->components()) {
+    case 1: return with_equation_linear<D, 1, F>(s, fn);
+    case 2: return with_equation_linear<D, 2, F>(s, fn);
+    case 3: return with_equation_linear<D, 3, F>(s, fn);
+    default: return with_equation_linear<D, 4, F>(s, fn);
+  }
 }
 template <int D, class Fn>
 decltype(auto) with_equation_components(const std::shared_ptr<const EquationSystem>& s, Fn&& fn) {
-  switch (s->components()) {
-    case 1: return with_equation_fields<D, 1>(s, fn);
-    case 2: return with_equation_fields<D, 2>(s, fn);
-    case 3: return with_equation_fields<D, 3>(s, fn);
-    default: return with_equation_fields<D, 4>(s, fn);
-  }
+  if (s->field_parameters() == 1) return with_equation_components_given_fields<D, 1>(s, fn);
+  return with_equation_components_given_fields<D, 0>(s, fn);
 }
 }  // namespace dispatch
 

@@ -21,7 +21,7 @@
 #include <span>
 #include <string>
 
-#include "costate/linear/ksp.hpp"
+#include "costate/linear/ksp_options.hpp"
 #include "costate/linear/summary.hpp"
 #include "costate/pde/grid.hpp"
 

@@ -57,7 +57,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "costate/linear/ksp.hpp"
+#include "costate/linear/ksp_options.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/snapshot_store.hpp"
 #include "costate/pde/matrix.hpp"
