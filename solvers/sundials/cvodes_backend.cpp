@@ -167,33 +167,11 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
                      adj.interpolation == CvodesInterpolation::Hermite ? CV_HERMITE : CV_POLYNOMIAL),
         "CVodeAdjInit");
 
-  // 1. Forward, landing on every stop; the λ jumps from the state there.
+  // 1. Forward to every stop; the λ jumps from the state there.
   const std::size_t K = stops.size();
   std::vector<double> jumps(K * n, 0.0);
-  forward = Stats{};
-  forward.final_time = t0;
-  double t = t0;
-  int ncheck = 0;
-  // Stop time only at t1: CVodeB recomputes checkpoint intervals without
-  // stop times, so a step shortened to land on an observation would not be
-  // retraced (CVODES then reads past its stored data). Observations take
-  // CVODES' interpolant at t_k; the last interval's data is kept by CVodeF.
-  for (std::size_t k = 0; k < K; ++k) {
-    if (stops[k] > t0) {
-      const int flag = CVodeF(o.mem, stops[k], o.y, &t, CV_NORMAL, &ncheck);
-      if (ctx.error) std::rethrow_exception(ctx.error);
-      forward.final_time = t;
-      if (flag < 0) {
-        fail(forward, ctx, flag, t);
-        collect(o.mem, forward);
-        COSTATE_CHECK(false, "gradient (cvodes_adjoint): the forward integration failed: "
-                                 << forward.message);
-      }
-    }
-    jump(k, stops[k], data(o.y), &jumps[k * n]);
-  }
-  collect(o.mem, forward);
-  forward.checkpoints = ncheck;
+  forward_to_stops(o, ctx, t0, stops, "gradient (cvodes_adjoint)", forward,
+                   [&](std::size_t k, double) { jump(k, stops[k], data(o.y), &jumps[k * n]); });
 
   // 2. Backward from t1: λ(t1) = jump at t1 (∂g/∂y, λ_z = 1, ∂ℓ/∂y), μ(t1) = 0.
   const double t1 = stops.back();

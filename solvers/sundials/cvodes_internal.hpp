@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <exception>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -230,6 +231,36 @@ inline void fail(Stats& s, const Context& ctx, int flag, double t) {
   if (!ctx.last_error.empty()) os << ": " << ctx.last_error;
   if (flag == CV_TOO_MUCH_WORK) os << "; raise integrator.max_steps";
   s.message = os.str();
+}
+
+/// The adjoint's forward pass: CVodeF to each of `stops` in turn (stop time
+/// only at t1: CVodeB recomputes checkpoint intervals without stop times, so
+/// a step shortened to land on an observation would not be retraced —
+/// observations take CVODES' interpolant at t_k), then `at_stop(k)` with
+/// o.y at stop k (stops at t0 included). Fills `forward` (checkpoints too);
+/// a failed integration throws costate::Error starting with `what`.
+template <class AtStop>
+void forward_to_stops(Objects& o, Context& ctx, double t0, std::span<const double> stops,
+                      const char* what, Stats& forward, AtStop&& at_stop) {
+  forward = Stats{};
+  forward.final_time = t0;
+  double t = t0;
+  int ncheck = 0;
+  for (std::size_t k = 0; k < stops.size(); ++k) {
+    if (stops[k] > t0) {
+      const int flag = CVodeF(o.mem, stops[k], o.y, &t, CV_NORMAL, &ncheck);
+      if (ctx.error) std::rethrow_exception(ctx.error);
+      forward.final_time = t;
+      if (flag < 0) {
+        fail(forward, ctx, flag, t);
+        collect(o.mem, forward);
+        COSTATE_CHECK(false, what << ": the forward integration failed: " << forward.message);
+      }
+    }
+    at_stop(k, t);
+  }
+  collect(o.mem, forward);
+  forward.checkpoints = ncheck;
 }
 
 }  // namespace costate::ode::cvodes::internal

@@ -152,31 +152,14 @@ void second_order_adjoint(
   const int interp = adj.interpolation == CvodesInterpolation::Hermite ? CV_HERMITE : CV_POLYNOMIAL;
   check(ctx, CVodeAdjInit(o.mem, adj.steps, interp), "CVodeAdjInit");
 
-  // 1. Forward (as cvodes::adjoint: stop time only at t1, CVODES'
-  //    interpolant at the observations), the jumps from (y, s) at each stop.
+  // 1. Forward (as cvodes::adjoint), the jumps from (y, s) at each stop.
   const std::size_t K = stops.size();
   std::vector<double> jumps(K * n, 0.0), jumps2(K * n, 0.0);
-  forward = Stats{};
-  forward.final_time = t0;
-  double t = t0;
-  int ncheck = 0;
-  for (std::size_t k = 0; k < K; ++k) {
-    if (stops[k] > t0) {
-      const int flag = CVodeF(o.mem, stops[k], o.y, &t, CV_NORMAL, &ncheck);
-      if (ctx.error) std::rethrow_exception(ctx.error);
-      forward.final_time = t;
-      if (flag < 0) {
-        fail(forward, ctx, flag, t);
-        collect(o.mem, forward);
-        COSTATE_CHECK(false, "hessian_vector (cvodes_adjoint): the forward integration failed: "
-                                 << forward.message);
-      }
-      check(ctx, CVodeGetSens(o.mem, &t, o.yS), "CVodeGetSens");
-    }
-    jump(k, stops[k], data(o.y), data(o.yS[0]), &jumps[k * n], &jumps2[k * n]);
-  }
-  collect(o.mem, forward);
-  forward.checkpoints = ncheck;
+  forward_to_stops(o, ctx, t0, stops, "hessian_vector (cvodes_adjoint)", forward,
+                   [&](std::size_t k, double t) {
+                     if (stops[k] > t0) check(ctx, CVodeGetSens(o.mem, &t, o.yS), "CVodeGetSens");
+                     jump(k, stops[k], data(o.y), data(o.yS[0]), &jumps[k * n], &jumps2[k * n]);
+                   });
 
   // 2. Backward problems from t1, both with the backward tolerances.
   const double t1 = stops.back();
