@@ -16,6 +16,7 @@ packages=(
   googletest libgtest-dev libgmock-dev
   libbenchmark-dev
   nlohmann-json3-dev
+  libsbml5-dev
 )
 
 missing=()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <numbers>
 #include <optional>
@@ -83,13 +84,7 @@ class Parser {
   }
   void emit(Op op, std::uint32_t arg = 0) {
     prog_.code_.push_back({op, arg});
-    switch (op) {
-      case Op::Constant:
-      case Op::Variable: ++depth_; break;
-      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow:
-      case Op::Atan2: case Op::Hypot: case Op::Min: case Op::Max: --depth_; break;
-      default: break;
-    }
+    depth_ = depth_ + 1 - static_cast<std::size_t>(arity(op));
     prog_.depth_ = std::max(prog_.depth_, depth_);
   }
   void constant(double v) {
@@ -293,6 +288,190 @@ class Parser {
   std::size_t depth_ = 0;
   Program prog_;
 };
+
+/// Post-order emission of a Node tree, with constant folding.
+class TreeCompiler {
+ public:
+  TreeCompiler(std::size_t n_variables, std::string_view context)
+      : n_variables_(n_variables), context_(context) {}
+
+  Program run(const Node& root, std::string text) {
+    prog_.text_ = std::move(text);
+    prog_.n_variables_ = n_variables_;
+    const Node folded = fold(root);
+    emit_tree(folded);
+    std::sort(prog_.used_.begin(), prog_.used_.end());
+    prog_.used_.erase(std::unique(prog_.used_.begin(), prog_.used_.end()), prog_.used_.end());
+    return std::move(prog_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error(std::string(context_) + ": '" + prog_.text_ + "': " + message);
+  }
+  /// A copy of `n` with every all-constant operation replaced by its value.
+  Node fold(const Node& n) const {
+    if (n.kind == Node::Kind::Variable && n.variable >= n_variables_)
+      fail("variable index " + std::to_string(n.variable) + " is out of range (" +
+           std::to_string(n_variables_) + " variables)");
+    if (n.kind != Node::Kind::Apply) return n;
+    if (n.op == Op::Constant || n.op == Op::Variable)
+      fail("an Apply node needs an operation, not a leaf opcode");
+    if (static_cast<int>(n.args.size()) != arity(n.op))
+      fail(std::string("'") + to_string(n.op) + "' takes " + std::to_string(arity(n.op)) +
+           " operands, got " + std::to_string(n.args.size()));
+    Node out = Node::apply(n.op, {});
+    bool all_constant = true;
+    for (const Node& a : n.args) {
+      out.args.push_back(fold(a));
+      all_constant = all_constant && out.args.back().is_constant();
+    }
+    if (!all_constant) return out;
+    Program p;
+    p.n_variables_ = 0;
+    for (const Node& a : out.args) {
+      p.constants_.push_back(a.value);
+      p.code_.push_back({Op::Constant, static_cast<std::uint32_t>(p.constants_.size() - 1)});
+    }
+    p.code_.push_back({n.op, 0});
+    p.depth_ = out.args.size();
+    return Node::constant(p.evaluate(std::span<const double>()));
+  }
+  void emit_tree(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::Constant:
+        prog_.constants_.push_back(n.value);
+        emit(Op::Constant, static_cast<std::uint32_t>(prog_.constants_.size() - 1));
+        return;
+      case Node::Kind::Variable:
+        prog_.used_.push_back(n.variable);
+        emit(Op::Variable, n.variable);
+        return;
+      case Node::Kind::Apply:
+        for (const Node& a : n.args) emit_tree(a);
+        emit(n.op);
+        return;
+    }
+  }
+  void emit(Op op, std::uint32_t arg = 0) {
+    prog_.code_.push_back({op, arg});
+    depth_ = depth_ + 1 - static_cast<std::size_t>(arity(op));
+    prog_.depth_ = std::max(prog_.depth_, depth_);
+  }
+
+  std::size_t n_variables_;
+  std::string_view context_;
+  std::size_t depth_ = 0;
+  Program prog_;
+};
+
+int arity(Op op) {
+  switch (op) {
+    case Op::Constant: case Op::Variable: return 0;
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow:
+    case Op::Atan2: case Op::Hypot: case Op::Min: case Op::Max:
+    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+    case Op::And: case Op::Or: return 2;
+    case Op::Select: return 3;
+    default: return 1;
+  }
+}
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::Constant: return "constant";
+    case Op::Variable: return "variable";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Neg: return "neg";
+    case Op::Lt: return "lt";
+    case Op::Le: return "le";
+    case Op::Gt: return "gt";
+    case Op::Ge: return "ge";
+    case Op::Eq: return "eq";
+    case Op::Ne: return "ne";
+    case Op::And: return "and";
+    case Op::Or: return "or";
+    case Op::Not: return "not";
+    case Op::Select: return "select";
+    default: break;
+  }
+  for (const auto& f : kFunctions)
+    if (f.op == op) return f.name;
+  return "?";
+}
+
+namespace {
+
+void write_text(const Node& n, const std::vector<std::string>& variables, std::string& out) {
+  switch (n.kind) {
+    case Node::Kind::Constant: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", n.value);
+      if (!std::isfinite(n.value))
+        throw Error(std::string("expression tree: the constant ") + buf +
+                    " cannot be written as text");
+      // Parenthesised so that a sign or an exponent never joins a neighbour.
+      out += n.value < 0 ? std::string("(") + buf + ")" : std::string(buf);
+      return;
+    }
+    case Node::Kind::Variable:
+      COSTATE_CHECK(n.variable < variables.size(),
+                    "expression tree: variable index " << n.variable << " has no name");
+      out += variables[n.variable];
+      return;
+    case Node::Kind::Apply: break;
+  }
+  const char* infix = nullptr;
+  switch (n.op) {
+    case Op::Add: infix = " + "; break;
+    case Op::Sub: infix = " - "; break;
+    case Op::Mul: infix = " * "; break;
+    case Op::Div: infix = " / "; break;
+    case Op::Neg:
+      out += "(-(";
+      write_text(n.args.at(0), variables, out);
+      out += "))";
+      return;
+    default: break;
+  }
+  if (infix) {
+    out += '(';
+    write_text(n.args.at(0), variables, out);
+    out += infix;
+    write_text(n.args.at(1), variables, out);
+    out += ')';
+    return;
+  }
+  const Function* f = nullptr;
+  for (const auto& fn : kFunctions)
+    if (fn.op == n.op) f = &fn;
+  if (!f)
+    throw Error(std::string("expression tree: '") + to_string(n.op) +
+                "' has no text form in the expression grammar");
+  out += f->name;
+  out += '(';
+  for (std::size_t i = 0; i < n.args.size(); ++i) {
+    if (i) out += ", ";
+    write_text(n.args[i], variables, out);
+  }
+  out += ')';
+}
+
+}  // namespace
+
+std::string to_text(const Node& node, const std::vector<std::string>& variables) {
+  std::string out;
+  write_text(node, variables, out);
+  return out;
+}
+
+Program Program::build(const Node& root, std::size_t n_variables, std::string text,
+                       std::string_view context) {
+  return TreeCompiler(n_variables, context).run(root, std::move(text));
+}
 
 Program Program::compile(std::string_view text, const std::vector<std::string>& variables,
                          std::string_view context) {

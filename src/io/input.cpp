@@ -560,8 +560,31 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
                                  "with 'states' and 'equations')");
   const YAML::Node params = root["parameters"];
   if (params) ctx.expect_map(params, "parameters");
-  if (model.IsMap()) {
-    ctx.check_keys(model, "model", {"states", "equations"});
+  if (model.IsMap() && model["sbml"]) {
+    // An SBML file (path relative to the input file): its ids name the
+    // states and parameters; `parameters:` overrides the SBML values.
+    ctx.check_keys(model, "model", {"sbml"});
+    const std::filesystem::path file = std::filesystem::path(path).parent_path() /
+                                       ctx.string(model["sbml"], "model.sbml");
+    cfg.sbml_file = std::filesystem::absolute(file).lexically_normal().string();
+    try {
+      cfg.sbml = std::make_shared<const sbml::Model>(sbml::read_file(cfg.sbml_file));
+    } catch (const Error& e) {
+      ctx.fail(model["sbml"], "model.sbml", e.what());
+    }
+    cfg.model = "sbml";
+    cfg.state_names = cfg.sbml->state_names;
+    cfg.parameter_names = cfg.sbml->parameter_names;
+    cfg.parameters = cfg.sbml->parameters;
+    cfg.initial_state.assign(cfg.state_names.size(), std::numeric_limits<double>::quiet_NaN());
+    if (params) {
+      ctx.check_keys(params, "parameters", cfg.parameter_names);
+      for (std::size_t i = 0; i < cfg.parameter_names.size(); ++i)
+        if (const YAML::Node v = params[cfg.parameter_names[i]])
+          cfg.parameters[i] = ctx.number(v, "parameters." + cfg.parameter_names[i]);
+    }
+  } else if (model.IsMap()) {
+    ctx.check_keys(model, "model", {"states", "equations", "sbml"});
     const YAML::Node states = model["states"];
     if (!states) ctx.fail(model, "model", "missing required key 'states' (a list of names)");
     if (!states.IsSequence() || states.size() == 0)
@@ -627,10 +650,18 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   // 4. Initial state: a map name -> value, or a list with one value per
   // state; a value may be an expression of t and the parameters.
   cfg.initial_state_expressions.assign(cfg.state_names.size(), "");
+  if (cfg.sbml) {  // the SBML initial values: numbers, or expressions of t and the parameters
+    for (std::size_t i = 0; i < cfg.state_names.size(); ++i) {
+      const expr::Node& y0 = cfg.sbml->initial_state[i];
+      if (y0.is_constant()) cfg.initial_state[i] = y0.value;
+      else cfg.initial_state_expressions[i] = cfg.sbml->initial_state_text[i];
+    }
+  }
   auto initial_value = [&](const YAML::Node& v, std::size_t i, const std::string& key) {
     double x = 0.0;
     if (v.IsScalar() && YAML::convert<double>::decode(v, x)) {
       cfg.initial_state[i] = ctx.number(v, key);
+      cfg.initial_state_expressions[i].clear();  // a number replaces an SBML initial expression
       return;
     }
     if (!v.IsScalar()) ctx.fail(v, key, "expected a number or an expression, got " + describe(v));
@@ -979,7 +1010,10 @@ std::string RunConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(17);
   e << YAML::BeginMap;
-  if (equation_model()) {
+  if (sbml) {
+    e << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "sbml" << YAML::Value << sbml_file << YAML::EndMap;
+  } else if (equation_model()) {
     e << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "states" << YAML::Value << YAML::Flow << state_names;
     e << YAML::Key << "equations" << YAML::Value << YAML::BeginMap;

@@ -7,6 +7,7 @@
 // before validation and are reported as "--set key=value" in errors.
 
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/optimize/tao.hpp"
+#include "costate/sbml/model.hpp"
 
 namespace costate::io {
 
@@ -91,6 +93,10 @@ struct RunConfig {
   /// One right-hand-side expression per state for an equation model.
   std::vector<std::string> equations;
   bool equation_model() const { return !equations.empty(); }
+  /// `model: {sbml: file}`: the imported model (model = "sbml"); its
+  /// equations are an ode::EquationModel like the typed ones.
+  std::string sbml_file;  ///< as resolved (relative to the input file's folder)
+  std::shared_ptr<const sbml::Model> sbml;
   std::string description;
   std::vector<std::string> state_names;
   std::vector<std::string> parameter_names;
@@ -126,6 +132,7 @@ void evaluate_initial_state(RunConfig& cfg);
 /// ode::EquationModel built from the file's equations.
 template <class F>
 decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
+  if (cfg.sbml) return f(ode::EquationModel(cfg.sbml->equations));
   if (cfg.equation_model())
     return f(ode::EquationModel(cfg.state_names, cfg.parameter_names, cfg.equations));
   return ode::visit_builtin_model(cfg.model, std::forward<F>(f));

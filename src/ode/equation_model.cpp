@@ -28,4 +28,41 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
     equations_.push_back(expr::Program::compile(equations[i], variables_, context + "." + states_[i]));
 }
 
+EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::string> parameters,
+                             std::vector<std::string> intermediate_names,
+                             std::vector<expr::Program> intermediates,
+                             std::vector<expr::Program> equations, const std::string& context)
+    : states_(std::move(states)),
+      parameters_(std::move(parameters)),
+      intermediate_names_(std::move(intermediate_names)),
+      intermediates_(std::move(intermediates)),
+      equations_(std::move(equations)) {
+  COSTATE_CHECK(!states_.empty(), context << ": the model has no states");
+  COSTATE_CHECK_EQ(equations_.size(), states_.size(),
+                   context << ": one equation per state is required");
+  COSTATE_CHECK_EQ(intermediates_.size(), intermediate_names_.size(),
+                   context << ": one name per intermediate is required");
+  variables_.push_back("t");
+  variables_.insert(variables_.end(), states_.begin(), states_.end());
+  variables_.insert(variables_.end(), parameters_.begin(), parameters_.end());
+  const std::size_t base = variables_.size();
+  variables_.insert(variables_.end(), intermediate_names_.begin(), intermediate_names_.end());
+  std::set<std::string> seen;
+  for (const auto& v : variables_)
+    COSTATE_CHECK(seen.insert(v).second,
+                  context << ": the name '" << v << "' is used twice (t, states, parameters and "
+                          << "intermediates must all differ)");
+  for (std::size_t k = 0; k < intermediates_.size(); ++k)
+    for (const std::uint32_t u : intermediates_[k].used_variables())
+      COSTATE_CHECK(u < base + k, context << ": intermediate '" << intermediate_names_[k]
+                                          << "' uses variable " << u << " ('"
+                                          << (u < variables_.size() ? variables_[u] : "?")
+                                          << "'), which is not computed before it");
+  for (std::size_t i = 0; i < equations_.size(); ++i)
+    for (const std::uint32_t u : equations_[i].used_variables())
+      COSTATE_CHECK(u < variables_.size(), context << ": the equation of '" << states_[i]
+                                                   << "' uses variable " << u << " of only "
+                                                   << variables_.size());
+}
+
 }  // namespace costate::ode

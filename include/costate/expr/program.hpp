@@ -20,6 +20,12 @@
 ///     sinh cosh tanh asinh acosh atanh erf erfc abs floor ceil round
 ///     pow(x, y) atan2(y, x) hypot(x, y) min(x, y) max(x, y)
 ///
+/// Programs can also be built from an expression tree (Node, Program::build)
+/// by code that has one already — the SBML importer hands MathML over that
+/// way, with no text in between. Trees may use a few opcodes the grammar has
+/// no syntax for: comparisons and logic (1 for true, 0 for false) and
+/// Select(c, a, b) = c ≠ 0 ? a : b (SBML's piecewise).
+///
 /// Errors (costate::Error) name the expression's context (e.g. the input key
 /// "model.equations.x"), quote the expression, give the column (1-based) and
 /// the problem: unknown symbol (with the nearest valid name), syntax error,
@@ -46,7 +52,15 @@ enum class Op : std::uint8_t {
   Sqrt, Cbrt, Exp, Expm1, Log, Log1p, Log2, Log10, Sin, Cos, Tan, Asin, Acos, Atan,
   Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Erf, Erfc, Abs, Floor, Ceil, Round,
   Atan2, Hypot, Min, Max,
+  // Only from trees (Program::build): 1 for true, 0 for false.
+  Lt, Le, Gt, Ge, Eq, Ne, And, Or, Not,
+  Select,  ///< c, a, b → c ≠ 0 ? a : b (pops three)
 };
+
+/// Number of operands an opcode pops (0 for Constant and Variable, which push).
+int arity(Op op);
+/// The opcode's name ("add", "sin", "select", …), for messages.
+const char* to_string(Op op);
 
 struct Instruction {
   Op op;
@@ -65,6 +79,31 @@ struct CallHook {
   std::function<std::uint32_t(const std::string& name, const std::vector<std::string>& args)> resolve;
 };
 
+/// An expression tree: what Program::build compiles. A leaf is a constant
+/// or a variable (an index into the values evaluate() receives); an inner
+/// node applies an opcode to arity(op) operands. Owns its children.
+struct Node {
+  enum class Kind : std::uint8_t { Constant, Variable, Apply };
+  Kind kind = Kind::Constant;
+  Op op = Op::Constant;
+  double value = 0.0;           ///< Kind::Constant
+  std::uint32_t variable = 0;   ///< Kind::Variable
+  std::vector<Node> args;       ///< Kind::Apply
+
+  static Node constant(double v) { return Node{Kind::Constant, Op::Constant, v, 0, {}}; }
+  static Node var(std::uint32_t i) { return Node{Kind::Variable, Op::Variable, 0.0, i, {}}; }
+  static Node apply(Op op, std::vector<Node> args) {
+    return Node{Kind::Apply, op, 0.0, 0, std::move(args)};
+  }
+  bool is_constant() const { return kind == Kind::Constant; }
+};
+
+/// `node` in the compile() grammar, variables written by `variables[i]`
+/// (so compile(to_text(n, v), v) computes what build(n) does). Throws
+/// costate::Error for opcodes the grammar cannot write (comparisons, logic,
+/// Select). Numbers are written with 17 significant digits.
+std::string to_text(const Node& node, const std::vector<std::string>& variables);
+
 class Program {
  public:
   Program() = default;
@@ -77,6 +116,15 @@ class Program {
   /// The same, with calls of `hook.names` resolved by `hook` (see CallHook).
   static Program compile(std::string_view text, const std::vector<std::string>& variables,
                          std::string_view context, const CallHook& hook);
+
+  /// Compiles a tree. `n_variables` is how many values evaluate() will
+  /// receive (every Variable leaf must index below it); `text` is what
+  /// text() reports and error messages quote (e.g. the formula the tree came
+  /// from). Operands that are all constants are folded. Throws costate::Error
+  /// (with `context`) when a node has the wrong number of operands or a
+  /// variable index is out of range.
+  static Program build(const Node& root, std::size_t n_variables, std::string text,
+                       std::string_view context = "expression");
 
   /// Evaluates with `variables[i]` the value of the i-th compiled variable.
   template <class T>
@@ -98,6 +146,7 @@ class Program {
   std::size_t depth_ = 0;
   std::size_t n_variables_ = 0;
   friend class Parser;
+  friend class TreeCompiler;
 };
 
 /// The values of the variables (t, y…, p…) in that order, in a small inline
@@ -161,6 +210,22 @@ T Program::evaluate(std::span<const T> variables) const {
       case Op::Min: --top; s[top - 1] = T(min(s[top - 1], s[top])); break;
       case Op::Max: --top; s[top - 1] = T(max(s[top - 1], s[top])); break;
       case Op::Neg: s[top - 1] = T(-s[top - 1]); break;
+#define COSTATE_EXPR_COMPARE(OP, cmp) \
+  case Op::OP: --top; s[top - 1] = T(s[top - 1] cmp s[top] ? 1.0 : 0.0); break;
+      COSTATE_EXPR_COMPARE(Lt, <)
+      COSTATE_EXPR_COMPARE(Le, <=)
+      COSTATE_EXPR_COMPARE(Gt, >)
+      COSTATE_EXPR_COMPARE(Ge, >=)
+      COSTATE_EXPR_COMPARE(Eq, ==)
+      COSTATE_EXPR_COMPARE(Ne, !=)
+#undef COSTATE_EXPR_COMPARE
+      case Op::And: --top; s[top - 1] = T(s[top - 1] != 0.0 && s[top] != 0.0 ? 1.0 : 0.0); break;
+      case Op::Or: --top; s[top - 1] = T(s[top - 1] != 0.0 || s[top] != 0.0 ? 1.0 : 0.0); break;
+      case Op::Not: s[top - 1] = T(s[top - 1] == 0.0 ? 1.0 : 0.0); break;
+      case Op::Select:
+        top -= 2;
+        if (s[top - 1] != 0.0) s[top - 1] = s[top]; else s[top - 1] = s[top + 1];
+        break;
 #define COSTATE_EXPR_UNARY(OP, fn) \
   case Op::OP: s[top - 1] = T(fn(s[top - 1])); break;
       COSTATE_EXPR_UNARY(Sqrt, sqrt)

@@ -1,0 +1,116 @@
+#pragma once
+/// \file
+/// sbml::Model — an SBML model read with libsbml and turned into an
+/// ode::EquationModel: MathML trees go straight into expr::Program::build,
+/// so a new model is ready to integrate and differentiate in milliseconds,
+/// with no generated code and no compiler.
+///
+/// The equations (C: a species' value as its math uses it, V its
+/// compartment's size, v_r reaction r's kinetic law, ν_sr its net
+/// stoichiometry in r):
+///     species in concentration (hasOnlySubstanceUnits = false):
+///         dC/dt = (Σ_r ν_sr v_r) / V                       (V constant)
+///         dC/dt = (Σ_r ν_sr v_r) / V − C (dV/dt) / V       (V with a rate rule)
+///     species in amount (hasOnlySubstanceUnits = true):   dA/dt = Σ_r ν_sr v_r
+///     boundary species without rules:                      dS/dt = 0
+///     a species, parameter or compartment with a rate rule: dx/dt = its rule.
+/// Assignment rules and kinetic laws become the model's intermediates
+/// (evaluated in dependency order before the equations); function
+/// definitions are expanded where they are called.
+///
+/// What each SBML element becomes:
+/// - states: species that are neither constant nor set by an assignment
+///   rule, and parameters and compartments with rate rules — named by their
+///   SBML ids, in document order (species first);
+/// - parameters: constant global parameters and compartments (and
+///   non-constant ones that no rule changes), constant species whose stated
+///   value is already in their math units, and each reaction's local
+///   parameters, named "<reaction id>_<local id>" (underscores appended until
+///   the name is unique);
+/// - intermediates: assignment-rule variables, symbols with an initial
+///   assignment that are otherwise constant (an expression of the
+///   parameters), and reaction rates (named by the reaction id);
+/// - initial states: the initial assignment, else initialConcentration or
+///   initialAmount converted to the species' math units (× or ÷ V), else the
+///   parameter's or compartment's value — each an expression of t and the
+///   parameters (t = the start time), so that overriding a parameter moves
+///   the initial states that depend on it.
+///
+/// `piecewise` is supported when its conditions depend only on time and the
+/// parameters (e.g. a stimulus switched on at t = t_on): the integrators do
+/// not stop at the switch times, their step control meets the discontinuity.
+///
+/// Refused, with a costate::Error naming the element, its id and the file:
+/// events, algebraic rules, constraints, delay, rateOf, fast reactions,
+/// reactions without a kinetic law, conversion factors, variable or
+/// rule-set stoichiometries, species in concentration inside a compartment
+/// set by an assignment rule, piecewise with state-dependent conditions,
+/// piecewise in an initial value, MathML outside SBML's core functions
+/// (factorial, quotient, rem, implies, csymbols other than time and
+/// avogadro), recursive function definitions, and the SBML id "t" (costate's
+/// name for time).
+
+#include <string>
+#include <vector>
+
+#include "costate/expr/program.hpp"
+#include "costate/ode/equation_model.hpp"
+
+namespace costate::sbml {
+
+/// What a state is in SBML terms.
+enum class StateKind {
+  SpeciesConcentration,  ///< a species, state = its concentration
+  SpeciesAmount,         ///< a species with hasOnlySubstanceUnits, state = its amount
+  Parameter,             ///< a parameter with a rate rule
+  Compartment,           ///< a compartment with a rate rule, state = its size
+};
+std::string to_string(StateKind kind);
+
+/// An imported model. Owns everything; copying is cheap next to a simulation.
+struct Model {
+  std::string file;      ///< the path it was read from (or the name given)
+  std::string id;        ///< the SBML model's id ("" when unset)
+
+  std::vector<std::string> state_names;   ///< SBML ids
+  std::vector<StateKind> state_kinds;     ///< one per state
+  /// For species states, the compartment's id ("" otherwise).
+  std::vector<std::string> state_compartments;
+  std::vector<std::string> parameter_names;
+  std::vector<double> parameters;  ///< the SBML values, one per parameter_names
+
+  /// Initial value of each state as a tree over the variables
+  /// (t, parameters…): Variable 0 is t, Variable 1 + j is parameter j.
+  std::vector<expr::Node> initial_state;
+  /// The same, written in the expression grammar (expr::to_text over
+  /// "t", parameter_names…); a plain number when the value is constant.
+  std::vector<std::string> initial_state_text;
+
+  /// The right-hand side; its states and parameters are the ones above.
+  ode::EquationModel equations;
+
+  /// What the document held.
+  struct Counts {
+    std::size_t species = 0, reactions = 0, rules = 0, initial_assignments = 0, functions = 0,
+                intermediates = 0;
+  } counts;
+
+  /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …".
+  std::string brief_report() const;
+
+  /// Index of a state or parameter by SBML id (or local "<reaction>_<id>"
+  /// name); -1 when absent.
+  long state_index(const std::string& name) const;
+  long parameter_index(const std::string& name) const;
+  /// Initial states at `p` (one per parameter_names), time `t0`.
+  std::vector<double> initial_values(const std::vector<double>& p, double t0 = 0.0) const;
+};
+
+/// Reads an SBML file (any level/version libsbml reads). Throws
+/// costate::Error naming the file on read errors (with libsbml's line and
+/// message) and on every unsupported element (see the file comment).
+Model read_file(const std::string& path);
+/// The same from a document in memory; `name` stands for the file in errors.
+Model read_string(const std::string& xml, const std::string& name = "<sbml string>");
+
+}  // namespace costate::sbml

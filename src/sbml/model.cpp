@@ -1,0 +1,902 @@
+#include "costate/sbml/model.hpp"
+
+#include <sbml/SBMLTypes.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+
+// Debian builds libsbml without its C++ namespace (the classes are global);
+// other builds put them in namespace libsbml. Name them libsbml:: either way.
+#ifndef LIBSBML_USE_CPP_NAMESPACE
+namespace libsbml {
+using ::ASTNode;
+using ::Compartment;
+using ::Event;
+using ::FunctionDefinition;
+using ::InitialAssignment;
+using ::KineticLaw;
+using ::ListOf;
+using ::Model;
+using ::Parameter;
+using ::Reaction;
+using ::Rule;
+using ::SBMLDocument;
+using ::SBMLError;
+using ::SBMLReader;
+using ::Species;
+using ::SpeciesReference;
+using ::SBML_formulaToL3String;
+using ::LIBSBML_SEV_ERROR;
+}  // namespace libsbml
+#endif
+
+namespace costate::sbml {
+
+std::string to_string(StateKind kind) {
+  switch (kind) {
+    case StateKind::SpeciesConcentration: return "species (concentration)";
+    case StateKind::SpeciesAmount: return "species (amount)";
+    case StateKind::Parameter: return "parameter";
+    case StateKind::Compartment: return "compartment";
+  }
+  return "?";
+}
+
+namespace {
+
+using expr::Node;
+using expr::Op;
+
+enum class Kind { Time, State, Parameter, Intermediate };
+
+/// One SBML symbol (or t). Trees reference symbols by their index in
+/// Importer::syms_ until the final renumbering.
+struct Symbol {
+  std::string id;
+  std::string what;  ///< "species", "parameter", "compartment", "reaction", "local parameter"
+  Kind kind = Kind::Parameter;
+  StateKind state_kind = StateKind::Parameter;
+  std::string compartment;  ///< species only
+  bool hosu = false;        ///< species: hasOnlySubstanceUnits
+  bool boundary = false;    ///< species: boundaryCondition
+  bool by_reactions = false;  ///< a species state changed by reactions
+  bool assignment_rule = false;
+  bool rate_rule = false;
+  double number = 0.0;  ///< Parameter: its value
+  Node value;           ///< Intermediate: its expression
+  Node rhs;             ///< State: its time derivative
+  Node initial;         ///< State: its initial value
+  std::string where;    ///< what `value`/`rhs` came from, for messages
+  std::string text;     ///< the formula (libsbml's L3 infix), for messages
+  std::vector<std::pair<double, std::uint32_t>> terms;  ///< species: (ν, reaction symbol)
+  bool state_dependent = false;
+  long index = -1;  ///< within its kind, after ordering
+};
+
+std::string formula(const libsbml::ASTNode* a) {
+  if (!a) return "";
+  char* s = libsbml::SBML_formulaToL3String(a);
+  std::string out = s ? s : "";
+  std::free(s);
+  return out;
+}
+
+Node add(Node a, Node b) { return Node::apply(Op::Add, {std::move(a), std::move(b)}); }
+Node mul(Node a, Node b) { return Node::apply(Op::Mul, {std::move(a), std::move(b)}); }
+Node div(Node a, Node b) { return Node::apply(Op::Div, {std::move(a), std::move(b)}); }
+Node sub(Node a, Node b) { return Node::apply(Op::Sub, {std::move(a), std::move(b)}); }
+
+void collect_variables(const Node& n, std::set<std::uint32_t>& out) {
+  if (n.kind == Node::Kind::Variable) out.insert(n.variable);
+  for (const Node& a : n.args) collect_variables(a, out);
+}
+
+class Importer {
+ public:
+  explicit Importer(std::string file) : file_(std::move(file)) {}
+
+  Model run(libsbml::SBMLDocument& doc) {
+    check_read_errors(doc);
+    m_ = doc.getModel();
+    if (!m_) throw Error(file_ + ": the SBML document has no <model>");
+    refuse_unsupported();
+    collect_rules();
+    register_symbols();
+    define_symbols();
+    order_intermediates();
+    check_discontinuities();
+    return assemble();
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& element, const std::string& problem) const {
+    throw Error(file_ + ": " + element + ": " + problem);
+  }
+
+  void check_read_errors(libsbml::SBMLDocument& doc) const {
+    std::string messages;
+    int shown = 0;
+    for (unsigned i = 0; i < doc.getNumErrors(); ++i) {
+      const libsbml::SBMLError* e = doc.getError(i);
+      if (e->getSeverity() < libsbml::LIBSBML_SEV_ERROR) continue;
+      if (shown++ < 5)
+        messages += "\n  line " + std::to_string(e->getLine()) + ": " + e->getMessage();
+    }
+    if (shown)
+      throw Error(file_ + ": libsbml cannot read the document (" + std::to_string(shown) +
+                  " error" + (shown == 1 ? "" : "s") + "):" + messages);
+  }
+
+  void refuse_unsupported() const {
+    if (m_->getNumEvents() > 0) {
+      const libsbml::Event* e = m_->getEvent(0);
+      refuse("event '" + e->getId() + "'",
+             "events are not supported (costate imports continuous ODE models; " +
+                 std::to_string(m_->getNumEvents()) + " event(s) in the model)");
+    }
+    if (m_->getNumConstraints() > 0)
+      refuse("constraint 1 of " + std::to_string(m_->getNumConstraints()) + " ('" +
+                 formula(m_->getConstraint(0)->getMath()) + "')",
+             "constraints are not supported");
+    for (unsigned i = 0; i < m_->getNumRules(); ++i) {
+      const libsbml::Rule* r = m_->getRule(i);
+      if (r->isAlgebraic())
+        refuse("algebraic rule " + std::to_string(i + 1) + " ('" + formula(r->getMath()) + " = 0')",
+               "algebraic rules (differential-algebraic models) are not supported");
+    }
+    if (m_->isSetConversionFactor())
+      refuse("model '" + m_->getId() + "'", "the model's conversionFactor '" +
+                                                m_->getConversionFactor() + "' is not supported");
+  }
+
+  void collect_rules() {
+    for (unsigned i = 0; i < m_->getNumRules(); ++i) {
+      const libsbml::Rule* r = m_->getRule(i);
+      if (r->isAssignment()) assignment_[r->getVariable()] = r;
+      else if (r->isRate()) rate_[r->getVariable()] = r;
+    }
+    for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
+      const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
+      initial_assignment_[a->getSymbol()] = a;
+    }
+    for (unsigned i = 0; i < m_->getNumFunctionDefinitions(); ++i) {
+      const libsbml::FunctionDefinition* f = m_->getFunctionDefinition(i);
+      functions_[f->getId()] = f;
+    }
+  }
+
+  std::uint32_t add_symbol(Symbol s) {
+    if (s.id == "t")
+      refuse(s.what + " 't'", "the id 't' is costate's name for time; rename it in the SBML file");
+    const auto index = static_cast<std::uint32_t>(syms_.size());
+    if (!by_id_.emplace(s.id, index).second)
+      refuse(s.what + " '" + s.id + "'", "the id is used twice");
+    syms_.push_back(std::move(s));
+    return index;
+  }
+
+  /// Pass 1: every symbol with its kind, so that math may refer to any.
+  void register_symbols() {
+    Symbol time;
+    time.id = "t";
+    time.what = "time";
+    time.kind = Kind::Time;
+    syms_.push_back(time);  // symbol 0; by_id_ has no "t": math uses the csymbol
+    auto classify = [&](Symbol& s, double value, bool value_set) {
+      s.assignment_rule = assignment_.count(s.id) > 0;
+      s.rate_rule = rate_.count(s.id) > 0;
+      if (s.assignment_rule) {
+        s.kind = Kind::Intermediate;
+      } else if (s.rate_rule) {
+        if (!value_set && !initial_assignment_.count(s.id))
+          refuse(s.what + " '" + s.id + "'",
+                 "has a rate rule but no initial value (give it one or an initial assignment)");
+        s.kind = Kind::State;
+      } else if (initial_assignment_.count(s.id)) {
+        s.kind = Kind::Intermediate;  // constant in time: an expression of the parameters
+      } else {
+        if (!value_set)
+          refuse(s.what + " '" + s.id + "'",
+                 "has no value (give it one, or an initial assignment or a rule)");
+        s.kind = Kind::Parameter;
+        s.number = value;
+      }
+    };
+    for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
+      const libsbml::Compartment* c = m_->getCompartment(i);
+      Symbol s;
+      s.id = c->getId();
+      s.what = "compartment";
+      s.state_kind = StateKind::Compartment;
+      classify(s, c->getSize(), c->isSetSize());
+      add_symbol(std::move(s));
+    }
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      Symbol s;
+      s.id = sp->getId();
+      s.what = "species";
+      s.compartment = sp->getCompartment();
+      s.hosu = sp->getHasOnlySubstanceUnits();
+      s.boundary = sp->getBoundaryCondition();
+      s.state_kind = s.hosu ? StateKind::SpeciesAmount : StateKind::SpeciesConcentration;
+      if (sp->isSetConversionFactor())
+        refuse("species '" + s.id + "'",
+               "conversionFactor '" + sp->getConversionFactor() + "' is not supported");
+      if (!by_id_.count(s.compartment))
+        refuse("species '" + s.id + "'", "its compartment '" + s.compartment + "' does not exist");
+      s.assignment_rule = assignment_.count(s.id) > 0;
+      s.rate_rule = rate_.count(s.id) > 0;
+      if (s.assignment_rule) {
+        s.kind = Kind::Intermediate;
+      } else if (s.rate_rule) {
+        s.kind = Kind::State;
+      } else if (sp->getConstant()) {
+        // Constant in time: a parameter when its stated value is in the
+        // species' math units, else an expression (the converted value).
+        const bool direct = !initial_assignment_.count(s.id) &&
+                            ((s.hosu && sp->isSetInitialAmount()) ||
+                             (!s.hosu && sp->isSetInitialConcentration()));
+        if (direct) {
+          s.kind = Kind::Parameter;
+          s.number = s.hosu ? sp->getInitialAmount() : sp->getInitialConcentration();
+        } else {
+          s.kind = Kind::Intermediate;
+        }
+      } else {
+        s.kind = Kind::State;
+        s.by_reactions = !s.boundary;
+      }
+      add_symbol(std::move(s));
+    }
+    for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
+      const libsbml::Parameter* p = m_->getParameter(i);
+      Symbol s;
+      s.id = p->getId();
+      s.what = "parameter";
+      s.state_kind = StateKind::Parameter;
+      classify(s, p->getValue(), p->isSetValue());
+      add_symbol(std::move(s));
+    }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      Symbol s;
+      s.id = r->getId();
+      s.what = "reaction";
+      s.kind = Kind::Intermediate;
+      if (r->isSetFast() && r->getFast())
+        refuse("reaction '" + s.id + "'", "fast reactions are not supported");
+      if (!r->isSetKineticLaw() || !r->getKineticLaw()->isSetMath())
+        refuse("reaction '" + s.id + "'", "has no kinetic law (costate needs its rate)");
+      add_symbol(std::move(s));
+      for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          if (sr->isSetId()) species_references_[sr->getId()] = r->getId();
+        }
+    }
+    // Local parameters: global parameters "<reaction>_<local>".
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      const libsbml::KineticLaw* kl = r->getKineticLaw();
+      for (unsigned k = 0; k < kl->getNumParameters(); ++k) {
+        const libsbml::Parameter* lp = kl->getParameter(k);
+        std::string name = r->getId() + "_" + lp->getId();
+        while (by_id_.count(name) || name == "t") name += "_";
+        if (!lp->isSetValue())
+          refuse("local parameter '" + lp->getId() + "' of reaction '" + r->getId() + "'",
+                 "has no value");
+        Symbol s;
+        s.id = name;
+        s.what = "local parameter";
+        s.kind = Kind::Parameter;
+        s.number = lp->getValue();
+        local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
+      }
+    }
+  }
+
+  Symbol& sym(const std::string& id) { return syms_.at(by_id_.at(id)); }
+
+  /// Pass 2: the math of every symbol.
+  void define_symbols() {
+    for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
+      const libsbml::Compartment* c = m_->getCompartment(i);
+      define(sym(c->getId()), Node::constant(c->getSize()));
+    }
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      Symbol& s = sym(sp->getId());
+      const Node V = Node::var(by_id_.at(s.compartment));
+      Node stated;
+      if (sp->isSetInitialConcentration()) {
+        stated = Node::constant(sp->getInitialConcentration());
+        if (s.hosu) stated = mul(std::move(stated), V);
+      } else if (sp->isSetInitialAmount()) {
+        stated = Node::constant(sp->getInitialAmount());
+        if (!s.hosu) stated = div(std::move(stated), V);
+      } else if (!initial_assignment_.count(s.id) && !s.assignment_rule) {
+        refuse("species '" + s.id + "'",
+               "has no initial value (initialConcentration, initialAmount or an initial assignment)");
+      }
+      define(s, std::move(stated));
+    }
+    for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
+      const libsbml::Parameter* p = m_->getParameter(i);
+      define(sym(p->getId()), Node::constant(p->getValue()));
+    }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      const std::uint32_t self = by_id_.at(r->getId());
+      const std::string where = "kinetic law of reaction '" + r->getId() + "'";
+      const libsbml::KineticLaw* kl = r->getKineticLaw();
+      locals_ = local_.count(r->getId()) ? &local_.at(r->getId()) : nullptr;
+      Node rate = convert(kl->getMath(), where);
+      locals_ = nullptr;
+      syms_[self].value = std::move(rate);
+      syms_[self].where = where;
+      syms_[self].text = formula(kl->getMath());
+      auto stoichiometry = [&](const libsbml::ListOf* list, double sign) {
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          const std::string element = "species reference to '" + sr->getSpecies() +
+                                      "' in reaction '" + r->getId() + "'";
+          if (sr->isSetStoichiometryMath())
+            refuse(element, "stoichiometryMath (a variable stoichiometry) is not supported");
+          if (sr->isSetId() && (assignment_.count(sr->getId()) || rate_.count(sr->getId()) ||
+                                initial_assignment_.count(sr->getId())))
+            refuse("speciesReference '" + sr->getId() + "' in reaction '" + r->getId() + "'",
+                   "a stoichiometry set by a rule or an initial assignment is not supported");
+          if (m_->getLevel() >= 3 && sr->isSetConstant() && !sr->getConstant())
+            refuse("speciesReference to '" + sr->getSpecies() + "' in reaction '" + r->getId() + "'",
+                   "a non-constant stoichiometry is not supported");
+          if (!by_id_.count(sr->getSpecies()))
+            refuse(element, "the species does not exist");
+          Symbol& s = sym(sr->getSpecies());
+          if (s.boundary) continue;  // boundary species are not changed by reactions
+          if (!s.by_reactions)
+            refuse("species '" + s.id + "'",
+                   std::string("is changed by reaction '") + r->getId() + "' but is " +
+                       (s.assignment_rule ? "set by an assignment rule"
+                                          : s.rate_rule ? "set by a rate rule" : "constant") +
+                       " and not a boundary species (invalid SBML)");
+          double nu = sr->isSetStoichiometry() || m_->getLevel() < 3 ? sr->getStoichiometry() : 1.0;
+          if (m_->getLevel() == 1) nu /= sr->getDenominator();
+          bool merged = false;
+          for (auto& term : s.terms)
+            if (term.second == self) {
+              term.first += sign * nu;
+              merged = true;
+            }
+          if (!merged) s.terms.emplace_back(sign * nu, self);
+        }
+      };
+      stoichiometry(r->getListOfReactants(), -1.0);
+      stoichiometry(r->getListOfProducts(), 1.0);
+    }
+    // Species changed by reactions: dC/dt = (Σ ν v) / V [− C V'/V].
+    for (Symbol& s : syms_) {
+      if (!s.by_reactions) continue;
+      Node sum = Node::constant(0.0);
+      bool first = true;
+      for (const auto& [nu, reaction] : s.terms) {
+        if (nu == 0.0) continue;
+        Node term = Node::var(reaction);
+        if (nu == -1.0) term = Node::apply(Op::Neg, {std::move(term)});
+        else if (nu != 1.0) term = mul(Node::constant(nu), std::move(term));
+        sum = first ? std::move(term) : add(std::move(sum), std::move(term));
+        first = false;
+      }
+      s.where = "reactions changing species '" + s.id + "'";
+      if (!s.hosu) {
+        const std::uint32_t c = by_id_.at(s.compartment);
+        const Symbol& comp = syms_[c];
+        if (comp.assignment_rule)
+          refuse("species '" + s.id + "'",
+                 "is in concentration (hasOnlySubstanceUnits = false) in compartment '" + comp.id +
+                     "' whose size is set by an assignment rule; not supported (give the "
+                     "compartment a rate rule, or the species hasOnlySubstanceUnits = true)");
+        sum = div(std::move(sum), Node::var(c));
+        if (comp.kind == Kind::State)
+          sum = sub(std::move(sum),
+                    div(mul(Node::var(by_id_.at(s.id)), comp.rhs), Node::var(c)));
+      }
+      s.rhs = std::move(sum);
+    }
+  }
+
+  /// Rules and initial assignments of one symbol; `stated` is its value
+  /// from the element's attribute (in its math units).
+  void define(Symbol& s, Node stated) {
+    const std::string label = s.what + " '" + s.id + "'";
+    Node initial = std::move(stated);
+    if (auto it = initial_assignment_.find(s.id); it != initial_assignment_.end()) {
+      if (!it->second->isSetMath()) refuse("initial assignment for " + label, "has no math");
+      initial = convert(it->second->getMath(), "initial assignment for " + label);
+      if (s.kind == Kind::Intermediate && !s.assignment_rule) {
+        s.where = "initial assignment for " + label;
+        s.text = formula(it->second->getMath());
+      }
+    }
+    if (s.assignment_rule) {
+      const libsbml::Rule* r = assignment_.at(s.id);
+      if (!r->isSetMath()) refuse("assignment rule for " + label, "has no math");
+      s.where = "assignment rule for " + label;
+      s.value = convert(r->getMath(), s.where);
+      s.text = formula(r->getMath());
+      return;
+    }
+    if (s.kind == Kind::Intermediate) {
+      s.value = std::move(initial);
+      if (s.where.empty()) s.where = "value of " + label;
+      return;
+    }
+    if (s.kind == Kind::State) {
+      s.initial = std::move(initial);
+      if (s.rate_rule) {
+        const libsbml::Rule* r = rate_.at(s.id);
+        if (!r->isSetMath()) refuse("rate rule for " + label, "has no math");
+        s.where = "rate rule for " + label;
+        s.rhs = convert(r->getMath(), s.where);
+        s.text = formula(r->getMath());
+      } else if (!s.by_reactions) {
+        s.rhs = Node::constant(0.0);  // a boundary species without rules
+        s.where = "boundary " + label;
+      }
+    }
+  }
+
+  // ---- MathML → Node --------------------------------------------------------
+
+  /// Function arguments in scope while a function body is converted.
+  using Scope = std::map<std::string, Node>;
+
+  Node convert(const libsbml::ASTNode* a, const std::string& where) {
+    Scope none;
+    return convert(a, where, none);
+  }
+
+  [[noreturn]] void refuse_math(const libsbml::ASTNode* a, const std::string& where,
+                                const std::string& problem) const {
+    refuse(where, problem + " in '" + formula(a) + "'");
+  }
+
+  Node child(const libsbml::ASTNode* a, unsigned i, const std::string& where, const Scope& scope) {
+    return convert(a->getChild(i), where, scope);
+  }
+
+  Node unary(Op op, const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 1) refuse_math(a, where, "expected one argument");
+    return Node::apply(op, {child(a, 0, where, scope)});
+  }
+
+  /// Left fold of an n-ary operator (n ≥ 1).
+  Node fold(Op op, const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    Node out = child(a, 0, where, scope);
+    for (unsigned i = 1; i < a->getNumChildren(); ++i)
+      out = Node::apply(op, {std::move(out), child(a, i, where, scope)});
+    return out;
+  }
+
+  /// a op b and b op c and …: SBML's n-ary relations.
+  Node relation(Op op, const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() < 2) refuse_math(a, where, "a relation needs two arguments");
+    Node out;
+    for (unsigned i = 0; i + 1 < a->getNumChildren(); ++i) {
+      Node r = Node::apply(op, {child(a, i, where, scope), child(a, i + 1, where, scope)});
+      out = i == 0 ? std::move(r) : Node::apply(Op::And, {std::move(out), std::move(r)});
+    }
+    return out;
+  }
+
+  Node convert(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    using namespace libsbml;
+    if (!a) refuse(where, "has no math");
+    const unsigned n = a->getNumChildren();
+    switch (a->getType()) {
+      case AST_INTEGER: return Node::constant(static_cast<double>(a->getInteger()));
+      case AST_REAL: case AST_REAL_E: case AST_RATIONAL: return Node::constant(a->getReal());
+      case AST_CONSTANT_E: return Node::constant(std::numbers::e);
+      case AST_CONSTANT_PI: return Node::constant(std::numbers::pi);
+      case AST_CONSTANT_TRUE: return Node::constant(1.0);
+      case AST_CONSTANT_FALSE: return Node::constant(0.0);
+      case AST_NAME_AVOGADRO: return Node::constant(6.02214076e23);
+      case AST_NAME_TIME: return Node::var(0);
+      case AST_NAME: return name(a, where, scope);
+      case AST_PLUS:
+        if (n == 0) return Node::constant(0.0);
+        return fold(Op::Add, a, where, scope);
+      case AST_TIMES:
+        if (n == 0) return Node::constant(1.0);
+        return fold(Op::Mul, a, where, scope);
+      case AST_MINUS:
+        if (n == 1) return Node::apply(Op::Neg, {child(a, 0, where, scope)});
+        if (n != 2) refuse_math(a, where, "minus takes one or two arguments");
+        return sub(child(a, 0, where, scope), child(a, 1, where, scope));
+      case AST_DIVIDE:
+        if (n != 2) refuse_math(a, where, "divide takes two arguments");
+        return div(child(a, 0, where, scope), child(a, 1, where, scope));
+      case AST_POWER: case AST_FUNCTION_POWER:
+        if (n != 2) refuse_math(a, where, "power takes two arguments");
+        return Node::apply(Op::Pow, {child(a, 0, where, scope), child(a, 1, where, scope)});
+      case AST_FUNCTION_ROOT:
+        if (n == 1) return Node::apply(Op::Sqrt, {child(a, 0, where, scope)});
+        if (n != 2) refuse_math(a, where, "root takes a degree and one argument");
+        return Node::apply(Op::Pow, {child(a, 1, where, scope),
+                                     div(Node::constant(1.0), child(a, 0, where, scope))});
+      case AST_FUNCTION_LOG:
+        if (n == 1) return Node::apply(Op::Log10, {child(a, 0, where, scope)});
+        if (n != 2) refuse_math(a, where, "log takes a base and one argument");
+        return div(Node::apply(Op::Log, {child(a, 1, where, scope)}),
+                   Node::apply(Op::Log, {child(a, 0, where, scope)}));
+      case AST_FUNCTION_LN: return unary(Op::Log, a, where, scope);
+      case AST_FUNCTION_EXP: return unary(Op::Exp, a, where, scope);
+      case AST_FUNCTION_ABS: return unary(Op::Abs, a, where, scope);
+      case AST_FUNCTION_FLOOR: return unary(Op::Floor, a, where, scope);
+      case AST_FUNCTION_CEILING: return unary(Op::Ceil, a, where, scope);
+      case AST_FUNCTION_SIN: return unary(Op::Sin, a, where, scope);
+      case AST_FUNCTION_COS: return unary(Op::Cos, a, where, scope);
+      case AST_FUNCTION_TAN: return unary(Op::Tan, a, where, scope);
+      case AST_FUNCTION_ARCSIN: return unary(Op::Asin, a, where, scope);
+      case AST_FUNCTION_ARCCOS: return unary(Op::Acos, a, where, scope);
+      case AST_FUNCTION_ARCTAN: return unary(Op::Atan, a, where, scope);
+      case AST_FUNCTION_SINH: return unary(Op::Sinh, a, where, scope);
+      case AST_FUNCTION_COSH: return unary(Op::Cosh, a, where, scope);
+      case AST_FUNCTION_TANH: return unary(Op::Tanh, a, where, scope);
+      case AST_FUNCTION_ARCSINH: return unary(Op::Asinh, a, where, scope);
+      case AST_FUNCTION_ARCCOSH: return unary(Op::Acosh, a, where, scope);
+      case AST_FUNCTION_ARCTANH: return unary(Op::Atanh, a, where, scope);
+      case AST_FUNCTION_SEC: return div(Node::constant(1.0), unary(Op::Cos, a, where, scope));
+      case AST_FUNCTION_CSC: return div(Node::constant(1.0), unary(Op::Sin, a, where, scope));
+      case AST_FUNCTION_COT: return div(Node::constant(1.0), unary(Op::Tan, a, where, scope));
+      case AST_FUNCTION_SECH: return div(Node::constant(1.0), unary(Op::Cosh, a, where, scope));
+      case AST_FUNCTION_CSCH: return div(Node::constant(1.0), unary(Op::Sinh, a, where, scope));
+      case AST_FUNCTION_COTH: return div(Node::constant(1.0), unary(Op::Tanh, a, where, scope));
+      case AST_FUNCTION_MAX:
+        if (n == 0) refuse_math(a, where, "max needs an argument");
+        return fold(Op::Max, a, where, scope);
+      case AST_FUNCTION_MIN:
+        if (n == 0) refuse_math(a, where, "min needs an argument");
+        return fold(Op::Min, a, where, scope);
+      case AST_RELATIONAL_LT: return relation(Op::Lt, a, where, scope);
+      case AST_RELATIONAL_LEQ: return relation(Op::Le, a, where, scope);
+      case AST_RELATIONAL_GT: return relation(Op::Gt, a, where, scope);
+      case AST_RELATIONAL_GEQ: return relation(Op::Ge, a, where, scope);
+      case AST_RELATIONAL_EQ: return relation(Op::Eq, a, where, scope);
+      case AST_RELATIONAL_NEQ:
+        if (n != 2) refuse_math(a, where, "neq takes two arguments");
+        return Node::apply(Op::Ne, {child(a, 0, where, scope), child(a, 1, where, scope)});
+      case AST_LOGICAL_AND:
+        if (n == 0) return Node::constant(1.0);
+        return fold(Op::And, a, where, scope);
+      case AST_LOGICAL_OR:
+        if (n == 0) return Node::constant(0.0);
+        return fold(Op::Or, a, where, scope);
+      case AST_LOGICAL_NOT: return unary(Op::Not, a, where, scope);
+      case AST_LOGICAL_XOR: {
+        if (n == 0) return Node::constant(0.0);
+        auto truth = [&](unsigned i) {
+          return Node::apply(Op::Ne, {child(a, i, where, scope), Node::constant(0.0)});
+        };
+        Node out = truth(0);
+        for (unsigned i = 1; i < n; ++i) out = Node::apply(Op::Ne, {std::move(out), truth(i)});
+        return out;
+      }
+      case AST_FUNCTION_PIECEWISE: {
+        // piecewise(v1, c1, v2, c2, …, [otherwise]): nested selects; no
+        // piece true and no otherwise is undefined in SBML: NaN.
+        Node out = n % 2 == 1 ? child(a, n - 1, where, scope)
+                              : Node::constant(std::numeric_limits<double>::quiet_NaN());
+        for (unsigned k = n / 2; k-- > 0;)
+          out = Node::apply(Op::Select, {child(a, 2 * k + 1, where, scope),
+                                         child(a, 2 * k, where, scope), std::move(out)});
+        return out;
+      }
+      case AST_FUNCTION: return call(a, where, scope);
+      case AST_FUNCTION_DELAY: refuse_math(a, where, "delay is not supported");
+      case AST_FUNCTION_RATE_OF: refuse_math(a, where, "rateOf is not supported");
+      case AST_FUNCTION_FACTORIAL: refuse_math(a, where, "factorial is not supported");
+      case AST_FUNCTION_QUOTIENT: refuse_math(a, where, "quotient is not supported");
+      case AST_FUNCTION_REM: refuse_math(a, where, "rem is not supported");
+      case AST_LOGICAL_IMPLIES: refuse_math(a, where, "implies is not supported");
+      case AST_LAMBDA: refuse_math(a, where, "a lambda outside a function definition");
+      default: break;
+    }
+    const char* type = a->getName();
+    refuse_math(a, where, std::string("the MathML element ") + (type ? std::string("'") + type + "'" : "of type " + std::to_string(static_cast<int>(a->getType()))) + " is not supported");
+  }
+
+  Node name(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    const std::string id = a->getName() ? a->getName() : "";
+    if (auto it = scope.find(id); it != scope.end()) return it->second;
+    if (locals_)
+      if (auto it = locals_->find(id); it != locals_->end()) return Node::var(it->second);
+    if (auto it = by_id_.find(id); it != by_id_.end()) return Node::var(it->second);
+    if (auto it = species_references_.find(id); it != species_references_.end())
+      refuse_math(a, where, "the speciesReference '" + id + "' (of reaction '" + it->second +
+                                "') used as a value is not supported");
+    refuse_math(a, where, "unknown symbol '" + id + "'");
+  }
+
+  /// A call of a function definition: its body with the arguments in place.
+  Node call(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    const std::string id = a->getName() ? a->getName() : "";
+    const auto it = functions_.find(id);
+    if (it == functions_.end()) refuse_math(a, where, "unknown function '" + id + "'");
+    const libsbml::FunctionDefinition* f = it->second;
+    const std::string label = "function definition '" + id + "'";
+    if (!f->isSetMath() || !f->getBody()) refuse(label, "has no lambda body");
+    if (f->getNumArguments() != a->getNumChildren())
+      refuse_math(a, where, "'" + id + "' takes " + std::to_string(f->getNumArguments()) +
+                                " arguments, got " + std::to_string(a->getNumChildren()));
+    if (active_functions_.count(id)) refuse(label, "calls itself (recursion is not allowed)");
+    Scope inner;
+    for (unsigned i = 0; i < f->getNumArguments(); ++i)
+      inner[f->getArgument(i)->getName()] = child(a, i, where, scope);
+    active_functions_.insert(id);
+    const std::map<std::string, std::uint32_t>* saved = locals_;
+    locals_ = nullptr;  // a body sees its arguments and the model's globals only
+    Node body = convert(f->getBody(), where + " (in " + label + ")", inner);
+    locals_ = saved;
+    active_functions_.erase(id);
+    return body;
+  }
+
+  // ---- ordering and checks ---------------------------------------------------
+
+  void order_intermediates() {
+    std::vector<int> mark(syms_.size(), 0);  // 0 new, 1 in progress, 2 done
+    std::vector<std::uint32_t> stack;
+    std::function<void(std::uint32_t)> visit = [&](std::uint32_t i) {
+      if (mark[i] == 2) return;
+      if (mark[i] == 1) {
+        std::string cycle;
+        auto at = std::find(stack.begin(), stack.end(), i);
+        for (; at != stack.end(); ++at) cycle += "'" + syms_[*at].id + "' -> ";
+        refuse(syms_[i].where, "the definitions form a cycle: " + cycle + "'" + syms_[i].id + "'");
+      }
+      mark[i] = 1;
+      stack.push_back(i);
+      std::set<std::uint32_t> deps;
+      collect_variables(syms_[i].value, deps);
+      for (std::uint32_t d : deps)
+        if (syms_[d].kind == Kind::Intermediate) visit(d);
+      stack.pop_back();
+      mark[i] = 2;
+      intermediates_.push_back(i);
+    };
+    for (std::uint32_t i = 0; i < syms_.size(); ++i)
+      if (syms_[i].kind == Kind::Intermediate) visit(i);
+    // State dependence, in dependency order.
+    for (Symbol& s : syms_) s.state_dependent = s.kind == Kind::State;
+    for (std::uint32_t i : intermediates_) {
+      std::set<std::uint32_t> deps;
+      collect_variables(syms_[i].value, deps);
+      for (std::uint32_t d : deps) syms_[i].state_dependent |= syms_[d].state_dependent;
+    }
+  }
+
+  bool state_dependent(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) return syms_[n.variable].state_dependent;
+    for (const Node& a : n.args)
+      if (state_dependent(a)) return true;
+    return false;
+  }
+
+  /// Comparisons (piecewise conditions) may depend on t and the parameters
+  /// only: a state-dependent switch would need event detection.
+  void check_comparisons(const Node& n, const Symbol& s) const {
+    switch (n.op) {
+      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+        if (state_dependent(n))
+          refuse(s.where, "a piecewise (or relation) whose condition depends on the state is "
+                          "not supported (only conditions on time and parameters are), in '" +
+                              s.text + "'");
+        return;
+      default: break;
+    }
+    for (const Node& a : n.args) check_comparisons(a, s);
+  }
+
+  void check_discontinuities() const {
+    for (const Symbol& s : syms_) {
+      if (s.kind == Kind::Intermediate) check_comparisons(s.value, s);
+      if (s.kind == Kind::State) check_comparisons(s.rhs, s);
+    }
+  }
+
+  // ---- the result ------------------------------------------------------------
+
+  Model assemble() {
+    Model out;
+    out.file = file_;
+    out.id = m_->getId();
+    std::vector<std::uint32_t> states, params;
+    for (const char* what : {"species", "compartment", "parameter"})
+      for (std::uint32_t i = 0; i < syms_.size(); ++i)
+        if (syms_[i].kind == Kind::State && syms_[i].what == what) states.push_back(i);
+    for (const char* what : {"parameter", "compartment", "species", "local parameter"})
+      for (std::uint32_t i = 0; i < syms_.size(); ++i)
+        if (syms_[i].kind == Kind::Parameter && syms_[i].what == what) params.push_back(i);
+    const std::size_t ny = states.size(), np = params.size();
+    if (ny == 0)
+      refuse("model '" + m_->getId() + "'",
+             "has no state (no species, parameter or compartment changes in time)");
+    std::vector<std::uint32_t> remap(syms_.size(), 0);
+    for (std::size_t i = 0; i < ny; ++i) remap[states[i]] = static_cast<std::uint32_t>(1 + i);
+    for (std::size_t j = 0; j < np; ++j) remap[params[j]] = static_cast<std::uint32_t>(1 + ny + j);
+    for (std::size_t k = 0; k < intermediates_.size(); ++k)
+      remap[intermediates_[k]] = static_cast<std::uint32_t>(1 + ny + np + k);
+    std::function<Node(const Node&)> renumber = [&](const Node& n) {
+      if (n.kind == Node::Kind::Variable) return Node::var(remap[n.variable]);
+      Node c = n;
+      for (Node& a : c.args) a = renumber(a);
+      return c;
+    };
+
+    std::vector<std::string> state_names, param_names, w_names;
+    for (std::uint32_t i : states) {
+      const Symbol& s = syms_[i];
+      state_names.push_back(s.id);
+      out.state_kinds.push_back(s.state_kind);
+      out.state_compartments.push_back(s.what == "species" ? s.compartment : "");
+    }
+    for (std::uint32_t j : params) {
+      param_names.push_back(syms_[j].id);
+      out.parameters.push_back(syms_[j].number);
+    }
+    std::vector<expr::Program> w, f;
+    for (std::size_t k = 0; k < intermediates_.size(); ++k) {
+      const Symbol& s = syms_[intermediates_[k]];
+      w_names.push_back(s.id);
+      w.push_back(expr::Program::build(renumber(s.value), 1 + ny + np + k,
+                                       s.text.empty() ? s.id : s.text, file_ + ": " + s.where));
+    }
+    const std::size_t n_all = 1 + ny + np + intermediates_.size();
+    for (std::uint32_t i : states) {
+      const Symbol& s = syms_[i];
+      f.push_back(expr::Program::build(renumber(s.rhs), n_all, s.text.empty() ? s.where : s.text,
+                                       file_ + ": " + s.where));
+    }
+    out.state_names = state_names;
+    out.parameter_names = param_names;
+    out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
+                                       std::move(f), file_);
+
+    // Initial states over (t, parameters): substitute every other symbol.
+    std::vector<int> mark(syms_.size(), 0);
+    std::vector<std::optional<Node>> resolved(syms_.size());
+    std::function<Node(const Node&, const std::string&)> resolve;
+    auto resolve_symbol = [&](std::uint32_t i, const std::string& where) -> Node {
+      const Symbol& s = syms_[i];
+      if (s.kind == Kind::Time) return Node::var(0);
+      // Parameter j is variable 1 + j of an initial value.
+      if (s.kind == Kind::Parameter) return Node::var(remap[i] - static_cast<std::uint32_t>(ny));
+      if (resolved[i]) return *resolved[i];
+      if (mark[i] == 1) refuse(where, "the initial values form a cycle through '" + s.id + "'");
+      mark[i] = 1;
+      Node v = resolve(s.kind == Kind::State ? s.initial : s.value, where);
+      mark[i] = 2;
+      resolved[i] = v;
+      return v;
+    };
+    resolve = [&](const Node& n, const std::string& where) -> Node {
+      if (n.kind == Node::Kind::Variable) return resolve_symbol(n.variable, where);
+      Node c = n;
+      for (Node& a : c.args) a = resolve(a, where);
+      return c;
+    };
+    std::vector<std::string> init_vars{"t"};
+    init_vars.insert(init_vars.end(), param_names.begin(), param_names.end());
+    for (std::uint32_t i : states) {
+      const Symbol& s = syms_[i];
+      const std::string where = "initial value of " + s.what + " '" + s.id + "'";
+      Node tree = resolve_symbol(i, where);
+      const expr::Program p = expr::Program::build(tree, 1 + np, where, file_ + ": " + where);
+      std::string text;
+      if (p.code().size() == 1 && p.code()[0].op == Op::Constant) {
+        char buf[32];
+        const std::vector<double> unused(1 + np, 0.0);
+        std::snprintf(buf, sizeof buf, "%.17g", p.evaluate(std::span<const double>(unused)));
+        text = buf;
+        tree = Node::constant(std::strtod(buf, nullptr));
+      } else {
+        try {
+          text = expr::to_text(tree, init_vars);
+        } catch (const Error& e) {
+          refuse(where, std::string("cannot be an initial-state expression (") + e.what() +
+                            "); piecewise and relations are not supported in initial values");
+        }
+      }
+      out.initial_state.push_back(std::move(tree));
+      out.initial_state_text.push_back(std::move(text));
+    }
+
+    out.counts.species = m_->getNumSpecies();
+    out.counts.reactions = m_->getNumReactions();
+    out.counts.rules = m_->getNumRules();
+    out.counts.initial_assignments = m_->getNumInitialAssignments();
+    out.counts.functions = m_->getNumFunctionDefinitions();
+    out.counts.intermediates = intermediates_.size();
+    return out;
+  }
+
+  std::string file_;
+  const libsbml::Model* m_ = nullptr;
+  std::vector<Symbol> syms_;
+  std::map<std::string, std::uint32_t> by_id_;
+  std::map<std::string, const libsbml::Rule*> assignment_, rate_;
+  std::map<std::string, const libsbml::InitialAssignment*> initial_assignment_;
+  std::map<std::string, const libsbml::FunctionDefinition*> functions_;
+  std::map<std::string, std::string> species_references_;  ///< id → reaction
+  std::map<std::string, std::map<std::string, std::uint32_t>> local_;  ///< reaction → local → symbol
+  const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
+  std::set<std::string> active_functions_;
+  std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
+};
+
+}  // namespace
+
+std::string Model::brief_report() const {
+  std::ostringstream o;
+  o << (id.empty() ? file : id) << ": " << counts.species << " species, " << counts.reactions
+    << " reactions, " << counts.rules << " rules, " << counts.initial_assignments
+    << " initial assignments, " << counts.functions << " function definitions -> "
+    << state_names.size() << " states, " << parameter_names.size() << " parameters, "
+    << counts.intermediates << " intermediates";
+  return o.str();
+}
+
+long Model::state_index(const std::string& name) const {
+  for (std::size_t i = 0; i < state_names.size(); ++i)
+    if (state_names[i] == name) return static_cast<long>(i);
+  return -1;
+}
+
+long Model::parameter_index(const std::string& name) const {
+  for (std::size_t i = 0; i < parameter_names.size(); ++i)
+    if (parameter_names[i] == name) return static_cast<long>(i);
+  return -1;
+}
+
+std::vector<double> Model::initial_values(const std::vector<double>& p, double t0) const {
+  COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
+                   file << ": initial_values needs one value per parameter");
+  std::vector<double> v{t0};
+  v.insert(v.end(), p.begin(), p.end());
+  std::vector<double> y;
+  for (std::size_t i = 0; i < initial_state.size(); ++i)
+    y.push_back(expr::Program::build(initial_state[i], v.size(), initial_state_text[i])
+                    .evaluate(std::span<const double>(v)));
+  return y;
+}
+
+Model read_file(const std::string& path) {
+  if (!std::ifstream(path)) throw Error(path + ": cannot open the SBML file");
+  libsbml::SBMLReader reader;
+  std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromFile(path));
+  if (!doc) throw Error(path + ": libsbml returned no document");
+  return Importer(path).run(*doc);
+}
+
+Model read_string(const std::string& xml, const std::string& name) {
+  libsbml::SBMLReader reader;
+  std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
+  if (!doc) throw Error(name + ": libsbml returned no document");
+  return Importer(name).run(*doc);
+}
+
+}  // namespace costate::sbml

@@ -1,0 +1,428 @@
+// SBML import: small documents written here, one per feature, whose
+// right-hand sides and initial values are checked against the same model
+// derived by hand; and one test per refused feature, each checking that the
+// error names the element, its id and the file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+#include "costate/sbml/model.hpp"
+
+namespace {
+
+using costate::sbml::Model;
+using costate::sbml::StateKind;
+
+// The importer evaluates the same arithmetic as the hand-derived formulas,
+// at most reordered: agreement to a few ulps of the magnitudes involved.
+constexpr double kSameArithmeticTol = 1e-13;
+
+std::string math(const std::string& body) {
+  return "<math xmlns=\"http://www.w3.org/1998/Math/MathML\">" + body + "</math>";
+}
+std::string ci(const std::string& id) { return "<ci>" + id + "</ci>"; }
+std::string cn(double v) { return "<cn>" + std::to_string(v) + "</cn>"; }
+std::string mathml_apply(const std::string& op, const std::string& args) {
+  return "<apply><" + op + "/>" + args + "</apply>";
+}
+const std::string kTime =
+    "<csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/time\">time</csymbol>";
+
+/// An SBML Level 3 Version 1 document around `body` (the model's lists).
+std::string document(const std::string& body) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+         "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">\n"
+         "<model id=\"m\">\n" + body + "</model>\n</sbml>\n";
+}
+
+std::string species(const std::string& id, const std::string& compartment,
+                    const std::string& attributes) {
+  return "<species id=\"" + id + "\" compartment=\"" + compartment + "\" " + attributes + "/>";
+}
+std::string parameter(const std::string& id, double value, bool constant = true) {
+  return "<parameter id=\"" + id + "\" value=\"" + std::to_string(value) + "\" constant=\"" +
+         (constant ? "true" : "false") + "\"/>";
+}
+std::string reaction(const std::string& id, const std::string& reactants,
+                     const std::string& products, const std::string& law,
+                     const std::string& locals = "") {
+  auto refs = [](const std::string& list) {
+    // "A:1 B:2" → speciesReferences
+    std::string out;
+    std::size_t at = 0;
+    while (at < list.size()) {
+      std::size_t end = list.find(' ', at);
+      if (end == std::string::npos) end = list.size();
+      const std::string item = list.substr(at, end - at);
+      const std::size_t colon = item.find(':');
+      out += "<speciesReference species=\"" + item.substr(0, colon) + "\" stoichiometry=\"" +
+             item.substr(colon + 1) + "\" constant=\"true\"/>";
+      at = end + 1;
+    }
+    return out;
+  };
+  std::string r = "<reaction id=\"" + id + "\" reversible=\"false\" fast=\"false\">";
+  if (!reactants.empty()) r += "<listOfReactants>" + refs(reactants) + "</listOfReactants>";
+  if (!products.empty()) r += "<listOfProducts>" + refs(products) + "</listOfProducts>";
+  r += "<kineticLaw>" + math(law);
+  if (!locals.empty()) r += "<listOfLocalParameters>" + locals + "</listOfLocalParameters>";
+  return r + "</kineticLaw></reaction>";
+}
+
+std::vector<double> rhs(const Model& m, double t, const std::vector<double>& y,
+                        const std::vector<double>& p) {
+  std::vector<double> f(y.size());
+  m.equations.rhs<double>(t, y, p, f);
+  return f;
+}
+
+std::size_t param(const Model& m, const std::string& id) {
+  const long i = m.parameter_index(id);
+  EXPECT_GE(i, 0) << "no parameter '" << id << "'";
+  return static_cast<std::size_t>(i);
+}
+
+std::string error_of(const std::string& xml, const std::string& name = "case.xml") {
+  try {
+    (void)costate::sbml::read_string(xml, name);
+  } catch (const costate::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+// Concentrations (÷ V), amounts (hasOnlySubstanceUnits: no ÷ V) and a
+// species given an initial amount but used in concentration, in a
+// compartment of size 2.5.
+TEST(SbmlModel, AmountsAndConcentrationsInANonUnitCompartment) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2.5\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("A", "V", "initialConcentration=\"3\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("B", "V", "initialAmount=\"4\" hasOnlySubstanceUnits=\"true\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("C", "V", "initialAmount=\"5\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k1", 0.7) + parameter("k2", 0.3) +
+      "</listOfParameters><listOfReactions>" +
+      reaction("r1", "A:1", "B:2", mathml_apply("times", ci("k1") + ci("A") + ci("V"))) +
+      reaction("r2", "B:1", "C:1", mathml_apply("times", ci("k2") + ci("B"))) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "amounts.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"A", "B", "C"}));
+  EXPECT_EQ(m.state_kinds[0], StateKind::SpeciesConcentration);
+  EXPECT_EQ(m.state_kinds[1], StateKind::SpeciesAmount);
+  EXPECT_EQ(m.state_compartments[2], "V");
+  // Initial values in the species' math units: C = 5 / 2.5.
+  const std::vector<double> y0 = m.initial_values(m.parameters);
+  EXPECT_EQ(y0, (std::vector<double>{3.0, 4.0, 2.0}));
+  // An initial value depending on V follows an override of V.
+  std::vector<double> p = m.parameters;
+  p[param(m, "V")] = 5.0;
+  EXPECT_DOUBLE_EQ(m.initial_values(p)[2], 1.0);
+
+  const std::vector<double> y{1.3, 0.4, 2.2};
+  const double k1 = p[param(m, "k1")], k2 = p[param(m, "k2")], V = p[param(m, "V")];
+  const std::vector<double> f = rhs(m, 0.0, y, p);
+  const double v1 = k1 * y[0] * V, v2 = k2 * y[1];
+  EXPECT_NEAR(f[0], -v1 / V, kSameArithmeticTol);
+  EXPECT_NEAR(f[1], 2.0 * v1 - v2, kSameArithmeticTol);
+  EXPECT_NEAR(f[2], v2 / V, kSameArithmeticTol);
+}
+
+// Boundary species are not changed by reactions; constant species become
+// parameters (when stated in their math units) or fixed expressions.
+TEST(SbmlModel, BoundaryAndConstantSpecies) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("S", "V", "initialConcentration=\"1.5\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"true\" constant=\"false\"") +
+      species("X", "V", "initialConcentration=\"0\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("E", "V", "initialConcentration=\"0.5\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"true\" constant=\"true\"") +
+      species("F", "V", "initialAmount=\"3\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"true\" constant=\"true\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 0.9) +
+      "</listOfParameters><listOfReactions>" +
+      reaction("r", "S:1", "X:1", mathml_apply("times", ci("k") + ci("S") + ci("E") + ci("F"))) +
+      "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "boundary.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"S", "X"}));
+  ASSERT_GE(m.parameter_index("E"), 0) << "a constant species in concentration is a parameter";
+  EXPECT_EQ(m.parameter_index("F"), -1) << "F's amount / V is an expression, not a parameter";
+  EXPECT_EQ(m.parameters[param(m, "E")], 0.5);
+  const std::vector<double> y{1.5, 0.25};
+  const std::vector<double> f = rhs(m, 0.0, y, m.parameters);
+  EXPECT_EQ(f[0], 0.0) << "a boundary species without rules keeps its value";
+  const double rate = 0.9 * 1.5 * 0.5 * (3.0 / 2.0);
+  EXPECT_NEAR(f[1], rate / 2.0, kSameArithmeticTol);
+}
+
+// A local parameter shadows the global of the same id inside its kinetic
+// law and becomes the parameter "<reaction>_<id>".
+TEST(SbmlModel, LocalParametersShadowGlobals) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("A", "V", "initialConcentration=\"2\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 7.0) +
+      "</listOfParameters><listOfReactions>" +
+      reaction("decay", "A:1", "", mathml_apply("times", ci("k") + ci("A")),
+               "<localParameter id=\"k\" value=\"0.3\"/>") +
+      reaction("growth", "", "A:1", ci("k")) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "local.xml");
+  ASSERT_GE(m.parameter_index("decay_k"), 0);
+  EXPECT_EQ(m.parameters[param(m, "decay_k")], 0.3);
+  EXPECT_EQ(m.parameters[param(m, "k")], 7.0);
+  std::vector<double> p = m.parameters;
+  p[param(m, "decay_k")] = 0.25;
+  const std::vector<double> f = rhs(m, 0.0, {2.0}, p);
+  EXPECT_NEAR(f[0], -0.25 * 2.0 + 7.0, kSameArithmeticTol);
+}
+
+// Assignment rules (intermediates, in dependency order whatever the
+// document order), rate rules on a species, a parameter and a compartment
+// (d[y]/dt = v/V − [y] V'/V for a species in a growing compartment).
+TEST(SbmlModel, AssignmentAndRateRules) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"true\"/>"
+      "<compartment id=\"W\" size=\"3\" constant=\"false\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("y", "W", "initialConcentration=\"0.5\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("a", 1.5) + parameter("g", 0.2) +
+      parameter("kp", 0.8) + parameter("u", 0.0, false) + parameter("w", 0.0, false) +
+      parameter("z", 4.0, false) +
+      "</listOfParameters><listOfRules>"
+      // w = u^2 is listed before u = 2 x + t: the importer orders them.
+      "<assignmentRule variable=\"w\">" + math(mathml_apply("power", ci("u") + cn(2))) + "</assignmentRule>"
+      "<assignmentRule variable=\"u\">" + math(mathml_apply("plus", mathml_apply("times", cn(2) + ci("x")) + kTime)) + "</assignmentRule>"
+      "<rateRule variable=\"x\">" + math(mathml_apply("minus", ci("a") + ci("x"))) + "</rateRule>"
+      "<rateRule variable=\"z\">" + math(mathml_apply("times", mathml_apply("minus", ci("w")) + ci("z"))) + "</rateRule>"
+      "<rateRule variable=\"W\">" + math(ci("g")) + "</rateRule>"
+      "</listOfRules><listOfReactions>" +
+      reaction("prod", "", "y:1", mathml_apply("times", ci("kp") + ci("W"))) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "rules.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"x", "y", "W", "z"}));
+  EXPECT_EQ(m.state_kinds[2], StateKind::Compartment);
+  EXPECT_EQ(m.state_kinds[3], StateKind::Parameter);
+  EXPECT_EQ(m.initial_values(m.parameters), (std::vector<double>{1.0, 0.5, 3.0, 4.0}));
+  const double t = 0.7;
+  const std::vector<double> y{1.2, 0.6, 3.5, 2.0};
+  const std::vector<double> f = rhs(m, t, y, m.parameters);
+  const double u = 2.0 * y[0] + t, w = u * u;
+  EXPECT_NEAR(f[0], 1.5 - y[0], kSameArithmeticTol);
+  EXPECT_NEAR(f[1], 0.8 * y[2] / y[2] - y[1] * 0.2 / y[2], kSameArithmeticTol);
+  EXPECT_NEAR(f[2], 0.2, kSameArithmeticTol);
+  EXPECT_NEAR(f[3], -w * y[3], kSameArithmeticTol * 10);
+}
+
+// Initial assignments: of a species (an expression of the parameters, so
+// overriding p0 moves it), of a parameter (then an expression, not a free
+// parameter) and one that uses another species' initial value.
+TEST(SbmlModel, InitialAssignments) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"0\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("y", "V", "hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("p0", 3.0) + parameter("q", 0.0) +
+      "</listOfParameters><listOfInitialAssignments>"
+      "<initialAssignment symbol=\"x\">" + math(mathml_apply("times", cn(2) + ci("p0"))) + "</initialAssignment>"
+      "<initialAssignment symbol=\"q\">" + math(mathml_apply("plus", ci("p0") + cn(1))) + "</initialAssignment>"
+      "<initialAssignment symbol=\"y\">" + math(mathml_apply("plus", ci("x") + ci("q"))) + "</initialAssignment>"
+      "</listOfInitialAssignments><listOfReactions>" +
+      reaction("r", "x:1", "y:1", mathml_apply("times", ci("q") + ci("x"))) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "initial.xml");
+  EXPECT_EQ(m.parameter_index("q"), -1) << "a parameter with an initial assignment is an expression";
+  EXPECT_EQ(m.initial_values(m.parameters), (std::vector<double>{6.0, 10.0}));
+  std::vector<double> p = m.parameters;
+  p[param(m, "p0")] = 0.5;
+  EXPECT_EQ(m.initial_values(p), (std::vector<double>{1.0, 2.5})) << "x = 2 p0, y = x + p0 + 1";
+  // The text form (what an input file's initial_state expressions hold)
+  // is an expression of the parameters.
+  EXPECT_NE(m.initial_state_text[0].find("p0"), std::string::npos) << m.initial_state_text[0];
+  const std::vector<double> f = rhs(m, 0.0, {1.0, 2.0}, p);
+  EXPECT_NEAR(f[0], -(0.5 + 1.0) * 1.0, kSameArithmeticTol);
+  EXPECT_NEAR(f[1], (0.5 + 1.0) * 1.0, kSameArithmeticTol);
+}
+
+// Function definitions, one calling another, expanded at the call.
+TEST(SbmlModel, FunctionDefinitions) {
+  const std::string lambda_f =
+      "<lambda><bvar><ci>a</ci></bvar><bvar><ci>b</ci></bvar>" +
+      mathml_apply("divide", mathml_apply("times", ci("a") + ci("b")) + mathml_apply("plus", cn(1) + ci("b"))) + "</lambda>";
+  const std::string lambda_g =
+      "<lambda><bvar><ci>s</ci></bvar>" +
+      mathml_apply("plus", "<apply><ci>f</ci>" + ci("s") + ci("s") + "</apply>" + cn(1)) + "</lambda>";
+  const std::string xml = document(
+      "<listOfFunctionDefinitions>"
+      "<functionDefinition id=\"f\">" + math(lambda_f) + "</functionDefinition>"
+      "<functionDefinition id=\"g\">" + math(lambda_g) + "</functionDefinition>"
+      "</listOfFunctionDefinitions>"
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 0.4) +
+      "</listOfParameters><listOfReactions>" +
+      reaction("r", "", "x:1", mathml_apply("times", ci("k") + "<apply><ci>g</ci>" + ci("x") + "</apply>")) +
+      "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "functions.xml");
+  const double x = 1.7;
+  const std::vector<double> f = rhs(m, 0.0, {x}, m.parameters);
+  EXPECT_NEAR(f[0], 0.4 * (x * x / (1 + x) + 1), kSameArithmeticTol);
+}
+
+// piecewise on time and parameters: a stimulus switched on at t_on; its
+// derivative with respect to the parameters passes through the AD types.
+TEST(SbmlModel, PiecewiseOnTime) {
+  const std::string stim = mathml_apply("times", ci("amp") + "<piecewise><piece>" + cn(1) +
+                                              mathml_apply("geq", kTime + ci("t_on")) +
+                                              "</piece><otherwise>" + cn(0) +
+                                              "</otherwise></piecewise>");
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"0\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("amp", 2.0) + parameter("t_on", 1.0) +
+      parameter("k", 0.5) + parameter("u", 0.0, false) +
+      "</listOfParameters><listOfRules><assignmentRule variable=\"u\">" + math(stim) +
+      "</assignmentRule></listOfRules><listOfReactions>" +
+      reaction("in", "", "x:1", ci("u")) +
+      reaction("out", "x:1", "", mathml_apply("times", ci("k") + ci("x"))) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "piecewise.xml");
+  EXPECT_NEAR(rhs(m, 0.5, {1.0}, m.parameters)[0], -0.5, kSameArithmeticTol);
+  EXPECT_NEAR(rhs(m, 1.5, {1.0}, m.parameters)[0], 2.0 - 0.5, kSameArithmeticTol);
+  using D = costate::ad::Dual<double, 1>;
+  std::vector<D> p;
+  for (std::size_t j = 0; j < m.parameters.size(); ++j)
+    p.push_back(D(m.parameters[j], {j == param(m, "amp") ? 1.0 : 0.0}));
+  std::vector<D> y{D(1.0)}, f(1);
+  m.equations.rhs<D>(1.5, y, p, f);
+  EXPECT_EQ(f[0].tangent(0), 1.0) << "d f / d amp after the switch";
+  m.equations.rhs<D>(0.5, y, p, f);
+  EXPECT_EQ(f[0].tangent(0), 0.0) << "d f / d amp before the switch";
+}
+
+// SBML Level 2 (the PEtab suite's level): kinetic-law parameters are local.
+TEST(SbmlModel, Level2LocalParameters) {
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level2/version4\" level=\"2\" version=\"4\">"
+      "<model id=\"l2\"><listOfCompartments><compartment id=\"c\" size=\"4\"/></listOfCompartments>"
+      "<listOfSpecies><species id=\"A\" compartment=\"c\" initialAmount=\"8\"/></listOfSpecies>"
+      "<listOfReactions><reaction id=\"d\" reversible=\"false\"><listOfReactants>"
+      "<speciesReference species=\"A\"/></listOfReactants><kineticLaw>" +
+      math(mathml_apply("times", ci("kd") + ci("A") + ci("c"))) +
+      "<listOfParameters><parameter id=\"kd\" value=\"0.125\"/></listOfParameters>"
+      "</kineticLaw></reaction></listOfReactions></model></sbml>";
+  const Model m = costate::sbml::read_string(xml, "level2.xml");
+  EXPECT_EQ(m.initial_values(m.parameters), (std::vector<double>{2.0})) << "8 / 4";
+  EXPECT_NEAR(rhs(m, 0.0, {2.0}, m.parameters)[0], -0.125 * 2.0, kSameArithmeticTol);
+}
+
+// ---- refused features: each error names the element, its id and the file.
+
+std::string one_species(const std::string& extra, const std::string& law = "<ci>k</ci>") {
+  return document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 1.0) + parameter("u", 0.0, false) +
+      "</listOfParameters>" + extra + "<listOfReactions>" + reaction("r", "", "x:1", law) +
+      "</listOfReactions>");
+}
+
+void expect_refused(const std::string& xml, const std::vector<std::string>& words) {
+  const std::string e = error_of(xml, "refused.xml");
+  EXPECT_NE(e.find("refused.xml"), std::string::npos) << e;
+  for (const auto& w : words) EXPECT_NE(e.find(w), std::string::npos) << "'" << w << "' not in: " << e;
+}
+
+TEST(SbmlModel, RefusesEvents) {
+  expect_refused(one_species("<listOfEvents><event id=\"boom\" useValuesFromTriggerTime=\"true\">"
+                             "<trigger initialValue=\"true\" persistent=\"true\">" +
+                             math(mathml_apply("gt", kTime + cn(1))) +
+                             "</trigger><listOfEventAssignments><eventAssignment variable=\"k\">" +
+                             math(cn(2)) + "</eventAssignment></listOfEventAssignments></event></listOfEvents>"),
+                 {"event 'boom'", "not supported"});
+}
+
+TEST(SbmlModel, RefusesAlgebraicRules) {
+  expect_refused(one_species("<listOfRules><algebraicRule>" + math(mathml_apply("minus", ci("u") + ci("x"))) +
+                             "</algebraicRule></listOfRules>"),
+                 {"algebraic rule", "u - x"});
+}
+
+TEST(SbmlModel, RefusesDelay) {
+  const std::string delay =
+      "<apply><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/delay\">"
+      "delay</csymbol><ci>x</ci><cn>1</cn></apply>";
+  expect_refused(one_species("", delay), {"kinetic law of reaction 'r'", "delay"});
+}
+
+TEST(SbmlModel, RefusesStateDependentPiecewise) {
+  const std::string law = "<piecewise><piece>" + cn(1) + mathml_apply("gt", ci("x") + cn(2)) +
+                          "</piece><otherwise>" + cn(0) + "</otherwise></piecewise>";
+  expect_refused(one_species("", law), {"kinetic law of reaction 'r'", "depends on the state"});
+  // Through an assignment rule that depends on the state.
+  expect_refused(one_species("<listOfRules><assignmentRule variable=\"u\">" +
+                                 math("<piecewise><piece>" + cn(1) + mathml_apply("lt", ci("x") + cn(2)) +
+                                      "</piece><otherwise>" + cn(0) + "</otherwise></piecewise>") +
+                                 "</assignmentRule></listOfRules>",
+                             "<ci>u</ci>"),
+                 {"assignment rule for parameter 'u'", "depends on the state"});
+}
+
+TEST(SbmlModel, RefusesUnsupportedMathML) {
+  expect_refused(one_species("", mathml_apply("factorial", ci("k"))), {"reaction 'r'", "factorial"});
+}
+
+TEST(SbmlModel, RefusesOtherUnsupportedElements) {
+  expect_refused(one_species("<listOfConstraints><constraint>" + math(mathml_apply("gt", ci("x") + cn(0))) +
+                             "</constraint></listOfConstraints>"),
+                 {"constraint", "not supported"});
+  // A reaction without a kinetic law.
+  const std::string no_law = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfReactions><reaction id=\"bare\" reversible=\"false\" fast=\"false\">"
+      "<listOfProducts><speciesReference species=\"x\" stoichiometry=\"1\" constant=\"true\"/>"
+      "</listOfProducts></reaction></listOfReactions>");
+  expect_refused(no_law, {"reaction 'bare'", "kinetic law"});
+  // A species with no initial value.
+  const std::string no_value = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies>");
+  expect_refused(no_value, {"species 'x'", "initial value"});
+  // An unknown symbol and a recursive function.
+  expect_refused(one_species("", ci("nowhere")), {"reaction 'r'", "unknown symbol 'nowhere'"});
+  expect_refused(one_species("<listOfFunctionDefinitions><functionDefinition id=\"h\">" +
+                                 math("<lambda><bvar><ci>a</ci></bvar><apply><ci>h</ci><ci>a</ci></apply></lambda>") +
+                                 "</functionDefinition></listOfFunctionDefinitions>",
+                             "<apply><ci>h</ci><ci>k</ci></apply>"),
+                 {"function definition 'h'", "recursion"});
+  // The id t (costate's time).
+  const std::string t_id = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("t", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies>");
+  expect_refused(t_id, {"species 't'", "time"});
+}
+
+TEST(SbmlModel, MalformedDocumentsNameTheFileAndLine) {
+  const std::string e = error_of("<?xml version=\"1.0\"?>\n<sbml level=\"3\" version=\"1\">\n<model>\n</sbml>", "broken.xml");
+  EXPECT_NE(e.find("broken.xml"), std::string::npos) << e;
+  EXPECT_NE(e.find("line "), std::string::npos) << e;
+  try {
+    (void)costate::sbml::read_file("/nonexistent/model.xml");
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const costate::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("/nonexistent/model.xml"), std::string::npos);
+  }
+}
+
+}  // namespace

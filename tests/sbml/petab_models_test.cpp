@@ -1,0 +1,222 @@
+// The SBML models of the PEtab test suite (format v1) and of the PEtab
+// benchmark collection, read from COSTATE_PETAB_DIR (../shared/petab; never
+// copied into the repository): every one loads and simulates; where a
+// test-suite case has no condition-table overrides and its observables are
+// plain species, the simulated values match the case's _simulations.tsv
+// within its tol_simulations. Prints the load+compile and simulation times
+// of the benchmark models.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "costate/ode/integrate.hpp"
+#include "costate/sbml/model.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using costate::sbml::Model;
+namespace ode = costate::ode;
+
+// Integration tolerances far below the suite's 1e-3 comparison tolerance
+// (AMICI's reference values were computed at 1e-8/1e-8 or tighter).
+constexpr double kRtol = 1e-10;
+constexpr double kAtol = 1e-12;
+
+fs::path petab_dir() { return fs::path(COSTATE_PETAB_DIR); }
+
+#define COSTATE_REQUIRE_PETAB(sub)                                                        \
+  if (!fs::is_directory(petab_dir() / (sub)))                                             \
+  GTEST_SKIP() << "PEtab data not found at " << (petab_dir() / (sub)).string()           \
+               << " (configure with -DCOSTATE_PETAB_DIR=<folder with test-suite-v1/ and " \
+                  "benchmark/>)"
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  int column(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  }
+};
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string cell;
+  while (std::getline(in, cell, '\t')) {
+    while (!cell.empty() && (cell.back() == '\r' || cell.back() == ' ')) cell.pop_back();
+    out.push_back(cell);
+  }
+  return out;
+}
+
+Table read_tsv(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  Table t;
+  std::string line;
+  if (std::getline(in, line)) t.header = split_tabs(line);
+  while (std::getline(in, line))
+    if (!line.empty()) t.rows.push_back(split_tabs(line));
+  return t;
+}
+
+fs::path find_one(const fs::path& dir, const std::string& prefix, const std::string& suffix) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && n.size() >= suffix.size() &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return e.path();
+  }
+  ADD_FAILURE() << "no " << prefix << "*" << suffix << " in " << dir;
+  return {};
+}
+
+/// The model's parameters with the PEtab table's nominal values (linear
+/// scale in PEtab v1) where the id is a model parameter.
+std::vector<double> nominal_parameters(const Model& m, const fs::path& table) {
+  std::vector<double> p = m.parameters;
+  const Table t = read_tsv(table);
+  const int id = t.column("parameterId"), nominal = t.column("nominalValue");
+  EXPECT_GE(id, 0);
+  EXPECT_GE(nominal, 0);
+  for (const auto& row : t.rows) {
+    const long j = m.parameter_index(row.at(id));
+    if (j >= 0) p[static_cast<std::size_t>(j)] = std::stod(row.at(nominal));
+  }
+  return p;
+}
+
+ode::Solution simulate(const Model& m, const std::vector<double>& p, std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  const double t1 = std::max(times.back(), 1e-3);
+  ode::Problem<ode::EquationModel> problem{m.equations, m.initial_values(p), p, {0.0, t1}, times};
+  const ode::IntegratorOptions opt{.method = ode::Method::CvodesBdf, .rtol = kRtol, .atol = kAtol};
+  return ode::integrate(problem, opt);
+}
+
+double tolerance_of(const fs::path& solution) {
+  std::ifstream in(solution);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("tol_simulations:", 0) == 0) return std::stod(line.substr(16));
+  ADD_FAILURE() << "no tol_simulations in " << solution;
+  return 0.0;
+}
+
+TEST(PetabSbmlModels, TestSuiteModelsLoadSimulateAndMatchTheReference) {
+  COSTATE_REQUIRE_PETAB("test-suite-v1");
+  int loaded = 0, compared_cases = 0, compared_values = 0;
+  std::vector<fs::path> cases;
+  for (const auto& e : fs::directory_iterator(petab_dir() / "test-suite-v1"))
+    if (e.is_directory()) cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  ASSERT_FALSE(cases.empty());
+  for (const fs::path& dir : cases) {
+    const std::string name = dir.filename().string();
+    SCOPED_TRACE("test-suite case " + name);
+    const Model m = costate::sbml::read_file((dir / "_model.xml").string());
+    ++loaded;
+    const std::vector<double> p = nominal_parameters(m, dir / "_parameters.tsv");
+    const Table sims = read_tsv(dir / "_simulations.tsv");
+    const int c_obs = sims.column("observableId"), c_t = sims.column("time"),
+              c_sim = sims.column("simulation");
+    ASSERT_GE(c_obs, 0);
+    std::vector<double> times;
+    for (const auto& r : sims.rows) times.push_back(std::stod(r.at(c_t)));
+    const ode::Solution sol = simulate(m, p, times);
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+    // Comparable: no condition overrides, every observable a plain species.
+    const Table conditions = read_tsv(dir / "_conditions.tsv");
+    const Table observables = read_tsv(dir / "_observables.tsv");
+    std::map<std::string, long> observed;  // observableId → state
+    bool plain = conditions.header.size() == 1;
+    for (const auto& r : observables.rows) {
+      const long s = m.state_index(r.at(observables.column("observableFormula")));
+      plain = plain && s >= 0;
+      observed[r.at(observables.column("observableId"))] = s;
+    }
+    if (!plain) continue;
+    ++compared_cases;
+    const double tol = tolerance_of(dir / ("_" + name + "_solution.yaml"));
+    for (const auto& r : sims.rows) {
+      const double t = std::stod(r.at(c_t));
+      const auto k = static_cast<std::size_t>(
+          std::find(sol.t.begin(), sol.t.end(), t) - sol.t.begin());
+      ASSERT_LT(k, sol.t.size());
+      const auto s = static_cast<std::size_t>(observed.at(r.at(c_obs)));
+      EXPECT_NEAR(sol.state(k)[s], std::stod(r.at(c_sim)), tol)
+          << r.at(c_obs) << " at t = " << t;
+      ++compared_values;
+    }
+  }
+  std::cout << "[ petab    ] test suite: " << loaded << " models loaded and simulated; "
+            << compared_cases << " cases compared with _simulations.tsv (" << compared_values
+            << " values)\n";
+  // Cases 0001, 0007, 0008, 0014, 0015, 0016 qualify today; if the data
+  // changes, the test must still compare something.
+  EXPECT_GE(compared_cases, 1);
+}
+
+TEST(PetabSbmlModels, BenchmarkModelsLoadAndSimulate) {
+  COSTATE_REQUIRE_PETAB("benchmark");
+  std::vector<fs::path> models;
+  for (const auto& e : fs::directory_iterator(petab_dir() / "benchmark"))
+    if (e.is_directory()) models.push_back(e.path());
+  std::sort(models.begin(), models.end());
+  ASSERT_FALSE(models.empty());
+  std::cout << "[ petab    ] " << std::left << std::setw(26) << "benchmark model"
+            << std::right << std::setw(7) << "states" << std::setw(7) << "params"
+            << std::setw(14) << "load [ms]" << std::setw(14) << "simulate [ms]"
+            << std::setw(9) << "t_end" << std::setw(8) << "steps" << "\n";
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  constexpr int kRepeats = 3;  // best of three: the machine is shared
+  for (const fs::path& dir : models) {
+    const std::string name = dir.filename().string();
+    SCOPED_TRACE("benchmark " + name);
+    const fs::path xml = find_one(dir, "model_", ".xml");
+    double load = 1e300, run = 1e300;
+    Model m;
+    for (int r = 0; r < kRepeats; ++r) {
+      const auto a = clock::now();
+      m = costate::sbml::read_file(xml.string());
+      load = std::min(load, ms(clock::now() - a));
+    }
+    const std::vector<double> p = nominal_parameters(m, find_one(dir, "parameters_", ".tsv"));
+    const Table meas = read_tsv(find_one(dir, "measurementData", ".tsv"));
+    std::vector<double> times;
+    for (const auto& r : meas.rows) {
+      const double t = std::stod(r.at(meas.column("time")));
+      if (std::isfinite(t)) times.push_back(t);
+    }
+    ASSERT_FALSE(times.empty());
+    ode::Solution sol;
+    for (int r = 0; r < kRepeats; ++r) {
+      const auto a = clock::now();
+      sol = simulate(m, p, times);
+      run = std::min(run, ms(clock::now() - a));
+    }
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+    for (double y : sol.y) ASSERT_TRUE(std::isfinite(y));
+    std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right
+              << std::setw(7) << m.state_names.size() << std::setw(7) << m.parameter_names.size()
+              << std::setw(14) << std::fixed << std::setprecision(2) << load << std::setw(14)
+              << run << std::setw(9) << std::setprecision(0) << sol.t.back() << std::setw(8)
+              << sol.summary.steps << std::defaultfloat << "\n";
+  }
+}
+
+}  // namespace
