@@ -376,6 +376,11 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     j["forward_steps"] = out.forward_steps;
     j["recomputed_steps"] = out.recomputed_steps;
     j["checkpoints"] = out.peak_snapshots;
+    // As `run`: wall_seconds of the whole gradient (its own forward pass and
+    // the sweeps), and of the forward integration alone (ode::integrate of
+    // the same problem and integrator, the trajectory written to the file).
+    j["wall_seconds"] = r.wall_seconds;
+    j["forward_wall_seconds"] = sol.summary.wall_seconds;
     if (args.hessian) {
       const std::size_t m = out.parameter_names.size();
       Json rows = Json::array();
@@ -416,6 +421,8 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     }
     os << std::left << std::setprecision(12);
   }
+  os << "\n  wall time: gradient " << std::setprecision(3) << r.wall_seconds
+     << " s, forward integration " << sol.summary.wall_seconds << " s\n";
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
   std::cout << os.str();
   return 0;
