@@ -44,6 +44,7 @@
 #include "costate/ad/verification.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/hessian.hpp"
+#include "costate/ode/support.hpp"
 #include "io/calibrate.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
@@ -262,33 +263,12 @@ struct HessianRun {
   double wall_seconds = 0.0;
 };
 
-/// What --hessian supports, checked before any work is done.
+/// What --hessian supports (ode::supports, order 2), checked before any work is done.
 void check_hessian_request(const RunConfig& cfg, const std::string& input) {
   namespace ode = costate::ode;
-  // CVODES' continuous second-order adjoint.
-  if (cfg.sensitivity.method == "cvodes_adjoint") {
-    COSTATE_CHECK(ode::is_cvodes(cfg.integrator.method),
-                  input << ": costate sensitivity --hessian with sensitivity.method = "
-                           "cvodes_adjoint needs integrator.method = cvodes_bdf or cvodes_adams; "
-                           "got integrator.method = "
-                        << ode::to_string(cfg.integrator.method));
-    return;
-  }
-  COSTATE_CHECK(cfg.sensitivity.method == "discrete_adjoint",
-                input << ": costate sensitivity --hessian needs sensitivity.method = "
-                         "discrete_adjoint (second order is forward over the discrete adjoint); "
-                         "got sensitivity.method = "
-                      << cfg.sensitivity.method);
-  const ode::Method m = cfg.integrator.method;
-  COSTATE_CHECK(m == ode::Method::ExplicitEuler || m == ode::Method::RK4 ||
-                    m == ode::Method::Dopri5 || m == ode::Method::BackwardEuler ||
-                    m == ode::Method::CrankNicolson || m == ode::Method::Sdirk3 ||
-                    m == ode::Method::Bdf,
-                input << ": costate sensitivity --hessian supports integrator.method = euler, rk4, "
-                         "dopri5, backward_euler, crank_nicolson, sdirk3 or bdf; got "
-                         "integrator.method = "
-                      << ode::to_string(m)
-                      << " (with a CVODES integrator use sensitivity.method = cvodes_adjoint)");
+  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
+                             cfg.integrator, 2),
+               input + ": costate sensitivity --hessian");
 }
 
 HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
@@ -396,6 +376,11 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     j["forward_steps"] = out.forward_steps;
     j["recomputed_steps"] = out.recomputed_steps;
     j["checkpoints"] = out.peak_snapshots;
+    // As `run`: wall_seconds of the whole gradient (its own forward pass and
+    // the sweeps), and of the forward integration alone (ode::integrate of
+    // the same problem and integrator, the trajectory written to the file).
+    j["wall_seconds"] = r.wall_seconds;
+    j["forward_wall_seconds"] = sol.summary.wall_seconds;
     if (args.hessian) {
       const std::size_t m = out.parameter_names.size();
       Json rows = Json::array();
@@ -436,6 +421,8 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
     }
     os << std::left << std::setprecision(12);
   }
+  os << "\n  wall time: gradient " << std::setprecision(3) << r.wall_seconds
+     << " s, forward integration " << sol.summary.wall_seconds << " s\n";
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
   std::cout << os.str();
   return 0;

@@ -8,6 +8,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/ode/support.hpp"
 #include "io/objective.hpp"
 
 namespace costate::io {
@@ -30,8 +31,20 @@ ode::WeightedObservations observations(const RunConfig& cfg) {
           cfg.state_names.size()};
 }
 
+/// The gradient's method, as sensitivity.method says (CalibrationProblem's
+/// constructor has refused what ode::supports_calibration does not cover).
 ode::SensitivityMethod method_of(const RunConfig& cfg) {
-  if (cfg.sensitivity.method == "forward") return ode::Forward{};
+  switch (ode::sensitivity_kind_from_string(cfg.sensitivity.method)) {
+    case ode::SensitivityKind::Forward: return ode::Forward{};
+    case ode::SensitivityKind::ContinuousAdjoint:
+      return ode::ContinuousAdjoint{.rtol = cfg.sensitivity.adjoint_rtol,
+                                    .atol = cfg.sensitivity.adjoint_atol};
+    case ode::SensitivityKind::DiscreteAdjoint: break;
+    case ode::SensitivityKind::CvodesForward:
+    case ode::SensitivityKind::CvodesAdjoint:
+      throw Error(cfg.input_path + ": costate calibrate: sensitivity.method = " +
+                  cfg.sensitivity.method + " is not supported");
+  }
   return ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
 }
 
@@ -41,6 +54,9 @@ CalibrationProblem::CalibrationProblem(const RunConfig& cfg)
     : cfg_(cfg), vars_(cfg.calibration.variables), weight_(cfg.calibration.regularization_weight) {
   COSTATE_CHECK(cfg.calibration.present && !vars_.empty(),
                 cfg.input_path << ": needs a 'calibration:' section with the quantities to fit");
+  ode::require(ode::supports_calibration(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
+                                         cfg.integrator.method),
+               cfg.input_path + ": costate calibrate");
 }
 
 std::vector<double> CalibrationProblem::start() const {
@@ -183,7 +199,7 @@ CalibrationReport calibrate(const RunConfig& cfg,
     rep.prior.push_back(v.prior);
     rep.log_transformed.push_back(v.log ? 1 : 0);
   }
-  rep.gradient_method = cfg.sensitivity.method == "forward" ? "forward" : "discrete_adjoint";
+  rep.gradient_method = cfg.sensitivity.method;
 
   // 1. The fit.
   optimize::Objective f;

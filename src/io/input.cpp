@@ -14,6 +14,7 @@
 #include "costate/ad/reverse.hpp"
 #include "costate/expr/program.hpp"
 #include "costate/ode/models.hpp"
+#include "costate/ode/support.hpp"
 #include "io/pde_input.hpp"
 
 namespace costate::io {
@@ -912,14 +913,20 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     SensitivityConfig& sc = cfg.sensitivity;
     sc.present = true;
     if (sens["method"]) {
-      const std::vector<std::string> methods{"discrete_adjoint", "forward", "continuous_adjoint",
-                                             "cvodes_forward", "cvodes_adjoint"};
+      std::vector<std::string> methods;
+      for (ode::SensitivityKind k : ode::all_sensitivity_kinds()) methods.push_back(ode::to_string(k));
       sc.method = ctx.string(sens["method"], "sensitivity.method");
       if (std::find(methods.begin(), methods.end(), sc.method) == methods.end()) {
         std::string msg = "unknown method '" + sc.method + "'";
         const std::string near = nearest(sc.method, methods);
         if (!near.empty()) msg += "; did you mean '" + near + "'?";
         ctx.fail(sens["method"], "sensitivity.method", msg + " Valid methods: " + join(methods));
+      }
+      // A method named in the file must combine with its integrator (ode::supports).
+      if (const ode::Support s = ode::supports(ode::sensitivity_kind_from_string(sc.method), cfg.integrator, 1); !s) {
+        const YAML::Node im = root["integrator"] ? root["integrator"]["method"] : YAML::Node();
+        ctx.fail(sens["method"], "sensitivity.method",
+                 s.message + " (integrator.method: " + ctx.where(im, "integrator.method") + ")");
       }
     }
     if (sens["adjoint_rtol"]) sc.adjoint_rtol = ctx.positive(sens["adjoint_rtol"], "sensitivity.adjoint_rtol");

@@ -274,15 +274,28 @@ TEST_F(CliHessianTest, UnsupportedSettingsAreRejectedBeforeWriting) {
   struct Case {
     std::string set, message;
   };
+  // The messages are the support table's (ode::supports): second order for
+  // --hessian; a method that does not even give gradients with the file's
+  // integrator is refused when the file is read.
   const std::vector<Case> cases{
       {"sensitivity.method=forward",
-       "costate sensitivity --hessian needs sensitivity.method = discrete_adjoint"},
+       "costate sensitivity --hessian: " +
+           supports(SensitivityKind::Forward, Method::RK4, 2).message},
       {"sensitivity.method=continuous_adjoint",
-       "got sensitivity.method = continuous_adjoint"},
+       supports(SensitivityKind::ContinuousAdjoint, Method::RK4, 1).message},
       {"integrator.method=cvodes_bdf",
-       "--hessian supports integrator.method = euler, rk4, dopri5, backward_euler, "
-       "crank_nicolson, sdirk3 or bdf; got integrator.method = cvodes_bdf"},
+       "costate sensitivity --hessian: " +
+           supports(SensitivityKind::DiscreteAdjoint, Method::CvodesBdf, 2).message},
   };
+  for (const Case& c : cases) ASSERT_FALSE(c.message.empty()) << c.set;
+  EXPECT_NE(cases[0].message.find("with integrator.method = rk4 use sensitivity.method = "
+                                  "discrete_adjoint"),
+            std::string::npos)
+      << cases[0].message;
+  EXPECT_NE(cases[2].message.find("discrete_adjoint supports integrator.method = euler, rk4, "
+                                  "dopri5, backward_euler, crank_nicolson, sdirk3 or bdf"),
+            std::string::npos)
+      << cases[2].message;
   for (const Case& c : cases) {
     const Result r = run("sensitivity '" + in + "' --hessian -q -o no.h5 --set " + c.set);
     EXPECT_NE(r.code, 0) << c.set;
@@ -341,7 +354,10 @@ TEST_F(CliHessianTest, CvodesAdjointAgreesWithTheDiscreteHessian) {
   const Result bad = run("sensitivity '" + in +
                          "' --hessian -q -o no.h5 --set sensitivity.method=cvodes_adjoint");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.err.find("cvodes_adjoint needs integrator.method = cvodes_bdf or cvodes_adams"),
+  EXPECT_NE(bad.err.find(supports(SensitivityKind::CvodesAdjoint, Method::RK4, 1).message),
+            std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("cvodes_adjoint supports integrator.method = cvodes_bdf or cvodes_adams"),
             std::string::npos)
       << bad.err;
   EXPECT_NE(bad.err.find("lv.yaml"), std::string::npos) << bad.err;

@@ -18,6 +18,7 @@
 
 #include "costate/costate.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/ode/support.hpp"
 #include "io/calibrate.hpp"
 #include "io/input.hpp"
 
@@ -237,6 +238,87 @@ TEST_F(CalibrationTest, GradientMatchesCentralDifferences) {
     qm[j] -= h;
     const double fd = (problem.objective_and_gradient(qp, gp) - problem.objective_and_gradient(qm, gm)) / (2 * h);
     EXPECT_NEAR(g[j], fd, kFdRelTol * std::max(std::abs(fd), 1.0)) << problem.variables()[j].label();
+  }
+}
+
+/// sensitivity.method goes through the support table
+/// (ode::supports_calibration): continuous_adjoint is used as asked (it used
+/// to become discrete_adjoint silently) and fits what the discrete adjoint
+/// fits; what the table refuses is refused by name, with its message,
+/// before any work.
+TEST_F(CalibrationTest, SensitivityMethodsAreUsedAsAskedOrRefused) {
+  namespace ode = costate::ode;
+  const std::string file = kExamples + "lotka_volterra_calibration.yaml";
+  const std::vector<std::string> tight{"integrator.method=dopri5", "integrator.rtol=1e-10",
+                                       "integrator.atol=1e-12"};
+  auto with = [&](const std::string& method) {
+    std::vector<std::string> sets = tight;
+    sets.push_back("sensitivity.method=" + method);
+    return costate::io::load_run_config(file, sets);
+  };
+  const RunConfig da = with("discrete_adjoint"), ca = with("continuous_adjoint");
+  // The gradients TAO sees: the continuous adjoint's is the exact
+  // objective's up to the tolerances (O(1e-10) relative, measured below),
+  // the discrete adjoint's the discrete solution's — different beyond
+  // round-off (1e-13), close within the tolerances' effect (1e-6).
+  constexpr double kRoundOff = 1e-13, kToleranceEffect = 1e-6;
+  costate::io::CalibrationProblem pd(da), pc(ca);
+  const auto q = pd.start();
+  std::vector<double> gd(q.size()), gc(q.size());
+  const double Jd = pd.objective_and_gradient(q, gd), Jc = pc.objective_and_gradient(q, gc);
+  EXPECT_NEAR(Jc, Jd, kRoundOff * std::abs(Jd));
+  double scale = 0.0, diff = 0.0;
+  for (std::size_t j = 0; j < q.size(); ++j) {
+    scale = std::max(scale, std::abs(gd[j]));
+    diff = std::max(diff, std::abs(gc[j] - gd[j]));
+  }
+  std::printf("# calibration gradient, continuous vs discrete adjoint: %.2e relative\n",
+              diff / scale);
+  EXPECT_GT(diff, kRoundOff * scale) << "continuous_adjoint was not used";
+  EXPECT_LT(diff, kToleranceEffect * scale);
+  // The fits: the same values to 1e-6 and standard errors to 1e-4 relative
+  // (issue 14's cross-method bar for the calibration example).
+  constexpr double kValueRelTol = 1e-6, kStandardErrorRelTol = 1e-4;
+  const CalibrationReport rd = costate::io::calibrate(da), rc = costate::io::calibrate(ca);
+  ASSERT_TRUE(rd.converged) << rd.tao.termination;
+  ASSERT_TRUE(rc.converged) << rc.tao.termination;
+  EXPECT_EQ(rc.gradient_method, "continuous_adjoint");
+  for (std::size_t j = 0; j < rd.values.size(); ++j) {
+    EXPECT_NEAR(rc.values[j], rd.values[j], kValueRelTol * std::abs(rd.values[j])) << rd.names[j];
+    EXPECT_NEAR(rc.standard_errors[j], rd.standard_errors[j],
+                kStandardErrorRelTol * rd.standard_errors[j])
+        << rd.names[j];
+  }
+  // Refused: CVODES (the residual Jacobian is forward tangents of native
+  // steps), and a method that does not combine with the file's integrator.
+  struct Refusal {
+    std::vector<std::string> sets;
+    std::string message;
+  };
+  const std::vector<Refusal> refusals{
+      {{"integrator.method=cvodes_bdf", "sensitivity.method=cvodes_forward"},
+       ode::supports_calibration(ode::SensitivityKind::CvodesForward, ode::Method::CvodesBdf)
+           .message},
+      {{"integrator.method=cvodes_bdf", "sensitivity.method=cvodes_adjoint"},
+       ode::supports_calibration(ode::SensitivityKind::CvodesAdjoint, ode::Method::CvodesBdf)
+           .message},
+      {{"integrator.method=cvodes_adams"},
+       ode::supports_calibration(ode::SensitivityKind::DiscreteAdjoint, ode::Method::CvodesAdams)
+           .message},
+      {{"sensitivity.method=continuous_adjoint"},
+       ode::supports(ode::SensitivityKind::ContinuousAdjoint, ode::Method::RK4, 1).message},
+  };
+  for (const Refusal& r : refusals) {
+    SCOPED_TRACE(r.sets.back());
+    ASSERT_FALSE(r.message.empty());
+    try {
+      costate::io::CalibrationProblem p(costate::io::load_run_config(file, r.sets));
+      ADD_FAILURE() << "no error";
+    } catch (const costate::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(r.message), std::string::npos) << what;
+      EXPECT_NE(what.find("lotka_volterra_calibration.yaml"), std::string::npos) << what;
+    }
   }
 }
 

@@ -409,6 +409,8 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
     EXPECT_NE(msg.find("integrator.method = " + to_string(m) + " is not supported"),
               std::string::npos)
         << msg;
+    EXPECT_NE(msg.find(supports(SensitivityKind::DiscreteAdjoint, m, 2).message), std::string::npos)
+        << msg;
   }
   // Replayed bdf steps need their orders.
   const std::vector<double> times{0.0, 2.0, 5.0};
@@ -419,7 +421,11 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
   const std::string fwd = message([&] {
     hessian_vector(pr, obj, v, Forward{}, {.method = Method::RK4, .dt = 0.01});
   });
-  EXPECT_NE(fwd.find("sensitivity.method = forward is not supported"), std::string::npos) << fwd;
+  EXPECT_NE(fwd.find("sensitivity.method = forward with integrator.method = rk4 is not supported"),
+            std::string::npos)
+      << fwd;
+  EXPECT_NE(fwd.find(supports(SensitivityKind::Forward, Method::RK4, 2).message), std::string::npos)
+      << fwd;
   const std::string size = message([&] {
     hessian_vector(pr, obj, {{1.0, 2.0}, {}}, DiscreteAdjoint{}, {.method = Method::RK4, .dt = 0.01});
   });

@@ -3,7 +3,8 @@
 // on Gray–Scott. Taylor tests for a field gradient (dJ/dκ), a scalar
 // gradient (dJ/dq₀, dJ/dF) and the initial-state gradient; agreement of
 // the gradients on 1, 2, 3, 4 ranks with a serial reference computed in the
-// same process on MPI_COMM_SELF; bitwise-identical repeated runs; identical
+// same process on MPI_COMM_SELF and, on every rank count (one included),
+// with central differences; bitwise-identical repeated runs; identical
 // gradients for StoreAll and Binomial checkpoints.
 #include <gtest/gtest.h>
 
@@ -23,6 +24,13 @@ namespace {
 // solves are converged to rtol 1e-14, so gradients agree to ~1e-13
 // relative. 1e-12 is the requirement.
 constexpr double kRankAgreement = 1e-12;
+// The rank-agreement test's own reference on every rank count: central
+// differences of the distributed objective along κ, q₀ and u0 (directions of
+// size ~1, step kFdStep). Truncation ~h² |J‴|/|J′| ≈ 1e-8, round-off of
+// solves converged to 1e-14 ≈ 1e-14 |J| / h ≈ 1e-10 (measured 5e-11 …
+// 3e-8 on one rank); 1e-6 relative.
+constexpr double kFdRelTol = 1e-6;
+constexpr double kFdStep = 1e-4;
 
 double wave(std::int64_t g, double salt) { return std::sin(0.77 * static_cast<double>(g) + salt); }
 
@@ -202,6 +210,52 @@ TEST(PdeTheta, GradientsAgreeAcrossRankCountsAndRepeatBitwise) {
     EXPECT_LE(std::abs(gd.wrt_parameters[0] - gs.wrt_parameters[0]),
               kRankAgreement * std::abs(gs.wrt_parameters[0]));
     EXPECT_LE(std::abs(gd.objective - gs.objective), kRankAgreement * std::abs(gs.objective));
+
+    // On one rank `dist` and `serial` are the same computation, so the
+    // comparison above cannot fail there; central differences of the
+    // distributed objective are an independent reference on every rank
+    // count (the distributed gradient against its own objective).
+    {
+      const pde::Grid& g = dist.op.grid();
+      const pde::Grid& fg = *dist.op.field_grid();
+      const auto obj = objective_on(dist);
+      const std::vector<double> kappa = fg.gather(dist.op.fields()), u0 = g.gather(dist.u0);
+      const double q0 = dist.op.parameters()[0];
+      const auto dk = natural(fg.global_size(), 3.3, 0.0, 1.0);
+      const auto du = natural(g.global_size(), 4.1, 0.0, 1.0);
+      auto objective_at = [&](int direction, double s) {
+        std::vector<double> k = kappa, u = u0;
+        double q = q0;
+        if (direction == 0)
+          for (std::size_t i = 0; i < k.size(); ++i) k[i] += s * dk[i];
+        if (direction == 1) q += s;
+        if (direction == 2)
+          for (std::size_t i = 0; i < u.size(); ++i) u[i] += s * du[i];
+        fg.scatter(k, dist.op.fields());
+        g.scatter(u, dist.u0);
+        dist.op.parameters()[0] = q;
+        const double v = heat_objective(dist, obj);
+        fg.scatter(kappa, dist.op.fields());
+        g.scatter(u0, dist.u0);
+        dist.op.parameters()[0] = q0;
+        return v;
+      };
+      auto dot = [](const std::vector<double>& a, const std::vector<double>& b) {
+        double sum = 0.0;
+        for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+        return sum;
+      };
+      const double exact[3] = {dot(kd, dk), gd.wrt_parameters[0], dot(ud, du)};
+      const char* names[3] = {"dJ/dkappa.dkappa", "dJ/dq0", "dJ/du0.du0"};
+      for (int d = 0; d < 3; ++d) {
+        const double fd = (objective_at(d, kFdStep) - objective_at(d, -kFdStep)) / (2.0 * kFdStep);
+        if (g.rank() == 0)
+          std::printf("[ info ] objective %d on %d ranks, %s vs central differences: %.2e relative\n",
+                      which, size, names[d], std::abs(fd - exact[d]) / std::abs(exact[d]));
+        EXPECT_NEAR(fd, exact[d], kFdRelTol * std::abs(exact[d]))
+            << names[d] << ", objective " << which << ", " << size << " ranks";
+      }
+    }
 
     // The same ranks again: the same bits.
     const auto again = heat_gradient(dist, objective_on(dist), ode::Binomial{.snapshots = 4});

@@ -67,6 +67,7 @@
 #include "costate/ode/problem.hpp"
 #include "costate/ode/snapshot_store.hpp"
 #include "costate/ode/steppers/theta.hpp"
+#include "costate/ode/support.hpp"
 
 namespace costate::ode {
 
@@ -125,6 +126,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
                         const SensitivityMethod& method, IntegratorOptions options = {},
                         std::span<const double> replay_times = {},
                         std::span<const int> replay_orders = {}) {
+  require(supports(kind_of(method), options, 1), "ode::gradient");  // support.hpp's table
   // Continuous adjoint and the CVODES backend (their own headers).
   if (const auto* ca = std::get_if<ContinuousAdjoint>(&method))
     return detail::continuous_adjoint_gradient(problem, objective, *ca, options);
@@ -132,10 +134,6 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     return detail::cvodes_gradient(problem, objective, nullptr, options);
   if (const auto* ca = std::get_if<CvodesAdjoint>(&method))
     return detail::cvodes_gradient(problem, objective, ca, options);
-  COSTATE_CHECK(!is_cvodes(options.method),
-                "integrator.method = " << to_string(options.method)
-                                       << " needs sensitivity.method = cvodes_forward or "
-                                          "cvodes_adjoint");
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = problem.n_states();
   const std::size_t np = problem.p.size();

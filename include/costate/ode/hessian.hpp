@@ -51,7 +51,8 @@
 /// ode::gradient's with CvodesAdjoint (same forward and λ steps). Cost ≈
 /// 2–3× a CVODES adjoint gradient (Lotka–Volterra, bench_cvodes_hvp).
 /// Limitations: the other sensitivity methods (forward,
-/// continuous_adjoint, cvodes_forward) are rejected with a costate::Error.
+/// continuous_adjoint, cvodes_forward) are rejected with a costate::Error
+/// (ode::supports(method, integrator, 2), support.hpp).
 /// With CVODES: no replay_times (CVODES chooses its steps), dense linear
 /// algebra in the second backward problem, and its Newton matrix is block
 /// diagonal (the λ→Λ coupling block is left out: more Newton iterations,
@@ -69,6 +70,7 @@
 #include "costate/ode/detail/hessian_implicit.hpp"
 #include "costate/ode/detail/hessian_sweep.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/support.hpp"
 
 namespace costate::ode {
 
@@ -122,25 +124,6 @@ template <Model M, class O>
 HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& objective,
                                           const HessianDirection& v, const CvodesAdjoint& adjoint,
                                           IntegratorOptions options);
-
-/// Throws unless `method` and `options` are ones hessian_vector supports.
-inline void check_hessian_supported(const SensitivityMethod& method,
-                                    const IntegratorOptions& options) {
-  COSTATE_CHECK(std::holds_alternative<DiscreteAdjoint>(method),
-                "ode::hessian_vector: sensitivity.method = "
-                    << to_string(method)
-                    << " is not supported; second-order sensitivities are computed by forward "
-                       "over the discrete adjoint: use sensitivity.method = discrete_adjoint");
-  const Method m = options.method;
-  COSTATE_CHECK(m == Method::ExplicitEuler || m == Method::RK4 || m == Method::Dopri5 ||
-                    m == Method::BackwardEuler || m == Method::CrankNicolson ||
-                    m == Method::Sdirk3 || m == Method::Bdf,
-                "ode::hessian_vector: integrator.method = "
-                    << to_string(m)
-                    << " is not supported; Hessian-vector products cover the explicit "
-                       "Runge-Kutta methods (euler, rk4, dopri5), the theta-methods "
-                       "(backward_euler, crank_nicolson), sdirk3 and bdf, not CVODES");
-}
 
 /// The step times ode::gradient would use (fixed steps, or an adaptive
 /// dopri5 run landing on the stop times).
@@ -217,13 +200,13 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   COSTATE_CHECK(v.initial_state.empty() || v.initial_state.size() == n,
                 "hessian_vector: the direction's initial_state has "
                     << v.initial_state.size() << " entries; expected 0 or " << n);
+  require(supports(kind_of(method), options, 2), "ode::hessian_vector");  // support.hpp's table
   if (const auto* cv = std::get_if<CvodesAdjoint>(&method)) {
     COSTATE_CHECK(replay_times.empty(),
                   "hessian_vector: replay_times are for the native steppers; "
                   "sensitivity.method = cvodes_adjoint chooses its own steps");
     return detail::cvodes_hessian_vector(problem, objective, v, *cv, std::move(options));
   }
-  detail::check_hessian_supported(method, options);
   constexpr bool kRunning = HasRunning<O>;
   const std::size_t na = n + (kRunning ? 1 : 0);
   const double t0 = problem.t0(), t1 = problem.t1();

@@ -10,6 +10,7 @@
 #include "costate/ode/continuous_adjoint.hpp"
 #include "costate/ode/cvodes_system.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/support.hpp"
 
 namespace costate::ode::detail {
 
@@ -24,12 +25,7 @@ GradientResult continuous_adjoint_gradient(const Problem<M>& problem, const O& o
   constexpr bool kRunning = HasRunning<O>;
   const std::size_t na = n + (kRunning ? 1 : 0);
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
-  COSTATE_CHECK(options.method == Method::Dopri5 && options.adaptive,
-                "sensitivity.method = continuous_adjoint needs integrator.method = dopri5 "
-                "(adaptive), got '"
-                    << to_string(options.method) << (options.adaptive ? "" : ", adaptive: false")
-                    << "'; for stiff problems use sensitivity.method = cvodes_adjoint with "
-                       "integrator.method = cvodes_bdf");
+  require(supports(SensitivityKind::ContinuousAdjoint, options, 1), "ode::gradient");
   const double t0 = problem.t0(), t1 = problem.t1();
 
   // 1. Stops: observation times, then t1; the forward run lands on them.

@@ -10,6 +10,7 @@
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/cvodes_system.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/support.hpp"
 
 namespace costate::ode::detail {
 
@@ -46,11 +47,9 @@ GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
   constexpr bool kRunning = HasRunning<O>;
   const std::size_t na = n + (kRunning ? 1 : 0);
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
-  COSTATE_CHECK(is_cvodes(options.method),
-                "sensitivity.method = " << (adjoint ? "cvodes_adjoint" : "cvodes_forward")
-                                        << " needs integrator.method = cvodes_bdf or "
-                                           "cvodes_adams, got '"
-                                        << to_string(options.method) << "'");
+  require(supports(adjoint ? SensitivityKind::CvodesAdjoint : SensitivityKind::CvodesForward,
+                   options.method, 1),
+          "ode::gradient");
   const double t0 = problem.t0(), t1 = problem.t1();
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 

@@ -39,10 +39,7 @@ HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& ob
   const std::size_t n = problem.n_states(), np = problem.p.size();
   constexpr bool kRunning = HasRunning<O>;
   const std::size_t na = n + (kRunning ? 1 : 0);
-  COSTATE_CHECK(is_cvodes(options.method),
-                "hessian_vector: sensitivity.method = cvodes_adjoint needs integrator.method = "
-                "cvodes_bdf or cvodes_adams, got '"
-                    << to_string(options.method) << "'");
+  require(supports(SensitivityKind::CvodesAdjoint, options.method, 2), "ode::hessian_vector");
   const double t0 = problem.t0(), t1 = problem.t1();
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 

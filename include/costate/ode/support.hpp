@@ -1,0 +1,103 @@
+#pragma once
+/// \file
+/// ode::supports — the one table of which sensitivity method works with
+/// which integrator for which derivative order. The library (ode::gradient,
+/// ode::hessian_vector), the CLI and calibration all ask it, so a
+/// combination is refused in one place with one message that says what is
+/// supported instead:
+///
+///     const ode::Support s = ode::supports(ode::SensitivityKind::ContinuousAdjoint,
+///                                          ode::Method::Bdf, 1);
+///     if (!s) std::cerr << s.message;   // "… continuous_adjoint supports integrator.method
+///                                       //  = dopri5 (adaptive); with integrator.method =
+///                                       //  bdf use sensitivity.method = discrete_adjoint or forward"
+///
+/// The table (order 1: ode::gradient; order 2: ode::hessian_vector and
+/// ode::hessian):
+///
+///     method              integrators                                   orders
+///     discrete_adjoint    euler rk4 dopri5 backward_euler               1, 2
+///                         crank_nicolson sdirk3 bdf
+///     forward             the same seven                                1
+///     continuous_adjoint  dopri5 (adaptive only)                        1
+///     cvodes_forward      cvodes_bdf cvodes_adams                       1
+///     cvodes_adjoint      cvodes_bdf cvodes_adams                       1, 2
+///
+/// `costate calibrate` needs the gradient of its objective by the chosen
+/// method and the residuals' Jacobian by forward tangents of the same
+/// discrete steps (ode::sensitivity_matrix): supports_calibration.
+/// tests/ode/support_test.cpp runs every (method × integrator × order) and
+/// checks that the library does what this table says.
+///
+/// Adding a method or an integrator: add its row or column in
+/// src/ode/support.cpp; the messages and the test follow.
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "costate/ode/options.hpp"
+
+namespace costate::ode {
+
+/// The sensitivity methods by name (input key `sensitivity.method`), one per
+/// alternative of ode::SensitivityMethod.
+enum class SensitivityKind {
+  DiscreteAdjoint,    ///< "discrete_adjoint": ode::DiscreteAdjoint
+  Forward,            ///< "forward": ode::Forward
+  ContinuousAdjoint,  ///< "continuous_adjoint": ode::ContinuousAdjoint
+  CvodesForward,      ///< "cvodes_forward": ode::CvodesForward
+  CvodesAdjoint,      ///< "cvodes_adjoint": ode::CvodesAdjoint
+};
+std::string to_string(SensitivityKind kind);
+/// Parses any name to_string returns; the error lists the valid names.
+SensitivityKind sensitivity_kind_from_string(std::string_view name);
+/// All kinds, in declaration order.
+std::span<const SensitivityKind> all_sensitivity_kinds();
+
+struct DiscreteAdjoint;
+struct Forward;
+struct ContinuousAdjoint;
+struct CvodesForward;
+struct CvodesAdjoint;
+constexpr SensitivityKind kind_of(const DiscreteAdjoint&) { return SensitivityKind::DiscreteAdjoint; }
+constexpr SensitivityKind kind_of(const Forward&) { return SensitivityKind::Forward; }
+constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
+  return SensitivityKind::ContinuousAdjoint;
+}
+constexpr SensitivityKind kind_of(const CvodesForward&) { return SensitivityKind::CvodesForward; }
+constexpr SensitivityKind kind_of(const CvodesAdjoint&) { return SensitivityKind::CvodesAdjoint; }
+/// The kind of an ode::SensitivityMethod value (a new alternative without a
+/// kind_of overload above does not compile).
+template <class... Ts>
+SensitivityKind kind_of(const std::variant<Ts...>& method) {
+  return std::visit([](const auto& m) { return kind_of(m); }, method);
+}
+
+/// The table's answer: supported, or not and why, with the fix.
+struct Support {
+  bool supported = false;
+  /// Empty when supported; otherwise one sentence naming the combination
+  /// and what is supported instead (which integrators the method takes,
+  /// which methods the integrator takes).
+  std::string message;
+  explicit operator bool() const { return supported; }
+};
+
+/// Whether sensitivity method `method` with integrator `integrator` gives
+/// derivatives of order `order` (1: gradients, 2: Hessian-vector products).
+/// Throws costate::Error for an order other than 1 or 2.
+Support supports(SensitivityKind method, Method integrator, int order);
+/// The same with the integrator's settings: also their conditions
+/// (continuous_adjoint needs dopri5 with adaptive: true).
+Support supports(SensitivityKind method, const IntegratorOptions& integrator, int order);
+/// `costate calibrate`: the objective's gradient by `method` (order 1) and
+/// the residual Jacobian by forward tangents of the same steps (the
+/// integrators `forward` supports).
+Support supports_calibration(SensitivityKind method, Method integrator);
+
+/// Throws costate::Error("<where>: <message>") unless `s` is supported.
+void require(const Support& s, std::string_view where);
+
+}  // namespace costate::ode

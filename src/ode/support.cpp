@@ -1,0 +1,168 @@
+#include "costate/ode/support.hpp"
+
+#include <array>
+#include <vector>
+
+#include "costate/core/error.hpp"
+
+namespace costate::ode {
+namespace {
+
+constexpr std::array kKinds{SensitivityKind::DiscreteAdjoint, SensitivityKind::Forward,
+                            SensitivityKind::ContinuousAdjoint, SensitivityKind::CvodesForward,
+                            SensitivityKind::CvodesAdjoint};
+
+/// One cell of the table.
+enum class Cell {
+  No,
+  Yes,
+  Adaptive,  ///< only with IntegratorOptions::adaptive = true
+};
+
+/// The table: cell(method, integrator, order). The single place that says
+/// what combines; everything else (messages included) is derived from it.
+Cell cell(SensitivityKind method, Method integrator, int order) {
+  const bool native = !is_cvodes(integrator);
+  switch (method) {
+    case SensitivityKind::DiscreteAdjoint:
+      // Every native stepper, to first and (forward over adjoint) second order.
+      return native ? Cell::Yes : Cell::No;
+    case SensitivityKind::Forward:
+      // Tangents of every native stepper; no second order.
+      return native && order == 1 ? Cell::Yes : Cell::No;
+    case SensitivityKind::ContinuousAdjoint:
+      // Forward and backward integrations are adaptive dopri5.
+      return integrator == Method::Dopri5 && order == 1 ? Cell::Adaptive : Cell::No;
+    case SensitivityKind::CvodesForward:
+      return !native && order == 1 ? Cell::Yes : Cell::No;
+    case SensitivityKind::CvodesAdjoint:
+      // First order, and the continuous second-order adjoint.
+      return native ? Cell::No : Cell::Yes;
+  }
+  return Cell::No;
+}
+
+void check_order(int order) {
+  COSTATE_CHECK(order == 1 || order == 2,
+                "ode::supports: derivative order " << order << " is not 1 or 2");
+}
+
+std::string what(int order) {
+  return order == 1 ? "gradients (first order)" : "Hessian-vector products (second order)";
+}
+
+/// "a", "a or b", "a, b or c".
+std::string either(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+std::vector<std::string> integrators_of(SensitivityKind method, int order) {
+  std::vector<std::string> names;
+  for (Method m : all_methods()) {
+    const Cell c = cell(method, m, order);
+    if (c != Cell::No) names.push_back(to_string(m) + (c == Cell::Adaptive ? " (adaptive)" : ""));
+  }
+  return names;
+}
+
+std::vector<std::string> methods_of(Method integrator, int order, bool adaptive) {
+  std::vector<std::string> names;
+  for (SensitivityKind k : kKinds) {
+    const Cell c = cell(k, integrator, order);
+    if (c == Cell::Yes || (c == Cell::Adaptive && adaptive)) names.push_back(to_string(k));
+  }
+  return names;
+}
+
+/// The message for an unsupported combination: what was asked, what the
+/// method supports instead, and what the integrator supports instead.
+std::string refusal(SensitivityKind method, Method integrator, int order, bool adaptive) {
+  std::string s = "sensitivity.method = " + to_string(method) + " with integrator.method = " +
+                  to_string(integrator);
+  const bool adaptive_only = cell(method, integrator, order) == Cell::Adaptive;
+  s += adaptive_only ? " needs integrator.adaptive = true for " + what(order) +
+                           " (got adaptive: false)"
+                     : " is not supported for " + what(order);
+  const std::vector<std::string> ints = integrators_of(method, order);
+  if (ints.empty())
+    s += "; " + to_string(method) + " has no " + what(order);
+  else if (!adaptive_only)
+    s += "; " + to_string(method) + " supports integrator.method = " + either(ints);
+  const std::vector<std::string> meths = methods_of(integrator, order, adaptive);
+  // "(adaptive: false)" only where it changes the answer.
+  bool adaptive_matters = false;
+  for (SensitivityKind k : kKinds) adaptive_matters |= cell(k, integrator, order) == Cell::Adaptive;
+  if (meths.empty())
+    s += "; no sensitivity method gives " + what(order) + " with integrator.method = " +
+         to_string(integrator);
+  else
+    s += "; with integrator.method = " + to_string(integrator) +
+         (adaptive || !adaptive_matters ? "" : " (adaptive: false)") + " use sensitivity.method = " + either(meths);
+  return s;
+}
+
+Support check(SensitivityKind method, Method integrator, int order, bool adaptive) {
+  check_order(order);
+  const Cell c = cell(method, integrator, order);
+  if (c == Cell::Yes || (c == Cell::Adaptive && adaptive)) return {.supported = true, .message = {}};
+  return {.supported = false, .message = refusal(method, integrator, order, adaptive)};
+}
+
+}  // namespace
+
+std::string to_string(SensitivityKind kind) {
+  switch (kind) {
+    case SensitivityKind::DiscreteAdjoint: return "discrete_adjoint";
+    case SensitivityKind::Forward: return "forward";
+    case SensitivityKind::ContinuousAdjoint: return "continuous_adjoint";
+    case SensitivityKind::CvodesForward: return "cvodes_forward";
+    case SensitivityKind::CvodesAdjoint: return "cvodes_adjoint";
+  }
+  return "unknown";
+}
+
+SensitivityKind sensitivity_kind_from_string(std::string_view name) {
+  std::vector<std::string> valid;
+  for (SensitivityKind k : kKinds) {
+    if (to_string(k) == name) return k;
+    valid.push_back(to_string(k));
+  }
+  throw Error("unknown sensitivity method '" + std::string(name) + "'; valid methods: " +
+              either(valid));
+}
+
+std::span<const SensitivityKind> all_sensitivity_kinds() { return kKinds; }
+
+Support supports(SensitivityKind method, Method integrator, int order) {
+  return check(method, integrator, order, /*adaptive=*/true);
+}
+
+Support supports(SensitivityKind method, const IntegratorOptions& integrator, int order) {
+  // adaptive: false matters only for the methods that adapt (dopri5, sdirk3).
+  return check(method, integrator.method, order,
+               integrator.adaptive || !is_adaptive(integrator.method));
+}
+
+Support supports_calibration(SensitivityKind method, Method integrator) {
+  // The residual Jacobian first: it rules out integrators whatever the method.
+  if (!supports(SensitivityKind::Forward, integrator, 1)) {
+    std::vector<std::string> ints;
+    for (Method m : all_methods())
+      if (cell(SensitivityKind::Forward, m, 1) != Cell::No) ints.push_back(to_string(m));
+    return {.supported = false,
+            .message = "calibration with integrator.method = " + to_string(integrator) +
+                       " is not supported: its residual Jacobian comes from forward tangents of "
+                       "the discrete steps, which cover integrator.method = " +
+                       either(ints)};
+  }
+  return supports(method, integrator, 1);
+}
+
+void require(const Support& s, std::string_view where) {
+  if (!s) throw Error(std::string(where) + ": " + s.message);
+}
+
+}  // namespace costate::ode
