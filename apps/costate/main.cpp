@@ -243,7 +243,8 @@ RunConfig prepare(const costate::Environment& env, const RunArgs& args, const ch
   if (env.is_root() && !args.quiet) {
     std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
               << " (states " << join(cfg.state_names) << "; parameters "
-              << join(cfg.parameter_names) << ")\n  integrator "
+              << (cfg.parameter_names.empty() ? "none" : join(cfg.parameter_names))
+              << ")\n  integrator "
               << costate::ode::to_string(cfg.integrator.method)
               << "\n  gradient   " << cfg.sensitivity.method << ", "
               << costate::ode::to_string(cfg.sensitivity.checkpointing) << "\n";
@@ -265,6 +266,12 @@ struct HessianRun {
 /// What --hessian supports, checked before any work is done.
 void check_hessian_request(const RunConfig& cfg, const std::string& input) {
   namespace ode = costate::ode;
+  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
+                input << ": costate sensitivity --hessian needs at least one parameter in "
+                         "sensitivity.wrt; "
+                      << (cfg.parameter_names.empty() ? "the model has no parameters"
+                                                      : "sensitivity.wrt names none")
+                      << " (drop --hessian)");
   // CVODES' continuous second-order adjoint.
   if (cfg.sensitivity.method == "cvodes_adjoint") {
     COSTATE_CHECK(ode::is_cvodes(cfg.integrator.method),
@@ -445,6 +452,12 @@ int gradcheck(const costate::Environment& env, const RunArgs& args) {
   if (costate::cli::is_pde_input(args.input)) return pde(env, args, "gradcheck");
   RunConfig cfg = prepare(env, args, "gradcheck");
   const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
+  COSTATE_CHECK(np > 0 || std::any_of(cfg.initial_state_expressions.begin(),
+                                      cfg.initial_state_expressions.end(),
+                                      [](const std::string& e) { return e.empty(); }),
+                args.input << ": costate gradcheck has nothing to check: the model has no "
+                              "parameters and every initial value is an expression of t "
+                              "(give a parameter, or a number as an initial value)");
   // The point x = (p, free y0) and the gradient there, with the steps frozen
   // so that J is the same smooth function of x at every evaluation. Initial
   // values given as expressions follow the parameters, so they are not
