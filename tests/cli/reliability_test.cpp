@@ -1,5 +1,7 @@
 // Reliability of the `costate` command line (issue 18): a model without
-// parameters through every command.
+// parameters through every command; grids PETSc cannot index or the machine
+// cannot hold refused before any work, naming the key and the figures;
+// PETSc's options database holding only the options meant for it.
 #include <hdf5.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+
+/// A refusal made before any work returns at start-up speed; 20 s is far
+/// above a loaded 2-core machine's start-up (well under 1 s) and far below
+/// what building a 10¹⁰-cell grid would take.
+constexpr double kBeforeWorkSeconds = 20.0;
 
 struct Result {
   int code = -1;
@@ -173,6 +180,66 @@ TEST_F(ReliabilityTest, NothingToDifferentiateIsRefusedClearly) {
   EXPECT_NE(h.out.find("sensitivity.wrt"), std::string::npos) << h.out;
   EXPECT_NE(h.out.find("no parameters"), std::string::npos) << h.out;
   EXPECT_FALSE(fs::exists(dir_ / "h.h5"));
+}
+
+// ------------------------------------------- resource errors before work
+
+TEST_F(ReliabilityTest, PdeGridBeyondPetscIndicesIsRefusedBeforeWork) {
+  const Result r = run("run '" COSTATE_EXAMPLES_DIR "/heat2d_kappa.yaml' -q --json -o big.h5 "
+                       "--set 'pde.grid.n=[100000,100000]'");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string msg = Json::parse(r.out)["message"];
+  EXPECT_NE(msg.find("--set pde.grid.n"), std::string::npos) << msg;    // where
+  EXPECT_NE(msg.find("10000000000 unknowns"), std::string::npos) << msg;  // the count
+  EXPECT_NE(msg.find("2147483647"), std::string::npos) << msg;           // the limit
+  EXPECT_EQ(r.err.find("PETSC ERROR"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Option left"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kBeforeWorkSeconds);
+  EXPECT_FALSE(fs::exists(dir_ / "big.h5"));
+  EXPECT_FALSE(fs::exists(dir_ / "big.h5.partial"));
+}
+
+TEST_F(ReliabilityTest, PdeGridBeyondMemoryIsRefusedWithTheEstimate) {
+  // 20000² cells, one field: 4e8 unknowns (within PetscInt; 2e9 Jacobian
+  // nonzeros, also within) need ~162 GB by resources.hpp's lower bound
+  // (38 vectors, 5-point Jacobian at 12 B a nonzero, 5 snapshots).
+  constexpr double kEstimateBytes = 4e8 * (38 * 8 + 5 * 12 + 5 * 8);
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (memory >= kEstimateBytes) GTEST_SKIP() << "this machine holds the estimate (" << memory << " B)";
+  const Result r = run("sensitivity '" COSTATE_EXAMPLES_DIR "/heat2d_kappa.yaml' -q --json -o big.h5 "
+                       "--set 'pde.grid.n=[20000,20000]'");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string msg = Json::parse(r.out)["message"];
+  EXPECT_NE(msg.find("pde.grid.n = [20000, 20000]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs an estimated state vectors 122 GB + Jacobian 24 GB + checkpoint "
+                     "snapshots 16 GB = 162 GB"),
+            std::string::npos)
+      << msg;  // 5 binomial snapshots of 3.2 GB
+  EXPECT_NE(msg.find("of memory"), std::string::npos) << msg;
+  EXPECT_EQ(r.err.find("PETSC ERROR"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, kBeforeWorkSeconds);
+  EXPECT_FALSE(fs::exists(dir_ / "big.h5"));
+}
+
+// ------------------------------------------------------ PETSc's options
+
+TEST_F(ReliabilityTest, PetscSeesOnlyItsOwnOptions) {
+  // -options_left makes PETSc list, at PetscFinalize, every option in its
+  // database that nothing used: costate's own (-o, --set, --json, -q, the
+  // file) must not be among them; a misspelt -tao_ option must.
+  // (-options_left comes through PETSC_OPTIONS: on the command line
+  // CLI11 would read it as -o ptions_left.)
+  const Result r = run("calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' --json -q "
+                       "-o o.h5 --set calibration.optimizer.max_iterations=2 -tao_type blmvm "
+                       "-tao_mispelt 3",
+                       "PETSC_OPTIONS=-options_left");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;  // 2 iterations: not converged
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("tao_mispelt"), std::string::npos) << all;
+  for (const char* own : {"name:-o", "name:--set", "name:--json", "name:-q", "o.h5"})
+    EXPECT_EQ(all.find(std::string("Option left: ") + own), std::string::npos) << own << "\n" << all;
+  EXPECT_EQ(all.find("Option left: name:-o"), std::string::npos) << all;
+  EXPECT_NE(all.find("\"optimizer\":\"blmvm\""), std::string::npos) << all;  // -tao_type still read
 }
 
 }  // namespace
