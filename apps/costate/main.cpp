@@ -779,7 +779,20 @@ int main(int argc, char** argv) {
                                           : info_json;
   std::unique_ptr<costate::Environment> env;
   try {
-    env = std::make_unique<costate::Environment>(argc, argv);
+    // Start only what the command needs: PETSc (and so MPI) for calibrate
+    // (TAO) and PDE inputs; MPI otherwise only under mpiexec — a process
+    // started alone skips Open MPI's singleton start-up (~0.4 s); Kokkos for
+    // the commands that integrate.
+    const std::string& input = run_cmd->parsed()    ? run_args.input
+                               : sens_cmd->parsed()  ? sens_args.input
+                               : check_cmd->parsed() ? check_args.input
+                                                     : cal_args.input;
+    const bool pde_input = !info_cmd->parsed() && costate::cli::is_pde_input(input);
+    env = std::make_unique<costate::Environment>(
+        argc, argv,
+        costate::EnvironmentOptions{.petsc = cal_cmd->parsed() || pde_input,
+                                    .kokkos = !info_cmd->parsed(),
+                                    .mpi = costate::MpiStart::when_launched});
     int rc = 0;
     if (run_cmd->parsed()) rc = run(*env, run_args);
     if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);
