@@ -244,7 +244,8 @@ RunConfig prepare(const costate::Environment& env, const RunArgs& args, const ch
   if (env.is_root() && !args.quiet) {
     std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
               << " (states " << join(cfg.state_names) << "; parameters "
-              << join(cfg.parameter_names) << ")\n  integrator "
+              << (cfg.parameter_names.empty() ? "none" : join(cfg.parameter_names))
+              << ")\n  integrator "
               << costate::ode::to_string(cfg.integrator.method)
               << "\n  gradient   " << cfg.sensitivity.method << ", "
               << costate::ode::to_string(cfg.sensitivity.checkpointing) << "\n";
@@ -266,6 +267,12 @@ struct HessianRun {
 /// What --hessian supports (ode::supports, order 2), checked before any work is done.
 void check_hessian_request(const RunConfig& cfg, const std::string& input) {
   namespace ode = costate::ode;
+  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
+                input << ": costate sensitivity --hessian needs at least one parameter in "
+                         "sensitivity.wrt; "
+                      << (cfg.parameter_names.empty() ? "the model has no parameters"
+                                                      : "sensitivity.wrt names none")
+                      << " (drop --hessian)");
   ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
                              cfg.integrator, 2),
                input + ": costate sensitivity --hessian");
@@ -432,6 +439,12 @@ int gradcheck(const costate::Environment& env, const RunArgs& args) {
   if (costate::cli::is_pde_input(args.input)) return pde(env, args, "gradcheck");
   RunConfig cfg = prepare(env, args, "gradcheck");
   const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
+  COSTATE_CHECK(np > 0 || std::any_of(cfg.initial_state_expressions.begin(),
+                                      cfg.initial_state_expressions.end(),
+                                      [](const std::string& e) { return e.empty(); }),
+                args.input << ": costate gradcheck has nothing to check: the model has no "
+                              "parameters and every initial value is an expression of t "
+                              "(give a parameter, or a number as an initial value)");
   // The point x = (p, free y0) and the gradient there, with the steps frozen
   // so that J is the same smooth function of x at every evaluation. Initial
   // values given as expressions follow the parameters, so they are not
@@ -753,7 +766,20 @@ int main(int argc, char** argv) {
                                           : info_json;
   std::unique_ptr<costate::Environment> env;
   try {
-    env = std::make_unique<costate::Environment>(argc, argv);
+    // Start only what the command needs: PETSc (and so MPI) for calibrate
+    // (TAO) and PDE inputs; MPI otherwise only under mpiexec — a process
+    // started alone skips Open MPI's singleton start-up (~0.4 s); Kokkos for
+    // the commands that integrate.
+    const std::string& input = run_cmd->parsed()    ? run_args.input
+                               : sens_cmd->parsed()  ? sens_args.input
+                               : check_cmd->parsed() ? check_args.input
+                                                     : cal_args.input;
+    const bool pde_input = !info_cmd->parsed() && costate::cli::is_pde_input(input);
+    env = std::make_unique<costate::Environment>(
+        argc, argv,
+        costate::EnvironmentOptions{.petsc = cal_cmd->parsed() || pde_input,
+                                    .kokkos = !info_cmd->parsed(),
+                                    .mpi = costate::MpiStart::when_launched});
     int rc = 0;
     if (run_cmd->parsed()) rc = run(*env, run_args);
     if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);

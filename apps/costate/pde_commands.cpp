@@ -21,6 +21,7 @@
 
 #include "costate/ad/verification.hpp"
 #include "costate/tensor/reduce.hpp"
+#include "io/resources.hpp"
 
 namespace costate::cli {
 
@@ -29,6 +30,9 @@ bool is_pde_input(const std::string& path) { return io::is_pde_input(path); }
 int pde_command(const Environment& env, const PdeArgs& args) {
   io::PdeConfig cfg = io::load_pde_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
+  // What PETSc cannot index or the machine cannot hold is refused before
+  // any work (io/resources.hpp).
+  io::check_pde_resources(cfg, args.command != "run", env.size());
   const auto system = std::make_shared<const pde::EquationSystem>(cfg.equations);
   try {
     // One translation unit per dimension and parameter-field count

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -58,6 +59,14 @@ void GridSpec::validate() const {
     COSTATE_CHECK(cells[D] < std::int64_t{PETSC_MAX_INT},
                   "pde::GridSpec::cells[" << d << "] = " << cells[D] << " exceeds PETSc's index range");
   }
+  // cells × dof must be a PetscInt too (DMDA's global size).
+  double unknowns = static_cast<double>(dof);
+  for (int d = 0; d < dim; ++d) unknowns *= static_cast<double>(cells[static_cast<std::size_t>(d)]);
+  COSTATE_CHECK(unknowns <= static_cast<double>(PETSC_MAX_INT),
+                "pde::GridSpec: cells " << cells[0] << " × " << cells[1] << " × " << cells[2]
+                                        << " × dof " << dof << " = " << std::setprecision(16)
+                                        << unknowns << " unknowns exceed PETSc's index range "
+                                        << "(PetscInt max " << PETSC_MAX_INT << ")");
 }
 
 namespace {

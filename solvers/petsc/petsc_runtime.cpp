@@ -2,22 +2,86 @@
 
 #include <petscsys.h>
 
+#include <cctype>
+#include <string_view>
+#include <vector>
+
 #include "costate/core/error.hpp"
 
 namespace costate::detail {
+
+namespace {
+
+/// The option-name prefixes of PETSc's options database (solvers, objects,
+/// logging and debugging), each matched after the leading '-'.
+constexpr std::string_view kPetscPrefixes[] = {
+    "tao_", "ksp_", "pc_", "snes_", "ts_", "mat_", "vec_", "dm_", "da_", "is_", "sf_",
+    "mg_", "sub_", "fieldsplit_", "log", "malloc", "memory_", "options_", "info",
+    "help", "version", "on_error_", "mpi_", "viewer_", "draw_", "petsc", "history",
+    "start_in_debugger", "debugger", "stop_for_debugger", "fp_trap", "check_pointer",
+    "no_signal_handler", "objects_dump", "use_gpu", "device_", "blas_", "matmatmult_",
+    "matproduct_", "time_", "threadcomm_"};
+
+bool is_petsc_option(std::string_view arg) {
+  // A single dash and a letter: "--set" and "-1e-3" are not PETSc options.
+  if (arg.size() < 2 || arg[0] != '-' || !std::isalpha(static_cast<unsigned char>(arg[1])))
+    return false;
+  const std::string_view name = arg.substr(1);
+  for (std::string_view prefix : kPetscPrefixes)
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  return false;
+}
+
+bool is_option_value(std::string_view arg) {
+  if (arg.empty() || arg[0] != '-') return true;
+  // A negative number is a value, not an option.
+  return arg.size() > 1 && (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.');
+}
+
+/// The argument vector PETSc gets; PETSc keeps pointers into it until
+/// PetscFinalize.
+std::vector<std::string> g_arguments;
+std::vector<char*> g_argv;
+int g_argc = 0;
+
+}  // namespace
+
+std::vector<std::string> petsc_arguments(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  if (argv == nullptr || argc < 1) return out;
+  out.emplace_back(argv[0] != nullptr ? argv[0] : "costate");
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i] == nullptr || !is_petsc_option(argv[i])) continue;
+    out.emplace_back(argv[i]);
+    if (i + 1 < argc && argv[i + 1] != nullptr && is_option_value(argv[i + 1]))
+      out.emplace_back(argv[++i]);
+  }
+  return out;
+}
 
 bool petsc_initialize(int* argc, char*** argv) {
   PetscBool initialized = PETSC_FALSE;
   PetscInitialized(&initialized);
   if (initialized) return false;
-  // PETSc reads its options database from argv (-ksp_type ...) but does not
-  // remove them; it must not print help text of its own.
-  const PetscErrorCode ierr = PetscInitialize(argc, argv, nullptr, nullptr);
+  // PETSc reads its options database from the arguments (-ksp_type ...):
+  // give it only those meant for it, so that the host's options (-o FILE,
+  // --set ...) are neither parsed nor reported as unused options.
+  g_arguments = (argc != nullptr && argv != nullptr) ? petsc_arguments(*argc, *argv)
+                                                     : std::vector<std::string>{};
+  g_argv.clear();
+  for (auto& a : g_arguments) g_argv.push_back(a.data());
+  g_argv.push_back(nullptr);
+  g_argc = static_cast<int>(g_arguments.size());
+  char** pargv = g_argv.data();
+  const PetscErrorCode ierr = g_argc > 0 ? PetscInitialize(&g_argc, &pargv, nullptr, nullptr)
+                                         : PetscInitializeNoArguments();
   COSTATE_CHECK(ierr == 0, "PetscInitialize failed with PETSc error code " << ierr);
   return true;
 }
 
 void petsc_finalize() { PetscFinalize(); }
+
+std::int64_t petsc_max_index() { return static_cast<std::int64_t>(PETSC_MAX_INT); }
 
 std::string petsc_version() {
   return std::to_string(PETSC_VERSION_MAJOR) + "." + std::to_string(PETSC_VERSION_MINOR) + "." +

@@ -3,6 +3,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "costate/core/error.hpp"
 #include "petsc/petsc_runtime.hpp"
@@ -14,12 +15,26 @@ std::atomic<bool> g_active{false};
 
 bool Environment::active() { return g_active.load(); }
 
+bool launched_by_mpi() {
+  // Open MPI, PMIx (Open MPI 4/5, Slurm's pmix), MPICH/Hydra and Intel MPI
+  // (PMI), MVAPICH, Slurm's srun.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
+                           "MV2_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
 Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
   COSTATE_CHECK(!g_active.exchange(true),
                 "a costate::Environment is already alive in this process; create one per process");
   int mpi_initialized = 0;
   MPI_Initialized(&mpi_initialized);
-  if (!mpi_initialized) {
+  if (!mpi_initialized && !options.petsc && options.mpi == MpiStart::when_launched &&
+      !launched_by_mpi()) {
+    // A process started alone that needs no MPI: rank 0 of 1, no singleton
+    // start-up (Open MPI's orted).
+    mpi_started_ = false;
+  } else if (!mpi_initialized) {
     int provided = 0;
     const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     if (rc != MPI_SUCCESS) {
@@ -28,8 +43,10 @@ Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
     }
     owns_mpi_ = true;
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (mpi_started_) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
 
   try {
     if (options.petsc) owns_petsc_ = detail::petsc_initialize(argc, argv);

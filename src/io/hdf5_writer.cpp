@@ -64,14 +64,17 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "create dataspace for " + name);
   std::vector<const char*> ptrs;
   for (const auto& v : values) ptrs.push_back(v.c_str());
+  // An empty list (a model without parameters) is a zero-length attribute or
+  // dataset: created, nothing to write (H5Awrite refuses a null buffer).
   if (as_attribute) {
     Handle a(H5Acreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
              "create attribute " + name);
-    check(H5Awrite(a, type, ptrs.data()), "write attribute " + name);
+    if (!values.empty()) check(H5Awrite(a, type, ptrs.data()), "write attribute " + name);
   } else {
     Handle d(H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
              H5Dclose, "create dataset " + name);
-    check(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write dataset " + name);
+    if (!values.empty())
+      check(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write dataset " + name);
   }
 }
 

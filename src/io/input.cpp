@@ -16,6 +16,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/support.hpp"
 #include "io/pde_input.hpp"
+#include "io/resources.hpp"
 
 namespace costate::io {
 
@@ -1446,7 +1447,10 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
     }
   }
 
-  // 5. Output.
+  // 5. Index range: a grid PETSc cannot index is refused before any work.
+  check_pde_index_range(cfg, ctx.where(n, "pde.grid.n"));
+
+  // 6. Output.
   if (const YAML::Node out = root["output"]) {
     ctx.expect_map(out, "output");
     ctx.check_keys(out, "output", {"file", "every"});
