@@ -5,6 +5,7 @@
 //   costate gradcheck   FILE.yaml [--json] [--set key=value]... [-q]
 //   costate calibrate   FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
 //   costate info        [--json]
+//   costate plot        OUT.h5 [-o FILE.png]
 //
 // `run` integrates the ODE model of a YAML input file (a built-in model or
 // equations typed in the file), prints a readable result (or, with --json,
@@ -49,6 +50,7 @@
 #include "io/input.hpp"
 #include "io/objective.hpp"
 #include "pde_commands.hpp"
+#include "plot_command.hpp"
 
 namespace {
 
@@ -753,10 +755,24 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "versions of costate and its dependencies");
   info_cmd->add_flag("--json", info_json, "print one JSON object on stdout");
 
+  costate::cli::PlotArgs plot_args;
+  auto* plot_cmd = app.add_subcommand("plot", "draw an HDF5 output file (Python, matplotlib)");
+  plot_cmd->add_option("file", plot_args.input, "HDF5 output of costate")->required();
+  plot_cmd->add_option("-o,--output", plot_args.output, "image file (default: FILE.png)");
+  plot_cmd->add_option("--dpi", plot_args.dpi, "resolution (default 100)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (plot_cmd->parsed()) {  // no MPI, PETSc or Kokkos: a child Python process draws
+    try {
+      return costate::cli::plot_command(plot_args);
+    } catch (const costate::Error& e) {
+      report_error(nullptr, e.what(), false);
+      return 1;
+    }
   }
 
   const bool json = run_cmd->parsed()     ? run_args.json
