@@ -5,6 +5,7 @@
 //   costate gradcheck   FILE.yaml [--json] [--set key=value]... [-q]
 //   costate calibrate   FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
 //   costate info        [--json]
+//   costate plot        OUT.h5 [-o FILE.png]
 //
 // `run` integrates the ODE model of a YAML input file (a built-in model or
 // equations typed in the file), prints a readable result (or, with --json,
@@ -46,10 +47,12 @@
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/support.hpp"
 #include "io/calibrate.hpp"
+#include "io/file_gradient.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
 #include "io/objective.hpp"
 #include "pde_commands.hpp"
+#include "plot_command.hpp"
 
 namespace {
 
@@ -191,49 +194,9 @@ int run(const costate::Environment& env, const RunArgs& args) {
   return 0;
 }
 
-/// The gradient of the file's objective; the model's parameters' gradient
-/// includes the initial state's dependence on them.
-struct SensitivityRun {
-  costate::ode::GradientResult result;
-  std::vector<double> gradient_p;  // all parameters
-};
-
-/// sensitivity.method cvodes_adjoint's settings (gradient and --hessian).
-costate::ode::CvodesAdjoint cvodes_adjoint_of(const costate::io::SensitivityConfig& sc) {
-  return {.steps = static_cast<int>(sc.checkpoint_steps),
-          .interpolation = costate::ode::cvodes_interpolation_from_string(sc.interpolation),
-          .rtol = sc.adjoint_rtol,
-          .atol = sc.adjoint_atol};
-}
-
-SensitivityRun compute_gradient(const RunConfig& cfg, std::span<const double> p,
-                                std::span<const double> y0,
-                                std::span<const double> replay_times = {},
-                                std::span<const int> replay_orders = {}) {
-  namespace ode = costate::ode;
-  const costate::io::ExpressionObjective objective(cfg);
-  SensitivityRun out;
-  out.result = costate::io::visit_model(cfg, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, std::vector<double>(y0.begin(), y0.end()),
-                                          std::vector<double>(p.begin(), p.end()),
-                                          {cfg.t_start, cfg.t_end}};
-    ode::SensitivityMethod method =
-        cfg.sensitivity.method == "forward"
-            ? ode::SensitivityMethod(ode::Forward{})
-            : ode::SensitivityMethod(
-                  ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing});
-    const auto& sc = cfg.sensitivity;
-    if (sc.method == "continuous_adjoint")
-      method = ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
-    if (sc.method == "cvodes_forward") method = ode::CvodesForward{};
-    if (sc.method == "cvodes_adjoint") method = cvodes_adjoint_of(sc);
-    return ode::gradient(problem, objective, method, cfg.integrator, replay_times, replay_orders);
-  });
-  out.gradient_p = out.result.wrt_parameters;
-  const auto extra = costate::io::initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
-  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
-  return out;
-}
+// The file's gradient, Hessian and gradient check: io/file_gradient.hpp (shared
+// with the Python module).
+using costate::io::check_hessian_request;
 
 RunConfig prepare(const costate::Environment& env, const RunArgs& args, const char* command) {
   RunConfig cfg = costate::io::load_run_config(args.input, args.sets);
@@ -251,72 +214,6 @@ RunConfig prepare(const costate::Environment& env, const RunArgs& args, const ch
               << costate::ode::to_string(cfg.sensitivity.checkpointing) << "\n";
   }
   return cfg;
-}
-
-/// sensitivity --hessian: ∂²J/∂p² over the `wrt` parameters (row-major),
-/// one Hessian–vector product per column on the gradient's steps. Initial
-/// values given as expressions of the parameters enter by the chain rule to
-/// second order.
-struct HessianRun {
-  std::vector<double> matrix;
-  double asymmetry = 0.0;  ///< max |H − Hᵀ| / max |H|
-  std::int64_t products = 0;
-  double wall_seconds = 0.0;
-};
-
-/// What --hessian supports (ode::supports, order 2), checked before any work is done.
-void check_hessian_request(const RunConfig& cfg, const std::string& input) {
-  namespace ode = costate::ode;
-  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
-                input << ": costate sensitivity --hessian needs at least one parameter in "
-                         "sensitivity.wrt; "
-                      << (cfg.parameter_names.empty() ? "the model has no parameters"
-                                                      : "sensitivity.wrt names none")
-                      << " (drop --hessian)");
-  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
-                             cfg.integrator, 2),
-               input + ": costate sensitivity --hessian");
-}
-
-HessianRun compute_hessian(const RunConfig& cfg, const costate::ode::GradientResult& g,
-                           const std::vector<std::size_t>& wrt) {
-  namespace ode = costate::ode;
-  const auto start = std::chrono::steady_clock::now();
-  const costate::io::ExpressionObjective objective(cfg);
-  const std::size_t np = cfg.parameters.size(), m = wrt.size();
-  HessianRun out;
-  out.matrix.assign(m * m, 0.0);
-  costate::io::visit_model(cfg, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                          {cfg.t_start, cfg.t_end}};
-    ode::SensitivityMethod method =
-        ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
-    if (cfg.sensitivity.method == "cvodes_adjoint") method = cvodes_adjoint_of(cfg.sensitivity);
-    ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
-    for (std::size_t c = 0; c < m; ++c) {
-      v.parameters[wrt[c]] = 1.0;
-      v.initial_state = costate::io::initial_state_parameter_jvp(cfg, v.parameters);
-      const ode::HessianVectorResult r =
-          ode::hessian_vector(problem, objective, v, method, cfg.integrator, g.step_times,
-                              g.step_orders);
-      const std::vector<double> extra = costate::io::initial_state_parameter_hvp(
-          cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
-      for (std::size_t i = 0; i < m; ++i)
-        out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
-      v.parameters[wrt[c]] = 0.0;
-      ++out.products;
-    }
-  });
-  double scale = 0.0, asym = 0.0;
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      scale = std::max(scale, std::abs(out.matrix[i * m + j]));
-      asym = std::max(asym, std::abs(out.matrix[i * m + j] - out.matrix[j * m + i]));
-    }
-  out.asymmetry = scale > 0.0 ? asym / scale : 0.0;
-  out.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
 }
 
 int sensitivity(const costate::Environment& env, const RunArgs& args) {
@@ -339,23 +236,20 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
   if (!sol.summary.success())
     throw costate::Error("integration of " + args.input + " failed: " + sol.summary.message +
                          " (no output written)");
-  const SensitivityRun g = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
+  const costate::io::FileGradient g =
+      costate::io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
   const ode::GradientResult& r = g.result;
 
   costate::io::SensitivityOutput out;
   out.objective = r.objective;
-  std::vector<std::size_t> wrt_index;
-  for (const auto& name : cfg.sensitivity.wrt) {
-    const auto j = static_cast<std::size_t>(
-        std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) -
-        cfg.parameter_names.begin());
-    out.parameter_names.push_back(name);
-    out.gradient.push_back(g.gradient_p[j]);
-    wrt_index.push_back(j);
+  const std::vector<std::size_t> wrt_index = costate::io::wrt_indices(cfg);
+  for (std::size_t k = 0; k < wrt_index.size(); ++k) {
+    out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
+    out.gradient.push_back(g.gradient_p[wrt_index[k]]);
   }
-  HessianRun hess;
+  costate::io::FileHessian hess;
   if (args.hessian) {
-    hess = compute_hessian(cfg, r, wrt_index);
+    hess = costate::io::file_hessian(cfg, r, wrt_index);
     out.hessian = hess.matrix;
   }
   if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
@@ -438,63 +332,10 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
 int gradcheck(const costate::Environment& env, const RunArgs& args) {
   if (costate::cli::is_pde_input(args.input)) return pde(env, args, "gradcheck");
   RunConfig cfg = prepare(env, args, "gradcheck");
-  const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
-  COSTATE_CHECK(np > 0 || std::any_of(cfg.initial_state_expressions.begin(),
-                                      cfg.initial_state_expressions.end(),
-                                      [](const std::string& e) { return e.empty(); }),
-                args.input << ": costate gradcheck has nothing to check: the model has no "
-                              "parameters and every initial value is an expression of t "
-                              "(give a parameter, or a number as an initial value)");
-  // The point x = (p, free y0) and the gradient there, with the steps frozen
-  // so that J is the same smooth function of x at every evaluation. Initial
-  // values given as expressions follow the parameters, so they are not
-  // coordinates of x.
-  const SensitivityRun base = compute_gradient(cfg, cfg.parameters, cfg.initial_state);
-  const std::vector<double> times = base.result.step_times;
-  const std::vector<int> orders = base.result.step_orders;  // bdf's, replayed with the times
-  std::vector<std::size_t> free_states;
-  for (std::size_t i = 0; i < n; ++i)
-    if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
-  std::vector<double> x(cfg.parameters), grad(base.gradient_p);
-  std::vector<std::string> names(cfg.parameter_names);
-  for (std::size_t i : free_states) {
-    x.push_back(cfg.initial_state[i]);
-    grad.push_back(base.result.wrt_initial_state[i]);
-    names.push_back(cfg.state_names[i] + "(t0)");
-  }
-  auto J = [&](const std::vector<double>& xx) {
-    RunConfig c = cfg;
-    c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
-    costate::io::evaluate_initial_state(c);
-    for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
-    return compute_gradient(c, c.parameters, c.initial_state, times, orders).result.objective;
-  };
-  // Direction: components scaled like x, signs from a fixed pattern.
-  std::vector<double> dir(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    dir[i] = (i % 2 == 0 ? 1.0 : -0.7) * (0.5 + 0.25 * static_cast<double>(i % 3)) *
-             std::max(std::abs(x[i]), 1e-2);
-  // Taylor test: r(h) = |J(x + h d) − J(x) − h ⟨∇J, d⟩| = O(h²), order ≥ 1.9.
-  const auto taylor = costate::ad::taylor_test(J, x, dir, grad);
-  // Central differences per component (h = 1e-6 relative): 1e-5 relative
-  // allows the differences' own truncation and round-off on these objectives.
-  constexpr double kFdTol = 1e-5;
-  // Continuous methods (continuous_adjoint, cvodes_*) differentiate the
-  // exact objective and re-choose their steps at every evaluation: J is
-  // smooth only down to the tolerances, so the differences take a larger
-  // step (1e-5 relative: round-off of the adaptive solver ~rtol·|J|/h
-  // against truncation ~h²) and are compared to 1e-3. Use tight
-  // integrator tolerances (rtol ≤ 1e-10) for these methods.
-  const std::string& sm = cfg.sensitivity.method;
-  const bool continuous = sm == "continuous_adjoint" || sm.rfind("cvodes_", 0) == 0;
-  constexpr double kContinuousFdTol = 1e-3;
-  const auto fd = continuous
-                      ? costate::ad::check_gradient(J, x, grad,
-                                                    {.step = 1e-5, .rtol = kContinuousFdTol})
-                      : costate::ad::check_gradient(J, x, grad, {.rtol = kFdTol});
-  const bool passed = taylor.passed && fd.passed;
+  // The Taylor test and central differences at x = (p, free y0), steps frozen.
+  const costate::io::FileGradientCheck check = costate::io::file_gradient_check(cfg);
+  const auto& [names, x, grad, J0, taylor, fd, passed] = check;
   if (!env.is_root()) return passed ? 0 : 1;
-  const double J0 = base.result.objective;
   if (args.json) {
     Json j;
     j["status"] = passed ? "ok" : "failed";
@@ -753,10 +594,24 @@ int main(int argc, char** argv) {
   auto* info_cmd = app.add_subcommand("info", "versions of costate and its dependencies");
   info_cmd->add_flag("--json", info_json, "print one JSON object on stdout");
 
+  costate::cli::PlotArgs plot_args;
+  auto* plot_cmd = app.add_subcommand("plot", "draw an HDF5 output file (Python, matplotlib)");
+  plot_cmd->add_option("file", plot_args.input, "HDF5 output of costate")->required();
+  plot_cmd->add_option("-o,--output", plot_args.output, "image file (default: FILE.png)");
+  plot_cmd->add_option("--dpi", plot_args.dpi, "resolution (default 100)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (plot_cmd->parsed()) {  // no MPI, PETSc or Kokkos: a child Python process draws
+    try {
+      return costate::cli::plot_command(plot_args);
+    } catch (const costate::Error& e) {
+      report_error(nullptr, e.what(), false);
+      return 1;
+    }
   }
 
   const bool json = run_cmd->parsed()     ? run_args.json

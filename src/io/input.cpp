@@ -15,6 +15,7 @@
 #include "costate/expr/program.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/support.hpp"
+#include "io/input_text.hpp"
 #include "io/pde_input.hpp"
 #include "io/resources.hpp"
 
@@ -525,12 +526,6 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  Context ctx;
-  ctx.path = path;
-  RunConfig cfg;
-  cfg.input_path = path;
-
-  // 1. Read and parse.
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw Error(path + ": input file not found");
@@ -538,9 +533,22 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     throw Error(path + ": is a directory, expected a YAML input file");
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open input file for reading");
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_run_config_text(text.str(), path, overrides);
+}
+
+RunConfig load_run_config_text(const std::string& text, const std::string& path,
+                               const std::vector<std::string>& overrides) {
+  Context ctx;
+  ctx.path = path;
+  RunConfig cfg;
+  cfg.input_path = path;
+
+  // 1. Parse.
   YAML::Node root;
   try {
-    root = YAML::Load(in);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);

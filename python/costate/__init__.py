@@ -1,0 +1,181 @@
+"""costate: adjoint sensitivities of ODE simulations, from Python.
+
+    import costate
+    p = costate.load("data/examples/lotka_volterra_equations.yaml",
+                     set={"integrator.rtol": 1e-10})
+    sol = p.run()                  # sol.t (n,), sol.y (n, states), sol.names
+    s = p.sensitivity()            # s.objective, s.gradient, s.gradient_dict
+    c = p.gradcheck()              # c.passed, c.taylor, c.finite_differences
+    fit = p.calibrate()            # fit.values, fit.standard_errors, fit.correlation
+    f, g = p.objective(p.fit.start)  # for scipy.optimize.minimize(jac=True)
+
+See docs/python.md. ``costate.plot`` (pictures of output files) is pure
+Python; the rest needs the compiled extension ``costate._costate`` (CMake
+option COSTATE_PYTHON). Every computation is the command line's; a bad input
+raises ``costate.Error`` with the command line's message (file:line:column).
+"""
+
+import json
+import os
+import types
+
+try:
+    from . import _costate
+    Error = _costate.Error
+except ImportError as _error:  # the plots work without the extension
+    _costate = None
+    _import_error = _error
+
+    class Error(RuntimeError):
+        """costate's error (the compiled module is missing: see load())."""
+
+__all__ = ["Error", "load", "Problem", "Result"]
+
+
+class Result(types.SimpleNamespace):
+    """A result: its fields are attributes (NumPy arrays, numbers, names);
+    ``as_dict()`` gives them as a dict."""
+
+    def as_dict(self):
+        return dict(vars(self))
+
+
+def _setting(value):
+    """A --set value: YAML text of a Python value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=_json_default)
+
+
+def _overrides(settings):
+    if settings is None:
+        return []
+    if isinstance(settings, dict):
+        return ["%s=%s" % (k, _setting(v)) for k, v in settings.items()]
+    return [str(s) for s in settings]
+
+
+def _json_default(x):
+    if hasattr(x, "tolist"):  # NumPy arrays and scalars
+        return x.tolist()
+    raise TypeError("costate.load: cannot write %r (%s) as YAML" % (x, type(x).__name__))
+
+
+def load(source, set=None):
+    """A problem from an input file (a path) or a dict with the same keys
+    (equations as strings included). ``set`` overrides settings like the
+    command line's ``--set``: ``{"integrator.rtol": 1e-10}`` or
+    ``["integrator.rtol=1e-10"]``. A dict is read as YAML text named
+    ``<dict>`` in errors; its relative data files are found from the working
+    directory. Raises costate.Error on bad input."""
+    if _costate is None:
+        raise ImportError("costate's compiled module costate._costate is not available (%s); "
+                          "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
+    sets = _overrides(set)
+    if isinstance(source, dict):
+        if "pde" in source:
+            raise Error("<dict>: PDE inputs (a 'pde:' section) are not in the Python module "
+                        "yet; use the command line (costate run|sensitivity) and costate.plot")
+        text = json.dumps(source, indent=2, default=_json_default)
+        return Problem(_costate.load_text(text, "<dict>", sets), ("text", text, sets))
+    path = os.fspath(source)
+    return Problem(_costate.load_file(path, sets), ("file", path, sets))
+
+
+class Problem:
+    """An input file's problem (what ``costate.load`` returns)."""
+
+    def __init__(self, core, origin):
+        self._core = core
+        self._origin = origin  # how to reload it with more --set overrides
+
+    def _with(self, more):
+        kind, source, sets = self._origin
+        sets = sets + more
+        if kind == "text":
+            return Problem(_costate.load_text(source, "<dict>", sets), (kind, source, sets))
+        return Problem(_costate.load_file(source, sets), (kind, source, sets))
+
+    # -- what the file says
+    input_path = property(lambda self: self._core.input_path)
+    model = property(lambda self: self._core.model)
+    description = property(lambda self: self._core.description)
+    state_names = property(lambda self: list(self._core.state_names))
+    parameter_names = property(lambda self: list(self._core.parameter_names))
+    settings = property(lambda self: self._core.settings, doc="the resolved settings (YAML)")
+
+    @property
+    def parameters(self):
+        """name -> value of the model's parameters."""
+        return dict(zip(self._core.parameter_names, self._core.parameters.tolist()))
+
+    @property
+    def initial_state(self):
+        """name -> y(t0)."""
+        return dict(zip(self._core.state_names, self._core.initial_state.tolist()))
+
+    def __repr__(self):
+        return "<costate.Problem %s: model %s, states %s, parameters %s>" % (
+            self.input_path, self.model, ", ".join(self.state_names),
+            ", ".join(self.parameter_names))
+
+    # -- computations (the GIL is released while they run)
+    def run(self, output=None):
+        """Integrates; returns t (n,), y (n, states; one column per state, C
+        order), names, summary (dict). ``output``: also write the HDF5 file
+        ``costate run -o`` writes."""
+        d = self._core.run(output or "")
+        return Result(**d)
+
+    def sensitivity(self, method=None, hessian=False, output=None):
+        """J and its gradient (the file's sensitivity.method, or ``method``:
+        discrete_adjoint, forward, continuous_adjoint, cvodes_forward,
+        cvodes_adjoint). Returns objective, names (the wrt parameters),
+        gradient, state_names, gradient_initial_state (arrays), the dicts
+        gradient_dict and gradient_initial_state_dict, and with
+        ``hessian=True`` the Hessian (names × names) over the wrt parameters."""
+        p = self if method is None else self._with(["sensitivity.method=" + method])
+        d = p._core.sensitivity(bool(hessian), output or "")
+        d["gradient_dict"] = dict(zip(d["names"], d["gradient"].tolist()))
+        d["gradient_initial_state_dict"] = dict(zip(d["state_names"],
+                                                    d["gradient_initial_state"].tolist()))
+        return Result(**d)
+
+    def gradcheck(self):
+        """``costate gradcheck``: Taylor test and central differences; passed,
+        objective, names, x, gradient, taylor (dict), finite_differences (dict)."""
+        return Result(**self._core.gradcheck())
+
+    def calibrate(self, output=None):
+        """``costate calibrate`` (PETSc TAO): names, values, standard_errors,
+        covariance, correlation, singular_values, unidentifiable, objective,
+        converged, objective_history, gradient_norm_history, residuals, …"""
+        d = self._core.calibrate(output or "")
+        d["values_dict"] = dict(zip(d["names"], d["values"].tolist()))
+        return Result(**d)
+
+    # -- the calibration's objective, for your own optimiser
+    @property
+    def fit(self):
+        """The calibration's fitted quantities: names, log (per quantity),
+        start, lower, upper — in the optimiser's coordinates q (q = log v for
+        log-transformed quantities); ``bounds`` as scipy wants them."""
+        d = self._core.fit()
+        d["bounds"] = [(None if lo == float("-inf") else lo, None if hi == float("inf") else hi)
+                       for lo, hi in zip(d["lower"].tolist(), d["upper"].tolist())]
+        return Result(**d)
+
+    def objective(self, x):
+        """(J(q), ∇J(q)) of the calibration section at q (a float64 array of
+        len(fit.names)): ``scipy.optimize.minimize(p.objective, p.fit.start,
+        jac=True, bounds=p.fit.bounds)``. ValueError for an array of the wrong
+        length or type."""
+        return self._core.objective(x)
+
+    def values(self, x):
+        """The natural values v(q) of the fitted quantities."""
+        return self._core.values(x)

@@ -1,0 +1,303 @@
+"""Pictures of costate's HDF5 output files (matplotlib, headless).
+
+    python3 -m costate.plot OUT.h5 [-o FILE.png] [--dpi N]
+    costate plot OUT.h5 [-o FILE.png]
+
+draws what the file holds, one panel per kind, in one figure:
+
+  ODE files (``costate run | sensitivity | calibrate``)
+    trajectory    /time, /state: one line per state (names from
+                  /state_names); a calibration's observed values
+                  (/calibration/observed at residual_times) as markers
+    residuals     /calibration/residuals (weighted, sqrt(w)·(y − d)) per
+                  state against time
+    history       /calibration/objective_history and gradient_norm_history
+                  per iteration (log scale)
+    gradient      /sensitivity/gradient (and gradient_initial_state) as bars
+    hessian       /sensitivity/hessian as a heat map with a colour bar
+    correlation   /calibration/correlation as a heat map in [-1, 1]
+
+  PDE field files (root attribute format = "costate-fields-1")
+    frame:<c>     the first and the last frame of each state component
+    field:<name>  each static field (κ, dJ/dκ, dJ/du0, …)
+    as images with colour bars (2-D, and the middle z-slice of 3-D) or as
+    lines over x (1-D), axes in the grid's coordinates.
+
+``figure(path)`` returns the figure and a dict panel name -> Axes, for
+scripts and tests; ``main(argv)`` is the command line. Needs matplotlib and
+h5py (Debian: python3-matplotlib, python3-h5py); exits with status 3 and a
+message naming the missing package otherwise.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+MISSING_PACKAGE_EXIT = 3
+PANEL_INCHES = (6.0, 4.0)  # width, height of one panel
+
+
+def _require():
+    """Imports matplotlib (Agg) and h5py, or exits naming the package."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError as e:
+        sys.stderr.write("costate plot: matplotlib is missing (%s); install it: "
+                         "apt-get install python3-matplotlib\n" % e)
+        sys.exit(MISSING_PACKAGE_EXIT)
+    try:
+        import h5py  # noqa: F401
+    except ImportError as e:
+        sys.stderr.write("costate plot: h5py is missing (%s); install it: "
+                         "apt-get install python3-h5py\n" % e)
+        sys.exit(MISSING_PACKAGE_EXIT)
+
+
+def _strings(values):
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def _attr(obj, name, default=None):
+    if name not in obj.attrs:
+        return default
+    v = obj.attrs[name]
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class _Panel:
+    """A panel to draw: a name and a function drawing it on an Axes."""
+
+    def __init__(self, name, draw):
+        self.name = name
+        self.draw = draw
+
+
+# ---- ODE files ---------------------------------------------------------------
+
+def _ode_panels(f):
+    import numpy as np
+    panels = []
+    names = _strings(f["state_names"][()])
+    t = f["time"][()]
+    y = f["state"][()]
+    cal = f["calibration"] if "calibration" in f else None
+
+    def trajectory(ax):
+        colours = {}
+        for i, name in enumerate(names):
+            (line,) = ax.plot(t, y[:, i], label=name)
+            colours[name] = line.get_color()
+        if cal is not None and len(cal["residual_times"]) > 0:
+            st = np.array(_strings(cal["residual_states"][()]))
+            rt, obs = cal["residual_times"][()], cal["observed"][()]
+            for name in names:
+                sel = st == name
+                if sel.any():
+                    ax.plot(rt[sel], obs[sel], "o", ms=3, color=colours[name],
+                            label=name + " observed")
+        ax.set_xlabel("t")
+        ax.set_ylabel("state")
+        title = "trajectory (%s)" % _attr(f, "model", "")
+        if cal is not None:
+            title += " at the fitted values"
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+
+    panels.append(_Panel("trajectory", trajectory))
+
+    if cal is not None and len(cal["residuals"]) > 0:
+        def residuals(ax):
+            st = np.array(_strings(cal["residual_states"][()]))
+            rt, r = cal["residual_times"][()], cal["residuals"][()]
+            for name in names:
+                sel = st == name
+                if sel.any():
+                    ax.plot(rt[sel], r[sel], "o", ms=3, label=name)
+            ax.axhline(0.0, color="black", lw=0.8)
+            ax.set_xlabel("t")
+            ax.set_ylabel("weighted residual  sqrt(w)·(y − d)")
+            ax.set_title("residuals (RSS %.6g over %d values)"
+                         % (_attr(cal, "rss", float("nan")), len(r)))
+            ax.legend(fontsize="small")
+
+        panels.append(_Panel("residuals", residuals))
+
+    if cal is not None and len(cal["objective_history"]) > 0:
+        def history(ax):
+            fh = cal["objective_history"][()]
+            gh = cal["gradient_norm_history"][()]
+            it = np.arange(len(fh))
+            ax.semilogy(it, fh, "o-", ms=3, label="objective J")
+            ax.semilogy(it, gh, "s-", ms=3, label="|gradient|")
+            ax.set_xlabel("iteration")
+            ax.set_ylabel("J, |gradient|")
+            ax.set_title("%s: %s" % (_attr(cal, "optimizer", "optimizer"),
+                                     _attr(cal, "termination", "")))
+            ax.legend(fontsize="small")
+
+        panels.append(_Panel("history", history))
+
+    if "sensitivity" in f:
+        s = f["sensitivity"]
+
+        def gradient(ax):
+            labels = _strings(s["gradient"].attrs.get("names", []))
+            values = list(s["gradient"][()])
+            if "gradient_initial_state" in s:
+                labels += [n + "(t0)" for n in _strings(s["gradient_initial_state"].attrs["names"])]
+                values += list(s["gradient_initial_state"][()])
+            x = np.arange(len(values))
+            ax.bar(x, values, color=["C0" if "(t0)" not in n else "C1" for n in labels])
+            ax.set_xticks(x)
+            ax.set_xticklabels(labels, rotation=45 if len(labels) > 6 else 0)
+            ax.axhline(0.0, color="black", lw=0.8)
+            ax.set_xlabel("parameter / initial state")
+            ax.set_ylabel("dJ/dp")
+            method = str(_attr(s, "method", "")).split("(")[0]  # "discrete_adjoint(binomial(…))"
+            ax.set_title("gradient of J = %.8g (%s)" % (_attr(s, "objective", float("nan")), method))
+
+        panels.append(_Panel("gradient", gradient))
+        if "hessian" in s:
+            panels.append(_Panel("hessian", lambda ax: _matrix(
+                ax, s["hessian"][()], _strings(s["hessian"].attrs["names"]),
+                "Hessian d²J/dp²", symmetric=True)))
+
+    if cal is not None and len(cal["correlation"]) > 0 and cal["correlation"].shape[0] > 0:
+        panels.append(_Panel("correlation", lambda ax: _matrix(
+            ax, cal["correlation"][()], _strings(cal["names"][()]),
+            "correlation of the fitted quantities", limits=(-1.0, 1.0))))
+    return panels
+
+
+def _matrix(ax, m, labels, title, symmetric=False, limits=None):
+    import numpy as np
+    if limits is None:
+        scale = float(np.nanmax(np.abs(m))) if m.size else 1.0
+        scale = scale if scale > 0 else 1.0
+        limits = (-scale, scale) if symmetric or np.nanmin(m) < 0 else (0.0, scale)
+    im = ax.imshow(m, cmap="RdBu_r", vmin=limits[0], vmax=limits[1])
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=45 if len(labels) > 4 else 0)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.set_xlabel("parameter")
+    ax.set_ylabel("parameter")
+    ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax)
+
+
+# ---- PDE field files ----------------------------------------------------------
+
+def _pde_panels(f):
+    import numpy as np
+    dim = int(_attr(f, "dim", 1))
+    cells = [int(c) for c in np.atleast_1d(_attr(f, "cells", [1, 1, 1]))]
+    origin = [float(c) for c in np.atleast_1d(_attr(f, "origin", [0.0, 0.0, 0.0]))]
+    spacing = [float(c) for c in np.atleast_1d(_attr(f, "spacing", [1.0, 1.0, 1.0]))]
+    axis = ["x", "y", "z"]
+
+    def draw(ax, data, title, label):
+        # data is (n_z, n_y, n_x)
+        if dim == 1:
+            x = origin[0] + spacing[0] * (np.arange(cells[0]) + 0.5)
+            ax.plot(x, data[0, 0, :])
+            ax.set_xlabel(axis[0])
+            ax.set_ylabel(label)
+        else:
+            plane = data[data.shape[0] // 2, :, :]
+            extent = [origin[0], origin[0] + spacing[0] * cells[0],
+                      origin[1], origin[1] + spacing[1] * cells[1]]
+            im = ax.imshow(plane, origin="lower", extent=extent, aspect="equal", cmap="viridis")
+            ax.set_xlabel(axis[0])
+            ax.set_ylabel(axis[1])
+            cb = ax.figure.colorbar(im, ax=ax)
+            cb.set_label(label)
+            if dim == 3:
+                title += " (z-slice %d of %d)" % (data.shape[0] // 2, data.shape[0])
+        ax.set_title(title)
+
+    panels = []
+    if "frames" in f:
+        frames = sorted(f["frames"].keys())
+        shown = [frames[0]] + ([frames[-1]] if len(frames) > 1 else [])
+        for key in shown:
+            g = f["frames"][key]
+            for comp in g.keys():
+                panels.append(_Panel(
+                    "frame:%s:%s" % (comp, key),
+                    lambda ax, g=g, comp=comp: draw(
+                        ax, g[comp][()], "%s at t = %.6g" % (comp, float(_attr(g, "time", 0.0))),
+                        comp)))
+    if "fields" in f:
+        for name in f["fields"].keys():
+            for comp in f["fields"][name].keys():
+                label = comp if comp == name else "%s %s" % (name, comp)
+                panels.append(_Panel(
+                    "field:%s:%s" % (name, comp),
+                    lambda ax, d=f["fields"][name][comp], label=label: draw(
+                        ax, d[()], label, label)))
+    return panels
+
+
+# ---- the figure ----------------------------------------------------------------
+
+def figure(path, dpi=100):
+    """The figure of `path` and a dict panel name -> Axes. Raises ValueError
+    for a file that is not costate output or holds nothing to draw."""
+    _require()
+    import h5py
+    import matplotlib.pyplot as plt
+    with h5py.File(path, "r") as f:
+        if _attr(f, "format") == "costate-fields-1":
+            panels = _pde_panels(f)
+        elif "time" in f and "state" in f and "state_names" in f:
+            panels = _ode_panels(f)
+        else:
+            raise ValueError("%s: not a costate output file (neither /time, /state, "
+                             "/state_names nor format = costate-fields-1)" % path)
+        if not panels:
+            raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
+        columns = 1 if len(panels) == 1 else 2
+        rows = math.ceil(len(panels) / columns)
+        fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=dpi,
+                                 figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows))
+        out = {}
+        for k, panel in enumerate(panels):
+            ax = axes[k // columns][k % columns]
+            panel.draw(ax)
+            out[panel.name] = ax
+        for k in range(len(panels), rows * columns):
+            axes[k // columns][k % columns].set_visible(False)
+        status = _attr(f, "status", "")
+        fig.suptitle("%s  (%s%s)" % (os.path.basename(path), _attr(f, "command", "fields"),
+                                     "" if status == "complete" else ", status " + str(status)))
+        fig.tight_layout()
+    return fig, out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="costate plot", description="draw what a costate HDF5 output file holds")
+    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate or a PDE run")
+    parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
+    parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.file):
+        sys.stderr.write("costate plot: %s: no such file\n" % args.file)
+        return 1
+    out = args.output or os.path.splitext(args.file)[0] + ".png"
+    try:
+        fig, panels = figure(args.file, dpi=args.dpi)
+    except (ValueError, OSError, KeyError) as e:
+        sys.stderr.write("costate plot: %s\n" % e)
+        return 1
+    fig.savefig(out)
+    print("wrote %s (%s)" % (out, ", ".join(panels)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

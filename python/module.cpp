@@ -1,0 +1,399 @@
+// costate._costate — the compiled half of the Python package `costate`
+// (python/costate/__init__.py wraps it; docs/python.md is the user's page).
+//
+// One translation unit on purpose: io::visit_model instantiates every
+// built-in model here (run, gradient, Hessian), as main.cpp does for the CLI.
+// The computations are the CLI's: io::load_run_config(_text) for input,
+// ode::integrate for run, io/file_gradient.hpp for sensitivity and
+// gradcheck, io::calibrate and io::CalibrationProblem for calibration.
+//
+// Results come back as dicts of float64 NumPy arrays (copies, C order) and
+// Python numbers; the Python layer turns them into result objects. The GIL
+// is released while costate computes; costate::Error becomes costate.Error
+// (a RuntimeError) with the same message.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "costate/core/environment.hpp"
+#include "costate/core/error.hpp"
+#include "costate/ode/integrate.hpp"
+#include "io/calibrate.hpp"
+#include "io/file_gradient.hpp"
+#include "io/hdf5_writer.hpp"
+#include "io/input_text.hpp"
+#include "io/pde_input.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using costate::io::RunConfig;
+
+/// MPI, PETSc (TAO) and Kokkos, initialised on the first load() unless the
+/// host (mpi4py, petsc4py) has; finalised at interpreter exit.
+std::unique_ptr<costate::Environment>& environment() {
+  static std::unique_ptr<costate::Environment> env;
+  return env;
+}
+void ensure_environment() {
+  if (!costate::Environment::active()) environment() = std::make_unique<costate::Environment>();
+}
+
+py::array_t<double> array(const std::vector<double>& v) {
+  py::array_t<double> a(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+/// rows × cols, C order, from row-major v.
+py::array_t<double> matrix(const std::vector<double>& v, std::size_t rows, std::size_t cols) {
+  COSTATE_CHECK(v.size() == rows * cols, "internal: matrix of " << v.size() << " values is not "
+                                                                 << rows << " x " << cols);
+  py::array_t<double> a({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+/// A float64 1-D array of length n from any sequence; ValueError otherwise.
+std::vector<double> vector_of(const py::handle& x, std::size_t n, const char* what) {
+  py::array a;
+  try {
+    a = py::array::ensure(x, py::array::forcecast);
+  } catch (const py::error_already_set&) {
+  }
+  if (!a || a.ndim() != 1 || static_cast<std::size_t>(a.shape(0)) != n)
+    throw py::value_error(std::string(what) + ": expected a 1-D array of " + std::to_string(n) +
+                          " numbers");
+  const auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!d) throw py::value_error(std::string(what) + ": expected real numbers (float64)");
+  return std::vector<double>(d.data(), d.data() + n);
+}
+
+py::dict summary_dict(const costate::ode::Summary& s) {
+  py::dict d;
+  d["method"] = costate::ode::to_string(s.method);
+  d["termination"] = costate::ode::to_string(s.termination);
+  d["message"] = s.message;
+  d["success"] = s.success();
+  d["steps"] = s.steps;
+  d["rejected_steps"] = s.rejected_steps;
+  d["rhs_evaluations"] = s.rhs_evaluations;
+  d["final_time"] = s.final_time;
+  d["wall_seconds"] = s.wall_seconds;
+  d["report"] = s.brief_report();
+  return d;
+}
+
+costate::ode::Solution integrate(const RunConfig& c) {
+  namespace ode = costate::ode;
+  return costate::io::visit_model(c, [&](auto model) {
+    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters,
+                                          {c.t_start, c.t_end}, c.output_times};
+    return ode::integrate(problem, c.integrator);
+  });
+}
+
+/// An input file's problem (RunConfig) and, for objective(), its
+/// calibration. Calls on one Problem are serialised.
+class Problem {
+ public:
+  explicit Problem(RunConfig cfg) : cfg_(std::move(cfg)) {}
+
+  const RunConfig& config() const { return cfg_; }
+
+  py::dict run(const std::string& output) {
+    costate::ode::Solution sol;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      sol = integrate(cfg_);
+      if (!sol.summary.success())
+        throw costate::Error("integration of " + cfg_.input_path + " failed: " +
+                             sol.summary.message + (output.empty() ? "" : " (no output written)"));
+      if (!output.empty()) costate::io::write_run_hdf5(output, cfg_, sol);
+    }
+    py::dict d;
+    d["t"] = array(sol.t);
+    d["y"] = matrix(sol.y, sol.n_outputs(), sol.n_states);
+    d["names"] = cfg_.state_names;
+    d["summary"] = summary_dict(sol.summary);
+    return d;
+  }
+
+  py::dict sensitivity(bool hessian, const std::string& output) {
+    namespace io = costate::io;
+    need_objective("sensitivity");
+    if (hessian) io::check_hessian_request(cfg_, cfg_.input_path);
+    io::FileGradient g;
+    io::FileHessian h;
+    io::SensitivityOutput out;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      costate::ode::Solution sol;
+      if (!output.empty()) {  // the trajectory, for the file (as the CLI does)
+        sol = integrate(cfg_);
+        if (!sol.summary.success())
+          throw costate::Error("integration of " + cfg_.input_path + " failed: " +
+                               sol.summary.message + " (no output written)");
+      }
+      g = io::file_gradient(cfg_, cfg_.parameters, cfg_.initial_state);
+      const auto wrt = io::wrt_indices(cfg_);
+      if (hessian) h = io::file_hessian(cfg_, g.result, wrt);
+      out.objective = g.result.objective;
+      for (std::size_t k = 0; k < wrt.size(); ++k) {
+        out.parameter_names.push_back(cfg_.sensitivity.wrt[k]);
+        out.gradient.push_back(g.gradient_p[wrt[k]]);
+      }
+      if (cfg_.sensitivity.wrt_initial_state) out.gradient_initial_state = g.result.wrt_initial_state;
+      out.hessian = h.matrix;
+      out.method = g.result.method;
+      out.steps = g.result.checkpoints.steps;
+      out.forward_steps = g.result.checkpoints.forward_steps;
+      out.recomputed_steps = g.result.checkpoints.recomputed_steps;
+      out.peak_snapshots = g.result.checkpoints.peak_snapshots;
+      if (!output.empty()) io::write_run_hdf5(output, cfg_, sol, &out, "sensitivity");
+    }
+    py::dict d;
+    d["objective"] = out.objective;
+    d["names"] = out.parameter_names;
+    d["gradient"] = array(out.gradient);
+    d["state_names"] = cfg_.sensitivity.wrt_initial_state ? cfg_.state_names : std::vector<std::string>{};
+    d["gradient_initial_state"] = array(out.gradient_initial_state);
+    d["hessian"] = hessian ? py::object(matrix(h.matrix, out.parameter_names.size(),
+                                               out.parameter_names.size()))
+                           : py::object(py::none());
+    d["hessian_asymmetry"] = h.asymmetry;
+    d["method"] = out.method;
+    d["steps"] = out.steps;
+    d["forward_steps"] = out.forward_steps;
+    d["recomputed_steps"] = out.recomputed_steps;
+    d["checkpoints"] = out.peak_snapshots;
+    d["report"] = g.result.brief_report();
+    return d;
+  }
+
+  py::dict gradcheck() {
+    need_objective("gradcheck");
+    costate::io::FileGradientCheck c;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      c = costate::io::file_gradient_check(cfg_);
+    }
+    py::dict taylor;
+    taylor["steps"] = array(c.taylor.steps);
+    taylor["residuals"] = array(c.taylor.residuals);
+    taylor["orders"] = array(c.taylor.orders);
+    taylor["min_order"] = c.taylor.min_order;
+    taylor["passed"] = c.taylor.passed;
+    taylor["report"] = c.taylor.report();
+    py::dict fd;
+    fd["values"] = array(c.fd.fd);
+    fd["rel_error"] = array(c.fd.rel_error);
+    fd["max_rel_error"] = c.fd.max_rel_error;
+    fd["passed"] = c.fd.passed;
+    fd["report"] = c.fd.report();
+    py::dict d;
+    d["passed"] = c.passed;
+    d["objective"] = c.objective;
+    d["names"] = c.names;
+    d["x"] = array(c.x);
+    d["gradient"] = array(c.gradient);
+    d["taylor"] = taylor;
+    d["finite_differences"] = fd;
+    return d;
+  }
+
+  py::dict calibrate(const std::string& output) {
+    namespace io = costate::io;
+    need_calibration();
+    io::CalibrationReport rep;
+    bool written = false;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      rep = io::calibrate(cfg_);
+      if (!output.empty()) {  // the trajectory at the fitted values and the file
+        const costate::ode::Solution sol = integrate(rep.fitted);
+        if (!sol.summary.success())
+          throw costate::Error("the model at the fitted values does not integrate (" +
+                               sol.summary.message + "); " + output + " not written");
+        io::write_calibration_hdf5(output, rep.fitted, sol, rep);
+        written = true;
+      }
+    }
+    const std::size_t p = rep.names.size();
+    std::vector<double> fh, gh;
+    for (const auto& it : rep.tao.history) {
+      fh.push_back(it.objective);
+      gh.push_back(it.gradient_norm);
+    }
+    py::dict d;
+    d["names"] = rep.names;
+    d["values"] = array(rep.values);
+    d["initial"] = array(rep.initial);
+    d["lower"] = array(rep.lower);
+    d["upper"] = array(rep.upper);
+    d["standard_errors"] = array(rep.standard_errors);
+    d["covariance"] = matrix(rep.covariance, p, p);
+    d["correlation"] = matrix(rep.correlation, p, p);
+    d["singular_values"] = array(rep.singular_values);
+    std::vector<bool> flagged(rep.unidentifiable.begin(), rep.unidentifiable.end());
+    d["unidentifiable"] = flagged;
+    d["objective"] = rep.objective;
+    d["rss"] = rep.rss;
+    d["sigma2"] = rep.sigma2;
+    d["sigma_estimated"] = rep.sigma_estimated;
+    d["n_residuals"] = rep.n_residuals;
+    d["converged"] = rep.converged;
+    d["termination"] = rep.tao.termination;
+    d["optimizer"] = rep.tao.method;
+    d["gradient_method"] = rep.gradient_method;
+    d["iterations"] = rep.tao.iterations;
+    d["function_evaluations"] = rep.tao.function_evaluations;
+    d["gradient_norm"] = rep.tao.gradient_norm;
+    d["objective_history"] = array(fh);
+    d["gradient_norm_history"] = array(gh);
+    d["residual_times"] = array(rep.residual_times);
+    d["residual_states"] = rep.residual_states;
+    d["observed"] = array(rep.observed);
+    d["predicted"] = array(rep.predicted);
+    d["residuals"] = array(rep.residuals);
+    d["report"] = rep.tao.brief_report();
+    d["output_file"] = written ? py::object(py::str(output)) : py::object(py::none());
+    return d;
+  }
+
+  /// The calibration's fitted quantities: names, q of the start, bounds in q
+  /// (±inf for none), and which are log-transformed.
+  py::dict fit() {
+    auto& c = calibration();
+    std::vector<std::string> names;
+    std::vector<bool> log;
+    for (const auto& v : c.variables()) {
+      names.push_back(v.label());
+      log.push_back(v.log);
+    }
+    py::dict d;
+    d["names"] = names;
+    d["log"] = log;
+    d["start"] = array(c.start());
+    d["lower"] = array(c.lower());
+    d["upper"] = array(c.upper());
+    return d;
+  }
+
+  /// (J(q), ∇J(q)) of the calibration (io::CalibrationProblem).
+  py::tuple objective(const py::handle& q_in) {
+    auto& c = calibration();
+    const std::vector<double> q = vector_of(q_in, c.size(), "objective(x)");
+    std::vector<double> g(q.size());
+    double f = 0.0;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      f = c.objective_and_gradient(q, g);
+    }
+    return py::make_tuple(f, array(g));
+  }
+
+  /// Natural values v(q) (exp for log-transformed quantities).
+  py::array_t<double> values(const py::handle& q_in) {
+    auto& c = calibration();
+    return array(c.values(vector_of(q_in, c.size(), "values(x)")));
+  }
+
+ private:
+  void need_objective(const char* command) const {
+    if (!cfg_.objective.present)
+      throw costate::Error(cfg_.input_path + ": costate " + command +
+                           " needs an 'objective:' section (terminal, integral and/or data)");
+  }
+  void need_calibration() const {
+    if (!cfg_.calibration.present)
+      throw costate::Error(cfg_.input_path + ": costate calibrate needs a 'calibration:' section "
+                           "(parameters to fit, data, optional regularization and optimizer)");
+  }
+  costate::io::CalibrationProblem& calibration() {
+    need_calibration();
+    if (!calibration_) calibration_ = std::make_unique<costate::io::CalibrationProblem>(cfg_);
+    return *calibration_;
+  }
+
+  RunConfig cfg_;
+  std::unique_ptr<costate::io::CalibrationProblem> calibration_;
+  std::mutex mutex_;
+};
+
+std::unique_ptr<Problem> load_file(const std::string& path, const std::vector<std::string>& sets) {
+  ensure_environment();
+  if (costate::io::is_pde_input(path))
+    throw costate::Error(path + ": PDE inputs (a 'pde:' section) are not in the Python module "
+                         "yet; use the command line (costate run|sensitivity) and costate.plot");
+  RunConfig cfg;
+  {
+    py::gil_scoped_release unlocked;
+    cfg = costate::io::load_run_config(path, sets);
+  }
+  return std::make_unique<Problem>(std::move(cfg));
+}
+
+std::unique_ptr<Problem> load_text(const std::string& text, const std::string& name,
+                                   const std::vector<std::string>& sets) {
+  ensure_environment();
+  RunConfig cfg;
+  {
+    py::gil_scoped_release unlocked;
+    cfg = costate::io::load_run_config_text(text, name, sets);
+  }
+  return std::make_unique<Problem>(std::move(cfg));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_costate, m) {
+  m.doc() = "costate's compiled core; use the package `costate` (docs/python.md)";
+  py::register_exception<costate::Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<Problem>(m, "Problem")
+      .def_property_readonly("input_path", [](const Problem& p) { return p.config().input_path; })
+      .def_property_readonly("model", [](const Problem& p) { return p.config().model; })
+      .def_property_readonly("description", [](const Problem& p) { return p.config().description; })
+      .def_property_readonly("state_names", [](const Problem& p) { return p.config().state_names; })
+      .def_property_readonly("parameter_names",
+                             [](const Problem& p) { return p.config().parameter_names; })
+      .def_property_readonly("parameters", [](const Problem& p) { return array(p.config().parameters); })
+      .def_property_readonly("initial_state",
+                             [](const Problem& p) { return array(p.config().initial_state); })
+      .def_property_readonly("output_times",
+                             [](const Problem& p) { return array(p.config().output_times); })
+      .def_property_readonly("has_objective",
+                             [](const Problem& p) { return p.config().objective.present; })
+      .def_property_readonly("has_calibration",
+                             [](const Problem& p) { return p.config().calibration.present; })
+      .def_property_readonly("sensitivity_method",
+                             [](const Problem& p) { return p.config().sensitivity.method; })
+      .def_property_readonly("settings", [](const Problem& p) { return p.config().to_yaml(); })
+      .def("run", &Problem::run, py::arg("output") = "")
+      .def("sensitivity", &Problem::sensitivity, py::arg("hessian") = false, py::arg("output") = "")
+      .def("gradcheck", &Problem::gradcheck)
+      .def("calibrate", &Problem::calibrate, py::arg("output") = "")
+      .def("fit", &Problem::fit)
+      .def("objective", &Problem::objective, py::arg("x"))
+      .def("values", &Problem::values, py::arg("x"));
+
+  m.def("load_file", &load_file, py::arg("path"), py::arg("sets"));
+  m.def("load_text", &load_text, py::arg("text"), py::arg("name"), py::arg("sets"));
+  // Finalise what ensure_environment() initialised while the interpreter is
+  // still alive (not from a static destructor after it).
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([]() { environment().reset(); }));
+}

@@ -1,0 +1,171 @@
+"""costate.plot and `costate plot`: every panel kind drawn from a file the
+CLI writes in the test; the data on each panel's artists equals the HDF5
+data; the PNG has the documented size and is not blank."""
+
+import os
+import subprocess
+
+import h5py
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+from costate import plot  # noqa: E402
+
+CLI = os.environ["COSTATE_CLI"]
+EXAMPLES = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples")
+
+
+def cli_env():
+    """The environment without the MPI singleton's variables (a costate
+    module imported by another test may have initialised MPI)."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
+
+
+def costate(*args):
+    subprocess.run([CLI, *args, "-q"], check=True, env=cli_env(), stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plot")
+    out = {k: str(d / (k + ".h5")) for k in ("run", "sens", "cal", "pde")}
+    costate("run", os.path.join(EXAMPLES, "lotka_volterra.yaml"), "-o", out["run"])
+    costate("sensitivity", os.path.join(EXAMPLES, "lotka_volterra_equations.yaml"), "--hessian",
+            "-o", out["sens"])
+    costate("calibrate", os.path.join(EXAMPLES, "lotka_volterra_calibration.yaml"), "-o", out["cal"])
+    costate("sensitivity", os.path.join(EXAMPLES, "heat2d_kappa.yaml"), "-o", out["pde"])
+    return out
+
+
+def strings(ds):
+    return [v.decode() if isinstance(v, bytes) else v for v in ds]
+
+
+def test_trajectory_lines_are_the_state(files):
+    fig, panels = plot.figure(files["run"])
+    assert list(panels) == ["trajectory"]
+    ax = panels["trajectory"]
+    with h5py.File(files["run"]) as f:
+        names, t, y = strings(f["state_names"][()]), f["time"][()], f["state"][()]
+    lines = ax.get_lines()
+    assert [ln.get_label() for ln in lines] == names
+    for i, ln in enumerate(lines):
+        np.testing.assert_array_equal(ln.get_xdata(), t)
+        np.testing.assert_array_equal(ln.get_ydata(), y[:, i])
+    assert ax.get_xlabel() == "t"
+    plt.close(fig)
+
+
+def test_gradient_bars_and_hessian_image(files):
+    fig, panels = plot.figure(files["sens"])
+    assert set(panels) == {"trajectory", "gradient", "hessian"}
+    with h5py.File(files["sens"]) as f:
+        s = f["sensitivity"]
+        g = np.concatenate([s["gradient"][()], s["gradient_initial_state"][()]])
+        labels = strings(s["gradient"].attrs["names"]) + \
+            [n + "(t0)" for n in strings(s["gradient_initial_state"].attrs["names"])]
+        H = s["hessian"][()]
+        hnames = strings(s["hessian"].attrs["names"])
+    bars = panels["gradient"].patches
+    np.testing.assert_array_equal([b.get_height() for b in bars], g)
+    assert [t.get_text() for t in panels["gradient"].get_xticklabels()] == labels
+    images = panels["hessian"].get_images()
+    assert len(images) == 1
+    np.testing.assert_array_equal(np.asarray(images[0].get_array()), H)
+    assert [t.get_text() for t in panels["hessian"].get_yticklabels()] == hnames
+    # Symmetric colour scale around 0.
+    lo, hi = images[0].get_clim()
+    assert lo == -hi and hi == np.abs(H).max()
+    plt.close(fig)
+
+
+def test_calibration_panels(files):
+    fig, panels = plot.figure(files["cal"])
+    assert set(panels) == {"trajectory", "residuals", "history", "correlation"}
+    with h5py.File(files["cal"]) as f:
+        c = f["calibration"]
+        states = np.array(strings(c["residual_states"][()]))
+        rt, obs, res = c["residual_times"][()], c["observed"][()], c["residuals"][()]
+        fh, gh = c["objective_history"][()], c["gradient_norm_history"][()]
+        corr = c["correlation"][()]
+        names = strings(f["state_names"][()])
+    observed = {ln.get_label(): ln for ln in panels["trajectory"].get_lines()}
+    residual = {ln.get_label(): ln for ln in panels["residuals"].get_lines()}
+    for name in names:
+        sel = states == name
+        np.testing.assert_array_equal(observed[name + " observed"].get_xdata(), rt[sel])
+        np.testing.assert_array_equal(observed[name + " observed"].get_ydata(), obs[sel])
+        np.testing.assert_array_equal(residual[name].get_ydata(), res[sel])
+    hist = {ln.get_label(): ln for ln in panels["history"].get_lines()}
+    np.testing.assert_array_equal(hist["objective J"].get_ydata(), fh)
+    np.testing.assert_array_equal(hist["|gradient|"].get_ydata(), gh)
+    np.testing.assert_array_equal(hist["objective J"].get_xdata(), np.arange(len(fh)))
+    assert panels["history"].get_yscale() == "log"
+    im = panels["correlation"].get_images()[0]
+    np.testing.assert_array_equal(np.asarray(im.get_array()), corr)
+    assert im.get_clim() == (-1.0, 1.0)
+    plt.close(fig)
+
+
+def test_pde_fields_are_images(files):
+    fig, panels = plot.figure(files["pde"])
+    with h5py.File(files["pde"]) as f:
+        frames = sorted(f["frames"].keys())
+        expected = {"frame:u:" + frames[0], "frame:u:" + frames[-1]}
+        data = {"frame:u:" + k: f["frames"][k]["u"][()] for k in (frames[0], frames[-1])}
+        for name in f["fields"]:
+            for comp in f["fields"][name]:
+                expected.add("field:%s:%s" % (name, comp))
+                data["field:%s:%s" % (name, comp)] = f["fields"][name][comp][()]
+        cells = f.attrs["cells"]
+        origin, spacing = f.attrs["origin"], f.attrs["spacing"]
+    assert "field:kappa:kappa" in expected and "field:dJ_dkappa:dJ_dkappa" in expected
+    assert set(panels) == expected
+    for name, ax in panels.items():
+        im = ax.get_images()
+        assert len(im) == 1, name
+        np.testing.assert_array_equal(np.asarray(im[0].get_array()), data[name][0])
+        # Axes in the grid's coordinates, with a colour bar.
+        np.testing.assert_allclose(im[0].get_extent(),
+                                   [origin[0], origin[0] + spacing[0] * cells[0],
+                                    origin[1], origin[1] + spacing[1] * cells[1]])
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")
+        assert im[0].colorbar is not None
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kind", ["run", "sens", "cal", "pde"])
+def test_cli_writes_a_png_of_the_documented_size(files, tmp_path, kind):
+    png = str(tmp_path / (kind + ".png"))
+    dpi = 50
+    subprocess.run([CLI, "plot", files[kind], "-o", png, "--dpi", str(dpi)], check=True,
+                   env=cli_env(), stdout=subprocess.DEVNULL)
+    fig, panels = plot.figure(files[kind], dpi=dpi)
+    plt.close(fig)
+    columns = 1 if len(panels) == 1 else 2
+    rows = -(-len(panels) // columns)
+    img = matplotlib.image.imread(png)
+    assert img.shape[:2] == (round(plot.PANEL_INCHES[1] * rows * dpi),
+                             round(plot.PANEL_INCHES[0] * columns * dpi))
+    # Not blank: a good share of the pixels differ from the background.
+    rgb = img[:, :, :3]
+    background = rgb[0, 0]
+    assert np.mean(np.any(np.abs(rgb - background) > 0.05, axis=2)) > 0.02
+
+
+def test_errors_are_one_line_and_nonzero(tmp_path):
+    bad = tmp_path / "not_costate.h5"
+    with h5py.File(bad, "w") as f:
+        f["x"] = [1.0]
+    r = subprocess.run([CLI, "plot", str(bad)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "not a costate output file" in r.stderr
+    r = subprocess.run([CLI, "plot", str(tmp_path / "missing.h5")], env=cli_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "no such file" in r.stderr
