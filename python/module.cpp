@@ -16,6 +16,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,37 @@ py::dict summary_dict(const costate::ode::Summary& s) {
   return d;
 }
 
+/// Ctrl-C during run(), sensitivity() and gradcheck(): called after every
+/// accepted step (IntegratorOptions::on_step), it takes the GIL at most every
+/// kPollSteps steps and kPollInterval and asks Python for a pending signal;
+/// a KeyboardInterrupt leaves costate as an exception (py::error_already_set)
+/// through the steppers' RAII, before any file is written, and is raised in
+/// Python. Not installed for calibrate() and objective(): TAO's callbacks
+/// keep a foreign exception until its solve ends.
+class InterruptCheck {
+ public:
+  void operator()(double) {
+    if (++steps_ % kPollSteps != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < kPollInterval) return;
+    last_ = now;
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+
+ private:
+  static constexpr std::int64_t kPollSteps = 256;
+  static constexpr std::chrono::milliseconds kPollInterval{50};
+  std::int64_t steps_ = 0;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+/// cfg with the interrupt check installed.
+RunConfig interruptible(RunConfig cfg) {
+  cfg.integrator.on_step = InterruptCheck{};
+  return cfg;
+}
+
 costate::ode::Solution integrate(const RunConfig& c) {
   namespace ode = costate::ode;
   return costate::io::visit_model(c, [&](auto model) {
@@ -113,7 +145,7 @@ class Problem {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
-      sol = integrate(cfg_);
+      sol = integrate(interruptible(cfg_));
       if (!sol.summary.success())
         throw costate::Error("integration of " + cfg_.input_path + " failed: " +
                              sol.summary.message + (output.empty() ? "" : " (no output written)"));
@@ -137,16 +169,17 @@ class Problem {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
+      const RunConfig cfg = interruptible(cfg_);
       costate::ode::Solution sol;
       if (!output.empty()) {  // the trajectory, for the file (as the CLI does)
-        sol = integrate(cfg_);
+        sol = integrate(cfg);
         if (!sol.summary.success())
           throw costate::Error("integration of " + cfg_.input_path + " failed: " +
                                sol.summary.message + " (no output written)");
       }
-      g = io::file_gradient(cfg_, cfg_.parameters, cfg_.initial_state);
-      const auto wrt = io::wrt_indices(cfg_);
-      if (hessian) h = io::file_hessian(cfg_, g.result, wrt);
+      g = io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
+      const auto wrt = io::wrt_indices(cfg);
+      if (hessian) h = io::file_hessian(cfg, g.result, wrt);
       out.objective = g.result.objective;
       for (std::size_t k = 0; k < wrt.size(); ++k) {
         out.parameter_names.push_back(cfg_.sensitivity.wrt[k]);
@@ -186,7 +219,7 @@ class Problem {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
-      c = costate::io::file_gradient_check(cfg_);
+      c = costate::io::file_gradient_check(interruptible(cfg_));
     }
     py::dict taylor;
     taylor["steps"] = array(c.taylor.steps);

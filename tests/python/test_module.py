@@ -7,6 +7,7 @@ calibrate` to the agreement documented in examples/python."""
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -271,3 +272,29 @@ def test_gil_is_released_during_a_run():
     duration = wakeups[-1] - start
     assert done and duration > 0.2, "the run was too short to tell (%.3f s)" % duration
     assert max(np.diff(wakeups)) < 0.5 * duration
+
+
+# ---- Ctrl-C ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("what,dt", [("run", 1e-7), ("sensitivity", 2e-5)])
+def test_ctrl_c_interrupts_and_writes_nothing(tmp_path, what, dt):
+    # RK4 for 10⁸ steps (run, ~15 s) and 5·10⁵ steps (sensitivity with 10
+    # binomial checkpoints: ~10 s; 2·10⁶ steps took 66 s) uninterrupted;
+    # SIGINT after 0.3 s. Had the computation not
+    # stopped, Python would raise the KeyboardInterrupt only after it ends:
+    # the elapsed time tells the two apart.
+    p = costate.load(LV if what == "run" else LV_EQ,
+                     set={"integrator.method": "rk4", "integrator.dt": dt,
+                          "integrator.max_steps": 1000000000})
+    out = tmp_path / "interrupted.h5"
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        getattr(p, what)(output=str(out))
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 3.0, elapsed
+    assert not out.exists() and not (tmp_path / "interrupted.h5.partial").exists()
+    # costate is usable afterwards.
+    assert costate.load(LV).run().y.shape[1] == 2
