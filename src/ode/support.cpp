@@ -91,6 +91,11 @@ std::string refusal(SensitivityKind method, Method integrator, int order, bool a
     s += "; " + to_string(method) + " has no " + what(order);
   else if (!adaptive_only)
     s += "; " + to_string(method) + " supports integrator.method = " + either(ints);
+  // What a method is for, where that is the usual reason for the refusal.
+  if (method == SensitivityKind::ContinuousAdjoint && order == 1)
+    s += "; continuous_adjoint is explicit: for stiff problems use sensitivity.method = "
+         "cvodes_adjoint with integrator.method = cvodes_bdf, or discrete_adjoint with bdf or "
+         "sdirk3";
   const std::vector<std::string> meths = methods_of(integrator, order, adaptive);
   // "(adaptive: false)" only where it changes the answer.
   bool adaptive_matters = false;

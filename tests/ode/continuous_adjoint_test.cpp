@@ -11,18 +11,14 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "support/relative_error.hpp"
 #include "test_models.hpp"
 
 namespace {
 
 using namespace costate::ode;
 
-double max_rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0.0, scale = 0.0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
-  return m;
-}
+using costate::test::max_rel_err;
 
 /// Terminal, running and observation terms at once.
 struct AllTerms {

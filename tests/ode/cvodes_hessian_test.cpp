@@ -15,6 +15,8 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/models.hpp"
+#include "support/lotka_volterra.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
@@ -49,58 +51,12 @@ constexpr double kTangentRelTol = 2e-5;
 /// CVODES' errors in each, O(rtol · 10³) relative at rtol 1e-10.
 constexpr double kSymmetryTol = 1e-6;
 
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-double max_rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0.0;
-  const double scale = std::max(max_abs(b), 1e-300);
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
-  return m;
-}
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-/// Observations (one value missing; the last at t1, with the terminal), a
-/// running cost and a terminal, each depending on the parameters (so the
-/// objective's own second derivatives in p and the mixed ones enter).
-struct LvObjective {
-  LeastSquares ls;
-  std::vector<double> observation_times() const { return ls.times; }
-  template <class T>
-  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
-    return T(ls.observation<T>(k, y, p) + 0.01 * p[1] * y[0] * y[1]);
-  }
-  template <class T>
-  T running(double t, std::span<const T> y, std::span<const T> p) const {
-    return T(0.1 * y[0] * y[0] * (1.0 + 0.1 * t) + 0.05 * p[0] * p[0] * y[1]);
-  }
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T> p) const {
-    return T(0.5 * (y[0] - 1.0) * (y[0] - 1.0) + 0.3 * p[2] * y[1] * y[1]);
-  }
-};
-
-LvObjective lv_objective() {
-  LvObjective o;
-  o.ls.n_states = 2;
-  for (int k = 1; k <= 10; ++k) {
-    const double t = 0.5 * k;
-    o.ls.times.push_back(t);
-    o.ls.data.push_back(1.0 + 0.5 * std::sin(1.3 * t));
-    o.ls.data.push_back(k == 3 ? NAN : 0.8 + 0.4 * std::cos(0.9 * t));
-  }
-  return o;
-}
-
-Problem<LotkaVolterra> lv_problem() {
-  return Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 5.0}};
-}
+using costate::test::dot;
+using costate::test::lv_objective;
+using costate::test::lv_problem;
+using costate::test::LvObjective;
+using costate::test::max_abs;
+using costate::test::max_rel_err;
 
 IntegratorOptions cvodes(Method m, double rtol, double atol) {
   return {.method = m, .rtol = rtol, .atol = atol};

@@ -11,6 +11,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "support/relative_error.hpp"
 #include "test_models.hpp"
 
 namespace {
@@ -26,13 +27,8 @@ constexpr double kNonStiffRelTol = 1e-7;
 /// both solvers' errors.
 constexpr double kGradientRelTol = 1e-6;
 
-double rel_err(double a, double b) { return std::abs(a - b) / std::max(1e-300, std::abs(b)); }
-double max_rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0.0, scale = 0.0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
-  return m;
-}
+using costate::test::max_rel_err;
+using costate::test::rel_err;
 
 IntegratorOptions cvodes(Method m, double rtol, double atol) {
   return {.method = m, .rtol = rtol, .atol = atol};

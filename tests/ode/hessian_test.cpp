@@ -16,6 +16,8 @@
 #include "costate/ad/drivers.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/models.hpp"
+#include "support/lotka_volterra.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
@@ -41,16 +43,9 @@ constexpr double kSymmetryTol = 1e-11;
 /// is O(h³) when H is right (O(h²) when it is not).
 constexpr double kRequiredOrder = 2.9;
 
-double max_abs(const std::vector<double>& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
+using costate::test::dot;
+using costate::test::lv_problem;
+using costate::test::max_abs;
 
 /// Least squares against noisy-looking data at 10 times (one value missing).
 LeastSquares lv_data() {
@@ -63,10 +58,6 @@ LeastSquares lv_data() {
     ls.data.push_back(k == 4 ? NAN : 0.8 + 0.4 * std::cos(0.9 * t));
   }
   return ls;
-}
-
-Problem<LotkaVolterra> lv_problem() {
-  return Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 5.0}};
 }
 
 /// A terminal and a running cost that depend on the parameters (so the
