@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh TARGET SECONDS [libFuzzer options...]
+#
+# Builds (when missing or stale) and runs one libFuzzer target for SECONDS:
+#   expr   the expression compiler and evaluator (src/expr/program.cpp)
+#   csv    the CSV data reader (io::read_csv_data, src/io/input.cpp)
+#   input  the YAML input loader, ODE and PDE inputs with --set overrides
+#          (src/io/input.cpp)
+# The fuzzed sources are compiled with clang++ -fsanitize=fuzzer,address,
+# undefined (coverage-guided, with sanitizers); everything else comes from an
+# existing build's libcostate.so (BUILD, default ./build, configured and
+# built as usual). Nothing here is part of the default build.
+#
+# Corpus: build-fuzz/corpus/TARGET (seeded from data/examples/ and the
+# tests on first use); crashes land in build-fuzz/crashes/TARGET/. Each
+# crash should become a regression test in the gtest suite
+# (tests/expr/program_test.cpp, tests/io/input_test.cpp).
+#
+#   scripts/fuzz.sh expr 60
+#   BUILD=build scripts/fuzz.sh input 600 -jobs=2
+set -euo pipefail
+
+target=${1:?usage: scripts/fuzz.sh expr|csv|input SECONDS [libFuzzer options]}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${BUILD:-$root/build}" && pwd)
+out=${FUZZ_DIR:-$root/build-fuzz}
+cxx=${CXX_FUZZ:-clang++-14}
+command -v "$cxx" > /dev/null || cxx=clang++
+mkdir -p "$out/obj" "$out/corpus/$target" "$out/crashes/$target"
+
+case $target in
+  expr) sources=(src/expr/program.cpp src/io/input.cpp) ;;
+  csv | input) sources=(src/io/input.cpp src/expr/program.cpp) ;;
+  *) echo "fuzz.sh: unknown target '$target' (expr, csv, input)" >&2; exit 2 ;;
+esac
+
+# The library's include directories and definitions, from the CMake build.
+flags_make=$build/CMakeFiles/costate.dir/flags.make
+[[ -f $flags_make ]] || { echo "fuzz.sh: $flags_make not found: configure and build $build first" >&2; exit 2; }
+includes=$(sed -n 's/^CXX_INCLUDES = //p' "$flags_make")
+[[ -f $build/libcostate.so ]] || { echo "fuzz.sh: build $build/libcostate.so first" >&2; exit 2; }
+
+sanitize="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
+cflags="-std=c++20 -O1 -g -fno-omit-frame-pointer $sanitize"
+launcher=$(command -v ccache || true)
+objects=()
+for src in "${sources[@]}" "tests/fuzz/${target}_fuzz.cpp"; do
+  obj=$out/obj/$(echo "$src" | tr '/' '_').o
+  if [[ ! -f $obj || $root/$src -nt $obj ]]; then
+    echo "fuzz.sh: compiling $src" >&2
+    # shellcheck disable=SC2086
+    $launcher "$cxx" $cflags $includes -c "$root/$src" -o "$obj"
+  fi
+  objects+=("$obj")
+done
+exe=$out/${target}_fuzz
+stale=0
+[[ ! -x $exe || $build/libcostate.so -nt $exe ]] && stale=1
+for o in "${objects[@]}"; do [[ $o -nt $exe ]] && stale=1; done
+if ((stale)); then
+  echo "fuzz.sh: linking $exe" >&2
+  # shellcheck disable=SC2086
+  "$cxx" $sanitize "${objects[@]}" -o "$exe" -L"$build" -Wl,-rpath,"$build" -lcostate \
+    $(pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp)
+fi
+
+# Seeds: data/examples and test inputs on first use.
+corpus=$out/corpus/$target
+if [[ -z $(ls -A "$corpus") ]]; then
+  case $target in
+    input)
+      cp "$root"/data/examples/*.yaml "$corpus"/
+      ;;
+    csv)
+      cp "$root"/data/examples/*.csv "$root"/data/synthetic/*.csv "$corpus"/ 2> /dev/null || true
+      printf 't,x,y\n0.5,1,nan\n1,,2\n' > "$corpus/missing.csv"
+      ;;
+    expr)
+      # Every expression of the examples' equations, objectives and fields.
+      grep -ho '"[^"]*"' "$root"/data/examples/*.yaml | tr -d '"' | sort -u |
+        while read -r e; do printf '%s' "$e" > "$corpus/$(printf '%s' "$e" | md5sum | cut -c1-16)"; done
+      for e in "sin(x)^2 + cos(y)*a" "exp(-t/b)*x" "x > 0 ? sqrt(x) : -y" "pow(abs(x), 1.5)" \
+               "min(x, max(y, a))" "-(-(-x))" "1e308*10" "log(0)" "tanh(x*a) / (1 + y^2)"; do
+        printf '%s' "$e" > "$corpus/$(printf '%s' "$e" | md5sum | cut -c1-16)"
+      done
+      ;;
+  esac
+fi
+
+# Leak detection stays on; Open MPI's start-up allocations (from
+# libcostate's dependencies, before the first input) are not inputs' leaks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+dict=$root/tests/fuzz/${target}.dict
+extra=()
+[[ -f $dict ]] && extra+=("-dict=$dict")
+exec "$exe" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$out/crashes/$target/" -print_final_stats=1 "${extra[@]}" "$@"
