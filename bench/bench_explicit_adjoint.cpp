@@ -10,7 +10,7 @@
 // in one run; the gradients are checked against each other (adjoint vs
 // forward sensitivities) and the run fails if they disagree.
 //
-// Sample run:  build/bench/bench_explicit_adjoint [repeats]
+// Sample run:  build/bench/bench_explicit_adjoint [repeats] [lv]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,8 +156,17 @@ bool run(const char* name, const Problem<M>& pr, const O& objective, const Integ
 int main(int argc, char** argv) {
   costate::Environment env(argc, argv);
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 3;
+  // "lv": only the Lotka–Volterra terminal rows (for profiling).
+  const std::string only = argc > 2 ? argv[2] : "";
   std::printf("load average before: %s\n", load_average().c_str());
   bool ok = true;
+  if (only == "lv") {
+    Problem<LotkaVolterra> lv{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 100.0}};
+    const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-4};
+    return run("Lotka-Volterra rk4, 1e6 steps, terminal", lv, HalfNorm{}, opt, repeats, false, false)
+               ? 0
+               : 1;
+  }
   {
     Problem<LotkaVolterra> lv{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 100.0}};
     const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-4};

@@ -17,7 +17,7 @@ class ExplicitRk final : public Scheme {
              std::span<const double> times)
       : sys_(sys), tab_(explicit_tableau(method)), p_(p), times_(times), nx_(sys.n_states()),
         s_(static_cast<std::size_t>(tab_.stages)), Y_(nx_), K_(s_ * nx_), Kbar_(s_ * nx_),
-        ybar_(nx_), acc_(nx_) {
+        ybar_(nx_) {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
     for (std::size_t j = 0; j < s_; ++j) lins_.emplace_back(sys);
   }
@@ -49,10 +49,10 @@ class ExplicitRk final : public Scheme {
       double* kb = Kbar_.data() + j * nx_;
       for (std::size_t q = 0; q < nx_; ++q) kb[q] = c * lambda[q];
     }
-    std::copy(lambda.begin(), lambda.end(), acc_.begin());
+    // λ ← λ + Σ Ȳ_j (the K̄_j above hold the incoming λ).
     for (std::size_t j = s_; j-- > 0;) {
       lins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_), ybar_, mu);
-      for (std::size_t q = 0; q < nx_; ++q) acc_[q] += ybar_[q];
+      for (std::size_t q = 0; q < nx_; ++q) lambda[q] += ybar_[q];
       for (std::size_t k = 0; k < j; ++k) {
         const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
         if (a == 0.0) continue;
@@ -61,7 +61,6 @@ class ExplicitRk final : public Scheme {
         for (std::size_t q = 0; q < nx_; ++q) kb[q] += c * ybar_[q];
       }
     }
-    std::copy(acc_.begin(), acc_.end(), lambda.begin());
   }
 
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
@@ -102,27 +101,45 @@ class ExplicitRk final : public Scheme {
   std::int64_t linearizations() const override { return lin_; }
 
  private:
-  // Y_ = x + h Σ_{k<j} a_jk K_k.
+  // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope) {
-    std::copy(x.begin(), x.end(), Y_.begin());
-    for (std::size_t k = 0; k < j; ++k) {
-      const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
-      if (a == 0.0) continue;
-      const double c = h * a;
-      const double* kk = slope(k);
-      for (std::size_t q = 0; q < nx_; ++q) Y_[q] += c * kk[q];
-    }
+    combine(x, Y_, j, h, [&](std::size_t k) { return tab_.at(static_cast<int>(j), static_cast<int>(k)); },
+            slope);
   }
   // xn = x + h Σ_j b_j K_j.
   template <class Slope>
   void finish(double h, std::span<const double> x, std::span<double> xn, Slope slope) {
-    std::copy(x.begin(), x.end(), xn.begin());
-    for (std::size_t j = 0; j < s_; ++j) {
-      const double c = h * tab_.b[j];
-      if (c == 0.0) continue;
-      const double* kk = slope(j);
-      for (std::size_t q = 0; q < nx_; ++q) xn[q] += c * kk[q];
+    combine(x, xn, s_, h, [&](std::size_t k) { return tab_.b[k]; }, slope);
+  }
+  template <class Coef, class Slope>
+  void combine(std::span<const double> x, std::span<double> out, std::size_t count, double h,
+               Coef coef, Slope slope) {
+    double c[16];
+    const double* k[16];
+    std::size_t terms = 0;
+    for (std::size_t j = 0; j < count; ++j) {
+      const double a = coef(j);
+      if (a == 0.0) continue;
+      c[terms] = h * a;
+      k[terms++] = slope(j);
+    }
+    switch (terms) {
+      case 0:
+        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q];
+        return;
+      case 1:
+        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q] + c[0] * k[0][q];
+        return;
+      case 2:
+        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q] + c[0] * k[0][q] + c[1] * k[1][q];
+        return;
+      default:
+        for (std::size_t q = 0; q < nx_; ++q) {
+          double v = x[q];
+          for (std::size_t t = 0; t < terms; ++t) v += c[t] * k[t][q];
+          out[q] = v;
+        }
     }
   }
 
@@ -130,7 +147,7 @@ class ExplicitRk final : public Scheme {
   ButcherTableau tab_;
   std::span<const double> p_, times_;
   std::size_t nx_, s_;
-  std::vector<double> Y_, K_, Kbar_, ybar_, acc_, Ydot_, Kdot_;
+  std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_;
   std::vector<Linearization> lins_, tlins_;
   std::int64_t rhs_ = 0, lin_ = 0;
 };

@@ -115,7 +115,8 @@ struct Linearization::Impl {
   // Tape
   ad::Tape tape;
   std::vector<ad::Real> xr, pr, outr;
-  bool adjoints_dirty = false, tangents_only = false;
+  bool adjoints_dirty = false, tangents_only = false, value_ready = true;
+  bool seeded = false;  // xd, pd hold dense_at's one-pass unit seeds
   double t = 0.0;
   std::vector<double> x, p;  // Tape: the point (for jvp / jacobian by Dual passes)
 
@@ -142,6 +143,7 @@ struct Linearization::Impl {
   // One Dual pass seeding input j with tangent seed(j) ∈ [0, 8) or -1.
   template <class Seed>
   void dual_pass(double t0, std::span<const double> x0, std::span<const double> p0, Seed seed) {
+    seeded = false;
     for (std::size_t i = 0; i < nx; ++i) {
       xd[i] = Dual8(i < n ? x0[i] : 0.0);
       if (i < n) {
@@ -160,6 +162,30 @@ struct Linearization::Impl {
 
   void dense_at(double t0, std::span<const double> x0, std::span<const double> p0) {
     dense.resize(nx * nin);
+    if (nin <= static_cast<std::size_t>(kChunk)) {
+      // One pass; the unit seeds stay in place from call to call, only the
+      // values change.
+      if (!seeded) {
+        for (std::size_t i = 0; i < nx; ++i) {
+          xd[i] = Dual8(0.0);
+          if (i < n) xd[i].set_tangent(static_cast<int>(i), 1.0);
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          pd[j] = Dual8(0.0);
+          pd[j].set_tangent(static_cast<int>(n + j), 1.0);
+        }
+        seeded = true;
+      }
+      for (std::size_t i = 0; i < n; ++i) xd[i].value() = x0[i];
+      for (std::size_t j = 0; j < np; ++j) pd[j].value() = p0[j];
+      sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
+                       std::span<Dual8>(od));
+      for (std::size_t i = 0; i < nx; ++i) {
+        value[i] = od[i].value();
+        for (std::size_t j = 0; j < nin; ++j) dense[j * nx + i] = od[i].tangent(static_cast<int>(j));
+      }
+      return;
+    }
     const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
     for (std::size_t pass = 0; pass < passes; ++pass) {
       const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
@@ -218,10 +244,6 @@ struct Linearization::Impl {
     t = t0;
     x.assign(x0.begin(), x0.end());
     p.assign(p0.begin(), p0.end());
-    if (tangents_only) {
-      sys->model().rhs(t0, x0, p0, std::span<double>(value));
-      return;
-    }
     ad::Tape::Scope scope(tape);
     tape.reset();
     tape.start_recording();
@@ -265,13 +287,26 @@ JacobianStrategy Linearization::strategy() const { return impl_->strategy; }
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
+  if (m.tangents_only) {
+    // Tangents never form the Jacobian: jvp_many seeds its directions into
+    // one Dual pass per 8 of them (f_x V + f_p Q directly, f as the primal).
+    m.t = t;
+    m.x.assign(x.begin(), x.end());
+    m.p.assign(p.begin(), p.end());
+    m.value_ready = false;
+    ++m.count;
+    return;
+  }
   if (m.strategy != JacobianStrategy::Dense && m.strategy != JacobianStrategy::Tape &&
       !(m.strategy == JacobianStrategy::Sparse && m.sys->shared_->colours > 0))
     m.resolve(t, x, p);
   switch (m.strategy) {
     case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
     case JacobianStrategy::Sparse:
-      if (m.count > 0 && m.count % kPatternCheckInterval == 0) m.check_pattern(t, x, p);
+      // Re-detect at linearizations 1, 2, 4, …, 1024 and then every 1024th.
+      if (m.count > 0 && (m.count % kPatternCheckInterval == 0 ||
+                          (m.count < kPatternCheckInterval && (m.count & (m.count - 1)) == 0)))
+        m.check_pattern(t, x, p);
       m.sparse_at(t, x, p);
       break;
     case JacobianStrategy::Tape:
@@ -287,12 +322,20 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
   ++m.count;
 }
 
-std::span<const double> Linearization::value() const { return impl_->value; }
+std::span<const double> Linearization::value() const {
+  Impl& m = *impl_;
+  if (!m.value_ready) {
+    m.sys->model().rhs(m.t, m.x, m.p, std::span<double>(m.value));
+    m.value_ready = true;
+  }
+  return m.value;
+}
 
 void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
                         std::span<double> pbar) {
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
+  COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
   switch (m.strategy) {
     case JacobianStrategy::Dense: {
       for (std::size_t j = 0; j < m.nin; ++j) {
@@ -323,8 +366,6 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
     }
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic: {
-      COSTATE_CHECK(!m.tangents_only,
-                    "Linearization::vjp: this linearization was made for tangents only");
       ad::Tape::Scope scope(m.tape);
       if (m.adjoints_dirty) m.tape.clear_adjoints();
       for (std::size_t i = 0; i < nx; ++i) m.outr[i].set_gradient(w[i]);
@@ -343,11 +384,12 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
   std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
+  const JacobianStrategy strategy = m.tangents_only ? JacobianStrategy::Tape : m.strategy;
   // Row j of the direction block: V's for a state, Q's for a parameter.
   auto dir_row = [&](std::size_t j) {
     return j < n ? V.data() + j * mdir : Q.data() + (j - n) * mdir;
   };
-  switch (m.strategy) {
+  switch (strategy) {
     case JacobianStrategy::Dense:
       for (std::size_t j = 0; j < m.nin; ++j) {
         const double* col = m.dense.data() + j * nx;
@@ -377,6 +419,7 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic: {
       // Dual passes of up to 8 directions at the recorded point.
+      m.seeded = false;
       for (std::size_t first = 0; first < mdir; first += kChunk) {
         const std::size_t last = std::min(mdir, first + kChunk);
         for (std::size_t i = 0; i < nx; ++i) {
@@ -395,6 +438,10 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
         for (std::size_t i = 0; i < nx; ++i)
           for (std::size_t k = first; k < last; ++k)
             out[i * mdir + k] = m.od[i].tangent(static_cast<int>(k - first));
+        if (first == 0 && !m.value_ready) {
+          for (std::size_t i = 0; i < nx; ++i) m.value[i] = m.od[i].value();
+          m.value_ready = true;
+        }
       }
       return;
     }
@@ -410,6 +457,11 @@ void Linearization::jacobian(std::span<double> out) {
   Impl& m = *impl_;
   const std::size_t nx = m.nx;
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
+  if (m.tangents_only) {
+    m.dense_at(m.t, m.x, m.p);
+    std::copy(m.dense.begin(), m.dense.end(), out.begin());
+    return;
+  }
   switch (m.strategy) {
     case JacobianStrategy::Dense: std::copy(m.dense.begin(), m.dense.end(), out.begin()); return;
     case JacobianStrategy::Sparse: {

@@ -33,9 +33,10 @@
 ///     products run over the non-zeros (CSC). Picked for larger systems
 ///     whose pattern has ≤ max_colours colours. Valid only for right-hand
 ///     sides whose pattern does not change with the state: the pattern is
-///     re-detected every kPatternCheckInterval-th linearization and a new
-///     entry throws costate::Error (use JacobianStrategy::Tape for such
-///     models).
+///     re-detected at linearizations 1, 2, 4, …, kPatternCheckInterval and
+///     every kPatternCheckInterval-th after, and a new entry throws
+///     costate::Error (use JacobianStrategy::Tape for such models; a change
+///     between two checks goes unnoticed).
 ///   - Tape: a short tape of one right-hand side per linearization
 ///     (record, then one reverse sweep per vjp); jvp by a Dual pass. The
 ///     fallback for large dense right-hand sides.
