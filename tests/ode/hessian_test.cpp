@@ -276,7 +276,11 @@ TEST(HessianVector, VanDerPolDopri5WithInitialState) {
   expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times), kFdRelTol, "VdP H v");
   const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
   EXPECT_EQ(g.step_times, r.step_times);
-  EXPECT_EQ(r.gradient_wrt_parameters, g.wrt_parameters);
+  // The HVP's gradient (its Dual sweep) and ode::gradient's (the compiled
+  // explicit scheme on ode::System, issue 14) are the same discrete
+  // gradient summed in another order: round-off only.
+  constexpr double kSameGradientTol = 1e-13;
+  expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kSameGradientTol, "VdP gradient");
   const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.05);
   EXPECT_GE(fitted, kRequiredOrder);
   (void)min_order;

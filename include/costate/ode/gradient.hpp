@@ -14,11 +14,13 @@
 /// explicit Runge–Kutta adjoint of every step (explicit_rk.hpp), from
 ///     λ_l = ∂g/∂y(y_l),  λ_z = 1,  μ = ∂g/∂p,
 /// adding ∂ℓ_k/∂y to λ (and ∂ℓ_k/∂p to μ) when it passes an observation
-/// time; dJ/dy0 = λ_0, dJ/dp = μ. Each stage's vector–Jacobian product
-/// f_yᵀ w, f_pᵀ w comes from a short tape of one right-hand-side evaluation
-/// (a private tape: a recording of the caller is not disturbed) — the time
-/// loop is never taped. States are kept or recomputed by the checkpoint
-/// schedule (checkpointing.hpp).
+/// time; dJ/dy0 = λ_0, dJ/dp = μ. Explicit methods run on the compiled
+/// ode::System (system.hpp) and ExplicitRkScheme (scheme.hpp): each reverse
+/// step linearizes f once per stage — a dense Dual Jacobian for small
+/// systems, the coloured sparse one for large sparse right-hand sides, a
+/// short tape of one right-hand side otherwise (a private tape: a recording
+/// of the caller is not disturbed) — the time loop is never taped. States
+/// are kept or recomputed by the checkpoint schedule (checkpointing.hpp).
 ///
 /// Step sizes are constants of the adjoint: fixed-step methods use dt
 /// (landing on observation times); an adaptive run (dopri5, sdirk3, bdf) is
@@ -65,28 +67,33 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/ode/scheme.hpp"
 #include "costate/ode/snapshot_store.hpp"
 #include "costate/ode/steppers/theta.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/ode/system.hpp"
 
 namespace costate::ode {
 
 /// The exact gradient of the discrete solution by a reverse sweep.
 struct DiscreteAdjoint {
   Checkpointing checkpointing = StoreAll{};
-  /// Explicit steppers: each stage's f_yᵀw, f_pᵀw from the compressed
-  /// coloured Jacobian (one Dual pass for ≤ 8 colours) instead of a short
-  /// tape — much cheaper for large sparse right-hand sides (method-of-lines
-  /// PDEs). Only for right-hand sides whose sparsity pattern does not depend
-  /// on the state (no value-dependent branches changing which inputs an
-  /// output reads); falls back to the tape when the pattern needs more than
-  /// 16 colours. See detail::RhsVjp.
+  /// Explicit steppers: force the compressed coloured Jacobian
+  /// (JacobianStrategy::Sparse) for each stage's f_yᵀw, f_pᵀw. Without it
+  /// the System picks (dense Dual Jacobian for n + n_p ≤ 16, else the
+  /// coloured one when the pattern has ≤ 16 colours, else a short tape).
+  /// Only for right-hand sides whose sparsity pattern does not depend on the
+  /// state (no value-dependent branches changing which inputs an output
+  /// reads): the pattern is re-checked every kPatternCheckInterval
+  /// linearizations and a change throws. See system.hpp.
   bool coloured_jacobian = false;
 };
 
-/// Tangent sensitivities of the same discrete solution: the replayed steps
-/// run in ad::Dual<double, 8>, each pass carrying 8 directions (parameters,
-/// then initial states); cost grows with the number of parameters + states.
+/// Tangent sensitivities of the same discrete solution: explicit methods
+/// replay the steps once per block of kTangentBlock = 8 directions
+/// (parameters, then initial states), each stage's f linearized once and
+/// applied to the block (scheme.hpp); cost grows with the number of
+/// parameters + states.
 struct Forward {};
 
 using SensitivityMethod =
@@ -321,7 +328,31 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     return result;
   }
 
-  // 3a. Forward sensitivities: replay the steps in Dual arithmetic.
+  // 3. Explicit Runge–Kutta: the compiled scheme on an ode::System
+  // (scheme.hpp) — the adjoint sweep under the checkpoint schedule, or the
+  // forward tangents.
+  if (!implicit) {
+    const auto* dam = std::get_if<DiscreteAdjoint>(&method);
+    SystemOptions system_options;
+    if (dam && dam->coloured_jacobian) system_options.jacobian = JacobianStrategy::Sparse;
+    const System system = make_system(problem.model, objective, n, np, system_options);
+    const std::unique_ptr<Scheme> scheme = make_explicit_rk_scheme(system, options.method, p, times);
+    SweepOutcome o = dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, y0a, p)
+                         : tangent_sweep(system, *scheme, obs_at, y0a, p);
+    result.objective = o.objective;
+    result.wrt_parameters = std::move(o.wrt_parameters);
+    result.wrt_initial_state = std::move(o.wrt_initial_state);
+    result.checkpoints = o.checkpoints;
+    result.step_times = times;
+    result.method = to_string(method);
+    result.rhs_evaluations = o.rhs_evaluations;
+    result.vjp_evaluations = o.linearizations;
+    result.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+
+  // 3a. Forward sensitivities of the θ-methods.
   if (std::holds_alternative<Forward>(method)) {
     if (implicit) {
       // Tangents of the θ-method, all directions at once (dense): with
@@ -399,71 +430,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return result;
     }
-    constexpr int kChunk = 8;
-    using D = ad::Dual<double, kChunk>;
-    using DV = Vector<D, Kokkos::DefaultHostExecutionSpace>;
-    const ButcherTableau tab = explicit_tableau(options.method);
-    const std::size_t m = np + n;
-    std::vector<double> grad(m, 0.0);
-    double J = 0.0;
-    std::int64_t passes = 0;
-    for (std::size_t first = 0; first < std::max<std::size_t>(m, 1); first += kChunk) {
-      ++passes;
-      std::vector<D> pd(np), yd(na);
-      for (std::size_t j = 0; j < np; ++j) {
-        pd[j] = D(problem.p[j]);
-        if (j >= first && j < first + kChunk) pd[j].tangent(static_cast<int>(j - first)) = 1.0;
-      }
-      for (std::size_t i = 0; i < na; ++i) {
-        yd[i] = D(y0a[i]);
-        const std::size_t dir = np + i;
-        if (i < n && dir >= first && dir < first + kChunk)
-          yd[i].tangent(static_cast<int>(dir - first)) = 1.0;
-      }
-      DV yv = DV::from(std::span<const D>(yd));
-      DV next = yv.clone();
-      ExplicitRKStep<DV> rkd(tab, yv);
-      const std::span<const D> pds(pd);
-      auto rhs_d = [&](double t, const DV& yy, const DV& dydt) {
-        aug.template rhs<D>(t, std::span<const D>(yy.data(), na), pds,
-                            std::span<D>(dydt.data(), na));
-      };
-      D Jd = 0.0;
-      auto observe = [&](std::size_t i) {
-        if constexpr (HasObservations<O>) {
-          const std::int64_t k = obs_at[i];
-          if (k >= 0)
-            Jd = Jd + objective.template observation<D>(static_cast<std::size_t>(k),
-                                                        std::span<const D>(yv.data(), n), pds);
-        } else {
-          (void)i;
-        }
-      };
-      observe(0);
-      for (std::int64_t i = 0; i < l; ++i) {
-        const std::size_t u = static_cast<std::size_t>(i);
-        rkd.step(rhs_d, times[u], times[u + 1] - times[u], yv, next);
-        deep_copy(yv, next);
-        observe(u + 1);
-      }
-      if constexpr (HasTerminal<O>)
-        Jd = Jd + objective.template terminal<D>(std::span<const D>(yv.data(), n), pds);
-      if constexpr (kRunning) Jd = Jd + yv[n];
-      J = ad::primal(Jd);
-      for (std::size_t d = first; d < std::min(m, first + kChunk); ++d)
-        grad[d] = Jd.tangent(static_cast<int>(d - first));
-    }
-    result.objective = J;
-    result.step_times = times;
-    result.wrt_parameters.assign(grad.begin(), grad.begin() + static_cast<std::ptrdiff_t>(np));
-    result.wrt_initial_state.assign(grad.begin() + static_cast<std::ptrdiff_t>(np), grad.end());
-    result.method = to_string(method);
-    result.checkpoints.steps = l;
-    result.checkpoints.forward_steps = passes * l;
-    result.rhs_evaluations = passes * l * tab.stages;
-    result.wall_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return result;
+    throw Error("gradient: internal error, explicit forward sensitivities run on ode::System");
   }
 
   // 3b. The reverse sweep.
@@ -480,7 +447,6 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   detail::TransposedSolve theta_solve(implicit ? na : 0);
   Eigen::VectorXd theta_pbar(static_cast<Eigen::Index>(implicit ? np : 0));
   std::vector<double> mu(np, 0.0), ybar(na), ybar_obj(n);
-  detail::RhsVjp<detail::Augmented<M, O>> vjp(aug, p, na, dam.coloured_jacobian);
   ad::Tape objective_tape;
   std::int64_t rhs_count = 0;
   auto rhs_counted = [&](double t, const HostVector& yy, const HostVector& dydt) {
@@ -553,11 +519,6 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     deep_copy(cur, next);
     ++ops.i;
   };
-  auto stage_vjp = [&](double t, const HostVector& Y, const HostVector& w, HostVector& Ybar,
-                       std::vector<double>& pbar) {
-    vjp(t, std::span<const double>(Y.data(), na), std::span<const double>(w.data(), na),
-        std::span<double>(Ybar.data(), na), std::span<double>(pbar));
-  };
   ops.reverse_fn = [&] {
     const std::size_t i = static_cast<std::size_t>(ops.i);
     const double h = times[i + 1] - times[i];
@@ -613,7 +574,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       }
       for (std::size_t j = 0; j < np; ++j) mu[j] += theta_pbar[static_cast<Eigen::Index>(j)];
     } else {
-      rk.adjoint(stage_vjp, times[i], h, lambda, mu);
+      throw Error("gradient: internal error, explicit adjoints run on ode::System");
     }
     if (obs_at[i] >= 0) add_observation(ops.i, cur);
   };
@@ -626,7 +587,6 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   result.wrt_initial_state.assign(lambda.data(), lambda.data() + n);
   result.method = to_string(method);
   result.rhs_evaluations = rhs_count + (implicit ? theta->rhs_evaluations : 0);
-  result.vjp_evaluations = vjp.count;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

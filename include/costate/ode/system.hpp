@@ -1,0 +1,281 @@
+#pragma once
+/// \file
+/// ode::System — a compiled, type-erased view of one model and one objective:
+/// the right-hand side of the augmented state x = (y, z),
+///     y' = f(t, y, p),   z' = q(t, y, p)   (z only when the objective has a
+///                                           running cost q),
+/// its derivatives, and the objective's terms
+///     J = g(y(t1), p) + z(t1) + Σ_k ℓ_k(y(t_k), p)
+/// with their gradients. `make_system(model, objective)` is the only
+/// per-model template (one adapter evaluating the model on the few scalar
+/// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
+/// the tape's ad::Real); everything behind it — the Jacobian strategies,
+/// the schemes and the sweeps (scheme.hpp) — is compiled once in src/ode/.
+///
+///     const ode::System sys = ode::make_system(problem.model, objective, problem.n_states(),
+///                                              problem.p.size());
+///     ode::Linearization lin(sys);
+///     lin.at(t, x, p);              // f(t, x) and its derivative, once
+///     lin.value();                  // f(t, x)
+///     lin.vjp(w, xbar, pbar);       // xbar = f_xᵀ w,  pbar += f_pᵀ w
+///     lin.jvp(v, q, out);           // out = f_x v + f_p q
+///
+/// Jacobian strategies (JacobianStrategy, chosen per model, same calls):
+///   - Dense: one forward pass on Dual<double, 8> per 8 columns of
+///     [f_y | f_p] gives f and the dense Jacobian together (⌈(n + n_p)/8⌉
+///     passes; z is never an input, so its column is zero and not formed);
+///     products are dense mat-vecs. Picked when n + n_p ≤ dense_max.
+///   - Sparse: the pattern of [f_y | f_p] detected once (ad::detect_sparsity
+///     on IndexSet at the first linearization), its columns coloured
+///     (ad::color_columns); then ⌈colours/8⌉ passes on Dual<double, 8> per
+///     linearization give f and every non-zero:
+///         J(i, j) = (J S)(i, colour(j)),  S(j, c) = 1 iff colour(j) = c;
+///     products run over the non-zeros (CSC). Picked for larger systems
+///     whose pattern has ≤ max_colours colours. Valid only for right-hand
+///     sides whose pattern does not change with the state: the pattern is
+///     re-detected at linearizations 1, 2, 4, …, kPatternCheckInterval and
+///     every kPatternCheckInterval-th after, and a new entry throws
+///     costate::Error (use JacobianStrategy::Tape for such models; a change
+///     between two checks goes unnoticed).
+///   - Tape: a short tape of one right-hand side per linearization
+///     (record, then one reverse sweep per vjp); jvp by a Dual pass. The
+///     fallback for large dense right-hand sides.
+/// Automatic picks in that order. The Jacobian itself (dense, column-major
+/// n_x × (n + n_p) of [f_y | f_p] restricted to the model states) is
+/// available from every strategy (`jacobian()`), for Newton and CVODES.
+///
+/// Ownership: the System holds references to the model and the objective
+/// (they must outlive it) — make_system copies neither. A System and its
+/// copies share the lazily detected pattern and a tape for the objective's
+/// terms: use one System (and one Linearization) per thread. Not
+/// collective: a System is serial.
+///
+/// Later steps (issue 14, not built yet) add to this header:
+///   - second order: the same calls on Dual<double, 1> states (rhs on
+///     Dual<Dual<double,1>, 8> and Reverse<Dual<double,1>> in the adapter),
+///     so that hessian_vector's forward-over-adjoint runs the compiled
+///     schemes (today hessian_sweep.hpp / hessian_implicit.hpp);
+///   - the sparse Jacobian as CSC/CSR matrices for the implicit steppers'
+///     Newton iterations and CVODES' band / KLU solvers (θ, sdirk3, bdf
+///     schemes move onto System; cvodes_system.hpp's derivatives become
+///     these calls);
+///   - equation models from input files (ode::EquationModel) as Systems.
+/// Limitations today: the parameters p are an argument of each call (not
+/// stored); f may not depend on z.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+#include "costate/ad/reverse.hpp"
+#include "costate/ad/sparsity.hpp"
+#include "costate/core/error.hpp"
+#include "costate/ode/objective.hpp"
+
+namespace costate::ode {
+
+/// How a System forms f's derivatives (see the file comment).
+enum class JacobianStrategy { Automatic, Dense, Sparse, Tape };
+std::string to_string(JacobianStrategy s);
+/// "automatic", "dense", "sparse", "tape"; the error lists them.
+JacobianStrategy jacobian_strategy_from_string(std::string_view name);
+
+struct SystemOptions {
+  JacobianStrategy jacobian = JacobianStrategy::Automatic;
+  /// Automatic: dense when n + n_p ≤ dense_max.
+  int dense_max = 16;
+  /// Automatic / Sparse: the coloured Jacobian only with ≤ max_colours
+  /// colours (else the tape; an explicit Sparse falls back to the tape too).
+  int max_colours = 16;
+  void validate() const;
+};
+
+/// Re-detection interval of the sparse strategy's pattern (linearizations).
+inline constexpr std::int64_t kPatternCheckInterval = 1024;
+
+namespace detail {
+
+/// The per-model part: evaluations on the scalar types the library uses.
+/// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
+class SystemModel {
+ public:
+  using Dual8 = ad::Dual<double, 8>;
+  virtual ~SystemModel() = default;
+  /// dxdt = (f, q) at x = (y, z) (z ignored); sizes n_x, n_p, n_x.
+  virtual void rhs(double t, std::span<const double> y, std::span<const double> p,
+                   std::span<double> dxdt) const = 0;
+  virtual void rhs(double t, std::span<const Dual8> y, std::span<const Dual8> p,
+                   std::span<Dual8> dxdt) const = 0;
+  virtual void rhs(double t, std::span<const ad::IndexSet> y, std::span<const ad::IndexSet> p,
+                   std::span<ad::IndexSet> dxdt) const = 0;
+  virtual void rhs(double t, std::span<const ad::Real> y, std::span<const ad::Real> p,
+                   std::span<ad::Real> dxdt) const = 0;
+  virtual ad::Real terminal(std::span<const ad::Real> y, std::span<const ad::Real> p) const = 0;
+  virtual ad::Real observation(std::size_t k, std::span<const ad::Real> y,
+                               std::span<const ad::Real> p) const = 0;
+  virtual std::vector<double> observation_times() const = 0;
+};
+
+template <class M, class O>
+class SystemAdapter final : public SystemModel {
+ public:
+  SystemAdapter(const M& model, const O& objective, std::size_t n)
+      : model_(model), objective_(objective), n_(n) {}
+  void rhs(double t, std::span<const double> y, std::span<const double> p,
+           std::span<double> dxdt) const override {
+    eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const Dual8> y, std::span<const Dual8> p,
+           std::span<Dual8> dxdt) const override {
+    eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const ad::IndexSet> y, std::span<const ad::IndexSet> p,
+           std::span<ad::IndexSet> dxdt) const override {
+    eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const ad::Real> y, std::span<const ad::Real> p,
+           std::span<ad::Real> dxdt) const override {
+    eval(t, y, p, dxdt);
+  }
+  ad::Real terminal(std::span<const ad::Real> y, std::span<const ad::Real> p) const override {
+    if constexpr (HasTerminal<O>)
+      return ad::Real(objective_.template terminal<ad::Real>(y.first(n_), p));
+    else
+      return ad::Real(0.0);
+  }
+  ad::Real observation(std::size_t k, std::span<const ad::Real> y,
+                       std::span<const ad::Real> p) const override {
+    if constexpr (HasObservations<O>)
+      return ad::Real(objective_.template observation<ad::Real>(k, y.first(n_), p));
+    else
+      return ad::Real(0.0 * static_cast<double>(k));
+  }
+  std::vector<double> observation_times() const override {
+    if constexpr (HasObservations<O>) {
+      const auto t = objective_.observation_times();
+      return std::vector<double>(t.begin(), t.end());
+    } else {
+      return {};
+    }
+  }
+
+ private:
+  template <class T>
+  void eval(double t, std::span<const T> y, std::span<const T> p, std::span<T> dxdt) const {
+    model_.template rhs<T>(t, y.first(n_), p, dxdt.first(n_));
+    if constexpr (HasRunning<O>) dxdt[n_] = T(objective_.template running<T>(t, y.first(n_), p));
+  }
+  const M& model_;
+  const O& objective_;
+  std::size_t n_;
+};
+
+}  // namespace detail
+
+class Linearization;
+
+class System {
+ public:
+  /// Prefer make_system. `model` is owned (shared by copies of the System).
+  System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_model_states,
+         std::size_t n_parameters, bool has_terminal, bool has_running, bool has_observations,
+         SystemOptions options = {});
+
+  /// n_x = n (+ 1 with a running cost): the size of the integrated state.
+  std::size_t n_states() const { return nx_; }
+  std::size_t n_model_states() const { return n_; }
+  std::size_t n_parameters() const { return np_; }
+  bool has_terminal() const { return has_terminal_; }
+  bool has_running() const { return has_running_; }
+  bool has_observations() const { return has_observations_; }
+  /// The strategy products use (Automatic resolved; Sparse may have fallen
+  /// back to Tape after the first linearization detected too many colours).
+  JacobianStrategy strategy() const;
+  const SystemOptions& options() const { return options_; }
+
+  /// dxdt = (f, q)(t, x, p).
+  void rhs(double t, std::span<const double> x, std::span<const double> p,
+           std::span<double> dxdt) const;
+  /// The dense [f_y | f_p] (n_x × (n + n_p), column-major) at (t, x).
+  void jacobian(double t, std::span<const double> x, std::span<const double> p,
+                std::span<double> out) const;
+  /// xbar = f_xᵀ w, pbar += f_pᵀ w at (t, x) (one linearization).
+  void vjp(double t, std::span<const double> x, std::span<const double> p,
+           std::span<const double> w, std::span<double> xbar, std::span<double> pbar) const;
+  /// out = f_x v + f_p q at (t, x) (one linearization).
+  void jvp(double t, std::span<const double> x, std::span<const double> p,
+           std::span<const double> v, std::span<const double> q, std::span<double> out) const;
+  /// The sparsity pattern of [f_y | f_p] (n_x × (n + n_p)), detected at (t, x)
+  /// on the first call.
+  const ad::SparsityPattern& sparsity(double t, std::span<const double> x,
+                                      std::span<const double> p) const;
+
+  // The objective's terms (0 and no gradient when absent). The gradients add
+  // ∂/∂y into gy (size n) and ∂/∂p into gp; they return the term's value.
+  std::vector<double> observation_times() const { return model_->observation_times(); }
+  double terminal_gradient(std::span<const double> y, std::span<const double> p,
+                           std::span<double> gy, std::span<double> gp) const;
+  double observation_gradient(std::size_t k, std::span<const double> y, std::span<const double> p,
+                              std::span<double> gy, std::span<double> gp) const;
+
+  const detail::SystemModel& model() const { return *model_; }
+
+ private:
+  friend class Linearization;
+  struct Shared;  // the resolved strategy, pattern and colouring (src/ode/system.cpp)
+  std::shared_ptr<const detail::SystemModel> model_;
+  std::size_t n_ = 0, nx_ = 0, np_ = 0;
+  bool has_terminal_ = false, has_running_ = false, has_observations_ = false;
+  SystemOptions options_;
+  std::shared_ptr<Shared> shared_;
+};
+
+/// A System linearized at one (t, x, p): f there and its derivative, reused
+/// by any number of products until the next at(). Owns its workspace (no
+/// allocation per call after the first); one per concurrent caller.
+class Linearization {
+ public:
+  /// `tangents_only`: only value(), jvp and jvp_many will be asked for (the
+  /// tape strategy then records no tape: its jvp are Dual passes anyway).
+  explicit Linearization(const System& system, bool tangents_only = false);
+  ~Linearization();
+  Linearization(Linearization&&) noexcept;
+  Linearization& operator=(Linearization&&) noexcept;
+
+  /// Evaluates f and its derivative at (t, x, p); the spans are read now.
+  void at(double t, std::span<const double> x, std::span<const double> p);
+  /// f(t, x, p) of the last at().
+  std::span<const double> value() const;
+  /// xbar = f_xᵀ w (size n_x; the z entry is 0), pbar += f_pᵀ w.
+  void vjp(std::span<const double> w, std::span<double> xbar, std::span<double> pbar);
+  /// out = f_x v + f_p q.
+  void jvp(std::span<const double> v, std::span<const double> q, std::span<double> out);
+  /// Many directions at once: V (n_x × m), Q (n_p × m), Out (n_x × m), all
+  /// row-major with m columns: Out = f_x V + f_p Q.
+  void jvp_many(std::size_t m, std::span<const double> V, std::span<const double> Q,
+                std::span<double> out);
+  /// The dense [f_y | f_p], column-major n_x × (n + n_p).
+  void jacobian(std::span<double> out);
+  JacobianStrategy strategy() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The System of `model` (n states, n_p parameters) and `objective`. Both
+/// are held by reference: they must outlive the System.
+template <class M, class O>
+System make_system(const M& model, const O& objective, std::size_t n_states,
+                   std::size_t n_parameters, SystemOptions options = {}) {
+  return System(std::make_shared<detail::SystemAdapter<M, O>>(model, objective, n_states),
+                n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
+                options);
+}
+
+}  // namespace costate::ode

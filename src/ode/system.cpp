@@ -1,0 +1,555 @@
+#include "costate/ode/system.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "costate/ad/tape.hpp"
+
+namespace costate::ode {
+
+namespace {
+using Dual8 = ad::Dual<double, 8>;
+constexpr int kChunk = 8;
+}  // namespace
+
+std::string to_string(JacobianStrategy s) {
+  switch (s) {
+    case JacobianStrategy::Automatic: return "automatic";
+    case JacobianStrategy::Dense: return "dense";
+    case JacobianStrategy::Sparse: return "sparse";
+    case JacobianStrategy::Tape: return "tape";
+  }
+  return "unknown";
+}
+
+JacobianStrategy jacobian_strategy_from_string(std::string_view name) {
+  for (JacobianStrategy s : {JacobianStrategy::Automatic, JacobianStrategy::Dense,
+                             JacobianStrategy::Sparse, JacobianStrategy::Tape})
+    if (name == to_string(s)) return s;
+  throw Error("unknown Jacobian strategy '" + std::string(name) +
+              "': expected one of automatic, dense, sparse, tape");
+}
+
+void SystemOptions::validate() const {
+  COSTATE_CHECK(dense_max >= 0, "SystemOptions::dense_max = " << dense_max << " must be >= 0");
+  COSTATE_CHECK(max_colours >= 1,
+                "SystemOptions::max_colours = " << max_colours << " must be >= 1");
+}
+
+/// What all copies of a System share: the resolved strategy and, for the
+/// sparse one, the pattern (CSC by input column) and colouring; a tape for
+/// the objective's terms.
+struct System::Shared {
+  JacobianStrategy strategy = JacobianStrategy::Automatic;  // Automatic: not resolved yet
+  ad::SparsityPattern pattern;  // n_x × (n + n_p), by rows
+  ad::SparsityPattern columns;  // its transpose: the rows of each input column
+  std::vector<int> colour;
+  int colours = 0;
+  ad::Tape tape;
+};
+
+System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_model_states,
+               std::size_t n_parameters, bool has_terminal, bool has_running,
+               bool has_observations, SystemOptions options)
+    : model_(std::move(model)), n_(n_model_states), nx_(n_model_states + (has_running ? 1 : 0)),
+      np_(n_parameters), has_terminal_(has_terminal), has_running_(has_running),
+      has_observations_(has_observations), options_(options),
+      shared_(std::make_shared<Shared>()) {
+  options_.validate();
+  COSTATE_CHECK(n_ > 0, "ode::System: the model has no states");
+  const std::size_t inputs = n_ + np_;
+  if (options_.jacobian == JacobianStrategy::Dense ||
+      (options_.jacobian == JacobianStrategy::Automatic &&
+       inputs <= static_cast<std::size_t>(options_.dense_max)))
+    shared_->strategy = JacobianStrategy::Dense;
+  else if (options_.jacobian == JacobianStrategy::Tape)
+    shared_->strategy = JacobianStrategy::Tape;
+  // Sparse / Automatic beyond dense_max: resolved at the first
+  // linearization (the pattern is detected there).
+}
+
+JacobianStrategy System::strategy() const { return shared_->strategy; }
+
+void System::rhs(double t, std::span<const double> x, std::span<const double> p,
+                 std::span<double> dxdt) const {
+  model_->rhs(t, x, p, dxdt);
+}
+
+namespace {
+
+ad::SparsityPattern detect(const detail::SystemModel& model, std::size_t n, std::size_t nx,
+                           std::size_t np, double t, std::span<const double> x,
+                           std::span<const double> p) {
+  std::vector<double> in(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+  in.insert(in.end(), p.begin(), p.end());
+  auto f = [&](const std::vector<ad::IndexSet>& xs) {
+    std::vector<ad::IndexSet> xa(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(n));
+    xa.resize(nx);  // z: a constant
+    std::vector<ad::IndexSet> out(nx);
+    model.rhs(t, std::span<const ad::IndexSet>(xa),
+              std::span<const ad::IndexSet>(xs.data() + n, np), std::span<ad::IndexSet>(out));
+    return out;
+  };
+  return ad::detect_sparsity(f, in);
+}
+
+}  // namespace
+
+const ad::SparsityPattern& System::sparsity(double t, std::span<const double> x,
+                                            std::span<const double> p) const {
+  if (shared_->pattern.rows == 0) shared_->pattern = detect(*model_, n_, nx_, np_, t, x, p);
+  return shared_->pattern;
+}
+
+// ------------------------------------------------------------ Linearization
+
+struct Linearization::Impl {
+  const System* sys = nullptr;
+  JacobianStrategy strategy = JacobianStrategy::Dense;
+  std::size_t n = 0, nx = 0, np = 0, nin = 0;
+  std::vector<double> value;
+  std::vector<double> dense;   // Dense: column-major nx × nin
+  std::vector<double> sparse;  // Sparse: values in CSC order of Shared::columns
+  std::vector<Dual8> xd, pd, od;
+  std::int64_t count = 0;
+  // Tape
+  ad::Tape tape;
+  std::vector<ad::Real> xr, pr, outr;
+  bool adjoints_dirty = false, tangents_only = false, value_ready = true;
+  bool seeded = false;  // xd, pd hold dense_at's one-pass unit seeds
+  double t = 0.0;
+  std::vector<double> x, p;  // Tape: the point (for jvp / jacobian by Dual passes)
+
+  void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
+    System::Shared& sh = *sys->shared_;
+    if (sh.strategy == JacobianStrategy::Automatic || (sh.strategy == JacobianStrategy::Sparse &&
+                                                       sh.colours == 0)) {
+      const ad::SparsityPattern& pat = sys->sparsity(t0, x0, p0);
+      const int limit = sys->options().max_colours;
+      sh.strategy = JacobianStrategy::Tape;
+      if (pat.max_row_nnz() <= limit) {
+        const ad::ColumnColoring c = ad::color_columns(pat);
+        if (c.colors <= limit) {
+          sh.strategy = JacobianStrategy::Sparse;
+          sh.colours = std::max(1, c.colors);
+          sh.colour = c.color;
+          sh.columns = pat.transpose();
+        }
+      }
+    }
+    strategy = sh.strategy;
+  }
+
+  // One Dual pass seeding input j with tangent seed(j) ∈ [0, 8) or -1.
+  template <class Seed>
+  void dual_pass(double t0, std::span<const double> x0, std::span<const double> p0, Seed seed) {
+    seeded = false;
+    for (std::size_t i = 0; i < nx; ++i) {
+      xd[i] = Dual8(i < n ? x0[i] : 0.0);
+      if (i < n) {
+        const int c = seed(i);
+        if (c >= 0) xd[i].set_tangent(c, 1.0);
+      }
+    }
+    for (std::size_t j = 0; j < np; ++j) {
+      pd[j] = Dual8(p0[j]);
+      const int c = seed(n + j);
+      if (c >= 0) pd[j].set_tangent(c, 1.0);
+    }
+    sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
+                     std::span<Dual8>(od));
+  }
+
+  void dense_at(double t0, std::span<const double> x0, std::span<const double> p0) {
+    dense.resize(nx * nin);
+    if (nin <= static_cast<std::size_t>(kChunk)) {
+      // One pass; the unit seeds stay in place from call to call, only the
+      // values change.
+      if (!seeded) {
+        for (std::size_t i = 0; i < nx; ++i) {
+          xd[i] = Dual8(0.0);
+          if (i < n) xd[i].set_tangent(static_cast<int>(i), 1.0);
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          pd[j] = Dual8(0.0);
+          pd[j].set_tangent(static_cast<int>(n + j), 1.0);
+        }
+        seeded = true;
+      }
+      for (std::size_t i = 0; i < n; ++i) xd[i].value() = x0[i];
+      for (std::size_t j = 0; j < np; ++j) pd[j].value() = p0[j];
+      sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
+                       std::span<Dual8>(od));
+      for (std::size_t i = 0; i < nx; ++i) {
+        value[i] = od[i].value();
+        for (std::size_t j = 0; j < nin; ++j) dense[j * nx + i] = od[i].tangent(static_cast<int>(j));
+      }
+      return;
+    }
+    const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
+    for (std::size_t pass = 0; pass < passes; ++pass) {
+      const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
+      dual_pass(t0, x0, p0, [&](std::size_t j) {
+        return j >= first && j < last ? static_cast<int>(j - first) : -1;
+      });
+      for (std::size_t j = first; j < last; ++j) {
+        double* col = dense.data() + j * nx;
+        const int c = static_cast<int>(j - first);
+        for (std::size_t i = 0; i < nx; ++i) col[i] = od[i].tangent(c);
+      }
+      if (pass == 0)
+        for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
+    }
+  }
+
+  void sparse_at(double t0, std::span<const double> x0, std::span<const double> p0) {
+    const System::Shared& sh = *sys->shared_;
+    sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
+    const int passes = std::max(1, (sh.colours + kChunk - 1) / kChunk);
+    for (int pass = 0; pass < passes; ++pass) {
+      const int first = pass * kChunk;
+      dual_pass(t0, x0, p0, [&](std::size_t j) {
+        const int c = sh.colour[j] - first;
+        return c >= 0 && c < kChunk ? c : -1;
+      });
+      for (std::size_t j = 0; j < nin; ++j) {
+        const int c = sh.colour[j] - first;
+        if (c < 0 || c >= kChunk) continue;
+        const auto b = static_cast<std::size_t>(sh.columns.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(sh.columns.row_ptr[j + 1]);
+        for (std::size_t k = b; k < e; ++k)
+          sparse[k] = od[static_cast<std::size_t>(sh.columns.col_idx[k])].tangent(c);
+      }
+      if (pass == 0)
+        for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
+    }
+  }
+
+  void check_pattern(double t0, std::span<const double> x0, std::span<const double> p0) {
+    const ad::SparsityPattern now = detect(sys->model(), n, nx, np, t0, x0, p0);
+    const ad::SparsityPattern& known = sys->shared_->pattern;
+    for (int i = 0; i < now.rows; ++i)
+      for (int j : now.row(i))
+        COSTATE_CHECK(known.contains(i, j),
+                      "ode::System: the right-hand side's sparsity pattern changed with the "
+                      "state: entry ("
+                          << i << ", " << j << ") of [f_y | f_p] appeared at t = " << t0
+                          << " (not in the pattern detected at the first linearization). The "
+                             "coloured Jacobian is invalid for this model: use "
+                             "SystemOptions::jacobian = JacobianStrategy::Tape (or "
+                             "DiscreteAdjoint::coloured_jacobian = false)");
+  }
+
+  void tape_at(double t0, std::span<const double> x0, std::span<const double> p0) {
+    t = t0;
+    x.assign(x0.begin(), x0.end());
+    p.assign(p0.begin(), p0.end());
+    ad::Tape::Scope scope(tape);
+    tape.reset();
+    tape.start_recording();
+    for (std::size_t i = 0; i < nx; ++i) {
+      xr[i] = ad::Real(i < n ? x0[i] : 0.0);
+      if (i < n) tape.register_input(xr[i]);
+    }
+    for (std::size_t j = 0; j < np; ++j) {
+      pr[j] = ad::Real(p0[j]);
+      tape.register_input(pr[j]);
+    }
+    sys->model().rhs(t0, std::span<const ad::Real>(xr), std::span<const ad::Real>(pr),
+                     std::span<ad::Real>(outr));
+    for (auto& o : outr) tape.register_output(o);
+    tape.stop_recording();
+    for (std::size_t i = 0; i < nx; ++i) value[i] = outr[i].value();
+    adjoints_dirty = false;
+  }
+};
+
+Linearization::Linearization(const System& system, bool tangents_only)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.tangents_only = tangents_only;
+  m.sys = &system;
+  m.n = system.n_model_states();
+  m.nx = system.n_states();
+  m.np = system.n_parameters();
+  m.nin = m.n + m.np;
+  m.value.assign(m.nx, 0.0);
+  m.xd.resize(m.nx);
+  m.pd.resize(m.np);
+  m.od.resize(m.nx);
+  m.strategy = system.strategy();
+}
+Linearization::~Linearization() = default;
+Linearization::Linearization(Linearization&&) noexcept = default;
+Linearization& Linearization::operator=(Linearization&&) noexcept = default;
+
+JacobianStrategy Linearization::strategy() const { return impl_->strategy; }
+
+void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
+  Impl& m = *impl_;
+  if (m.tangents_only) {
+    // Tangents never form the Jacobian: jvp_many seeds its directions into
+    // one Dual pass per 8 of them (f_x V + f_p Q directly, f as the primal).
+    m.t = t;
+    m.x.assign(x.begin(), x.end());
+    m.p.assign(p.begin(), p.end());
+    m.value_ready = false;
+    ++m.count;
+    return;
+  }
+  if (m.strategy != JacobianStrategy::Dense && m.strategy != JacobianStrategy::Tape &&
+      !(m.strategy == JacobianStrategy::Sparse && m.sys->shared_->colours > 0))
+    m.resolve(t, x, p);
+  switch (m.strategy) {
+    case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
+    case JacobianStrategy::Sparse:
+      // Re-detect at linearizations 1, 2, 4, …, 1024 and then every 1024th.
+      if (m.count > 0 && (m.count % kPatternCheckInterval == 0 ||
+                          (m.count < kPatternCheckInterval && (m.count & (m.count - 1)) == 0)))
+        m.check_pattern(t, x, p);
+      m.sparse_at(t, x, p);
+      break;
+    case JacobianStrategy::Tape:
+    case JacobianStrategy::Automatic:
+      if (m.xr.size() != m.nx) {
+        m.xr.resize(m.nx);
+        m.pr.resize(m.np);
+        m.outr.resize(m.nx);
+      }
+      m.tape_at(t, x, p);
+      break;
+  }
+  ++m.count;
+}
+
+std::span<const double> Linearization::value() const {
+  Impl& m = *impl_;
+  if (!m.value_ready) {
+    m.sys->model().rhs(m.t, m.x, m.p, std::span<double>(m.value));
+    m.value_ready = true;
+  }
+  return m.value;
+}
+
+void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
+                        std::span<double> pbar) {
+  Impl& m = *impl_;
+  const std::size_t n = m.n, nx = m.nx;
+  COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
+  switch (m.strategy) {
+    case JacobianStrategy::Dense: {
+      for (std::size_t j = 0; j < m.nin; ++j) {
+        const double* col = m.dense.data() + j * nx;
+        double acc = 0.0;
+        for (std::size_t i = 0; i < nx; ++i) acc += w[i] * col[i];
+        if (j < n)
+          xbar[j] = acc;
+        else
+          pbar[j - n] += acc;
+      }
+      break;
+    }
+    case JacobianStrategy::Sparse: {
+      const ad::SparsityPattern& cols = m.sys->shared_->columns;
+      for (std::size_t j = 0; j < m.nin; ++j) {
+        double acc = 0.0;
+        const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+        for (std::size_t k = b; k < e; ++k)
+          acc += w[static_cast<std::size_t>(cols.col_idx[k])] * m.sparse[k];
+        if (j < n)
+          xbar[j] = acc;
+        else
+          pbar[j - n] += acc;
+      }
+      break;
+    }
+    case JacobianStrategy::Tape:
+    case JacobianStrategy::Automatic: {
+      ad::Tape::Scope scope(m.tape);
+      if (m.adjoints_dirty) m.tape.clear_adjoints();
+      for (std::size_t i = 0; i < nx; ++i) m.outr[i].set_gradient(w[i]);
+      m.tape.evaluate();
+      m.adjoints_dirty = true;
+      for (std::size_t i = 0; i < n; ++i) xbar[i] = m.xr[i].gradient();
+      for (std::size_t j = 0; j < m.np; ++j) pbar[j] += m.pr[j].gradient();
+      break;
+    }
+  }
+  for (std::size_t i = n; i < nx; ++i) xbar[i] = 0.0;
+}
+
+void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
+                             std::span<const double> Q, std::span<double> out) {
+  Impl& m = *impl_;
+  const std::size_t n = m.n, nx = m.nx;
+  std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
+  const JacobianStrategy strategy = m.tangents_only ? JacobianStrategy::Tape : m.strategy;
+  // Row j of the direction block: V's for a state, Q's for a parameter.
+  auto dir_row = [&](std::size_t j) {
+    return j < n ? V.data() + j * mdir : Q.data() + (j - n) * mdir;
+  };
+  switch (strategy) {
+    case JacobianStrategy::Dense:
+      for (std::size_t j = 0; j < m.nin; ++j) {
+        const double* col = m.dense.data() + j * nx;
+        const double* d = dir_row(j);
+        for (std::size_t i = 0; i < nx; ++i) {
+          const double a = col[i];
+          if (a == 0.0) continue;
+          double* o = out.data() + i * mdir;
+          for (std::size_t k = 0; k < mdir; ++k) o[k] += a * d[k];
+        }
+      }
+      return;
+    case JacobianStrategy::Sparse: {
+      const ad::SparsityPattern& cols = m.sys->shared_->columns;
+      for (std::size_t j = 0; j < m.nin; ++j) {
+        const double* d = dir_row(j);
+        const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+        for (std::size_t q = b; q < e; ++q) {
+          const double a = m.sparse[q];
+          double* o = out.data() + static_cast<std::size_t>(cols.col_idx[q]) * mdir;
+          for (std::size_t k = 0; k < mdir; ++k) o[k] += a * d[k];
+        }
+      }
+      return;
+    }
+    case JacobianStrategy::Tape:
+    case JacobianStrategy::Automatic: {
+      // Dual passes of up to 8 directions at the recorded point.
+      m.seeded = false;
+      for (std::size_t first = 0; first < mdir; first += kChunk) {
+        const std::size_t last = std::min(mdir, first + kChunk);
+        for (std::size_t i = 0; i < nx; ++i) {
+          m.xd[i] = Dual8(i < n ? m.x[i] : 0.0);
+          if (i < n)
+            for (std::size_t k = first; k < last; ++k)
+              m.xd[i].set_tangent(static_cast<int>(k - first), V[i * mdir + k]);
+        }
+        for (std::size_t j = 0; j < m.np; ++j) {
+          m.pd[j] = Dual8(m.p[j]);
+          for (std::size_t k = first; k < last; ++k)
+            m.pd[j].set_tangent(static_cast<int>(k - first), Q[j * mdir + k]);
+        }
+        m.sys->model().rhs(m.t, std::span<const Dual8>(m.xd), std::span<const Dual8>(m.pd),
+                           std::span<Dual8>(m.od));
+        for (std::size_t i = 0; i < nx; ++i)
+          for (std::size_t k = first; k < last; ++k)
+            out[i * mdir + k] = m.od[i].tangent(static_cast<int>(k - first));
+        if (first == 0 && !m.value_ready) {
+          for (std::size_t i = 0; i < nx; ++i) m.value[i] = m.od[i].value();
+          m.value_ready = true;
+        }
+      }
+      return;
+    }
+  }
+}
+
+void Linearization::jvp(std::span<const double> v, std::span<const double> q,
+                        std::span<double> out) {
+  jvp_many(1, v, q, out);
+}
+
+void Linearization::jacobian(std::span<double> out) {
+  Impl& m = *impl_;
+  const std::size_t nx = m.nx;
+  COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
+  if (m.tangents_only) {
+    m.dense_at(m.t, m.x, m.p);
+    std::copy(m.dense.begin(), m.dense.end(), out.begin());
+    return;
+  }
+  switch (m.strategy) {
+    case JacobianStrategy::Dense: std::copy(m.dense.begin(), m.dense.end(), out.begin()); return;
+    case JacobianStrategy::Sparse: {
+      std::fill(out.begin(), out.end(), 0.0);
+      const ad::SparsityPattern& cols = m.sys->shared_->columns;
+      for (std::size_t j = 0; j < m.nin; ++j)
+        for (auto k = static_cast<std::size_t>(cols.row_ptr[j]);
+             k < static_cast<std::size_t>(cols.row_ptr[j + 1]); ++k)
+          out[j * nx + static_cast<std::size_t>(cols.col_idx[k])] = m.sparse[k];
+      return;
+    }
+    case JacobianStrategy::Tape:
+    case JacobianStrategy::Automatic: {
+      m.dense_at(m.t, m.x, m.p);
+      std::copy(m.dense.begin(), m.dense.end(), out.begin());
+      return;
+    }
+  }
+}
+
+// ------------------------------------------------------- System's products
+
+void System::jacobian(double t, std::span<const double> x, std::span<const double> p,
+                      std::span<double> out) const {
+  Linearization lin(*this);
+  lin.at(t, x, p);
+  lin.jacobian(out);
+}
+
+void System::vjp(double t, std::span<const double> x, std::span<const double> p,
+                 std::span<const double> w, std::span<double> xbar, std::span<double> pbar) const {
+  Linearization lin(*this);
+  lin.at(t, x, p);
+  lin.vjp(w, xbar, pbar);
+}
+
+void System::jvp(double t, std::span<const double> x, std::span<const double> p,
+                 std::span<const double> v, std::span<const double> q,
+                 std::span<double> out) const {
+  Linearization lin(*this);
+  lin.at(t, x, p);
+  lin.jvp(v, q, out);
+}
+
+namespace {
+
+template <class F>
+double term_gradient(ad::Tape& tape, F&& f, std::span<const double> y, std::span<const double> p,
+                     std::span<double> gy, std::span<double> gp) {
+  ad::Tape::Scope scope(tape);
+  tape.reset();
+  tape.start_recording();
+  std::vector<ad::Real> yr(y.begin(), y.end()), pr(p.begin(), p.end());
+  for (auto& v : yr) tape.register_input(v);
+  for (auto& v : pr) tape.register_input(v);
+  ad::Real J = f(std::span<const ad::Real>(yr), std::span<const ad::Real>(pr));
+  tape.register_output(J);
+  tape.stop_recording();
+  J.set_gradient(1.0);
+  tape.evaluate();
+  for (std::size_t i = 0; i < yr.size(); ++i) gy[i] += yr[i].gradient();
+  for (std::size_t j = 0; j < pr.size(); ++j) gp[j] += pr[j].gradient();
+  return J.value();
+}
+
+}  // namespace
+
+double System::terminal_gradient(std::span<const double> y, std::span<const double> p,
+                                 std::span<double> gy, std::span<double> gp) const {
+  if (!has_terminal_) return 0.0;
+  return term_gradient(
+      shared_->tape,
+      [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+        return model_->terminal(yy, pp);
+      },
+      y.first(n_), p, gy, gp);
+}
+
+double System::observation_gradient(std::size_t k, std::span<const double> y,
+                                    std::span<const double> p, std::span<double> gy,
+                                    std::span<double> gp) const {
+  if (!has_observations_) return 0.0;
+  return term_gradient(
+      shared_->tape,
+      [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
+        return model_->observation(k, yy, pp);
+      },
+      y.first(n_), p, gy, gp);
+}
+
+}  // namespace costate::ode

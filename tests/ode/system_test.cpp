@@ -1,0 +1,386 @@
+// ode::System: its products (vJp, JvP, the Jacobian) under each Jacobian
+// strategy — dense Dual, coloured sparse, tape — against central
+// differences of the right-hand side and against each other; the
+// objective's term gradients; gradients through the compiled explicit RK
+// scheme (ode::gradient) against central differences of the discrete
+// objective and against forward sensitivities for terminal, integral and
+// observation objectives; bitwise checkpoint invariance per strategy; the
+// sparse strategy's pattern check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/models.hpp"
+#include "costate/ode/scheme.hpp"
+#include "costate/ode/system.hpp"
+
+namespace {
+
+using namespace costate::ode;
+
+/// Two strategies computing the same product: the same partial derivatives
+/// summed in another order — round-off only.
+constexpr double kSameProduct = 1e-13;
+/// Central differences of f with step 1e-6 (relative): truncation ~h²,
+/// round-off ~eps/h: ~1e-9; 1e-7 leaves margin.
+constexpr double kRhsDifference = 1e-7;
+/// Central differences of the discrete objective, h = 1e-6 relative, over a
+/// few hundred steps: ~1e-8; 1e-6 leaves margin.
+constexpr double kObjectiveDifference = 1e-6;
+/// Adjoint vs forward sensitivities of the same discrete solution: both
+/// exact, the same products in another order over ≤ 10³ steps.
+constexpr double kAdjointVsTangent = 1e-11;
+
+struct NoObjective {};
+
+/// Every output reads every state and parameter: dense rows (n + n_p = 22 >
+/// dense_max, 22 colours > max_colours), so Automatic takes the tape.
+struct AllToAll {
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    using std::sin;
+    const std::size_t n = y.size();
+    T sp = 0.0;
+    for (std::size_t k = 0; k < p.size(); ++k) sp = T(sp + p[k] * std::cos(0.1 * double(k) * t));
+    for (std::size_t i = 0; i < n; ++i) {
+      T s = -y[i];
+      for (std::size_t j = 0; j < n; ++j) s = T(s + 0.05 * sin(y[j] + 0.1 * double(i)));
+      dydt[i] = T(s + 0.01 * sp * y[(i + 1) % n]);
+    }
+  }
+};
+
+double val(double x) { return x; }
+template <class T, int N>
+double val(const costate::ad::Dual<T, N>& x) {
+  return costate::ad::primal(x);
+}
+double val(const costate::ad::IndexSet& x) { return x.value(); }
+double val(const costate::ad::Real& x) { return x.value(); }
+
+/// A value-dependent branch: output 0 reads y1 or y2 by the sign of y0.
+struct Switching {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    if (val(y[0]) > 0.0)
+      dydt[0] = T(p[0] * y[1]);
+    else
+      dydt[0] = T(p[0] * y[2]);
+    for (std::size_t i = 1; i < y.size(); ++i) dydt[i] = T(-y[i] + 0.1 * y[i - 1]);
+  }
+};
+
+struct Mixed {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    T s = 0.0;
+    for (std::size_t i = 0; i < y.size(); ++i) s = T(s + 0.5 * (y[i] - 0.5) * (y[i] - 0.5));
+    return T(s + 0.1 * p[0] * y[0]);
+  }
+  template <class T>
+  T running(double t, std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[1] * (1.0 + 0.1 * t) + 0.01 * p[1] * y[0]);
+  }
+};
+
+struct HalfNorm {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (const auto& v : y) s = T(s + 0.5 * v * v);
+    return s;
+  }
+};
+
+struct Integral {
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T> p) const {
+    return T(y[0] * y[0] + 0.1 * p[0] * y[1]);
+  }
+};
+
+double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double scale = 0.0, diff = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+  }
+  return diff / scale;
+}
+
+std::vector<double> wave(std::size_t n, double a, double b) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = a + b * std::sin(1.0 + 0.7 * double(i));
+  return v;
+}
+
+/// Checks one System's products at (t, x, p) against central differences of
+/// its rhs and against the same products by `other` (another strategy).
+void check_products(const System& sys, const System& other, double t, const std::vector<double>& x,
+                    const std::vector<double>& p) {
+  const std::size_t nx = sys.n_states(), n = sys.n_model_states(), np = sys.n_parameters();
+  const std::vector<double> v = wave(nx, 0.3, 1.0), q = wave(np, -0.2, 0.5), w = wave(nx, 0.1, 2.0);
+  Linearization lin(sys), lo(other);
+  lin.at(t, x, p);
+  lo.at(t, x, p);
+  // f itself.
+  std::vector<double> f(nx);
+  sys.rhs(t, x, p, f);
+  for (std::size_t i = 0; i < nx; ++i) EXPECT_EQ(lin.value()[i], f[i]) << "value " << i;
+  // JvP against central differences along (v, q).
+  std::vector<double> jv(nx), jv_other(nx);
+  lin.jvp(v, q, jv);
+  lo.jvp(v, q, jv_other);
+  const double h = 1e-6;
+  std::vector<double> xp(x), xm(x), pp(p), pm(p), fp(nx), fm(nx), fd(nx);
+  for (std::size_t i = 0; i < n; ++i) {
+    xp[i] += h * v[i];
+    xm[i] -= h * v[i];
+  }
+  for (std::size_t j = 0; j < np; ++j) {
+    pp[j] += h * q[j];
+    pm[j] -= h * q[j];
+  }
+  sys.rhs(t, xp, pp, fp);
+  sys.rhs(t, xm, pm, fm);
+  for (std::size_t i = 0; i < nx; ++i) fd[i] = (fp[i] - fm[i]) / (2 * h);
+  EXPECT_LE(rel_error(jv, fd), kRhsDifference) << to_string(lin.strategy());
+  EXPECT_LE(rel_error(jv, jv_other), kSameProduct);
+  // VJP against the other strategy and the duality wᵀ(J v) = (Jᵀ w)ᵀ v.
+  std::vector<double> xb(nx), xb_other(nx), pb(np, 0.0), pb_other(np, 0.0);
+  lin.vjp(w, xb, pb);
+  lo.vjp(w, xb_other, pb_other);
+  EXPECT_LE(rel_error(xb, xb_other), kSameProduct);
+  EXPECT_LE(rel_error(pb, pb_other), kSameProduct);
+  double lhs = 0.0, rhs = 0.0;
+  for (std::size_t i = 0; i < nx; ++i) lhs += w[i] * jv[i];
+  for (std::size_t i = 0; i < n; ++i) rhs += xb[i] * v[i];
+  for (std::size_t j = 0; j < np; ++j) rhs += pb[j] * q[j];
+  EXPECT_NEAR(lhs, rhs, kSameProduct * (std::abs(lhs) + 1.0));
+  for (std::size_t i = n; i < nx; ++i) EXPECT_EQ(xb[i], 0.0);  // z is never an input
+  // vjp twice at one linearization gives the same (the tape clears its adjoints).
+  std::vector<double> xb2(nx), pb2(np, 0.0);
+  lin.vjp(w, xb2, pb2);
+  EXPECT_EQ(xb2, xb);
+  EXPECT_EQ(pb2, pb);
+  // The dense Jacobian against the other strategy's, and jvp_many's columns.
+  std::vector<double> J(nx * (n + np)), Jo(nx * (n + np));
+  lin.jacobian(J);
+  lo.jacobian(Jo);
+  EXPECT_LE(rel_error(J, Jo), kSameProduct);
+  const std::size_t m = 3;
+  std::vector<double> V(nx * m), Q(np * m), out(nx * m), one(nx);
+  for (std::size_t i = 0; i < nx; ++i)
+    for (std::size_t k = 0; k < m; ++k) V[i * m + k] = v[i] * double(k + 1) - 0.1 * double(k);
+  for (std::size_t j = 0; j < np; ++j)
+    for (std::size_t k = 0; k < m; ++k) Q[j * m + k] = q[j] * double(k) + 0.2;
+  lin.jvp_many(m, V, Q, out);
+  for (std::size_t k = 0; k < m; ++k) {
+    std::vector<double> vk(nx), qk(np), ok(nx);
+    for (std::size_t i = 0; i < nx; ++i) vk[i] = V[i * m + k];
+    for (std::size_t j = 0; j < np; ++j) qk[j] = Q[j * m + k];
+    lin.jvp(vk, qk, one);
+    for (std::size_t i = 0; i < nx; ++i) ok[i] = out[i * m + k];
+    EXPECT_LE(rel_error(ok, one), kSameProduct) << "direction " << k;
+  }
+}
+
+TEST(System, DenseProductsLotkaVolterra) {
+  const LotkaVolterra model;
+  const Mixed obj;
+  const System dense = make_system(model, obj, 2, 4);
+  const System tape = make_system(model, obj, 2, 4, {.jacobian = JacobianStrategy::Tape});
+  EXPECT_EQ(dense.n_states(), 3u);  // y and z
+  EXPECT_EQ(dense.strategy(), JacobianStrategy::Dense);
+  check_products(dense, tape, 0.3, {1.2, 0.7, 0.0}, {1.5, 1.0, 3.0, 1.0});
+}
+
+TEST(System, SparseProductsBrusselator) {
+  const Brusselator1D model;
+  const NoObjective obj;
+  const std::size_t points = 20;
+  const System automatic = make_system(model, obj, 2 * points, 3);
+  const System tape = make_system(model, obj, 2 * points, 3, {.jacobian = JacobianStrategy::Tape});
+  const std::vector<double> p{1.0, 3.0, 0.02};
+  const std::vector<double> x = Brusselator1D::initial_state(points);
+  check_products(automatic, tape, 0.0, x, p);
+  EXPECT_EQ(automatic.strategy(), JacobianStrategy::Sparse);  // resolved at the first linearization
+  // Banded: u_i, v_i read their neighbours' u, v (5 columns) and the parameters.
+  const auto& pattern = automatic.sparsity(0.0, x, p);
+  EXPECT_EQ(pattern.rows, int(2 * points));
+  EXPECT_EQ(pattern.cols, int(2 * points + 3));
+  // Dense forced on the same model agrees too.
+  const System dense = make_system(model, obj, 2 * points, 3, {.jacobian = JacobianStrategy::Dense});
+  check_products(dense, automatic, 0.0, x, p);
+}
+
+TEST(System, TapeProductsDenseRows) {
+  const AllToAll model;
+  const Integral obj;
+  const std::size_t n = 10, np = 12;
+  const System automatic = make_system(model, obj, n, np);
+  const System dense = make_system(model, obj, n, np, {.jacobian = JacobianStrategy::Dense});
+  std::vector<double> x = wave(n + 1, 0.5, 0.3);
+  check_products(automatic, dense, 0.4, x, wave(np, 0.2, 0.4));
+  EXPECT_EQ(automatic.strategy(), JacobianStrategy::Tape);
+}
+
+TEST(System, TermGradientsMatchCentralDifferences) {
+  const LotkaVolterra model;
+  const LeastSquares obj{.times = {0.5, 1.0}, .data = {1.0, 2.0, 0.5, std::nan("")}, .n_states = 2};
+  const System sys = make_system(model, obj, 2, 4);
+  const std::vector<double> y{1.3, 0.4}, p{1.5, 1.0, 3.0, 1.0};
+  for (std::size_t k = 0; k < 2; ++k) {
+    std::vector<double> gy(2, 0.0), gp(4, 0.0);
+    const double v = sys.observation_gradient(k, y, p, gy, gp);
+    EXPECT_EQ(v, obj.observation<double>(k, y, p));
+    const double h = 1e-6;
+    for (std::size_t i = 0; i < 2; ++i) {
+      std::vector<double> yp(y), ym(y);
+      yp[i] += h;
+      ym[i] -= h;
+      const double fd = (obj.observation<double>(k, yp, p) - obj.observation<double>(k, ym, p)) / (2 * h);
+      EXPECT_NEAR(gy[i], fd, kRhsDifference * (1.0 + std::abs(fd)));
+    }
+  }
+  EXPECT_FALSE(sys.has_terminal());
+  EXPECT_EQ(sys.observation_times(), obj.times);
+}
+
+TEST(System, SparsePatternChangeIsDetected) {
+  const Switching model;
+  const NoObjective obj;
+  const std::size_t n = 20;
+  const System sys = make_system(model, obj, n, 1, {.jacobian = JacobianStrategy::Sparse});
+  Linearization lin(sys);
+  std::vector<double> x = wave(n, 0.5, 0.1);
+  const std::vector<double> p{2.0};
+  lin.at(0.0, x, p);  // y0 > 0: output 0 reads y1
+  EXPECT_EQ(lin.strategy(), JacobianStrategy::Sparse);
+  x[0] = -1.0;  // now it reads y2, which is not in the pattern
+  EXPECT_THROW(
+      {
+        for (std::int64_t k = 0; k <= kPatternCheckInterval; ++k) lin.at(0.0, x, p);
+      },
+      costate::Error);
+}
+
+TEST(System, StrategyNames) {
+  for (auto s : {JacobianStrategy::Automatic, JacobianStrategy::Dense, JacobianStrategy::Sparse,
+                 JacobianStrategy::Tape})
+    EXPECT_EQ(jacobian_strategy_from_string(to_string(s)), s);
+  EXPECT_THROW((void)jacobian_strategy_from_string("coloured"), costate::Error);
+  EXPECT_THROW((SystemOptions{.max_colours = 0}.validate()), costate::Error);
+}
+
+/// J(p, y0) of the replayed discrete solution (fixed steps or replay_times).
+template <class M, class O>
+double objective_at(const Problem<M>& pr, const O& obj, const IntegratorOptions& opt,
+                    const std::vector<double>& times) {
+  return gradient(pr, obj, Forward{}, opt, times).objective;
+}
+
+/// The adjoint against forward sensitivities and central differences of
+/// the discrete objective in every parameter and initial state.
+template <class M, class O>
+void check_gradient(const Problem<M>& pr, const O& obj, const IntegratorOptions& opt,
+                    const SensitivityMethod& adjoint) {
+  const GradientResult a = gradient(pr, obj, adjoint, opt);
+  const GradientResult f = gradient(pr, obj, Forward{}, opt, a.step_times);
+  EXPECT_NEAR(f.objective, a.objective, 1e-12 * std::abs(a.objective));
+  EXPECT_LE(rel_error(f.wrt_parameters, a.wrt_parameters), kAdjointVsTangent);
+  EXPECT_LE(rel_error(f.wrt_initial_state, a.wrt_initial_state), kAdjointVsTangent);
+  std::vector<double> fd, ad = a.wrt_parameters;
+  ad.insert(ad.end(), a.wrt_initial_state.begin(), a.wrt_initial_state.end());
+  for (std::size_t d = 0; d < pr.p.size() + pr.y0.size(); ++d) {
+    Problem<M> plus = pr, minus = pr;
+    double& vp = d < pr.p.size() ? plus.p[d] : plus.y0[d - pr.p.size()];
+    double& vm = d < pr.p.size() ? minus.p[d] : minus.y0[d - pr.p.size()];
+    const double h = 1e-6 * std::max(1.0, std::abs(vp));
+    vp += h;
+    vm -= h;
+    fd.push_back((objective_at(plus, obj, opt, a.step_times) -
+                  objective_at(minus, obj, opt, a.step_times)) /
+                 (2 * h));
+  }
+  EXPECT_LE(rel_error(ad, fd), kObjectiveDifference);
+}
+
+TEST(SystemGradient, LotkaVolterraTerminalIntegralObservations) {
+  const Problem<LotkaVolterra> pr{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 3.0}};
+  const LeastSquares obs{.times = {0.5, 1.25, 3.0}, .data = {1.0, 2.0, 0.5, std::nan(""), 2.0, 1.0},
+                         .n_states = 2};
+  for (Method m : {Method::ExplicitEuler, Method::RK4}) {
+    const IntegratorOptions opt{.method = m, .dt = 0.01};
+    SCOPED_TRACE(to_string(m));
+    check_gradient(pr, HalfNorm{}, opt, DiscreteAdjoint{});
+    check_gradient(pr, Mixed{}, opt, DiscreteAdjoint{});
+    check_gradient(pr, obs, opt, DiscreteAdjoint{.checkpointing = Binomial{.snapshots = 4}});
+  }
+  // dopri5's replayed adaptive steps.
+  const IntegratorOptions dp{.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10};
+  check_gradient(pr, Mixed{}, dp, DiscreteAdjoint{});
+  check_gradient(pr, obs, dp, DiscreteAdjoint{});
+}
+
+TEST(SystemGradient, BrusselatorSparseAndTapeAgree) {
+  const std::size_t points = 12;
+  const Problem<Brusselator1D> pr{Brusselator1D{}, Brusselator1D::initial_state(points),
+                                  {1.0, 3.0, 0.02}, {0.0, 0.2}};
+  const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-3};
+  check_gradient(pr, Integral{}, opt, DiscreteAdjoint{});
+  check_gradient(pr, HalfNorm{}, opt, DiscreteAdjoint{.coloured_jacobian = true});
+  // The tape strategy (a System forced to it) gives the same gradient.
+  const HalfNorm obj;
+  const System sparse = make_system(pr.model, obj, pr.n_states(), 3);
+  const System tape = make_system(pr.model, obj, pr.n_states(), 3, {.jacobian = JacobianStrategy::Tape});
+  std::vector<double> times;
+  for (int i = 0; i <= 200; ++i) times.push_back(i * 1e-3);
+  times.back() = 0.2;
+  std::vector<std::int64_t> obs_at(times.size(), -1);
+  auto run = [&](const System& sys) {
+    auto scheme = make_explicit_rk_scheme(sys, Method::RK4, pr.p, times);
+    return adjoint_sweep(sys, *scheme, StoreAll{}, obs_at, pr.y0, pr.p);
+  };
+  const SweepOutcome a = run(sparse), b = run(tape);
+  EXPECT_EQ(sparse.strategy(), JacobianStrategy::Sparse);
+  EXPECT_EQ(tape.strategy(), JacobianStrategy::Tape);
+  EXPECT_EQ(a.objective, b.objective);
+  EXPECT_LE(rel_error(a.wrt_parameters, b.wrt_parameters), kSameProduct * 10);
+  EXPECT_LE(rel_error(a.wrt_initial_state, b.wrt_initial_state), kSameProduct * 10);
+}
+
+TEST(SystemGradient, TapeStrategyGradient) {
+  const std::size_t n = 10;
+  Problem<AllToAll> pr{AllToAll{}, wave(n, 0.5, 0.3), wave(12, 0.2, 0.4), {0.0, 0.5}};
+  check_gradient(pr, Integral{}, {.method = Method::RK4, .dt = 0.01}, DiscreteAdjoint{});
+}
+
+TEST(SystemGradient, CheckpointInvarianceIsBitwisePerStrategy) {
+  const std::vector<Checkpointing> schedules = {
+      Uniform{.every = 7}, Binomial{.snapshots = 3}, Online{.snapshots = 4},
+      Multilevel{.ram = 2, .disk = 2, .path = "costate_system_test_checkpoints.h5"}};
+  auto check = [&](const auto& pr, const auto& obj, const IntegratorOptions& opt) {
+    const auto ref = gradient(pr, obj, DiscreteAdjoint{}, opt);
+    ASSERT_GT(ref.checkpoints.steps, 12);  // more steps than any schedule's snapshots
+    for (const auto& c : schedules) {
+      SCOPED_TRACE(to_string(c));
+      const auto r = gradient(pr, obj, DiscreteAdjoint{.checkpointing = c}, opt);
+      EXPECT_EQ(r.objective, ref.objective);
+      EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters);
+      EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state);
+      EXPECT_GT(r.checkpoints.recomputed_steps, 0);
+    }
+  };
+  check(Problem<LotkaVolterra>{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 1.0}},
+        Mixed{}, {.method = Method::RK4, .dt = 0.02});
+  check(Problem<Brusselator1D>{Brusselator1D{}, Brusselator1D::initial_state(10), {1.0, 3.0, 0.02},
+                               {0.0, 2.0}},
+        HalfNorm{}, {.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10});
+  check(Problem<AllToAll>{AllToAll{}, wave(10, 0.5, 0.3), wave(12, 0.2, 0.4), {0.0, 0.3}},
+        Integral{}, {.method = Method::ExplicitEuler, .dt = 0.01});
+}
+
+}  // namespace
