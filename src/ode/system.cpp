@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "costate/ad/tape.hpp"
+#include "costate/ode/detail/gradient_support.hpp"
 
 namespace costate::ode {
 
@@ -506,50 +507,25 @@ void System::jvp(double t, std::span<const double> x, std::span<const double> p,
   lin.jvp(v, q, out);
 }
 
-namespace {
-
-template <class F>
-double term_gradient(ad::Tape& tape, F&& f, std::span<const double> y, std::span<const double> p,
-                     std::span<double> gy, std::span<double> gp) {
-  ad::Tape::Scope scope(tape);
-  tape.reset();
-  tape.start_recording();
-  std::vector<ad::Real> yr(y.begin(), y.end()), pr(p.begin(), p.end());
-  for (auto& v : yr) tape.register_input(v);
-  for (auto& v : pr) tape.register_input(v);
-  ad::Real J = f(std::span<const ad::Real>(yr), std::span<const ad::Real>(pr));
-  tape.register_output(J);
-  tape.stop_recording();
-  J.set_gradient(1.0);
-  tape.evaluate();
-  for (std::size_t i = 0; i < yr.size(); ++i) gy[i] += yr[i].gradient();
-  for (std::size_t j = 0; j < pr.size(); ++j) gp[j] += pr[j].gradient();
-  return J.value();
-}
-
-}  // namespace
-
 double System::terminal_gradient(std::span<const double> y, std::span<const double> p,
                                  std::span<double> gy, std::span<double> gp) const {
   if (!has_terminal_) return 0.0;
-  return term_gradient(
-      shared_->tape,
+  return detail::value_and_gradient(
       [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
         return model_->terminal(yy, pp);
       },
-      y.first(n_), p, gy, gp);
+      y.first(n_), p, gy, gp, shared_->tape);
 }
 
 double System::observation_gradient(std::size_t k, std::span<const double> y,
                                     std::span<const double> p, std::span<double> gy,
                                     std::span<double> gp) const {
   if (!has_observations_) return 0.0;
-  return term_gradient(
-      shared_->tape,
+  return detail::value_and_gradient(
       [&](std::span<const ad::Real> yy, std::span<const ad::Real> pp) {
         return model_->observation(k, yy, pp);
       },
-      y.first(n_), p, gy, gp);
+      y.first(n_), p, gy, gp, shared_->tape);
 }
 
 }  // namespace costate::ode
