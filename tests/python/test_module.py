@@ -276,11 +276,13 @@ def test_gil_is_released_during_a_run():
 
 # ---- Ctrl-C ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("what,dt", [("run", 1e-7), ("sensitivity", 2e-5)])
+@pytest.mark.parametrize("what,dt", [("run", 1e-7), ("sensitivity", 1e-7)])
 def test_ctrl_c_interrupts_and_writes_nothing(tmp_path, what, dt):
-    # RK4 for 10⁸ steps (run, ~15 s) and 5·10⁵ steps (sensitivity with 10
-    # binomial checkpoints: ~10 s; 2·10⁶ steps took 66 s) uninterrupted;
-    # SIGINT after 0.3 s. Had the computation not
+    # RK4 for 10⁸ steps (~15 s uninterrupted); SIGINT after 0.3 s.
+    # sensitivity() with an output file integrates the trajectory first, and
+    # that is where the signal lands: the reverse sweep of the explicit
+    # adjoint (ode::System's adjoint_sweep) does not check for signals yet
+    # (docs/python.md). Had the computation not
     # stopped, Python would raise the KeyboardInterrupt only after it ends:
     # the elapsed time tells the two apart.
     p = costate.load(LV if what == "run" else LV_EQ,
