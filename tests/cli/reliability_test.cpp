@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "support/run_costate.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -26,11 +28,7 @@ using Json = nlohmann::json;
 /// what building a 10¹⁰-cell grid would take.
 constexpr double kBeforeWorkSeconds = 20.0;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-  double seconds = 0.0;
-};
+using Result = costate::test::CommandResult;
 
 class ReliabilityTest : public ::testing::Test {
  protected:
@@ -47,24 +45,7 @@ class ReliabilityTest : public ::testing::Test {
   }
 
   Result run(const std::string& args, const std::string& env = "") {
-    const std::string cmd = "cd '" + dir_.string() + "' && " + env + " timeout -s KILL 120 '" COSTATE_EXE "' " +
-                            args + " > stdout.txt 2> stderr.txt < /dev/null";
-    const auto start = std::chrono::steady_clock::now();
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "stdout.txt");
-    r.err = slurp(dir_ / "stderr.txt");
-    fs::remove(dir_ / "stdout.txt");
-    fs::remove(dir_ / "stderr.txt");
-    return r;
-  }
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return costate::test::run_command(dir_, COSTATE_EXE, args, env + " timeout -s KILL 120");
   }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
 

@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include "support/run_costate.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -72,17 +74,7 @@ constexpr double kContinuousTol = 1e-8;
 /// BDF/Adams error control moves more than dopri5's).
 constexpr double kCvodesTol = 1e-6;
 
-struct Result {
-  int code = -1;  ///< exit status; -1 when killed by a signal
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = costate::test::CommandResult;  // code −1 when killed by a signal
 
 std::string fmt(double v) {
   std::ostringstream os;
@@ -320,15 +312,8 @@ class ValidInputsTest : public ::testing::Test {
   }
 
   Result run(const fs::path& where, const std::string& args) {
-    const std::string cmd = "cd '" + where.string() + "' && timeout -s KILL " +
-                            std::to_string(kTimeoutSeconds) + " '" COSTATE_EXE "' " + args +
-                            " > stdout.txt 2> stderr.txt < /dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(where / "stdout.txt");
-    r.err = slurp(where / "stderr.txt");
-    return r;
+    return costate::test::run_command(where, COSTATE_EXE, args,
+                                      "timeout -s KILL " + std::to_string(kTimeoutSeconds));
   }
 
   fs::path dir_;

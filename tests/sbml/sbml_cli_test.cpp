@@ -22,6 +22,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/run_costate.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -31,12 +33,6 @@ using Json = nlohmann::json;
 // error is far below this.
 constexpr double kClosedFormTol = 1e-7;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const char* kModel = R"(<?xml version="1.0" encoding="UTF-8"?>
 <sbml xmlns="http://www.sbml.org/sbml/level3/version1/core" level="3" version="1">
@@ -77,10 +73,7 @@ double closed_form_A(double a0, double b0, double k1, double k2, double t) {
   return eq + (a0 - eq) * std::exp(-(k1 + k2) * t);
 }
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = costate::test::CommandResult;
 
 class SbmlCli : public ::testing::Test {
  protected:
@@ -99,16 +92,7 @@ class SbmlCli : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
-  Result run(const std::string& args) {
-    const std::string cmd = "cd '" + dir_.string() + "' && '" COSTATE_EXE "' " + args +
-                            " > stdout.txt 2> stderr.txt < /dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "stdout.txt");
-    r.err = slurp(dir_ / "stderr.txt");
-    return r;
-  }
+  Result run(const std::string& args) { return costate::test::run_command(dir_, COSTATE_EXE, args); }
   fs::path dir_;
 };
 
