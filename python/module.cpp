@@ -1,10 +1,9 @@
 // costate._costate — the compiled half of the Python package `costate`
 // (python/costate/__init__.py wraps it; docs/python.md is the user's page).
 //
-// One translation unit on purpose: io::visit_model instantiates every
-// built-in model here (run, gradient, Hessian), as main.cpp does for the CLI.
-// The computations are the CLI's: io::load_run_config(_text) for input,
-// ode::integrate for run, io/file_gradient.hpp for sensitivity and
+// The computations are the CLI's, compiled once in libcostate (no model is
+// instantiated here): io::load_run_config(_text) for input,
+// io::integrate_file for run, io/file_gradient.hpp for sensitivity and
 // gradcheck, io::calibrate and io::CalibrationProblem for calibration.
 //
 // Results come back as dicts of float64 NumPy arrays (copies, C order) and
@@ -25,7 +24,6 @@
 
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
-#include "costate/ode/integrate.hpp"
 #include "io/calibrate.hpp"
 #include "io/file_gradient.hpp"
 #include "io/hdf5_writer.hpp"
@@ -124,12 +122,7 @@ RunConfig interruptible(RunConfig cfg) {
 }
 
 costate::ode::Solution integrate(const RunConfig& c) {
-  namespace ode = costate::ode;
-  return costate::io::visit_model(c, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters,
-                                          {c.t_start, c.t_end}, c.output_times};
-    return ode::integrate(problem, c.integrator);
-  });
+  return costate::io::integrate_file(c);
 }
 
 /// An input file's problem (RunConfig) and, for objective(), its

@@ -44,13 +44,11 @@
 #include "costate/costate.hpp"
 #include "costate/ad/verification.hpp"
 #include "costate/ode/gradient.hpp"
-#include "costate/ode/hessian.hpp"
 #include "costate/ode/support.hpp"
 #include "io/calibrate.hpp"
 #include "io/file_gradient.hpp"
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
-#include "io/objective.hpp"
 #include "pde_commands.hpp"
 #include "plot_command.hpp"
 
@@ -138,11 +136,7 @@ int run(const costate::Environment& env, const RunArgs& args) {
   // 2. Integrate.
   Progress progress(cfg.t_start, cfg.t_end, talk);
   cfg.integrator.on_step = [&](double t) { progress.update(t); };
-  ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                          {cfg.t_start, cfg.t_end}, cfg.output_times};
-    return ode::integrate(problem, cfg.integrator);
-  });
+  ode::Solution sol = costate::io::integrate_file(cfg);
   progress.finish();
   cfg.integrator.on_step = nullptr;
   const ode::Summary& s = sol.summary;
@@ -228,11 +222,7 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
   RunConfig cfg = prepare(env, args, "sensitivity");
   if (args.hessian) check_hessian_request(cfg, args.input);
   // 1. Trajectory (for the output file) and 2. the gradient.
-  ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                          {cfg.t_start, cfg.t_end}, cfg.output_times};
-    return ode::integrate(problem, cfg.integrator);
-  });
+  ode::Solution sol = costate::io::integrate_file(cfg);
   if (!sol.summary.success())
     throw costate::Error("integration of " + args.input + " failed: " + sol.summary.message +
                          " (no output written)");
@@ -400,11 +390,7 @@ int calibrate(const costate::Environment& env, const RunArgs& args) {
 
   // 2. The trajectory at the fitted values, and the HDF5 output.
   const RunConfig& fit = rep.fitted;
-  ode::Solution sol = costate::io::visit_model(fit, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, fit.initial_state, fit.parameters,
-                                          {fit.t_start, fit.t_end}, fit.output_times};
-    return ode::integrate(problem, fit.integrator);
-  });
+  ode::Solution sol = costate::io::integrate_file(fit);
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())

@@ -26,6 +26,7 @@
 #include <random>
 
 #include "costate/costate.hpp"
+#include "io/file_run.hpp"
 #include "io/input.hpp"
 
 namespace {
@@ -86,11 +87,7 @@ int main(int argc, char** argv) {
       sigma[static_cast<std::size_t>(it - cfg.state_names.begin())] = s;
     }
     namespace ode = costate::ode;
-    const ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
-      ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                            {cfg.t_start, cfg.t_end}, cfg.output_times};
-      return ode::integrate(problem, cfg.integrator);
-    });
+    const ode::Solution sol = costate::io::integrate_file(cfg);
     COSTATE_CHECK(sol.summary.success(), "integration failed: " << sol.summary.message);
     std::ofstream out(output);
     COSTATE_CHECK(out.good(), output << ": cannot open for writing");

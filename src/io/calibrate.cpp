@@ -6,9 +6,8 @@
 #include <limits>
 
 #include "costate/core/error.hpp"
-#include "costate/ode/gradient.hpp"
-#include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/ode/support.hpp"
+#include "io/file_gradient.hpp"
 #include "io/objective.hpp"
 
 namespace costate::io {
@@ -107,10 +106,7 @@ double CalibrationProblem::objective_and_gradient(std::span<const double> q, std
   const RunConfig c = config_at(q);
   const auto obs = observations(c);
   const auto method = method_of(c);
-  const ode::GradientResult res = visit_model(c, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters, {c.t_start, c.t_end}};
-    return ode::gradient(problem, obs, method, c.integrator);
-  });
+  const ode::GradientResult res = observation_gradient(c, obs, method);
   ++gradient_evaluations_;
   last_q_.assign(q.begin(), q.end());
   last_steps_ = res.step_times;
@@ -136,10 +132,7 @@ CalibrationProblem::Residuals CalibrationProblem::residuals(std::span<const doub
   }
   const RunConfig c = config_at(q);
   const auto obs = observations(c);
-  const ode::ResidualSensitivities rs = visit_model(c, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, c.initial_state, c.parameters, {c.t_start, c.t_end}};
-    return ode::sensitivity_matrix(problem, obs, c.integrator, last_steps_);
-  });
+  const ode::ResidualSensitivities rs = residual_sensitivities(c, obs, last_steps_);
   const std::size_t n = c.state_names.size(), np = c.parameters.size(), p = vars_.size();
   const std::size_t m = rs.residuals.size();
   // ∂y0_i/∂p for the initial values written as expressions (not fitted).

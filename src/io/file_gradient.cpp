@@ -1,0 +1,210 @@
+// io/file_gradient.hpp: each function picks the file's model
+// (io::visit_model) and calls its compiled kernels (io/model_kernels.hpp);
+// nothing here instantiates an integrator or a sweep.
+#include "io/file_gradient.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/support.hpp"
+#include "io/model_kernels.hpp"
+#include "io/objective.hpp"
+
+namespace costate::io {
+namespace {
+
+/// Calls f(problem, kernels) with the file's model in an ode::Problem at
+/// parameters p and initial state y0 (reported at the file's output times
+/// when `outputs`), and the model's ModelKernels type.
+template <class F>
+decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
+                          std::span<const double> y0, bool outputs, F&& f) {
+  return visit_model(cfg, [&](auto model) {
+    using M = decltype(model);
+    ode::Problem<M> problem{std::move(model), std::vector<double>(y0.begin(), y0.end()),
+                            std::vector<double>(p.begin(), p.end()),
+                            {cfg.t_start, cfg.t_end},
+                            outputs ? cfg.output_times : std::vector<double>{}};
+    return f(problem, detail::ModelKernels<M>{});
+  });
+}
+
+}  // namespace
+
+ode::Solution integrate_file(const RunConfig& cfg) {
+  return with_model(cfg, cfg.parameters, cfg.initial_state, true,
+                    [&](const auto& problem, auto kernels) {
+                      return kernels.integrate(problem, cfg.integrator);
+                    });
+}
+
+ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc) {
+  return {.steps = static_cast<int>(sc.checkpoint_steps),
+          .interpolation = ode::cvodes_interpolation_from_string(sc.interpolation),
+          .rtol = sc.adjoint_rtol,
+          .atol = sc.adjoint_atol};
+}
+
+ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
+  if (sc.method == "forward") return ode::Forward{};
+  if (sc.method == "continuous_adjoint")
+    return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
+  if (sc.method == "cvodes_forward") return ode::CvodesForward{};
+  if (sc.method == "cvodes_adjoint") return cvodes_adjoint_of(sc);
+  return ode::DiscreteAdjoint{.checkpointing = sc.checkpointing};
+}
+
+FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
+                           std::span<const double> y0, std::span<const double> replay_times,
+                           std::span<const int> replay_orders) {
+  const ExpressionObjective objective(cfg);
+  const ode::SensitivityMethod method = sensitivity_method_of(cfg.sensitivity);
+  FileGradient out;
+  out.result = with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
+    return kernels.gradient(problem, objective, method, cfg.integrator, replay_times,
+                            replay_orders);
+  });
+  out.gradient_p = out.result.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
+  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
+  return out;
+}
+
+void check_hessian_request(const RunConfig& cfg, const std::string& input) {
+  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
+                input << ": costate sensitivity --hessian needs at least one parameter in "
+                         "sensitivity.wrt; "
+                      << (cfg.parameter_names.empty() ? "the model has no parameters"
+                                                      : "sensitivity.wrt names none")
+                      << " (drop --hessian)");
+  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
+                             cfg.integrator, 2),
+               input + ": costate sensitivity --hessian");
+}
+
+FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
+                         const std::vector<std::size_t>& wrt) {
+  const auto start = std::chrono::steady_clock::now();
+  const ExpressionObjective objective(cfg);
+  const std::size_t np = cfg.parameters.size(), m = wrt.size();
+  FileHessian out;
+  out.matrix.assign(m * m, 0.0);
+  with_model(cfg, cfg.parameters, cfg.initial_state, false, [&](const auto& problem, auto kernels) {
+    ode::SensitivityMethod method =
+        ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
+    if (cfg.sensitivity.method == "cvodes_adjoint") method = cvodes_adjoint_of(cfg.sensitivity);
+    ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
+    for (std::size_t c = 0; c < m; ++c) {
+      v.parameters[wrt[c]] = 1.0;
+      v.initial_state = initial_state_parameter_jvp(cfg, v.parameters);
+      const ode::HessianVectorResult r = kernels.hessian_vector(
+          problem, objective, v, method, cfg.integrator, g.step_times, g.step_orders);
+      const std::vector<double> extra = initial_state_parameter_hvp(
+          cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
+      for (std::size_t i = 0; i < m; ++i)
+        out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
+      v.parameters[wrt[c]] = 0.0;
+      ++out.products;
+    }
+  });
+  double scale = 0.0, asym = 0.0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < m; ++j) {
+      scale = std::max(scale, std::abs(out.matrix[i * m + j]));
+      asym = std::max(asym, std::abs(out.matrix[i * m + j] - out.matrix[j * m + i]));
+    }
+  out.asymmetry = scale > 0.0 ? asym / scale : 0.0;
+  out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+std::vector<std::size_t> wrt_indices(const RunConfig& cfg) {
+  std::vector<std::size_t> out;
+  for (const auto& name : cfg.sensitivity.wrt)
+    out.push_back(static_cast<std::size_t>(
+        std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) -
+        cfg.parameter_names.begin()));
+  return out;
+}
+
+FileGradientCheck file_gradient_check(const RunConfig& cfg) {
+  const std::size_t np = cfg.parameters.size(), n = cfg.initial_state.size();
+  COSTATE_CHECK(np > 0 || std::any_of(cfg.initial_state_expressions.begin(),
+                                      cfg.initial_state_expressions.end(),
+                                      [](const std::string& e) { return e.empty(); }),
+                cfg.input_path << ": costate gradcheck has nothing to check: the model has no "
+                                  "parameters and every initial value is an expression of t "
+                                  "(give a parameter, or a number as an initial value)");
+  const FileGradient base = file_gradient(cfg, cfg.parameters, cfg.initial_state);
+  const std::vector<double> times = base.result.step_times;
+  const std::vector<int> orders = base.result.step_orders;  // bdf's, replayed with the times
+  std::vector<std::size_t> free_states;
+  for (std::size_t i = 0; i < n; ++i)
+    if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
+  FileGradientCheck out;
+  out.objective = base.result.objective;
+  out.x = cfg.parameters;
+  out.gradient = base.gradient_p;
+  out.names = cfg.parameter_names;
+  for (std::size_t i : free_states) {
+    out.x.push_back(cfg.initial_state[i]);
+    out.gradient.push_back(base.result.wrt_initial_state[i]);
+    out.names.push_back(cfg.state_names[i] + "(t0)");
+  }
+  auto J = [&](const std::vector<double>& xx) {
+    RunConfig c = cfg;
+    c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
+    evaluate_initial_state(c);
+    for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
+    return file_gradient(c, c.parameters, c.initial_state, times, orders).result.objective;
+  };
+  const std::vector<double>& x = out.x;
+  // Direction: components scaled like x, signs from a fixed pattern.
+  std::vector<double> dir(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    dir[i] = (i % 2 == 0 ? 1.0 : -0.7) * (0.5 + 0.25 * static_cast<double>(i % 3)) *
+             std::max(std::abs(x[i]), 1e-2);
+  // Taylor test: r(h) = |J(x + h d) − J(x) − h ⟨∇J, d⟩| = O(h²), order ≥ 1.9.
+  out.taylor = ad::taylor_test(J, x, dir, out.gradient);
+  // Central differences per component (h = 1e-6 relative): 1e-5 relative
+  // allows the differences' own truncation and round-off on these objectives.
+  constexpr double kFdTol = 1e-5;
+  // Continuous methods (continuous_adjoint, cvodes_*) differentiate the
+  // exact objective and re-choose their steps at every evaluation: J is
+  // smooth only down to the tolerances, so the differences take a larger
+  // step (1e-5 relative: round-off of the adaptive solver ~rtol·|J|/h
+  // against truncation ~h²) and are compared to 1e-3. Use tight
+  // integrator tolerances (rtol ≤ 1e-10) for these methods.
+  const std::string& sm = cfg.sensitivity.method;
+  const bool continuous = sm == "continuous_adjoint" || sm.rfind("cvodes_", 0) == 0;
+  constexpr double kContinuousFdTol = 1e-3;
+  out.fd = continuous ? ad::check_gradient(J, x, out.gradient,
+                                           {.step = 1e-5, .rtol = kContinuousFdTol})
+                      : ad::check_gradient(J, x, out.gradient, {.rtol = kFdTol});
+  out.passed = out.taylor.passed && out.fd.passed;
+  return out;
+}
+
+ode::GradientResult observation_gradient(const RunConfig& cfg,
+                                         const ode::WeightedObservations& obs,
+                                         const ode::SensitivityMethod& method) {
+  return with_model(cfg, cfg.parameters, cfg.initial_state, false,
+                    [&](const auto& problem, auto kernels) {
+                      return kernels.observation_gradient(problem, obs, method, cfg.integrator);
+                    });
+}
+
+ode::ResidualSensitivities residual_sensitivities(const RunConfig& cfg,
+                                                  const ode::WeightedObservations& obs,
+                                                  std::span<const double> step_times) {
+  return with_model(cfg, cfg.parameters, cfg.initial_state, false,
+                    [&](const auto& problem, auto kernels) {
+                      return kernels.residual_sensitivities(problem, obs, cfg.integrator,
+                                                            step_times);
+                    });
+}
+
+}  // namespace costate::io

@@ -1,0 +1,57 @@
+#pragma once
+// The per-model computations behind io/file_gradient.hpp: the only code of
+// the input-file layer that is a template on the model. Declared here,
+// defined in io/model_kernels_impl.hpp and explicitly instantiated once per
+// model, each in its own translation unit (src/io/kernels/<model>.cpp), so
+// that a parallel build compiles the models side by side and no caller
+// instantiates ode::integrate, ode::gradient, ode::hessian_vector or
+// ode::sensitivity_matrix again. A new built-in model adds one line to
+// ode::visit_builtin_model, one `extern template` below and one file in
+// src/io/kernels/.
+
+#include <span>
+
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
+#include "costate/ode/models.hpp"
+#include "costate/ode/problem.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
+#include "io/objective.hpp"
+
+namespace costate::io::detail {
+
+template <class M>
+struct ModelKernels {
+  using Problem = ode::Problem<M>;
+  static ode::Solution integrate(const Problem& problem, const ode::IntegratorOptions& options);
+  static ode::GradientResult gradient(const Problem& problem, const ExpressionObjective& objective,
+                                      const ode::SensitivityMethod& method,
+                                      const ode::IntegratorOptions& options,
+                                      std::span<const double> replay_times,
+                                      std::span<const int> replay_orders);
+  static ode::HessianVectorResult hessian_vector(const Problem& problem,
+                                                 const ExpressionObjective& objective,
+                                                 const ode::HessianDirection& v,
+                                                 const ode::SensitivityMethod& method,
+                                                 const ode::IntegratorOptions& options,
+                                                 std::span<const double> replay_times,
+                                                 std::span<const int> replay_orders);
+  static ode::GradientResult observation_gradient(const Problem& problem,
+                                                  const ode::WeightedObservations& obs,
+                                                  const ode::SensitivityMethod& method,
+                                                  const ode::IntegratorOptions& options);
+  static ode::ResidualSensitivities residual_sensitivities(const Problem& problem,
+                                                           const ode::WeightedObservations& obs,
+                                                           const ode::IntegratorOptions& options,
+                                                           std::span<const double> step_times);
+};
+
+extern template struct ModelKernels<ode::LotkaVolterra>;
+extern template struct ModelKernels<ode::VanDerPol>;
+extern template struct ModelKernels<ode::FitzHughNagumo>;
+extern template struct ModelKernels<ode::Lorenz>;
+extern template struct ModelKernels<ode::Robertson>;
+extern template struct ModelKernels<ode::EquationModel>;
+
+}  // namespace costate::io::detail
