@@ -24,11 +24,11 @@
 
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
-#include "io/calibrate.hpp"
-#include "io/file_gradient.hpp"
-#include "io/hdf5_writer.hpp"
-#include "io/input_text.hpp"
-#include "io/pde_input.hpp"
+#include "costate/calibrate/calibrate.hpp"
+#include "costate/io/file_gradient.hpp"
+#include "costate/io/hdf5_writer.hpp"
+#include "costate/io/input_text.hpp"
+#include "costate/io/pde_input.hpp"
 
 namespace py = pybind11;
 

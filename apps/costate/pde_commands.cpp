@@ -21,7 +21,7 @@
 
 #include "costate/ad/verification.hpp"
 #include "costate/tensor/reduce.hpp"
-#include "io/resources.hpp"
+#include "costate/io/resources.hpp"
 
 namespace costate::cli {
 

@@ -1,6 +1,6 @@
 #pragma once
 // `costate run|sensitivity|gradcheck` on PDE inputs (a `pde:` section; see
-// src/io/pde_input.hpp). One process or under mpiexec; the report comes
+// costate/io/pde_input.hpp). One process or under mpiexec; the report comes
 // from rank 0 only. The pde::EquationModel instantiations compile in
 // pde_commands_{1,2,3}d[_field].cpp (pde_drive.hpp).
 

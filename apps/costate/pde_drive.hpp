@@ -22,7 +22,7 @@
 #include "costate/pde/equation_model.hpp"
 #include "costate/pde/output.hpp"
 #include "costate/pde/theta.hpp"
-#include "io/pde_input.hpp"
+#include "costate/io/pde_input.hpp"
 
 namespace costate::cli::detail {
 

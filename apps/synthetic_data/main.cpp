@@ -26,8 +26,8 @@
 #include <random>
 
 #include "costate/costate.hpp"
-#include "io/file_run.hpp"
-#include "io/input.hpp"
+#include "costate/io/file_run.hpp"
+#include "costate/io/input.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <numbers>
 #include <optional>
 
-#include "io/input.hpp"  // nearest(): "did you mean" suggestions
+#include "costate/io/input.hpp"  // nearest(): "did you mean" suggestions
 
 namespace costate::expr {
 

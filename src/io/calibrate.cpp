@@ -1,4 +1,4 @@
-#include "io/calibrate.hpp"
+#include "costate/calibrate/calibrate.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -7,8 +7,8 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/support.hpp"
-#include "io/file_gradient.hpp"
-#include "io/objective.hpp"
+#include "costate/io/file_gradient.hpp"
+#include "costate/io/objective.hpp"
 
 namespace costate::io {
 namespace {

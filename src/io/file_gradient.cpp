@@ -1,7 +1,7 @@
-// io/file_gradient.hpp: each function picks the file's model
+// costate/io/file_gradient.hpp: each function picks the file's model
 // (io::visit_model) and calls its compiled kernels (io/model_kernels.hpp);
 // nothing here instantiates an integrator or a sweep.
-#include "io/file_gradient.hpp"
+#include "costate/io/file_gradient.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/support.hpp"
 #include "io/model_kernels.hpp"
-#include "io/objective.hpp"
+#include "costate/io/objective.hpp"
 
 namespace costate::io {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/hdf5_writer.hpp"
+#include "costate/io/hdf5_writer.hpp"
 
 #include <hdf5.h>
 
@@ -9,7 +9,7 @@
 
 #include "costate/config.hpp"
 #include "costate/core/error.hpp"
-#include "io/calibrate.hpp"
+#include "costate/calibrate/calibrate.hpp"
 
 namespace costate::io {
 namespace {

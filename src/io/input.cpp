@@ -1,4 +1,4 @@
-#include "io/input.hpp"
+#include "costate/io/input.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -15,9 +15,9 @@
 #include "costate/expr/program.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/support.hpp"
-#include "io/input_text.hpp"
-#include "io/pde_input.hpp"
-#include "io/resources.hpp"
+#include "costate/io/input_text.hpp"
+#include "costate/io/pde_input.hpp"
+#include "costate/io/resources.hpp"
 
 namespace costate::io {
 

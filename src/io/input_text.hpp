@@ -1,18 +1,4 @@
 #pragma once
-// io::load_run_config from YAML text instead of a file (the Python module's
-// costate.load(dict)); the same validation and the same error messages.
-
-#include <string>
-#include <vector>
-
-#include "io/input.hpp"
-
-namespace costate::io {
-
-/// load_run_config on `text`; `path` names it in errors ("<dict>:3:12: …")
-/// and relative data files are found from its directory (the working
-/// directory when `path` has none).
-RunConfig load_run_config_text(const std::string& text, const std::string& path,
-                               const std::vector<std::string>& overrides = {});
-
-}  // namespace costate::io
+// Moved to include/costate/io/input_text.hpp (public); this forwarder keeps other
+// branches of the 2026-12-01 session compiling and is removed after their merge.
+#include "costate/io/input_text.hpp"

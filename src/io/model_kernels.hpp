@@ -1,5 +1,5 @@
 #pragma once
-// The per-model computations behind io/file_gradient.hpp: the only code of
+// The per-model computations behind costate/io/file_gradient.hpp: the only code of
 // the input-file layer that is a template on the model. Declared here,
 // defined in io/model_kernels_impl.hpp and explicitly instantiated once per
 // model, each in its own translation unit (src/io/kernels/<model>.cpp), so
@@ -17,7 +17,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
-#include "io/objective.hpp"
+#include "costate/io/objective.hpp"
 
 namespace costate::io::detail {
 

@@ -1,4 +1,4 @@
-#include "io/objective.hpp"
+#include "costate/io/objective.hpp"
 
 #include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"

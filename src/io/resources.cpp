@@ -1,4 +1,4 @@
-#include "io/resources.hpp"
+#include "costate/io/resources.hpp"
 
 #include <unistd.h>
 

@@ -19,9 +19,9 @@
 #include "costate/costate.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/ode/support.hpp"
-#include "io/calibrate.hpp"
-#include "io/file_run.hpp"
-#include "io/input.hpp"
+#include "costate/calibrate/calibrate.hpp"
+#include "costate/io/file_run.hpp"
+#include "costate/io/input.hpp"
 
 namespace {
 

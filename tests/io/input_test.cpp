@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "costate/core/error.hpp"
-#include "io/input.hpp"
+#include "costate/io/input.hpp"
 
 namespace {
 

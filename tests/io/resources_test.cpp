@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "io/resources.hpp"
+#include "costate/io/resources.hpp"
 #include "petsc/petsc_runtime.hpp"
 
 namespace {

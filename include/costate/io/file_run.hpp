@@ -4,7 +4,7 @@
 // `costate run`, the Python module's run() and the tools.
 
 #include "costate/ode/options.hpp"
-#include "io/input.hpp"
+#include "costate/io/input.hpp"
 
 namespace costate::io {
 

@@ -1,0 +1,110 @@
+#pragma once
+// `costate calibrate`: the fit of an input file's calibration section.
+//
+// Coordinates: the optimizer works on q, q_j = log(v_j) for log-transformed
+// variables and q_j = v_j otherwise (v = the fitted parameter or initial
+// value). The objective
+//     J(q) = ½ Σ_ki w_ki (y_i(t_k; v) − d_ki)² + ½ λ Σ_j (q_j − q_j,prior)²
+// and its gradient
+//     ∂J/∂q_j = (∂J_data/∂v_j) · (dv_j/dq_j) + λ (q_j − q_j,prior),
+//     dv_j/dq_j = v_j (log) or 1,
+// with ∂J_data/∂v from ode::gradient (the file's sensitivity.method: discrete
+// adjoint by default, or forward); a parameter that also enters an initial
+// value written as an expression gets that dependence through the initial
+// state's adjoint ((∂y0/∂p)ᵀ λ0). The Hessian offered to bnls/bntr is the
+// Gauss–Newton matrix  H = S_qᵀ S_q + λ I  with S_q = ∂r/∂q from
+// ode::sensitivity_matrix (forward sensitivities) — not the exact Hessian:
+// the term Σ r ∇²r is dropped, which is what makes it positive semidefinite.
+//
+// Report (at the fitted point): with S = ∂r/∂v (natural variables) and
+// m residuals, p fitted quantities,
+//     σ̂² = RSS/(m − p)  (1 when every value's noise σ is given),
+//     Cov = σ̂² (SᵀS)⁻¹,  standard errors √diag(Cov),  correlation.
+// Identifiability: singular values s_k of S D, D = diag(1/‖S_j‖) (unit
+// columns: scale-free, s_k ∈ [0, √p], 1/s_k the collinearity index). A
+// direction with s_k ≤ 1e-6 is not determined by the data (e.g. parameters
+// that enter only as a product); every variable with |V_jk|² ≥ 0.1 in it —
+// and every variable with no effect on the residuals (zero column) — is
+// flagged and gets no standard error (NaN); the covariance is the
+// pseudo-inverse over the other directions. The regularisation is not part of the
+// covariance (it is the data's uncertainty).
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/optimize/tao.hpp"
+#include "costate/io/input.hpp"
+
+namespace costate::io {
+
+/// The objective of a calibration as a function of q (see above).
+class CalibrationProblem {
+ public:
+  /// Throws costate::Error when cfg has no calibration section.
+  explicit CalibrationProblem(const RunConfig& cfg);
+
+  std::size_t size() const { return vars_.size(); }
+  const std::vector<FitVariable>& variables() const { return vars_; }
+  /// q of the initial guesses, of the priors, and the bounds in q.
+  std::vector<double> start() const;
+  std::vector<double> prior() const;
+  std::vector<double> lower() const;
+  std::vector<double> upper() const;
+  /// v(q) (natural values) and the run settings with them applied.
+  std::vector<double> values(std::span<const double> q) const;
+  RunConfig config_at(std::span<const double> q) const;
+
+  /// J(q); writes ∇J(q) into g. Throws costate::Error when the model cannot
+  /// be integrated at q.
+  double objective_and_gradient(std::span<const double> q, std::span<double> g);
+  /// The Gauss–Newton matrix at q (row-major, size() × size()).
+  void gauss_newton(std::span<const double> q, std::span<double> H);
+
+  /// Residuals and S = ∂r/∂v (natural variables; m × size(), row-major) at q.
+  struct Residuals {
+    std::vector<double> r, S, predicted;
+    std::vector<std::size_t> time_index, state_index;
+  };
+  Residuals residuals(std::span<const double> q);
+
+  std::int64_t gradient_evaluations() const { return gradient_evaluations_; }
+
+ private:
+  RunConfig cfg_;
+  std::vector<FitVariable> vars_;
+  double weight_ = 0.0;
+  std::int64_t gradient_evaluations_ = 0;
+  // The step times of the last evaluation (replayed by the sensitivity
+  // matrix at the same point).
+  std::vector<double> last_q_, last_steps_;
+};
+
+struct CalibrationReport {
+  std::vector<std::string> names;  ///< "alpha", "x(t0)"
+  std::vector<double> initial, values, lower, upper, prior, standard_errors;
+  std::vector<int> log_transformed;
+  std::vector<double> covariance, correlation;  ///< p × p, row-major
+  std::vector<double> singular_values;          ///< of the column-scaled S
+  std::vector<int> unidentifiable;              ///< 1 = flagged
+  double objective = 0.0;       ///< J at the fit (data + regularisation)
+  double rss = 0.0;             ///< Σ r² (weighted)
+  double sigma2 = 1.0;          ///< σ̂² (1 when the noise is given)
+  bool sigma_estimated = false;
+  std::size_t n_residuals = 0;
+  std::vector<double> residual_times, observed, predicted, residuals;
+  std::vector<std::string> residual_states;
+  optimize::TaoResult tao;
+  std::string gradient_method;
+  bool converged = false;
+  RunConfig fitted;  ///< the settings with the fitted values applied
+};
+
+/// Runs the fit (TAO) and computes the report. `monitor` sees every
+/// iteration. A fit that stops without converging is returned with
+/// converged = false (not thrown).
+CalibrationReport calibrate(const RunConfig& cfg,
+                            const std::function<void(const optimize::Iteration&)>& monitor = {});
+
+}  // namespace costate::io

@@ -1,0 +1,96 @@
+#pragma once
+// What the command line (apps/costate), the Python module (python/module.cpp),
+// the tools and the calibration compute with an input file's model, as plain
+// functions compiled once in the library: the trajectory (`run`,
+// costate/io/file_run.hpp), the objective's gradient by the file's
+// sensitivity.method, the Hessian over the
+// `wrt` parameters, the gradient check (Taylor test and central
+// differences), and calibration's observation gradient and residual
+// sensitivities.
+//
+// Each function picks the file's model (io::visit_model) in
+// src/io/file_gradient.cpp and calls the model's compiled kernels
+// (src/io/model_kernels.hpp), explicitly instantiated once per model in
+// src/io/kernels/*.cpp: no caller of this header instantiates a model.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ad/verification.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/io/file_run.hpp"
+#include "costate/io/input.hpp"
+
+namespace costate::io {
+
+/// The gradient of the file's objective; the model's parameters' gradient
+/// includes the initial state's dependence on them.
+struct FileGradient {
+  ode::GradientResult result;
+  std::vector<double> gradient_p;  ///< all parameters
+};
+
+/// sensitivity.method cvodes_adjoint's settings (gradient and Hessian).
+ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc);
+
+/// The method of sensitivity.method.
+ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc);
+
+/// J and ∇J at parameters p and initial state y0 (the steps replayed when
+/// replay_times is given).
+FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
+                           std::span<const double> y0, std::span<const double> replay_times = {},
+                           std::span<const int> replay_orders = {});
+
+/// What the Hessian supports, checked before any work is done; `input`
+/// names the file in the error.
+void check_hessian_request(const RunConfig& cfg, const std::string& input);
+
+/// ∂²J/∂p² over the `wrt` parameters (row-major), one Hessian–vector
+/// product per column on the gradient's steps. Initial values given as
+/// expressions of the parameters enter by the chain rule to second order.
+struct FileHessian {
+  std::vector<double> matrix;
+  double asymmetry = 0.0;  ///< max |H − Hᵀ| / max |H|
+  std::int64_t products = 0;
+  double wall_seconds = 0.0;
+};
+
+FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
+                         const std::vector<std::size_t>& wrt);
+
+/// Indices of sensitivity.wrt in cfg.parameter_names.
+std::vector<std::size_t> wrt_indices(const RunConfig& cfg);
+
+/// The gradient check of `costate gradcheck` at x = (p, the initial values
+/// given as numbers), with the steps frozen so that J is the same smooth
+/// function of x at every evaluation (initial values given as expressions
+/// follow the parameters, so they are not coordinates of x).
+struct FileGradientCheck {
+  std::vector<std::string> names;  ///< parameters, then "x(t0)"
+  std::vector<double> x, gradient;
+  double objective = 0.0;
+  ad::TaylorTestResult taylor;
+  ad::GradientCheckResult fd;
+  bool passed = false;
+};
+
+FileGradientCheck file_gradient_check(const RunConfig& cfg);
+
+/// Calibration: J = Σ_k ℓ_k of weighted observations and its gradient at
+/// cfg's parameters and initial state, by `method`, with cfg.integrator.
+ode::GradientResult observation_gradient(const RunConfig& cfg,
+                                         const ode::WeightedObservations& obs,
+                                         const ode::SensitivityMethod& method);
+
+/// Calibration: the residuals of `obs` and their sensitivity matrix at cfg's
+/// parameters and initial state, along `step_times` (ode::sensitivity_matrix).
+ode::ResidualSensitivities residual_sensitivities(const RunConfig& cfg,
+                                                  const ode::WeightedObservations& obs,
+                                                  std::span<const double> step_times);
+
+}  // namespace costate::io

@@ -1,0 +1,153 @@
+#pragma once
+// Reading and validating `costate run` input files (YAML).
+//
+// Every error names the file, the line and column, the key (dotted path, e.g.
+// integrator.rtol) and what was expected; an unknown key suggests the nearest
+// valid one. `--set key=value` overrides are applied to the parsed tree
+// before validation and are reported as "--set key=value" in errors.
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costate/ode/checkpointing.hpp"
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/models.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/optimize/tao.hpp"
+#include "costate/sbml/model.hpp"
+
+namespace costate::io {
+
+/// The `objective:` section: J = terminal + ∫ integral dt + ½ Σ w (y − data)².
+struct ObjectiveConfig {
+  bool present = false;
+  std::string terminal;  ///< expression in t, states, parameters ("" = none)
+  std::string integral;  ///< expression in t, states, parameters ("" = none)
+  std::string data_file;  ///< CSV with header t,<state>... ("" = no data)
+  std::vector<double> data_times;
+  std::vector<double> data;     ///< times × states, NaN = missing
+  std::vector<double> weights;  ///< one per state (1/noise² when noise is given)
+};
+
+/// The `sensitivity:` section.
+struct SensitivityConfig {
+  bool present = false;
+  std::string method = "discrete_adjoint";
+  /// Parameters to report the gradient for (all when empty and not given).
+  std::vector<std::string> wrt;
+  bool wrt_initial_state = true;
+  ode::Checkpointing checkpointing = ode::StoreAll{};
+  /// continuous_adjoint / cvodes_adjoint: backward tolerances (0: the
+  /// integrator's); cvodes_adjoint: steps between CVODES checkpoints and the
+  /// interpolation of the forward state ("hermite" | "polynomial").
+  double adjoint_rtol = 0.0;
+  double adjoint_atol = 0.0;
+  long long checkpoint_steps = 100;
+  std::string interpolation = "hermite";
+};
+
+/// One fitted quantity of the `calibration:` section (a parameter, or the
+/// initial value of a state). Keys: calibration.parameters.<name>.{initial,
+/// lower, upper, log, prior} and calibration.initial_state.<state>.{…}.
+struct FitVariable {
+  std::string name;            ///< parameter or state name
+  bool initial_state = false;  ///< fits y(t0) of state `name`
+  std::size_t index = 0;       ///< into RunConfig::parameters or ::initial_state
+  double initial = 0.0;        ///< starting guess (default: the value in the file)
+  double lower = -std::numeric_limits<double>::infinity();
+  double upper = std::numeric_limits<double>::infinity();
+  /// Optimise q = log(value) instead of the value (value and bounds > 0).
+  bool log = false;
+  /// Regularisation target (default: the initial guess).
+  double prior = 0.0;
+  /// "alpha" or "x(t0)" — the name in reports.
+  std::string label() const { return initial_state ? name + "(t0)" : name; }
+};
+
+/// The `calibration:` section: fit parameters (and initial states) to data
+/// by weighted least squares with optional Tikhonov regularisation,
+///     J(q) = ½ Σ_ki w_ki (y_i(t_k) − d_ki)² + ½ weight Σ_j (q_j − q_j,prior)²,
+/// q_j = log(value) for log-transformed variables, else the value.
+struct CalibrationConfig {
+  bool present = false;
+  std::vector<FitVariable> variables;  ///< parameters first, then initial states
+  std::vector<std::string> data_files;
+  /// All data files merged: times (ascending), values and weights (times ×
+  /// states, NaN = not observed).
+  std::vector<double> times, data, weights;
+  /// Every observed value has a noise level σ (weight 1/σ²): the covariance
+  /// is (SᵀS)⁻¹; otherwise it is scaled by σ̂² = RSS/(m − p).
+  bool noise_given = true;
+  double regularization_weight = 0.0;
+  optimize::TaoOptions optimizer;
+};
+
+/// Everything a `costate run|sensitivity|gradcheck` needs, fully resolved
+/// (defaults filled in).
+struct RunConfig {
+  std::string input_path;
+  /// A built-in model's name, or "equations" for a model typed in the file.
+  std::string model;
+  /// One right-hand-side expression per state for an equation model.
+  std::vector<std::string> equations;
+  bool equation_model() const { return !equations.empty(); }
+  /// `model: {sbml: file}`: the imported model (model = "sbml"); its
+  /// equations are an ode::EquationModel like the typed ones.
+  std::string sbml_file;  ///< as resolved (relative to the input file's folder)
+  std::shared_ptr<const sbml::Model> sbml;
+  std::string description;
+  std::vector<std::string> state_names;
+  std::vector<std::string> parameter_names;
+  std::vector<double> parameters;
+  std::vector<double> initial_state;
+  /// Initial values given as expressions of t and the parameters ("" where
+  /// the value is a number); evaluated into initial_state.
+  std::vector<std::string> initial_state_expressions;
+  double t_start = 0.0;
+  double t_end = 1.0;
+  std::vector<double> output_times;
+  ode::IntegratorOptions integrator;
+  /// HDF5 output path; empty: no file.
+  std::string output_file;
+  ObjectiveConfig objective;
+  SensitivityConfig sensitivity;
+  CalibrationConfig calibration;
+
+  /// The resolved settings as YAML (what the run actually used); written
+  /// into the HDF5 output and printed by `costate run`.
+  std::string to_yaml() const;
+};
+
+/// Reads `path`, applies `overrides` ("key.path=value"), validates and
+/// resolves. Throws costate::Error with file:line:column on bad input.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Sets the initial values given as expressions of t and the parameters
+/// (initial_state_expressions) from cfg.parameters.
+void evaluate_initial_state(RunConfig& cfg);
+
+/// Calls f(model) with the configured model: a built-in model type, or an
+/// ode::EquationModel built from the file's equations.
+template <class F>
+decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
+  if (cfg.sbml) return f(ode::EquationModel(cfg.sbml->equations));
+  if (cfg.equation_model())
+    return f(ode::EquationModel(cfg.state_names, cfg.parameter_names, cfg.equations));
+  return ode::visit_builtin_model(cfg.model, std::forward<F>(f));
+}
+
+/// Reads observations from a CSV file: a header `t,<state>,...` naming a
+/// subset of `states` in any order, then one row per time (ascending);
+/// empty cells, "nan" and "NA" are missing values. Errors name the file and
+/// line. Returns times and a times × states matrix (NaN where missing).
+void read_csv_data(const std::string& path, const std::vector<std::string>& states,
+                   std::vector<double>& times, std::vector<double>& data);
+
+/// Levenshtein edit distance (for "did you mean" suggestions).
+std::size_t edit_distance(const std::string& a, const std::string& b);
+/// The candidate nearest to `word`, or "" when none is close enough.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+}  // namespace costate::io
