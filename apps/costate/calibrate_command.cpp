@@ -1,0 +1,172 @@
+// `costate calibrate FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]
+// [-tao_*]`: fit the calibration section's parameters (and initial states)
+// to data with PETSc TAO and report the fit, standard errors, correlations
+// and identifiability. Exit status 0 when TAO converged, 2 when it stopped
+// without converging (results are still reported and written, marked
+// "partial"), 1 on errors.
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.hpp"
+#include "costate/calibrate/calibrate.hpp"
+#include "costate/core/error.hpp"
+#include "costate/io/file_run.hpp"
+#include "costate/io/hdf5_writer.hpp"
+
+namespace costate::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// The settings echo and the iteration table's header on stderr.
+void echo(const io::RunConfig& cfg, const std::string& input) {
+  const auto& cc = cfg.calibration;
+  std::size_t observed = 0;
+  for (std::size_t c = 0; c < cc.data.size(); ++c) observed += !std::isnan(cc.data[c]) && cc.weights[c] > 0.0;
+  std::vector<std::string> names;
+  for (const auto& v : cc.variables) names.push_back(v.label() + (v.log ? " (log)" : ""));
+  std::cerr << "costate calibrate " << input << "\n  model      " << cfg.model << " (states "
+            << join(cfg.state_names) << ")\n  fit        " << join(names) << "\n  data       "
+            << observed << " values at " << cc.times.size() << " times from " << join(cc.data_files)
+            << "\n  optimizer  TAO " << optimize::to_string(cc.optimizer.method)
+            << " (gatol " << cc.optimizer.gatol << ", grtol " << cc.optimizer.grtol
+            << ", max_iterations " << cc.optimizer.max_iterations << ")\n  gradient   "
+            << cfg.sensitivity.method << ", integrator " << ode::to_string(cfg.integrator.method)
+            << "\n";
+  if (cc.regularization_weight > 0) std::cerr << "  prior      weight " << cc.regularization_weight << "\n";
+  std::cerr << "\n    it        objective        |gradient|\n";
+}
+
+void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
+  const std::size_t p = rep.names.size();
+  auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
+  Json j;
+  j["status"] = rep.converged ? "ok" : "not_converged";
+  Json values = Json::object(), errors = Json::object(), corr = Json::object();
+  for (std::size_t a = 0; a < p; ++a) {
+    values[rep.names[a]] = rep.values[a];
+    errors[rep.names[a]] = number(rep.standard_errors[a]);
+    Json row = Json::object();
+    for (std::size_t b = 0; b < p; ++b) row[rep.names[b]] = number(rep.correlation[a * p + b]);
+    corr[rep.names[a]] = row;
+  }
+  j["parameters"] = values;
+  j["standard_errors"] = errors;
+  j["objective"] = rep.objective;
+  j["iterations"] = rep.tao.iterations;
+  j["termination"] = rep.tao.termination;
+  j["converged"] = rep.converged;
+  j["optimizer"] = rep.tao.method;
+  j["gradient_method"] = rep.gradient_method;
+  j["function_evaluations"] = rep.tao.function_evaluations;
+  j["gradient_evaluations"] = rep.tao.gradient_evaluations;
+  j["hessian_evaluations"] = rep.tao.hessian_evaluations;
+  j["non_finite_evaluations"] = rep.tao.non_finite_evaluations;
+  j["gradient_norm"] = rep.tao.gradient_norm;
+  std::vector<double> fh, gh;
+  for (const auto& it : rep.tao.history) {
+    fh.push_back(it.objective);
+    gh.push_back(it.gradient_norm);
+  }
+  j["objective_history"] = fh;
+  j["gradient_norm_history"] = gh;
+  j["initial"] = rep.initial;
+  j["names"] = rep.names;
+  j["correlation"] = corr;
+  j["singular_values"] = rep.singular_values;
+  std::vector<std::string> flagged;
+  for (std::size_t a = 0; a < p; ++a)
+    if (rep.unidentifiable[a]) flagged.push_back(rep.names[a]);
+  j["unidentifiable"] = flagged;
+  j["n_residuals"] = rep.n_residuals;
+  j["rss"] = rep.rss;
+  j["sigma2"] = number(rep.sigma2);
+  j["sigma_estimated"] = rep.sigma_estimated;
+  j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+  std::cout << j.dump() << std::endl;
+}
+
+void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
+  const std::size_t p = rep.names.size();
+  std::ostringstream os;
+  os << "\n" << rep.tao.brief_report() << "\n"
+     << (rep.converged ? "" : "WARNING: the optimizer stopped without converging; the values below "
+                              "are its last iterate (the output file is marked partial)\n")
+     << "\n  " << std::left << std::setw(14) << "quantity" << std::right << std::setw(16) << "initial"
+     << std::setw(18) << "fitted" << std::setw(16) << "std. error" << std::setw(10) << "rel."
+     << "\n";
+  for (std::size_t a = 0; a < p; ++a) {
+    char line[200];
+    const double se = rep.standard_errors[a];
+    std::snprintf(line, sizeof line, "  %-14s%16.8g%18.10g%16.4g%9.3g%%%s\n", rep.names[a].c_str(),
+                  rep.initial[a], rep.values[a], se,
+                  std::isfinite(se) ? 100.0 * se / std::abs(rep.values[a]) : se,
+                  rep.unidentifiable[a] ? "  NOT DETERMINED by the data" : "");
+    os << line;
+  }
+  os << "\n  objective " << std::setprecision(10) << rep.objective << ", weighted RSS " << rep.rss
+     << " over " << rep.n_residuals << " values";
+  if (rep.sigma_estimated) os << ", sigma^2 estimated as RSS/(m-p) = " << rep.sigma2;
+  os << "\n  singular values of the scaled sensitivity matrix:";
+  for (double s : rep.singular_values) os << " " << std::setprecision(4) << s;
+  if (p > 1) {
+    os << "\n  correlation:\n";
+    for (std::size_t a = 0; a < p; ++a) {
+      os << "    " << std::left << std::setw(12) << rep.names[a] << std::right;
+      for (std::size_t b = 0; b < p; ++b) {
+        char c[32];
+        std::snprintf(c, sizeof c, "%8.3f", rep.correlation[a * p + b]);
+        os << c;
+      }
+      os << "\n";
+    }
+  } else {
+    os << "\n";
+  }
+  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (/calibration: residuals per observation, histories)\n";
+  std::cout << os.str();
+}
+
+}  // namespace
+
+int calibrate_command(const Environment& env, const CommandArgs& args) {
+  io::RunConfig cfg = io::load_run_config(args.input, args.sets);
+  if (!args.output.empty()) cfg.output_file = args.output;
+  if (!cfg.calibration.present)
+    throw Error(args.input + ": costate calibrate needs a 'calibration:' section "
+                "(parameters to fit, data, optional regularization and optimizer)");
+  const bool talk = env.is_root() && !args.quiet;
+  if (talk) echo(cfg, args.input);
+  // 1. The fit, with one progress line per iteration.
+  auto monitor = [&](const optimize::Iteration& it) {
+    if (talk)
+      std::fprintf(stderr, "  %4d  %15.8e  %15.8e\n", it.iteration, it.objective, it.gradient_norm);
+  };
+  const io::CalibrationReport rep = io::calibrate(cfg, monitor);
+
+  // 2. The trajectory at the fitted values, and the HDF5 output.
+  const io::RunConfig& fit = rep.fitted;
+  const ode::Solution sol = io::integrate_file(fit);
+  // The file's /parameters, /initial_state and /settings are the fitted ones.
+  if (env.is_root() && !cfg.output_file.empty()) {
+    if (sol.summary.success())
+      io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
+    else
+      std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
+                << sol.summary.message << "); " << cfg.output_file << " not written\n";
+  }
+  if (!env.is_root()) return rep.converged ? 0 : 2;
+
+  // 3. Report.
+  if (args.json)
+    print_json(cfg, rep);
+  else
+    print_text(cfg, rep);
+  return rep.converged ? 0 : 2;
+}
+
+}  // namespace costate::cli

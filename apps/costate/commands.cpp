@@ -1,0 +1,110 @@
+// The table of `costate`'s commands and what they share (commands.hpp).
+#include "commands.hpp"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/checkpointing.hpp"
+#include "costate/ode/options.hpp"
+#include "pde_commands.hpp"
+
+namespace costate::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table{
+      {.name = "run", .help = "integrate the model of an input file", .run = run_command,
+       .writes_output = true},
+      {.name = "sensitivity",
+       .help = "objective and its gradient (discrete adjoint or forward sensitivities)",
+       .run = sensitivity_command,
+       .writes_output = true,
+       .add_options =
+           [](CLI::App& cmd, CommandArgs& a) {
+             cmd.add_flag("--hessian", a.hessian,
+                          "also the Hessian of the objective w.r.t. the parameters (forward over "
+                          "the discrete adjoint; euler, rk4, dopri5, backward_euler, "
+                          "crank_nicolson)");
+           }},
+      {.name = "gradcheck",
+       .help = "verify the gradient: Taylor test and finite differences",
+       .run = gradcheck_command},
+      {.name = "calibrate",
+       .help = "fit parameters to data with PETSc TAO (-tao_* options override)",
+       .run = calibrate_command,
+       .writes_output = true,
+       .petsc = true,  // TAO
+       .allow_extras = true},  // -tao_* options are PETSc's (read by PetscInitialize)
+      {.name = "info",
+       .help = "versions of costate and its dependencies",
+       .run = info_command,
+       .input = false,
+       .kokkos = false},
+  };
+  return table;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+int pde(const Environment& env, const CommandArgs& args, const char* command) {
+  return pde_command(env, {.command = command, .input = args.input, .output = args.output,
+                           .sets = args.sets, .json = args.json, .quiet = args.quiet});
+}
+
+io::RunConfig load_with_objective(const Environment& env, const CommandArgs& args,
+                                  const char* command) {
+  io::RunConfig cfg = io::load_run_config(args.input, args.sets);
+  if (!args.output.empty()) cfg.output_file = args.output;
+  if (!cfg.objective.present)
+    throw Error(args.input + ": costate " + command +
+                " needs an 'objective:' section (terminal, integral and/or data)");
+  if (env.is_root() && !args.quiet) {
+    std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
+              << " (states " << join(cfg.state_names) << "; parameters "
+              << (cfg.parameter_names.empty() ? "none" : join(cfg.parameter_names))
+              << ")\n  integrator " << ode::to_string(cfg.integrator.method)
+              << "\n  gradient   " << cfg.sensitivity.method << ", "
+              << ode::to_string(cfg.sensitivity.checkpointing) << "\n";
+  }
+  return cfg;
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+Progress::Progress(double t0, double t1, bool enabled)
+    : t0_(t0), t1_(t1), enabled_(enabled && isatty(STDERR_FILENO)), start_(now_seconds()),
+      last_(start_) {}
+
+void Progress::update(double t) {
+  if (!enabled_) return;
+  const double now = now_seconds();
+  if (now - start_ < 0.5 || now - last_ < 0.1) return;
+  last_ = now;
+  drawn_ = true;
+  const double frac = std::clamp((t - t0_) / (t1_ - t0_), 0.0, 1.0);
+  const int width = 40;
+  const int filled = static_cast<int>(frac * width);
+  std::fprintf(stderr, "\r[%s%s] %5.1f%%  t = %-12.6g", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), 100.0 * frac, t);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (drawn_) std::fprintf(stderr, "\r%*s\r", 80, "");
+}
+
+}  // namespace costate::cli

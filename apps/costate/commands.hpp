@@ -1,0 +1,89 @@
+#pragma once
+// The subcommands of `costate` over input files, one file each
+// (run_command.cpp, sensitivity_command.cpp, gradcheck_command.cpp,
+// calibrate_command.cpp, info_command.cpp; PDE inputs: pde_commands.cpp;
+// plot: plot_command.cpp). Each command computes through the library's
+// compiled layer (costate/io/file_gradient.hpp, costate/calibrate/) and
+// renders its result as text or, with --json, as one JSON object, in
+// functions of their own.
+//
+// A new command: a file with `int NAME_command(const Environment&, const
+// CommandArgs&)`, its declaration below, and one row in commands()
+// (commands.cpp) — main.cpp reads the table.
+
+#include <string>
+#include <vector>
+
+#include "costate/core/environment.hpp"
+#include "costate/io/input.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace costate::cli {
+
+/// The options of the commands (CLI11 fills them).
+struct CommandArgs {
+  std::string input;   ///< FILE.yaml
+  std::string output;  ///< -o (overrides output.file)
+  std::vector<std::string> sets;  ///< --set key=value
+  bool json = false;
+  bool quiet = false;
+  bool hessian = false;  ///< sensitivity --hessian
+};
+
+/// One subcommand: its name and help, which of the shared options it takes,
+/// what the environment starts for it, and the function that runs it (its
+/// exit status; costate::Error for bad input).
+struct Command {
+  const char* name;
+  const char* help;
+  int (*run)(const Environment& env, const CommandArgs& args);
+  bool input = true;           ///< FILE.yaml, --json, --set, -q (false: --json only)
+  bool writes_output = false;  ///< -o, --output
+  bool petsc = false;          ///< PETSc (and MPI) for every input, not only PDE inputs
+  bool kokkos = true;          ///< Kokkos
+  bool allow_extras = false;   ///< unknown options pass through (-tao_* for PETSc)
+  /// The command's own flags (nullptr: none).
+  void (*add_options)(CLI::App& command, CommandArgs& args) = nullptr;
+};
+
+/// Every command, in the order of `costate --help` (commands.cpp).
+const std::vector<Command>& commands();
+
+int run_command(const Environment& env, const CommandArgs& args);
+int sensitivity_command(const Environment& env, const CommandArgs& args);
+int gradcheck_command(const Environment& env, const CommandArgs& args);
+int calibrate_command(const Environment& env, const CommandArgs& args);
+int info_command(const Environment& env, const CommandArgs& args);
+
+// Shared by the commands (commands.cpp).
+
+/// "a, b, c".
+std::string join(const std::vector<std::string>& v);
+
+/// A PDE input (a `pde:` section) runs through pde_commands.cpp.
+int pde(const Environment& env, const CommandArgs& args, const char* command);
+
+/// The input file of `sensitivity` and `gradcheck`, read with the --set
+/// overrides and -o, checked to have an objective, and echoed on stderr.
+io::RunConfig load_with_objective(const Environment& env, const CommandArgs& args,
+                                  const char* command);
+
+/// A one-line progress bar on stderr, drawn only on a terminal, only for
+/// runs longer than half a second, at most ten times a second.
+class Progress {
+ public:
+  Progress(double t0, double t1, bool enabled);
+  void update(double t);
+  void finish();
+
+ private:
+  double t0_, t1_;
+  bool enabled_;
+  bool drawn_ = false;
+  double start_ = 0.0, last_ = 0.0;  ///< steady-clock seconds
+};
+
+}  // namespace costate::cli

@@ -1,0 +1,106 @@
+// `costate run FILE.yaml [-o OUT.h5] [--json] [--set key=value]... [-q]`:
+// integrate the file's model, write the trajectory and the resolved settings
+// to HDF5, report the result (text or JSON).
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.hpp"
+#include "costate/core/error.hpp"
+#include "costate/io/file_run.hpp"
+#include "costate/io/hdf5_writer.hpp"
+#include "pde_commands.hpp"
+
+namespace costate::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// The settings echo on stderr.
+void echo(const io::RunConfig& cfg, const std::string& input) {
+  std::cerr << "costate run " << input << "\n  model      " << cfg.model << " (states "
+            << join(cfg.state_names) << ")\n  integrator " << ode::to_string(cfg.integrator.method);
+  if (cfg.integrator.fixed_step())
+    std::cerr << ", dt = " << cfg.integrator.dt;
+  else
+    std::cerr << ", rtol = " << cfg.integrator.rtol << ", atol = "
+              << (cfg.integrator.atol_per_state.empty()
+                      ? costate::detail::format_value(cfg.integrator.atol)
+                      : std::string("per state"));
+  std::cerr << "\n  time       [" << cfg.t_start << ", " << cfg.t_end << "], "
+            << cfg.output_times.size() << " output times\n";
+}
+
+void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
+  const ode::Summary& s = sol.summary;
+  const auto final_state = sol.state(sol.n_outputs() - 1);
+  Json j;
+  j["status"] = "ok";
+  j["model"] = cfg.model;
+  j["method"] = ode::to_string(s.method);
+  j["final_time"] = s.final_time;
+  j["state_names"] = cfg.state_names;
+  j["final_state"] = std::vector<double>(final_state.begin(), final_state.end());
+  j["steps"] = s.steps;
+  j["rejected_steps"] = s.rejected_steps;
+  j["rhs_evaluations"] = s.rhs_evaluations;
+  j["outputs"] = sol.n_outputs();
+  j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+  j["wall_seconds"] = s.wall_seconds;
+  std::cout << j.dump() << std::endl;
+}
+
+void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
+  std::ostringstream os;
+  os << sol.summary.brief_report() << "\n\n";
+  os << std::setw(14) << "t";
+  for (const auto& name : cfg.state_names) os << std::setw(20) << name;
+  os << "\n";
+  const std::size_t n = sol.n_outputs();
+  const std::size_t rows = std::min<std::size_t>(n, 11);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t j = rows == 1 ? 0 : r * (n - 1) / (rows - 1);
+    os << std::setw(14) << std::setprecision(6) << sol.t[j];
+    for (double v : sol.state(j)) os << std::setw(20) << std::setprecision(12) << v;
+    os << "\n";
+  }
+  if (rows < n) os << "  (" << n << " output times in all; every one is in the HDF5 file)\n";
+  os << "\n";
+  if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << "\n";
+  std::cout << os.str();
+}
+
+}  // namespace
+
+int run_command(const Environment& env, const CommandArgs& args) {
+  if (is_pde_input(args.input)) return pde(env, args, "run");
+  // 1. Read, override and validate the settings.
+  io::RunConfig cfg = io::load_run_config(args.input, args.sets);
+  if (!args.output.empty()) cfg.output_file = args.output;
+  const bool talk = env.is_root() && !args.quiet;
+  if (talk) echo(cfg, args.input);
+
+  // 2. Integrate.
+  Progress progress(cfg.t_start, cfg.t_end, talk);
+  cfg.integrator.on_step = [&](double t) { progress.update(t); };
+  ode::Solution sol = io::integrate_file(cfg);
+  progress.finish();
+  cfg.integrator.on_step = nullptr;
+  if (!sol.summary.success())
+    throw Error("integration of " + args.input + " failed: " + sol.summary.message +
+                " (no output written)");
+
+  // 3. Write the HDF5 output (one writer: rank 0).
+  if (env.is_root() && !cfg.output_file.empty()) io::write_run_hdf5(cfg.output_file, cfg, sol);
+
+  // 4. Report.
+  if (!env.is_root()) return 0;
+  if (args.json)
+    print_json(cfg, sol);
+  else
+    print_text(cfg, sol);
+  return 0;
+}
+
+}  // namespace costate::cli

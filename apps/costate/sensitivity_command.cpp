@@ -1,0 +1,155 @@
+// `costate sensitivity FILE.yaml [-o OUT.h5] [--json] [--set key=value]...
+// [--hessian] [-q]`: the objective of the file's `objective:` section and
+// its gradient by sensitivity.method (with --hessian also ∂²J/∂p² over
+// sensitivity.wrt), the trajectory and /sensitivity written to HDF5.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.hpp"
+#include "costate/core/error.hpp"
+#include "costate/io/file_gradient.hpp"
+#include "costate/io/hdf5_writer.hpp"
+#include "pde_commands.hpp"
+
+namespace costate::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// What the command computed.
+struct SensitivityResult {
+  ode::Solution trajectory;       ///< at the output times (for the file)
+  io::FileGradient gradient;
+  io::FileHessian hessian;        ///< with --hessian
+  io::SensitivityOutput output;   ///< the reported (wrt) gradient, as written
+};
+
+SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args) {
+  SensitivityResult res;
+  // 1. Trajectory (for the output file) and 2. the gradient.
+  res.trajectory = io::integrate_file(cfg);
+  if (!res.trajectory.summary.success())
+    throw Error("integration of " + args.input + " failed: " + res.trajectory.summary.message +
+                " (no output written)");
+  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
+  const ode::GradientResult& r = res.gradient.result;
+
+  io::SensitivityOutput& out = res.output;
+  out.objective = r.objective;
+  const std::vector<std::size_t> wrt_index = io::wrt_indices(cfg);
+  for (std::size_t k = 0; k < wrt_index.size(); ++k) {
+    out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
+    out.gradient.push_back(res.gradient.gradient_p[wrt_index[k]]);
+  }
+  if (args.hessian) {
+    res.hessian = io::file_hessian(cfg, r, wrt_index);
+    out.hessian = res.hessian.matrix;
+  }
+  if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
+  out.method = r.method;
+  out.steps = r.checkpoints.steps;
+  out.forward_steps = r.checkpoints.forward_steps;
+  out.recomputed_steps = r.checkpoints.recomputed_steps;
+  out.peak_snapshots = r.checkpoints.peak_snapshots;
+  return res;
+}
+
+void print_json(const io::RunConfig& cfg, const CommandArgs& args, const SensitivityResult& res) {
+  const ode::GradientResult& r = res.gradient.result;
+  const io::SensitivityOutput& out = res.output;
+  Json j;
+  j["status"] = "ok";
+  j["objective"] = r.objective;
+  Json grad = Json::object();
+  for (std::size_t k = 0; k < out.parameter_names.size(); ++k)
+    grad[out.parameter_names[k]] = out.gradient[k];
+  j["gradient"] = grad;
+  Json gy = Json::object();
+  for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
+    gy[cfg.state_names[k]] = out.gradient_initial_state[k];
+  j["gradient_initial_state"] = gy;
+  j["method"] = r.method;
+  j["steps"] = out.steps;
+  j["forward_steps"] = out.forward_steps;
+  j["recomputed_steps"] = out.recomputed_steps;
+  j["checkpoints"] = out.peak_snapshots;
+  // As `run`: wall_seconds of the whole gradient (its own forward pass and
+  // the sweeps), and of the forward integration alone (ode::integrate of
+  // the same problem and integrator, the trajectory written to the file).
+  j["wall_seconds"] = r.wall_seconds;
+  j["forward_wall_seconds"] = res.trajectory.summary.wall_seconds;
+  if (args.hessian) {
+    const std::size_t m = out.parameter_names.size();
+    Json rows = Json::array();
+    for (std::size_t a = 0; a < m; ++a)
+      rows.push_back(std::vector<double>(out.hessian.begin() + static_cast<std::ptrdiff_t>(a * m),
+                                         out.hessian.begin() + static_cast<std::ptrdiff_t>((a + 1) * m)));
+    j["hessian"] = {{"names", out.parameter_names},
+                    {"matrix", rows},
+                    {"asymmetry", res.hessian.asymmetry},
+                    {"products", res.hessian.products},
+                    {"wall_seconds", res.hessian.wall_seconds}};
+  }
+  j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+  std::cout << j.dump() << std::endl;
+}
+
+void print_text(const io::RunConfig& cfg, const CommandArgs& args, const SensitivityResult& res) {
+  const ode::GradientResult& r = res.gradient.result;
+  const io::SensitivityOutput& out = res.output;
+  std::ostringstream os;
+  os.precision(12);
+  os << r.brief_report() << "\n\n  objective J = " << r.objective << "\n\n";
+  os << std::left << std::setw(22) << "  dJ/d" << "value\n";
+  for (std::size_t k = 0; k < out.parameter_names.size(); ++k)
+    os << "  " << std::setw(20) << out.parameter_names[k] << out.gradient[k] << "\n";
+  for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
+    os << "  " << std::setw(20) << (cfg.state_names[k] + "(t0)") << out.gradient_initial_state[k] << "\n";
+  if (args.hessian) {
+    const std::size_t m = out.parameter_names.size();
+    os << "\n  Hessian d2J/dp2 (" << res.hessian.products << " Hessian-vector products, "
+       << (cfg.sensitivity.method == "cvodes_adjoint" ? "CVODES second-order adjoint"
+                                                      : "forward over adjoint")
+       << "; asymmetry " << std::setprecision(2) << res.hessian.asymmetry << ")\n"
+       << std::setprecision(8) << "  " << std::setw(12) << "";
+    for (const auto& name : out.parameter_names) os << std::right << std::setw(16) << name;
+    os << "\n";
+    for (std::size_t a = 0; a < m; ++a) {
+      os << "  " << std::left << std::setw(12) << out.parameter_names[a] << std::right;
+      for (std::size_t b = 0; b < m; ++b) os << std::setw(16) << out.hessian[a * m + b];
+      os << "\n";
+    }
+    os << std::left << std::setprecision(12);
+  }
+  os << "\n  wall time: gradient " << std::setprecision(3) << r.wall_seconds
+     << " s, forward integration " << res.trajectory.summary.wall_seconds << " s\n";
+  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
+  std::cout << os.str();
+}
+
+}  // namespace
+
+int sensitivity_command(const Environment& env, const CommandArgs& args) {
+  if (is_pde_input(args.input)) {
+    if (args.hessian)
+      throw Error(args.input + ": costate sensitivity --hessian is for ODE inputs (a "
+                  "'model:' section); this input has a 'pde:' section, whose Hessian "
+                  "is not available — drop --hessian");
+    return pde(env, args, "sensitivity");
+  }
+  const io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
+  if (args.hessian) io::check_hessian_request(cfg, args.input);
+  const SensitivityResult res = compute(cfg, args);
+  if (env.is_root() && !cfg.output_file.empty())
+    io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
+  if (!env.is_root()) return 0;
+  if (args.json)
+    print_json(cfg, args, res);
+  else
+    print_text(cfg, args, res);
+  return 0;
+}
+
+}  // namespace costate::cli
