@@ -68,13 +68,16 @@ TEST(CalibrateSteppers, EveryStepperFitsTheSameValuesAndStandardErrors) {
   };
   for (const auto& [name, settings] : runs) {
     const Fit f = calibrate(settings, dir);
-    // bdf's optimizer ends in a line-search failure near the optimum (its
-    // objective jumps by ~1e-7 relative where a change of p changes its
-    // adaptive steps and orders — its global error at rtol 1e-10 — which the
-    // exact gradient of the replayed steps does not see); the fit it reports
-    // is still the optimum to the stepper's accuracy, which is what the
-    // values and standard errors below check.
-    if (name != "bdf") EXPECT_EQ(f.status, "ok") << name << ": " << f.termination;
+    // bdf's optimizer ends in a line-search failure near the optimum (as on
+    // main, before the residual Jacobian was fixed): its objective is not
+    // smooth in p at the level of its global error (its J differs from
+    // dopri5's by 2e-8 relative here) — a change of p changes its adaptive
+    // steps and orders, which the exact gradient of the replayed steps does
+    // not see. The fit it reports is still the optimum to the stepper's
+    // accuracy, which is what the values and standard errors below check.
+    if (name != "bdf") {
+      EXPECT_EQ(f.status, "ok") << name << ": " << f.termination;
+    }
     for (const auto& [k, v] : ref.values) {
       ASSERT_TRUE(f.values.count(k)) << name << " " << k;
       EXPECT_LE(rel_err(f.values.at(k), v), kValueTol)
