@@ -30,9 +30,29 @@
 /// directions (parameters, then initial states) in blocks of
 /// kTangentBlock, one replay of the steps per block.
 ///
-/// Later (issue 14): θ, sdirk3 and bdf schemes behind the same interface
-/// (today detail/implicit_sweep.hpp's templates), Dual<double, 1> states
-/// for second order, the StepPlan value in place of `times`.
+/// The implicit schemes (src/ode/scheme_theta.cpp, scheme_sdirk3.cpp,
+/// scheme_bdf.cpp) solve their implicit equations by Newton with the
+/// System's Jacobian [f_x | f_p] (Linearization::jacobian, dense LU); their
+/// adjoints are the transposed solves, their tangents one solve per step or
+/// stage for all m directions:
+///   θ (x = (y, z); backward Euler θ = 1, Crank–Nicolson θ = ½):
+///     x' = x + h[(1−θ) f(t, x) + θ f(t', x')];   with μ = (I − hθ J')⁻ᵀ λ:
+///     λ ← μ + h(1−θ) J_xᵀ μ,  μ_p += hθ f_p'ᵀ μ + h(1−θ) f_pᵀ μ;
+///     (I − hθ J') S' = S + h(1−θ)(J S + f_p P) + hθ f_p' P.
+///   sdirk3 (x = (y, z); stages Y_s = x + h Σ_{j<s} a_sj k_j + hγ k_s):
+///     k̄_s = h b_s λ;  s = 3, 2, 1: w = (I − hγ J_s)⁻ᵀ k̄_s,  Ȳ = J_sᵀ w,
+///     μ += f_p,sᵀ w,  λ += Ȳ,  k̄_j += h a_sj Ȳ;
+///     (I − hγ J_s) K_s = J_s (S + h Σ_{j<s} a_sj K_j) + f_p,s P,  S' = S + h Σ b_s K_s.
+///   bdf (x = the window (y_i, …, y_{i−4}); order k, α_j, hβ of the step):
+///     m = (I − hβ J(y_{i+1}))⁻ᵀ λ[0];  λ shifted one slot up, λ[j−1] += α_j m,
+///     μ += hβ f_pᵀ m;  (I − hβ J) S'[0] = Σ_j α_j S[j−1] + hβ f_p P.
+/// Replayed steps are deterministic functions of (x_i, p) — Newton from a
+/// predictor of x_i with a Jacobian evaluated afresh at the step's start,
+/// converged to newton_tol and (sdirk3, bdf) to replay_kappa of the error
+/// tolerance — so every checkpoint schedule gives the same bits.
+///
+/// Later (issue 14): Dual<double, 1> states for second order, the StepPlan
+/// value in place of `times`/`orders`.
 
 #include <cstdint>
 #include <memory>
@@ -72,6 +92,80 @@ std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method met
                                                 std::span<const double> p,
                                                 std::span<const double> times);
 
+/// The θ-method (backward Euler θ = 1, Crank–Nicolson θ = ½) on `system`
+/// replaying `times` (Newton to options.newton_tol, at most
+/// options.newton_max_iterations). References held: they must outlive it.
+std::unique_ptr<Scheme> make_theta_scheme(const System& system, double theta,
+                                          std::span<const double> p,
+                                          std::span<const double> times,
+                                          const IntegratorOptions& options);
+
+/// sdirk3 replaying `times`; `options` are the gradient's (rtol, atol per
+/// state of x, Newton settings: the replay's stopping test). With
+/// `keep_step_data` (a StoreAll sweep) each replayed step's stages and its
+/// start Jacobian are kept for its reverse step (up to kForwardRecordBytes).
+std::unique_ptr<Scheme> make_sdirk3_scheme(const System& system, std::span<const double> p,
+                                           std::span<const double> times,
+                                           const IntegratorOptions& options,
+                                           bool keep_step_data = false);
+
+/// Bytes of per-step data (states, Jacobians, stages) a StoreAll sweep of the
+/// implicit schemes keeps; above, the reverse steps recompute them.
+inline constexpr std::size_t kForwardRecordBytes = std::size_t{256} << 20;
+
+/// bdf's adaptive forward run as a StoreAll sweep takes it: its accepted
+/// states y_1 … y_l (l × n_x) and [J | f_p] at y_0 … y_{l−1} (l × n_x(n_x +
+/// n_p), or empty when they did not fit kForwardRecordBytes). Per-thread
+/// buffers keep their capacity from call to call (fresh large vectors cost a
+/// page fault per 4 kB); trim() releases them when above kKeepBytes.
+struct BdfForwardRecord {
+  static constexpr std::size_t kKeepBytes = std::size_t{32} << 20;
+  std::vector<double> states, jacobians;
+  void clear();
+  void trim();
+  static BdfForwardRecord& of_this_thread();
+};
+
+/// bdf (state: the window (y_i, …, y_{i−4}), 5 n_x) replaying `times` and
+/// `orders` (one per step). With `keep_step_data` (StoreAll) the step
+/// Jacobians are kept; with a `record` of this run's forward integration
+/// (plan_implicit_steps with keep_record, the same times and options) its
+/// states and Jacobians are used instead of replaying (the same bits).
+std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
+                                        std::span<const double> times,
+                                        std::span<const int> orders,
+                                        const IntegratorOptions& options,
+                                        bool keep_step_data = false,
+                                        const BdfForwardRecord* record = nullptr);
+
+/// The scheme of options.method (explicit RK, θ, sdirk3, bdf) replaying
+/// `times` (and bdf's `orders`). Throws costate::Error for the CVODES
+/// methods (they are not schemes).
+std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOptions& options,
+                                    std::span<const double> p, std::span<const double> times,
+                                    std::span<const int> orders = {},
+                                    bool keep_step_data = false,
+                                    const BdfForwardRecord* record = nullptr);
+
+/// The adaptive sdirk3 / bdf run that chooses the steps t_0 … t_l (and bdf's
+/// orders), landing on `stops` (ascending, the last = t1), from x0 (size
+/// n_x) at p. `options` as the gradient replays them (stop_at_outputs,
+/// atol per state). bdf makes its accepted steps exactly as make_bdf_scheme
+/// replays them (BdfStepper::set_replay), so with `record` its states (and
+/// Jacobians, while they fit) are kept there for a StoreAll sweep.
+/// options.on_step is called per accepted step. The summary says whether the
+/// run succeeded (the caller checks).
+struct ImplicitStepPlan {
+  std::vector<double> times;
+  std::vector<int> orders;
+  Summary summary;
+};
+ImplicitStepPlan plan_implicit_steps(const System& system, std::span<const double> p,
+                                     std::span<const double> x0, double t0, double t1,
+                                     const IntegratorOptions& options,
+                                     std::span<const double> stops,
+                                     BdfForwardRecord* record = nullptr);
+
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
@@ -99,5 +193,17 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
                            std::span<const double> p);
+
+/// Forward tangents with outputs: the model state y (n entries) and its
+/// tangents ∂y/∂(p, y0) (n × (n_p + n), row-major, parameters first) at the
+/// step index obs_step[k] of every output k — the residual Jacobian of a
+/// calibration (sensitivity_matrix). kTangentBlock directions per replay.
+struct ObservedTangents {
+  std::vector<double> states;    ///< K × n
+  std::vector<double> tangents;  ///< K × n × (n_p + n)
+};
+ObservedTangents observed_tangents(const System& system, Scheme& scheme,
+                                   std::span<const std::size_t> obs_step,
+                                   std::span<const double> x0, std::span<const double> p);
 
 }  // namespace costate::ode

@@ -10,30 +10,35 @@
 /// and their sensitivity matrix, by forward (tangent) sensitivities of the
 /// discrete solution along the same step sequence the gradient used:
 ///     S = ∂r/∂(p, y0) = √w_ki · [∂y_i(t_k)/∂p, ∂y_i(t_k)/∂y0].
-/// The tangents of one explicit Runge–Kutta step are the step itself in
-/// ad::Dual arithmetic (8 directions per pass, as ode::Forward), so S is the
-/// exact Jacobian of the discrete residuals: Sᵀ r equals the discrete
-/// adjoint's gradient to round-off.
+/// S is the forward tangent sweep of the stepper's compiled scheme
+/// (scheme.hpp: explicit RK, θ, sdirk3, bdf — the same schemes ode::Forward
+/// and the discrete adjoint run) with the state and its tangents taken at
+/// the observation steps (observed_tangents), so S is the exact Jacobian of
+/// the discrete residuals: Sᵀ r equals the discrete adjoint's gradient to
+/// round-off, for every stepper.
 ///
 /// Contract: `step_times` are t0 … t1 with every observation time among them
-/// (ode::GradientResult::step_times of the same problem and objective).
-/// Limitation: the implicit θ-methods (backward Euler, Crank–Nicolson) get S
-/// by central differences of the replayed discrete solution (relative step
-/// 1e-6, about 8 correct digits) — enough for covariances, not for tests of
-/// derivatives. Serial (no MPI communication).
+/// (ode::GradientResult::step_times of the same problem and objective, same
+/// `options`); for bdf also `step_orders` (GradientResult::step_orders) —
+/// without them the adaptive run that chose the steps is made again to
+/// recover them (one more forward integration; an error if its steps are not
+/// `step_times`). Not for the CVODES integrators (their steps are not
+/// replayed: supports_calibration refuses them). Serial (no MPI
+/// communication).
 
 #include <cmath>
 #include <cstddef>
 #include <span>
 #include <vector>
 
-#include "costate/ad/dual.hpp"
+#include <algorithm>
+#include <memory>
+
 #include "costate/core/error.hpp"
-#include "costate/ode/explicit_rk.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/problem.hpp"
-#include "costate/ode/steppers/theta.hpp"
-#include "costate/tensor/vector.hpp"
+#include "costate/ode/scheme.hpp"
+#include "costate/ode/system.hpp"
 
 namespace costate::ode {
 
@@ -89,45 +94,15 @@ struct ResidualSensitivities {
   double at(std::size_t row, std::size_t col) const { return jacobian[row * n_columns + col]; }
 };
 
-namespace detail {
-
-/// Replays the implicit θ-method along `times` and returns the state at every
-/// observation time (observation k → row k).
-template <Model M>
-std::vector<double> replay_theta(const Problem<M>& problem, const IntegratorOptions& options,
-                                 std::span<const double> times, std::span<const double> obs) {
-  const std::size_t n = problem.n_states();
-  ThetaStepper<M> theta(problem.model, problem.p, n, theta_of(options.method), options.newton_tol,
-                        options.newton_max_iterations);
-  std::vector<double> y(problem.y0), next(n), out(obs.size() * n);
-  std::size_t k = 0;
-  auto record = [&](double t) {
-    while (k < obs.size() && obs[k] == t) {
-      std::copy(y.begin(), y.end(), out.begin() + static_cast<std::ptrdiff_t>(k * n));
-      ++k;
-    }
-  };
-  record(times[0]);
-  for (std::size_t s = 0; s + 1 < times.size(); ++s) {
-    std::string why;
-    COSTATE_CHECK(theta.step(times[s], times[s + 1] - times[s], std::span<const double>(y),
-                             std::span<double>(next), &why),
-                  "sensitivity_matrix: implicit step at t = " << times[s] << " failed: " << why);
-    y = next;
-    record(times[s + 1]);
-  }
-  return out;
-}
-
-}  // namespace detail
-
 /// See the file comment. Throws costate::Error when an observation time is
-/// not among `step_times` or an implicit step fails.
+/// not among `step_times`, an implicit step fails or the integrator is a
+/// CVODES one.
 template <Model M>
 ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
                                          const WeightedObservations& obs,
                                          const IntegratorOptions& options,
-                                         std::span<const double> step_times) {
+                                         std::span<const double> step_times,
+                                         std::span<const int> step_orders = {}) {
   obs.validate();
   const std::size_t n = problem.n_states(), np = problem.p.size(), m = np + n;
   COSTATE_CHECK_EQ(obs.n_states, n, "sensitivity_matrix: observations and problem disagree on the number of states");
@@ -140,64 +115,31 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
                   "sensitivity_matrix: no step lands on observation time " << obs.times[k]);
     obs_step[k] = s;
   }
-  // states(k, i) and dstates(k, i, d) at the observation times.
-  std::vector<double> states(obs.times.size() * n), dstates(obs.times.size() * n * m, 0.0);
-  if (is_implicit(options.method)) {
-    states = detail::replay_theta(problem, options, step_times, obs.times);
-    // Central differences, relative step 1e-6 (balances O(h²) truncation and
-    // O(ε/h) round-off for these smooth maps).
-    for (std::size_t d = 0; d < m; ++d) {
-      Problem<M> plus = problem, minus = problem;
-      double& xp = d < np ? plus.p[d] : plus.y0[d - np];
-      double& xm = d < np ? minus.p[d] : minus.y0[d - np];
-      const double h = 1e-6 * std::max(1.0, std::abs(xp));
-      xp += h;
-      xm -= h;
-      const auto yp = detail::replay_theta(plus, options, step_times, obs.times);
-      const auto ym = detail::replay_theta(minus, options, step_times, obs.times);
-      for (std::size_t c = 0; c < states.size(); ++c) dstates[c * m + d] = (yp[c] - ym[c]) / (2 * h);
-    }
-  } else {
-    constexpr int kChunk = 8;
-    using D = ad::Dual<double, kChunk>;
-    using DV = Vector<D, Kokkos::DefaultHostExecutionSpace>;
-    const ButcherTableau tab = explicit_tableau(options.method);
-    for (std::size_t first = 0; first < m; first += kChunk) {
-      std::vector<D> pd(np), yd(n);
-      for (std::size_t j = 0; j < np; ++j) {
-        pd[j] = D(problem.p[j]);
-        if (j >= first && j < first + kChunk) pd[j].tangent(static_cast<int>(j - first)) = 1.0;
-      }
-      for (std::size_t i = 0; i < n; ++i) {
-        yd[i] = D(problem.y0[i]);
-        const std::size_t dir = np + i;
-        if (dir >= first && dir < first + kChunk) yd[i].tangent(static_cast<int>(dir - first)) = 1.0;
-      }
-      DV yv = DV::from(std::span<const D>(yd));
-      DV next = yv.clone();
-      ExplicitRKStep<DV> rk(tab, yv);
-      const std::span<const D> pds(pd);
-      auto rhs = [&](double t, const DV& yy, const DV& dydt) {
-        problem.model.template rhs<D>(t, std::span<const D>(yy.data(), n), pds,
-                                      std::span<D>(dydt.data(), n));
-      };
-      std::size_t k = 0;
-      auto record = [&](std::size_t s) {
-        for (; k < obs_step.size() && obs_step[k] == s; ++k)
-          for (std::size_t i = 0; i < n; ++i) {
-            states[k * n + i] = ad::primal(yv[i]);
-            for (std::size_t d = first; d < std::min(m, first + kChunk); ++d)
-              dstates[(k * n + i) * m + d] = yv[i].tangent(static_cast<int>(d - first));
-          }
-      };
-      record(0);
-      for (std::size_t s = 0; s + 1 < step_times.size(); ++s) {
-        rk.step(rhs, step_times[s], step_times[s + 1] - step_times[s], yv, next);
-        deep_copy(yv, next);
-        record(s + 1);
-      }
-    }
+  // states(k, i) and dstates(k, i, d) at the observation times: the
+  // stepper's compiled scheme on the System of the model (x = y: the
+  // observations have no running cost), its tangents read at obs_step.
+  const System system = make_system(problem.model, obs, n, np);
+  const std::span<const double> p(problem.p);
+  IntegratorOptions replay = options;
+  replay.stop_at_outputs = true;  // as ode::gradient replays them
+  std::vector<int> orders(step_orders.begin(), step_orders.end());
+  if (options.method == Method::Bdf && orders.empty()) {
+    std::vector<double> stops = obs.times;
+    if (stops.empty() || stops.back() < problem.t1()) stops.push_back(problem.t1());
+    const ImplicitStepPlan plan = plan_implicit_steps(system, p, problem.y0, problem.t0(),
+                                                      problem.t1(), replay, stops);
+    COSTATE_CHECK(plan.summary.success() && std::equal(plan.times.begin(), plan.times.end(),
+                                                       step_times.begin(), step_times.end()),
+                  "sensitivity_matrix: bdf's step_times need their step_orders "
+                  "(GradientResult::step_orders); the run made to recover them took other steps");
+    orders = plan.orders;
   }
+  const std::unique_ptr<Scheme> scheme = make_scheme(system, replay, p, step_times, orders);
+  std::vector<double> x0(scheme->state_size(), 0.0);
+  std::copy(problem.y0.begin(), problem.y0.end(), x0.begin());
+  const ObservedTangents tangents = observed_tangents(system, *scheme, obs_step, x0, p);
+  const std::vector<double>& states = tangents.states;
+  const std::vector<double>& dstates = tangents.tangents;
   ResidualSensitivities out;
   out.n_columns = m;
   for (std::size_t k = 0; k < obs.times.size(); ++k)

@@ -1,0 +1,162 @@
+#pragma once
+/// \file
+/// Private to src/ode/: an ode::System as the `model` of the implicit
+/// steppers' templates (Sdirk3Stepper, BdfStepper, ModifiedNewton in
+/// steppers/), instantiated once here instead of per model. The
+/// specialisation ModelJacobian<SystemRhs> takes f from System::rhs and
+/// [f_x | f_p] from the System's Linearization::jacobian (dense, coloured
+/// sparse or Dual passes — the System's strategy), laid out as the steppers
+/// expect: n_x × (n_x + n_p), column-major, with a zero column for the
+/// running cost's z (f does not depend on z).
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "costate/ode/scheme.hpp"
+#include "costate/ode/steppers/implicit_common.hpp"
+#include "costate/ode/system.hpp"
+
+namespace costate::ode::detail {
+
+struct SystemRhs {
+  const System& system;
+};
+
+template <>
+class ModelJacobian<SystemRhs> {
+ public:
+  ModelJacobian(const SystemRhs& model, std::span<const double> p, std::size_t n)
+      : sys_(model.system), p_(p.begin(), p.end()), n_(n), nm_(sys_.n_model_states()),
+        flat_(n * (nm_ + p.size())),
+        jac_(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n + p.size())) {
+    COSTATE_CHECK_EQ(n, sys_.n_states(), "implicit scheme: state size and System disagree");
+    jac_.setZero();
+    lin_.emplace(sys_);
+  }
+
+  std::size_t n() const { return n_; }
+  std::size_t n_parameters() const { return p_.size(); }
+  std::span<const double> parameters() const { return p_; }
+
+  void rhs(double t, std::span<const double> y, std::span<double> out) {
+    sys_.rhs(t, y, p_, out);
+    ++rhs_evaluations;
+  }
+  /// J = ∂f/∂x: the left n_x columns.
+  const Eigen::MatrixXd& state(double t, std::span<const double> y) {
+    return state_parameters(t, y);
+  }
+  /// [∂f/∂x | ∂f/∂p], n_x × (n_x + n_p) (the z column zero).
+  const Eigen::MatrixXd& state_parameters(double t, std::span<const double> y) {
+    ++jacobian_evaluations;
+    lin_->at(t, y, p_);
+    lin_->jacobian(flat_);
+    // The tape strategy records a tape per at() that a Jacobian does not
+    // use: from the second call on, a tangents-only linearization (the same
+    // Dual passes, no tape).
+    if (!tangents_only_ && lin_->strategy() == JacobianStrategy::Tape) {
+      lin_.emplace(sys_, true);
+      tangents_only_ = true;
+    }
+    const std::size_t np = p_.size();
+    double* out = jac_.data();
+    for (std::size_t c = 0; c < nm_; ++c)
+      std::copy(flat_.begin() + static_cast<std::ptrdiff_t>(c * n_),
+                flat_.begin() + static_cast<std::ptrdiff_t>((c + 1) * n_), out + c * n_);
+    for (std::size_t j = 0; j < np; ++j)
+      std::copy(flat_.begin() + static_cast<std::ptrdiff_t>((nm_ + j) * n_),
+                flat_.begin() + static_cast<std::ptrdiff_t>((nm_ + j + 1) * n_),
+                out + (n_ + j) * n_);
+    return jac_;
+  }
+
+  std::int64_t rhs_evaluations = 0, jacobian_evaluations = 0;
+
+ private:
+  const System& sys_;
+  std::vector<double> p_;
+  std::size_t n_, nm_;
+  std::vector<double> flat_;
+  Eigen::MatrixXd jac_;
+  std::optional<Linearization> lin_;
+  bool tangents_only_ = false;
+};
+
+using SystemJacobian = ModelJacobian<SystemRhs>;
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowMap = Eigen::Map<const RowMatrix>;
+using RowMap = Eigen::Map<RowMatrix>;
+
+/// Per-step data a StoreAll sweep keeps from its replayed forward steps for
+/// the reverse steps: slot i holds `width` doubles. Kept only while the whole
+/// cache fits kStepCacheBytes; above that the reverse steps recompute the
+/// data (the same bits, more work).
+class StepCache {
+ public:
+  static constexpr std::size_t kStepCacheBytes = kForwardRecordBytes;
+
+  void enable(std::size_t slots, std::size_t width) {
+    if (width == 0 || slots * width * sizeof(double) > kStepCacheBytes) return;
+    width_ = width;
+    data_.assign(slots * width, 0.0);
+    have_.assign(slots, 0);
+  }
+  /// Read-only slots 0 … filled − 1 from `data` (filled × width doubles,
+  /// not copied: it must outlive the cache).
+  void borrow(std::size_t width, std::span<const double> data, std::size_t filled) {
+    if (width == 0 || data.size() != filled * width) return;
+    width_ = width;
+    borrowed_ = data.data();
+    borrowed_slots_ = filled;
+  }
+  bool enabled() const { return width_ > 0 && !borrowed_; }
+  std::span<double> fill(std::size_t i) {
+    have_[i] = 1;
+    return std::span<double>(data_).subspan(i * width_, width_);
+  }
+  const double* get(std::size_t i) const {
+    if (borrowed_) return i < borrowed_slots_ ? borrowed_ + i * width_ : nullptr;
+    return width_ > 0 && i < have_.size() && have_[i] ? data_.data() + i * width_ : nullptr;
+  }
+
+ private:
+  const double* borrowed_ = nullptr;
+  std::size_t borrowed_slots_ = 0;
+  std::size_t width_ = 0;
+  std::vector<double> data_;
+  std::vector<char> have_;
+};
+
+/// x_{i+1} for an adjoint step that needs it (θ, bdf): the state the
+/// previous reverse step started from (the sweep runs i = l−1, …, 0), or
+/// the last forward step's result; recomputed only when neither is i + 1.
+class NextState {
+ public:
+  explicit NextState(std::size_t width) : step_(width), adj_(width) {}
+  void stepped(std::size_t i, std::span<const double> xn) {
+    std::copy(xn.begin(), xn.end(), step_.begin());
+    step_index_ = static_cast<std::int64_t>(i) + 1;
+  }
+  /// Returns x_{i+1} or nullptr.
+  const std::vector<double>* find(std::size_t i) const {
+    const auto want = static_cast<std::int64_t>(i) + 1;
+    if (adj_index_ == want) return &adj_;
+    if (step_index_ == want) return &step_;
+    return nullptr;
+  }
+  /// After the adjoint of step i: x_i is the next reverse step's x_{i+1}.
+  void reversed(std::size_t i, std::span<const double> x) {
+    std::copy(x.begin(), x.end(), adj_.begin());
+    adj_index_ = static_cast<std::int64_t>(i);
+  }
+
+ private:
+  std::vector<double> step_, adj_;
+  std::int64_t step_index_ = -1, adj_index_ = -1;
+};
+
+}  // namespace costate::ode::detail

@@ -1,0 +1,261 @@
+// Variable-order bdf as a Scheme on ode::System (scheme.hpp has the maths),
+// its adaptive forward run and its record; steppers/bdf.hpp instantiated
+// once, on SystemRhs.
+#include <Eigen/LU>
+#include <array>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/detail/implicit_sweep.hpp"
+#include "costate/ode/steppers/bdf.hpp"
+#include "implicit_system.hpp"
+
+namespace costate::ode {
+
+namespace {
+
+constexpr int kWindow = kBdfMaxOrder;
+
+class Bdf final : public Scheme {
+ public:
+  Bdf(const System& sys, std::span<const double> p, std::span<const double> times,
+      std::span<const int> orders, const IntegratorOptions& opt, bool keep_step_data,
+      const BdfForwardRecord* record)
+      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), jac_(rhs_, p, nx_),
+        newton_(jac_, opt.newton_tol, opt.newton_max_iterations), times_(times),
+        orders_(orders), atol_(detail::atol_vector(opt, nx_)), rtol_(opt.rtol),
+        kappa_(detail::replay_kappa(opt)), r_(nx_), pred_(nx_), w_(nx_), f_(nx_),
+        next_(kWindow * nx_), solve_(nx_) {
+    COSTATE_CHECK(times.size() >= 2, "bdf scheme: needs at least one step");
+    COSTATE_CHECK(orders.size() + 1 == times.size(),
+                  "bdf scheme: replaying bdf steps needs one order per step "
+                  "(GradientResult::step_orders): got "
+                      << orders.size() << " for " << times.size() - 1 << " steps");
+    COSTATE_CHECK_EQ(atol_.size(), nx_, "bdf scheme: integrator.atol_per_state needs one value per state");
+    const std::size_t steps = times.size() - 1, width = nx_ * (nx_ + np_);
+    // A forward run handed over: step() takes its states, the cache its
+    // Jacobians (at y_0 … y_{l−1}); StoreAll without one keeps [J | f_p] at
+    // each replayed step's start — the Jacobian its Newton evaluates anyway
+    // and the one the adjoint of step i − 1 needs.
+    if (record && record->states.size() == steps * nx_) {
+      forward_states_ = record->states;
+      use_forward_ = true;
+      if (record->jacobians.size() == steps * width) cache_.borrow(width, record->jacobians, steps);
+    } else if (keep_step_data) {
+      cache_.enable(steps + 1, width);
+    }
+  }
+
+  std::size_t state_size() const override { return kWindow * nx_; }
+  std::size_t steps() const override { return times_.size() - 1; }
+
+  void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
+    shift(x, xn);
+    if (use_forward_) {  // the forward run's y_{i+1}
+      const auto from = forward_states_.begin() + static_cast<std::ptrdiff_t>(i * nx_);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(nx_), xn.begin());
+      next_.stepped(i, xn);
+      return;
+    }
+    std::array<double, kBdfMaxOrder> alpha{};
+    double g = 0.0;
+    const int k = coefficients(i, alpha.data(), &g);
+    const double t = times_[i], tn = times_[i + 1];
+    std::fill(r_.begin(), r_.end(), 0.0);
+    for (int j = 1; j <= k; ++j)
+      for (std::size_t q = 0; q < nx_; ++q)
+        r_[q] += alpha[static_cast<std::size_t>(j - 1)] * x[static_cast<std::size_t>(j - 1) * nx_ + q];
+    // Predictor from the window: the polynomial through the available points.
+    const int valid = static_cast<int>(std::min<std::size_t>(i + 1, kWindow));
+    const int count = std::min(k + 1, valid);
+    if (count == 1) {
+      jac_.rhs(t, x.first(nx_), f_);
+      for (std::size_t q = 0; q < nx_; ++q) pred_[q] = x[q] + (tn - t) * f_[q];
+    } else {
+      std::array<double, kWindow> tau{}, wts{};
+      for (int m = 0; m < count; ++m) tau[static_cast<std::size_t>(m)] = times_[i - static_cast<std::size_t>(m)];
+      lagrange_weights(tau, count, tn, wts.data());
+      std::fill(pred_.begin(), pred_.end(), 0.0);
+      for (int m = 0; m < count; ++m)
+        for (std::size_t q = 0; q < nx_; ++q)
+          pred_[q] += wts[static_cast<std::size_t>(m)] * x[static_cast<std::size_t>(m) * nx_ + q];
+    }
+    for (std::size_t q = 0; q < nx_; ++q) w_[q] = 1.0 / (atol_[q] + rtol_ * std::abs(x[q]));
+    std::span<double> z = xn.first(nx_);
+    std::copy(pred_.begin(), pred_.end(), z.begin());
+    if (cache_.enabled()) {
+      const Eigen::MatrixXd& jp = jac_.state_parameters(t, x.first(nx_));
+      std::copy(jp.data(), jp.data() + jp.size(), cache_.fill(i).begin());
+      newton_.set_jacobian(jp);
+    } else {
+      newton_.set_jacobian(jac_.state_parameters(t, x.first(nx_)));
+    }
+    if (!newton_.solve(tn, r_, g, z, w_, kappa_)) {
+      std::copy(pred_.begin(), pred_.end(), z.begin());
+      newton_.evaluate_jacobian(tn, pred_);
+      COSTATE_CHECK(newton_.solve(tn, r_, g, z, w_, kappa_),
+                    "gradient: the replayed bdf step at t = " << t << " failed to converge");
+    }
+    next_.stepped(i, xn);
+  }
+
+  void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
+               std::span<double> mu) override {
+    std::array<double, kBdfMaxOrder> alpha{};
+    double g = 0.0;
+    const int k = coefficients(i, alpha.data(), &g);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    const double* kept = cache_.get(i + 1);
+    const double* jp = kept;
+    if (!jp) {
+      // [J | f_p] at y_{i+1}: from the forward run, the previous reverse
+      // step's state or the last forward step, else replayed.
+      const double* yn = nullptr;
+      if (use_forward_) {
+        yn = forward_states_.data() + i * nx_;
+      } else {
+        const std::vector<double>* xn = next_.find(i);
+        if (!xn) {
+          tmp_.resize(kWindow * nx_);
+          step(i, x, tmp_);
+          xn = next_.find(i);
+        }
+        yn = xn->data();
+      }
+      jp = jac_.state_parameters(times_[i + 1], std::span<const double>(yn, nx_)).data();
+    }
+    ++lin_;
+    const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
+    solve_.factor(g, JP);
+    const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    next_.reversed(i, x);
+    // Shift: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j m.
+    for (int s = 0; s + 1 < kWindow; ++s)
+      std::copy(lambda.begin() + (s + 1) * static_cast<std::ptrdiff_t>(nx_),
+                lambda.begin() + (s + 2) * static_cast<std::ptrdiff_t>(nx_),
+                lambda.begin() + s * static_cast<std::ptrdiff_t>(nx_));
+    std::fill(lambda.begin() + (kWindow - 1) * static_cast<std::ptrdiff_t>(nx_), lambda.end(), 0.0);
+    for (int j = 1; j <= k; ++j)
+      for (std::size_t q = 0; q < nx_; ++q)
+        lambda[static_cast<std::size_t>(j - 1) * nx_ + q] +=
+            alpha[static_cast<std::size_t>(j - 1)] * m[static_cast<Eigen::Index>(q)];
+    detail::add_transposed_product(JP, nn, npp, m.data(), g, mu.data());
+  }
+
+  void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
+               std::span<const double> S, std::span<double> Sn,
+               std::span<const double> P) override {
+    step(i, x, xn);
+    std::array<double, kBdfMaxOrder> alpha{};
+    double g = 0.0;
+    const int k = coefficients(i, alpha.data(), &g);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_),
+               mm = static_cast<Eigen::Index>(m);
+    const detail::ConstRowMap Sm(S.data(), kWindow * nn, mm), Pm(P.data(), npp, mm);
+    detail::RowMap Snm(Sn.data(), kWindow * nn, mm);
+    const Eigen::MatrixXd& JP = jac_.state_parameters(times_[i + 1], xn.first(nx_));
+    ++lin_;
+    rhs_m_ = g * (JP.rightCols(npp) * Pm);
+    for (int j = 1; j <= k; ++j) rhs_m_ += alpha[static_cast<std::size_t>(j - 1)] * Sm.middleRows((j - 1) * nn, nn);
+    M_ = Eigen::MatrixXd::Identity(nn, nn) - g * JP.leftCols(nn);
+    lu_.compute(M_);
+    for (int s = kWindow - 1; s >= 1; --s) Snm.middleRows(s * nn, nn) = Sm.middleRows((s - 1) * nn, nn);
+    Snm.topRows(nn) = lu_.solve(rhs_m_);
+  }
+
+  std::int64_t rhs_evaluations() const override { return jac_.rhs_evaluations; }
+  std::int64_t linearizations() const override { return lin_; }
+
+ private:
+  /// Order, α_j and hβ of step i.
+  int coefficients(std::size_t i, double* alpha, double* g) const {
+    const int k = orders_[i];
+    std::array<double, kBdfMaxOrder + 1> tau{};
+    for (int m = 0; m <= k; ++m) tau[static_cast<std::size_t>(m)] = times_[i + 1 - static_cast<std::size_t>(m)];
+    *g = bdf_coefficients(tau, k, alpha);
+    return k;
+  }
+  // xn's slots 1 … 4 = x's slots 0 … 3 (xn may not alias x).
+  void shift(std::span<const double> x, std::span<double> xn) const {
+    for (int s = kWindow - 1; s >= 1; --s)
+      std::copy(x.begin() + (s - 1) * static_cast<std::ptrdiff_t>(nx_),
+                x.begin() + s * static_cast<std::ptrdiff_t>(nx_),
+                xn.begin() + s * static_cast<std::ptrdiff_t>(nx_));
+  }
+
+  detail::SystemRhs rhs_;
+  std::size_t nx_, np_;
+  detail::SystemJacobian jac_;
+  detail::ModifiedNewton<detail::SystemRhs> newton_;
+  std::span<const double> times_;
+  std::span<const int> orders_;
+  std::vector<double> atol_;
+  double rtol_, kappa_;
+  std::vector<double> r_, pred_, w_, f_, tmp_;
+  detail::NextState next_;
+  detail::StepCache cache_;
+  detail::TransposedSolve solve_;
+  std::span<const double> forward_states_;
+  bool use_forward_ = false;
+  Eigen::MatrixXd rhs_m_, M_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  std::int64_t lin_ = 0;
+};
+
+}  // namespace
+
+void BdfForwardRecord::clear() {
+  states.clear();
+  jacobians.clear();
+}
+void BdfForwardRecord::trim() {
+  if (states.capacity() * sizeof(double) > kKeepBytes) std::vector<double>().swap(states);
+  if (jacobians.capacity() * sizeof(double) > kKeepBytes) std::vector<double>().swap(jacobians);
+}
+BdfForwardRecord& BdfForwardRecord::of_this_thread() {
+  thread_local BdfForwardRecord r;
+  return r;
+}
+
+std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
+                                        std::span<const double> times,
+                                        std::span<const int> orders,
+                                        const IntegratorOptions& options, bool keep_step_data,
+                                        const BdfForwardRecord* record) {
+  return std::make_unique<Bdf>(system, p, times, orders, options, keep_step_data, record);
+}
+
+namespace detail {
+
+/// The adaptive bdf run that chooses the steps and orders
+/// (plan_implicit_steps). Replay-identical steps (BdfStepper::set_replay):
+/// whatever the schedule, the accepted states are those the scheme's
+/// replays compute, so a StoreAll adjoint keeps them (and the step
+/// Jacobians, up to kForwardRecordBytes) instead of replaying the run.
+void plan_bdf(const System& system, std::span<const double> p, std::span<double> x, double t0,
+              double t1, const IntegratorOptions& options, std::span<const double> stops,
+              Summary& s, std::vector<int>& orders, BdfForwardRecord* record) {
+  const SystemRhs rhs{system};
+  const std::size_t nx = system.n_states();
+  BdfStepper<SystemRhs> st(rhs, p, nx, options.newton_tol, options.newton_max_iterations);
+  st.set_replay(replay_kappa(options));
+  bool keep_jacobians = record != nullptr;
+  auto ignore = [](std::size_t, double, std::span<const double>) {};
+  run_bdf(st, t0, t1, x, options, stops, ignore, s, [&](double, int k) {
+    orders.push_back(k);
+    if (!record) return;
+    const std::span<const double> y = st.solution();
+    record->states.insert(record->states.end(), y.begin(), y.end());
+    if (!keep_jacobians) return;
+    const Eigen::MatrixXd& jp = st.step_jacobian();
+    record->jacobians.insert(record->jacobians.end(), jp.data(), jp.data() + jp.size());
+    if (record->jacobians.size() * sizeof(double) > kForwardRecordBytes) {
+      keep_jacobians = false;
+      std::vector<double>().swap(record->jacobians);
+    }
+  });
+  s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
+}
+
+}  // namespace detail
+
+}  // namespace costate::ode

@@ -1,0 +1,165 @@
+// sdirk3 as a Scheme on ode::System (scheme.hpp has the maths), and its
+// adaptive forward run; steppers/sdirk3.hpp instantiated once, on SystemRhs.
+#include <Eigen/LU>
+#include <array>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/detail/implicit_sweep.hpp"
+#include "costate/ode/steppers/sdirk3.hpp"
+#include "implicit_system.hpp"
+
+namespace costate::ode {
+
+namespace {
+
+class Sdirk3 final : public Scheme {
+ public:
+  Sdirk3(const System& sys, std::span<const double> p, std::span<const double> times,
+         const IntegratorOptions& opt, bool keep_step_data)
+      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()),
+        st_(rhs_, p, nx_, opt.newton_tol, opt.newton_max_iterations, opt.rtol,
+            detail::atol_vector(opt, nx_), detail::replay_kappa(opt)),
+        jac_(rhs_, p, nx_), times_(times), tmp_(nx_), solve_(nx_),
+        kbar_(static_cast<Eigen::Index>(nx_), 3), ybar_(static_cast<Eigen::Index>(nx_)),
+        pbar_(static_cast<Eigen::Index>(np_)) {
+    COSTATE_CHECK(times.size() >= 2, "sdirk3 scheme: needs at least one step");
+    COSTATE_CHECK_EQ(detail::atol_vector(opt, nx_).size(), nx_,
+                     "sdirk3 scheme: integrator.atol_per_state needs one value per state");
+    // StoreAll: each replayed step's stages and its [J | f_p] at the step's
+    // start (which Newton evaluates anyway), so the reverse step neither
+    // re-solves the stages nor evaluates the last stage's Jacobian (Y_3 =
+    // x_{i+1} at t_{i+1}: the next step's start).
+    if (keep_step_data) cache_.enable(times.size(), 3 * nx_ + nx_ * (nx_ + np_));
+  }
+
+  std::size_t state_size() const override { return nx_; }
+  std::size_t steps() const override { return times_.size() - 1; }
+
+  void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
+    const double h = times_[i + 1] - times_[i];
+    bool ok = false;
+    if (cache_.enabled()) {
+      const Eigen::MatrixXd& jp = jac_.state_parameters(times_[i], x);
+      ok = st_.attempt(times_[i], h, x, xn, true, &jp);
+      if (ok) {
+        const std::span<double> slot = cache_.fill(i);
+        for (int s = 0; s < 3; ++s)
+          std::copy(st_.stage(s).begin(), st_.stage(s).end(),
+                    slot.begin() + static_cast<std::ptrdiff_t>(s * nx_));
+        std::copy(jp.data(), jp.data() + jp.size(),
+                  slot.begin() + static_cast<std::ptrdiff_t>(3 * nx_));
+      }
+    } else {
+      ok = st_.attempt(times_[i], h, x, xn, true);
+    }
+    COSTATE_CHECK(ok, "gradient: the replayed sdirk3 step at t = " << times_[i]
+                                                                   << " failed to converge");
+  }
+
+  void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
+               std::span<double> mu) override {
+    using namespace sdirk3_tableau;
+    const double t = times_[i], h = times_[i + 1] - t;
+    const double* kept = cache_.get(i);
+    if (!kept) step(i, x, tmp_);  // the stages
+    const double* kept_next = cache_.get(i + 1);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nn);
+    for (int s = 0; s < 3; ++s) kbar_.col(s) = h * b[s] * lam;
+    pbar_.setZero();
+    for (int s = 2; s >= 0; --s) {
+      const double ts = t + c[s] * h;
+      const std::span<const double> Y =
+          kept ? std::span<const double>(kept + s * nx_, nx_) : st_.stage(s);
+      // The last stage is x_{i+1} at t_{i+1}: the next step's start.
+      const double* jp_data = s == 2 && kept_next && ts == times_[i + 1]
+                                  ? kept_next + 3 * nx_
+                                  : jac_.state_parameters(ts, Y).data();
+      ++lin_;
+      const Eigen::Map<const Eigen::MatrixXd> JP(jp_data, nn, nn + npp);
+      solve_.factor(h * gamma, JP);
+      const Eigen::VectorXd& w = solve_.solve(kbar_.col(s));
+      ybar_.setZero();
+      detail::add_transposed_product(JP, 0, nn, w.data(), 1.0, ybar_.data());
+      detail::add_transposed_product(JP, nn, npp, w.data(), 1.0, pbar_.data());
+      lam += ybar_;
+      for (int j = 0; j < s; ++j) kbar_.col(j) += h * a[s][j] * ybar_;
+    }
+    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
+  }
+
+  void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
+               std::span<const double> S, std::span<double> Sn,
+               std::span<const double> P) override {
+    using namespace sdirk3_tableau;
+    const double t = times_[i], h = times_[i + 1] - t;
+    step(i, x, xn);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_),
+               mm = static_cast<Eigen::Index>(m);
+    const detail::ConstRowMap Sm(S.data(), nn, mm), Pm(P.data(), npp, mm);
+    detail::RowMap Snm(Sn.data(), nn, mm);
+    Snm = Sm;
+    for (int s = 0; s < 3; ++s) {
+      const Eigen::MatrixXd& JP = jac_.state_parameters(t + c[s] * h, st_.stage(s));
+      ++lin_;
+      arg_ = Sm;
+      for (int j = 0; j < s; ++j) arg_ += h * a[s][j] * K_[static_cast<std::size_t>(j)];
+      rhs_m_ = JP.leftCols(nn) * arg_ + JP.rightCols(npp) * Pm;
+      M_ = Eigen::MatrixXd::Identity(nn, nn) - h * gamma * JP.leftCols(nn);
+      lu_.compute(M_);
+      K_[static_cast<std::size_t>(s)] = lu_.solve(rhs_m_);
+      Snm += h * b[s] * K_[static_cast<std::size_t>(s)];
+    }
+  }
+
+  std::int64_t rhs_evaluations() const override {
+    return st_jac_->rhs_evaluations + jac_.rhs_evaluations;
+  }
+  std::int64_t linearizations() const override { return lin_; }
+
+ private:
+
+  detail::SystemRhs rhs_;
+  std::size_t nx_, np_;
+  Sdirk3Stepper<detail::SystemRhs> st_;
+  const detail::SystemJacobian* st_jac_ = &st_.model_jacobian();
+  detail::SystemJacobian jac_;
+  std::span<const double> times_;
+  std::vector<double> tmp_;
+  detail::StepCache cache_;
+  detail::TransposedSolve solve_;
+  Eigen::MatrixXd kbar_;
+  Eigen::VectorXd ybar_, pbar_;
+  std::array<Eigen::MatrixXd, 3> K_;
+  Eigen::MatrixXd arg_, rhs_m_, M_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  std::int64_t lin_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Scheme> make_sdirk3_scheme(const System& system, std::span<const double> p,
+                                           std::span<const double> times,
+                                           const IntegratorOptions& options,
+                                           bool keep_step_data) {
+  return std::make_unique<Sdirk3>(system, p, times, options, keep_step_data);
+}
+
+namespace detail {
+
+/// The adaptive sdirk3 run that chooses the steps (plan_implicit_steps).
+void plan_sdirk3(const System& system, std::span<const double> p, std::span<double> x,
+                 double t0, double t1, const IntegratorOptions& options,
+                 std::span<const double> stops, Summary& s) {
+  const SystemRhs rhs{system};
+  const std::size_t nx = system.n_states();
+  Sdirk3Stepper<SystemRhs> st(rhs, p, nx, options.newton_tol, options.newton_max_iterations,
+                              options.rtol, atol_vector(options, nx));
+  auto ignore = [](std::size_t, double, std::span<const double>) {};
+  run_sdirk3(st, t0, t1, x, options, stops, ignore, s, [](double) {});
+  s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
+}
+
+}  // namespace detail
+
+}  // namespace costate::ode

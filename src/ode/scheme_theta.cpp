@@ -1,0 +1,154 @@
+// The θ-method (backward Euler, Crank–Nicolson) as a Scheme on ode::System
+// (scheme.hpp has the maths).
+#include <Eigen/LU>
+#include <cmath>
+#include <string>
+
+#include "costate/core/error.hpp"
+#include "implicit_system.hpp"
+
+namespace costate::ode {
+
+namespace {
+
+class Theta final : public Scheme {
+ public:
+  Theta(const System& sys, double theta, std::span<const double> p, std::span<const double> times,
+        const IntegratorOptions& opt)
+      : p_(p), times_(times), nx_(sys.n_states()), np_(p.size()), theta_(theta),
+        tol_(opt.newton_tol), max_iter_(opt.newton_max_iterations), jac_({sys}, p, nx_),
+        fn_(nx_), f_(nx_), g_(nx_), next_(nx_), tmp_(nx_),
+        A_(static_cast<Eigen::Index>(nx_), static_cast<Eigen::Index>(nx_)),
+        lu_(static_cast<Eigen::Index>(nx_)), solve_(nx_),
+        pbar_(static_cast<Eigen::Index>(np_)) {
+    COSTATE_CHECK(times.size() >= 2, "θ scheme: needs at least one step");
+  }
+
+  std::size_t state_size() const override { return nx_; }
+  std::size_t steps() const override { return times_.size() - 1; }
+
+  // Newton on G(z) = z − x − h(1−θ) f(t, x) − hθ f(t + h, z), from the
+  // explicit Euler predictor, J re-evaluated at every iterate.
+  void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
+    const double t = times_[i], h = times_[i + 1] - t;
+    jac_.rhs(t, x, fn_);
+    for (std::size_t q = 0; q < nx_; ++q) xn[q] = x[q] + h * fn_[q];
+    if (theta_ == 0.0) {
+      next_.stepped(i, xn);
+      return;
+    }
+    const auto nn = static_cast<Eigen::Index>(nx_);
+    for (int it = 0; it < max_iter_; ++it) {
+      jac_.rhs(t + h, xn, f_);
+      for (std::size_t q = 0; q < nx_; ++q)
+        g_[static_cast<Eigen::Index>(q)] =
+            xn[q] - x[q] - h * (1.0 - theta_) * fn_[q] - h * theta_ * f_[q];
+      A_.setIdentity();
+      A_.noalias() -= (h * theta_) * jac_.state(t + h, xn).leftCols(nn);
+      lu_.compute(A_);
+      delta_ = lu_.solve(g_);
+      double change = 0.0, finite = 0.0;
+      for (std::size_t q = 0; q < nx_; ++q) {
+        const double d = delta_[static_cast<Eigen::Index>(q)];
+        xn[q] -= d;
+        change = std::max(change, std::abs(d) / (1.0 + std::abs(xn[q])));
+        finite += xn[q] * 0.0;
+      }
+      COSTATE_CHECK(finite == 0.0, "gradient: implicit step at t = "
+                                       << t << " failed: Newton produced a non-finite state");
+      if (change <= tol_) {
+        next_.stepped(i, xn);
+        return;
+      }
+    }
+    throw Error("gradient: implicit step at t = " + std::to_string(t) +
+                " failed: Newton did not converge in " + std::to_string(max_iter_) +
+                " iterations (integrator.newton_max_iterations; a smaller dt helps)");
+  }
+
+  void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
+               std::span<double> mu) override {
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
+    // was the one at its x_i), else evaluated at x_{i+1}.
+    if (jp_index_ != static_cast<std::int64_t>(i) + 1) {
+      const std::vector<double>* xn = next_.find(i);
+      if (!xn) {
+        step(i, x, tmp_);
+        xn = next_.find(i);
+      }
+      jp_next_ = jac_.state_parameters(times_[i + 1], *xn);
+    }
+    ++lin_;
+    solve_.factor(h * theta_, jp_next_);
+    const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    pbar_.setZero();
+    detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * theta_, pbar_.data());
+    jp_next_ = jac_.state_parameters(t, x);
+    ++lin_;
+    jp_index_ = static_cast<std::int64_t>(i);
+    for (std::size_t q = 0; q < nx_; ++q) lambda[q] = m[static_cast<Eigen::Index>(q)];
+    if (theta_ < 1.0) {
+      detail::add_transposed_product(jp_next_, 0, nn, m.data(), h * (1.0 - theta_),
+                                     lambda.data());
+      detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * (1.0 - theta_),
+                                     pbar_.data());
+    }
+    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
+    next_.reversed(i, x);
+  }
+
+  void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
+               std::span<const double> S, std::span<double> Sn,
+               std::span<const double> P) override {
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_),
+               mm = static_cast<Eigen::Index>(m);
+    const detail::ConstRowMap Sm(S.data(), nn, mm), Pm(P.data(), npp, mm);
+    // [J | f_p] at x_i: the previous tangent step's one at its x_{i+1}.
+    if (tjp_index_ != static_cast<std::int64_t>(i)) tjp_ = jac_.state_parameters(t, x);
+    step(i, x, xn);
+    const Eigen::MatrixXd& J1 = jac_.state_parameters(times_[i + 1], xn);
+    lin_ += 2;
+    Eigen::MatrixXd rhs = Sm + (h * theta_) * (J1.rightCols(npp) * Pm);
+    if (theta_ < 1.0)
+      rhs += (h * (1.0 - theta_)) * (tjp_.leftCols(nn) * Sm + tjp_.rightCols(npp) * Pm);
+    A_.setIdentity();
+    A_.noalias() -= (h * theta_) * J1.leftCols(nn);
+    lu_.compute(A_);
+    detail::RowMap(Sn.data(), nn, mm) = lu_.solve(rhs);
+    tjp_ = J1;
+    tjp_index_ = static_cast<std::int64_t>(i) + 1;
+  }
+
+  std::int64_t rhs_evaluations() const override { return jac_.rhs_evaluations; }
+  std::int64_t linearizations() const override { return lin_; }
+
+ private:
+  std::span<const double> p_, times_;
+  std::size_t nx_, np_;
+  double theta_, tol_;
+  int max_iter_;
+  detail::SystemJacobian jac_;
+  std::vector<double> fn_, f_;
+  Eigen::VectorXd g_, delta_;
+  detail::NextState next_;
+  std::vector<double> tmp_;
+  Eigen::MatrixXd A_, jp_next_, tjp_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  detail::TransposedSolve solve_;
+  Eigen::VectorXd pbar_;
+  std::int64_t jp_index_ = -1, tjp_index_ = -1, lin_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Scheme> make_theta_scheme(const System& system, double theta,
+                                          std::span<const double> p,
+                                          std::span<const double> times,
+                                          const IntegratorOptions& options) {
+  return std::make_unique<Theta>(system, theta, p, times, options);
+}
+
+}  // namespace costate::ode
