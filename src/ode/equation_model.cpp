@@ -26,6 +26,7 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
   }
   for (std::size_t i = 0; i < states_.size(); ++i)
     equations_.push_back(expr::Program::compile(equations[i], variables_, context + "." + states_[i]));
+  kernel_ = expr::Kernel::build(variables_.size(), {}, equations_, context);
 }
 
 EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::string> parameters,
@@ -63,6 +64,16 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
       COSTATE_CHECK(u < variables_.size(), context << ": the equation of '" << states_[i]
                                                    << "' uses variable " << u << " of only "
                                                    << variables_.size());
+  kernel_ = expr::Kernel::build(base, intermediates_, equations_, context);
+}
+
+void EquationModel::vjp(std::span<double> work, std::span<const double> w,
+                        std::span<double> ybar, std::span<double> pbar) const {
+  const std::size_t nr = kernel_.registers(), n = states_.size();
+  double* adjoint = work.data() + nr;
+  kernel_.vjp(work.data(), w, adjoint);
+  for (std::size_t i = 0; i < n; ++i) ybar[i] = adjoint[1 + i];
+  for (std::size_t j = 0; j < parameters_.size(); ++j) pbar[j] += adjoint[1 + n + j];
 }
 
 }  // namespace costate::ode

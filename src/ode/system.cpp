@@ -120,6 +120,9 @@ struct Linearization::Impl {
   bool seeded = false;  // xd, pd hold dense_at's one-pass unit seeds
   double t = 0.0;
   std::vector<double> x, p;  // Tape: the point (for jvp / jacobian by Dual passes)
+  // The model's own reverse derivatives (SystemModel::own_vjp_workspace).
+  bool use_own = false;
+  std::vector<double> own;
 
   void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
     System::Shared& sh = *sys->shared_;
@@ -279,6 +282,11 @@ Linearization::Linearization(const System& system, bool tangents_only)
   m.pd.resize(m.np);
   m.od.resize(m.nx);
   m.strategy = system.strategy();
+  const std::size_t own = system.model().own_vjp_workspace();
+  if (own > 0 && !tangents_only && system.options().jacobian == JacobianStrategy::Automatic) {
+    m.use_own = true;
+    m.own.resize(own);
+  }
 }
 Linearization::~Linearization() = default;
 Linearization::Linearization(Linearization&&) noexcept = default;
@@ -288,6 +296,15 @@ JacobianStrategy Linearization::strategy() const { return impl_->strategy; }
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
+  if (m.use_own) {  // the model differentiates itself: keep its record
+    m.t = t;
+    m.x.assign(x.begin(), x.end());
+    m.p.assign(p.begin(), p.end());
+    m.sys->model().own_linearize(t, x, p, std::span<double>(m.value), std::span<double>(m.own));
+    m.value_ready = true;
+    ++m.count;
+    return;
+  }
   if (m.tangents_only) {
     // Tangents never form the Jacobian: jvp_many seeds its directions into
     // one Dual pass per 8 of them (f_x V + f_p Q directly, f as the primal).
@@ -337,6 +354,10 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
   COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
+  if (m.use_own) {  // no running cost here: x = y
+    m.sys->model().own_vjp(std::span<double>(m.own), w, xbar, pbar);
+    return;
+  }
   switch (m.strategy) {
     case JacobianStrategy::Dense: {
       for (std::size_t j = 0; j < m.nin; ++j) {
@@ -385,7 +406,8 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
   std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
-  const JacobianStrategy strategy = m.tangents_only ? JacobianStrategy::Tape : m.strategy;
+  const JacobianStrategy strategy =
+      m.tangents_only || m.use_own ? JacobianStrategy::Tape : m.strategy;
   // Row j of the direction block: V's for a state, Q's for a parameter.
   auto dir_row = [&](std::size_t j) {
     return j < n ? V.data() + j * mdir : Q.data() + (j - n) * mdir;
@@ -458,7 +480,7 @@ void Linearization::jacobian(std::span<double> out) {
   Impl& m = *impl_;
   const std::size_t nx = m.nx;
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
-  if (m.tangents_only) {
+  if (m.tangents_only || m.use_own) {
     m.dense_at(m.t, m.x, m.p);
     std::copy(m.dense.begin(), m.dense.end(), out.begin());
     return;

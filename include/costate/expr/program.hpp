@@ -135,6 +135,8 @@ class Program {
   bool uses(std::uint32_t variable) const;
   const std::string& text() const { return text_; }
   const std::vector<Instruction>& code() const { return code_; }
+  /// The constants Op::Constant instructions index.
+  const std::vector<double>& constants() const { return constants_; }
   std::size_t stack_depth() const { return depth_; }
   bool empty() const { return code_.empty(); }
 

@@ -14,9 +14,12 @@
 
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "costate/ad/dual.hpp"
 #include "costate/core/error.hpp"
+#include "costate/expr/kernel.hpp"
 #include "costate/expr/program.hpp"
 
 namespace costate::ode {
@@ -48,32 +51,56 @@ class EquationModel {
   const std::vector<std::string>& intermediate_names() const { return intermediate_names_; }
   const expr::Program& intermediate(std::size_t k) const { return intermediates_[k]; }
 
+  /// dydt = f(t, y, p): one pass of the flattened register machine
+  /// (expr::Kernel) over the intermediates and the equations. On double and
+  /// ad::Dual the registers live in a per-thread buffer (no allocation after
+  /// the first call); on other scalar types (ad::IndexSet, ad::Real) in a
+  /// local vector.
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    if (!intermediates_.empty()) return rhs_with_intermediates(t, y, p, dydt);
-    const expr::VariableFrame<T> frame(t, y, p);
-    const std::span<const T> v = frame.values();
-    for (std::size_t i = 0; i < equations_.size(); ++i) dydt[i] = equations_[i].evaluate(v);
+    const std::size_t nr = kernel_.registers();
+    if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
+      thread_local std::vector<T> registers;
+      if (registers.size() < nr) registers.resize(nr);
+      run(t, y, p, dydt, registers.data());
+    } else {
+      std::vector<T> registers(nr);
+      run(t, y, p, dydt, registers.data());
+    }
   }
+
+  /// The compiled right-hand side: inputs (t, y, p), slots the
+  /// intermediates, outputs the equations.
+  const expr::Kernel& kernel() const { return kernel_; }
+
+  // Reverse derivatives by interpreting the kernel backward (no tape, no
+  // Dual pass): ode::System uses them for its products when the objective
+  // has no running cost (detail::SystemModel::own_vjp_workspace).
+  /// Doubles one linearization keeps: every register and its adjoint.
+  std::size_t vjp_workspace() const { return 2 * kernel_.registers(); }
+  /// f = f(t, y, p), every register kept in `work` (vjp_workspace() doubles).
+  void linearize(double t, std::span<const double> y, std::span<const double> p,
+                 std::span<double> f, std::span<double> work) const {
+    run(t, y, p, f, work.data());
+  }
+  /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point of the last
+  /// linearize(…, work).
+  void vjp(std::span<double> work, std::span<const double> w, std::span<double> ybar,
+           std::span<double> pbar) const;
 
  private:
   template <class T>
-  void rhs_with_intermediates(double t, std::span<const T> y, std::span<const T> p,
-                              std::span<T> dydt) const {
-    const std::size_t base = 1 + y.size() + p.size();
-    std::vector<T> v(base + intermediates_.size());
-    v[0] = T(t);
-    std::copy(y.begin(), y.end(), v.begin() + 1);
-    std::copy(p.begin(), p.end(), v.begin() + 1 + static_cast<std::ptrdiff_t>(y.size()));
-    for (std::size_t k = 0; k < intermediates_.size(); ++k)
-      v[base + k] = intermediates_[k].evaluate(std::span<const T>(v.data(), base + k));
-    const std::span<const T> all(v);
-    for (std::size_t i = 0; i < equations_.size(); ++i) dydt[i] = equations_[i].evaluate(all);
+  void run(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt, T* r) const {
+    r[0] = T(t);
+    for (std::size_t i = 0; i < y.size(); ++i) r[1 + i] = y[i];
+    for (std::size_t j = 0; j < p.size(); ++j) r[1 + y.size() + j] = p[j];
+    kernel_.evaluate(r, dydt);
   }
 
   std::vector<std::string> states_, parameters_, variables_, intermediate_names_;
   std::vector<expr::Program> intermediates_;
   std::vector<expr::Program> equations_;
+  expr::Kernel kernel_;
 };
 
 }  // namespace costate::ode

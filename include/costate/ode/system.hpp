@@ -63,6 +63,7 @@
 /// Limitations today: the parameters p are an argument of each call (not
 /// stored); f may not depend on z.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -100,6 +101,17 @@ inline constexpr std::int64_t kPatternCheckInterval = 1024;
 
 namespace detail {
 
+/// A model with its own reverse derivatives (ode::EquationModel, which
+/// interprets its compiled expressions backward): see
+/// SystemModel::own_vjp_workspace.
+template <class M>
+concept HasOwnVjp = requires(const M& m, double t, std::span<const double> c,
+                             std::span<double> d) {
+  { m.vjp_workspace() } -> std::convertible_to<std::size_t>;
+  m.linearize(t, c, c, d, d);
+  m.vjp(d, c, d, d);
+};
+
 /// The per-model part: evaluations on the scalar types the library uses.
 /// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
 class SystemModel {
@@ -119,6 +131,19 @@ class SystemModel {
   virtual ad::Real observation(std::size_t k, std::span<const ad::Real> y,
                                std::span<const ad::Real> p) const = 0;
   virtual std::vector<double> observation_times() const = 0;
+  /// A model's own reverse derivatives (optional, HasOwnVjp): the doubles
+  /// one linearization keeps, 0 for none. When non-zero and
+  /// SystemOptions::jacobian is Automatic, Linearization::at and vjp call
+  /// own_linearize and own_vjp instead of forming the Jacobian (jvp and
+  /// jacobian() stay Dual passes; strategy() is then not resolved). Only
+  /// without a running cost (f is then the model's right-hand side alone).
+  virtual std::size_t own_vjp_workspace() const { return 0; }
+  /// f(t, y, p) into f; keeps in `work` what own_vjp needs.
+  virtual void own_linearize(double, std::span<const double>, std::span<const double>,
+                             std::span<double>, std::span<double>) const {}
+  /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point `work` holds.
+  virtual void own_vjp(std::span<double>, std::span<const double>, std::span<double>,
+                       std::span<double>) const {}
 };
 
 template <class M, class O>
@@ -155,6 +180,23 @@ class SystemAdapter final : public SystemModel {
     else
       return ad::Real(0.0 * static_cast<double>(k));
   }
+  std::size_t own_vjp_workspace() const override {
+    if constexpr (kOwnVjp)
+      return model_.vjp_workspace();
+    else
+      return 0;
+  }
+  void own_linearize([[maybe_unused]] double t, [[maybe_unused]] std::span<const double> y,
+                     [[maybe_unused]] std::span<const double> p,
+                     [[maybe_unused]] std::span<double> f,
+                     [[maybe_unused]] std::span<double> work) const override {
+    if constexpr (kOwnVjp) model_.linearize(t, y, p, f, work);
+  }
+  void own_vjp([[maybe_unused]] std::span<double> work, [[maybe_unused]] std::span<const double> w,
+               [[maybe_unused]] std::span<double> ybar,
+               [[maybe_unused]] std::span<double> pbar) const override {
+    if constexpr (kOwnVjp) model_.vjp(work, w, ybar, pbar);
+  }
   std::vector<double> observation_times() const override {
     if constexpr (HasObservations<O>) {
       const auto t = objective_.observation_times();
@@ -170,6 +212,7 @@ class SystemAdapter final : public SystemModel {
     model_.template rhs<T>(t, y.first(n_), p, dxdt.first(n_));
     if constexpr (HasRunning<O>) dxdt[n_] = T(objective_.template running<T>(t, y.first(n_), p));
   }
+  static constexpr bool kOwnVjp = HasOwnVjp<M> && !HasRunning<O>;
   const M& model_;
   const O& objective_;
   std::size_t n_;

@@ -1,0 +1,170 @@
+#pragma once
+/// \file
+/// expr::Kernel — several expr::Programs flattened into one register
+/// machine, evaluated without allocation and differentiated by
+/// interpreting it backward (no tape):
+///
+///     inputs  v_0 … v_{m−1}                     (e.g. t, y, p)
+///     slots   s_k = P_k(v, s_0 … s_{k−1})        (e.g. SBML reaction rates)
+///     outputs o_i = Q_i(v, s)                    (e.g. the right-hand side)
+///
+/// Registers: [inputs | constants | one result per instruction] (SSA: every
+/// instruction writes a register of its own, so an evaluation leaves every
+/// intermediate value in place for the reverse sweep). Building flattens
+/// the postfix programs into three-operand instructions that read registers
+/// directly (no stack, no variable loads), shares identical constants and
+/// identical operations on identical operands (the same bits either way),
+/// folds operations on constants and drops what no output uses.
+///
+/// Derivatives (exact, no finite differences):
+///   - forward: evaluate<T> on any scalar type, e.g. ad::Dual<double, N>;
+///   - reverse: vjp() after evaluate<double>: with r̄ the registers'
+///     adjoints, r̄_out += w, then for each instruction r = φ(a, b, c) in
+///     reverse order ā += r̄ ∂φ/∂a, b̄ += r̄ ∂φ/∂b, c̄ += r̄ ∂φ/∂c; the inputs'
+///     adjoints are (∂o/∂v)ᵀ w.
+/// The partials are those of ad::Dual (dual.hpp: abs at 0, min/max ties,
+/// pow at a zero or negative base, atan2/hypot at the origin, rounding and
+/// comparisons with derivative 0; Select passes r̄ to the branch taken). At
+/// the points where Dual guards an infinite partial against a zero tangent
+/// (sqrt, cbrt at 0; pow at a zero base) the reverse sweep multiplies
+/// r̄ · ∞ instead (its guard is on r̄ = 0).
+///
+/// Thread safety: a Kernel is immutable after build(); every call takes the
+/// caller's workspace (registers() values), so one Kernel serves any number
+/// of threads.
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "costate/expr/program.hpp"
+
+namespace costate::expr {
+
+class Kernel {
+ public:
+  /// One operation: the register it writes is first_result() + its index.
+  struct Step {
+    Op op = Op::Add;
+    std::uint32_t a = 0, b = 0, c = 0;  ///< operand registers (unused ones 0)
+  };
+
+  Kernel() = default;
+
+  /// Flattens `slots` and `outputs`. Programs index variables as
+  /// v_0 … v_{n_inputs−1} then s_0, s_1, …: slots[k] may use the inputs and
+  /// s_0 … s_{k−1}, outputs every input and slot. Throws costate::Error
+  /// (with `context`) for a variable out of that range.
+  static Kernel build(std::size_t n_inputs, std::span<const Program> slots,
+                      std::span<const Program> outputs, std::string_view context = "expression");
+
+  std::size_t n_inputs() const { return n_inputs_; }
+  std::size_t n_outputs() const { return outputs_.size(); }
+  /// Size of the workspace evaluate() and vjp() take.
+  std::size_t registers() const { return first_result_ + steps_.size(); }
+  std::size_t first_result() const { return first_result_; }
+  const std::vector<Step>& steps() const { return steps_; }
+  /// The register holding output i.
+  std::uint32_t output_register(std::size_t i) const { return outputs_[i]; }
+
+  /// Evaluates in place: `r` (≥ registers() values) holds the inputs in
+  /// r[0 … n_inputs); on return every register is set and output i is
+  /// r[output_register(i)].
+  template <class T>
+  void evaluate(T* r) const;
+  /// The same, the outputs copied to `out` (n_outputs() values).
+  template <class T>
+  void evaluate(T* r, std::span<T> out) const {
+    evaluate(r);
+    for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
+  }
+
+  /// The reverse sweep at the point of an evaluate<double>(r): on return
+  /// adjoint[j] = Σ_i w_i ∂o_i/∂v_j for each input j < n_inputs (the other
+  /// registers() − n_inputs entries are scratch).
+  void vjp(const double* r, std::span<const double> w, double* adjoint) const;
+
+  /// The operation of one step on values (double, ad::Dual, …): what
+  /// evaluate() runs, as Program::evaluate computes it.
+  /// Always inlined into evaluate(): a call per step (through the shared
+  /// library's PLT) cost more than the operation.
+  template <class T>
+  [[gnu::always_inline]] static inline T apply(Op op, const T& a, const T& b, const T& c);
+
+ private:
+  std::size_t n_inputs_ = 0, first_result_ = 0;
+  std::vector<double> constants_;     // registers n_inputs … first_result − 1
+  std::vector<Step> steps_;
+  std::vector<std::uint32_t> outputs_;
+};
+
+template <class T>
+inline T Kernel::apply(Op op, const T& a, const T& b, const T& c) {
+  using std::abs, std::acos, std::acosh, std::asin, std::asinh, std::atan, std::atan2,
+      std::atanh, std::cbrt, std::ceil, std::cos, std::cosh, std::erf, std::erfc, std::exp,
+      std::expm1, std::floor, std::hypot, std::log, std::log10, std::log1p, std::log2, std::max,
+      std::min, std::pow, std::round, std::sin, std::sinh, std::sqrt, std::tan, std::tanh;
+  switch (op) {
+    case Op::Constant:
+    case Op::Variable: return a;
+    case Op::Add: return T(a + b);
+    case Op::Sub: return T(a - b);
+    case Op::Mul: return T(a * b);
+    case Op::Div: return T(a / b);
+    case Op::Pow: return T(pow(a, b));
+    case Op::Atan2: return T(atan2(a, b));
+    case Op::Hypot: return T(hypot(a, b));
+    case Op::Min: return T(min(a, b));
+    case Op::Max: return T(max(a, b));
+    case Op::Neg: return T(-a);
+    case Op::Lt: return T(a < b ? 1.0 : 0.0);
+    case Op::Le: return T(a <= b ? 1.0 : 0.0);
+    case Op::Gt: return T(a > b ? 1.0 : 0.0);
+    case Op::Ge: return T(a >= b ? 1.0 : 0.0);
+    case Op::Eq: return T(a == b ? 1.0 : 0.0);
+    case Op::Ne: return T(a != b ? 1.0 : 0.0);
+    case Op::And: return T(a != 0.0 && b != 0.0 ? 1.0 : 0.0);
+    case Op::Or: return T(a != 0.0 || b != 0.0 ? 1.0 : 0.0);
+    case Op::Not: return T(a == 0.0 ? 1.0 : 0.0);
+    case Op::Select: return a != 0.0 ? b : c;
+    case Op::Sqrt: return T(sqrt(a));
+    case Op::Cbrt: return T(cbrt(a));
+    case Op::Exp: return T(exp(a));
+    case Op::Expm1: return T(expm1(a));
+    case Op::Log: return T(log(a));
+    case Op::Log1p: return T(log1p(a));
+    case Op::Log2: return T(log2(a));
+    case Op::Log10: return T(log10(a));
+    case Op::Sin: return T(sin(a));
+    case Op::Cos: return T(cos(a));
+    case Op::Tan: return T(tan(a));
+    case Op::Asin: return T(asin(a));
+    case Op::Acos: return T(acos(a));
+    case Op::Atan: return T(atan(a));
+    case Op::Sinh: return T(sinh(a));
+    case Op::Cosh: return T(cosh(a));
+    case Op::Tanh: return T(tanh(a));
+    case Op::Asinh: return T(asinh(a));
+    case Op::Acosh: return T(acosh(a));
+    case Op::Atanh: return T(atanh(a));
+    case Op::Erf: return T(erf(a));
+    case Op::Erfc: return T(erfc(a));
+    case Op::Abs: return T(abs(a));
+    case Op::Floor: return T(floor(a));
+    case Op::Ceil: return T(ceil(a));
+    case Op::Round: return T(round(a));
+  }
+  return a;
+}
+
+template <class T>
+void Kernel::evaluate(T* r) const {
+  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = T(constants_[k]);
+  T* out = r + first_result_;
+  for (const Step& s : steps_) *out++ = apply<T>(s.op, r[s.a], r[s.b], r[s.c]);
+}
+
+extern template void Kernel::evaluate<double>(double*) const;
+
+}  // namespace costate::expr

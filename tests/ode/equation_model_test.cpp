@@ -1,0 +1,124 @@
+// ode::EquationModel on ode::System: the model's own reverse derivatives
+// (the expression kernel interpreted backward, SystemModel::own_vjp) give
+// the products the System's Dual Jacobian gives, and the discrete-adjoint
+// gradient of an equation model equals the one of the same model in C++.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "costate/expr/program.hpp"
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/models.hpp"
+#include "costate/ode/system.hpp"
+
+namespace {
+
+using namespace costate::ode;
+using costate::expr::Node;
+using costate::expr::Op;
+using costate::expr::Program;
+
+// Reverse and forward mode sum the same chain-rule products in different
+// orders: a few ulps of the largest term.
+constexpr double kSameProduct = 1e-13;
+// Gradients over 10⁴ rk4 steps: the per-step round-off differences above,
+// accumulated.
+constexpr double kSameGradient = 1e-10;
+
+double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return diff / scale;
+}
+
+struct HalfNorm {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (const auto& v : y) s = T(s + 0.5 * v * v);
+    return s;
+  }
+};
+struct Running {
+  template <class T>
+  T running(double, std::span<const T> y, std::span<const T>) const {
+    return T(y[0] * y[1]);
+  }
+};
+
+/// A reaction network written the SBML importer's way: rates as
+/// intermediates (w0 = k1·A·B, w1 = k2·C/(K + C), w2 = exp(−t)·k3),
+/// equations as their stoichiometric sums. Variables: t, A, B, C, k1, k2,
+/// K, k3, w0, w1, w2.
+EquationModel network() {
+  auto v = [](std::uint32_t i) { return Node::var(i); };
+  auto ap = [](Op op, std::vector<Node> a) { return Node::apply(op, std::move(a)); };
+  std::vector<Program> w{
+      Program::build(ap(Op::Mul, {ap(Op::Mul, {v(4), v(1)}), v(2)}), 8, "w0"),
+      Program::build(ap(Op::Div, {ap(Op::Mul, {v(5), v(3)}), ap(Op::Add, {v(6), v(3)})}), 9, "w1"),
+      Program::build(ap(Op::Mul, {ap(Op::Exp, {ap(Op::Neg, {v(0)})}), v(7)}), 10, "w2")};
+  std::vector<Program> eq{
+      Program::build(ap(Op::Add, {ap(Op::Neg, {v(8)}), v(9)}), 11, "A"),
+      Program::build(ap(Op::Sub, {ap(Op::Add, {ap(Op::Neg, {v(8)}), v(9)}), v(10)}), 11, "B"),
+      Program::build(ap(Op::Sub, {v(8), v(9)}), 11, "C")};
+  return EquationModel({"A", "B", "C"}, {"k1", "k2", "K", "k3"}, {"w0", "w1", "w2"}, std::move(w),
+                       std::move(eq));
+}
+
+TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
+  const EquationModel model = network();
+  const HalfNorm obj;
+  const System own = make_system(model, obj, 3, 4);
+  const System dense = make_system(model, obj, 3, 4, {.jacobian = JacobianStrategy::Dense});
+  ASSERT_GT(own.model().own_vjp_workspace(), 0u);
+  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6}, w{0.9, -1.1, 0.4};
+  const std::vector<double> v{0.3, -0.2, 0.5}, q{0.1, 0.2, -0.4, 0.7};
+  Linearization a(own), b(dense);
+  a.at(0.25, x, p);
+  b.at(0.25, x, p);
+  EXPECT_LE(rel_error({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
+            kSameProduct);
+  std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
+  a.vjp(w, xa, pa);
+  b.vjp(w, xb, pb);
+  EXPECT_LE(rel_error(xa, xb), kSameProduct);
+  EXPECT_LE(rel_error(pa, pb), kSameProduct);
+  // Products through the same linearization again (the record is reused).
+  std::vector<double> xa2(3), pa2(4, 0.5);
+  a.vjp(w, xa2, pa2);
+  EXPECT_EQ(xa2, xa);
+  EXPECT_EQ(pa2, pa);
+  std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
+  a.jvp(v, q, ja);
+  b.jvp(v, q, jb);
+  EXPECT_LE(rel_error(ja, jb), kSameProduct);
+  a.jacobian(Ja);
+  b.jacobian(Jb);
+  EXPECT_LE(rel_error(Ja, Jb), kSameProduct);
+  // With a running cost the System's own strategies handle f and q together.
+  const Running run;
+  EXPECT_EQ(make_system(model, run, 3, 4).model().own_vjp_workspace(), 0u);
+}
+
+TEST(EquationModelSystem, AdjointGradientEqualsTheCxxModel) {
+  const EquationModel lv({"x", "y"}, {"a", "b", "c", "d"}, {"a*x - b*x*y", "d*x*y - c*y"});
+  const Problem<EquationModel> eq{lv, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 10.0}};
+  const Problem<LotkaVolterra> cxx{LotkaVolterra{}, eq.y0, eq.p, eq.tspan};
+  const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-3};
+  const GradientResult ge = gradient(eq, HalfNorm{}, DiscreteAdjoint{}, opt);
+  const GradientResult gc = gradient(cxx, HalfNorm{}, DiscreteAdjoint{}, opt);
+  EXPECT_LE(std::abs(ge.objective - gc.objective), kSameGradient * std::abs(gc.objective));
+  EXPECT_LE(rel_error(ge.wrt_parameters, gc.wrt_parameters), kSameGradient);
+  EXPECT_LE(rel_error(ge.wrt_initial_state, gc.wrt_initial_state), kSameGradient);
+  // And against forward sensitivities of the equation model (Dual passes).
+  const GradientResult gf = gradient(eq, HalfNorm{}, Forward{}, opt);
+  EXPECT_LE(rel_error(ge.wrt_parameters, gf.wrt_parameters), kSameGradient);
+  EXPECT_LE(rel_error(ge.wrt_initial_state, gf.wrt_initial_state), kSameGradient);
+}
+
+}  // namespace
