@@ -29,6 +29,15 @@ struct ExtendedModel {
   }
 };
 
+/// The double value of any of the AD scalar types.
+template <class T>
+double plain_value(const T& v) {
+  if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<double>(v);
+  else
+    return petab::plain_value(v.value());
+}
+
 /// −log p of the measurements at each observation time of one experiment.
 struct Likelihood {
   const Problem* pb = nullptr;
@@ -90,11 +99,9 @@ struct Likelihood {
       else
         nll = T(log(2.0 * sigma) + abs(diff) / sigma + jac);
       sum = T(sum + nll);
-      if constexpr (std::is_same_v<T, double>) {
-        if (record) {
-          record->simulations[i] = h;
-          record->sigmas[i] = sigma;
-        }
+      if (record) {  // the last evaluation wins (all at the same solution)
+        record->simulations[i] = petab::plain_value(h);
+        record->sigmas[i] = petab::plain_value(sigma);
       }
     }
     return sum;
@@ -251,7 +258,15 @@ SteadyState steady_state(const ode::EquationModel& f, const std::vector<double>&
   opt.rtol = 0.0;
   opt.max_iterations = 200;
   const nonlinear::Solution<double> sol = nonlinear::solve(ss, x0, p, opt);
-  if (!sol.summary.converged())
+  // Newton may stall at round-off above `tol` (line search without
+  // decrease): accepted when ‖H‖ is within kStall of the scale of x.
+  constexpr double kStall = 1e-8;
+  double xnorm = 0.0;
+  for (double v : sol.x) xnorm = std::max(xnorm, std::abs(v));
+  const bool stalled_at_roundoff =
+      sol.summary.termination == nonlinear::Termination::LineSearchFailed &&
+      sol.summary.final_residual_norm <= kStall * (1.0 + xnorm);
+  if (!sol.summary.converged() && !stalled_at_roundoff)
     throw Error(what + ": the pre-equilibration steady state was not found (" +
                 sol.summary.brief_report() + ")");
   ss.x = sol.x;
@@ -397,6 +412,39 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     if (o.transformation == Transformation::Log) r = std::log(me.value) - std::log(h);
     if (o.transformation == Transformation::Log10) r = std::log10(me.value) - std::log10(h);
     result.chi2 += (r / s) * (r / s);
+  }
+  // Objective priors, on the estimated parameters.
+  result.log_prior_gradient.assign(options.gradient ? pb.estimated.size() : 0, 0.0);
+  for (std::size_t e = 0; e < pb.estimated.size(); ++e) {
+    const Parameter& par = pb.parameters[pb.estimated[e]];
+    if (par.prior == Prior::None) continue;
+    const bool on_scale = par.prior == Prior::ScaleNormal || par.prior == Prior::ScaleLaplace ||
+                          par.prior == Prior::ScaleUniform;
+    const double x = on_scale ? theta[e] : lin[pb.estimated[e]];
+    double dx_dtheta = 1.0;  // d x / d θ
+    if (!on_scale && par.scale == Scale::Log) dx_dtheta = lin[pb.estimated[e]];
+    if (!on_scale && par.scale == Scale::Log10) dx_dtheta = lin[pb.estimated[e]] * std::numbers::ln10;
+    const double a = par.prior_a, b = par.prior_b;
+    double lp = 0.0, dlp = 0.0;
+    switch (par.prior) {
+      case Prior::Normal:
+      case Prior::ScaleNormal:
+        lp = -0.5 * std::log(2.0 * std::numbers::pi * b * b) - 0.5 * (x - a) * (x - a) / (b * b);
+        dlp = -(x - a) / (b * b);
+        break;
+      case Prior::Laplace:
+      case Prior::ScaleLaplace:
+        lp = -std::log(2.0 * b) - std::abs(x - a) / b;
+        dlp = x > a ? -1.0 / b : (x < a ? 1.0 / b : 0.0);
+        break;
+      case Prior::Uniform:
+      case Prior::ScaleUniform:
+        lp = (x >= a && x <= b) ? -std::log(b - a) : -std::numeric_limits<double>::infinity();
+        break;
+      case Prior::None: break;
+    }
+    result.log_prior += lp;
+    if (options.gradient) result.log_prior_gradient[e] = dlp * dx_dtheta;
   }
   if (options.gradient) {
     result.gradient.resize(pb.estimated.size());

@@ -308,14 +308,8 @@ Problem read(const std::string& yaml_path) {
     const long c_id = t.required("parameterId"), c_scale = t.required("parameterScale"),
                c_lo = t.required("lowerBound"), c_hi = t.required("upperBound"),
                c_nom = t.required("nominalValue"), c_est = t.required("estimate");
-    for (const std::string prior : {"objectivePriorType", "objectivePriorParameters"}) {
-      const long c = t.column(prior);
-      if (c < 0) continue;
-      for (const auto& r : t.rows)
-        if (!t.cell(r, c).empty())
-          throw Error(t.where(r, c) + ": priors are not supported (" + prior + " '" +
-                      t.cell(r, c) + "')");
-    }
+    const long c_prior = t.column("objectivePriorType"),
+               c_prior_par = t.column("objectivePriorParameters");
     for (const auto& r : t.rows) {
       Parameter p;
       p.line = r.line;
@@ -346,6 +340,33 @@ Problem read(const std::string& yaml_path) {
       }
       if (p.scale != Scale::Lin && !(p.nominal > 0.0))
         throw Error(t.where(r, c_nom) + ": nominalValue must be positive on scale " + s);
+      if (const std::string& pr = t.cell(r, c_prior); !pr.empty()) {
+        const std::vector<std::pair<std::string, Prior>> kinds = {
+            {"normal", Prior::Normal},
+            {"laplace", Prior::Laplace},
+            {"uniform", Prior::Uniform},
+            {"parameterScaleNormal", Prior::ScaleNormal},
+            {"parameterScaleLaplace", Prior::ScaleLaplace},
+            {"parameterScaleUniform", Prior::ScaleUniform}};
+        std::vector<std::string> names;
+        for (const auto& [n, k] : kinds) {
+          names.push_back(n);
+          if (n == pr) p.prior = k;
+        }
+        if (p.prior == Prior::None)
+          throw Error(t.where(r, c_prior) + ": objectivePriorType '" + pr +
+                      "' is not supported (supported: normal, laplace, uniform, "
+                      "parameterScaleNormal, parameterScaleLaplace, parameterScaleUniform)" +
+                      did_you_mean(pr, names));
+        const std::vector<std::string> args = split(t.cell(r, c_prior_par), ';');
+        if (args.size() != 2 || !parse_number(args[0], p.prior_a) || !parse_number(args[1], p.prior_b))
+          throw Error(t.where(r, c_prior_par) + ": objectivePriorParameters must be two numbers "
+                      "'a;b' for the prior '" + pr + "', got '" + t.cell(r, c_prior_par) + "'");
+        if (!(p.prior_b > (p.prior == Prior::Uniform || p.prior == Prior::ScaleUniform ? p.prior_a : 0.0)))
+          throw Error(t.where(r, c_prior_par) + ": objectivePriorParameters '" +
+                      t.cell(r, c_prior_par) + "': the second must be positive (and above the "
+                      "first for a uniform prior)");
+      }
       if (m.state_index(p.id) >= 0)
         throw Error(t.where(r, c_id) + ": '" + p.id +
                     "' is a state of the model; the parameter table may not name it");

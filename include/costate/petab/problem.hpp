@@ -47,8 +47,12 @@
 /// expressions), the condition and measurement overrides, and the scales
 /// (d θ_lin / d θ = θ_lin for log, θ_lin ln 10 for log10).
 ///
+/// Objective priors (objectivePriorType: normal, laplace, uniform and their
+/// parameterScale… forms, on estimated parameters) are reported apart, as
+/// Result::log_prior and its gradient: llh is the likelihood alone.
+///
 /// Refused by name (costate::Error naming file, line, column or id):
-/// steady-state measurements (time inf), priors (objectivePriorType…),
+/// steady-state measurements (time inf), other prior types (logNormal…),
 /// noise distributions other than normal and laplace, transformations other
 /// than lin/log/log10, several models or problems in one YAML file,
 /// format versions other than 1, visualization files are ignored (they do
@@ -85,12 +89,18 @@ struct Ref {
   bool is_parameter() const { return parameter >= 0; }
 };
 
+/// objectivePriorType (None: no prior; the parameterScale… forms are
+/// densities of the value on its scale, the others of the linear value).
+enum class Prior { None, Normal, Laplace, Uniform, ScaleNormal, ScaleLaplace, ScaleUniform };
+
 struct Parameter {
   std::string id;
   Scale scale = Scale::Lin;
   double lower = 0.0, upper = 0.0;  ///< bounds, linear scale (as in the table)
   double nominal = 0.0;             ///< linear scale
   bool estimate = false;
+  Prior prior = Prior::None;
+  double prior_a = 0.0, prior_b = 0.0;  ///< objectivePriorParameters (μ;σ, μ;b or lower;upper)
   std::size_t line = 0;             ///< line in the parameter table
 };
 
@@ -186,6 +196,8 @@ struct Result {
   double llh = 0.0;   ///< log-likelihood
   double chi2 = 0.0;
   std::vector<double> gradient;     ///< d llh / d θ (estimated, on their scales)
+  double log_prior = 0.0;           ///< Σ log prior density (0 without priors)
+  std::vector<double> log_prior_gradient;  ///< d log_prior / d θ (with `gradient`)
   std::vector<double> simulations;  ///< h per measurement (untransformed)
   std::vector<double> sigmas;       ///< σ per measurement
   std::size_t rhs_evaluations = 0;
