@@ -313,4 +313,79 @@ TEST(PetabBenchmark, LlhAtThePublishedFitMatchesTheReference) {
   }
   EXPECT_GT(compared, 0);
 }
+// Benchmark gradients at rtol 1e-10 / atol 1e-12: adjoint vs forward
+// sensitivities (both CVODES, each to its tolerance: the continuous
+// problem's gradient up to O(tol) × the conditioning of these stiff models)
+// and vs central differences (step 1e-4 on the scale: O(h²) truncation
+// plus O(tol / h) round-off). Measured worst cases are printed; the bounds
+// are a decade above them — far tighter than AMICI's own 1e-2 check.
+constexpr double kBenchAdjointVsForward = 1e-4;
+constexpr double kBenchVsCentral = 1e-3;
+// At most this many parameters get central differences per model (two
+// simulations each), spread over the parameter list.
+constexpr std::size_t kMaxCentral = 12;
+
+TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
+  COSTATE_REQUIRE_PETAB("benchmark");
+  using clock = std::chrono::steady_clock;
+  auto sec = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  std::cout << "[ petab    ] " << std::left << std::setw(26) << "benchmark" << std::right
+            << std::setw(11) << "adj/fwd" << std::setw(11) << "adj/fd" << std::setw(10) << "load s"
+            << std::setw(10) << "sim s" << std::setw(10) << "fwd s" << std::setw(10) << "adj s"
+            << "   (times at rtol = atol = 1e-8, best of 3)\n";
+  for (const fs::path& dir : subfolders(petab_dir() / "benchmark")) {
+    const std::string name = dir.filename().string();
+    SCOPED_TRACE("benchmark " + name);
+    auto t = clock::now();
+    double load = 1e300;
+    petab::Problem pb;
+    for (int k = 0; k < 3; ++k) {
+      t = clock::now();
+      pb = petab::read(only_yaml(dir).string());
+      load = std::min(load, sec(clock::now() - t));
+    }
+    const std::vector<double> theta = pb.nominal_on_scale();
+    petab::Options adj = kBenchOptions;
+    adj.gradient = true;
+    petab::Options fwd = adj;
+    fwd.method = ode::CvodesForward{};
+    const petab::Result a = petab::evaluate(pb, theta, adj);
+    const petab::Result f = petab::evaluate(pb, theta, fwd);
+    std::vector<std::size_t> picks;
+    const std::size_t n = theta.size(), stride = (n + kMaxCentral - 1) / kMaxCentral;
+    for (std::size_t e = 0; e < n; e += stride) picks.push_back(e);
+    std::vector<double> fd, ga;
+    for (std::size_t e : picks) {
+      fd.push_back(central_difference(pb, theta, e, kCentralStep, kBenchOptions));
+      ga.push_back(a.gradient[e]);
+    }
+    const double gf = relative_gap(a.gradient, f.gradient), gd = relative_gap(ga, fd);
+    EXPECT_LE(gf, kBenchAdjointVsForward);
+    EXPECT_LE(gd, kBenchVsCentral);
+    // Timings at AMICI's settings.
+    petab::Options sim_amici{.integrator = {.method = ode::Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-8}};
+    petab::Options adj_amici = sim_amici, fwd_amici = sim_amici;
+    adj_amici.gradient = fwd_amici.gradient = true;
+    fwd_amici.method = ode::CvodesForward{};
+    double ts = 1e300, tf = 1e300, ta = 1e300;
+    for (int k = 0; k < 3; ++k) {
+      t = clock::now();
+      (void)petab::evaluate(pb, theta, sim_amici);
+      ts = std::min(ts, sec(clock::now() - t));
+      t = clock::now();
+      (void)petab::evaluate(pb, theta, fwd_amici);
+      tf = std::min(tf, sec(clock::now() - t));
+      t = clock::now();
+      (void)petab::evaluate(pb, theta, adj_amici);
+      ta = std::min(ta, sec(clock::now() - t));
+    }
+    std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right
+              << std::setprecision(2) << std::scientific << std::setw(11) << gf << std::setw(11)
+              << gd << std::fixed << std::setprecision(4) << std::setw(10) << load << std::setw(10)
+              << ts << std::setw(10) << tf << std::setw(10) << ta << std::defaultfloat
+              << std::setprecision(6) << "  (" << picks.size() << " of " << n
+              << " by central differences)\n";
+  }
+}
+
 }  // namespace
