@@ -53,6 +53,7 @@
 #include "io/objective.hpp"
 #include "pde_commands.hpp"
 #include "plot_command.hpp"
+#include "petab_command.hpp"
 
 namespace {
 
@@ -637,7 +638,9 @@ int main(int argc, char** argv) {
                                     .mpi = costate::MpiStart::when_launched});
     int rc = 0;
     if (run_cmd->parsed()) rc = run(*env, run_args);
-    if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);
+    if (sens_cmd->parsed() && costate::cli::is_petab_input(sens_args.input))  // docs/petab.md
+      rc = costate::cli::petab_sensitivity(*env, sens_args.input, sens_args.json, sens_args.quiet, sens_args.sets);
+    else if (sens_cmd->parsed()) rc = sensitivity(*env, sens_args);
     if (check_cmd->parsed()) rc = gradcheck(*env, check_args);
     if (cal_cmd->parsed()) rc = calibrate(*env, cal_args);
     if (info_cmd->parsed()) rc = info(*env, info_json);

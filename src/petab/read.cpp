@@ -252,6 +252,15 @@ std::string Problem::brief_report() const {
   return s.str();
 }
 
+bool is_problem_file(const std::string& path) {
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    return root.IsMap() && root["format_version"] && root["problems"];
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
 Problem read(const std::string& yaml_path) {
   Problem pb;
   pb.file = yaml_path;

@@ -178,6 +178,9 @@ struct Problem {
 /// for malformed tables, unknown ids (with a "did you mean"), formulas that
 /// do not compile (with the column) and unsupported features (by name).
 Problem read(const std::string& yaml_path);
+/// True when `path` is a YAML map with the keys format_version and problems
+/// (a PEtab problem file); false for anything else, unreadable files too.
+bool is_problem_file(const std::string& path);
 
 struct Options {
   ode::IntegratorOptions integrator{.method = ode::Method::CvodesBdf, .rtol = 1e-10,
