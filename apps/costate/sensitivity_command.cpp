@@ -12,6 +12,7 @@
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
 #include "pde_commands.hpp"
+#include "petab_command.hpp"
 
 namespace costate::cli {
 namespace {
@@ -132,6 +133,8 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
 }  // namespace
 
 int sensitivity_command(const Environment& env, const CommandArgs& args) {
+  if (is_petab_input(args.input))  // a PEtab problem file (docs/petab.md)
+    return petab_sensitivity(env, args.input, args.json, args.quiet, args.sets);
   if (is_pde_input(args.input)) {
     if (args.hessian)
       throw Error(args.input + ": costate sensitivity --hessian is for ODE inputs (a "

@@ -1,0 +1,215 @@
+#pragma once
+/// \file
+/// petab::Problem — a PEtab (format version 1) parameter-estimation problem:
+/// a YAML file naming an SBML model and four TSV tables (parameters,
+/// observables, measurements, conditions), read into an sbml::Model and
+/// compiled observable/noise formulas; and petab::evaluate, its
+/// log-likelihood, χ² and gradient with respect to the estimated parameters
+/// on their scales.
+///
+///     const petab::Problem problem = petab::read("Bruno_JExpBot2016.yaml");
+///     const std::vector<double> theta = problem.nominal_on_scale();
+///     const petab::Result r = petab::evaluate(problem, theta, {.gradient = true});
+///     r.llh; r.chi2; r.gradient;   // d llh / d theta, one per estimated parameter
+///
+/// Likelihood (one term per measurement m, simulated observable h, noise σ,
+/// both from the formulas with the row's overrides; tr the observable's
+/// transformation, lin / ln / log10):
+///     r = (tr(m) − tr(h)) / σ,        χ² = Σ r²,
+///     normal:  −log p = ½ log(2π σ²) + ½ r² + J,
+///     laplace: −log p = log(2σ) + |tr(m) − tr(h)| / σ + J,
+/// with J = 0 (lin), log m (log), log(m ln 10) (log10) — the density of the
+/// untransformed measurement, as the PEtab test suite defines it;
+/// Options::data_jacobian = false drops J (the density of tr(m), which is
+/// what AMICI reports). llh = −Σ(−log p), summed over the experiments in a
+/// fixed order (sorted by condition ids), measurements in table order.
+///
+/// Each experiment — a (preequilibrationConditionId, simulationConditionId)
+/// pair — is one simulation from t = 0 to its last measurement time. Its
+/// model parameters are the SBML values, replaced by the parameter table's
+/// values (nominal or estimated) for ids in the table, then by the
+/// condition's column for that id (a number, or a parameter-table id; empty
+/// or NaN keeps). Its initial state is the SBML initial values at those
+/// parameters (so a compartment size override moves the initial
+/// concentrations computed from amounts), then the condition's species
+/// columns. With a preequilibration condition the model is first brought to
+/// its steady state under that condition (nonlinear::solve on f = 0, with
+/// one conservation law Lᵀx = Lᵀx₀ replacing a dependent equation for each
+/// linear conserved moiety of the right-hand side), and the simulation
+/// starts there, with the simulation condition's species columns applied on
+/// top. The steady state's derivative is implicit: (∂H/∂x)ᵀν = x̄ for the
+/// square system H, never an integration to a large time.
+///
+/// Gradients: ode::gradient of the summed −log p over the experiment's
+/// observation times with respect to the model parameters, the
+/// table parameters used by the formulas and the initial state; then the
+/// chain rule through the initial values (ad::vjp on the SBML initial-value
+/// expressions), the condition and measurement overrides, and the scales
+/// (d θ_lin / d θ = θ_lin for log, θ_lin ln 10 for log10).
+///
+/// Objective priors (objectivePriorType: normal, laplace, uniform and their
+/// parameterScale… forms, on estimated parameters) are reported apart, as
+/// Result::log_prior and its gradient: llh is the likelihood alone.
+///
+/// Refused by name (costate::Error naming file, line, column or id):
+/// steady-state measurements (time inf), other prior types (logNormal…),
+/// noise distributions other than normal and laplace, transformations other
+/// than lin/log/log10, several models or problems in one YAML file,
+/// format versions other than 1, visualization files are ignored (they do
+/// not change the likelihood).
+
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "costate/expr/program.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/sbml/model.hpp"
+
+namespace costate::petab {
+
+enum class Scale { Lin, Log, Log10 };
+enum class Transformation { Lin, Log, Log10 };
+enum class Distribution { Normal, Laplace };
+std::string to_string(Scale s);
+std::string to_string(Transformation t);
+std::string to_string(Distribution d);
+
+/// `value` on `scale` (log: ln value, log10: log10 value) and back.
+double to_scale(double linear, Scale scale);
+double from_scale(double scaled, Scale scale);
+
+/// A table cell that is a number or a parameter-table id.
+struct Ref {
+  double value = std::numeric_limits<double>::quiet_NaN();
+  long parameter = -1;  ///< index into Problem::parameters; −1: the number `value`
+  bool is_parameter() const { return parameter >= 0; }
+};
+
+/// objectivePriorType (None: no prior; the parameterScale… forms are
+/// densities of the value on its scale, the others of the linear value).
+enum class Prior { None, Normal, Laplace, Uniform, ScaleNormal, ScaleLaplace, ScaleUniform };
+
+struct Parameter {
+  std::string id;
+  Scale scale = Scale::Lin;
+  double lower = 0.0, upper = 0.0;  ///< bounds, linear scale (as in the table)
+  double nominal = 0.0;             ///< linear scale
+  bool estimate = false;
+  Prior prior = Prior::None;
+  double prior_a = 0.0, prior_b = 0.0;  ///< objectivePriorParameters (μ;σ, μ;b or lower;upper)
+  std::size_t line = 0;             ///< line in the parameter table
+};
+
+struct Observable {
+  std::string id;
+  std::string formula, noise_formula;
+  Transformation transformation = Transformation::Lin;
+  Distribution distribution = Distribution::Normal;
+  std::size_t n_observable_parameters = 0;  ///< placeholders observableParameter<k>_<id>
+  std::size_t n_noise_parameters = 0;      ///< placeholders noiseParameter<k>_<id>
+  expr::Program program, noise_program;    ///< over Problem::formula_variables
+  std::size_t line = 0;
+};
+
+struct Condition {
+  std::string id;
+  /// One per model parameter: the override (value NaN and parameter −1: keep).
+  std::vector<Ref> parameters;
+  /// One per state: the initial-value override (NaN: keep).
+  std::vector<Ref> states;
+  std::size_t line = 0;
+};
+
+struct Measurement {
+  std::size_t observable = 0;
+  std::size_t condition = 0;
+  long preequilibration = -1;  ///< condition index, −1: none
+  double time = 0.0;
+  double value = 0.0;
+  std::vector<Ref> observable_parameters, noise_parameters;
+  std::size_t line = 0;
+};
+
+/// Measurements simulated together: one (pre-equilibration, simulation)
+/// condition pair.
+struct Experiment {
+  long preequilibration = -1;
+  std::size_t condition = 0;
+  std::vector<double> times;                      ///< distinct, ascending
+  std::vector<std::vector<std::size_t>> at_time;  ///< measurement indices per time
+};
+
+struct Problem {
+  std::string file;  ///< the YAML file
+  std::string parameter_file, observable_file, measurement_file, condition_file;
+  sbml::Model model;
+  std::vector<Parameter> parameters;
+  std::vector<Observable> observables;
+  std::vector<Condition> conditions;
+  std::vector<Measurement> measurements;
+  std::vector<Experiment> experiments;  ///< sorted by (preequilibration, condition) id
+  /// The parameter-table row of each model parameter (−1: not in the table).
+  std::vector<long> model_parameter_row;
+  /// Formula variables: time, states, model parameters, intermediates,
+  /// parameter-table values (ids not in the model; model ids are hidden
+  /// here since the model's — condition-specific — value takes that name),
+  /// then the observable placeholders and the noise placeholders (the
+  /// largest count over all observables of each).
+  std::vector<std::string> formula_variables;
+  std::size_t max_observable_parameters = 0, max_noise_parameters = 0;
+
+  /// Indices into `parameters` of the estimated ones, in table order.
+  std::vector<std::size_t> estimated;
+  std::vector<std::string> estimated_ids() const;
+  /// The nominal values of the estimated parameters on their scales.
+  std::vector<double> nominal_on_scale() const;
+  /// Lower and upper bounds of the estimated parameters on their scales.
+  std::array<std::vector<double>, 2> bounds_on_scale() const;
+  long parameter_index(const std::string& id) const;  ///< −1 when absent
+  std::string brief_report() const;
+};
+
+/// Reads the YAML problem file and everything it names (paths relative to
+/// it). Throws costate::Error naming the file and line (and column or id)
+/// for malformed tables, unknown ids (with a "did you mean"), formulas that
+/// do not compile (with the column) and unsupported features (by name).
+Problem read(const std::string& yaml_path);
+/// True when `path` is a YAML map with the keys format_version and problems
+/// (a PEtab problem file); false for anything else, unreadable files too.
+bool is_problem_file(const std::string& path);
+
+struct Options {
+  ode::IntegratorOptions integrator{.method = ode::Method::CvodesBdf, .rtol = 1e-10,
+                                    .atol = 1e-12};
+  bool gradient = false;
+  /// How the gradient is computed (ode::gradient's methods).
+  ode::SensitivityMethod method = ode::CvodesAdjoint{};
+  /// Include J (see the file comment) in the likelihood of log/log10 data.
+  bool data_jacobian = true;
+  /// Pre-equilibration: ‖f‖ tolerance of the steady-state solve (relative
+  /// to 1 + ‖x‖).
+  double steady_state_tol = 1e-12;
+};
+
+struct Result {
+  double llh = 0.0;   ///< log-likelihood
+  double chi2 = 0.0;
+  std::vector<double> gradient;     ///< d llh / d θ (estimated, on their scales)
+  double log_prior = 0.0;           ///< Σ log prior density (0 without priors)
+  std::vector<double> log_prior_gradient;  ///< d log_prior / d θ (with `gradient`)
+  std::vector<double> simulations;  ///< h per measurement (untransformed)
+  std::vector<double> sigmas;       ///< σ per measurement
+  std::size_t rhs_evaluations = 0;
+};
+
+/// The log-likelihood etc. at `theta` (one value per estimated parameter,
+/// on its scale). Throws costate::Error when a simulation fails (naming the
+/// experiment) or a σ is not positive (naming the measurement's line).
+Result evaluate(const Problem& problem, const std::vector<double>& theta,
+                const Options& options = {});
+
+}  // namespace costate::petab

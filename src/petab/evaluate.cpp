@@ -1,0 +1,462 @@
+// petab::evaluate — log-likelihood, χ² and gradient of a PEtab problem over
+// all its experiments (see include/costate/petab/problem.hpp).
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numbers>
+#include <type_traits>
+
+#include "costate/ad/drivers.hpp"
+#include "costate/core/error.hpp"
+#include "costate/nonlinear/solve.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/petab/problem.hpp"
+
+namespace costate::petab {
+namespace {
+
+/// The SBML right-hand side on the extended parameter vector
+/// [model parameters | parameter-table values]: the tail is what the
+/// observables read, the model never does.
+struct ExtendedModel {
+  std::shared_ptr<const ode::EquationModel> equations;
+  std::size_t n_model_parameters = 0;
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    equations->rhs(t, y, p.first(n_model_parameters), dydt);
+  }
+};
+
+/// The double value of any of the AD scalar types.
+template <class T>
+double plain_value(const T& v) {
+  if constexpr (std::is_arithmetic_v<T>)
+    return static_cast<double>(v);
+  else
+    return petab::plain_value(v.value());
+}
+
+/// −log p of the measurements at each observation time of one experiment.
+struct Likelihood {
+  const Problem* pb = nullptr;
+  const Experiment* ex = nullptr;
+  bool data_jacobian = true;
+  /// Filled by the double evaluations: per measurement h, σ, r², −log p.
+  Result* record = nullptr;
+
+  std::vector<double> observation_times() const { return ex->times; }
+
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+    using std::abs, std::log, std::log10;
+    const sbml::Model& m = pb->model;
+    const std::size_t ny = y.size(), np = m.parameter_names.size(), ntab = pb->parameters.size();
+    const std::size_t nw = m.equations.intermediate_names().size();
+    const std::size_t base = 1 + ny + np;
+    const std::size_t fixed = base + nw + ntab;
+    std::vector<T> v(pb->formula_variables.size(), T(0.0));
+    v[0] = T(ex->times[k]);
+    std::copy(y.begin(), y.end(), v.begin() + 1);
+    std::copy(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(np),
+              v.begin() + static_cast<std::ptrdiff_t>(1 + ny));
+    for (std::size_t w = 0; w < nw; ++w)
+      v[base + w] = m.equations.intermediate(w).evaluate(std::span<const T>(v.data(), base + w));
+    std::copy(p.begin() + static_cast<std::ptrdiff_t>(np), p.begin() + static_cast<std::ptrdiff_t>(np + ntab),
+              v.begin() + static_cast<std::ptrdiff_t>(base + nw));
+    auto slot = [&](const Ref& r) {
+      return r.is_parameter() ? p[np + static_cast<std::size_t>(r.parameter)] : T(r.value);
+    };
+    T sum = T(0.0);
+    for (std::size_t i : ex->at_time[k]) {
+      const Measurement& me = pb->measurements[i];
+      const Observable& o = pb->observables[me.observable];
+      for (std::size_t s = 0; s < me.observable_parameters.size(); ++s)
+        v[fixed + s] = slot(me.observable_parameters[s]);
+      for (std::size_t s = 0; s < me.noise_parameters.size(); ++s)
+        v[fixed + pb->max_observable_parameters + s] = slot(me.noise_parameters[s]);
+      const std::span<const T> all(v);
+      const T h = o.program.evaluate(all);
+      const T sigma = o.noise_program.evaluate(all);
+      T sim = h;
+      double data = me.value, jac = 0.0;
+      if (o.transformation == Transformation::Log) {
+        sim = T(log(h));
+        data = std::log(me.value);
+        jac = std::log(me.value);
+      } else if (o.transformation == Transformation::Log10) {
+        sim = T(log10(h));
+        data = std::log10(me.value);
+        jac = std::log(me.value * std::numbers::ln10);
+      }
+      if (!data_jacobian) jac = 0.0;
+      const T diff = T(data - sim);
+      const T r = T(diff / sigma);
+      T nll;
+      if (o.distribution == Distribution::Normal)
+        nll = T(0.5 * log(2.0 * std::numbers::pi * sigma * sigma) + 0.5 * r * r + jac);
+      else
+        nll = T(log(2.0 * sigma) + abs(diff) / sigma + jac);
+      sum = T(sum + nll);
+      if (record) {  // the last evaluation wins (all at the same solution)
+        record->simulations[i] = petab::plain_value(h);
+        record->sigmas[i] = petab::plain_value(sigma);
+      }
+    }
+    return sum;
+  }
+};
+
+/// Where each model parameter of a condition comes from: a number, or a
+/// parameter-table entry.
+std::vector<Ref> model_parameter_sources(const Problem& pb, const Condition& c) {
+  const std::size_t np = pb.model.parameter_names.size();
+  std::vector<Ref> src(np);
+  for (std::size_t j = 0; j < np; ++j) {
+    if (c.parameters[j].is_parameter() || !std::isnan(c.parameters[j].value)) src[j] = c.parameters[j];
+    else if (pb.model_parameter_row[j] >= 0) src[j].parameter = pb.model_parameter_row[j];
+    else src[j].value = pb.model.parameters[j];
+  }
+  return src;
+}
+
+double value_of(const Ref& r, const std::vector<double>& lin) {
+  return r.is_parameter() ? lin[static_cast<std::size_t>(r.parameter)] : r.value;
+}
+bool overrides(const Ref& r) { return r.is_parameter() || !std::isnan(r.value); }
+
+/// The SBML initial values as programs over (t, model parameters).
+struct InitialValues {
+  std::vector<expr::Program> programs;
+  explicit InitialValues(const sbml::Model& m) {
+    for (std::size_t i = 0; i < m.initial_state.size(); ++i)
+      programs.push_back(expr::Program::build(m.initial_state[i], 1 + m.parameter_names.size(),
+                                              m.initial_state_text[i],
+                                              "initial value of " + m.state_names[i]));
+  }
+  template <class T>
+  std::vector<T> operator()(const std::vector<T>& p) const {
+    std::vector<T> v(1 + p.size(), T(0.0));
+    std::copy(p.begin(), p.end(), v.begin() + 1);
+    std::vector<T> y;
+    for (const auto& prog : programs) y.push_back(prog.evaluate(std::span<const T>(v)));
+    return y;
+  }
+};
+
+/// The initial state of a condition: SBML values at p, then the
+/// condition's species columns.
+std::vector<double> start_state(const Problem& pb, const InitialValues& iv, const Condition& c,
+                                const std::vector<double>& p, const std::vector<double>& lin) {
+  std::vector<double> y = iv(p);
+  for (std::size_t i = 0; i < y.size(); ++i)
+    if (overrides(c.states[i])) y[i] = value_of(c.states[i], lin);
+  (void)pb;
+  return y;
+}
+
+/// The chain rule back through start_state: adds the adjoint of y0 to p̄
+/// (model parameters) and lin̄ (table values).
+void start_state_adjoint(const InitialValues& iv, const Condition& c, const std::vector<double>& p,
+                         const std::vector<double>& y0_bar, std::vector<double>& p_bar,
+                         std::vector<double>& lin_bar) {
+  std::vector<double> w = y0_bar;
+  bool any = false;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (overrides(c.states[i])) {
+      if (c.states[i].is_parameter()) lin_bar[static_cast<std::size_t>(c.states[i].parameter)] += w[i];
+      w[i] = 0.0;
+    }
+    any = any || w[i] != 0.0;
+  }
+  if (!any || p.empty()) return;
+  const ad::VjpResult r = ad::vjp([&](const auto& q) { return iv(q); }, p, w);
+  for (std::size_t j = 0; j < p.size(); ++j) p_bar[j] += r.cotangent[j];
+}
+
+/// The steady state of f(x, p) = 0 with the conserved moieties of the
+/// right-hand side fixed at their initial values: for each left null vector
+/// l of ∂f/∂x (l ᵀ f ≡ 0), one equation of f (the pivot of Lᵀ) is replaced by
+/// lᵀ(x − x0). Differentiated implicitly by `adjoint`.
+struct SteadyState {
+  const ode::EquationModel* f = nullptr;
+  Eigen::MatrixXd L;                 ///< n × k conservation laws
+  std::vector<std::size_t> pivots;   ///< the equations they replace
+  std::vector<double> conserved;     ///< Lᵀ x0
+  std::vector<double> x;             ///< the steady state
+
+  template <class T>
+  void operator()(std::span<const T> u, std::span<const T> p, std::span<T> r) const {
+    f->rhs(0.0, u, p, r);
+    for (std::size_t j = 0; j < pivots.size(); ++j) {
+      T s = T(-conserved[j]);
+      for (std::size_t i = 0; i < u.size(); ++i)
+        if (L(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) != 0.0)
+          s = T(s + L(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) * u[i]);
+      r[pivots[j]] = s;
+    }
+  }
+};
+
+/// ∂f/∂[x, p] at (x, p), t = 0.
+Eigen::MatrixXd rhs_jacobian(const ode::EquationModel& f, const std::vector<double>& x,
+                             const std::vector<double>& p) {
+  std::vector<double> z = x;
+  z.insert(z.end(), p.begin(), p.end());
+  const std::size_t n = x.size();
+  return ad::jacobian_forward(
+      [&](const auto& zz) {
+        using T = std::decay_t<decltype(zz[0])>;
+        std::vector<T> out(n);
+        f.rhs(0.0, std::span<const T>(zz.data(), n), std::span<const T>(zz.data() + n, zz.size() - n),
+              std::span<T>(out));
+        return out;
+      },
+      z);
+}
+
+SteadyState steady_state(const ode::EquationModel& f, const std::vector<double>& x0,
+                         const std::vector<double>& p, double tol, const std::string& what) {
+  const std::size_t n = x0.size();
+  SteadyState ss;
+  ss.f = &f;
+  // Conservation laws: left null vectors of ∂f/∂x at two states near x0
+  // (a structural law holds at every state; two points rule out a null
+  // vector that happens at one of them).
+  Eigen::MatrixXd stacked(static_cast<Eigen::Index>(2 * n), static_cast<Eigen::Index>(n));
+  for (int pt = 0; pt < 2; ++pt) {
+    std::vector<double> x = x0;
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = (std::abs(x0[i]) + 0.1) * (pt == 0 ? 1.0 + 0.37 * std::sin(1.0 + static_cast<double>(i))
+                                                 : 0.8 + 0.29 * std::cos(2.0 + 3.0 * static_cast<double>(i)));
+    const Eigen::MatrixXd J = rhs_jacobian(f, x, p).leftCols(static_cast<Eigen::Index>(n));
+    stacked.middleRows(static_cast<Eigen::Index>(pt * n), static_cast<Eigen::Index>(n)) = J.transpose();
+  }
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(stacked, Eigen::ComputeFullV);
+  const Eigen::VectorXd sv = svd.singularValues();
+  const double smax = sv.size() > 0 ? sv(0) : 0.0;
+  constexpr double kNullTol = 1e-10;  // relative singular value below which a direction is conserved
+  std::size_t rank = 0;
+  for (Eigen::Index i = 0; i < sv.size(); ++i)
+    if (sv(i) > kNullTol * std::max(smax, 1e-300)) ++rank;
+  const std::size_t k = n - rank;
+  ss.L = svd.matrixV().rightCols(static_cast<Eigen::Index>(k));
+  if (k > 0) {
+    // Pivots: rows of L (states) by column-pivoted QR of Lᵀ.
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(ss.L.transpose());
+    for (std::size_t j = 0; j < k; ++j)
+      ss.pivots.push_back(static_cast<std::size_t>(qr.colsPermutation().indices()(static_cast<Eigen::Index>(j))));
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    double c = 0.0;
+    for (std::size_t i = 0; i < n; ++i) c += ss.L(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) * x0[i];
+    ss.conserved.push_back(c);
+  }
+  nonlinear::Options opt;
+  opt.atol = tol;
+  opt.rtol = 0.0;
+  opt.max_iterations = 200;
+  const nonlinear::Solution<double> sol = nonlinear::solve(ss, x0, p, opt);
+  // Newton may stall at round-off above `tol` (line search without
+  // decrease): accepted when ‖H‖ is within kStall of the scale of x.
+  constexpr double kStall = 1e-8;
+  double xnorm = 0.0;
+  for (double v : sol.x) xnorm = std::max(xnorm, std::abs(v));
+  const bool stalled_at_roundoff =
+      sol.summary.termination == nonlinear::Termination::LineSearchFailed &&
+      sol.summary.final_residual_norm <= kStall * (1.0 + xnorm);
+  if (!sol.summary.converged() && !stalled_at_roundoff)
+    throw Error(what + ": the pre-equilibration steady state was not found (" +
+                sol.summary.brief_report() + ")");
+  ss.x = sol.x;
+  return ss;
+}
+
+/// Implicit adjoint of the steady state: (∂H/∂x)ᵀ ν = x̄, then
+/// p̄ −= (∂H/∂p)ᵀ ν and x̄0 += L ν_pivots.
+void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
+                          const std::vector<double>& x_bar, std::vector<double>& p_bar,
+                          std::vector<double>& x0_bar) {
+  const auto n = static_cast<Eigen::Index>(ss.x.size());
+  Eigen::MatrixXd J = rhs_jacobian(*ss.f, ss.x, p);
+  Eigen::MatrixXd Hx = J.leftCols(n);
+  Eigen::MatrixXd Hp = J.rightCols(J.cols() - n);
+  for (std::size_t j = 0; j < ss.pivots.size(); ++j) {
+    const auto r = static_cast<Eigen::Index>(ss.pivots[j]);
+    Hx.row(r) = ss.L.col(static_cast<Eigen::Index>(j)).transpose();
+    Hp.row(r).setZero();
+  }
+  const Eigen::VectorXd xb = Eigen::Map<const Eigen::VectorXd>(x_bar.data(), n);
+  const Eigen::PartialPivLU<Eigen::MatrixXd> lu(Hx.transpose());
+  const Eigen::VectorXd nu = lu.solve(xb);
+  const Eigen::VectorXd pb = -Hp.transpose() * nu;
+  for (Eigen::Index j = 0; j < pb.size(); ++j) p_bar[static_cast<std::size_t>(j)] += pb(j);
+  for (std::size_t j = 0; j < ss.pivots.size(); ++j)
+    for (Eigen::Index i = 0; i < n; ++i)
+      x0_bar[static_cast<std::size_t>(i)] +=
+          ss.L(i, static_cast<Eigen::Index>(j)) * nu(static_cast<Eigen::Index>(ss.pivots[j]));
+}
+
+}  // namespace
+
+Result evaluate(const Problem& pb, const std::vector<double>& theta, const Options& options) {
+  const std::size_t ntab = pb.parameters.size(), np = pb.model.parameter_names.size();
+  const std::size_t ny = pb.model.state_names.size();
+  COSTATE_CHECK(theta.size() == pb.estimated.size(),
+                pb.file << ": " << pb.estimated.size() << " estimated parameters, got "
+                        << theta.size() << " values");
+  // Table values on the linear scale, and d lin / d theta.
+  std::vector<double> lin(ntab);
+  for (std::size_t k = 0; k < ntab; ++k) lin[k] = pb.parameters[k].nominal;
+  for (std::size_t e = 0; e < pb.estimated.size(); ++e)
+    lin[pb.estimated[e]] = from_scale(theta[e], pb.parameters[pb.estimated[e]].scale);
+
+  Result result;
+  result.simulations.assign(pb.measurements.size(), std::numeric_limits<double>::quiet_NaN());
+  result.sigmas = result.simulations;
+  std::vector<double> lin_bar(ntab, 0.0);
+  const auto equations = std::make_shared<const ode::EquationModel>(pb.model.equations);
+  const InitialValues iv(pb.model);
+  double nll = 0.0;
+
+  for (const Experiment& ex : pb.experiments) {
+    const Condition& cond = pb.conditions[ex.condition];
+    std::string what = pb.file + ": experiment " + cond.id;
+    if (ex.preequilibration >= 0)
+      what += " (pre-equilibrated in " +
+              pb.conditions[static_cast<std::size_t>(ex.preequilibration)].id + ")";
+    const std::vector<Ref> src = model_parameter_sources(pb, cond);
+    std::vector<double> p(np);
+    for (std::size_t j = 0; j < np; ++j) p[j] = value_of(src[j], lin);
+
+    // Initial state: SBML values + condition, or the pre-equilibrated state.
+    std::vector<double> y0;
+    std::vector<Ref> pre_src;
+    std::vector<double> pre_p;
+    SteadyState ss;
+    if (ex.preequilibration >= 0) {
+      const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
+      pre_src = model_parameter_sources(pb, pre);
+      pre_p.resize(np);
+      for (std::size_t j = 0; j < np; ++j) pre_p[j] = value_of(pre_src[j], lin);
+      const std::vector<double> x0 = start_state(pb, iv, pre, pre_p, lin);
+      ss = steady_state(pb.model.equations, x0, pre_p, options.steady_state_tol, what);
+      y0 = ss.x;
+      for (std::size_t i = 0; i < ny; ++i)
+        if (overrides(cond.states[i])) y0[i] = value_of(cond.states[i], lin);
+    } else {
+      y0 = start_state(pb, iv, cond, p, lin);
+    }
+
+    std::vector<double> pext = p;
+    pext.insert(pext.end(), lin.begin(), lin.end());
+    const double t1 = std::max(ex.times.back(), 1e-6);
+    ode::Problem<ExtendedModel> problem{ExtendedModel{equations, np}, y0, pext, {0.0, t1}, ex.times};
+    Likelihood like{&pb, &ex, options.data_jacobian, &result};
+
+    if (!options.gradient) {
+      ode::Solution sol = ode::integrate(problem, options.integrator);
+      if (!sol.summary.success())
+        throw Error(what + ": the simulation failed: " + sol.summary.message);
+      result.rhs_evaluations += static_cast<std::size_t>(sol.summary.rhs_evaluations);
+      for (std::size_t k = 0; k < ex.times.size(); ++k) {
+        const auto j = static_cast<std::size_t>(
+            std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
+        COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
+        nll += like.observation<double>(k, sol.state(j), std::span<const double>(pext));
+      }
+      continue;
+    }
+    ode::GradientResult g;
+    try {
+      g = ode::gradient(problem, like, options.method, options.integrator);
+    } catch (const Error& e) {
+      throw Error(what + ": " + e.what());
+    }
+    result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
+    nll += g.objective;
+    // Chain rule: extended parameters, then the initial state.
+    std::vector<double> p_bar(g.wrt_parameters.begin(), g.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(np));
+    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += g.wrt_parameters[np + k];
+    if (ex.preequilibration >= 0) {
+      const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
+      std::vector<double> x_bar = g.wrt_initial_state;
+      for (std::size_t i = 0; i < ny; ++i)
+        if (overrides(cond.states[i])) {
+          if (cond.states[i].is_parameter())
+            lin_bar[static_cast<std::size_t>(cond.states[i].parameter)] += x_bar[i];
+          x_bar[i] = 0.0;
+        }
+      std::vector<double> pre_p_bar(np, 0.0), x0_bar(ny, 0.0);
+      steady_state_adjoint(ss, pre_p, x_bar, pre_p_bar, x0_bar);
+      start_state_adjoint(iv, pre, pre_p, x0_bar, pre_p_bar, lin_bar);
+      for (std::size_t j = 0; j < np; ++j)
+        if (pre_src[j].is_parameter()) lin_bar[static_cast<std::size_t>(pre_src[j].parameter)] += pre_p_bar[j];
+    } else {
+      start_state_adjoint(iv, cond, p, g.wrt_initial_state, p_bar, lin_bar);
+    }
+    for (std::size_t j = 0; j < np; ++j)
+      if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
+  }
+
+  result.llh = -nll;
+  for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
+    const Measurement& me = pb.measurements[i];
+    const Observable& o = pb.observables[me.observable];
+    const double h = result.simulations[i], s = result.sigmas[i];
+    if (!(s > 0.0))
+      throw Error(pb.measurement_file + ":" + std::to_string(me.line) + ": noise sigma = " +
+                  std::to_string(s) + " (from '" + o.noise_formula + "') is not positive");
+    double r = me.value - h;
+    if (o.transformation == Transformation::Log) r = std::log(me.value) - std::log(h);
+    if (o.transformation == Transformation::Log10) r = std::log10(me.value) - std::log10(h);
+    result.chi2 += (r / s) * (r / s);
+  }
+  // Objective priors, on the estimated parameters.
+  result.log_prior_gradient.assign(options.gradient ? pb.estimated.size() : 0, 0.0);
+  for (std::size_t e = 0; e < pb.estimated.size(); ++e) {
+    const Parameter& par = pb.parameters[pb.estimated[e]];
+    if (par.prior == Prior::None) continue;
+    const bool on_scale = par.prior == Prior::ScaleNormal || par.prior == Prior::ScaleLaplace ||
+                          par.prior == Prior::ScaleUniform;
+    const double x = on_scale ? theta[e] : lin[pb.estimated[e]];
+    double dx_dtheta = 1.0;  // d x / d θ
+    if (!on_scale && par.scale == Scale::Log) dx_dtheta = lin[pb.estimated[e]];
+    if (!on_scale && par.scale == Scale::Log10) dx_dtheta = lin[pb.estimated[e]] * std::numbers::ln10;
+    const double a = par.prior_a, b = par.prior_b;
+    double lp = 0.0, dlp = 0.0;
+    switch (par.prior) {
+      case Prior::Normal:
+      case Prior::ScaleNormal:
+        lp = -0.5 * std::log(2.0 * std::numbers::pi * b * b) - 0.5 * (x - a) * (x - a) / (b * b);
+        dlp = -(x - a) / (b * b);
+        break;
+      case Prior::Laplace:
+      case Prior::ScaleLaplace:
+        lp = -std::log(2.0 * b) - std::abs(x - a) / b;
+        dlp = x > a ? -1.0 / b : (x < a ? 1.0 / b : 0.0);
+        break;
+      case Prior::Uniform:
+      case Prior::ScaleUniform:
+        lp = (x >= a && x <= b) ? -std::log(b - a) : -std::numeric_limits<double>::infinity();
+        break;
+      case Prior::None: break;
+    }
+    result.log_prior += lp;
+    if (options.gradient) result.log_prior_gradient[e] = dlp * dx_dtheta;
+  }
+  if (options.gradient) {
+    result.gradient.resize(pb.estimated.size());
+    for (std::size_t e = 0; e < pb.estimated.size(); ++e) {
+      const Parameter& par = pb.parameters[pb.estimated[e]];
+      double d = 1.0;
+      if (par.scale == Scale::Log) d = lin[pb.estimated[e]];
+      if (par.scale == Scale::Log10) d = lin[pb.estimated[e]] * std::numbers::ln10;
+      result.gradient[e] = -lin_bar[pb.estimated[e]] * d;
+    }
+  }
+  return result;
+}
+
+}  // namespace costate::petab

@@ -1,0 +1,99 @@
+// `costate sensitivity problem.yaml --json` on PEtab problems: the llh and
+// chi2 of a test-suite case against its published solution, the gradient by
+// parameter id against central differences of the command's own llh (the
+// nominal values shifted in a copy of the parameter table), and a bad
+// problem is an error that names the file and line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "support/run_costate.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+fs::path petab_dir() {
+  if (const char* env = std::getenv("COSTATE_PETAB_DIR")) return fs::path(env);
+  return fs::path(COSTATE_PETAB_DIR);
+}
+
+/// A copy of test-suite case `name` in the build tree.
+fs::path copy_case(const std::string& name) {
+  const fs::path to = fs::current_path() / ("petab_cli_" + name);
+  fs::remove_all(to);
+  fs::copy(petab_dir() / "test-suite-v1" / name, to, fs::copy_options::recursive);
+  return to;
+}
+
+Json run_json(const fs::path& dir, const std::string& yaml) {
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity " + yaml + " --json -q");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return Json::parse(r.out.substr(r.out.find('{')));
+}
+
+// The suite's tolerance for llh and chi2.
+constexpr double kSuiteTol = 1e-3;
+// Central differences of llh (CVODES at 1e-10; the JSON has 17 digits):
+// step 1e-4 on a linear-scale parameter, error O(h²) + O(1e-10/h).
+constexpr double kStep = 1e-4;
+constexpr double kCentralTol = 1e-5;
+
+TEST(PetabCli, SensitivityMatchesTheSolutionAndCentralDifferences) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir()
+                 << " (configure with -DCOSTATE_PETAB_DIR=<folder with test-suite-v1/>)";
+  const fs::path dir = copy_case("0002");  // two conditions, NaN-keep overrides
+  const Json j = run_json(dir, "_0002.yaml");
+  EXPECT_EQ(j["status"], "ok");
+  std::ifstream sol(dir / "_0002_solution.yaml");
+  std::string line;
+  double llh = NAN, chi2 = NAN;
+  while (std::getline(sol, line)) {
+    if (line.rfind("llh:", 0) == 0) llh = std::stod(line.substr(4));
+    if (line.rfind("chi2:", 0) == 0) chi2 = std::stod(line.substr(5));
+  }
+  EXPECT_NEAR(j["llh"].get<double>(), llh, kSuiteTol);
+  EXPECT_NEAR(j["chi2"].get<double>(), chi2, kSuiteTol);
+  ASSERT_TRUE(j["gradient"].contains("k1"));
+  // d llh / d k1 by central differences: k1's nominal value ± h in the table.
+  std::ifstream in(dir / "_parameters.tsv");
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string table = all.str();
+  const std::string row = "k1\tlin\t0\t10\t0.8\t1";
+  ASSERT_NE(table.find(row), std::string::npos) << table;
+  auto llh_at = [&](double k1) {
+    std::string t = table;
+    std::ostringstream v;
+    v.precision(17);
+    v << "k1\tlin\t0\t10\t" << k1 << "\t1";
+    t.replace(t.find(row), row.size(), v.str());
+    std::ofstream(dir / "_parameters.tsv") << t;
+    return run_json(dir, "_0002.yaml")["llh"].get<double>();
+  };
+  const double fd = (llh_at(0.8 + kStep) - llh_at(0.8 - kStep)) / (2.0 * kStep);
+  EXPECT_NEAR(j["gradient"]["k1"].get<double>(), fd, kCentralTol * (1.0 + std::abs(fd)));
+}
+
+TEST(PetabCli, BadProblemNamesFileAndLine) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0001");
+  std::ofstream(dir / "_measurements.tsv", std::ios::app) << "obs_b\tc0\t1\t0.3\n";
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0001.yaml --json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("_measurements.tsv:4:1 (observableId): unknown observable 'obs_b'; did you mean 'obs_a'?"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("\"status\":\"error\""), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,264 @@
+// petab::read and petab::evaluate on small problems written here:
+// - a decay A → B (rate k·A) with two conditions, a log10-scaled estimated
+//   k, a parametric noise override and a log-transformed observable: llh,
+//   χ² and the gradient against the closed form A(t) = a0 e^{−k t};
+// - bad input: each error names the file, the line (and column or id) and
+//   what was expected, with a "did you mean" for misspelt ids.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/petab/problem.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace petab = costate::petab;
+
+const char* kModel = R"(<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version1/core" level="3" version="1">
+  <model id="decay">
+    <listOfCompartments>
+      <compartment id="cell" size="1" constant="true" spatialDimensions="3"/>
+    </listOfCompartments>
+    <listOfSpecies>
+      <species id="A" compartment="cell" initialConcentration="1" hasOnlySubstanceUnits="false"
+               boundaryCondition="false" constant="false"/>
+      <species id="B" compartment="cell" initialConcentration="0" hasOnlySubstanceUnits="false"
+               boundaryCondition="false" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters>
+      <parameter id="k" value="1" constant="true"/>
+      <parameter id="a0" value="1" constant="true"/>
+    </listOfParameters>
+    <listOfInitialAssignments>
+      <initialAssignment symbol="A">
+        <math xmlns="http://www.w3.org/1998/Math/MathML"><ci> a0 </ci></math>
+      </initialAssignment>
+    </listOfInitialAssignments>
+    <listOfReactions>
+      <reaction id="decay" reversible="false" fast="false">
+        <listOfReactants><speciesReference species="A" stoichiometry="1" constant="true"/></listOfReactants>
+        <listOfProducts><speciesReference species="B" stoichiometry="1" constant="true"/></listOfProducts>
+        <kineticLaw>
+          <math xmlns="http://www.w3.org/1998/Math/MathML">
+            <apply><times/><ci> k </ci><ci> A </ci><ci> cell </ci></apply>
+          </math>
+        </kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+)";
+
+/// A problem folder in the build tree, written from the tables given.
+struct Files {
+  fs::path dir;
+  std::string parameters =
+      "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+      "k\tlog10\t0.01\t100\t0.7\t1\n"
+      "sigma\tlin\t0.01\t10\t0.2\t1\n";
+  std::string observables =
+      "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\n"
+      "obs_a\tA\tnoiseParameter1_obs_a\tlin\n"
+      "obs_b\tB\t0.3\tlog\n";
+  std::string conditions =
+      "conditionId\ta0\n"
+      "c0\t1\n"
+      "c1\t2.5\n";
+  std::string measurements =
+      "observableId\tsimulationConditionId\ttime\tmeasurement\tnoiseParameters\n"
+      "obs_a\tc0\t1\t0.45\tsigma\n"
+      "obs_a\tc1\t2\t0.70\tsigma\n"
+      "obs_b\tc1\t1\t1.20\t\n";
+  std::string yaml =
+      "format_version: 1\n"
+      "parameter_file: parameters.tsv\n"
+      "problems:\n"
+      "- sbml_files: [model.xml]\n"
+      "  condition_files: [conditions.tsv]\n"
+      "  measurement_files: [measurements.tsv]\n"
+      "  observable_files: [observables.tsv]\n";
+
+  explicit Files(const std::string& name) : dir(fs::current_path() / ("petab_input_" + name)) {}
+  std::string write() const {
+    fs::create_directories(dir);
+    auto put = [&](const char* file, const std::string& text) {
+      std::ofstream(dir / file) << text;
+    };
+    put("model.xml", kModel);
+    put("parameters.tsv", parameters);
+    put("observables.tsv", observables);
+    put("conditions.tsv", conditions);
+    put("measurements.tsv", measurements);
+    put("problem.yaml", yaml);
+    return (dir / "problem.yaml").string();
+  }
+};
+
+/// The message of the costate::Error that reading (and evaluating) throws.
+std::string error_of(const Files& f) {
+  try {
+    const petab::Problem pb = petab::read(f.write());
+    (void)petab::evaluate(pb, pb.nominal_on_scale());
+  } catch (const costate::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+#define EXPECT_HAS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+
+// CVODES at rtol 1e-10 / atol 1e-12 on a decay: the llh to ~1e-9, its
+// gradient (adjoint) to ~1e-8 of its size.
+constexpr double kLlhTol = 1e-8;
+constexpr double kGradTol = 1e-6;
+
+TEST(PetabEvaluate, DecayMatchesTheClosedForm) {
+  Files f("decay");
+  const petab::Problem pb = petab::read(f.write());
+  ASSERT_EQ(pb.experiments.size(), 2u);
+  ASSERT_EQ(pb.estimated_ids(), (std::vector<std::string>{"k", "sigma"}));
+  const std::vector<double> theta = {std::log10(0.7), 0.2};
+  petab::Options opt;
+  opt.gradient = true;
+  const petab::Result r = petab::evaluate(pb, theta, opt);
+  // Closed form: A = a0 e^{−kt}, B = a0 (1 − e^{−kt}).
+  const double k = 0.7, s = 0.2, ln2pi = std::log(2.0 * std::numbers::pi);
+  struct Row { double a0, t, m, sigma; bool log_b; };
+  const Row rows[] = {{1.0, 1.0, 0.45, s, false}, {2.5, 2.0, 0.70, s, false}, {2.5, 1.0, 1.20, 0.3, true}};
+  double llh = 0.0, chi2 = 0.0, dk = 0.0, ds = 0.0;
+  for (const Row& w : rows) {
+    const double e = std::exp(-k * w.t);
+    const double h = w.log_b ? w.a0 * (1.0 - e) : w.a0 * e;
+    const double dh_dk = w.log_b ? w.a0 * w.t * e : -w.a0 * w.t * e;
+    const double y = w.log_b ? std::log(h) : h, m = w.log_b ? std::log(w.m) : w.m;
+    const double dy_dk = w.log_b ? dh_dk / h : dh_dk;
+    const double res = (m - y) / w.sigma;
+    llh += -0.5 * ln2pi - std::log(w.sigma) - 0.5 * res * res - (w.log_b ? std::log(w.m) : 0.0);
+    chi2 += res * res;
+    dk += res / w.sigma * dy_dk;
+    if (!w.log_b) ds += -1.0 / w.sigma + res * res / w.sigma;
+  }
+  EXPECT_NEAR(r.llh, llh, kLlhTol);
+  EXPECT_NEAR(r.chi2, chi2, kLlhTol);
+  ASSERT_EQ(r.gradient.size(), 2u);
+  EXPECT_NEAR(r.gradient[0], dk * k * std::numbers::ln10, kGradTol);  // d/d log10 k
+  EXPECT_NEAR(r.gradient[1], ds, kGradTol);
+  EXPECT_NEAR(r.simulations[0], std::exp(-k), kLlhTol);
+}
+
+TEST(PetabInput, MalformedTableNamesFileAndLine) {
+  Files f("malformed");
+  f.measurements += "obs_a\tc0\t3\t0.2\tsigma\textra\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "measurements.tsv:5:");
+  EXPECT_HAS(e, "6 cells, but the header has 5 columns");
+}
+
+TEST(PetabInput, NotANumberNamesTheColumn) {
+  Files f("nan_cell");
+  f.parameters += "q\tlin\t0\t1\tabc\t0\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "parameters.tsv:4:5 (nominalValue): expected a number, got 'abc'");
+}
+
+TEST(PetabInput, UnknownObservableSuggestsTheNearest) {
+  Files f("unknown_observable");
+  f.measurements += "obs_aa\tc0\t3\t0.2\tsigma\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "measurements.tsv:5:1 (observableId): unknown observable 'obs_aa'");
+  EXPECT_HAS(e, "did you mean 'obs_a'?");
+}
+
+TEST(PetabInput, UnknownConditionColumnSuggestsTheNearest) {
+  Files f("unknown_column");
+  f.conditions = "conditionId\ta00\nc0\t1\nc1\t2\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "conditions.tsv:1:2: condition column 'a00' is not a parameter, species or compartment");
+  EXPECT_HAS(e, "did you mean 'a0'?");
+}
+
+TEST(PetabInput, UnknownOverrideParameterSuggestsTheNearest) {
+  Files f("unknown_override");
+  f.measurements += "obs_a\tc0\t3\t0.2\tsigmaa\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "measurements.tsv:5:5 (noiseParameters): 'sigmaa' is neither a number nor a parameter");
+  EXPECT_HAS(e, "did you mean 'sigma'?");
+}
+
+TEST(PetabInput, FormulaThatDoesNotCompileNamesTheColumn) {
+  Files f("bad_formula");
+  f.observables += "obs_c\tA * (B + \t1\tlin\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "observables.tsv:4:2 (observableFormula of obs_c)");
+  EXPECT_HAS(e, "A * (B +");
+}
+
+TEST(PetabInput, UnknownSymbolInAFormulaSuggestsTheNearest) {
+  Files f("bad_symbol");
+  f.observables += "obs_c\tAA + B\t1\tlin\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "observables.tsv:4:2 (observableFormula of obs_c)");
+  EXPECT_HAS(e, "AA");
+}
+
+TEST(PetabInput, UnsupportedFeaturesAreRefusedByName) {
+  {
+    Files f("chi_square");
+    f.observables = "observableId\tobservableFormula\tnoiseFormula\tnoiseDistribution\nobs_a\tA\t1\tstudent\n";
+    f.measurements = "observableId\tsimulationConditionId\ttime\tmeasurement\nobs_a\tc0\t1\t0.4\n";
+    const std::string e = error_of(f);
+    EXPECT_HAS(e, "observables.tsv:2:4 (noiseDistribution): noiseDistribution 'student' is not supported");
+  }
+  {
+    Files f("steady_state");
+    f.measurements += "obs_a\tc0\tinf\t0.2\tsigma\n";
+    const std::string e = error_of(f);
+    EXPECT_HAS(e, "measurements.tsv:5:3 (time): steady-state measurements (time inf) are not supported");
+  }
+  {
+    Files f("prior");
+    f.parameters = "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\tobjectivePriorType\tobjectivePriorParameters\n"
+                   "k\tlog10\t0.01\t100\t0.7\t1\tlogNormal\t0;1\n"
+                   "sigma\tlin\t0.01\t10\t0.2\t1\t\t\n";
+    const std::string e = error_of(f);
+    EXPECT_HAS(e, "parameters.tsv:2:7 (objectivePriorType): objectivePriorType 'logNormal' is not supported");
+  }
+  {
+    Files f("two_models");
+    f.yaml = "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n"
+             "- sbml_files: [model.xml, model.xml]\n  condition_files: [conditions.tsv]\n"
+             "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n";
+    EXPECT_HAS(error_of(f), "problem.yaml: problems[0].sbml_files lists 2 files; several sbml_files per problem are not supported");
+  }
+  {
+    Files f("version");
+    f.yaml = "format_version: 2\nparameter_file: parameters.tsv\nproblems: []\n";
+    EXPECT_HAS(error_of(f), "format_version 2 is not supported");
+  }
+}
+
+TEST(PetabInput, OverrideCountMustMatchThePlaceholders) {
+  Files f("override_count");
+  f.measurements += "obs_a\tc0\t3\t0.2\tsigma;0.1\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "measurements.tsv:5:5 (noiseParameters): observable 'obs_a' has 1 noiseParameter<k>_obs_a placeholders, the row gives 2 values");
+}
+
+TEST(PetabInput, NonPositiveSigmaNamesTheMeasurement) {
+  Files f("sigma");
+  f.measurements += "obs_a\tc0\t3\t0.2\t-1\n";
+  const std::string e = error_of(f);
+  EXPECT_HAS(e, "measurements.tsv:5: noise sigma = -1");
+}
+
+}  // namespace
