@@ -337,8 +337,9 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     if (dam && dam->coloured_jacobian) system_options.jacobian = JacobianStrategy::Sparse;
     const System system = make_system(problem.model, objective, n, np, system_options);
     const std::unique_ptr<Scheme> scheme = make_explicit_rk_scheme(system, options.method, p, times);
-    SweepOutcome o = dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, y0a, p)
-                         : tangent_sweep(system, *scheme, obs_at, y0a, p);
+    SweepOutcome o =
+        dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, y0a, p, user_on_step, times)
+            : tangent_sweep(system, *scheme, obs_at, y0a, p, user_on_step, times);
     result.objective = o.objective;
     result.wrt_parameters = std::move(o.wrt_parameters);
     result.wrt_initial_state = std::move(o.wrt_initial_state);

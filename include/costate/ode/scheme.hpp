@@ -35,6 +35,7 @@
 /// for second order, the StepPlan value in place of `times`.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,6 +76,14 @@ std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method met
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
+/// Called by the sweeps every kSweepHookInterval steps, forward and reverse,
+/// with the time t_i of the step (0 when no times were given): the place for
+/// a cancellation check (Ctrl-C: throw to end the sweep; the sweep's state
+/// is released by RAII) or a progress report. ode::gradient passes
+/// IntegratorOptions::on_step here.
+using SweepHook = std::function<void(double t)>;
+inline constexpr std::int64_t kSweepHookInterval = 16;
+
 /// What a sweep computed: J and its gradient (p, then y0), the schedule's
 /// counts, the evaluations.
 struct SweepOutcome {
@@ -89,15 +98,20 @@ struct SweepOutcome {
 /// The discrete adjoint of the scheme's replayed solution from x_0 = x0
 /// (size state_size(); the running cost's z_0 = 0 included) at parameters
 /// p. obs_at[i] = k ≥ 0 when observation k lands on step index i (−1
-/// otherwise; size l + 1).
+/// otherwise; size l + 1). `hook` (optional) as SweepHook says, with
+/// `times` (t_0 … t_l, optional) for its argument. StoreAll keeps x_0 …
+/// x_{l−1} in one arena and reverses each step from its state in place (no
+/// slot pool, no copies); its counts are those of reverse_sweep's StoreAll.
 SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p);
+                           std::span<const double> p, const SweepHook& hook = {},
+                           std::span<const double> times = {});
 
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p);
+                           std::span<const double> p, const SweepHook& hook = {},
+                           std::span<const double> times = {});
 
 }  // namespace costate::ode
