@@ -1,6 +1,7 @@
 #include "costate/ode/scheme.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "costate/core/error.hpp"
 #include "costate/ode/explicit_rk.hpp"
@@ -19,7 +20,19 @@ class ExplicitRk final : public Scheme {
         s_(static_cast<std::size_t>(tab_.stages)), Y_(nx_), K_(s_ * nx_), Kbar_(s_ * nx_),
         ybar_(nx_) {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
+    COSTATE_CHECK(s_ <= kMaxStages, "explicit RK scheme: at most " << kMaxStages << " stages");
     for (std::size_t j = 0; j < s_; ++j) lins_.emplace_back(sys);
+    // The non-zero a_jk of each stage row and the non-zero b_j, once.
+    a_first_.push_back(0);
+    for (std::size_t j = 0; j < s_; ++j) {
+      for (std::size_t k = 0; k < j; ++k) {
+        const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
+        if (a != 0.0) a_terms_.push_back({k, a});
+      }
+      a_first_.push_back(a_terms_.size());
+    }
+    for (std::size_t j = 0; j < s_; ++j)
+      if (tab_.b[j] != 0.0) b_terms_.push_back({j, tab_.b[j]});
   }
 
   std::size_t state_size() const override { return nx_; }
@@ -53,11 +66,9 @@ class ExplicitRk final : public Scheme {
     for (std::size_t j = s_; j-- > 0;) {
       lins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_), ybar_, mu);
       for (std::size_t q = 0; q < nx_; ++q) lambda[q] += ybar_[q];
-      for (std::size_t k = 0; k < j; ++k) {
-        const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
-        if (a == 0.0) continue;
-        const double c = h * a;
-        double* kb = Kbar_.data() + k * nx_;
+      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
+        const double c = h * a_terms_[e].a;
+        double* kb = Kbar_.data() + a_terms_[e].k * nx_;
         for (std::size_t q = 0; q < nx_; ++q) kb[q] += c * ybar_[q];
       }
     }
@@ -76,11 +87,9 @@ class ExplicitRk final : public Scheme {
     for (std::size_t j = 0; j < s_; ++j) {
       stage(j, h, x, slope);
       std::copy(S.begin(), S.begin() + static_cast<std::ptrdiff_t>(w), Ydot_.begin());
-      for (std::size_t k = 0; k < j; ++k) {
-        const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
-        if (a == 0.0) continue;
-        const double c = h * a;
-        const double* kd = Kdot_.data() + k * w;
+      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
+        const double c = h * a_terms_[e].a;
+        const double* kd = Kdot_.data() + a_terms_[e].k * w;
         for (std::size_t q = 0; q < w; ++q) Ydot_[q] += c * kd[q];
       }
       tlins_[j].at(t + tab_.c[j] * h, Y_, p_);
@@ -101,44 +110,53 @@ class ExplicitRk final : public Scheme {
   std::int64_t linearizations() const override { return lin_; }
 
  private:
+  struct Term {
+    std::size_t k;
+    double a;
+  };
+  static constexpr std::size_t kMaxStages = 16;
+
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope) {
-    combine(x, Y_, j, h, [&](std::size_t k) { return tab_.at(static_cast<int>(j), static_cast<int>(k)); },
-            slope);
+    combine(x, Y_, a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h, slope);
   }
   // xn = x + h Σ_j b_j K_j.
   template <class Slope>
   void finish(double h, std::span<const double> x, std::span<double> xn, Slope slope) {
-    combine(x, xn, s_, h, [&](std::size_t k) { return tab_.b[k]; }, slope);
+    combine(x, xn, b_terms_.data(), b_terms_.size(), h, slope);
   }
-  template <class Coef, class Slope>
-  void combine(std::span<const double> x, std::span<double> out, std::size_t count, double h,
-               Coef coef, Slope slope) {
-    double c[16];
-    const double* k[16];
-    std::size_t terms = 0;
-    for (std::size_t j = 0; j < count; ++j) {
-      const double a = coef(j);
-      if (a == 0.0) continue;
-      c[terms] = h * a;
-      k[terms++] = slope(j);
+  // out = x + Σ_t (h a_t) K_{k_t}, summed left to right.
+  template <class Slope>
+  void combine(std::span<const double> x, std::span<double> out, const Term* term,
+               std::size_t terms, double h, Slope slope) {
+    double c[kMaxStages];
+    const double* k[kMaxStages];
+    for (std::size_t t = 0; t < terms; ++t) {
+      c[t] = h * term[t].a;
+      k[t] = slope(term[t].k);
     }
+    double* o = out.data();
+    const double* xi = x.data();
     switch (terms) {
       case 0:
-        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q];
+        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q];
         return;
       case 1:
-        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q] + c[0] * k[0][q];
+        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q] + c[0] * k[0][q];
         return;
       case 2:
-        for (std::size_t q = 0; q < nx_; ++q) out[q] = x[q] + c[0] * k[0][q] + c[1] * k[1][q];
+        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q];
+        return;
+      case 4:
+        for (std::size_t q = 0; q < nx_; ++q)
+          o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q] + c[2] * k[2][q] + c[3] * k[3][q];
         return;
       default:
         for (std::size_t q = 0; q < nx_; ++q) {
-          double v = x[q];
+          double v = xi[q];
           for (std::size_t t = 0; t < terms; ++t) v += c[t] * k[t][q];
-          out[q] = v;
+          o[q] = v;
         }
     }
   }
@@ -149,7 +167,25 @@ class ExplicitRk final : public Scheme {
   std::size_t nx_, s_;
   std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_;
   std::vector<Linearization> lins_, tlins_;
+  std::vector<Term> a_terms_, b_terms_;
+  std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])
   std::int64_t rhs_ = 0, lin_ = 0;
+};
+
+/// Calls the sweep's hook every kSweepHookInterval steps (forward and
+/// reverse), with the time of the step.
+class Hook {
+ public:
+  explicit Hook(const SweepHook& hook, std::span<const double> times) : hook_(hook), times_(times) {}
+  void operator()(std::size_t i) {
+    if (!hook_ || ++count_ % kSweepHookInterval != 0) return;
+    hook_(times_.empty() ? 0.0 : times_[std::min(i, times_.size() - 1)]);
+  }
+
+ private:
+  const SweepHook& hook_;
+  std::span<const double> times_;
+  std::int64_t count_ = 0;
 };
 
 /// The reverse sweep's state and the checkpoint adapter in one: the Ops of
@@ -157,8 +193,9 @@ class ExplicitRk final : public Scheme {
 class AdjointOps {
  public:
   AdjointOps(const System& sys, Scheme& scheme, std::span<const std::int64_t> obs_at,
-             std::span<const double> x0, std::span<const double> p, SnapshotStore& store)
-      : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), store_(store),
+             std::span<const double> x0, std::span<const double> p, SnapshotStore* store,
+             Hook& hook)
+      : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), store_(store), hook_(hook),
         nx_(scheme.state_size()), n_(sys.n_model_states()), l_(scheme.steps()),
         cur_(x0.begin(), x0.end()), next_(nx_), lambda_(nx_, 0.0), mu_(p.size(), 0.0) {}
 
@@ -166,22 +203,25 @@ class AdjointOps {
     scheme_.step(static_cast<std::size_t>(i_), cur_, next_);
     cur_.swap(next_);
     ++i_;
+    hook_(static_cast<std::size_t>(i_));
   }
   void save(std::size_t s) {
-    store_.save(s, cur_);
+    store_->save(s, cur_);
     if (slot_step_.size() <= s) slot_step_.resize(s + 1);
     slot_step_[s] = i_;
   }
   void restore(std::size_t s) {
-    store_.load(s, cur_);
+    store_->load(s, cur_);
     i_ = slot_step_[s];
   }
   std::int64_t index() const { return i_; }
-  void reverse_step() {
-    const auto i = static_cast<std::size_t>(i_);
+  void reverse_step() { reverse_step_at(static_cast<std::size_t>(i_), cur_); }
+
+  /// The reverse of step i from its starting state x = x_i.
+  void reverse_step_at(std::size_t i, std::span<const double> x) {
     if (i + 1 == l_) {
       // Seed at x_l: λ = (∂g/∂y, 1 for z), μ = ∂g/∂p, plus an observation at t_l.
-      scheme_.step(i, cur_, next_);
+      scheme_.step(i, x, next_);
       std::fill(lambda_.begin(), lambda_.end(), 0.0);
       J_ += sys_.terminal_gradient(next_, p_, lambda_, mu_);
       if (sys_.has_running()) {
@@ -190,8 +230,9 @@ class AdjointOps {
       }
       observe(l_, next_);
     }
-    scheme_.adjoint(i, cur_, lambda_, mu_);
-    observe(i, cur_);
+    scheme_.adjoint(i, x, lambda_, mu_);
+    observe(i, x);
+    hook_(i);
   }
 
   double objective() const { return J_; }
@@ -208,13 +249,40 @@ class AdjointOps {
   Scheme& scheme_;
   std::span<const std::int64_t> obs_at_;
   std::span<const double> p_;
-  SnapshotStore& store_;
+  SnapshotStore* store_;
+  Hook& hook_;
   std::size_t nx_, n_, l_;
   std::vector<double> cur_, next_, lambda_, mu_;
   std::vector<std::int64_t> slot_step_;
   std::int64_t i_ = 0;
   double J_ = 0.0;
 };
+
+/// StoreAll without the schedule's slot pool and snapshot copies: x_0 …
+/// x_{l−1} in one arena, each reverse step reading its state in place. The
+/// same steps in the same order as reverse_sweep's StoreAll (the same bits)
+/// and the same counts.
+CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
+  const std::size_t l = scheme.steps(), nx = scheme.state_size();
+  CheckpointStats stats;
+  stats.steps = static_cast<std::int64_t>(l);
+  if (l == 0) return stats;
+  // Not zero-filled: each page is first touched by the step that writes it.
+  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * nx);
+  std::copy(x0.begin(), x0.end(), xs.get());
+  for (std::size_t i = 0; i + 1 < l; ++i) {
+    scheme.step(i, std::span<const double>(xs.get() + i * nx, nx),
+                std::span<double>(xs.get() + (i + 1) * nx, nx));
+    hook(i + 1);
+  }
+  for (std::size_t i = l; i-- > 0;)
+    ops.reverse_step_at(i, std::span<const double>(xs.get() + i * nx, nx));
+  stats.forward_steps = static_cast<std::int64_t>(l) - 1;
+  stats.restores = static_cast<std::int64_t>(l) - 1;
+  stats.peak_snapshots = static_cast<std::int64_t>(l);
+  stats.recomputed_steps = 0;
+  return stats;
+}
 
 }  // namespace
 
@@ -226,7 +294,8 @@ std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method met
 
 SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p) {
+                           std::span<const double> p, const SweepHook& hook,
+                           std::span<const double> times) {
   const std::size_t l = scheme.steps();
   COSTATE_CHECK_EQ(obs_at.size(), l + 1, "adjoint_sweep: obs_at needs one entry per step index");
   COSTATE_CHECK_EQ(x0.size(), scheme.state_size(), "adjoint_sweep: x0 has the wrong size");
@@ -236,9 +305,23 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
-  SnapshotStore store(scheme.state_size(), disk_slots, disk_path);
-  AdjointOps ops(system, scheme, obs_at, x0, p, store);
+  Hook every(hook, times);
   SweepOutcome out;
+  if (std::holds_alternative<StoreAll>(checkpointing)) {
+    AdjointOps ops(system, scheme, obs_at, x0, p, nullptr, every);
+    validate(checkpointing);
+    out.checkpoints = store_all(ops, scheme, x0, every);
+    out.objective = ops.objective();
+    out.wrt_parameters = ops.mu();
+    out.wrt_initial_state.assign(ops.lambda().begin(),
+                                 ops.lambda().begin() +
+                                     static_cast<std::ptrdiff_t>(system.n_model_states()));
+    out.rhs_evaluations = scheme.rhs_evaluations();
+    out.linearizations = scheme.linearizations();
+    return out;
+  }
+  SnapshotStore store(scheme.state_size(), disk_slots, disk_path);
+  AdjointOps ops(system, scheme, obs_at, x0, p, &store, every);
   out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
   out.checkpoints.disk_snapshots = store.disk_writes();
   out.objective = ops.objective();
@@ -253,7 +336,9 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
 
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p) {
+                           std::span<const double> p, const SweepHook& hook,
+                           std::span<const double> times) {
+  Hook every(hook, times);
   const std::size_t l = scheme.steps(), nx = scheme.state_size();
   const std::size_t n = system.n_model_states(), np = p.size(), m = np + n;
   COSTATE_CHECK_EQ(obs_at.size(), l + 1, "tangent_sweep: obs_at needs one entry per step index");
@@ -301,6 +386,7 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
       x.swap(xn);
       S.swap(Sn);
       observe(i + 1);
+      every(i + 1);
     }
     if (system.has_terminal()) {
       std::fill(gy.begin(), gy.end(), 0.0);

@@ -164,9 +164,13 @@ struct Linearization::Impl {
                      std::span<Dual8>(od));
   }
 
+  // One-pass dense (n + n_p ≤ 8): the Jacobian stays in the Dual outputs,
+  // row i of [f_y | f_p] being od[i]'s tangents (no copy); `dense` is formed
+  // only when jacobian() asks for it.
+  bool one_pass() const { return nin <= static_cast<std::size_t>(kChunk); }
+
   void dense_at(double t0, std::span<const double> x0, std::span<const double> p0) {
-    dense.resize(nx * nin);
-    if (nin <= static_cast<std::size_t>(kChunk)) {
+    if (one_pass()) {
       // One pass; the unit seeds stay in place from call to call, only the
       // values change.
       if (!seeded) {
@@ -184,12 +188,10 @@ struct Linearization::Impl {
       for (std::size_t j = 0; j < np; ++j) pd[j].value() = p0[j];
       sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
                        std::span<Dual8>(od));
-      for (std::size_t i = 0; i < nx; ++i) {
-        value[i] = od[i].value();
-        for (std::size_t j = 0; j < nin; ++j) dense[j * nx + i] = od[i].tangent(static_cast<int>(j));
-      }
+      for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
       return;
     }
+    dense.resize(nx * nin);
     const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
     for (std::size_t pass = 0; pass < passes; ++pass) {
       const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
@@ -206,9 +208,38 @@ struct Linearization::Impl {
     }
   }
 
+  // The column-major dense Jacobian of a one-pass linearization.
+  void dense_from_rows() {
+    dense.resize(nx * nin);
+    for (std::size_t i = 0; i < nx; ++i)
+      for (std::size_t j = 0; j < nin; ++j) dense[j * nx + i] = od[i].tangent(static_cast<int>(j));
+  }
+
   void sparse_at(double t0, std::span<const double> x0, std::span<const double> p0) {
     const System::Shared& sh = *sys->shared_;
     sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
+    if (sh.colours <= kChunk) {
+      // One pass: the colour seeds stay in place from call to call (as
+      // dense_at's), only the values change.
+      if (!seeded) {
+        dual_pass(t0, x0, p0, [&](std::size_t j) { return sh.colour[j]; });
+        seeded = true;
+      } else {
+        for (std::size_t i = 0; i < n; ++i) xd[i].value() = x0[i];
+        for (std::size_t j = 0; j < np; ++j) pd[j].value() = p0[j];
+        sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
+                         std::span<Dual8>(od));
+      }
+      for (std::size_t j = 0; j < nin; ++j) {
+        const int c = sh.colour[j];
+        const auto b = static_cast<std::size_t>(sh.columns.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(sh.columns.row_ptr[j + 1]);
+        for (std::size_t k = b; k < e; ++k)
+          sparse[k] = od[static_cast<std::size_t>(sh.columns.col_idx[k])].tangent(c);
+      }
+      for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
+      return;
+    }
     const int passes = std::max(1, (sh.colours + kChunk - 1) / kChunk);
     for (int pass = 0; pass < passes; ++pass) {
       const int first = pass * kChunk;
@@ -360,6 +391,21 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
   }
   switch (m.strategy) {
     case JacobianStrategy::Dense: {
+      if (m.one_pass()) {
+        // Row by row over the Dual outputs; each entry sums over i in the
+        // same order as the column-wise product below.
+        // All kChunk lanes (a fixed-length loop the compiler unrolls; the
+        // lanes past n + n_p were never seeded and stay unused).
+        double acc[kChunk] = {};
+        for (std::size_t i = 0; i < nx; ++i) {
+          const double wi = w[i];
+          const double* row = m.od[i].tangents();
+          for (int j = 0; j < kChunk; ++j) acc[j] += wi * row[j];
+        }
+        for (std::size_t j = 0; j < n; ++j) xbar[j] = acc[j];
+        for (std::size_t j = n; j < m.nin; ++j) pbar[j - n] += acc[j];
+        break;
+      }
       for (std::size_t j = 0; j < m.nin; ++j) {
         const double* col = m.dense.data() + j * nx;
         double acc = 0.0;
@@ -414,6 +460,21 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
   };
   switch (strategy) {
     case JacobianStrategy::Dense:
+      if (m.one_pass()) {
+        // Row i of the Dual outputs; each out entry sums over j in the same
+        // order as the column-wise loop below.
+        for (std::size_t i = 0; i < nx; ++i) {
+          const double* row = m.od[i].tangents();
+          double* o = out.data() + i * mdir;
+          for (std::size_t j = 0; j < m.nin; ++j) {
+            const double a = row[j];
+            if (a == 0.0) continue;
+            const double* d = dir_row(j);
+            for (std::size_t k = 0; k < mdir; ++k) o[k] += a * d[k];
+          }
+        }
+        return;
+      }
       for (std::size_t j = 0; j < m.nin; ++j) {
         const double* col = m.dense.data() + j * nx;
         const double* d = dir_row(j);
@@ -482,11 +543,15 @@ void Linearization::jacobian(std::span<double> out) {
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
   if (m.tangents_only || m.use_own) {
     m.dense_at(m.t, m.x, m.p);
+    if (m.one_pass()) m.dense_from_rows();
     std::copy(m.dense.begin(), m.dense.end(), out.begin());
     return;
   }
   switch (m.strategy) {
-    case JacobianStrategy::Dense: std::copy(m.dense.begin(), m.dense.end(), out.begin()); return;
+    case JacobianStrategy::Dense:
+      if (m.one_pass()) m.dense_from_rows();
+      std::copy(m.dense.begin(), m.dense.end(), out.begin());
+      return;
     case JacobianStrategy::Sparse: {
       std::fill(out.begin(), out.end(), 0.0);
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
@@ -499,6 +564,7 @@ void Linearization::jacobian(std::span<double> out) {
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic: {
       m.dense_at(m.t, m.x, m.p);
+      if (m.one_pass()) m.dense_from_rows();
       std::copy(m.dense.begin(), m.dense.end(), out.begin());
       return;
     }

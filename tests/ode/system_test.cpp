@@ -8,6 +8,7 @@
 // sparse strategy's pattern check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -381,6 +382,54 @@ TEST(SystemGradient, CheckpointInvarianceIsBitwisePerStrategy) {
         HalfNorm{}, {.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10});
   check(Problem<AllToAll>{AllToAll{}, wave(10, 0.5, 0.3), wave(12, 0.2, 0.4), {0.0, 0.3}},
         Integral{}, {.method = Method::ExplicitEuler, .dt = 0.01});
+}
+
+}  // namespace
+
+namespace {
+
+/// Thrown by the hook below (a Ctrl-C stand-in).
+struct Interrupted {};
+
+TEST(SystemGradient, SweepHookSeesForwardAndReverseSteps) {
+  // The sweeps call IntegratorOptions::on_step every kSweepHookInterval
+  // steps, forward and reverse: the reverse sweep of the explicit adjoint is
+  // where Ctrl-C had no check.
+  const Problem<LotkaVolterra> pr{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 3.0}};
+  const std::int64_t l = 300;  // dt = 0.01 on [0, 3]
+  for (const SensitivityMethod& method :
+       {SensitivityMethod(DiscreteAdjoint{}),
+        SensitivityMethod(DiscreteAdjoint{.checkpointing = Binomial{.snapshots = 4}}),
+        SensitivityMethod(Forward{})}) {
+    SCOPED_TRACE(to_string(method));
+    std::vector<double> seen;
+    IntegratorOptions opt{.method = Method::RK4, .dt = 0.01};
+    opt.on_step = [&](double t) { seen.push_back(t); };
+    const GradientResult g = gradient(pr, HalfNorm{}, method, opt);
+    ASSERT_EQ(g.checkpoints.steps, l);
+    // One call per kSweepHookInterval steps the sweep took (forward steps,
+    // recomputations, reverse steps; the tangent sweep only goes forward).
+    const bool forward = std::holds_alternative<Forward>(method);
+    const std::int64_t hooked = forward ? l : g.checkpoints.forward_steps + l;
+    EXPECT_EQ(static_cast<std::int64_t>(seen.size()), hooked / kSweepHookInterval);
+    for (double t : seen) EXPECT_TRUE(t >= 0.0 && t <= 3.0) << t;
+    if (forward) continue;
+    // The reverse sweep reports: the last calls come down to the start.
+    EXPECT_LT(seen.back(), 0.5);
+    // A throw from the hook in the reverse sweep ends the gradient.
+    double highest = 0.0;
+    opt.on_step = [&](double t) {
+      if (t < highest - 1.0) throw Interrupted{};
+      highest = std::max(highest, t);
+    };
+    EXPECT_THROW((void)gradient(pr, HalfNorm{}, method, opt), Interrupted);
+  }
+  // StoreAll's counts are those of reverse_sweep's StoreAll schedule.
+  const GradientResult s = gradient(pr, HalfNorm{}, DiscreteAdjoint{}, {.method = Method::RK4, .dt = 0.01});
+  EXPECT_EQ(s.checkpoints.forward_steps, l - 1);
+  EXPECT_EQ(s.checkpoints.restores, l - 1);
+  EXPECT_EQ(s.checkpoints.peak_snapshots, l);
+  EXPECT_EQ(s.checkpoints.recomputed_steps, 0);
 }
 
 }  // namespace

@@ -259,8 +259,10 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
       make_scheme(system, options, p, times, orders, store_all, keep_record ? &record : nullptr);
   std::vector<double> x0(scheme->state_size(), 0.0);
   std::copy(y0a.begin(), y0a.end(), x0.begin());
-  SweepOutcome o = dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p)
-                       : tangent_sweep(system, *scheme, obs_at, x0, p);
+  // The caller's on_step (e.g. an interrupt check) also sees the sweeps' steps.
+  SweepOutcome o =
+      dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p, user_on_step, times)
+          : tangent_sweep(system, *scheme, obs_at, x0, p, user_on_step, times);
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);

@@ -55,6 +55,7 @@
 /// value in place of `times`/`orders`.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -169,6 +170,14 @@ ImplicitStepPlan plan_implicit_steps(const System& system, std::span<const doubl
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
+/// Called by the sweeps every kSweepHookInterval steps, forward and reverse,
+/// with the time t_i of the step (0 when no times were given): the place for
+/// a cancellation check (Ctrl-C: throw to end the sweep; the sweep's state
+/// is released by RAII) or a progress report. ode::gradient passes
+/// IntegratorOptions::on_step here.
+using SweepHook = std::function<void(double t)>;
+inline constexpr std::int64_t kSweepHookInterval = 16;
+
 /// What a sweep computed: J and its gradient (p, then y0), the schedule's
 /// counts, the evaluations.
 struct SweepOutcome {
@@ -183,16 +192,21 @@ struct SweepOutcome {
 /// The discrete adjoint of the scheme's replayed solution from x_0 = x0
 /// (size state_size(); the running cost's z_0 = 0 included) at parameters
 /// p. obs_at[i] = k ≥ 0 when observation k lands on step index i (−1
-/// otherwise; size l + 1).
+/// otherwise; size l + 1). `hook` (optional) as SweepHook says, with
+/// `times` (t_0 … t_l, optional) for its argument. StoreAll keeps x_0 …
+/// x_{l−1} in one arena and reverses each step from its state in place (no
+/// slot pool, no copies); its counts are those of reverse_sweep's StoreAll.
 SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p);
+                           std::span<const double> p, const SweepHook& hook = {},
+                           std::span<const double> times = {});
 
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p);
+                           std::span<const double> p, const SweepHook& hook = {},
+                           std::span<const double> times = {});
 
 /// Forward tangents with outputs: the model state y (n entries) and its
 /// tangents ∂y/∂(p, y0) (n × (n_p + n), row-major, parameters first) at the
