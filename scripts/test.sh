@@ -2,7 +2,9 @@
 # Sets up costate on a fresh Debian 12 machine and runs the whole test suite:
 # installs the Debian packages, builds the library, the command line and the
 # tests (Release, -Wall -Wextra; benchmarks only with COSTATE_BUILD_BENCHMARKS=ON),
-# and runs ctest (unit, mpi and regression tests; MPI tests use mpiexec).
+# and runs ctest (unit, mpi, regression and python tests; MPI tests use
+# mpiexec). Tests labelled `slow` (minutes each: the PEtab benchmark models'
+# gradient checks) are left out unless COSTATE_SLOW_TESTS=1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${COSTATE_BUILD_DIR:-$root/build}"
@@ -14,4 +16,6 @@ jobs="${COSTATE_JOBS:-$(nproc)}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCOSTATE_BUILD_BENCHMARKS="${COSTATE_BUILD_BENCHMARKS:-OFF}" >/dev/null
 cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+exclude=(-LE slow)
+[[ "${COSTATE_SLOW_TESTS:-0}" == 1 ]] && exclude=()
+ctest --test-dir "$build" --output-on-failure -j "$jobs" "${exclude[@]}"
