@@ -51,6 +51,7 @@
 #include "io/hdf5_writer.hpp"
 #include "io/input.hpp"
 #include "io/objective.hpp"
+#include "io/resume.hpp"
 #include "pde_commands.hpp"
 #include "plot_command.hpp"
 
@@ -66,6 +67,7 @@ struct RunArgs {
   bool json = false;
   bool quiet = false;
   bool hessian = false;  ///< sensitivity --hessian
+  std::string resume;    ///< run --resume OUT.h5
 };
 
 /// A one-line progress bar on stderr, drawn only on a terminal, only for runs
@@ -136,23 +138,25 @@ int run(const costate::Environment& env, const RunArgs& args) {
   }
 
   // 2. Integrate.
+  // SIGINT/SIGTERM stop at a step boundary; the outputs reached are written
+  // marked partial, and --resume continues them (io/resume.hpp).
+  if (!args.resume.empty() && args.output.empty()) cfg.output_file = args.resume;
+  costate::io::InterruptHandler interrupts;
   Progress progress(cfg.t_start, cfg.t_end, talk);
-  cfg.integrator.on_step = [&](double t) { progress.update(t); };
-  ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
-    ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                          {cfg.t_start, cfg.t_end}, cfg.output_times};
-    return ode::integrate(problem, cfg.integrator);
-  });
+  costate::io::RunOutcome outcome =
+      costate::io::integrate_run(cfg, [&](double t) { progress.update(t); }, args.resume);
   progress.finish();
-  cfg.integrator.on_step = nullptr;
+  if (outcome.signal)
+    return costate::io::finish_interrupted_run(cfg, outcome, env.is_root(), env.is_root(),
+                                               args.json);
+  const ode::Solution& sol = outcome.solution;
   const ode::Summary& s = sol.summary;
   if (!s.success())
     throw costate::Error("integration of " + args.input + " failed: " + s.message +
                          " (no output written)");
 
   // 3. Write the HDF5 output (one writer: rank 0).
-  if (env.is_root() && !cfg.output_file.empty())
-    costate::io::write_run_hdf5(cfg.output_file, cfg, sol);
+  if (env.is_root() && !cfg.output_file.empty()) costate::io::write_finished_run(cfg, outcome);
 
   // 4. Report.
   if (!env.is_root()) return 0;
@@ -227,6 +231,8 @@ int sensitivity(const costate::Environment& env, const RunArgs& args) {
   }
   RunConfig cfg = prepare(env, args, "sensitivity");
   if (args.hessian) check_hessian_request(cfg, args.input);
+  costate::io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop at a step, keep nothing
+  cfg.integrator.on_step = costate::io::interrupt_check("sensitivity");
   // 1. Trajectory (for the output file) and 2. the gradient.
   ode::Solution sol = costate::io::visit_model(cfg, [&](auto model) {
     ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
@@ -392,9 +398,12 @@ int calibrate(const costate::Environment& env, const RunArgs& args) {
     std::cerr << "\n    it        objective        |gradient|\n";
   }
   // 1. The fit, with one progress line per iteration.
+  costate::io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after an iteration
   auto monitor = [&](const costate::optimize::Iteration& it) {
     if (talk)
       std::fprintf(stderr, "  %4d  %15.8e  %15.8e\n", it.iteration, it.objective, it.gradient_norm);
+    costate::io::throw_if_interrupted("after iteration " + std::to_string(it.iteration) +
+                                      " of the calibration (nothing written: rerun it)");
   };
   const costate::io::CalibrationReport rep = costate::io::calibrate(cfg, monitor);
 
@@ -576,6 +585,9 @@ int main(int argc, char** argv) {
   };
   RunArgs run_args, sens_args, check_args;
   auto* run_cmd = input_command("run", "integrate the model of an input file", run_args, true);
+  run_cmd->add_option("--resume", run_args.resume,
+                      "continue the interrupted run in this partial HDF5 output (same input and "
+                      "--set options)");
   auto* sens_cmd = input_command(
       "sensitivity", "objective and its gradient (discrete adjoint or forward sensitivities)",
       sens_args, true);
@@ -642,6 +654,8 @@ int main(int argc, char** argv) {
     if (cal_cmd->parsed()) rc = calibrate(*env, cal_args);
     if (info_cmd->parsed()) rc = info(*env, info_json);
     return rc;
+  } catch (const costate::io::Interrupted& e) {
+    return costate::io::report_interrupted(e, env ? env->rank() : 0, env ? env->size() : 1, json);
   } catch (const costate::Error& e) {
     report_error(env.get(), e.what(), json);
   } catch (const std::exception& e) {
