@@ -17,6 +17,8 @@ packages=(
   libbenchmark-dev
   nlohmann-json3-dev
   libsbml5-dev
+  # the libFuzzer smoke tests (tests/fuzz, label fuzz; skipped without them)
+  clang-14 libclang-rt-14-dev
   # the Python module and plots (python/, docs/python.md) and their tests
   pybind11-dev python3-dev python3-numpy python3-scipy python3-matplotlib python3-h5py python3-pytest
 )

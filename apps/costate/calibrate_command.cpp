@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/resume.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
 
@@ -142,9 +143,12 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   const bool talk = env.is_root() && !args.quiet;
   if (talk) echo(cfg, args.input);
   // 1. The fit, with one progress line per iteration.
+  io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after an iteration
   auto monitor = [&](const optimize::Iteration& it) {
     if (talk)
       std::fprintf(stderr, "  %4d  %15.8e  %15.8e\n", it.iteration, it.objective, it.gradient_norm);
+    io::throw_if_interrupted("after iteration " + std::to_string(it.iteration) +
+                             " of the calibration (nothing written: rerun it)");
   };
   const io::CalibrationReport rep = io::calibrate(cfg, monitor);
 

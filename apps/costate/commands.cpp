@@ -19,7 +19,13 @@ namespace costate::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table{
       {.name = "run", .help = "integrate the model of an input file", .run = run_command,
-       .writes_output = true},
+       .writes_output = true,
+       .add_options =
+           [](CLI::App& cmd, CommandArgs& a) {
+             cmd.add_option("--resume", a.resume,
+                            "continue the interrupted run in this partial HDF5 output (same "
+                            "input and --set options)");
+           }},
       {.name = "sensitivity",
        .help = "objective and its gradient (discrete adjoint or forward sensitivities)",
        .run = sensitivity_command,

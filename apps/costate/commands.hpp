@@ -31,6 +31,7 @@ struct CommandArgs {
   bool json = false;
   bool quiet = false;
   bool hessian = false;  ///< sensitivity --hessian
+  std::string resume;    ///< run --resume OUT.h5
 };
 
 /// One subcommand: its name and help, which of the shared options it takes,

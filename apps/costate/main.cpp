@@ -47,6 +47,7 @@
 #include "costate/config.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
 #include "plot_command.hpp"
 
@@ -137,6 +138,8 @@ int main(int argc, char** argv) {
                                     .mpi = costate::MpiStart::when_launched});
     // 3. Run it.
     return command.run(*env, a);
+  } catch (const costate::io::Interrupted& e) {
+    return costate::io::report_interrupted(e, env ? env->rank() : 0, env ? env->size() : 1, a.json);
   } catch (const costate::Error& e) {
     report_error(env.get(), e.what(), a.json);
   } catch (const std::exception& e) {

@@ -81,18 +81,24 @@ int run_command(const Environment& env, const CommandArgs& args) {
   const bool talk = env.is_root() && !args.quiet;
   if (talk) echo(cfg, args.input);
 
-  // 2. Integrate.
+  // 2. Integrate. SIGINT/SIGTERM stop at a step boundary; the outputs
+  // reached are written marked partial, and --resume continues them
+  // (costate/io/resume.hpp).
+  if (!args.resume.empty() && args.output.empty()) cfg.output_file = args.resume;
+  io::InterruptHandler interrupts;
   Progress progress(cfg.t_start, cfg.t_end, talk);
-  cfg.integrator.on_step = [&](double t) { progress.update(t); };
-  ode::Solution sol = io::integrate_file(cfg);
+  const io::RunOutcome outcome =
+      io::integrate_run(cfg, [&](double t) { progress.update(t); }, args.resume);
   progress.finish();
-  cfg.integrator.on_step = nullptr;
+  if (outcome.signal)
+    return io::finish_interrupted_run(cfg, outcome, env.is_root(), env.is_root(), args.json);
+  const ode::Solution& sol = outcome.solution;
   if (!sol.summary.success())
     throw Error("integration of " + args.input + " failed: " + sol.summary.message +
                 " (no output written)");
 
   // 3. Write the HDF5 output (one writer: rank 0).
-  if (env.is_root() && !cfg.output_file.empty()) io::write_run_hdf5(cfg.output_file, cfg, sol);
+  if (env.is_root() && !cfg.output_file.empty()) io::write_finished_run(cfg, outcome);
 
   // 4. Report.
   if (!env.is_root()) return 0;

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/resume.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
 #include "pde_commands.hpp"
@@ -142,8 +143,10 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
                   "is not available — drop --hessian");
     return pde(env, args, "sensitivity");
   }
-  const io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
+  io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
   if (args.hessian) io::check_hessian_request(cfg, args.input);
+  io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop at a step, keep nothing
+  cfg.integrator.on_step = io::interrupt_check("sensitivity");
   const SensitivityResult res = compute(cfg, args);
   if (env.is_root() && !cfg.output_file.empty())
     io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");

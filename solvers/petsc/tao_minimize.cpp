@@ -158,7 +158,9 @@ PetscErrorCode monitor(Tao tao, void* ctx) {
     try {
       (*c->monitor)(it);
     } catch (...) {
+      // Stop at this iteration (e.g. an interrupt); rethrown after TaoSolve.
       c->error = std::current_exception();
+      PetscCall(TaoSetConvergedReason(tao, TAO_DIVERGED_USER));
     }
   }
   return 0;

@@ -10,6 +10,7 @@
 #include "costate/config.hpp"
 #include "costate/core/error.hpp"
 #include "costate/calibrate/calibrate.hpp"
+#include "costate/io/resume.hpp"
 
 namespace costate::io {
 namespace {
@@ -202,6 +203,36 @@ void write_run_hdf5(const std::string& path, const RunConfig& config,
   if (ec) {
     std::filesystem::remove(partial, ec);
     throw Error(path + ": cannot move the finished output into place: " + ec.message());
+  }
+}
+
+void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
+                           const ode::Solution& solution, const std::string& command,
+                           const RunFileMarks& marks) {
+  COSTATE_CHECK(!path.empty(), "write_marked_run_hdf5: empty output path");
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string partial = path + ".partial";
+  auto extra = [&](hid_t file) {
+    for (const auto& [name, value] : marks.strings) write_string_scalar(file, name, value, true);
+    for (const auto& [name, value] : marks.numbers) write_scalar_attribute(file, name, value);
+    if (!marks.termination.empty()) {
+      Handle summary(H5Gopen2(file, "summary", H5P_DEFAULT), H5Gclose, "open group summary");
+      check(H5Adelete(summary, "termination"), "replace attribute termination");
+      write_string_scalar(summary, "termination", marks.termination, true);
+    }
+  };
+  try {
+    write_file(partial, config, solution, nullptr, command, extra, marks.status);
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error(path + ": cannot move the output into place: " + ec.message());
   }
 }
 

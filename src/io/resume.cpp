@@ -1,0 +1,371 @@
+#include "costate/io/resume.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/io/hdf5_writer.hpp"
+
+namespace costate::io {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+std::atomic<bool> g_installed{false};
+struct sigaction g_old_int, g_old_term;
+
+extern "C" void on_signal(int sig) {
+  if (g_signal != 0) {
+    // A second signal: the default action (ends the process now).
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+}
+
+/// The settings a resumed run must share with the interrupted one: all but
+/// the output file (which may be renamed between the two).
+std::string resume_settings(const RunConfig& cfg) {
+  RunConfig c = cfg;
+  c.output_file.clear();
+  return c.to_yaml();
+}
+
+bool resumable(ode::Method m) {
+  return m == ode::Method::ExplicitEuler || m == ode::Method::RK4 || m == ode::Method::Dopri5;
+}
+
+/// Closes an HDF5 identifier on scope exit.
+struct Id {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~Id() {
+    if (id >= 0) close(id);
+  }
+  operator hid_t() const { return id; }
+};
+
+/// What integrate_run needs back from a partial file.
+struct PartialRun {
+  std::vector<double> t, y;
+  std::size_t n_states = 0;
+  std::int64_t steps = 0;
+};
+
+std::string read_string_attribute(hid_t loc, const char* name, const std::string& path) {
+  if (H5Aexists(loc, name) <= 0) throw Error(path + ": has no '" + name + "' attribute");
+  Id a{H5Aopen(loc, name, H5P_DEFAULT), H5Aclose};
+  Id type{H5Aget_type(a), H5Tclose};
+  if (a < 0 || type < 0 || H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) <= 0)
+    throw Error(path + ": attribute '" + name + "' is not a string");
+  char* value = nullptr;
+  Id mem{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(mem, H5T_VARIABLE);
+  H5Tset_cset(mem, H5T_CSET_UTF8);  // as hdf5_writer.cpp writes them
+  if (H5Aread(a, mem, &value) < 0 || value == nullptr)
+    throw Error(path + ": cannot read attribute '" + name + "'");
+  std::string s(value);
+  H5free_memory(value);
+  return s;
+}
+
+double read_number_attribute(hid_t loc, const char* name, const std::string& path) {
+  if (H5Aexists(loc, name) <= 0) throw Error(path + ": has no '" + name + "' attribute");
+  Id a{H5Aopen(loc, name, H5P_DEFAULT), H5Aclose};
+  double v = std::numeric_limits<double>::quiet_NaN();
+  if (a < 0 || H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0)
+    throw Error(path + ": cannot read attribute '" + name + "'");
+  return v;
+}
+
+std::vector<double> read_doubles(hid_t file, const char* name, std::vector<hsize_t>& dims,
+                                 const std::string& path) {
+  Id ds{H5Dopen2(file, name, H5P_DEFAULT), H5Dclose};
+  if (ds < 0) throw Error(path + ": has no dataset /" + name);
+  Id space{H5Dget_space(ds), H5Sclose};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > 2) throw Error(path + ": /" + name + " has an unexpected shape");
+  dims.assign(static_cast<std::size_t>(rank), 0);
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  hsize_t count = 1;
+  for (hsize_t d : dims) count *= d;
+  std::vector<double> v(count);
+  if (count > 0 && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    throw Error(path + ": cannot read /" + name);
+  return v;
+}
+
+/// Reads and checks the partial `costate run` file at `path` against cfg.
+PartialRun read_partial_run(const std::string& path, const RunConfig& cfg) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string what = "--resume " + path;
+  if (!std::filesystem::exists(path))
+    throw Error(what + ": no such file (the partial output of an interrupted `costate run`)");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw Error(what + ": not an HDF5 file (expected the partial output of an interrupted "
+                       "`costate run`)");
+  Id file{H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose};
+  if (file < 0) throw Error(what + ": cannot open the file");
+  const std::string status = read_string_attribute(file, "status", what);
+  const std::string command = read_string_attribute(file, "command", what);
+  if (command != "run")
+    throw Error(what + ": written by `costate " + command + "`; --resume continues `costate run`");
+  if (status != "partial")
+    throw Error(what + ": status is '" + status +
+                "', not 'partial': the run it holds finished, nothing to resume");
+  if (resume_settings(cfg) != read_string_attribute(file, "resume_settings", what))
+    throw Error(what + ": was written with other settings than " + cfg.input_path +
+                " gives now (its /settings); resume with the same input file and --set options");
+  PartialRun r;
+  std::vector<hsize_t> dt, dy;
+  r.t = read_doubles(file, "time", dt, what);
+  r.y = read_doubles(file, "state", dy, what);
+  r.n_states = dy.size() == 2 ? dy[1] : 0;
+  if (dy.size() != 2 || dy[0] != r.t.size() || r.n_states != cfg.initial_state.size())
+    throw Error(what + ": /state is not a (times × " + std::to_string(cfg.initial_state.size()) +
+                ") matrix");
+  if (r.t.empty()) throw Error(what + ": holds no output to continue from");
+  const double steps = read_number_attribute(file, "resume_steps", what);
+  r.steps = std::isfinite(steps) ? static_cast<std::int64_t>(steps) : 0;
+  const double t_last = read_number_attribute(file, "resume_time", what);
+  if (!(t_last == r.t.back()))
+    throw Error(what + ": resume_time does not match the last output time");
+  return r;
+}
+
+/// Thrown from on_step to leave the driver at a step boundary; caught here.
+struct Stop {};
+
+}  // namespace
+
+InterruptHandler::InterruptHandler() {
+  COSTATE_CHECK(!g_installed.exchange(true), "io::InterruptHandler: one at a time");
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptHandler::~InterruptHandler() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  g_installed = false;
+}
+
+int InterruptHandler::pending() { return g_signal; }
+void InterruptHandler::clear() { g_signal = 0; }
+
+Interrupted::Interrupted(int signal, std::string message)
+    : signal_(signal), message_(std::move(message)) {}
+
+std::string signal_name(int signal) {
+  if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(signal);
+}
+
+void throw_if_interrupted(const std::string& where) {
+  if (const int sig = InterruptHandler::pending())
+    throw Interrupted(sig, "interrupted by " + signal_name(sig) + " " + where);
+}
+
+std::function<void(double)> interrupt_check(const std::string& command) {
+  return [command](double t) {
+    if (!InterruptHandler::pending()) return;
+    std::ostringstream os;
+    os.precision(17);
+    os << "at t = " << t << " (costate " << command << " keeps nothing: rerun it)";
+    throw_if_interrupted(os.str());
+  };
+}
+
+namespace {
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+int report_interrupted(const Interrupted& e, int rank, int size, bool json) {
+  if (rank == 0) {
+    std::cerr << "costate: " << e.what() << std::endl;
+    if (json)
+      std::cout << "{\"status\":\"interrupted\",\"signal\":" << json_string(signal_name(e.signal()))
+                << ",\"message\":" << json_string(e.what()) << "}" << std::endl;
+  }
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  return e.exit_code();
+}
+
+RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>& on_step,
+                         const std::string& resume_path) {
+  const ode::Method method = cfg.integrator.method;
+  RunOutcome outcome;
+  outcome.resumed_from = std::numeric_limits<double>::quiet_NaN();
+  if (!resumable(method)) {
+    if (!resume_path.empty())
+      throw Error("--resume " + resume_path + ": integrator.method = " + ode::to_string(method) +
+                  " does not resume (its step history is internal to the integrator); --resume "
+                  "continues euler, rk4 and dopri5 runs");
+    // Stops at a step boundary, nothing kept: main reports it (no file).
+    ode::IntegratorOptions opt = cfg.integrator;
+    opt.on_step = [&](double t) {
+      if (on_step) on_step(t);
+      std::ostringstream os;
+      os.precision(17);
+      os << "at t = " << t << " (integrator.method = " << ode::to_string(method)
+         << ": the outputs are not kept; euler, rk4 and dopri5 runs write them and resume)";
+      throw_if_interrupted(os.str());
+    };
+    outcome.solution = visit_model(cfg, [&](auto model) {
+      ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
+                                            {cfg.t_start, cfg.t_end}, cfg.output_times};
+      return ode::integrate(problem, opt);
+    });
+    return outcome;
+  }
+
+  // Explicit methods: ode::integrate's own path (integrate_vector on the
+  // model's right-hand side), with the outputs recorded here so that they
+  // survive a stop.
+  std::vector<double> default_outputs{cfg.t_start, cfg.t_end};
+  std::span<const double> outputs = cfg.output_times.empty()
+                                        ? std::span<const double>(default_outputs)
+                                        : std::span<const double>(cfg.output_times);
+  const std::size_t n = cfg.initial_state.size();
+  ode::Solution& sol = outcome.solution;
+  sol.n_states = n;
+  std::vector<double> y0 = cfg.initial_state;
+  double t_begin = cfg.t_start;
+  std::int64_t base_steps = 0;
+  if (!resume_path.empty()) {
+    PartialRun part = read_partial_run(resume_path, cfg);
+    const std::size_t k = part.t.size() - 1;  // the last output written
+    if (k >= outputs.size() || outputs[k] != part.t.back())
+      throw Error("--resume " + resume_path + ": its last output time does not match the "
+                  "output times of " + cfg.input_path);
+    t_begin = part.t.back();
+    y0.assign(part.y.end() - static_cast<std::ptrdiff_t>(n), part.y.end());
+    // The last row is recorded again (the driver reports t_begin itself).
+    sol.t.assign(part.t.begin(), part.t.end() - 1);
+    sol.y.assign(part.y.begin(), part.y.end() - static_cast<std::ptrdiff_t>(n));
+    outputs = outputs.subspan(k);
+    base_steps = part.steps;
+    outcome.resumed_from = t_begin;
+    outcome.resumed_outputs = k;
+  }
+  outcome.steps_to_last_output = base_steps;
+  if (!(t_begin < cfg.t_end)) {
+    // Interrupted after its last step: every output is there.
+    sol.t.push_back(t_begin);
+    sol.y.insert(sol.y.end(), y0.begin(), y0.end());
+    sol.summary.method = method;
+    sol.summary.final_time = t_begin;
+    sol.summary.steps = base_steps;
+    sol.summary.message = "reached t1";
+    return outcome;
+  }
+
+  std::int64_t steps = 0;  // accepted steps of this call (on_step calls)
+  sol.t.reserve(sol.t.size() + outputs.size());
+  auto run = [&](auto model) {
+    using HostVector = ode::HostVector;
+    HostVector y = HostVector::from(std::span<const double>(y0));
+    const std::span<const double> p(cfg.parameters);
+    auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
+      model.template rhs<double>(t, std::span<const double>(yy.data(), yy.size()), p,
+                                 std::span<double>(dydt.data(), dydt.size()));
+    };
+    auto record = [&](std::size_t, double t, const HostVector& state) {
+      sol.t.push_back(t);
+      sol.y.insert(sol.y.end(), state.data(), state.data() + n);
+      // Recorded after the step's count and before its on_step (or, at
+      // t_begin, before any step).
+      outcome.steps_to_last_output = base_steps + (t == t_begin && steps == 0 ? 0 : steps + 1);
+    };
+    ode::IntegratorOptions opt = cfg.integrator;
+    opt.on_step = [&](double t) {
+      ++steps;
+      if (on_step) on_step(t);
+      if (InterruptHandler::pending()) {
+        sol.summary.final_time = t;
+        throw Stop{};
+      }
+    };
+    sol.summary = ode::integrate_vector(rhs, t_begin, cfg.t_end, y, opt, outputs, record);
+  };
+  try {
+    visit_model(cfg, run);
+  } catch (const Stop&) {
+    outcome.signal = InterruptHandler::pending();
+    ode::Summary& s = sol.summary;
+    s.method = method;
+    s.steps = base_steps + steps;
+    std::ostringstream os;
+    os.precision(17);
+    os << "interrupted by " << signal_name(outcome.signal) << " at t = " << s.final_time;
+    s.message = os.str();
+    return outcome;
+  }
+  sol.summary.steps += base_steps;
+  return outcome;
+}
+
+int finish_interrupted_run(const RunConfig& cfg, const RunOutcome& outcome, bool write,
+                           bool talk, bool json) {
+  const ode::Solution& sol = outcome.solution;
+  std::ostringstream os;
+  os.precision(17);
+  os << "costate run: " << sol.summary.message;
+  if (!cfg.output_file.empty() && !sol.t.empty()) {
+    if (write) {
+      RunFileMarks marks;
+      marks.status = "partial";
+      marks.termination = "interrupted";
+      marks.strings = {{"interrupted_by", signal_name(outcome.signal)},
+                       {"resume_settings", resume_settings(cfg)}};
+      marks.numbers = {{"resume_time", sol.t.back()},
+                       {"resume_steps", static_cast<double>(outcome.steps_to_last_output)}};
+      write_marked_run_hdf5(cfg.output_file, cfg, sol, "run", marks);
+    }
+    os << "; wrote the " << sol.t.size() << " outputs reached (to t = " << sol.t.back() << ") to "
+       << cfg.output_file << ", marked partial; continue with: costate run " << cfg.input_path
+       << " --resume " << cfg.output_file << " (and the same --set options)";
+  } else {
+    os << "; no output time reached yet" << (cfg.output_file.empty() ? " and no output file" : "")
+       << ", nothing written";
+  }
+  if (talk) std::cerr << os.str() << std::endl;
+  if (json && write)
+    std::cout << "{\"status\":\"interrupted\",\"signal\":"
+              << json_string(signal_name(outcome.signal)) << ",\"outputs\":" << sol.t.size()
+              << ",\"output_file\":"
+              << (cfg.output_file.empty() || sol.t.empty() ? "null" : json_string(cfg.output_file))
+              << ",\"message\":" << json_string(os.str()) << "}" << std::endl;
+  return 128 + outcome.signal;
+}
+
+void write_finished_run(const RunConfig& cfg, const RunOutcome& outcome) {
+  RunFileMarks marks;
+  if (!std::isnan(outcome.resumed_from)) marks.numbers = {{"resumed_from_time", outcome.resumed_from}};
+  write_marked_run_hdf5(cfg.output_file, cfg, outcome.solution, "run", marks);
+}
+
+}  // namespace costate::io

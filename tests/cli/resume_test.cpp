@@ -1,0 +1,336 @@
+// Interrupted `costate run`s and --resume (include/costate/io/resume.hpp): a long run is
+// killed at random times — SIGTERM (stops at a step, writes the outputs
+// reached marked partial, exits 143) or SIGKILL (dies, nothing written, the
+// last partial file stays intact) — and resumed from whatever partial file
+// exists, again and again, until it finishes; its /time and /state must be
+// the uninterrupted run's, bit for bit. COSTATE_RESUME_TRIALS=N runs N chains
+// instead of the default.
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/run_costate.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Fixed-step rk4: resumes bitwise. ~1 s uninterrupted on an idle core.
+const char* kFixedInput = R"yaml(model:
+  states: [x, y, z, w]
+  equations:
+    x: "a*(y - x)"
+    y: "x*(b - z) - y"
+    z: "x*y - c*z"
+    w: "0.01*sin(w) + 0.001*x"
+parameters: {a: 10.0, b: 28.0, c: 2.6666666666666665}
+initial_state: {x: 1.0, y: 1.0, z: 1.0, w: 0.5}
+time: {start: 0.0, end: 20.0, output_every: 0.01}
+integrator: {method: rk4, dt: 2.0e-5}
+)yaml";
+
+/// Adaptive dopri5: resumes with a fresh step-size controller, within
+/// tolerance. The harmonic oscillator: exact solution x = cos t, y = -sin t.
+/// ~1 s uninterrupted.
+const char* kAdaptiveInput = R"yaml(model:
+  states: [x, y]
+  equations: {x: "y", y: "-x"}
+initial_state: {x: 1.0, y: 0.0}
+time: {start: 0.0, end: 30000.0, output_every: 5.0}
+integrator: {method: dopri5, rtol: 1.0e-10, atol: 1.0e-12}
+)yaml";
+
+struct RunFile {
+  std::string status;
+  std::vector<double> t, y;
+};
+
+std::string string_attribute(hid_t loc, const char* name) {
+  if (H5Aexists(loc, name) <= 0) return "";
+  const hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  const hid_t mem = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mem, H5T_VARIABLE);
+  H5Tset_cset(mem, H5T_CSET_UTF8);
+  char* v = nullptr;
+  H5Aread(a, mem, &v);
+  std::string s = v ? v : "";
+  H5free_memory(v);
+  H5Tclose(mem);
+  H5Aclose(a);
+  return s;
+}
+
+std::vector<double> doubles(hid_t file, const char* name) {
+  const hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+  const hid_t space = H5Dget_space(ds);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<double> v(static_cast<std::size_t>(n));
+  if (n > 0) H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Sclose(space);
+  H5Dclose(ds);
+  return v;
+}
+
+RunFile read_run(const fs::path& p) {
+  RunFile r;
+  const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return r;
+  r.status = string_attribute(f, "status");
+  r.t = doubles(f, "time");
+  r.y = doubles(f, "state");
+  H5Fclose(f);
+  return r;
+}
+
+/// Starts `costate args` in dir (stdout/stderr to files); returns the pid.
+pid_t spawn(const fs::path& dir, const std::vector<std::string>& args) {
+  // The previous process's stderr must not be taken for this one's.
+  fs::remove(dir / "stderr.txt");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir.c_str()) != 0) _exit(127);
+    std::freopen("stdout.txt", "w", stdout);
+    std::freopen("stderr.txt", "w", stderr);
+    std::vector<char*> argv{const_cast<char*>(COSTATE_EXE)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(COSTATE_EXE, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+/// Waits until the process has echoed its settings on stderr (its signal
+/// handler is installed right after; start-up before it is not
+/// interruptible) or has ended.
+void wait_started(const fs::path& dir, pid_t pid) {
+  for (int i = 0; i < 6000; ++i) {
+    if (costate::test::slurp(dir / "stderr.txt").find("  integrator ") != std::string::npos) break;
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid != 0)
+      break;  // ended (or not ours)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+/// Waits for pid; exit code, or -signal when killed by a signal.
+int wait_for(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+/// The wall time of an uninterrupted run (to choose kill times within it).
+double reference_run(const fs::path& dir, const std::string& input, const std::string& out) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rc = wait_for(spawn(dir, {"run", input, "-q", "-o", out}));
+  EXPECT_EQ(rc, 0) << costate::test::slurp(dir / "stderr.txt");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct ChainStats {
+  int sigterm = 0, sigkill = 0, resumes = 0, finished_before_kill = 0;
+};
+
+/// One chain: start, kill at random times (SIGTERM or SIGKILL), resume from
+/// whatever partial file exists, until a run finishes. Returns the final file.
+RunFile interrupted_chain(const fs::path& dir, const std::string& input, const std::string& out,
+                          double wall, std::mt19937& rng, ChainStats& stats) {
+  fs::remove(dir / out);
+  std::uniform_real_distribution<double> when(0.05, 0.9);
+  std::bernoulli_distribution use_kill(0.3);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const bool resume = fs::exists(dir / out);
+    std::vector<std::string> args{"run", input};
+    if (resume) {
+      args.insert(args.end(), {"--resume", out});
+      ++stats.resumes;
+    } else {
+      args.insert(args.end(), {"-o", out});
+    }
+    const pid_t pid = spawn(dir, args);
+    // The last attempts are never killed: every chain ends.
+    const bool kill_it = attempt < 6;
+    const bool hard = use_kill(rng);
+    if (kill_it) {
+      wait_started(dir, pid);
+      std::this_thread::sleep_for(std::chrono::duration<double>(when(rng) * wall));
+      ::kill(pid, hard ? SIGKILL : SIGTERM);
+    }
+    const int rc = wait_for(pid);
+    const std::string err = costate::test::slurp(dir / "stderr.txt");
+    // A SIGTERM after run() returned (the file written, the handler gone,
+    // the process tearing down) ends it by the default action: finished.
+    const bool finished = rc == 0 || (rc == -SIGTERM && read_run(dir / out).status == "complete");
+    if (finished) {
+      if (kill_it) ++stats.finished_before_kill;
+      return read_run(dir / out);
+    }
+    if (hard) {
+      EXPECT_EQ(rc, -SIGKILL) << err;
+      ++stats.sigkill;
+    } else {
+      // Stopped at a step: 143, a message, and a partial file (or, before
+      // the first output, none).
+      EXPECT_EQ(rc, 143) << err;
+      EXPECT_NE(err.find("interrupted by SIGTERM"), std::string::npos) << err;
+      ++stats.sigterm;
+    }
+    if (fs::exists(dir / out)) {
+      EXPECT_EQ(read_run(dir / out).status, "partial") << "attempt " << attempt << ": " << err;
+    }
+    if (::testing::Test::HasFailure()) return {};
+  }
+  ADD_FAILURE() << "no run finished";
+  return {};
+}
+
+int trials() {
+  const char* env = std::getenv("COSTATE_RESUME_TRIALS");
+  return env ? std::atoi(env) : 6;
+}
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("costate_resume_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
+  fs::path dir_;
+};
+
+TEST_F(ResumeTest, FixedStepRunsResumeToTheSameBits) {
+  write("long.yaml", kFixedInput);
+  const double wall = reference_run(dir_, "long.yaml", "ref.h5");
+  const RunFile ref = read_run(dir_ / "ref.h5");
+  ASSERT_EQ(ref.status, "complete");
+  ASSERT_EQ(ref.t.size(), 2001u);
+  std::mt19937 rng(18);
+  ChainStats stats;
+  const int n = trials();
+  for (int k = 0; k < n; ++k) {
+    const RunFile got = interrupted_chain(dir_, "long.yaml", "out.h5", wall, rng, stats);
+    ASSERT_FALSE(HasFailure()) << "chain " << k;
+    ASSERT_EQ(got.status, "complete") << "chain " << k;
+    ASSERT_EQ(got.t.size(), ref.t.size()) << "chain " << k;
+    // Bit for bit: == on doubles.
+    for (std::size_t i = 0; i < ref.t.size(); ++i) ASSERT_EQ(got.t[i], ref.t[i]) << "chain " << k;
+    for (std::size_t i = 0; i < ref.y.size(); ++i)
+      ASSERT_EQ(got.y[i], ref.y[i]) << "chain " << k << ", entry " << i;
+  }
+  std::printf("[ resume ] %d chains: %d SIGTERM stops, %d SIGKILLs, %d resumes, %d runs finished "
+              "before their kill; every final file bitwise equal (uninterrupted run %.2f s)\n",
+              n, stats.sigterm, stats.sigkill, stats.resumes, stats.finished_before_kill, wall);
+  // The chains must actually have been interrupted and resumed.
+  EXPECT_GT(stats.sigterm, 0);
+  EXPECT_GT(stats.resumes, 0);
+}
+
+TEST_F(ResumeTest, AdaptiveRunsResumeWithinTheirTolerance) {
+  // A fresh step-size controller at the resume time: not the same bits, the
+  // same accuracy. Measured against the exact solution, the resumed run's
+  // error may be at most twice the uninterrupted run's: each part's error
+  // is bounded by the same local tolerance, so a restart at most adds the
+  // errors of the two parts (kRestartFactor), plus round-off of the
+  // comparison (kFloor).
+  constexpr double kRestartFactor = 2.0, kFloor = 1e-9;
+  write("adaptive.yaml", kAdaptiveInput);
+  const double wall = reference_run(dir_, "adaptive.yaml", "ref.h5");
+  const RunFile ref = read_run(dir_ / "ref.h5");
+  ASSERT_EQ(ref.status, "complete");
+  std::mt19937 rng(1818);
+  ChainStats stats;
+  // Up to 5 chains until one was resumed (a kill may land before the first
+  // output or after the end).
+  RunFile got;
+  for (int chain = 0; chain < 5 && stats.resumes == 0; ++chain)
+    got = interrupted_chain(dir_, "adaptive.yaml", "out.h5", wall, rng, stats);
+  ASSERT_EQ(got.status, "complete");
+  ASSERT_EQ(got.t.size(), ref.t.size());
+  auto error = [](const RunFile& f) {
+    double e = 0.0;
+    for (std::size_t i = 0; i < f.t.size(); ++i)
+      e = std::max({e, std::abs(f.y[2 * i] - std::cos(f.t[i])),
+                    std::abs(f.y[2 * i + 1] + std::sin(f.t[i]))});
+    return e;
+  };
+  double worst = 0.0;
+  for (std::size_t i = 0; i < ref.y.size(); ++i)
+    worst = std::max(worst, std::abs(got.y[i] - ref.y[i]));
+  const double e_ref = error(ref), e_got = error(got);
+  EXPECT_LE(e_got, kRestartFactor * e_ref + kFloor) << "uninterrupted error " << e_ref;
+  std::printf("[ resume ] adaptive dopri5: error vs exact %.3g uninterrupted, %.3g resumed\n",
+              e_ref, e_got);
+  std::printf("[ resume ] adaptive dopri5: %d resumes, largest difference %.3g\n", stats.resumes,
+              worst);
+  EXPECT_GT(stats.resumes, 0);
+}
+
+TEST_F(ResumeTest, ResumeRefusesOtherSettingsAndFinishedFiles) {
+  write("long.yaml", kFixedInput);
+  const pid_t pid = spawn(dir_, {"run", "long.yaml", "-o", "out.h5"});
+  wait_started(dir_, pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGINT);
+  ASSERT_EQ(wait_for(pid), 130) << costate::test::slurp(dir_ / "stderr.txt");
+  ASSERT_EQ(read_run(dir_ / "out.h5").status, "partial");
+  // Other settings: refused, naming the file and what to do.
+  auto r = costate::test::run_command(dir_, COSTATE_EXE,
+                                      "run long.yaml -q --resume out.h5 --set integrator.dt=1e-5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--resume out.h5: was written with other settings"), std::string::npos)
+      << r.err;
+  // A method that does not resume: refused by name.
+  r = costate::test::run_command(
+      dir_, COSTATE_EXE, "run long.yaml -q --resume out.h5 --set integrator.method=backward_euler");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("integrator.method = backward_euler does not resume"), std::string::npos)
+      << r.err;
+  // The same settings finish it; then there is nothing left to resume.
+  r = costate::test::run_command(dir_, COSTATE_EXE, "run long.yaml -q --resume out.h5");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_run(dir_ / "out.h5").status, "complete");
+  r = costate::test::run_command(dir_, COSTATE_EXE, "run long.yaml -q --resume out.h5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("status is 'complete', not 'partial'"), std::string::npos) << r.err;
+}
+
+TEST_F(ResumeTest, SensitivityStopsAtAStepWithAMessage) {
+  std::string input = kFixedInput;
+  input += "objective: {terminal: \"x*x\"}\n";
+  write("sens.yaml", input);
+  const pid_t pid = spawn(dir_, {"sensitivity", "sens.yaml", "-o", "s.h5"});
+  wait_started(dir_, pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  const int rc = wait_for(pid);
+  const std::string err = costate::test::slurp(dir_ / "stderr.txt");
+  ASSERT_EQ(rc, 143) << err;
+  EXPECT_NE(err.find("interrupted by SIGTERM at t = "), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir_ / "s.h5"));
+  EXPECT_FALSE(fs::exists(dir_ / "s.h5.partial"));
+}
+
+}  // namespace
