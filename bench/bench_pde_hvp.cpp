@@ -2,7 +2,9 @@
 // hessian_vector: tangent-linear run + second-order adjoint) relative to one
 // gradient (the first-order discrete adjoint), measured in one run with
 // interleaved repeats, for both θ steppers (Crank–Nicolson, backward Euler),
-// StoreAll and Binomial checkpoints, the exact and the Gauss–Newton product:
+// StoreAll and Binomial checkpoints, the exact and the Gauss–Newton product,
+// and the exact product at a linearized point (ThetaIntegrator::linearize:
+// trajectory and first-order adjoints kept, as Newton-CG uses it):
 //
 //   heat:    u_t = ∇·(κ ∇u) + q₀ s(x, y) on [0,1]², Dirichlet, κ a field
 //            (linear in u: one KSP solve per step), direction (δκ, δq₀, δu0);
@@ -77,11 +79,20 @@ void measure(const char* name, pde::Operator<Model>& op, const pde::GlobalVector
       MPI_Barrier(comm);
       tn.push_back(integ.hessian_vector(u0, obj, v, c, pde::HessianProduct::GaussNewton).seconds);
     }
+    // At a linearized point (the trajectory and μ_n kept): many products, one linearization.
+    const auto lin = integ.linearize(u0, obj);
+    std::vector<double> tl;
+    for (int r = 0; r < repeats; ++r) {
+      MPI_Barrier(comm);
+      tl.push_back(integ.hessian_vector(lin, v).seconds);
+    }
+    const double ml = median(tl);
     const double mg = median(tg), mh = median(th), mn = median(tn);
     if (g.rank() == 0)
       std::printf("%-8s theta=%.1f %-12s gradient %8.3f s  H.v %8.3f s (%.2fx)  Gauss-Newton %8.3f s (%.2fx)  "
-                  "krylov fwd/tangent/adjoint %lld/%lld/%lld\n",
-                  name, o.theta, ode::to_string(c).c_str(), mg, mh, mh / mg, mn, mn / mg,
+                  "H.v at a linearized point %8.3f s (%.2fx; linearize %.3f s)  krylov fwd/tangent/adjoint %lld/%lld/%lld\n",
+                  name, o.theta, ode::to_string(c).c_str(), mg, mh, mh / mg, mn, mn / mg, ml, ml / mg,
+                  lin.gradient.seconds,
                   static_cast<long long>(last.krylov_iterations),
                   static_cast<long long>(last.tangent_krylov_iterations),
                   static_cast<long long>(last.adjoint_krylov_iterations));

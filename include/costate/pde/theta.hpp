@@ -190,6 +190,20 @@ struct ThetaHessianVector {
   double seconds = 0.0;
 };
 
+/// A point kept for many Hessian–vector products there (Newton-CG): the
+/// forward trajectory y_0 … y_l and the first-order adjoints μ_n, from
+/// ThetaIntegrator::linearize. A product at a ThetaLinearization skips
+/// the forward solves and the μ solves (per step: the tangent solve and
+/// the δμ solve). Memory: 2l + 1 state vectors per rank (no checkpoints).
+/// Valid while the operator's fields and parameters, the integrator's
+/// options and the objective's data are those it was made with.
+struct ThetaLinearization {
+  Objective objective;
+  std::vector<GlobalVector> states;    ///< y_0 … y_l
+  std::vector<GlobalVector> adjoints;  ///< μ_n of step n → n + 1, n = 0 … l − 1
+  ThetaGradient gradient;              ///< J and ∇J at the point (StoreAll)
+};
+
 }  // namespace costate::pde
 
 namespace costate::detail {
@@ -440,6 +454,119 @@ class ThetaIntegrator {
     return out;
   }
 
+  /// The trajectory and first-order adjoints at the current point for
+  /// hessian_vector(const ThetaLinearization&, …), and the gradient there
+  /// (the same bits as gradient() with StoreAll). Collective.
+  ThetaLinearization linearize(const GlobalVector& y0, const Objective& objective) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const Grid& g = op_.grid();
+    const std::int64_t l = options_.steps, its0 = krylov_iterations_;
+    ThetaLinearization lin;
+    lin.objective = objective;
+    lin.states.resize(static_cast<std::size_t>(l + 1));
+    lin.adjoints.resize(static_cast<std::size_t>(l));
+    lin.states[0] = g.create_global();
+    deep_copy(lin.states[0], y0);
+    for (std::int64_t n = 0; n < l; ++n) {
+      const auto N = static_cast<std::size_t>(n);
+      lin.states[N + 1] = g.create_global();
+      deep_copy(lin.states[N + 1], lin.states[N]);
+      step(lin.states[N + 1], n);
+    }
+    Sweep sw(*this, lin.objective, ode::StoreAll{});
+    for (std::int64_t n = l - 1; n >= 0; --n) {
+      const auto N = static_cast<std::size_t>(n);
+      deep_copy(sw.current, lin.states[N]);
+      if (n == l - 1) {
+        deep_copy(sw.cached, lin.states[N + 1]);
+        sw.cached_index = l;
+      }
+      sw.i = n;
+      sw.reverse_step();
+      lin.adjoints[N] = g.create_global();
+      deep_copy(lin.adjoints[N], sw.mu);
+    }
+    ThetaGradient& out = lin.gradient;
+    out.objective = l == 0 ? lin.objective.evaluate(g, y0, &sw.lambda) : sw.objective_value;
+    out.wrt_initial_state = sw.lambda;
+    out.wrt_fields = sw.a_bar;
+    out.wrt_parameters = sw.q_bar;
+    out.checkpoints.steps = l;
+    out.forward_steps = l;
+    out.adjoint_krylov_iterations = sw.adjoint_iterations;
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return lin;
+  }
+
+  /// H v (or the Gauss–Newton product) at a linearized point: the tangent
+  /// run along the stored trajectory, then the second-order adjoint with
+  /// the stored μ_n — two solves per step, as a gradient. The same numbers
+  /// as hessian_vector(y0, …) (bitwise for autonomous linear models; to
+  /// round-off otherwise, where the sweep's λ_n comes from the second-order
+  /// pass). Collective.
+  ThetaHessianVector hessian_vector(const ThetaLinearization& lin, const ThetaDirection& direction,
+                                    HessianProduct product = HessianProduct::Exact) {
+    const auto t_start = std::chrono::steady_clock::now();
+    check_direction(direction, "hessian_vector");
+    const Grid& g = op_.grid();
+    const std::int64_t l = options_.steps;
+    COSTATE_CHECK(lin.states.size() == static_cast<std::size_t>(l + 1) &&
+                      lin.adjoints.size() == static_cast<std::size_t>(l),
+                  "pde::ThetaIntegrator::hessian_vector: the ThetaLinearization has "
+                      << lin.states.size() << " states, this integrator takes " << l
+                      << " steps; linearize with this integrator");
+    HessianSweep sw(*this, lin.objective, direction, ode::StoreAll{}, product);
+    std::vector<GlobalVector> dys(static_cast<std::size_t>(l + 1));
+    dys[0] = g.create_global();
+    if (direction.initial_state.size()) deep_copy(dys[0], direction.initial_state);
+    GlobalVector y = g.create_global();
+    const std::int64_t its0 = krylov_iterations_;
+    for (std::int64_t n = 0; n < l; ++n) {
+      const auto N = static_cast<std::size_t>(n);
+      dys[N + 1] = g.create_global();
+      deep_copy(dys[N + 1], dys[N]);
+      deep_copy(y, lin.states[N]);
+      sw.tangent_iterations +=
+          tangent_step(y, dys[N + 1], n, sw.a_dot, sw.q_dot, sw.rhs, sw.tmp, &lin.states[N + 1]);
+    }
+    for (std::int64_t n = l - 1; n >= 0; --n) {
+      const auto N = static_cast<std::size_t>(n);
+      deep_copy(sw.current, lin.states[N]);
+      deep_copy(sw.dcurrent, dys[N]);
+      if (n == l - 1) {
+        deep_copy(sw.cached, lin.states[N + 1]);
+        deep_copy(sw.dcached, dys[N + 1]);
+        sw.cached_index = l;
+      }
+      sw.i = n;
+      sw.given_mu = &lin.adjoints[N];
+      sw.reverse_step();
+    }
+    ThetaHessianVector out;
+    out.product = product;
+    if (l == 0) {
+      out.objective = lin.objective.evaluate(g, lin.states[0], &sw.lambda);
+      lin.objective.hessian_vector(g, dys[0], sw.dlambda);
+    } else {
+      out.objective = sw.objective_value;
+    }
+    out.wrt_initial_state = sw.dlambda;
+    out.wrt_fields = sw.da_bar;
+    out.wrt_parameters = sw.dq_bar;
+    if (product == HessianProduct::Exact) {
+      out.gradient_initial_state = lin.gradient.wrt_initial_state;
+      out.gradient_fields = lin.gradient.wrt_fields;
+      out.gradient_parameters = lin.gradient.wrt_parameters;
+    }
+    out.checkpoints.steps = l;
+    out.tangent_krylov_iterations = sw.tangent_iterations;
+    out.adjoint_krylov_iterations = sw.adjoint_iterations;
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return out;
+  }
+
  private:
   /// The Ops object of ode::reverse_sweep.
   struct Sweep {
@@ -569,7 +696,8 @@ class ThetaIntegrator {
   /// Leaves the solver's operator at I − hθJ_{n+1}. Returns the tangent
   /// solve's Krylov iterations.
   std::int64_t tangent_step(const GlobalVector& y, const GlobalVector& dy, std::int64_t n, const GlobalVector* a_dot,
-                            std::span<const double> q_dot, const GlobalVector& rhs, const GlobalVector& tmp) {
+                            std::span<const double> q_dot, const GlobalVector& rhs, const GlobalVector& tmp,
+                            const GlobalVector* y_next = nullptr) {
     const double h = options_.dt, th = options_.theta;
     const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
     deep_copy(rhs, dy);
@@ -577,7 +705,10 @@ class ThetaIntegrator {
       op_.jvp_total(tn, y, &dy, a_dot, q_dot, tmp);
       axpy(h * (1.0 - th), tmp, rhs);
     }
-    step(y, n);
+    if (y_next)
+      deep_copy(y, *y_next);  // a stored y_{n+1} (ThetaLinearization): the same bits as step()
+    else
+      step(y, n);
     if (a_dot != nullptr || !q_dot.empty()) {  // hθ (f_a δa + f_q δq) at (t_{n+1}, y_{n+1})
       op_.jvp_total(tn1, y, nullptr, a_dot, q_dot, tmp);
       axpy(h * th, tmp, rhs);
@@ -617,6 +748,7 @@ class ThetaIntegrator {
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0, tangent_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;
+    const GlobalVector* given_mu = nullptr;  ///< μ_n from a ThetaLinearization (no solve)
 
     HessianSweep(ThetaIntegrator& integrator, const Objective& obj, const ThetaDirection& d,
                  const ode::Checkpointing& c, HessianProduct product)
@@ -697,7 +829,10 @@ class ThetaIntegrator {
         // scaled by h; J_nᵀ x is the assembled J (one pass, not two).
         linear_sum(ystar, th, next, 1.0 - th, current);
         if (exact) {
-          solve_transpose(lambda, mu, "adjoint (transposed)");
+          if (given_mu)
+            deep_copy(mu, *given_mu);
+          else
+            solve_transpose(lambda, mu, "adjoint (transposed)");
           linear_sum(dystar, th, dnext, 1.0 - th, dcurrent);
           scale(w, h, mu);
           fill(tmp2, 0.0);  // h D_u
@@ -729,7 +864,10 @@ class ThetaIntegrator {
       }
       if (exact) {
         // Aᵀ μ = λ;  Aᵀ δμ = δλ + hθ D_u(n+1); the gradient and D_p(n+1).
-        solve_transpose(lambda, mu, "adjoint (transposed)");
+        if (given_mu)
+          deep_copy(mu, *given_mu);
+        else
+          solve_transpose(lambda, mu, "adjoint (transposed)");
         deep_copy(rhs, dlambda);
         scale(w, h * th, mu);
         in.op_.vjp_tangent_add(tn1, next, w, VD{.u_dot = &dnext, .a_dot = a_dot, .q_dot = q_dot},
