@@ -68,9 +68,13 @@ void measure(const char* name, pde::Operator<Model>& op, const pde::GlobalVector
     const ode::Checkpointing c =
         schedule == 0 ? ode::Checkpointing{ode::StoreAll{}} : ode::Checkpointing{ode::Binomial{.snapshots = 8}};
     (void)integ.gradient(u0, obj, c);  // warm-up: operators, preconditioner, work arrays
-    std::vector<double> tg, th, tn;
+    // At a linearized point (the trajectory and μ_n kept): many products, one linearization.
+    const auto lin = integ.linearize(u0, obj);
+    std::vector<double> tg, th, tn, tl;
     pde::ThetaHessianVector last;
     for (int r = 0; r < repeats; ++r) {
+      MPI_Barrier(comm);
+      tl.push_back(integ.hessian_vector(lin, v).seconds);
       MPI_Barrier(comm);
       tg.push_back(integ.gradient(u0, obj, c).seconds);
       MPI_Barrier(comm);
@@ -78,13 +82,6 @@ void measure(const char* name, pde::Operator<Model>& op, const pde::GlobalVector
       th.push_back(last.seconds);
       MPI_Barrier(comm);
       tn.push_back(integ.hessian_vector(u0, obj, v, c, pde::HessianProduct::GaussNewton).seconds);
-    }
-    // At a linearized point (the trajectory and μ_n kept): many products, one linearization.
-    const auto lin = integ.linearize(u0, obj);
-    std::vector<double> tl;
-    for (int r = 0; r < repeats; ++r) {
-      MPI_Barrier(comm);
-      tl.push_back(integ.hessian_vector(lin, v).seconds);
     }
     const double ml = median(tl);
     const double mg = median(tg), mh = median(th), mn = median(tn);

@@ -59,6 +59,9 @@
 /// (the residual's second derivatives) and μ with them: δλ_l = ∇²J δy_l
 /// carried back by the transposed steps alone, i.e. Sᵀ ∇²J S v with S the
 /// tangent map; it is symmetric positive semidefinite for a misfit.
+/// ThetaIntegrator::linearize keeps y_0 … y_l and μ_n (the gradient's
+/// adjoints) for many products at one point: each product then costs the
+/// tangent and δμ solves only (docs/pde_hessian.md).
 /// Cost per step: the forward and tangent solves, two transposed solves
 /// (one for Gauss–Newton), two second-order vJp passes — one for an
 /// autonomous model linear in the state, whose D_u does not depend on
