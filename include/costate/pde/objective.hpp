@@ -5,6 +5,7 @@
 ///   - integral(c):  J = Σ_cells V u_c                (V = Π h_d, cell volume)
 ///   - probe(cell,c): J = u_c(cell)                    (owned by one rank)
 ///   - misfit(d):    J = ½ Σ_cells V Σ_c (u_c − d_c)²  (d a field like u)
+/// hessian_vector gives (∂²J/∂u²) v for the second-order adjoint.
 /// Sums are per-rank partials in a fixed (cell) order added in rank order
 /// (tensor/reduce.hpp): the same bits on every run with the same ranks.
 /// Collective over the grid's communicator.
@@ -83,6 +84,19 @@ struct Objective {
       }
     }
     return global_sum(grid.comm(), local);
+  }
+
+  /// out = (∂²J/∂u²) v: V v for a misfit, 0 for the integral and the probe
+  /// (linear in u). Local (no communication); `out` is overwritten.
+  void hessian_vector(const Grid& grid, const GlobalVector& v, const GlobalVector& out) const {
+    COSTATE_CHECK_EQ(v.size(), grid.owned_size(), "pde::Objective::hessian_vector: direction of another grid");
+    if (kind != Kind::Misfit) {
+      fill(out, 0.0);
+      return;
+    }
+    double volume = 1.0;
+    for (int d = 0; d < grid.dim(); ++d) volume *= grid.spacing(d);
+    scale(out, volume, v);
   }
 };
 

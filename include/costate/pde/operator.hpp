@@ -469,6 +469,209 @@ class Operator {
     }
   }
 
+  /// The direction of a second-order vJp (vjp_tangent_add): null / empty
+  /// members are zero.
+  struct VjpDirection {
+    const GlobalVector* u_dot = nullptr;  ///< u̇, a vector of grid()
+    const GlobalVector* a_dot = nullptr;  ///< ȧ, a vector of field_grid()
+    std::span<const double> q_dot;        ///< q̇, one entry per scalar parameter
+    const GlobalVector* w_dot = nullptr;  ///< ẇ, a vector of grid()
+  };
+  /// Where vjp_tangent_add adds: null / empty members are not computed.
+  struct VjpSums {
+    const GlobalVector* u = nullptr;  ///< a vector of grid()
+    const GlobalVector* a = nullptr;  ///< a vector of field_grid()
+    std::span<double> q;              ///< one entry per scalar parameter
+  };
+
+  /// Second-order vector–Jacobian products, the per-step work of the
+  /// second-order adjoint. With x = (u, a, q) moved along ε (u̇, ȧ, q̇) and
+  /// the weight w along ε ẇ, the first-order vJps
+  ///     g_x(ε) = (∂f/∂x (x + ε ẋ))ᵀ (w + ε ẇ) = g_x + ε ġ_x,
+  ///     ġ_x = (∂f/∂x)ᵀ ẇ + (∂²(wᵀf)/∂x ∂u) u̇ + (∂²(wᵀf)/∂x ∂a) ȧ + (∂²(wᵀf)/∂x ∂q) q̇,
+  /// are added for x = u, a, q: g_x into `value`, ġ_x into `tangent`.
+  /// One evaluation of the model per pass on ad::Dual<Dual<double, 1>, N>
+  /// (the outer tangents carry the colours of u and a and the scalars, the
+  /// inner one the direction); the passes are ⌈colours / Batch⌉ of the
+  /// larger requested grid. Fields: local sums, then the adjoint ghost
+  /// exchange (as vjp_fields_add); scalars: cell order, then rank order.
+  /// Collective.
+  void vjp_tangent_add(double t, const GlobalVector& u, const GlobalVector& w, const VjpDirection& d,
+                       const VjpSums& value, const VjpSums& tangent) {
+    using D1 = ad::Dual<double, 1>;
+    constexpr int kSlotsA = kFields > 0 ? Batch : 0;
+    constexpr int NT = Batch + kSlotsA + kScalars;
+    using TT = ad::Dual<D1, NT>;
+    COSTATE_CHECK((d.q_dot.empty() || d.q_dot.size() == static_cast<std::size_t>(kScalars)) &&
+                      (value.q.empty() || value.q.size() == static_cast<std::size_t>(kScalars)) &&
+                      (tangent.q.empty() || tangent.q.size() == static_cast<std::size_t>(kScalars)),
+                  "pde::Operator::vjp_tangent_add: scalar spans need one entry per scalar parameter ("
+                      << kScalars << ") or none");
+    const bool need_u = value.u || tangent.u;
+    const bool need_a = kFields > 0 && (value.a || tangent.a);
+    const bool need_q = kScalars > 0 && (!value.q.empty() || !tangent.q.empty());
+    exchange_state(u);
+    exchange_fields();
+    if (d.u_dot) grid_.global_to_local(*d.u_dot, v_local_);
+    const std::int64_t passes_u = need_u ? (colours(kDof) + Batch - 1) / Batch : 0;
+    const std::int64_t passes_a = need_a ? (colours(kFields) + Batch - 1) / Batch : 0;
+    const std::int64_t passes = std::max({passes_u, passes_a, std::int64_t(need_q ? 1 : 0)});
+    if (passes == 0) return;
+    Kokkos::View<TT*, Kokkos::HostSpace> su("pde::second-order state", u_local_.extent(0));
+    Kokkos::View<TT*, Kokkos::HostSpace> sa;
+    LocalArray adot, acc_av, acc_at;
+    if constexpr (kFields > 0) {
+      sa = Kokkos::View<TT*, Kokkos::HostSpace>("pde::second-order fields", a_local_.extent(0));
+      adot = field_grid_->create_local();
+      if (d.a_dot) field_grid_->global_to_local(*d.a_dot, adot);
+      acc_av = field_grid_->create_local();
+      acc_at = field_grid_->create_local();
+    }
+    LocalArray acc_uv = grid_.create_local(), acc_ut = grid_.create_local();
+    const Geometry geo = geometry();
+    Kokkos::View<double*, Kokkos::HostSpace> qcell("pde::second-order q",
+                                                   static_cast<std::size_t>(geo.owned_cells * kScalars * 2));
+    const StencilColouring col = colouring_;
+    const auto* offs = offsets_.data();
+    const int noff = static_cast<int>(offsets_.size());
+    const double* wv = w.data();
+    const double* wd = d.w_dot ? d.w_dot->data() : nullptr;
+    double* uv_acc = acc_uv.data();
+    double* ut_acc = acc_ut.data();
+    double* av_acc = kFields > 0 ? acc_av.data() : nullptr;
+    double* at_acc = kFields > 0 ? acc_at.data() : nullptr;
+    double* qc = qcell.data();
+    const bool have_udot = d.u_dot != nullptr;
+    for (std::int64_t pass = 0; pass < passes; ++pass) {
+      const std::int64_t first = pass * Batch;
+      const bool with_q = need_q && pass == 0;
+      // Seeds: inner tangent = the direction, outer = the colours of this pass.
+      {
+        const Box& b = grid_.ghosted();
+        std::int64_t l = 0;
+        for (std::int64_t k = b.start[2]; k < b.start[2] + b.count[2]; ++k)
+          for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
+            for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
+              const std::int64_t base = colouring_(i, j, k) * kDof;
+              for (int c = 0; c < kDof; ++c, ++l) {
+                const auto L = static_cast<std::size_t>(l);
+                D1 x0(u_local_(L));
+                if (have_udot) x0.tangent(0) = v_local_(L);
+                TT x(x0);
+                const std::int64_t slot = base + c - first;
+                if (pass < passes_u && slot >= 0 && slot < Batch) x.tangent(static_cast<int>(slot)) = D1(1.0);
+                su(L) = x;
+              }
+            }
+        auto sv = grid_.view(su);
+        fill_boundary(grid_, sv);
+      }
+      if constexpr (kFields > 0) {
+        const Grid& fg = *field_grid_;
+        const Box& b = fg.ghosted();
+        std::int64_t l = 0;
+        for (std::int64_t k = b.start[2]; k < b.start[2] + b.count[2]; ++k)
+          for (std::int64_t j = b.start[1]; j < b.start[1] + b.count[1]; ++j)
+            for (std::int64_t i = b.start[0]; i < b.start[0] + b.count[0]; ++i) {
+              const std::int64_t base = colouring_(i, j, k) * kFields;
+              for (int c = 0; c < kFields; ++c, ++l) {
+                const auto L = static_cast<std::size_t>(l);
+                D1 x0(a_local_(L));
+                if (d.a_dot) x0.tangent(0) = adot(L);
+                TT x(x0);
+                const std::int64_t slot = base + c - first;
+                if (pass < passes_a && slot >= 0 && slot < Batch)
+                  x.tangent(static_cast<int>(Batch + slot)) = D1(1.0);
+                sa(L) = x;
+              }
+            }
+        auto av = fg.view(sa);
+        fill_boundary(fg, av, true);
+      }
+      TT q[kScalars > 0 ? kScalars : 1] = {};
+      for (int m = 0; m < kScalars; ++m) {
+        D1 x0(parameters_[static_cast<std::size_t>(m)]);
+        if (!d.q_dot.empty()) x0.tangent(0) = d.q_dot[static_cast<std::size_t>(m)];
+        q[m] = TT(x0);
+        if (with_q) q[m].tangent(Batch + kSlotsA + m) = D1(1.0);
+      }
+      const TT* sud = su.data();
+      const TT* sad = kFields > 0 ? sa.data() : nullptr;
+      const Model model = model_;
+      const bool do_u = pass < passes_u, do_a = pass < passes_a;
+      Kokkos::parallel_for(
+          "costate::pde::vjp_tangent", Kokkos::RangePolicy<Host>(0, geo.owned_cells),
+          KOKKOS_LAMBDA(std::int64_t cell) {
+            Point p;
+            std::int64_t lu, la;
+            geo.locate(cell, t, p, lu, la);
+            TT r[kDof];
+            model.rhs(p, geo.stencil(sud, lu, kDof), geo.stencil(sad, la, kFields), q, r);
+            D1 W[kDof];
+            for (int cr = 0; cr < kDof; ++cr) {
+              W[cr] = D1(wv[cell * kDof + cr]);
+              if (wd) W[cr].tangent(0) = wd[cell * kDof + cr];
+            }
+            const std::int64_t centre_colour = col(p.i, p.j, p.k);
+            for (int o = 0; o < noff; ++o) {
+              const Offset& off = offs[o];
+              if (geo.outer(p.i + off.di, p.j + off.dj, p.k + off.dk)) continue;
+              const std::int64_t nb = col.neighbour(centre_colour, p.i, p.j, p.k, off.di, off.dj, off.dk);
+              const std::int64_t shift = off.di + off.dj * geo.sy + off.dk * geo.sz;
+              if (do_u)
+                for (int cq = 0; cq < kDof; ++cq) {
+                  const std::int64_t slot = nb * kDof + cq - first;
+                  if (slot < 0 || slot >= Batch) continue;
+                  D1 s(0.0);
+                  for (int cr = 0; cr < kDof; ++cr) s += W[cr] * r[cr].tangent(static_cast<int>(slot));
+                  accumulate(&uv_acc[lu + shift * kDof + cq], s.value());
+                  accumulate(&ut_acc[lu + shift * kDof + cq], s.tangent(0));
+                }
+              if constexpr (kFields > 0)
+                if (do_a)
+                  for (int f = 0; f < kFields; ++f) {
+                    const std::int64_t slot = nb * kFields + f - first;
+                    if (slot < 0 || slot >= Batch) continue;
+                    D1 s(0.0);
+                    for (int cr = 0; cr < kDof; ++cr)
+                      s += W[cr] * r[cr].tangent(static_cast<int>(Batch + slot));
+                    accumulate(&av_acc[la + shift * kFields + f], s.value());
+                    accumulate(&at_acc[la + shift * kFields + f], s.tangent(0));
+                  }
+            }
+            if (with_q)
+              for (int m = 0; m < kScalars; ++m) {
+                D1 s(0.0);
+                for (int cr = 0; cr < kDof; ++cr) s += W[cr] * r[cr].tangent(Batch + kSlotsA + m);
+                qc[(cell * kScalars + m) * 2] = s.value();
+                qc[(cell * kScalars + m) * 2 + 1] = s.tangent(0);
+              }
+          });
+      Kokkos::fence();
+    }
+    if (value.u) grid_.local_to_global_add(acc_uv, *value.u);
+    if (tangent.u) grid_.local_to_global_add(acc_ut, *tangent.u);
+    if constexpr (kFields > 0) {
+      if (value.a) field_grid_->local_to_global_add(acc_av, *value.a);
+      if (tangent.a) field_grid_->local_to_global_add(acc_at, *tangent.a);
+    }
+    if (need_q) {
+      // Cell order within the rank, then rank order: [value_0.., tangent_0..].
+      std::vector<double> partial(2 * static_cast<std::size_t>(kScalars), 0.0);
+      for (std::int64_t cell = 0; cell < geo.owned_cells; ++cell)
+        for (int m = 0; m < kScalars; ++m) {
+          partial[static_cast<std::size_t>(m)] += qc[(cell * kScalars + m) * 2];
+          partial[static_cast<std::size_t>(kScalars + m)] += qc[(cell * kScalars + m) * 2 + 1];
+        }
+      global_sum(grid_.comm(), partial.data(), partial.size());
+      for (int m = 0; m < kScalars; ++m) {
+        const auto M = static_cast<std::size_t>(m);
+        if (!value.q.empty()) value.q[M] += partial[M];
+        if (!tangent.q.empty()) tangent.q[M] += partial[static_cast<std::size_t>(kScalars) + M];
+      }
+    }
+  }
+
  private:
   struct Offset {
     int di, dj, dk;

@@ -41,6 +41,33 @@
 /// It equals ⟨∇J, δ⟩ of the discrete adjoint to the KSP tolerance: one
 /// forward-sensitivity run per direction against one adjoint run for all.
 ///
+/// Second-order adjoint (ThetaIntegrator::hessian_vector): H·v of J for a
+/// direction v = (δa, δq, δy_0), p = (a, q). The forward pass carries
+/// (y_n, δy_n) by the tangent-linear model above (snapshots hold both);
+/// the reverse pass, with A = I − hθJ_{n+1}, λ_l = ∇J(y_l) and
+/// δλ_l = ∇²J(y_l) δy_l, runs per step
+///     Aᵀ μ  = λ_{n+1}
+///     Aᵀ δμ = δλ_{n+1} + hθ D_u(n+1)
+///     λ_n  = μ + h(1 − θ) J_nᵀ μ
+///     δλ_n = δμ + h(1 − θ) (J_nᵀ δμ + D_u(n))
+///     p̄   += hθ f_p(n+1)ᵀ μ + h(1 − θ) f_p(n)ᵀ μ                    (the gradient)
+///     δp̄  += hθ (f_p(n+1)ᵀ δμ + D_p(n+1)) + h(1 − θ) (f_p(n)ᵀ δμ + D_p(n))
+/// with D_x(m) = (∂²(μᵀf)/∂x∂y) δy_m + (∂²(μᵀf)/∂x∂p) δp at (t_m, y_m): the
+/// derivative of the first-order vJps along the direction
+/// (Operator::vjp_tangent_add, one Dual<Dual<double,1>, N> pass). Then
+/// H v = (δā, δq̄, δλ_0). The Gauss–Newton product drops every D term
+/// (the residual's second derivatives) and μ with them: δλ_l = ∇²J δy_l
+/// carried back by the transposed steps alone, i.e. Sᵀ ∇²J S v with S the
+/// tangent map; it is symmetric positive semidefinite for a misfit.
+/// ThetaIntegrator::linearize keeps y_0 … y_l and μ_n (the gradient's
+/// adjoints) for many products at one point: each product then costs the
+/// tangent and δμ solves only (docs/pde_hessian.md).
+/// Cost per step: the forward and tangent solves, two transposed solves
+/// (one for Gauss–Newton), two second-order vJp passes — one for an
+/// autonomous model linear in the state, whose D_u does not depend on
+/// (y, δy) and whose D_p, f_p are affine in them (evaluated once at
+/// y* = θ y_{n+1} + (1 − θ) y_n, as the first-order adjoint does).
+///
 /// Collective over the grid's communicator. Limitations: fixed steps;
 /// terminal objectives (objective.hpp); Multilevel disk snapshots go to one
 /// file per rank (path + ".rank<r>"), or with
@@ -128,6 +155,132 @@ struct ThetaTangent {
   double seconds = 0.0;
 };
 
+/// Which Hessian product ThetaIntegrator::hessian_vector computes.
+enum class HessianProduct {
+  Exact,        ///< the second-order adjoint: H v
+  GaussNewton,  ///< Sᵀ ∇²J S v: the residual's second derivatives dropped
+};
+
+inline std::string to_string(HessianProduct p) {
+  return p == HessianProduct::Exact ? "exact" : "gauss_newton";
+}
+
+/// "exact" or "gauss_newton"; anything else throws costate::Error listing both.
+inline HessianProduct hessian_product_from_string(const std::string& s) {
+  if (s == "exact") return HessianProduct::Exact;
+  if (s == "gauss_newton") return HessianProduct::GaussNewton;
+  throw Error("pde::HessianProduct: unknown product \"" + s + "\"; expected exact or gauss_newton");
+}
+
+/// What a Hessian–vector product produced: H v in the layout of a
+/// gradient, and (Exact only) the gradient itself, a by-product of the
+/// same sweep.
+struct ThetaHessianVector {
+  HessianProduct product = HessianProduct::Exact;
+  double objective = 0.0;
+  GlobalVector wrt_fields;             ///< (H v)_a, a field (field grid)
+  std::vector<double> wrt_parameters;  ///< (H v)_q
+  GlobalVector wrt_initial_state;      ///< (H v)_{y_0} (state grid)
+  /// dJ/d(a, q, y_0) from the same sweep (Exact; empty for GaussNewton).
+  GlobalVector gradient_fields;
+  std::vector<double> gradient_parameters;
+  GlobalVector gradient_initial_state;
+  ode::CheckpointStats checkpoints;
+  std::int64_t forward_steps = 0;            ///< (state, tangent) steps, recomputations included
+  std::int64_t krylov_iterations = 0;        ///< forward solves
+  std::int64_t tangent_krylov_iterations = 0;
+  std::int64_t adjoint_krylov_iterations = 0;  ///< both transposed solves
+  double seconds = 0.0;
+};
+
+/// A point kept for many Hessian–vector products there (Newton-CG): the
+/// forward trajectory y_0 … y_l and the first-order adjoints μ_n, from
+/// ThetaIntegrator::linearize. A product at a ThetaLinearization skips
+/// the forward solves and the μ solves (per step: the tangent solve and
+/// the δμ solve). Memory: 2l + 1 state vectors per rank (no checkpoints).
+/// Valid while the operator's fields and parameters, the integrator's
+/// options and the objective's data are those it was made with.
+struct ThetaLinearization {
+  Objective objective;
+  std::vector<GlobalVector> states;    ///< y_0 … y_l
+  std::vector<GlobalVector> adjoints;  ///< μ_n of step n → n + 1, n = 0 … l − 1
+  ThetaGradient gradient;              ///< J and ∇J at the point (StoreAll)
+};
+
+}  // namespace costate::pde
+
+namespace costate::detail {
+
+/// The snapshot levels of a θ reverse sweep: RAM slots and Multilevel's
+/// disk slots (one file per rank, or one shared parallel HDF5 file), with
+/// the step index of each slot. A disk failure on one rank throws on every
+/// rank (one MPI_Allreduce per disk access; RAM slots: none).
+class ThetaSnapshots {
+ public:
+  ThetaSnapshots(MPI_Comm comm, int rank, std::size_t size, const ode::Checkpointing& c, bool shared_disk)
+      : comm_(comm), disk_slots_(disk_slots(c)), store_(size, disk_slots_, disk_path(c, rank)) {
+    if (shared_disk && disk_slots_ > 0)
+      shared_ = std::make_unique<pde::SharedDiskSnapshots>(comm, size, std::get<ode::Multilevel>(c).path);
+  }
+  void save(std::size_t slot, std::span<const double> state, std::int64_t index) {
+    if (shared_ && slot < disk_slots_)
+      shared_->save(slot, state);  // collective; throws on every rank
+    else
+      collective_disk(slot, "write", [&] { store_.save(slot, state); });
+    if (slot_index_.size() <= slot) slot_index_.resize(slot + 1);
+    slot_index_[slot] = index;
+  }
+  /// Loads `slot` into `state`; returns its step index.
+  std::int64_t restore(std::size_t slot, std::span<double> state) {
+    if (shared_ && slot < disk_slots_)
+      shared_->load(slot, state);
+    else
+      collective_disk(slot, "read", [&] { store_.load(slot, state); });
+    return slot_index_[slot];
+  }
+  std::int64_t disk_writes() const { return store_.disk_writes() + (shared_ ? shared_->writes() : 0); }
+
+ private:
+  static std::size_t disk_slots(const ode::Checkpointing& c) {
+    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
+    return 0;
+  }
+  static std::string disk_path(const ode::Checkpointing& c, int rank) {
+    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
+    return {};
+  }
+  /// The schedule is the same on every rank, so all ranks reach each disk
+  /// save/load together and agree on the outcome.
+  template <class F>
+  void collective_disk(std::size_t slot, const char* what, F&& f) {
+    if (slot >= disk_slots_) {
+      f();
+      return;
+    }
+    std::string message;
+    try {
+      f();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    int bad = message.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, comm_);
+    if (bad) throw Error("pde::ThetaIntegrator: " + message);
+    COSTATE_CHECK(!any, "pde::ThetaIntegrator: another rank could not " << what << " its disk checkpoint "
+                                                                         "(see its error); this rank's "
+                                                                         "file is fine");
+  }
+  MPI_Comm comm_;
+  std::size_t disk_slots_ = 0;
+  ode::SnapshotStore store_;
+  std::unique_ptr<pde::SharedDiskSnapshots> shared_;
+  std::vector<std::int64_t> slot_index_;
+};
+
+}  // namespace costate::detail
+
+namespace costate::pde {
+
 template <class Model, int Batch = default_batch<Model>()>
 class ThetaIntegrator {
  public:
@@ -214,7 +367,7 @@ class ThetaIntegrator {
     const std::int64_t its0 = krylov_iterations_;
     ThetaGradient out;
     out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
-    out.checkpoints.disk_snapshots = sw.store.disk_writes() + (sw.shared ? sw.shared->writes() : 0);
+    out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
     if (options_.steps == 0) {
       out.objective = objective.evaluate(g, y0, &sw.lambda);
     } else {
@@ -237,38 +390,9 @@ class ThetaIntegrator {
   ThetaTangent tangent(const GlobalVector& y0, const Objective& objective, const ThetaDirection& direction) {
     const auto t_start = std::chrono::steady_clock::now();
     const Grid& g = op_.grid();
-    {
-      std::ostringstream why;
-      bool ok = true;
-      if (direction.initial_state.size() != 0 && direction.initial_state.size() != g.owned_size()) {
-        ok = false;
-        why << "pde::ThetaIntegrator::tangent: ThetaDirection::initial_state has "
-            << direction.initial_state.size() << " entries on rank " << g.rank() << ", the state grid owns "
-            << g.owned_size() << " (or leave it empty)";
-      } else if (!direction.parameters.empty() &&
-                 direction.parameters.size() != static_cast<std::size_t>(Op::kScalars)) {
-        ok = false;
-        why << "pde::ThetaIntegrator::tangent: ThetaDirection::parameters has " << direction.parameters.size()
-            << " entries; the model has " << Op::kScalars << " scalar parameters (or leave it empty)";
-      } else if (direction.fields.size() != 0 &&
-                 (Op::kFields == 0 || direction.fields.size() != op_.field_grid()->owned_size())) {
-        ok = false;
-        why << "pde::ThetaIntegrator::tangent: ThetaDirection::fields has " << direction.fields.size()
-            << " entries on rank " << g.rank() << "; "
-            << (Op::kFields == 0 ? std::string("the model has no parameter fields")
-                                 : "the field grid owns " + std::to_string(op_.field_grid()->owned_size()))
-            << " (or leave it empty)";
-      }
-      int bad = ok ? 0 : 1, any = 0;
-      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, g.comm());
-      if (!ok) throw Error(why.str());
-      COSTATE_CHECK(!any, "pde::ThetaIntegrator::tangent: another rank passed a direction of the wrong size "
-                          "(see its error)");
-    }
-    const double h = options_.dt, th = options_.theta;
+    check_direction(direction, "tangent");
     const GlobalVector* a_dot = direction.fields.size() ? &direction.fields : nullptr;
     const std::span<const double> q_dot(direction.parameters);
-    const bool parameter_direction = a_dot != nullptr || !q_dot.empty();
     ThetaTangent out;
     out.final_state = g.create_global("pde::tangent y");
     out.final_tangent = g.create_global("pde::tangent dy");
@@ -279,36 +403,169 @@ class ThetaIntegrator {
     if (direction.initial_state.size()) deep_copy(dy, direction.initial_state);
     const std::int64_t its0 = krylov_iterations_;
     std::int64_t tangent_its = 0;
-    for (std::int64_t n = 0; n < options_.steps; ++n) {
-      const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
-      deep_copy(rhs, dy);
-      if (th < 1.0) {  // h(1−θ) ḟ_n at (t_n, y_n)
-        op_.jvp_total(tn, y, &dy, a_dot, q_dot, tmp);
-        axpy(h * (1.0 - th), tmp, rhs);
-      }
-      step(y, n);
-      if (parameter_direction) {  // hθ (f_a δa + f_q δq) at (t_{n+1}, y_{n+1})
-        op_.jvp_total(tn1, y, nullptr, a_dot, q_dot, tmp);
-        axpy(h * th, tmp, rhs);
-      }
-      if constexpr (Model::linear_in_state) {
-        ensure_linear_operator();
-      } else {
-        op_.jacobian(tn1, y, J_);
-        A_.shifted_copy_of(J_, 1.0, -h * th);
-        solver_.set_operator(A_);
-      }
-      const linear::Summary s = solver_.solve(rhs, dy, false);
-      tangent_its += s.iterations;
-      COSTATE_CHECK(s.success(), "pde::ThetaIntegrator::tangent: the tangent KSP solve failed at step "
-                                     << n << ": " << s.message
-                                     << "; choose a stronger -pc_type or raise KspOptions::max_iterations");
-    }
+    for (std::int64_t n = 0; n < options_.steps; ++n) tangent_its += tangent_step(y, dy, n, a_dot, q_dot, rhs, tmp);
     GlobalVector dJ = g.create_global();
     out.objective = objective.evaluate(g, y, &dJ);
     out.directional_derivative = dot(dJ, dy);
     out.krylov_iterations = krylov_iterations_ - its0;
     out.tangent_krylov_iterations = tangent_its;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return out;
+  }
+
+  /// H v for the direction v (ThetaDirection: δa, δq, δy_0; empty parts
+  /// are zero) by the second-order adjoint (file comment), with checkpoint
+  /// schedule `checkpointing` over the pairs (y_n, δy_n); `product`
+  /// GaussNewton gives Sᵀ ∇²J S v instead. Exact also returns the gradient
+  /// (bitwise the same for every schedule, as H v is). `y0` is not
+  /// modified. Collective; a direction of the wrong size on any rank
+  /// throws costate::Error on every rank.
+  ThetaHessianVector hessian_vector(const GlobalVector& y0, const Objective& objective,
+                                    const ThetaDirection& direction, const ode::Checkpointing& checkpointing,
+                                    HessianProduct product = HessianProduct::Exact) {
+    const auto t_start = std::chrono::steady_clock::now();
+    ode::validate(checkpointing);
+    check_direction(direction, "hessian_vector");
+    const Grid& g = op_.grid();
+    HessianSweep sw(*this, objective, direction, checkpointing, product);
+    deep_copy(sw.current, y0);
+    if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
+    const std::int64_t its0 = krylov_iterations_;
+    ThetaHessianVector out;
+    out.product = product;
+    out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
+    out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
+    if (options_.steps == 0) {
+      out.objective = objective.evaluate(g, y0, &sw.lambda);
+      objective.hessian_vector(g, sw.dcurrent, sw.dlambda);
+    } else {
+      out.objective = sw.objective_value;
+    }
+    out.wrt_initial_state = sw.dlambda;
+    out.wrt_fields = sw.da_bar;
+    out.wrt_parameters = sw.dq_bar;
+    if (product == HessianProduct::Exact) {
+      out.gradient_initial_state = sw.lambda;
+      out.gradient_fields = sw.a_bar;
+      out.gradient_parameters = sw.q_bar;
+    }
+    out.forward_steps = sw.advances;
+    out.tangent_krylov_iterations = sw.tangent_iterations;
+    out.adjoint_krylov_iterations = sw.adjoint_iterations;
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return out;
+  }
+
+  /// The trajectory and first-order adjoints at the current point for
+  /// hessian_vector(const ThetaLinearization&, …), and the gradient there
+  /// (the same bits as gradient() with StoreAll). Collective.
+  ThetaLinearization linearize(const GlobalVector& y0, const Objective& objective) {
+    const auto t_start = std::chrono::steady_clock::now();
+    const Grid& g = op_.grid();
+    const std::int64_t l = options_.steps, its0 = krylov_iterations_;
+    ThetaLinearization lin;
+    lin.objective = objective;
+    lin.states.resize(static_cast<std::size_t>(l + 1));
+    lin.adjoints.resize(static_cast<std::size_t>(l));
+    lin.states[0] = g.create_global();
+    deep_copy(lin.states[0], y0);
+    for (std::int64_t n = 0; n < l; ++n) {
+      const auto N = static_cast<std::size_t>(n);
+      lin.states[N + 1] = g.create_global();
+      deep_copy(lin.states[N + 1], lin.states[N]);
+      step(lin.states[N + 1], n);
+    }
+    Sweep sw(*this, lin.objective, ode::StoreAll{});
+    for (std::int64_t n = l - 1; n >= 0; --n) {
+      const auto N = static_cast<std::size_t>(n);
+      deep_copy(sw.current, lin.states[N]);
+      if (n == l - 1) {
+        deep_copy(sw.cached, lin.states[N + 1]);
+        sw.cached_index = l;
+      }
+      sw.i = n;
+      sw.reverse_step();
+      lin.adjoints[N] = g.create_global();
+      deep_copy(lin.adjoints[N], sw.mu);
+    }
+    ThetaGradient& out = lin.gradient;
+    out.objective = l == 0 ? lin.objective.evaluate(g, y0, &sw.lambda) : sw.objective_value;
+    out.wrt_initial_state = sw.lambda;
+    out.wrt_fields = sw.a_bar;
+    out.wrt_parameters = sw.q_bar;
+    out.checkpoints.steps = l;
+    out.forward_steps = l;
+    out.adjoint_krylov_iterations = sw.adjoint_iterations;
+    out.krylov_iterations = krylov_iterations_ - its0;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return lin;
+  }
+
+  /// H v (or the Gauss–Newton product) at a linearized point: the tangent
+  /// run along the stored trajectory, then the second-order adjoint with
+  /// the stored μ_n — two solves per step, as a gradient. The same numbers
+  /// as hessian_vector(y0, …) (bitwise for autonomous linear models; to
+  /// round-off otherwise, where the sweep's λ_n comes from the second-order
+  /// pass). Collective.
+  ThetaHessianVector hessian_vector(const ThetaLinearization& lin, const ThetaDirection& direction,
+                                    HessianProduct product = HessianProduct::Exact) {
+    const auto t_start = std::chrono::steady_clock::now();
+    check_direction(direction, "hessian_vector");
+    const Grid& g = op_.grid();
+    const std::int64_t l = options_.steps;
+    COSTATE_CHECK(lin.states.size() == static_cast<std::size_t>(l + 1) &&
+                      lin.adjoints.size() == static_cast<std::size_t>(l),
+                  "pde::ThetaIntegrator::hessian_vector: the ThetaLinearization has "
+                      << lin.states.size() << " states, this integrator takes " << l
+                      << " steps; linearize with this integrator");
+    HessianSweep sw(*this, lin.objective, direction, ode::StoreAll{}, product);
+    std::vector<GlobalVector> dys(static_cast<std::size_t>(l + 1));
+    dys[0] = g.create_global();
+    if (direction.initial_state.size()) deep_copy(dys[0], direction.initial_state);
+    GlobalVector y = g.create_global();
+    const std::int64_t its0 = krylov_iterations_;
+    for (std::int64_t n = 0; n < l; ++n) {
+      const auto N = static_cast<std::size_t>(n);
+      dys[N + 1] = g.create_global();
+      deep_copy(dys[N + 1], dys[N]);
+      deep_copy(y, lin.states[N]);
+      sw.tangent_iterations +=
+          tangent_step(y, dys[N + 1], n, sw.a_dot, sw.q_dot, sw.rhs, sw.tmp, &lin.states[N + 1]);
+    }
+    for (std::int64_t n = l - 1; n >= 0; --n) {
+      const auto N = static_cast<std::size_t>(n);
+      deep_copy(sw.current, lin.states[N]);
+      deep_copy(sw.dcurrent, dys[N]);
+      if (n == l - 1) {
+        deep_copy(sw.cached, lin.states[N + 1]);
+        deep_copy(sw.dcached, dys[N + 1]);
+        sw.cached_index = l;
+      }
+      sw.i = n;
+      sw.given_mu = &lin.adjoints[N];
+      sw.reverse_step();
+    }
+    ThetaHessianVector out;
+    out.product = product;
+    if (l == 0) {
+      out.objective = lin.objective.evaluate(g, lin.states[0], &sw.lambda);
+      lin.objective.hessian_vector(g, dys[0], sw.dlambda);
+    } else {
+      out.objective = sw.objective_value;
+    }
+    out.wrt_initial_state = sw.dlambda;
+    out.wrt_fields = sw.da_bar;
+    out.wrt_parameters = sw.dq_bar;
+    if (product == HessianProduct::Exact) {
+      out.gradient_initial_state = lin.gradient.wrt_initial_state;
+      out.gradient_fields = lin.gradient.wrt_fields;
+      out.gradient_parameters = lin.gradient.wrt_parameters;
+    }
+    out.checkpoints.steps = l;
+    out.tangent_krylov_iterations = sw.tangent_iterations;
+    out.adjoint_krylov_iterations = sw.adjoint_iterations;
+    out.krylov_iterations = krylov_iterations_ - its0;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return out;
   }
@@ -320,30 +577,15 @@ class ThetaIntegrator {
     const Objective& objective;
     GlobalVector current, next, cached, mu, tmp, lambda, a_bar, ystar;
     std::vector<double> q_bar;
-    ode::SnapshotStore store;
-    std::vector<std::int64_t> slot_index;
+    detail::ThetaSnapshots snapshots;
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;
-    std::size_t disk_slots_ = 0;
-    std::unique_ptr<SharedDiskSnapshots> shared;  ///< the disk level when shared_disk_checkpoints
 
-    static std::size_t disk_slots(const ode::Checkpointing& c) {
-      if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
-      return 0;
-    }
-    static std::string disk_path(const ode::Checkpointing& c, int rank) {
-      if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
-      return {};
-    }
-    bool shared_disk() const { return in.options_.shared_disk_checkpoints && disk_slots_ > 0; }
     Sweep(ThetaIntegrator& integrator, const Objective& obj, const ode::Checkpointing& c)
         : in(integrator), objective(obj),
-          store(integrator.op_.grid().owned_size(), disk_slots(c), disk_path(c, integrator.op_.grid().rank())),
-          disk_slots_(disk_slots(c)) {
-      if (shared_disk())
-        shared = std::make_unique<SharedDiskSnapshots>(in.op_.grid().comm(), in.op_.grid().owned_size(),
-                                                       std::get<ode::Multilevel>(c).path);
+          snapshots(integrator.op_.grid().comm(), integrator.op_.grid().rank(),
+                    integrator.op_.grid().owned_size(), c, integrator.options_.shared_disk_checkpoints) {
       const Grid& g = in.op_.grid();
       current = g.create_global();
       next = g.create_global();
@@ -361,45 +603,8 @@ class ThetaIntegrator {
       ++i;
       ++advances;
     }
-    /// Disk slots are one file per rank: a failure on one rank (a full
-    /// disk, an unwritable path) must stop every rank, not leave the others
-    /// waiting in the next collective. The schedule is the same on every
-    /// rank, so all ranks reach each disk save/load together and agree on
-    /// the outcome (one MPI_Allreduce per disk access; RAM slots: none).
-    template <class F>
-    void collective_disk(std::size_t slot, const char* what, F&& f) {
-      if (slot >= disk_slots_) {
-        f();
-        return;
-      }
-      std::string message;
-      try {
-        f();
-      } catch (const Error& e) {
-        message = e.what();
-      }
-      int bad = message.empty() ? 0 : 1, any = 0;
-      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, in.op_.grid().comm());
-      if (bad) throw Error("pde::ThetaIntegrator: " + message);
-      COSTATE_CHECK(!any, "pde::ThetaIntegrator: another rank could not " << what << " its disk checkpoint "
-                                                                           "(see its error); this rank's "
-                                                                           "file is fine");
-    }
-    void save(std::size_t slot) {
-      if (shared && slot < disk_slots_)
-        shared->save(slot, current.span());  // collective; throws on every rank
-      else
-        collective_disk(slot, "write", [&] { store.save(slot, current.span()); });
-      if (slot_index.size() <= slot) slot_index.resize(slot + 1);
-      slot_index[slot] = i;
-    }
-    void restore(std::size_t slot) {
-      if (shared && slot < disk_slots_)
-        shared->load(slot, current.span());
-      else
-        collective_disk(slot, "read", [&] { store.load(slot, current.span()); });
-      i = slot_index[slot];
-    }
+    void save(std::size_t slot) { snapshots.save(slot, current.span(), i); }
+    void restore(std::size_t slot) { i = snapshots.restore(slot, current.span()); }
     void reverse_step() {
       const Grid& g = in.op_.grid();
       const double h = in.options_.dt, th = in.options_.theta;
@@ -456,6 +661,253 @@ class ThetaIntegrator {
                                                               << i << ": " << s.message
                                                               << "; choose a stronger -pc_type or raise "
                                                                  "KspOptions::max_iterations");
+    }
+  };
+
+  /// A direction of the wrong size on any rank throws on every rank.
+  void check_direction(const ThetaDirection& direction, const char* where) const {
+    const Grid& g = op_.grid();
+    std::ostringstream why;
+    bool ok = true;
+    const std::string who = std::string("pde::ThetaIntegrator::") + where + ": ";
+    if (direction.initial_state.size() != 0 && direction.initial_state.size() != g.owned_size()) {
+      ok = false;
+      why << who << "ThetaDirection::initial_state has " << direction.initial_state.size() << " entries on rank "
+          << g.rank() << ", the state grid owns " << g.owned_size() << " (or leave it empty)";
+    } else if (!direction.parameters.empty() &&
+               direction.parameters.size() != static_cast<std::size_t>(Op::kScalars)) {
+      ok = false;
+      why << who << "ThetaDirection::parameters has " << direction.parameters.size() << " entries; the model has "
+          << Op::kScalars << " scalar parameters (or leave it empty)";
+    } else if (direction.fields.size() != 0 &&
+               (Op::kFields == 0 || direction.fields.size() != op_.field_grid()->owned_size())) {
+      ok = false;
+      why << who << "ThetaDirection::fields has " << direction.fields.size() << " entries on rank " << g.rank()
+          << "; "
+          << (Op::kFields == 0 ? std::string("the model has no parameter fields")
+                               : "the field grid owns " + std::to_string(op_.field_grid()->owned_size()))
+          << " (or leave it empty)";
+    }
+    int bad = ok ? 0 : 1, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, g.comm());
+    if (!ok) throw Error(why.str());
+    COSTATE_CHECK(!any, who << "another rank passed a direction of the wrong size (see its error)");
+  }
+
+  /// One step of the state and its tangent: (y_n, δy_n) → (y_{n+1},
+  /// δy_{n+1}) in place (file comment); `rhs`, `tmp` are work vectors.
+  /// Leaves the solver's operator at I − hθJ_{n+1}. Returns the tangent
+  /// solve's Krylov iterations.
+  std::int64_t tangent_step(const GlobalVector& y, const GlobalVector& dy, std::int64_t n, const GlobalVector* a_dot,
+                            std::span<const double> q_dot, const GlobalVector& rhs, const GlobalVector& tmp,
+                            const GlobalVector* y_next = nullptr) {
+    const double h = options_.dt, th = options_.theta;
+    const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
+    deep_copy(rhs, dy);
+    if (th < 1.0) {  // h(1−θ) ḟ_n at (t_n, y_n)
+      op_.jvp_total(tn, y, &dy, a_dot, q_dot, tmp);
+      axpy(h * (1.0 - th), tmp, rhs);
+    }
+    if (y_next)
+      deep_copy(y, *y_next);  // a stored y_{n+1} (ThetaLinearization): the same bits as step()
+    else
+      step(y, n);
+    if (a_dot != nullptr || !q_dot.empty()) {  // hθ (f_a δa + f_q δq) at (t_{n+1}, y_{n+1})
+      op_.jvp_total(tn1, y, nullptr, a_dot, q_dot, tmp);
+      axpy(h * th, tmp, rhs);
+    }
+    set_step_operator(tn1, y);
+    const linear::Summary s = solver_.solve(rhs, dy, false);
+    COSTATE_CHECK(s.success(), "pde::ThetaIntegrator: the tangent KSP solve failed at step "
+                                   << n << ": " << s.message
+                                   << "; choose a stronger -pc_type or raise KspOptions::max_iterations");
+    return s.iterations;
+  }
+
+  /// The solver's operator ← I − hθ J(t_{n+1}, y_{n+1}).
+  void set_step_operator(double tn1, const GlobalVector& y) {
+    if constexpr (Model::linear_in_state) {
+      ensure_linear_operator();
+    } else {
+      op_.jacobian(tn1, y, J_);
+      A_.shifted_copy_of(J_, 1.0, -options_.dt * options_.theta);
+      solver_.set_operator(A_);
+    }
+  }
+
+  /// The Ops object of ode::reverse_sweep for the second-order adjoint: the
+  /// swept state is the pair (y_n, δy_n), a snapshot holds both.
+  struct HessianSweep {
+    ThetaIntegrator& in;
+    const Objective& objective;
+    const GlobalVector* a_dot;
+    std::span<const double> q_dot;
+    bool exact;
+    GlobalVector current, dcurrent, next, dnext, cached, dcached;
+    GlobalVector lambda, dlambda, mu, dmu, rhs, tmp, tmp2, w, wd, ystar, dystar;
+    GlobalVector a_bar, da_bar;
+    std::vector<double> q_bar, dq_bar, pack;
+    detail::ThetaSnapshots snapshots;
+    std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0, tangent_iterations = 0;
+    double objective_value = 0.0;
+    bool seeded = false;
+    const GlobalVector* given_mu = nullptr;  ///< μ_n from a ThetaLinearization (no solve)
+
+    HessianSweep(ThetaIntegrator& integrator, const Objective& obj, const ThetaDirection& d,
+                 const ode::Checkpointing& c, HessianProduct product)
+        : in(integrator), objective(obj), a_dot(d.fields.size() ? &d.fields : nullptr), q_dot(d.parameters),
+          exact(product == HessianProduct::Exact),
+          snapshots(integrator.op_.grid().comm(), integrator.op_.grid().rank(),
+                    2 * integrator.op_.grid().owned_size(), c, integrator.options_.shared_disk_checkpoints) {
+      const Grid& g = in.op_.grid();
+      for (GlobalVector* v : {&current, &dcurrent, &next, &dnext, &cached, &dcached, &lambda, &dlambda, &mu, &dmu,
+                              &rhs, &tmp, &tmp2, &w, &wd, &ystar, &dystar})
+        *v = g.create_global();
+      if constexpr (Op::kFields > 0) {
+        a_bar = in.op_.field_grid()->create_global();
+        da_bar = in.op_.field_grid()->create_global();
+      }
+      q_bar.assign(static_cast<std::size_t>(Op::kScalars), 0.0);
+      dq_bar.assign(static_cast<std::size_t>(Op::kScalars), 0.0);
+      pack.resize(2 * g.owned_size());
+    }
+    std::int64_t index() const { return i; }
+    void advance() {
+      tangent_iterations += in.tangent_step(current, dcurrent, i, a_dot, q_dot, rhs, tmp);
+      ++i;
+      ++advances;
+    }
+    void save(std::size_t slot) {
+      const std::size_t n = current.size();
+      for (std::size_t e = 0; e < n; ++e) {
+        pack[e] = current[e];
+        pack[n + e] = dcurrent[e];
+      }
+      snapshots.save(slot, pack, i);
+    }
+    void restore(std::size_t slot) {
+      i = snapshots.restore(slot, pack);
+      const std::size_t n = current.size();
+      for (std::size_t e = 0; e < n; ++e) {
+        current[e] = pack[e];
+        dcurrent[e] = pack[n + e];
+      }
+    }
+    void solve_transpose(const GlobalVector& b, const GlobalVector& x, const char* what) {
+      const linear::Summary s = in.solver_.solve_transpose(b, x, false);
+      adjoint_iterations += s.iterations;
+      COSTATE_CHECK(s.success(), "pde::ThetaIntegrator::hessian_vector: the " << what << " KSP solve failed at step "
+                                                                              << i << ": " << s.message
+                                                                              << "; choose a stronger -pc_type or "
+                                                                                 "raise KspOptions::max_iterations");
+    }
+    void reverse_step() {
+      const Grid& g = in.op_.grid();
+      const double h = in.options_.dt, th = in.options_.theta;
+      const double tn = in.options_.t0 + static_cast<double>(i) * h, tn1 = tn + h;
+      // (y_{n+1}, δy_{n+1}): from the previous reverse step, or one step.
+      if (cached_index == i + 1) {
+        deep_copy(next, cached);
+        deep_copy(dnext, dcached);
+      } else {
+        deep_copy(next, current);
+        deep_copy(dnext, dcurrent);
+        tangent_iterations += in.tangent_step(next, dnext, i, a_dot, q_dot, rhs, tmp);
+        ++advances;
+      }
+      if (!seeded) {
+        objective_value = objective.evaluate(g, next, &lambda);
+        objective.hessian_vector(g, dnext, dlambda);
+        seeded = true;
+      }
+      in.set_step_operator(tn1, next);
+      using VD = typename Op::VjpDirection;
+      using VS = typename Op::VjpSums;
+      const GlobalVector* fields_out = Op::kFields > 0 ? &a_bar : nullptr;
+      const GlobalVector* dfields_out = Op::kFields > 0 ? &da_bar : nullptr;
+      if constexpr (Model::linear_in_state && Model::autonomous) {
+        // f = J(p) u + b(p): f_u does not depend on u or t, so D_u(n) =
+        // D_u(n+1) = D_u, and f_p, D_p are affine in (y, δy): the two
+        // evaluations are one at y* = θ y_{n+1} + (1 − θ) y_n (and δy*),
+        // scaled by h; J_nᵀ x is the assembled J (one pass, not two).
+        linear_sum(ystar, th, next, 1.0 - th, current);
+        if (exact) {
+          if (given_mu)
+            deep_copy(mu, *given_mu);
+          else
+            solve_transpose(lambda, mu, "adjoint (transposed)");
+          linear_sum(dystar, th, dnext, 1.0 - th, dcurrent);
+          scale(w, h, mu);
+          fill(tmp2, 0.0);  // h D_u
+          in.op_.vjp_tangent_add(tn, ystar, w, VD{.u_dot = &dystar, .a_dot = a_dot, .q_dot = q_dot},
+                                 VS{.a = fields_out, .q = q_bar}, VS{.u = &tmp2, .a = dfields_out, .q = dq_bar});
+          linear_sum(rhs, 1.0, dlambda, th, tmp2);
+          solve_transpose(rhs, dmu, "second-order adjoint (transposed)");
+        } else {
+          solve_transpose(dlambda, dmu, "Gauss-Newton adjoint (transposed)");
+        }
+        scale(w, h, dmu);  // h f_p(y*)ᵀ δμ
+        in.op_.vjp_add(tn, ystar, w, da_bar, dq_bar);
+        if (th < 1.0) {
+          if (exact) {
+            in.J_.mult_transpose(mu, tmp);
+            linear_sum(lambda, 1.0, mu, h * (1.0 - th), tmp);
+          }
+          in.J_.mult_transpose(dmu, tmp);
+          linear_sum(dlambda, 1.0, dmu, h * (1.0 - th), tmp);
+          if (exact) axpy(1.0 - th, tmp2, dlambda);
+        } else {
+          if (exact) deep_copy(lambda, mu);
+          deep_copy(dlambda, dmu);
+        }
+        deep_copy(cached, current);
+        deep_copy(dcached, dcurrent);
+        cached_index = i;
+        return;
+      }
+      if (exact) {
+        // Aᵀ μ = λ;  Aᵀ δμ = δλ + hθ D_u(n+1); the gradient and D_p(n+1).
+        if (given_mu)
+          deep_copy(mu, *given_mu);
+        else
+          solve_transpose(lambda, mu, "adjoint (transposed)");
+        deep_copy(rhs, dlambda);
+        scale(w, h * th, mu);
+        in.op_.vjp_tangent_add(tn1, next, w, VD{.u_dot = &dnext, .a_dot = a_dot, .q_dot = q_dot},
+                               VS{.a = fields_out, .q = q_bar}, VS{.u = &rhs, .a = dfields_out, .q = dq_bar});
+        solve_transpose(rhs, dmu, "second-order adjoint (transposed)");
+      } else {
+        solve_transpose(dlambda, dmu, "Gauss-Newton adjoint (transposed)");
+      }
+      scale(w, h * th, dmu);  // hθ f_p(n+1)ᵀ δμ
+      in.op_.vjp_add(tn1, next, w, da_bar, dq_bar);
+      if (th < 1.0) {
+        if (exact) {
+          // One pass at (t_n, y_n) with the weight h(1−θ)(μ + ε δμ): J_nᵀμ,
+          // J_nᵀδμ + D_u(n), f_p(n)ᵀ μ and f_p(n)ᵀ δμ + D_p(n).
+          scale(w, h * (1.0 - th), mu);
+          scale(wd, h * (1.0 - th), dmu);
+          fill(tmp, 0.0);
+          fill(tmp2, 0.0);
+          in.op_.vjp_tangent_add(tn, current, w, VD{.u_dot = &dcurrent, .a_dot = a_dot, .q_dot = q_dot, .w_dot = &wd},
+                                 VS{.u = &tmp, .a = fields_out, .q = q_bar},
+                                 VS{.u = &tmp2, .a = dfields_out, .q = dq_bar});
+          linear_sum(lambda, 1.0, mu, 1.0, tmp);
+          linear_sum(dlambda, 1.0, dmu, 1.0, tmp2);
+        } else {
+          if constexpr (!Model::linear_in_state) in.op_.jacobian(tn, current, in.J_);
+          in.J_.mult_transpose(dmu, tmp);
+          linear_sum(dlambda, 1.0, dmu, h * (1.0 - th), tmp);
+          scale(w, h * (1.0 - th), dmu);
+          in.op_.vjp_add(tn, current, w, da_bar, dq_bar);
+        }
+      } else {
+        if (exact) deep_copy(lambda, mu);
+        deep_copy(dlambda, dmu);
+      }
+      deep_copy(cached, current);
+      deep_copy(dcached, dcurrent);
+      cached_index = i;
     }
   };
 
