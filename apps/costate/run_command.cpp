@@ -10,6 +10,7 @@
 #include "costate/core/error.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
 
 namespace costate::cli {
