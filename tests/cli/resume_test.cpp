@@ -289,7 +289,12 @@ TEST_F(ResumeTest, AdaptiveRunsResumeWithinTheirTolerance) {
 }
 
 TEST_F(ResumeTest, ResumeRefusesOtherSettingsAndFinishedFiles) {
-  write("long.yaml", kFixedInput);
+  // Ten times the steps of kFixedInput (~5 s on an idle core): the SIGINT
+  // 300 ms in must land before the run ends (at dt 2e-5 it finished first).
+  std::string input = kFixedInput;
+  const std::string dt = "dt: 2.0e-5";
+  input.replace(input.find(dt), dt.size(), "dt: 2.0e-6");
+  write("long.yaml", input.c_str());
   const pid_t pid = spawn(dir_, {"run", "long.yaml", "-o", "out.h5"});
   wait_started(dir_, pid);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
