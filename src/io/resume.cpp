@@ -7,12 +7,14 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <sstream>
 
 #include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
+#include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
 
 namespace costate::io {
@@ -234,11 +236,9 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
          << ": the outputs are not kept; euler, rk4 and dopri5 runs write them and resume)";
       throw_if_interrupted(os.str());
     };
-    outcome.solution = visit_model(cfg, [&](auto model) {
-      ode::Problem<decltype(model)> problem{model, cfg.initial_state, cfg.parameters,
-                                            {cfg.t_start, cfg.t_end}, cfg.output_times};
-      return ode::integrate(problem, opt);
-    });
+    RunConfig c = cfg;
+    c.integrator = opt;
+    outcome.solution = integrate_file(c);  // compiled once per model (src/io/kernels/)
     return outcome;
   }
 
@@ -285,34 +285,36 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
 
   std::int64_t steps = 0;  // accepted steps of this call (on_step calls)
   sol.t.reserve(sol.t.size() + outputs.size());
-  auto run = [&](auto model) {
-    using HostVector = ode::HostVector;
-    HostVector y = HostVector::from(std::span<const double>(y0));
-    const std::span<const double> p(cfg.parameters);
-    auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
+  // The model's right-hand side behind one std::function, so that the
+  // integrator is instantiated once here, not once per model.
+  using HostVector = ode::HostVector;
+  using Rhs = std::function<void(double, const HostVector&, const HostVector&)>;
+  const std::span<const double> p(cfg.parameters);
+  const Rhs rhs = visit_model(cfg, [&](auto model) -> Rhs {
+    return [p, model = std::move(model)](double t, const HostVector& yy, const HostVector& dydt) {
       model.template rhs<double>(t, std::span<const double>(yy.data(), yy.size()), p,
                                  std::span<double>(dydt.data(), dydt.size()));
     };
-    auto record = [&](std::size_t, double t, const HostVector& state) {
-      sol.t.push_back(t);
-      sol.y.insert(sol.y.end(), state.data(), state.data() + n);
-      // Recorded after the step's count and before its on_step (or, at
-      // t_begin, before any step).
-      outcome.steps_to_last_output = base_steps + (t == t_begin && steps == 0 ? 0 : steps + 1);
-    };
-    ode::IntegratorOptions opt = cfg.integrator;
-    opt.on_step = [&](double t) {
-      ++steps;
-      if (on_step) on_step(t);
-      if (InterruptHandler::pending()) {
-        sol.summary.final_time = t;
-        throw Stop{};
-      }
-    };
-    sol.summary = ode::integrate_vector(rhs, t_begin, cfg.t_end, y, opt, outputs, record);
+  });
+  HostVector y = HostVector::from(std::span<const double>(y0));
+  auto record = [&](std::size_t, double t, const HostVector& state) {
+    sol.t.push_back(t);
+    sol.y.insert(sol.y.end(), state.data(), state.data() + n);
+    // Recorded after the step's count and before its on_step (or, at
+    // t_begin, before any step).
+    outcome.steps_to_last_output = base_steps + (t == t_begin && steps == 0 ? 0 : steps + 1);
+  };
+  ode::IntegratorOptions opt = cfg.integrator;
+  opt.on_step = [&](double t) {
+    ++steps;
+    if (on_step) on_step(t);
+    if (InterruptHandler::pending()) {
+      sol.summary.final_time = t;
+      throw Stop{};
+    }
   };
   try {
-    visit_model(cfg, run);
+    sol.summary = ode::integrate_vector(rhs, t_begin, cfg.t_end, y, opt, outputs, record);
   } catch (const Stop&) {
     outcome.signal = InterruptHandler::pending();
     ode::Summary& s = sol.summary;

@@ -1,4 +1,0 @@
-#pragma once
-// Moved to include/costate/io/input.hpp (public); this forwarder keeps other
-// branches of the 2026-12-01 session compiling and is removed after their merge.
-#include "costate/io/input.hpp"
