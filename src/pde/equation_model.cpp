@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "io/input.hpp"  // nearest(): "did you mean" suggestions
+#include "costate/io/input.hpp"  // nearest(): "did you mean" suggestions
 
 namespace costate::pde {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "io/input.hpp"
+#include "costate/io/input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string path = "/tmp/costate_csv_fuzz_" + std::to_string(::getpid()) + ".csv";

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "io/input.hpp"
-#include "io/pde_input.hpp"
+#include "costate/io/input.hpp"
+#include "costate/io/pde_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::string dir = "/tmp/costate_input_fuzz_" + std::to_string(::getpid());
