@@ -183,16 +183,16 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
   check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush '" + path + "'");
 }
 
-}  // namespace
-
-void write_run_hdf5(const std::string& path, const RunConfig& config,
-                    const ode::Solution& solution, const SensitivityOutput* sensitivity,
-                    const std::string& command) {
-  COSTATE_CHECK(!path.empty(), "write_run_hdf5: empty output path");
+/// Writes `path` by `write(partial)` into path + ".partial" and renames it
+/// into place, so that a file at `path` is always complete; a failure
+/// removes the partial file and throws naming `path`.
+template <class Write>
+void write_atomically(const std::string& path, Write&& write) {
+  COSTATE_CHECK(!path.empty(), "HDF5 output: empty output path");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as costate::Error
   const std::string partial = path + ".partial";
   try {
-    write_file(partial, config, solution, sensitivity, command);
+    write(partial);
   } catch (const Error& e) {
     std::error_code ec;
     std::filesystem::remove(partial, ec);
@@ -206,12 +206,19 @@ void write_run_hdf5(const std::string& path, const RunConfig& config,
   }
 }
 
+}  // namespace
+
+void write_run_hdf5(const std::string& path, const RunConfig& config,
+                    const ode::Solution& solution, const SensitivityOutput* sensitivity,
+                    const std::string& command) {
+  write_atomically(path, [&](const std::string& partial) {
+    write_file(partial, config, solution, sensitivity, command);
+  });
+}
+
 void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
                            const ode::Solution& solution, const std::string& command,
                            const RunFileMarks& marks) {
-  COSTATE_CHECK(!path.empty(), "write_marked_run_hdf5: empty output path");
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const std::string partial = path + ".partial";
   auto extra = [&](hid_t file) {
     for (const auto& [name, value] : marks.strings) write_string_scalar(file, name, value, true);
     for (const auto& [name, value] : marks.numbers) write_scalar_attribute(file, name, value);
@@ -221,19 +228,9 @@ void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
       write_string_scalar(summary, "termination", marks.termination, true);
     }
   };
-  try {
+  write_atomically(path, [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, command, extra, marks.status);
-  } catch (const Error& e) {
-    std::error_code ec;
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot move the output into place: " + ec.message());
-  }
+  });
 }
 
 namespace {
@@ -298,24 +295,11 @@ void write_calibration_group(hid_t file, const CalibrationReport& r) {
 
 void write_calibration_hdf5(const std::string& path, const RunConfig& config,
                             const ode::Solution& solution, const CalibrationReport& report) {
-  COSTATE_CHECK(!path.empty(), "write_calibration_hdf5: empty output path");
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const std::string partial = path + ".partial";
-  try {
+  write_atomically(path, [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, "calibrate",
                [&](hid_t file) { write_calibration_group(file, report); },
                report.converged ? "complete" : "partial");
-  } catch (const Error& e) {
-    std::error_code ec;
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot move the finished output into place: " + ec.message());
-  }
+  });
 }
 
 }  // namespace costate::io
