@@ -62,8 +62,14 @@ void report_error(const costate::Environment* env, const std::string& message, b
     if (json) std::cout << Json{{"status", "error"}, {"message", message}}.dump() << std::endl;
   }
   if (env && env->size() > 1) {
-    // Give rank 0 a moment to print before the job is torn down.
-    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // Give rank 0 a moment to print before the job is torn down; a rank
+    // still alive after it failed alone (rank 0 did not abort the job), so
+    // it says what happened itself.
+    if (rank != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::cerr << "costate: error on rank " << rank << " of " << env->size() << ": " << message
+                << std::endl;
+    }
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 }

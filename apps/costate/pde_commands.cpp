@@ -11,6 +11,8 @@
 
 #include "pde_drive.hpp"
 
+#include <mpi.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -88,6 +90,7 @@ void evaluate_cells(const pde::Grid& grid, const std::vector<expr::Program>& pro
   const int dim = grid.dim(), dof = static_cast<int>(programs.size());
   std::vector<double> v(static_cast<std::size_t>(dim) + parameters.size() + static_cast<std::size_t>(nfields));
   std::size_t cell = 0;
+  std::string bad;  // the first non-finite value on this rank
   for (std::int64_t k = o.start[2]; k < o.start[2] + o.count[2]; ++k)
     for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
       for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i, ++cell) {
@@ -96,10 +99,35 @@ void evaluate_cells(const pde::Grid& grid, const std::vector<expr::Program>& pro
         for (int d = 0; d < dim; ++d) v[n++] = grid.coordinate(d, idx[d]);
         for (double p : parameters) v[n++] = p;
         for (int f = 0; f < nfields; ++f) v[n++] = (*fields)[cell * static_cast<std::size_t>(nfields) + static_cast<std::size_t>(f)];
-        for (int c = 0; c < dof; ++c)
-          out[cell * static_cast<std::size_t>(dof) + static_cast<std::size_t>(c)] =
-              programs[static_cast<std::size_t>(c)].evaluate(std::span<const double>(v));
+        for (int c = 0; c < dof; ++c) {
+          const double value = programs[static_cast<std::size_t>(c)].evaluate(std::span<const double>(v));
+          out[cell * static_cast<std::size_t>(dof) + static_cast<std::size_t>(c)] = value;
+          if (!std::isfinite(value) && bad.empty()) {
+            std::ostringstream os;
+            os.precision(6);
+            os << "the expression '" << programs[static_cast<std::size_t>(c)].text() << "' is "
+               << (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf") << " at the cell centred at ";
+            for (int d = 0; d < dim; ++d) os << (d ? ", " : "") << "xyz"[d] << " = " << v[static_cast<std::size_t>(d)];
+            os << ": every initial value, parameter field and misfit datum on the grid must be finite";
+            bad = os.str();
+          }
+        }
       }
+  // Collective, so that every rank stops with the same message (the lowest
+  // rank with a non-finite value reports it) instead of one rank failing
+  // alone while the others wait in the solver.
+  int rank = 0, size = 1;
+  MPI_Comm_rank(grid.comm(), &rank);
+  MPI_Comm_size(grid.comm(), &size);
+  const int mine = bad.empty() ? size : rank;
+  int first = size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, grid.comm());
+  if (first == size) return;
+  int length = static_cast<int>(bad.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, grid.comm());
+  bad.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(bad.data(), length, MPI_CHAR, first, grid.comm());
+  throw Error(bad);
 }
 
 std::vector<expr::Program> compile_all(const std::vector<std::string>& texts, const std::vector<std::string>& vars,
