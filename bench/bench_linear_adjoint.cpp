@@ -17,6 +17,8 @@
 //
 // Sample runs:  build/bench/bench_linear_adjoint
 //               mpiexec -n 2 build/bench/bench_linear_adjoint
+#include <Eigen/LU>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -49,9 +49,7 @@
 /// Eigen3::Eigen to the target that includes it.
 
 #include <Eigen/Core>
-#include <Eigen/LU>
 #include <Eigen/SparseCore>
-#include <Eigen/SparseLU>
 
 #include <chrono>
 #include <cmath>
@@ -92,48 +90,44 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 /// Dense LU with partial pivoting, kept for the tangent and adjoint solves.
+/// Compiled once (src/linear/factor.cpp): this header does not include
+/// Eigen's LU modules, so that its includers do not instantiate them.
 class DenseFactor {
  public:
-  explicit DenseFactor(const Eigen::MatrixXd& a) : lu_(a) {}
-  Eigen::MatrixXd solve(const Eigen::MatrixXd& rhs) const { return lu_.solve(rhs); }
-  Eigen::VectorXd solve_transpose(const Eigen::VectorXd& rhs) const {
-    return lu_.transpose().solve(rhs);
-  }
-  double rcond() const { return lu_.rcond(); }
+  explicit DenseFactor(const Eigen::MatrixXd& a);
+  ~DenseFactor();
+  DenseFactor(const DenseFactor&) = delete;
+  DenseFactor& operator=(const DenseFactor&) = delete;
+  Eigen::MatrixXd solve(const Eigen::MatrixXd& rhs) const;
+  Eigen::VectorXd solve_transpose(const Eigen::VectorXd& rhs) const;
+  /// LAPACK-style estimate of the reciprocal condition number (1-norm).
+  double rcond() const;
   /// The exactly-zero pivot an LU of a singular matrix may end with.
-  bool has_zero_pivot() const {
-    const auto d = lu_.matrixLU().diagonal();
-    for (Eigen::Index i = 0; i < d.size(); ++i)
-      if (d[i] == 0.0) return true;
-    return false;
-  }
+  bool has_zero_pivot() const;
   static const char* name() { return "eigen dense LU"; }
 
  private:
-  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
-/// Sparse LU (SuperLU-style supernodal, COLAMD column ordering).
+/// Sparse LU (SuperLU-style supernodal, COLAMD column ordering); compiled
+/// once (src/linear/factor.cpp).
 class SparseFactor {
  public:
-  explicit SparseFactor(const Eigen::SparseMatrix<double>& a) {
-    lu_.analyzePattern(a);
-    lu_.factorize(a);
-    ok_ = lu_.info() == Eigen::Success;
-    if (!ok_) message_ = lu_.lastErrorMessage();
-  }
-  bool ok() const { return ok_; }
-  const std::string& message() const { return message_; }
-  Eigen::MatrixXd solve(const Eigen::MatrixXd& rhs) const { return lu_.solve(rhs); }
-  Eigen::VectorXd solve_transpose(const Eigen::VectorXd& rhs) const {
-    return lu_.transpose().solve(rhs);  // Eigen's transposed view needs a non-const LU
-  }
+  explicit SparseFactor(const Eigen::SparseMatrix<double>& a);
+  ~SparseFactor();
+  SparseFactor(const SparseFactor&) = delete;
+  SparseFactor& operator=(const SparseFactor&) = delete;
+  bool ok() const;
+  const std::string& message() const;
+  Eigen::MatrixXd solve(const Eigen::MatrixXd& rhs) const;
+  Eigen::VectorXd solve_transpose(const Eigen::VectorXd& rhs) const;
   static const char* name() { return "eigen SparseLU"; }
 
  private:
-  mutable Eigen::SparseLU<Eigen::SparseMatrix<double>, Eigen::COLAMDOrdering<int>> lu_;
-  bool ok_ = false;
-  std::string message_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// The entries of A as inputs of the derivative: all n² entries

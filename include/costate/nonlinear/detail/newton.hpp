@@ -6,9 +6,7 @@
 // only places that include those libraries). Not a public header.
 
 #include <Eigen/Core>
-#include <Eigen/LU>
 #include <Eigen/SparseCore>
-#include <Eigen/SparseLU>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "costate/ad/sparsity.hpp"
+#include "costate/linear/solve.hpp"
 #include "costate/nonlinear/options.hpp"
 #include "costate/nonlinear/summary.hpp"
 
@@ -90,19 +89,17 @@ inline Summary newton_native(const Problem& problem, std::vector<double>& x, con
     if (problem.sparse) {
       problem.sparse_jacobian(x, js);
       js.makeCompressed();
-      Eigen::SparseLU<Eigen::SparseMatrix<double>, Eigen::COLAMDOrdering<int>> lu;
-      lu.analyzePattern(js);
-      lu.factorize(js);
-      if (lu.info() != Eigen::Success) {
+      const linear::detail::SparseFactor lu(js);
+      if (!lu.ok()) {
         singular = true;
         s.message = "sparse LU of the Jacobian failed at iteration " + std::to_string(s.iterations) +
-                    ": " + lu.lastErrorMessage();
+                    ": " + lu.message();
       } else {
         delta = -lu.solve(rv);
       }
     } else {
       problem.dense_jacobian(x, jd);
-      const Eigen::PartialPivLU<Eigen::MatrixXd> lu(jd);
+      const linear::detail::DenseFactor lu(jd);
       const double rcond = lu.rcond();
       if (!(rcond >= kSingularRcond)) {
         singular = true;
