@@ -21,6 +21,7 @@
 
 #include "costate/pde/models.hpp"
 #include "costate/pde/theta.hpp"
+#include "support/pde_fixtures.hpp"
 
 using namespace costate;
 using costate::pde::Boundary;
@@ -51,23 +52,11 @@ constexpr double kGaussNewtonTol = 1e-11;
 // to rtol 1e-14 agree to ~1e-13 relative. 1e-12 is the requirement.
 constexpr double kRankAgreement = 1e-12;
 
-double wave(std::int64_t g, double salt) { return std::sin(0.77 * static_cast<double>(g) + salt); }
-
-std::vector<double> natural(std::int64_t n, double salt, double offset, double amplitude) {
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (std::size_t g = 0; g < v.size(); ++g) v[g] = offset + amplitude * wave(static_cast<std::int64_t>(g), salt);
-  return v;
-}
+using costate::test::natural;
+using costate::test::wave;
 
 pde::ThetaOptions options(double theta, double dt, std::int64_t steps) {
-  pde::ThetaOptions o;
-  o.theta = theta;
-  o.dt = dt;
-  o.steps = steps;
-  o.ksp.rtol = 1e-14;
-  o.ksp.use_options_database = false;
-  o.newton_rtol = 1e-13;
-  return o;
+  return costate::test::theta_options(theta, dt, steps);
 }
 
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {

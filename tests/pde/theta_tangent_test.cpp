@@ -12,6 +12,7 @@
 
 #include "costate/pde/models.hpp"
 #include "costate/pde/theta.hpp"
+#include "support/pde_fixtures.hpp"
 
 using namespace costate;
 using costate::pde::Boundary;
@@ -26,23 +27,11 @@ constexpr double kTangentAdjointAgreement = 1e-11;
 // O(h²·J''') ~ 1e-8 relative, round-off 1e-16/1e-4 = 1e-12.
 constexpr double kCentralDifferenceTol = 1e-6;
 
-double wave(std::int64_t g, double salt) { return std::sin(0.77 * static_cast<double>(g) + salt); }
-
-std::vector<double> natural(std::int64_t n, double salt, double offset, double amplitude) {
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (std::size_t g = 0; g < v.size(); ++g) v[g] = offset + amplitude * wave(static_cast<std::int64_t>(g), salt);
-  return v;
-}
+using costate::test::natural;
+using costate::test::wave;
 
 pde::ThetaOptions options(double theta, double dt, std::int64_t steps) {
-  pde::ThetaOptions o;
-  o.theta = theta;
-  o.dt = dt;
-  o.steps = steps;
-  o.ksp.rtol = 1e-14;
-  o.ksp.use_options_database = false;
-  o.newton_rtol = 1e-13;
-  return o;
+  return costate::test::theta_options(theta, dt, steps);
 }
 
 /// ⟨adjoint gradient, δ⟩ with rank-ordered reductions.
