@@ -25,7 +25,8 @@
 ///      safeguarded by max(η_k, 0.9 η_{k−1}²) when 0.9 η_{k−1}² > 0.1,
 ///      and never below ½ gradient_tolerance / ‖g_k‖ (no oversolving);
 ///   4. Armijo backtracking: α ∈ {1, ½, ¼, …}, accept J(m + αp) ≤
-///      J(m) + c α gᵀp (one forward solve per trial);
+///      J(m) + c α gᵀp + 8 ε_machine |J(m)| (one forward solve per trial;
+///      the slack lets the last steps through at J's round-off floor);
 ///   stop when ‖g‖₂ ≤ max(gradient_atol, gradient_rtol ‖g_0‖₂).
 /// lbfgs — the same J and ∇J by PETSc TAO blmvm (optimize::minimize; no
 /// preconditioner, no bounds). TAO runs serially on every rank on the
@@ -139,7 +140,7 @@ class ThetaMisfit final : public MisfitModel {
       product(dir_, kappa_, v);
     else
       deep_copy(dir_, v);
-    const ThetaHessianVector r = integ_->hessian_vector(*lin_, ThetaDirection{.fields = dir_}, product_kind);
+    const ThetaHessianVector r = integ_->hessian_vector(*lin_, ThetaDirection{.fields = dir_, .parameters = {}, .initial_state = {}}, product_kind);
     ++solves_.incremental_forward;
     ++solves_.incremental_adjoint;
     if (!log_form_) {
