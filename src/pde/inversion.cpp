@@ -155,15 +155,28 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
     }
     // Eisenstat–Walker forcing (choice 2, γ = 0.9, α = 2), safeguarded.
     double eta = o.eta_max;
+    std::string rule = "eta_max";
     if (k > 0) {
       const double ratio = row.gradient_norm / g_prev;
       eta = 0.9 * ratio * ratio;
+      rule = "eisenstat_walker";
       const double safeguard = 0.9 * eta_prev * eta_prev;
-      if (safeguard > 0.1) eta = std::max(eta, safeguard);
-      eta = std::min(eta, o.eta_max);
+      if (safeguard > 0.1 && safeguard > eta) {
+        eta = safeguard;
+        rule = "safeguard";
+      }
+      if (eta >= o.eta_max) {
+        eta = o.eta_max;
+        rule = "eta_max";
+      }
     }
-    eta = std::max(eta, std::min(o.eta_max, 0.5 * tolerance / row.gradient_norm));
+    const double floor = std::min(o.eta_max, 0.5 * tolerance / row.gradient_norm);
+    if (floor > eta) {
+      eta = floor;
+      rule = "floor";
+    }
     row.forcing = eta;
+    row.forcing_rule = rule;
     row.gauss_newton = k < o.gauss_newton_iterations;
     const CgOutcome cg = steihaug_pcg(model, prior, row.gauss_newton ? HessianProduct::GaussNewton : HessianProduct::Exact,
                                       g, eta, o.cg_max_iterations, p);

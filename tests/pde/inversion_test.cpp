@@ -163,6 +163,12 @@ struct Problem {
   }
 };
 
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   double d = 0.0, s = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -283,6 +289,7 @@ TEST(ThetaMisfit, GradientAndHessianInLogForm) {
 }
 
 TEST(FindMap, NewtonCgReachesTheNoiseLevelAndConvergesSuperlinearly) {
+  if (world_size() > 1) GTEST_SKIP() << "serial only: the rank test below covers MPI (2 shared cores)";
   // More sensors and less noise, case by case.
   const std::pair<int, double> cases[] = {{4, 4e-2}, {8, 1e-2}, {16, 3e-3}};
   double previous_error = 0.0;
@@ -305,22 +312,26 @@ TEST(FindMap, NewtonCgReachesTheNoiseLevelAndConvergesSuperlinearly) {
     previous_error = error;
     last = r;
   }
-  // Superlinear: the gradient ratios of the last exact-Newton steps fall.
-  // The final step is excluded: its forcing is raised to ½ tol/‖g‖ (no
-  // oversolving), so it reduces ‖g‖ just below the tolerance.
+  // Superlinear: the gradient ratios of the last exact-Newton steps whose
+  // forcing is Eisenstat–Walker's fall. Steps with the forcing raised to
+  // ½ tol/‖g‖ (the "floor": no oversolving at the end) are left out: they
+  // reduce ‖g‖ just below the tolerance, by design.
   const auto& h = last.history;
   if (rank == 0)
     for (const auto& row : h)
-      std::printf("  it %d  J %.10g  misfit %.6g  prior %.6g  |g| %.3e  cg %d (%s)%s eta %.2e  alpha %g  solves %lld\n",
+      std::printf("  it %d  J %.10g  misfit %.6g  prior %.6g  |g| %.3e  cg %d (%s)%s eta %.2e (%s)  alpha %g  solves %lld\n",
                   row.iteration, row.objective, row.misfit, row.prior, row.gradient_norm, row.cg_iterations,
-                  row.cg_stop.c_str(), row.gauss_newton ? " GN" : "", row.forcing, row.step_length,
+                  row.cg_stop.c_str(), row.gauss_newton ? " GN" : "", row.forcing, row.forcing_rule.c_str(), row.step_length,
                   static_cast<long long>(row.solves.total()));
-  ASSERT_GE(h.size(), 5u);
-  const std::size_t l = h.size() - 2;  // the iterate before the last step
-  auto ratio = [&](std::size_t k) { return h[k].gradient_norm / h[k - 1].gradient_norm; };
-  EXPECT_LT(ratio(l), kLastRatio);
-  EXPECT_LT(ratio(l), ratio(l - 1));
-  EXPECT_LT(ratio(l - 1), ratio(l - 2));
+  std::vector<double> ratios;
+  for (std::size_t k = 1; k < h.size(); ++k)
+    if (!h[k - 1].gauss_newton && h[k - 1].forcing_rule != "floor")
+      ratios.push_back(h[k].gradient_norm / h[k - 1].gradient_norm);
+  ASSERT_GE(ratios.size(), 3u);
+  const std::size_t l = ratios.size() - 1;
+  EXPECT_LT(ratios[l], kLastRatio);
+  EXPECT_LT(ratios[l], ratios[l - 1]);
+  EXPECT_LT(ratios[l - 1], ratios[l - 2]);
   // The cost accounting: one forward + one adjoint per linearization, two
   // incremental solves per CG iteration.
   std::int64_t cg = 0;
@@ -332,6 +343,7 @@ TEST(FindMap, NewtonCgReachesTheNoiseLevelAndConvergesSuperlinearly) {
 }
 
 TEST(FindMap, LbfgsReachesTheSameMap) {
+  if (world_size() > 1) GTEST_SKIP() << "serial only: the rank test below covers MPI (2 shared cores)";
   Problem p(MPI_COMM_WORLD, 6, 2e-3);
   const pde::InversionResult n = p.solve(pde::InversionMethod::NewtonCg, 1e-10);
   const pde::InversionResult l = p.solve(pde::InversionMethod::Lbfgs, 1e-7, 500);

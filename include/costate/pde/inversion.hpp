@@ -201,6 +201,9 @@ struct InversionIteration {
   std::string cg_stop;      ///< "tolerance" | "negative curvature" | "max iterations" ("" for L-BFGS)
   bool gauss_newton = false;
   double forcing = 0.0;     ///< η_k
+  /// Which rule set η_k: "eta_max", "eisenstat_walker", "safeguard" (0.9 η²_{k−1})
+  /// or "floor" (½ tolerance/‖g_k‖: the last step, no oversolving).
+  std::string forcing_rule;
   double step_length = 0.0; ///< Armijo's α
   PdeSolves solves;         ///< cumulative at m_k
 };
