@@ -64,8 +64,9 @@ constexpr double kLastRatio = 1e-2;
 constexpr double kLbfgsAgreement = 1e-4;
 // Rank counts and preconditioners change the KSP iterates (rtol 1e-14 for
 // the PDE, 1e-12 for the prior's A) and the CG path: both MAPs converged
-// to ‖g‖ ≤ 1e-11 ‖g0‖ agree to ~1e-10 relative.
-constexpr double kRankAgreement = 1e-8;
+// to ‖g‖ ≤ 1e-11 ‖g0‖ agree to ~3e-12 relative on 1, 2 and 4 ranks (seen);
+// 1e-10 is the requirement.
+constexpr double kRankAgreement = 1e-10;
 
 constexpr int kCells = 16;
 constexpr double kDt = 0.02;
