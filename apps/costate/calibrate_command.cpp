@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "pde_commands.hpp"
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
 #include "costate/io/resume.hpp"
@@ -135,6 +136,8 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 }  // namespace
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
+  // A PDE input: the parameter-field inversion (docs/pde_inverse.md).
+  if (is_pde_input(args.input)) return pde(env, args, "calibrate");
   io::RunConfig cfg = io::load_run_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
   if (!cfg.calibration.present)

@@ -26,6 +26,13 @@
 #include "costate/io/resources.hpp"
 
 namespace costate::cli {
+namespace detail {
+/// `calibrate` on a PDE input: the MAP point of the calibration section's
+/// parameter field (pde_invert.cpp). Collective. Returns 0 when converged,
+/// 2 when stopped without converging.
+int calibrate_pde(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
+                  const std::shared_ptr<const pde::EquationSystem>& system);
+}  // namespace detail
 
 bool is_pde_input(const std::string& path) { return io::is_pde_input(path); }
 
@@ -37,6 +44,8 @@ int pde_command(const Environment& env, const PdeArgs& args) {
   io::check_pde_resources(cfg, args.command != "run", env.size());
   const auto system = std::make_shared<const pde::EquationSystem>(cfg.equations);
   try {
+    // `calibrate`: the parameter-field inversion (pde_invert.cpp).
+    if (args.command == "calibrate") return detail::calibrate_pde(env, args, cfg, system);
     // One translation unit per dimension and parameter-field count
     // (pde_commands_{1,2,3}d[_field].cpp; pde::dispatch::with_equation_components).
     const bool field = system->field_parameters() == 1;

@@ -12,7 +12,7 @@
 namespace costate::cli {
 
 struct PdeArgs {
-  std::string command;  ///< "run" | "sensitivity" | "gradcheck"
+  std::string command;  ///< "run" | "sensitivity" | "gradcheck" | "calibrate"
   std::string input;
   std::string output;   ///< -o (overrides output.file)
   std::vector<std::string> sets;

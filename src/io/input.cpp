@@ -16,6 +16,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/io/input_text.hpp"
+#include "costate/io/pde_calibration.hpp"
 #include "costate/io/pde_input.hpp"
 #include "costate/io/resources.hpp"
 
@@ -1208,7 +1209,7 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
   }
   if (!root.IsMap()) throw Error(path + ": expected a map of settings at the top level");
   for (const auto& o : overrides) apply_override(root, o, ctx);
-  ctx.check_keys(root, "", {"description", "pde", "integrator", "objective", "sensitivity", "output"});
+  ctx.check_keys(root, "", {"description", "pde", "integrator", "objective", "sensitivity", "output", "calibration"});
   if (root["description"]) cfg.description = ctx.string(root["description"], "description");
 
   // 1. The pde section: grid, names, equations.
@@ -1469,6 +1470,147 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
     }
   }
   return cfg;
+}
+
+
+PdeCalibrationConfig load_pde_calibration(const std::string& path, const std::vector<std::string>& overrides,
+                                          const PdeConfig& cfg) {
+  Context ctx;
+  ctx.path = path;
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open input file for reading");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": malformed YAML: " + e.msg);
+  }
+  for (const auto& o : overrides) apply_override(root, o, ctx);
+  PdeCalibrationConfig none;
+  const int dim = cfg.equations.dim;
+  std::vector<std::string> field_vars{"x"};
+  if (dim >= 2) field_vars.emplace_back("y");
+  if (dim >= 3) field_vars.emplace_back("z");
+  field_vars.insert(field_vars.end(), cfg.equations.parameters.begin(), cfg.equations.parameters.end());
+  const std::string coord_text = dim == 1 ? "x" : dim == 2 ? "x, y" : "x, y, z";
+  auto field_index = [&](const YAML::Node& node, const std::string& key) {
+    const std::string name = ctx.string(node, key);
+    const auto& f = cfg.equations.fields;
+    const auto it = std::find(f.begin(), f.end(), name);
+    if (it == f.end()) {
+      std::string msg = "'" + name + "' is not a field";
+      const std::string near = nearest(name, f);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      ctx.fail(node, key, msg + " Fields: " + join(f));
+    }
+    return static_cast<int>(it - f.begin());
+  };
+  const YAML::Node cal = root["calibration"];
+  if (!cal) return none;
+  {
+    PdeCalibrationConfig cc;
+    cc.present = true;
+    ctx.expect_map(cal, "calibration");
+    ctx.check_keys(cal, "calibration", {"field", "log", "sensors", "prior", "optimizer"});
+    const auto& pf = cfg.equations.parameter_fields;
+    if (!cal["field"]) {
+      if (pf.size() != 1)
+        ctx.fail(cal, "calibration", "missing required key 'field' (the parameter field to infer; this input has " +
+                                         std::string(pf.empty() ? "none: add one under pde.parameter_fields" : join(pf)) + ")");
+      cc.field = pf[0];
+    } else {
+      cc.field = ctx.string(cal["field"], "calibration.field");
+      if (std::find(pf.begin(), pf.end(), cc.field) == pf.end()) {
+        std::string msg = "'" + cc.field + "' is not a parameter field";
+        const std::string near = nearest(cc.field, pf);
+        if (!near.empty()) msg += "; did you mean '" + near + "'?";
+        ctx.fail(cal["field"], "calibration.field",
+                 msg + (pf.empty() ? std::string(" (the input has none: add it under pde.parameter_fields)")
+                                   : " Parameter fields: " + join(pf)));
+      }
+    }
+    if (cal["log"]) {
+      const std::string v = ctx.string(cal["log"], "calibration.log");
+      if (v != "true" && v != "false") ctx.fail(cal["log"], "calibration.log", "expected true or false, got '" + v + "'");
+      cc.log_form = v == "true";
+    }
+    const YAML::Node sn = cal["sensors"];
+    if (!sn) ctx.fail(cal, "calibration", "missing required key 'sensors' (with 'file': a CSV of x,[y,[z,]]t,value[,sigma])");
+    ctx.expect_map(sn, "calibration.sensors");
+    ctx.check_keys(sn, "calibration.sensors", {"file", "field", "sigma"});
+    if (!sn["file"]) ctx.fail(sn, "calibration.sensors", "missing required key 'file' (the sensor CSV)");
+    const std::filesystem::path fp(ctx.string(sn["file"], "calibration.sensors.file"));
+    cc.sensors_file = fp.is_relative() ? (std::filesystem::path(path).parent_path() / fp).string() : fp.string();
+    if (sn["field"]) cc.sensors_component = field_index(sn["field"], "calibration.sensors.field");
+    if (sn["sigma"]) cc.sigma = ctx.positive(sn["sigma"], "calibration.sensors.sigma");
+    if (const YAML::Node pr = cal["prior"]) {
+      ctx.expect_map(pr, "calibration.prior");
+      ctx.check_keys(pr, "calibration.prior", {"kind", "gamma", "delta", "mean"});
+      if (pr["kind"]) {
+        try {
+          cc.prior.kind = pde::prior_kind_from_string(ctx.string(pr["kind"], "calibration.prior.kind"));
+        } catch (const Error& e) {
+          ctx.fail(pr["kind"], "calibration.prior.kind", e.what());
+        }
+      }
+      if (pr["gamma"]) cc.prior.gamma = ctx.number(pr["gamma"], "calibration.prior.gamma");
+      if (pr["delta"]) cc.prior.delta = ctx.number(pr["delta"], "calibration.prior.delta");
+      if (cc.prior.kind != pde::PriorKind::L2 && !(cc.prior.gamma > 0.0))
+        ctx.fail(pr["gamma"] ? pr["gamma"] : pr, "calibration.prior.gamma",
+                 "must be > 0 for the " + pde::to_string(cc.prior.kind) + " prior, got " + fmt(cc.prior.gamma));
+      if (!(cc.prior.delta > 0.0))
+        ctx.fail(pr["delta"] ? pr["delta"] : pr, "calibration.prior.delta", "must be > 0, got " + fmt(cc.prior.delta));
+      if (const YAML::Node mean = pr["mean"]) {
+        double v = 0.0;
+        if (mean.IsScalar() && YAML::convert<double>::decode(mean, v))
+          cc.prior_mean = fmt(ctx.number(mean, "calibration.prior.mean"));
+        else
+          cc.prior_mean = pde_expression(ctx, mean, "calibration.prior.mean", field_vars,
+                                         coord_text + " and the parameters");
+      }
+    }
+    if (const YAML::Node op = cal["optimizer"]) {
+      ctx.expect_map(op, "calibration.optimizer");
+      ctx.check_keys(op, "calibration.optimizer", {"method", "max_iterations", "gradient_rtol", "gradient_atol",
+                                                   "gauss_newton_iterations", "cg_max_iterations", "eta_max"});
+      pde::InversionOptions& o = cc.optimizer;
+      if (op["method"]) {
+        try {
+          o.method = pde::inversion_method_from_string(ctx.string(op["method"], "calibration.optimizer.method"));
+        } catch (const Error& e) {
+          ctx.fail(op["method"], "calibration.optimizer.method", e.what());
+        }
+      }
+      auto integer = [&](const char* k, int& out, long long lo) {
+        if (!op[k]) return;
+        const long long v = ctx.integer(op[k], std::string("calibration.optimizer.") + k);
+        if (v < lo || v > 1000000)
+          ctx.fail(op[k], std::string("calibration.optimizer.") + k, "must lie in [" + std::to_string(lo) + ", 1000000]");
+        out = static_cast<int>(v);
+      };
+      integer("max_iterations", o.max_iterations, 1);
+      integer("gauss_newton_iterations", o.gauss_newton_iterations, 0);
+      integer("cg_max_iterations", o.cg_max_iterations, 1);
+      auto fraction = [&](const char* k, double& out, bool zero_ok) {
+        if (!op[k]) return;
+        const std::string key = std::string("calibration.optimizer.") + k;
+        out = ctx.number(op[k], key);
+        if (!(out >= 0.0 && out < 1.0) || (!zero_ok && out == 0.0))
+          ctx.fail(op[k], key, std::string("must lie in ") + (zero_ok ? "[0, 1)" : "(0, 1)") + ", got " + fmt(out));
+      };
+      fraction("gradient_rtol", o.gradient_rtol, true);
+      fraction("eta_max", o.eta_max, false);
+      if (op["gradient_atol"]) {
+        o.gradient_atol = ctx.number(op["gradient_atol"], "calibration.optimizer.gradient_atol");
+        if (!(o.gradient_atol >= 0.0))
+          ctx.fail(op["gradient_atol"], "calibration.optimizer.gradient_atol", "must be >= 0, got " + fmt(o.gradient_atol));
+      }
+      if (o.gradient_rtol == 0.0 && o.gradient_atol == 0.0)
+        ctx.fail(op, "calibration.optimizer", "gradient_rtol and gradient_atol are both 0: set one > 0");
+    }
+    return cc;
+  }
 }
 
 std::string PdeConfig::to_yaml() const {

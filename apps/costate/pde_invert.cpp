@@ -1,0 +1,216 @@
+// `costate calibrate` on a PDE input with a `calibration:` section: the MAP
+// point of a parameter field from point sensors (pde::find_map: Newton-CG
+// or L-BFGS), its iteration table, the MAP field and the history in HDF5
+// (docs/pde_inverse.md). One process or under mpiexec; reports from rank 0.
+//
+// Compile time: the inversion instantiates pde::ThetaMisfit (the θ
+// integrator's gradient and second-order adjoint) for one-component
+// equation models with one parameter field in 1-D and 2-D, linear and
+// nonlinear: four instantiations in this translation unit.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "costate/core/error.hpp"
+#include "costate/io/pde_calibration.hpp"
+#include "costate/pde/inversion.hpp"
+#include "costate/pde/output.hpp"
+#include "pde_drive.hpp"
+
+namespace costate::cli::detail {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json solves_json(const pde::PdeSolves& s) {
+  return Json{{"forward", s.forward},
+              {"adjoint", s.adjoint},
+              {"incremental_forward", s.incremental_forward},
+              {"incremental_adjoint", s.incremental_adjoint},
+              {"total", s.total()}};
+}
+
+void print_row(const pde::InversionIteration& r) {
+  std::printf("  %3d  %15.8e  %13.6e  %13.6e  %11.4e  %5d  %-18s %3s  %7lld\n", r.iteration, r.objective, r.misfit,
+              r.prior, r.gradient_norm, r.cg_iterations, r.cg_stop.c_str(), r.gauss_newton ? "GN" : "",
+              static_cast<long long>(r.solves.total()));
+  std::fflush(stdout);
+}
+
+template <class Model>
+int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
+           const io::PdeCalibrationConfig& cc, Model model) {
+  const pde::EquationSpec& eq = cfg.equations;
+  const bool talk = env.is_root() && !args.quiet;
+  // 1. The operator, the input's parameter field (the reference), u0.
+  std::vector<double> q(cfg.parameters);
+  q.resize(static_cast<std::size_t>(Model::scalar_parameters), 0.0);
+  pde::Operator<Model> op(env.comm(), cfg.domain, model, q);
+  const pde::Grid& g = op.grid();
+  const pde::Grid& fg = *op.field_grid();
+  print_banner(env, args, cfg, g, Model::linear_in_state);
+  const std::vector<std::string> coords = coordinates(eq.dim);
+  std::vector<std::string> vars = coords;
+  vars.insert(vars.end(), eq.parameters.begin(), eq.parameters.end());
+  evaluate_cells(fg, compile_all(cfg.parameter_fields, vars, "pde.parameter_fields", eq.parameter_fields),
+                 cfg.parameters, nullptr, 0, op.fields());
+  auto reference = fg.create_global("pde::reference field");
+  deep_copy(reference, op.fields());
+  std::vector<std::string> init_vars = vars;
+  init_vars.insert(init_vars.end(), eq.parameter_fields.begin(), eq.parameter_fields.end());
+  auto u0 = g.create_global("pde::u0");
+  evaluate_cells(g, compile_all(cfg.initial, init_vars, "pde.initial", eq.fields), cfg.parameters, &op.fields(), 1,
+                 u0);
+  // 2. Sensors, prior, the reduced misfit.
+  const double t_end = cfg.integrator.t0 + static_cast<double>(cfg.integrator.steps) * cfg.integrator.dt;
+  auto obs = std::make_shared<const pde::Observations>(g, pde::read_sensors(cc.sensors_file, eq.dim, cc.sigma),
+                                                       cfg.integrator.t0, t_end, cc.sensors_component);
+  auto mean = fg.create_global("pde::prior mean");
+  evaluate_cells(fg, compile_all({cc.prior_mean}, vars, "calibration.prior", {"mean"}), cfg.parameters, nullptr, 0,
+                 mean);
+  const pde::Prior prior(fg, cc.prior, mean);
+  pde::ThetaMisfit<Model> misfit(op, cfg.integrator, u0, pde::Objective::sensors(obs), cc.log_form);
+  if (talk) {
+    std::cerr << "  infer      " << (cc.log_form ? "m = log(" + cc.field + ")" : cc.field) << ", " << fg.global_size()
+              << " unknowns\n  sensors    " << obs->size() << " of " << eq.fields[static_cast<std::size_t>(cc.sensors_component)]
+              << " at t = " << t_end << " from " << cc.sensors_file << "\n  prior      " << pde::to_string(cc.prior.kind)
+              << " (gamma " << cc.prior.gamma << ", delta " << cc.prior.delta << ", mean " << cc.prior_mean
+              << ")\n  optimizer  " << pde::to_string(cc.optimizer.method) << " (gradient_rtol "
+              << cc.optimizer.gradient_rtol << ", max_iterations " << cc.optimizer.max_iterations << ")\n";
+  }
+  if (env.is_root() && !args.json)
+    std::printf("\n   it        objective         misfit          prior          |g|     cg  cg stop             "
+                "     PDE solves\n");
+  // 3. The MAP point, starting at the prior mean.
+  const pde::InversionResult r = pde::find_map(misfit, prior, mean, cc.optimizer, [&](const pde::InversionIteration& row) {
+    if (env.is_root() && !args.json) print_row(row);
+  });
+  // 4. The state at the MAP point, predictions, the distance to the reference.
+  const double phi = misfit.misfit(r.m);
+  const std::vector<double> predicted = obs->predictions(misfit.final_state());
+  auto kappa = fg.create_global("pde::map field");
+  misfit.parameter_field(r.m, kappa);
+  auto ref_m = fg.create_global();
+  if (cc.log_form) {
+    double local_min = INFINITY;
+    for (std::size_t e = 0; e < reference.size(); ++e) local_min = std::min(local_min, reference[e]);
+    if (global_min(g.comm(), local_min) > 0.0)
+      transform(ref_m, reference, [](double x) { return std::log(x); });
+    else
+      fill(ref_m, std::numeric_limits<double>::quiet_NaN());
+  } else {
+    deep_copy(ref_m, reference);
+  }
+  auto diff = fg.create_global();
+  linear_sum(diff, 1.0, r.m, -1.0, ref_m);
+  const double volume = prior.cell_volume();
+  const double distance = std::sqrt(volume * dot(diff, diff));
+  const double chi2 = 2.0 * phi;
+  if (!cfg.output_file.empty()) {
+    pde::FieldWriter out(g, cfg.output_file, eq.fields);
+    out.write_frame(t_end, misfit.final_state());
+    out.write_field(cc.field + "_map", fg, kappa, {cc.field + "_map"});
+    out.write_field("m_map", fg, r.m, {"m_map"});
+    out.write_field(cc.field + "_reference", fg, reference, {cc.field + "_reference"});
+    out.write_field("m_prior_mean", fg, mean, {"m_prior_mean"});
+    std::vector<double> it, obj, mis, pri, gn, cgs, solves;
+    for (const auto& row : r.history) {
+      it.push_back(row.iteration);
+      obj.push_back(row.objective);
+      mis.push_back(row.misfit);
+      pri.push_back(row.prior);
+      gn.push_back(row.gradient_norm);
+      cgs.push_back(row.cg_iterations);
+      solves.push_back(static_cast<double>(row.solves.total()));
+    }
+    out.write_array("history_iteration", it);
+    out.write_array("history_objective", obj);
+    out.write_array("history_misfit", mis);
+    out.write_array("history_prior", pri);
+    out.write_array("history_gradient_norm", gn);
+    out.write_array("history_cg_iterations", cgs);
+    out.write_array("history_pde_solves", solves);
+    std::vector<double> data, sigma;
+    for (const auto& s : obs->sensors()) {
+      data.push_back(s.value);
+      sigma.push_back(s.sigma);
+    }
+    out.write_array("sensor_data", data);
+    out.write_array("sensor_sigma", sigma);
+    out.write_array("sensor_predictions", predicted);
+    const pde::PdeSolves& s = r.solves;
+    out.write_array("pde_solves", std::vector<double>{static_cast<double>(s.forward), static_cast<double>(s.adjoint),
+                                                      static_cast<double>(s.incremental_forward),
+                                                      static_cast<double>(s.incremental_adjoint)});
+    out.write_array("objective", std::vector<double>{r.objective, r.misfit, r.prior, r.gradient_norm});
+    out.finish();
+  }
+  if (env.is_root()) {
+    if (args.json) {
+      Json j;
+      j["status"] = r.converged ? "ok" : "not_converged";
+      j["method"] = r.method;
+      j["termination"] = r.termination;
+      j["objective"] = r.objective;
+      j["misfit"] = r.misfit;
+      j["prior"] = r.prior;
+      j["gradient_norm"] = r.gradient_norm;
+      j["chi2"] = chi2;
+      j["observations"] = obs->size();
+      j["unknowns"] = fg.global_size();
+      j["distance_to_reference"] = std::isfinite(distance) ? Json(distance) : Json(nullptr);
+      j["cg_iterations"] = r.cg_iterations;
+      j["pde_solves"] = solves_json(r.solves);
+      j["prior_solves"] = r.prior_solves;
+      j["seconds"] = r.seconds;
+      Json its = Json::array();
+      for (const auto& row : r.history)
+        its.push_back(Json{{"iteration", row.iteration},
+                           {"objective", row.objective},
+                           {"misfit", row.misfit},
+                           {"prior", row.prior},
+                           {"gradient_norm", row.gradient_norm},
+                           {"cg_iterations", row.cg_iterations},
+                           {"cg_stop", row.cg_stop},
+                           {"gauss_newton", row.gauss_newton},
+                           {"pde_solves", solves_json(row.solves)}});
+      j["iterations"] = its;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::printf("\n%s\n  chi2 = 2*misfit = %.6g for %zu observations; L2 distance of m to the input's %s: %.6g\n"
+                  "  %.3f s, %lld KSP solves with the prior's A\n",
+                  r.brief_report().c_str(), chi2, obs->size(), cc.field.c_str(), distance, r.seconds,
+                  static_cast<long long>(r.prior_solves));
+      if (!cfg.output_file.empty()) std::printf("  wrote %s\n", cfg.output_file.c_str());
+    }
+  }
+  return r.converged ? 0 : 2;
+}
+
+}  // namespace
+
+int calibrate_pde(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
+                  const std::shared_ptr<const pde::EquationSystem>& system) {
+  const io::PdeCalibrationConfig cc = io::load_pde_calibration(args.input, args.sets, cfg);
+  if (!cc.present)
+    throw Error(args.input + ": costate calibrate on a PDE input needs a 'calibration:' section (the parameter "
+                             "field, the sensors, the prior and the optimizer; docs/pde_inverse.md)");
+  if (system->field_parameters() != 1)
+    throw Error(args.input + ": costate calibrate infers one parameter field; this input has " +
+                std::to_string(system->field_parameters()) + " (add one under pde.parameter_fields)");
+  if (system->components() != 1)
+    throw Error(args.input + ": costate calibrate supports PDEs with one field; this input has " +
+                std::to_string(system->components()) + " (pde.fields)");
+  switch (system->dim()) {
+    case 1:
+      return pde::dispatch::with_equation_linear<1, 1, 1>(system, [&](auto m) { return invert(env, args, cfg, cc, m); });
+    case 2:
+      return pde::dispatch::with_equation_linear<2, 1, 1>(system, [&](auto m) { return invert(env, args, cfg, cc, m); });
+    default:
+      throw Error(args.input + ": costate calibrate supports 1-D and 2-D PDE inputs; this one is 3-D");
+  }
+}
+
+}  // namespace costate::cli::detail

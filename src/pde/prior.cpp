@@ -1,0 +1,183 @@
+// pde::Prior (prior.hpp): L2, H1 and BiLaplacian priors on a cell field.
+#include "costate/pde/prior.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "costate/core/error.hpp"
+
+namespace costate::pde {
+
+std::string to_string(PriorKind k) {
+  switch (k) {
+    case PriorKind::L2: return "l2";
+    case PriorKind::H1: return "h1";
+    default: return "bilaplacian";
+  }
+}
+
+PriorKind prior_kind_from_string(const std::string& name) {
+  if (name == "l2") return PriorKind::L2;
+  if (name == "h1") return PriorKind::H1;
+  if (name == "bilaplacian") return PriorKind::BiLaplacian;
+  throw Error("pde::PriorKind: unknown prior \"" + name + "\"; expected l2, h1 or bilaplacian");
+}
+
+void PriorOptions::validate() const {
+  COSTATE_CHECK(std::isfinite(delta) && delta > 0.0,
+                "pde::PriorOptions::delta = " << costate::detail::format_value(delta) << " must be > 0");
+  if (kind != PriorKind::L2)
+    COSTATE_CHECK(std::isfinite(gamma) && gamma > 0.0, "pde::PriorOptions::gamma = "
+                                                           << costate::detail::format_value(gamma)
+                                                           << " must be > 0 for the " << to_string(kind)
+                                                           << " prior");
+  ksp.validate();
+}
+
+namespace {
+
+/// A standard normal number from (seed, global index): splitmix64 twice,
+/// then Box–Muller. The same on every rank count.
+double hashed_normal(std::uint64_t seed, std::uint64_t index) {
+  auto mix = [](std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  const std::uint64_t a = mix(seed * 0x100000001b3ULL ^ mix(2 * index));
+  const std::uint64_t b = mix(a ^ mix(2 * index + 1));
+  const double u1 = (static_cast<double>(a >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = (static_cast<double>(b >> 11) + 0.5) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace
+
+Prior::Prior(const Grid& grid, const PriorOptions& options, const GlobalVector& mean)
+    : grid_(&grid), options_(options) {
+  options_.validate();
+  COSTATE_CHECK(grid.dof() == 1, "pde::Prior: a prior is on a field with one value per cell; the grid has dof "
+                                     << grid.dof());
+  COSTATE_CHECK_EQ(mean.size(), grid.owned_size(), "pde::Prior: the mean is not a field of this grid");
+  mean_ = grid.create_global("pde::prior mean");
+  deep_copy(mean_, mean);
+  work_ = grid.create_global("pde::prior work");
+  work2_ = grid.create_global("pde::prior work 2");
+  for (int d = 0; d < grid.dim(); ++d) volume_ *= grid.spacing(d);
+  if (options_.kind == PriorKind::L2) return;
+  // A = γK + δM, row by row in local numbering.
+  a_ = std::make_unique<Matrix>(grid);
+  const Box& o = grid.owned();
+  std::vector<std::int64_t> cols;
+  std::vector<double> vals;
+  for (std::int64_t k = o.start[2]; k < o.start[2] + o.count[2]; ++k)
+    for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
+      for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i) {
+        cols.clear();
+        vals.clear();
+        double diagonal = options_.delta * volume_;
+        const std::int64_t at[3] = {i, j, k};
+        for (int d = 0; d < grid.dim(); ++d) {
+          const double c = options_.gamma * volume_ / (grid.spacing(d) * grid.spacing(d));
+          for (int side : {-1, 1}) {
+            std::int64_t nb[3] = {i, j, k};
+            nb[d] += side;
+            if (!grid.periodic(d) && (nb[d] < 0 || nb[d] >= grid.cells(d))) continue;  // no flux
+            if (grid.periodic(d) && grid.cells(d) == 1) continue;
+            diagonal += c;
+            cols.push_back(grid.local_index(0, nb[0], nb[1], nb[2]));
+            vals.push_back(-c);
+          }
+        }
+        cols.push_back(grid.local_index(0, at[0], at[1], at[2]));
+        vals.push_back(diagonal);
+        a_->set_row(grid.local_index(0, i, j, k), cols, vals);
+      }
+  a_->assemble();
+  solver_ = std::make_unique<KrylovSolver>(grid, options_.ksp);
+  solver_->set_operator(*a_);
+}
+
+Prior::~Prior() = default;
+Prior::Prior(Prior&&) noexcept = default;
+Prior& Prior::operator=(Prior&&) noexcept = default;
+
+void Prior::apply_a(const GlobalVector& v, const GlobalVector& out) const {
+  COSTATE_CHECK(a_ != nullptr, "pde::Prior::apply_a: the l2 prior has no elliptic operator");
+  a_->mult(v, out);
+}
+
+void Prior::solve_a(const GlobalVector& v, const GlobalVector& out) const {
+  COSTATE_CHECK(solver_ != nullptr, "pde::Prior::solve_a: the l2 prior has no elliptic operator");
+  const linear::Summary s = solver_->solve(v, out, false);
+  ++solves_;
+  krylov_iterations_ += s.iterations;
+  COSTATE_CHECK(s.success(), "pde::Prior: the KSP solve with A = gamma K + delta M failed ("
+                                 << s.message << "); raise -prior_ksp_max_it or choose -prior_pc_type");
+}
+
+void Prior::apply(const GlobalVector& v, const GlobalVector& out) const {
+  COSTATE_CHECK_EQ(v.size(), grid_->owned_size(), "pde::Prior::apply: not a field of the prior's grid");
+  switch (options_.kind) {
+    case PriorKind::L2: scale(out, options_.delta * volume_, v); return;
+    case PriorKind::H1: a_->mult(v, out); return;
+    case PriorKind::BiLaplacian:
+      a_->mult(v, work2_);
+      scale(work2_, 1.0 / volume_, work2_);
+      a_->mult(work2_, out);
+      return;
+  }
+}
+
+void Prior::apply_inverse(const GlobalVector& v, const GlobalVector& out) const {
+  COSTATE_CHECK_EQ(v.size(), grid_->owned_size(), "pde::Prior::apply_inverse: not a field of the prior's grid");
+  switch (options_.kind) {
+    case PriorKind::L2: scale(out, 1.0 / (options_.delta * volume_), v); return;
+    case PriorKind::H1: solve_a(v, out); return;
+    case PriorKind::BiLaplacian:
+      solve_a(v, work2_);
+      scale(work2_, volume_, work2_);
+      solve_a(work2_, out);
+      return;
+  }
+}
+
+double Prior::value(const GlobalVector& m) const {
+  COSTATE_CHECK_EQ(m.size(), grid_->owned_size(), "pde::Prior::value: not a field of the prior's grid");
+  linear_sum(work_, 1.0, m, -1.0, mean_);
+  if (options_.kind == PriorKind::BiLaplacian) {  // ½ ‖A d‖²_{M⁻¹}
+    a_->mult(work_, work2_);
+    return 0.5 * dot(work2_, work2_) / volume_;
+  }
+  GlobalVector r = work2_;
+  apply(work_, r);
+  return 0.5 * dot(work_, r);
+}
+
+double Prior::gradient(const GlobalVector& m, const GlobalVector& g) const {
+  COSTATE_CHECK_EQ(m.size(), grid_->owned_size(), "pde::Prior::gradient: not a field of the prior's grid");
+  linear_sum(work_, 1.0, m, -1.0, mean_);
+  apply(work_, g);
+  return 0.5 * dot(work_, g);
+}
+
+void Prior::sample(std::uint64_t seed, const GlobalVector& out) const {
+  COSTATE_CHECK(options_.kind == PriorKind::BiLaplacian,
+                "pde::Prior::sample: samples are drawn from the bilaplacian prior only (this one is "
+                    << to_string(options_.kind) << ")");
+  const Grid& g = *grid_;
+  const Box& o = g.owned();
+  std::size_t e = 0;
+  const double root_volume = std::sqrt(volume_);
+  for (std::int64_t k = o.start[2]; k < o.start[2] + o.count[2]; ++k)
+    for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
+      for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i, ++e) {
+        const auto global = static_cast<std::uint64_t>((k * g.cells(1) + j) * g.cells(0) + i);
+        work_[e] = root_volume * hashed_normal(seed, global);
+      }
+  solve_a(work_, out);
+  axpy(1.0, mean_, out);
+}
+
+}  // namespace costate::pde
