@@ -707,6 +707,35 @@ double System::observation_hessian_vector(std::size_t k, std::span<const double>
       y.first(n_), ydot.first(n_), p, pdot, gy, gy_dot, gp, gp_dot, value_dot);
 }
 
+namespace detail {
+
+namespace {
+[[noreturn]] void no_second_order() {
+  throw Error(
+      "ode::System: second-order evaluations need a System from make_second_order_system "
+      "(this one was made by make_system, first order only)");
+}
+}  // namespace
+
+void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
+                      std::span<DualDual8>) const {
+  no_second_order();
+}
+void SystemModel::rhs(double, std::span<const Reverse1>, std::span<const Reverse1>,
+                      std::span<Reverse1>) const {
+  no_second_order();
+}
+SystemModel::Reverse1 SystemModel::terminal(std::span<const Reverse1>,
+                                            std::span<const Reverse1>) const {
+  no_second_order();
+}
+SystemModel::Reverse1 SystemModel::observation(std::size_t, std::span<const Reverse1>,
+                                               std::span<const Reverse1>) const {
+  no_second_order();
+}
+
+}  // namespace detail
+
 struct SecondOrderLinearization::Impl {
   const System* sys = nullptr;
   bool dense = true;
@@ -785,6 +814,9 @@ struct SecondOrderLinearization::Impl {
 SecondOrderLinearization::SecondOrderLinearization(const System& system)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  COSTATE_CHECK(system.model().second_order(),
+                "SecondOrderLinearization: the System was made by make_system (first order "
+                "only): use make_second_order_system");
   m.sys = &system;
   m.n = system.n_model_states();
   m.nx = system.n_states();

@@ -527,8 +527,9 @@ void check_second_order(const System& sys, const System& other, double t,
 TEST(SystemSecondOrder, DenseAndTapeAgainstDifferencesLotkaVolterra) {
   const LotkaVolterra model;
   const Mixed obj;  // a running cost: x = (y, z)
-  const System dense = make_system(model, obj, 2, 4);
-  const System tape = make_system(model, obj, 2, 4, {.jacobian = JacobianStrategy::Tape});
+  const System dense = make_second_order_system(model, obj, 2, 4);
+  const System tape =
+      make_second_order_system(model, obj, 2, 4, {.jacobian = JacobianStrategy::Tape});
   check_second_order(dense, tape, 0.3, {1.2, 0.7, 0.0}, {1.5, 1.0, 3.0, 1.0});
 }
 
@@ -536,19 +537,40 @@ TEST(SystemSecondOrder, TapeAndDenseAgainstDifferencesDenseRows) {
   const AllToAll model;
   const Integral obj;
   const std::size_t n = 10, np = 12;  // n + n_p = 22 > dense_max: the tape
-  const System automatic = make_system(model, obj, n, np);
-  const System dense = make_system(model, obj, n, np, {.jacobian = JacobianStrategy::Dense});
+  const System automatic = make_second_order_system(model, obj, n, np);
+  const System dense =
+      make_second_order_system(model, obj, n, np, {.jacobian = JacobianStrategy::Dense});
   check_second_order(automatic, dense, 0.4, wave(n + 1, 0.5, 0.3), wave(np, 0.2, 0.4));
+}
+
+TEST(SystemSecondOrder, FirstOrderSystemRefusesSecondOrder) {
+  const LotkaVolterra model;
+  const Mixed obj;
+  const System first = make_system(model, obj, 2, 4);
+  EXPECT_THROW(SecondOrderLinearization{first}, costate::Error);
+  std::vector<double> y{1.0, 1.0}, p{1.5, 1.0, 3.0, 1.0}, g(2), gp(4);
+  double d = 0.0;
+  EXPECT_THROW((void)first.terminal_hessian_vector(y, y, p, p, g, g, gp, gp, d), costate::Error);
 }
 
 TEST(SystemSecondOrder, TermHessianVectorAgainstDifferencesOfGradients) {
   const LotkaVolterra model;
   const LeastSquares ls{.times = {0.5, 1.0}, .data = {1.0, 2.0, 0.5, std::nan("")}, .n_states = 2};
   const Mixed mixed;
-  const System obs = make_system(model, ls, 2, 4), term = make_system(model, mixed, 2, 4);
+  const System obs = make_second_order_system(model, ls, 2, 4),
+               term = make_second_order_system(model, mixed, 2, 4);
   const std::vector<double> y{1.3, 0.4, 0.0}, p{1.5, 1.0, 3.0, 1.0};
   const std::vector<double> yd{0.3, -0.5, 0.0}, pd{0.2, 0.1, -0.4, 0.7};
   const double h = 1e-5;
+  // Relative to max(1, max |want|): the observation terms do not read p (zero rows).
+  auto rel_error = [](const std::vector<double>& got, const std::vector<double>& want) {
+    double scale = 1.0, diff = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+    }
+    return diff / scale;
+  };
   auto check = [&](auto&& grad, auto&& hv, const char* what) {
     std::vector<double> gy(2, 0.0), gyd(2, 0.0), gp(4, 0.0), gpd(4, 0.0);
     double vd = 0.0;

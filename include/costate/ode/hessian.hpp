@@ -16,9 +16,9 @@
 /// adjoints it returns are the derivative of the discrete gradient along v:
 /// the exact Hessian of the discrete objective applied to v (not an
 /// approximation of the continuous one). The native steppers run on the
-/// compiled ode::System (make_system is the only per-model template; it
-/// evaluates the model on Dual<Dual<double, 1>, 8> and
-/// Reverse<Dual<double, 1>> for this): the compiled schemes' tangent steps
+/// compiled ode::System (make_second_order_system is the only per-model
+/// template: make_system's adapter plus the model on Dual<Dual<double, 1>, 8>
+/// and Reverse<Dual<double, 1>>): the compiled schemes' tangent steps
 /// carry x_i + εẋ_i forward, and each reverse step is the scheme's
 /// adjoint_tangent — adjoint() with its ε-parts from the System's
 /// SecondOrderLinearization (f_xᵀẇ + ḟ_xᵀw; dense Dual passes for small
@@ -169,7 +169,7 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
     return detail::cvodes_hessian_vector(problem, objective, v, *cv, std::move(options));
   }
   // The native steppers: the compiled scheme and sweep on the System.
-  const System system = make_system(problem.model, objective, n, np);
+  const System system = make_second_order_system(problem.model, objective, n, np);
   return detail::native_hessian_vector(system, problem.y0, problem.p, problem.t0(), problem.t1(),
                                        v, std::get<DiscreteAdjoint>(method).checkpointing,
                                        to_string(method), std::move(options), replay_times,

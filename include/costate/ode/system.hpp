@@ -9,9 +9,9 @@
 /// with their gradients. `make_system(model, objective)` is the only
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
-/// the tape's ad::Real; for second order ad::Dual<ad::Dual<double, 1>, 8>
-/// and ad::Reverse<ad::Dual<double, 1>>); everything behind it — the Jacobian strategies,
-/// the schemes and the sweeps (scheme.hpp) — is compiled once in src/ode/.
+/// the tape's ad::Real; make_second_order_system adds ad::Dual<ad::Dual<double,
+/// 1>, 8> and ad::Reverse<ad::Dual<double, 1>>); everything behind it — the
+/// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
 ///     const ode::System sys = ode::make_system(problem.model, objective, problem.n_states(),
 ///                                              problem.p.size());
@@ -54,8 +54,8 @@
 /// Second order (the last section; issue 14): SecondOrderLinearization —
 /// f and its derivative with their ε-parts along (ẋ, ṗ), for
 /// hessian_vector's forward-over-adjoint on the compiled schemes (rhs on
-/// Dual<Dual<double,1>, 8> and Reverse<Dual<double,1>> in the adapter) —
-/// and the objective terms' Hessian–vector pieces (*_hessian_vector).
+/// Dual<Dual<double,1>, 8>, Reverse<Dual<double,1>>: make_second_order_system)
+/// — and the objective terms' Hessian–vector pieces (*_hessian_vector).
 /// Later steps (issue 14, not built yet) add to this header:
 ///   - the sparse Jacobian as CSC/CSR matrices for the implicit steppers'
 ///     Newton iterations and CVODES' band / KLU solvers (θ, sdirk3, bdf
@@ -133,19 +133,22 @@ class SystemModel {
   virtual ad::Real observation(std::size_t k, std::span<const ad::Real> y,
                                std::span<const ad::Real> p) const = 0;
   virtual std::vector<double> observation_times() const = 0;
-  // Second order (SecondOrderLinearization, the *_hessian_vector terms):
-  // f on Dual<Dual<double, 1>, 8> (dense) and Reverse<Dual<double, 1>>
-  // (tape), the objective's terms on Reverse<Dual<double, 1>>.
+  // Second order (SecondOrderLinearization, the *_hessian_vector terms;
+  // only from make_second_order_system, SecondOrderAdapter): f on
+  // Dual<Dual<double, 1>, 8> (dense) and Reverse<Dual<double, 1>> (tape),
+  // the objective's terms on Reverse<Dual<double, 1>>. The defaults throw
+  // costate::Error (a System made by make_system).
   using Dual1 = ad::Dual<double, 1>;
   using DualDual8 = ad::Dual<Dual1, 8>;
   using Reverse1 = ad::Reverse<Dual1>;
+  virtual bool second_order() const { return false; }
   virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-                   std::span<DualDual8> dxdt) const = 0;
+                   std::span<DualDual8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
-                   std::span<Reverse1> dxdt) const = 0;
-  virtual Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const = 0;
+                   std::span<Reverse1> dxdt) const;
+  virtual Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const;
   virtual Reverse1 observation(std::size_t k, std::span<const Reverse1> y,
-                               std::span<const Reverse1> p) const = 0;
+                               std::span<const Reverse1> p) const;
   /// A model's own reverse derivatives (optional, HasOwnVjp): the doubles
   /// one linearization keeps, 0 for none. When non-zero and
   /// SystemOptions::jacobian is Automatic, Linearization::at and vjp call
@@ -162,7 +165,7 @@ class SystemModel {
 };
 
 template <class M, class O>
-class SystemAdapter final : public SystemModel {
+class SystemAdapter : public SystemModel {
  public:
   SystemAdapter(const M& model, const O& objective, std::size_t n)
       : model_(model), objective_(objective), n_(n) {}
@@ -195,27 +198,6 @@ class SystemAdapter final : public SystemModel {
     else
       return ad::Real(0.0 * static_cast<double>(k));
   }
-  void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-           std::span<DualDual8> dxdt) const override {
-    eval(t, y, p, dxdt);
-  }
-  void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
-           std::span<Reverse1> dxdt) const override {
-    eval(t, y, p, dxdt);
-  }
-  Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const override {
-    if constexpr (HasTerminal<O>)
-      return Reverse1(objective_.template terminal<Reverse1>(y.first(n_), p));
-    else
-      return Reverse1(0.0);
-  }
-  Reverse1 observation(std::size_t k, std::span<const Reverse1> y,
-                       std::span<const Reverse1> p) const override {
-    if constexpr (HasObservations<O>)
-      return Reverse1(objective_.template observation<Reverse1>(k, y.first(n_), p));
-    else
-      return Reverse1(0.0 * static_cast<double>(k));
-  }
   std::size_t own_vjp_workspace() const override {
     if constexpr (kOwnVjp)
       return model_.vjp_workspace();
@@ -242,7 +224,7 @@ class SystemAdapter final : public SystemModel {
     }
   }
 
- private:
+ protected:
   template <class T>
   void eval(double t, std::span<const T> y, std::span<const T> p, std::span<T> dxdt) const {
     model_.template rhs<T>(t, y.first(n_), p, dxdt.first(n_));
@@ -252,6 +234,43 @@ class SystemAdapter final : public SystemModel {
   const M& model_;
   const O& objective_;
   std::size_t n_;
+};
+
+/// SystemAdapter plus the second-order evaluations (make_second_order_system):
+/// the first-order members are SystemAdapter's (instantiated once per model
+/// and objective whichever maker is called).
+template <class M, class O>
+class SecondOrderAdapter final : public SystemAdapter<M, O> {
+ public:
+  using SystemAdapter<M, O>::SystemAdapter;
+  using Dual1 = SystemModel::Dual1;
+  using DualDual8 = SystemModel::DualDual8;
+  using Reverse1 = SystemModel::Reverse1;
+  using SystemAdapter<M, O>::rhs;
+  bool second_order() const override { return true; }
+  void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
+           std::span<DualDual8> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
+           std::span<Reverse1> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const override {
+    if constexpr (HasTerminal<O>)
+      return Reverse1(this->objective_.template terminal<Reverse1>(y.first(this->n_), p));
+    else
+      return Reverse1(0.0);
+  }
+  Reverse1 observation(std::size_t k, std::span<const Reverse1> y,
+                       std::span<const Reverse1> p) const override {
+    if constexpr (HasObservations<O>)
+      return Reverse1(this->objective_.template observation<Reverse1>(k, y.first(this->n_), p));
+    else
+      return Reverse1(0.0 * static_cast<double>(k));
+  }
+  using SystemAdapter<M, O>::terminal;
+  using SystemAdapter<M, O>::observation;
 };
 
 }  // namespace detail
@@ -368,6 +387,19 @@ template <class M, class O>
 System make_system(const M& model, const O& objective, std::size_t n_states,
                    std::size_t n_parameters, SystemOptions options = {}) {
   return System(std::make_shared<detail::SystemAdapter<M, O>>(model, objective, n_states),
+                n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
+                options);
+}
+
+/// make_system with the second-order evaluations (SecondOrderLinearization,
+/// System::*_hessian_vector; the last section of this header): the model and
+/// objective must accept ad::Dual<ad::Dual<double, 1>, 8> and
+/// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
+/// (costate::Error), so gradient-only callers do not instantiate them.
+template <class M, class O>
+System make_second_order_system(const M& model, const O& objective, std::size_t n_states,
+                                std::size_t n_parameters, SystemOptions options = {}) {
+  return System(std::make_shared<detail::SecondOrderAdapter<M, O>>(model, objective, n_states),
                 n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
                 options);
 }
