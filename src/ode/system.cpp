@@ -736,7 +736,30 @@ SystemModel::Reverse1 SystemModel::observation(std::size_t, std::span<const Reve
 
 }  // namespace detail
 
+namespace {
+
+/// Tapes of the tape strategy, kept per thread between linearizations (a
+/// fresh BasicTape<Dual<double, 1>> zero-fills its first chunk: that cost
+/// dominated short sweeps); at most kKeptTapes are kept.
+constexpr std::size_t kKeptTapes = 32;
+std::vector<std::unique_ptr<ad::BasicTape<Dual1>>>& tape_pool() {
+  thread_local std::vector<std::unique_ptr<ad::BasicTape<Dual1>>> pool;
+  return pool;
+}
+std::unique_ptr<ad::BasicTape<Dual1>> acquire_tape() {
+  auto& pool = tape_pool();
+  if (pool.empty()) return std::make_unique<ad::BasicTape<Dual1>>();
+  std::unique_ptr<ad::BasicTape<Dual1>> t = std::move(pool.back());
+  pool.pop_back();
+  return t;
+}
+
+}  // namespace
+
 struct SecondOrderLinearization::Impl {
+  ~Impl() {
+    if (tape_ptr && tape_pool().size() < kKeptTapes) tape_pool().push_back(std::move(tape_ptr));
+  }
   const System* sys = nullptr;
   bool dense = true;
   std::size_t n = 0, nx = 0, np = 0, nin = 0;
@@ -745,8 +768,8 @@ struct SecondOrderLinearization::Impl {
   std::vector<double> J, Jdot;
   bool jacobian_ready = false;
   std::vector<DualDual8> xd, pd, od;
-  // Tape: the recording at the point.
-  ad::BasicTape<Dual1> tape;
+  // Tape: the recording at the point (a pooled tape, only for this strategy).
+  std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
   std::vector<Reverse1> xr, pr, outr;
   bool adjoints_dirty = false;
   double t = 0.0;
@@ -788,6 +811,7 @@ struct SecondOrderLinearization::Impl {
   }
 
   void tape_at() {
+    ad::BasicTape<Dual1>& tape = *tape_ptr;
     typename ad::BasicTape<Dual1>::Scope scope(tape);
     tape.reset();
     tape.start_recording();
@@ -832,6 +856,7 @@ SecondOrderLinearization::SecondOrderLinearization(const System& system)
   m.pd.resize(m.np);
   m.od.resize(m.nx);
   if (!m.dense) {
+    m.tape_ptr = acquire_tape();
     m.xr.resize(m.nx);
     m.pr.resize(m.np);
     m.outr.resize(m.nx);
@@ -887,10 +912,11 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
       }
     }
   } else {
-    typename ad::BasicTape<Dual1>::Scope scope(m.tape);
-    if (m.adjoints_dirty) m.tape.clear_adjoints();
+    ad::BasicTape<Dual1>& tape = *m.tape_ptr;
+    typename ad::BasicTape<Dual1>::Scope scope(tape);
+    if (m.adjoints_dirty) tape.clear_adjoints();
     for (std::size_t i = 0; i < nx; ++i) m.outr[i].set_gradient(Dual1(w[i], {wdot[i]}));
-    m.tape.evaluate();
+    tape.evaluate();
     m.adjoints_dirty = true;
     for (std::size_t i = 0; i < n; ++i) {
       const Dual1 g = m.xr[i].gradient();
