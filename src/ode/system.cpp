@@ -767,6 +767,7 @@ struct SecondOrderLinearization::Impl {
   // Dense: [f_y | f_p] and its ε-part, column-major nx × nin.
   std::vector<double> J, Jdot;
   bool jacobian_ready = false;
+  bool seeded = false;  // one pass: xd, pd hold the unit seeds
   std::vector<DualDual8> xd, pd, od;
   // Tape: the recording at the point (a pooled tape, only for this strategy).
   std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
@@ -783,14 +784,23 @@ struct SecondOrderLinearization::Impl {
     const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
     for (std::size_t pass = 0; pass < passes; ++pass) {
       const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
-      for (std::size_t i = 0; i < nx; ++i) {
-        xd[i] = i < n ? DualDual8(Dual1(x[i], {xdot[i]})) : DualDual8(Dual1(0.0));
-        if (i < n && i >= first && i < last) xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
-      }
-      for (std::size_t j = 0; j < np; ++j) {
-        pd[j] = DualDual8(Dual1(p[j], {pdot[j]}));
-        if (n + j >= first && n + j < last)
-          pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
+      if (passes == 1 && seeded) {
+        // One pass: the unit seeds stay in place from call to call (as
+        // Linearization's dense_at), only the values and their ε-parts change.
+        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x[i], {xdot[i]});
+        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p[j], {pdot[j]});
+      } else {
+        seeded = passes == 1;
+        for (std::size_t i = 0; i < nx; ++i) {
+          xd[i] = i < n ? DualDual8(Dual1(x[i], {xdot[i]})) : DualDual8(Dual1(0.0));
+          if (i < n && i >= first && i < last)
+            xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          pd[j] = DualDual8(Dual1(p[j], {pdot[j]}));
+          if (n + j >= first && n + j < last)
+            pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
+        }
       }
       sys->model().rhs(t, std::span<const DualDual8>(xd), std::span<const DualDual8>(pd),
                        std::span<DualDual8>(od));
