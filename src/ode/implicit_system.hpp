@@ -87,6 +87,56 @@ class ModelJacobian<SystemRhs> {
 };
 
 using SystemJacobian = ModelJacobian<SystemRhs>;
+
+/// Second order: [f_x | f_p] and its ε-part at (t, x + εẋ, p + εṗ) from a
+/// SecondOrderLinearization, laid out as SystemJacobian's (n_x × (n_x +
+/// n_p), column-major, the z column zero) — the implicit schemes'
+/// adjoint_tangent.
+class SystemJacobianTangent {
+ public:
+  SystemJacobianTangent(const System& sys, std::span<const double> p)
+      : sys_(sys), lin_(sys), p_(p), nx_(sys.n_states()), nm_(sys.n_model_states()),
+        np_(p.size()), flat_(nx_ * (nm_ + np_)), flat_dot_(flat_.size()),
+        jp_(Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(nx_),
+                                  static_cast<Eigen::Index>(nx_ + np_))),
+        jp_dot_(jp_) {}
+
+  void at(double t, std::span<const double> x, std::span<const double> xdot,
+          std::span<const double> pdot) {
+    lin_.at(t, x, xdot, p_, pdot);
+    lin_.jacobian(flat_, flat_dot_);
+    ++evaluations;
+    lay_out(flat_, jp_);
+    lay_out(flat_dot_, jp_dot_);
+  }
+  const Eigen::MatrixXd& jp() const { return jp_; }
+  const Eigen::MatrixXd& jp_dot() const { return jp_dot_; }
+  std::int64_t evaluations = 0;
+
+ private:
+  void lay_out(const std::vector<double>& flat, Eigen::MatrixXd& out) const {
+    double* o = out.data();
+    for (std::size_t c = 0; c < nm_; ++c)
+      std::copy(flat.begin() + static_cast<std::ptrdiff_t>(c * nx_),
+                flat.begin() + static_cast<std::ptrdiff_t>((c + 1) * nx_), o + c * nx_);
+    for (std::size_t j = 0; j < np_; ++j)
+      std::copy(flat.begin() + static_cast<std::ptrdiff_t>((nm_ + j) * nx_),
+                flat.begin() + static_cast<std::ptrdiff_t>((nm_ + j + 1) * nx_),
+                o + (nx_ + j) * nx_);
+  }
+  const System& sys_;
+  SecondOrderLinearization lin_;
+  std::span<const double> p_;
+  std::size_t nx_, nm_, np_;
+  std::vector<double> flat_, flat_dot_;
+  Eigen::MatrixXd jp_, jp_dot_;
+};
+
+/// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error
+/// tolerance, but not below newton_tol relative (round-off would stall it).
+inline double replay_kappa(const IntegratorOptions& opt) {
+  return std::max(1e-6, opt.newton_tol / opt.rtol);
+}
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstRowMap = Eigen::Map<const RowMatrix>;
 using RowMap = Eigen::Map<RowMatrix>;

@@ -106,6 +106,60 @@ class ExplicitRk final : public Scheme {
     }
   }
 
+  // Second order: adjoint() with every stage at (Y_j + εẎ_j, p + εṗ):
+  // Ẏ_j = ẋ + h Σ a_jk K̇_k, K̇_j = ḟ(Y_j); the reverse loop of adjoint()
+  // on (value, ε-part) pairs.
+  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double>, std::span<const double>,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    const double t = times_[i], h = times_[i + 1] - t;
+    if (slins_.empty()) {
+      for (std::size_t j = 0; j < s_; ++j) slins_.emplace_back(sys_);
+      Ydot_.resize(nx_);
+      Kbard_.resize(s_ * nx_);
+      ybard_.resize(nx_);
+    }
+    Ydot_.resize(nx_);
+    auto slope = [&](std::size_t k) { return slins_[k].value().data(); };
+    auto slope_dot = [&](std::size_t k) { return slins_[k].value_dot().data(); };
+    for (std::size_t j = 0; j < s_; ++j) {
+      stage(j, h, x, slope);
+      combine(xdot, Ydot_, a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h,
+              slope_dot);
+      slins_[j].at(t + tab_.c[j] * h, Y_, Ydot_, p_, pdot);
+    }
+    lin_ += static_cast<std::int64_t>(s_);
+    for (std::size_t j = 0; j < s_; ++j) {
+      const double c = h * tab_.b[j];
+      double* kb = Kbar_.data() + j * nx_;
+      double* kbd = Kbard_.data() + j * nx_;
+      for (std::size_t q = 0; q < nx_; ++q) {
+        kb[q] = c * lambda[q];
+        kbd[q] = c * lambda_dot[q];
+      }
+    }
+    for (std::size_t j = s_; j-- > 0;) {
+      slins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_),
+                    std::span<const double>(Kbard_.data() + j * nx_, nx_), ybar_, ybard_, mu,
+                    mu_dot);
+      for (std::size_t q = 0; q < nx_; ++q) {
+        lambda[q] += ybar_[q];
+        lambda_dot[q] += ybard_[q];
+      }
+      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
+        const double c = h * a_terms_[e].a;
+        double* kb = Kbar_.data() + a_terms_[e].k * nx_;
+        double* kbd = Kbard_.data() + a_terms_[e].k * nx_;
+        for (std::size_t q = 0; q < nx_; ++q) {
+          kb[q] += c * ybar_[q];
+          kbd[q] += c * ybard_[q];
+        }
+      }
+    }
+  }
+
   std::int64_t rhs_evaluations() const override { return rhs_; }
   std::int64_t linearizations() const override { return lin_; }
 
@@ -165,8 +219,9 @@ class ExplicitRk final : public Scheme {
   ButcherTableau tab_;
   std::span<const double> p_, times_;
   std::size_t nx_, s_;
-  std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_;
+  std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_, Kbard_, ybard_;
   std::vector<Linearization> lins_, tlins_;
+  std::vector<SecondOrderLinearization> slins_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])
   std::int64_t rhs_ = 0, lin_ = 0;
@@ -405,6 +460,166 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
   out.wrt_initial_state.assign(grad.begin() + static_cast<std::ptrdiff_t>(np), grad.end());
   out.checkpoints.steps = static_cast<std::int64_t>(l);
   out.checkpoints.forward_steps = passes * static_cast<std::int64_t>(l);
+  out.rhs_evaluations = scheme.rhs_evaluations();
+  out.linearizations = scheme.linearizations();
+  return out;
+}
+
+}  // namespace costate::ode
+
+// ---------------------------------------------------------------- second order
+// (issue 14: forward over adjoint; scheme.hpp's "Second order")
+
+namespace costate::ode {
+
+void Scheme::adjoint_tangent(std::size_t, std::span<const double>, std::span<const double>,
+                             std::span<const double>, std::span<const double>,
+                             std::span<const double>, std::span<double>, std::span<double>,
+                             std::span<double>, std::span<double>) {
+  throw Error("Scheme::adjoint_tangent: this scheme has no second-order adjoint");
+}
+
+namespace {
+
+/// The checkpoint adapter of second_order_sweep (reverse_sweep's Ops): the
+/// state is (x_i, ẋ_i), 2 state_size() doubles, saved whole.
+class SecondOrderOps {
+ public:
+  SecondOrderOps(const System& sys, Scheme& scheme, std::span<const std::int64_t> obs_at,
+                 std::span<const double> x0, std::span<const double> x0dot,
+                 std::span<const double> p, std::span<const double> pdot, SnapshotStore& store,
+                 Hook& hook)
+      : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), pdot_(pdot), store_(store),
+        hook_(hook), nx_(scheme.state_size()), n_(sys.n_model_states()), l_(scheme.steps()),
+        cur_(2 * nx_), next_(2 * nx_), after_(2 * nx_), lambda_(nx_, 0.0), lambda_dot_(nx_, 0.0),
+        mu_(p.size(), 0.0), mu_dot_(p.size(), 0.0) {
+    std::copy(x0.begin(), x0.end(), cur_.begin());
+    std::copy(x0dot.begin(), x0dot.end(), cur_.begin() + static_cast<std::ptrdiff_t>(nx_));
+  }
+
+  void advance() {
+    forward(static_cast<std::size_t>(i_), cur_, next_);
+    cur_.swap(next_);
+    ++i_;
+    hook_(static_cast<std::size_t>(i_));
+  }
+  void save(std::size_t s) {
+    store_.save(s, cur_);
+    if (slot_step_.size() <= s) slot_step_.resize(s + 1);
+    slot_step_[s] = i_;
+  }
+  void restore(std::size_t s) {
+    store_.load(s, cur_);
+    i_ = slot_step_[s];
+  }
+  std::int64_t index() const { return i_; }
+
+  void reverse_step() {
+    const auto i = static_cast<std::size_t>(i_);
+    if (i + 1 == l_) {
+      // Seed at x_l: λ = (∂g/∂y, 1 for z), μ = ∂g/∂p with their ε-parts.
+      forward(i, cur_, after_);
+      std::fill(lambda_.begin(), lambda_.end(), 0.0);
+      std::fill(lambda_dot_.begin(), lambda_dot_.end(), 0.0);
+      double dot = 0.0;
+      J_ += sys_.terminal_hessian_vector(x(after_), xdot(after_), p_, pdot_, lambda_, lambda_dot_,
+                                         mu_, mu_dot_, dot);
+      J_dot_ += dot;
+      if (sys_.has_running()) {
+        J_ += after_[n_];
+        J_dot_ += after_[nx_ + n_];
+        lambda_[n_] = 1.0;
+      }
+      observe(l_, after_);
+    } else {
+      COSTATE_CHECK(after_index_ == i_ + 1,
+                    "second_order_sweep: internal error, the reverse steps are out of order");
+    }
+    // after_ = (x_{i+1}, ẋ_{i+1}): the previous reverse step's start (or the
+    // seed's step above).
+    scheme_.adjoint_tangent(i, x(cur_), xdot(cur_), x(after_), xdot(after_), pdot_, lambda_,
+                            lambda_dot_, mu_, mu_dot_);
+    observe(i, cur_);
+    after_ = cur_;
+    after_index_ = i_;
+    hook_(i);
+  }
+
+  double objective() const { return J_; }
+  double objective_dot() const { return J_dot_; }
+  const std::vector<double>& lambda() const { return lambda_; }
+  const std::vector<double>& lambda_dot() const { return lambda_dot_; }
+  const std::vector<double>& mu() const { return mu_; }
+  const std::vector<double>& mu_dot() const { return mu_dot_; }
+
+ private:
+  std::span<const double> x(const std::vector<double>& s) const {
+    return std::span<const double>(s.data(), nx_);
+  }
+  std::span<const double> xdot(const std::vector<double>& s) const {
+    return std::span<const double>(s.data() + nx_, nx_);
+  }
+  // (x_{i+1}, ẋ_{i+1}) from (x_i, ẋ_i): the scheme's tangent with one direction.
+  void forward(std::size_t i, std::vector<double>& from, std::vector<double>& to) {
+    scheme_.tangent(i, x(from), std::span<double>(to.data(), nx_), 1, xdot(from),
+                    std::span<double>(to.data() + nx_, nx_), pdot_);
+  }
+  void observe(std::size_t i, const std::vector<double>& s) {
+    const std::int64_t k = obs_at_[i];
+    if (k < 0) return;
+    double dot = 0.0;
+    J_ += sys_.observation_hessian_vector(static_cast<std::size_t>(k), x(s), xdot(s), p_, pdot_,
+                                          lambda_, lambda_dot_, mu_, mu_dot_, dot);
+    J_dot_ += dot;
+  }
+
+  const System& sys_;
+  Scheme& scheme_;
+  std::span<const std::int64_t> obs_at_;
+  std::span<const double> p_, pdot_;
+  SnapshotStore& store_;
+  Hook& hook_;
+  std::size_t nx_, n_, l_;
+  std::vector<double> cur_, next_, after_, lambda_, lambda_dot_, mu_, mu_dot_;
+  std::vector<std::int64_t> slot_step_;
+  std::int64_t i_ = 0, after_index_ = -1;
+  double J_ = 0.0, J_dot_ = 0.0;
+};
+
+}  // namespace
+
+SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
+                                      const Checkpointing& checkpointing,
+                                      std::span<const std::int64_t> obs_at,
+                                      std::span<const double> x0, std::span<const double> x0dot,
+                                      std::span<const double> p, std::span<const double> pdot,
+                                      const SweepHook& hook, std::span<const double> times) {
+  const std::size_t l = scheme.steps(), nx = scheme.state_size(), n = system.n_model_states();
+  COSTATE_CHECK_EQ(obs_at.size(), l + 1,
+                   "second_order_sweep: obs_at needs one entry per step index");
+  COSTATE_CHECK_EQ(x0.size(), nx, "second_order_sweep: x0 has the wrong size");
+  COSTATE_CHECK_EQ(x0dot.size(), nx, "second_order_sweep: x0dot has the wrong size");
+  COSTATE_CHECK_EQ(pdot.size(), p.size(), "second_order_sweep: pdot has the wrong size");
+  validate(checkpointing);
+  std::size_t disk_slots = 0;
+  std::string disk_path;
+  if (const auto* ml = std::get_if<Multilevel>(&checkpointing)) {
+    disk_slots = static_cast<std::size_t>(ml->disk);
+    disk_path = ml->path;
+  }
+  Hook every(hook, times);
+  SnapshotStore store(2 * nx, disk_slots, disk_path);
+  SecondOrderOps ops(system, scheme, obs_at, x0, x0dot, p, pdot, store, every);
+  SecondOrderOutcome out;
+  out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
+  out.checkpoints.disk_snapshots = store.disk_writes();
+  out.objective = ops.objective();
+  out.objective_dot = ops.objective_dot();
+  const auto nn = static_cast<std::ptrdiff_t>(n);
+  out.wrt_parameters = ops.mu();
+  out.hv_wrt_parameters = ops.mu_dot();
+  out.wrt_initial_state.assign(ops.lambda().begin(), ops.lambda().begin() + nn);
+  out.hv_wrt_initial_state.assign(ops.lambda_dot().begin(), ops.lambda_dot().begin() + nn);
   out.rhs_evaluations = scheme.rhs_evaluations();
   out.linearizations = scheme.linearizations();
   return out;

@@ -3,9 +3,9 @@
 // once, on SystemRhs.
 #include <Eigen/LU>
 #include <array>
+#include <optional>
 
 #include "costate/core/error.hpp"
-#include "costate/ode/detail/implicit_sweep.hpp"
 #include "costate/ode/steppers/bdf.hpp"
 #include "implicit_system.hpp"
 
@@ -20,7 +20,7 @@ class Bdf final : public Scheme {
   Bdf(const System& sys, std::span<const double> p, std::span<const double> times,
       std::span<const int> orders, const IntegratorOptions& opt, bool keep_step_data,
       const BdfForwardRecord* record)
-      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), jac_(rhs_, p, nx_),
+      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), p_(p), jac_(rhs_, p, nx_),
         newton_(jac_, opt.newton_tol, opt.newton_max_iterations), times_(times),
         orders_(orders), atol_(detail::atol_vector(opt, nx_)), rtol_(opt.rtol),
         kappa_(detail::replay_kappa(opt)), r_(nx_), pred_(nx_), w_(nx_), f_(nx_),
@@ -162,6 +162,46 @@ class Bdf final : public Scheme {
     Snm.topRows(nn) = lu_.solve(rhs_m_);
   }
 
+  // Second order: adjoint() at (y_{i+1} + εẏ_{i+1}, p + εṗ) with λ + ελ̇:
+  //   Mᵀ ṁ = λ̇[0] + hβ J̇ᵀ m,  λ̇[j−1] += α_j ṁ,  μ̇ += hβ (f_pᵀ ṁ + ḟ_pᵀ m).
+  void adjoint_tangent(std::size_t i, std::span<const double>, std::span<const double>,
+                       std::span<const double> xn, std::span<const double> xndot,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    std::array<double, kBdfMaxOrder> alpha{};
+    double g = 0.0;
+    const int k = coefficients(i, alpha.data(), &g);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    if (!second_) second_.emplace(rhs_.system, p_);
+    detail::SystemJacobianTangent& jt = *second_;
+    jt.at(times_[i + 1], xn.first(nx_), xndot.first(nx_), pdot);
+    ++lin_;
+    solve_.factor(g, jt.jp());
+    m_ = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    rd_ = Eigen::Map<const Eigen::VectorXd>(lambda_dot.data(), nn);
+    detail::add_transposed_product(jt.jp_dot(), 0, nn, m_.data(), g, rd_.data());
+    md_ = solve_.solve(rd_);
+    // Shift both: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j m.
+    for (std::span<double> l : {lambda, lambda_dot}) {
+      for (int s = 0; s + 1 < kWindow; ++s)
+        std::copy(l.begin() + (s + 1) * static_cast<std::ptrdiff_t>(nx_),
+                  l.begin() + (s + 2) * static_cast<std::ptrdiff_t>(nx_),
+                  l.begin() + s * static_cast<std::ptrdiff_t>(nx_));
+      std::fill(l.begin() + (kWindow - 1) * static_cast<std::ptrdiff_t>(nx_), l.end(), 0.0);
+    }
+    for (int j = 1; j <= k; ++j)
+      for (std::size_t q = 0; q < nx_; ++q) {
+        const double aj = alpha[static_cast<std::size_t>(j - 1)];
+        lambda[static_cast<std::size_t>(j - 1) * nx_ + q] += aj * m_[static_cast<Eigen::Index>(q)];
+        lambda_dot[static_cast<std::size_t>(j - 1) * nx_ + q] +=
+            aj * md_[static_cast<Eigen::Index>(q)];
+      }
+    detail::add_transposed_product(jt.jp(), nn, npp, m_.data(), g, mu.data());
+    detail::add_transposed_product(jt.jp(), nn, npp, md_.data(), g, mu_dot.data());
+    detail::add_transposed_product(jt.jp_dot(), nn, npp, m_.data(), g, mu_dot.data());
+  }
+
   std::int64_t rhs_evaluations() const override { return jac_.rhs_evaluations; }
   std::int64_t linearizations() const override { return lin_; }
 
@@ -184,6 +224,7 @@ class Bdf final : public Scheme {
 
   detail::SystemRhs rhs_;
   std::size_t nx_, np_;
+  std::span<const double> p_;
   detail::SystemJacobian jac_;
   detail::ModifiedNewton<detail::SystemRhs> newton_;
   std::span<const double> times_;
@@ -199,6 +240,9 @@ class Bdf final : public Scheme {
   Eigen::MatrixXd rhs_m_, M_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   std::int64_t lin_ = 0;
+  // Second order (adjoint_tangent).
+  std::optional<detail::SystemJacobianTangent> second_;
+  Eigen::VectorXd m_, md_, rd_;
 };
 
 }  // namespace

@@ -2,9 +2,9 @@
 // adaptive forward run; steppers/sdirk3.hpp instantiated once, on SystemRhs.
 #include <Eigen/LU>
 #include <array>
+#include <optional>
 
 #include "costate/core/error.hpp"
-#include "costate/ode/detail/implicit_sweep.hpp"
 #include "costate/ode/steppers/sdirk3.hpp"
 #include "implicit_system.hpp"
 
@@ -16,12 +16,12 @@ class Sdirk3 final : public Scheme {
  public:
   Sdirk3(const System& sys, std::span<const double> p, std::span<const double> times,
          const IntegratorOptions& opt, bool keep_step_data)
-      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()),
+      : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), p_(p),
         st_(rhs_, p, nx_, opt.newton_tol, opt.newton_max_iterations, opt.rtol,
             detail::atol_vector(opt, nx_), detail::replay_kappa(opt)),
         jac_(rhs_, p, nx_), times_(times), tmp_(nx_), solve_(nx_),
         kbar_(static_cast<Eigen::Index>(nx_), 3), ybar_(static_cast<Eigen::Index>(nx_)),
-        pbar_(static_cast<Eigen::Index>(np_)) {
+        pbar_(static_cast<Eigen::Index>(np_)), kbard_(kbar_), ybard_(ybar_), pbard_(pbar_) {
     COSTATE_CHECK(times.size() >= 2, "sdirk3 scheme: needs at least one step");
     COSTATE_CHECK_EQ(detail::atol_vector(opt, nx_).size(), nx_,
                      "sdirk3 scheme: integrator.atol_per_state needs one value per state");
@@ -112,6 +112,76 @@ class Sdirk3 final : public Scheme {
     }
   }
 
+  // Second order: the stages' tangents as tangent() forms them, then
+  // adjoint()'s loop at (Y_s + εẎ_s, p + εṗ) on (value, ε-part) pairs:
+  //   w = M_s⁻ᵀ k̄_s,  ẇ = M_s⁻ᵀ (k̄̇_s + hγ J̇_sᵀ w),
+  //   Ȳ̇ = J_sᵀ ẇ + J̇_sᵀ w,  μ̇ += f_p,sᵀ ẇ + ḟ_p,sᵀ w.
+  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double>, std::span<const double>,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    using namespace sdirk3_tableau;
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    if (!second_ready_) {
+      for (int s = 0; s < 3; ++s) second_[static_cast<std::size_t>(s)].emplace(rhs_.system, p_);
+      second_ready_ = true;
+    }
+    step(i, x, tmp_);  // the stages
+    const Eigen::Map<const Eigen::VectorXd> xd(xdot.data(), nn), pd(pdot.data(), npp);
+    for (int s = 0; s < 3; ++s) {
+      const auto ss = static_cast<std::size_t>(s);
+      const double ts = t + c[s] * h;
+      const std::span<const double> Y = st_.stage(s);
+      const Eigen::MatrixXd& JP = jac_.state_parameters(ts, Y);
+      ++lin_;
+      arg1_ = xd;
+      for (int j = 0; j < s; ++j) arg1_ += h * a[s][j] * kd_[static_cast<std::size_t>(j)];
+      M_ = Eigen::MatrixXd::Identity(nn, nn) - h * gamma * JP.leftCols(nn);
+      lu_.compute(M_);
+      kd_[ss] = lu_.solve(JP.leftCols(nn) * arg1_ + JP.rightCols(npp) * pd);
+      Ydot_[ss] = arg1_ + h * gamma * kd_[ss];
+      second_[ss]->at(ts, Y, std::span<const double>(Ydot_[ss].data(), nx_), pdot);
+      ++lin_;
+    }
+    Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nn), lamd(lambda_dot.data(), nn);
+    for (int s = 0; s < 3; ++s) {
+      kbar_.col(s) = h * b[s] * lam;
+      kbard_.col(s) = h * b[s] * lamd;
+    }
+    pbar_.setZero();
+    pbard_.setZero();
+    for (int s = 2; s >= 0; --s) {
+      const detail::SystemJacobianTangent& jt = *second_[static_cast<std::size_t>(s)];
+      const Eigen::MatrixXd& JP = jt.jp();
+      const Eigen::MatrixXd& JPd = jt.jp_dot();
+      solve_.factor(h * gamma, JP);
+      w_ = solve_.solve(kbar_.col(s));
+      rd_ = kbard_.col(s);
+      detail::add_transposed_product(JPd, 0, nn, w_.data(), h * gamma, rd_.data());
+      wd_ = solve_.solve(rd_);
+      ybar_.setZero();
+      ybard_.setZero();
+      detail::add_transposed_product(JP, 0, nn, w_.data(), 1.0, ybar_.data());
+      detail::add_transposed_product(JP, nn, npp, w_.data(), 1.0, pbar_.data());
+      detail::add_transposed_product(JP, 0, nn, wd_.data(), 1.0, ybard_.data());
+      detail::add_transposed_product(JPd, 0, nn, w_.data(), 1.0, ybard_.data());
+      detail::add_transposed_product(JP, nn, npp, wd_.data(), 1.0, pbard_.data());
+      detail::add_transposed_product(JPd, nn, npp, w_.data(), 1.0, pbard_.data());
+      lam += ybar_;
+      lamd += ybard_;
+      for (int j = 0; j < s; ++j) {
+        kbar_.col(j) += h * a[s][j] * ybar_;
+        kbard_.col(j) += h * a[s][j] * ybard_;
+      }
+    }
+    for (std::size_t j = 0; j < np_; ++j) {
+      mu[j] += pbar_[static_cast<Eigen::Index>(j)];
+      mu_dot[j] += pbard_[static_cast<Eigen::Index>(j)];
+    }
+  }
+
   std::int64_t rhs_evaluations() const override {
     return st_jac_->rhs_evaluations + jac_.rhs_evaluations;
   }
@@ -121,6 +191,7 @@ class Sdirk3 final : public Scheme {
 
   detail::SystemRhs rhs_;
   std::size_t nx_, np_;
+  std::span<const double> p_;
   Sdirk3Stepper<detail::SystemRhs> st_;
   const detail::SystemJacobian* st_jac_ = &st_.model_jacobian();
   detail::SystemJacobian jac_;
@@ -132,6 +203,12 @@ class Sdirk3 final : public Scheme {
   Eigen::VectorXd ybar_, pbar_;
   std::array<Eigen::MatrixXd, 3> K_;
   Eigen::MatrixXd arg_, rhs_m_, M_;
+  // Second order (adjoint_tangent).
+  Eigen::MatrixXd kbard_;
+  Eigen::VectorXd ybard_, pbard_, arg1_, w_, wd_, rd_;
+  std::array<Eigen::VectorXd, 3> kd_, Ydot_;
+  std::array<std::optional<detail::SystemJacobianTangent>, 3> second_;
+  bool second_ready_ = false;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   std::int64_t lin_ = 0;
 };

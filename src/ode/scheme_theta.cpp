@@ -2,6 +2,7 @@
 // (scheme.hpp has the maths).
 #include <Eigen/LU>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "costate/core/error.hpp"
@@ -15,12 +16,12 @@ class Theta final : public Scheme {
  public:
   Theta(const System& sys, double theta, std::span<const double> p, std::span<const double> times,
         const IntegratorOptions& opt)
-      : p_(p), times_(times), nx_(sys.n_states()), np_(p.size()), theta_(theta),
+      : sys_(sys), p_(p), times_(times), nx_(sys.n_states()), np_(p.size()), theta_(theta),
         tol_(opt.newton_tol), max_iter_(opt.newton_max_iterations), jac_({sys}, p, nx_),
         fn_(nx_), f_(nx_), g_(nx_), next_(nx_), tmp_(nx_),
         A_(static_cast<Eigen::Index>(nx_), static_cast<Eigen::Index>(nx_)),
         lu_(static_cast<Eigen::Index>(nx_)), solve_(nx_),
-        pbar_(static_cast<Eigen::Index>(np_)) {
+        pbar_(static_cast<Eigen::Index>(np_)), pbard_(static_cast<Eigen::Index>(np_)) {
     COSTATE_CHECK(times.size() >= 2, "θ scheme: needs at least one step");
   }
 
@@ -122,10 +123,56 @@ class Theta final : public Scheme {
     tjp_index_ = static_cast<std::int64_t>(i) + 1;
   }
 
+  // Second order: adjoint() at (x + εẋ, p + εṗ) with λ + ελ̇ (scheme.hpp):
+  //   Aᵀ m = λ,  Aᵀ ṁ = λ̇ + hθ J̇'ᵀ m  (A = I − hθ J' at x_{i+1});
+  //   μ̇ += hθ (f_p'ᵀ ṁ + ḟ_p'ᵀ m);  λ̇ = ṁ + h(1−θ)(J_xᵀ ṁ + J̇_xᵀ m), …
+  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double> xn, std::span<const double> xndot,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    if (!second_) second_.emplace(sys_, p_);
+    detail::SystemJacobianTangent& jt = *second_;
+    jt.at(times_[i + 1], xn, xndot, pdot);
+    lin_ += 1;
+    solve_.factor(h * theta_, jt.jp());
+    m_ = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    rd_ = Eigen::Map<const Eigen::VectorXd>(lambda_dot.data(), nn);
+    detail::add_transposed_product(jt.jp_dot(), 0, nn, m_.data(), h * theta_, rd_.data());
+    md_ = solve_.solve(rd_);
+    pbar_.setZero();
+    pbard_.setZero();
+    detail::add_transposed_product(jt.jp(), nn, npp, m_.data(), h * theta_, pbar_.data());
+    detail::add_transposed_product(jt.jp(), nn, npp, md_.data(), h * theta_, pbard_.data());
+    detail::add_transposed_product(jt.jp_dot(), nn, npp, m_.data(), h * theta_, pbard_.data());
+    for (std::size_t q = 0; q < nx_; ++q) {
+      lambda[q] = m_[static_cast<Eigen::Index>(q)];
+      lambda_dot[q] = md_[static_cast<Eigen::Index>(q)];
+    }
+    if (theta_ < 1.0) {
+      const double c = h * (1.0 - theta_);
+      jt.at(t, x, xdot, pdot);
+      lin_ += 1;
+      detail::add_transposed_product(jt.jp(), 0, nn, m_.data(), c, lambda.data());
+      detail::add_transposed_product(jt.jp(), nn, npp, m_.data(), c, pbar_.data());
+      detail::add_transposed_product(jt.jp(), 0, nn, md_.data(), c, lambda_dot.data());
+      detail::add_transposed_product(jt.jp_dot(), 0, nn, m_.data(), c, lambda_dot.data());
+      detail::add_transposed_product(jt.jp(), nn, npp, md_.data(), c, pbard_.data());
+      detail::add_transposed_product(jt.jp_dot(), nn, npp, m_.data(), c, pbard_.data());
+    }
+    for (std::size_t j = 0; j < np_; ++j) {
+      mu[j] += pbar_[static_cast<Eigen::Index>(j)];
+      mu_dot[j] += pbard_[static_cast<Eigen::Index>(j)];
+    }
+  }
+
   std::int64_t rhs_evaluations() const override { return jac_.rhs_evaluations; }
   std::int64_t linearizations() const override { return lin_; }
 
  private:
+  const System& sys_;
   std::span<const double> p_, times_;
   std::size_t nx_, np_;
   double theta_, tol_;
@@ -138,7 +185,8 @@ class Theta final : public Scheme {
   Eigen::MatrixXd A_, jp_next_, tjp_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   detail::TransposedSolve solve_;
-  Eigen::VectorXd pbar_;
+  Eigen::VectorXd pbar_, pbard_, m_, md_, rd_;
+  std::optional<detail::SystemJacobianTangent> second_;
   std::int64_t jp_index_ = -1, tjp_index_ = -1, lin_ = 0;
 };
 

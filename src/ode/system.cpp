@@ -617,3 +617,345 @@ double System::observation_gradient(std::size_t k, std::span<const double> y,
 }
 
 }  // namespace costate::ode
+
+// ---------------------------------------------------------------- second order
+// (issue 14: SecondOrderLinearization and the objective terms' Hessian–vector
+// pieces; system.hpp's last section has the maths)
+
+namespace costate::ode {
+
+namespace {
+
+using Dual1 = ad::Dual<double, 1>;
+using DualDual8 = ad::Dual<Dual1, 8>;
+using Reverse1 = ad::Reverse<Dual1>;
+
+/// The second-order terms' tape: private to this file and to the thread
+/// (a caller's recording is not disturbed), kept between calls.
+ad::BasicTape<Dual1>& term_tape() {
+  thread_local ad::BasicTape<Dual1> tape;
+  return tape;
+}
+
+/// ℓ and ∇ℓ at (y + ε ẏ, p + ε ṗ), every quantity a Dual: one recording of
+/// the term on Reverse<Dual<double, 1>>, one reverse sweep seeded with 1.
+template <class F>
+double term_hessian_vector(F&& f, std::span<const double> y, std::span<const double> ydot,
+                           std::span<const double> p, std::span<const double> pdot,
+                           std::span<double> gy, std::span<double> gy_dot, std::span<double> gp,
+                           std::span<double> gp_dot, double& value_dot) {
+  ad::BasicTape<Dual1>& tape = term_tape();
+  typename ad::BasicTape<Dual1>::Scope scope(tape);
+  tape.reset();
+  tape.start_recording();
+  std::vector<Reverse1> yr(y.size()), pr(p.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    yr[i] = Reverse1(Dual1(y[i], {ydot[i]}));
+    tape.register_input(yr[i]);
+  }
+  for (std::size_t j = 0; j < p.size(); ++j) {
+    pr[j] = Reverse1(Dual1(p[j], {pdot[j]}));
+    tape.register_input(pr[j]);
+  }
+  Reverse1 J = f(std::span<const Reverse1>(yr), std::span<const Reverse1>(pr));
+  tape.register_output(J);
+  tape.stop_recording();
+  J.set_gradient(Dual1(1.0));
+  tape.evaluate();
+  for (std::size_t i = 0; i < yr.size(); ++i) {
+    const Dual1 g = yr[i].gradient();
+    gy[i] += g.value();
+    gy_dot[i] += g.tangent(0);
+  }
+  for (std::size_t j = 0; j < pr.size(); ++j) {
+    const Dual1 g = pr[j].gradient();
+    gp[j] += g.value();
+    gp_dot[j] += g.tangent(0);
+  }
+  value_dot = J.value().tangent(0);
+  return J.value().value();
+}
+
+}  // namespace
+
+double System::terminal_hessian_vector(std::span<const double> y, std::span<const double> ydot,
+                                       std::span<const double> p, std::span<const double> pdot,
+                                       std::span<double> gy, std::span<double> gy_dot,
+                                       std::span<double> gp, std::span<double> gp_dot,
+                                       double& value_dot) const {
+  value_dot = 0.0;
+  if (!has_terminal_) return 0.0;
+  return term_hessian_vector(
+      [&](std::span<const Reverse1> yy, std::span<const Reverse1> pp) {
+        return model_->terminal(yy, pp);
+      },
+      y.first(n_), ydot.first(n_), p, pdot, gy, gy_dot, gp, gp_dot, value_dot);
+}
+
+double System::observation_hessian_vector(std::size_t k, std::span<const double> y,
+                                          std::span<const double> ydot,
+                                          std::span<const double> p,
+                                          std::span<const double> pdot, std::span<double> gy,
+                                          std::span<double> gy_dot, std::span<double> gp,
+                                          std::span<double> gp_dot, double& value_dot) const {
+  value_dot = 0.0;
+  if (!has_observations_) return 0.0;
+  return term_hessian_vector(
+      [&](std::span<const Reverse1> yy, std::span<const Reverse1> pp) {
+        return model_->observation(k, yy, pp);
+      },
+      y.first(n_), ydot.first(n_), p, pdot, gy, gy_dot, gp, gp_dot, value_dot);
+}
+
+namespace detail {
+
+namespace {
+[[noreturn]] void no_second_order() {
+  throw Error(
+      "ode::System: second-order evaluations need a System from make_second_order_system "
+      "(this one was made by make_system, first order only)");
+}
+}  // namespace
+
+void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
+                      std::span<DualDual8>) const {
+  no_second_order();
+}
+void SystemModel::rhs(double, std::span<const Reverse1>, std::span<const Reverse1>,
+                      std::span<Reverse1>) const {
+  no_second_order();
+}
+SystemModel::Reverse1 SystemModel::terminal(std::span<const Reverse1>,
+                                            std::span<const Reverse1>) const {
+  no_second_order();
+}
+SystemModel::Reverse1 SystemModel::observation(std::size_t, std::span<const Reverse1>,
+                                               std::span<const Reverse1>) const {
+  no_second_order();
+}
+
+}  // namespace detail
+
+namespace {
+
+/// Tapes of the tape strategy, kept per thread between linearizations (a
+/// fresh BasicTape<Dual<double, 1>> zero-fills its first chunk: that cost
+/// dominated short sweeps); at most kKeptTapes are kept.
+constexpr std::size_t kKeptTapes = 32;
+std::vector<std::unique_ptr<ad::BasicTape<Dual1>>>& tape_pool() {
+  thread_local std::vector<std::unique_ptr<ad::BasicTape<Dual1>>> pool;
+  return pool;
+}
+std::unique_ptr<ad::BasicTape<Dual1>> acquire_tape() {
+  auto& pool = tape_pool();
+  if (pool.empty()) return std::make_unique<ad::BasicTape<Dual1>>();
+  std::unique_ptr<ad::BasicTape<Dual1>> t = std::move(pool.back());
+  pool.pop_back();
+  return t;
+}
+
+}  // namespace
+
+struct SecondOrderLinearization::Impl {
+  ~Impl() {
+    if (tape_ptr && tape_pool().size() < kKeptTapes) tape_pool().push_back(std::move(tape_ptr));
+  }
+  const System* sys = nullptr;
+  bool dense = true;
+  std::size_t n = 0, nx = 0, np = 0, nin = 0;
+  std::vector<double> value, value_dot;
+  // Dense: [f_y | f_p] and its ε-part, column-major nx × nin.
+  std::vector<double> J, Jdot;
+  bool jacobian_ready = false;
+  bool seeded = false;  // one pass: xd, pd hold the unit seeds
+  std::vector<DualDual8> xd, pd, od;
+  // Tape: the recording at the point (a pooled tape, only for this strategy).
+  std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
+  std::vector<Reverse1> xr, pr, outr;
+  bool adjoints_dirty = false;
+  double t = 0.0;
+  std::vector<double> x, xdot, p, pdot;  // the point (for jacobian())
+
+  // ⌈nin/8⌉ passes on Dual<Dual<double, 1>, 8> at the stored point: f, ḟ,
+  // [f_y | f_p] and its ε-part.
+  void dense_passes() {
+    J.resize(nx * nin);
+    Jdot.resize(nx * nin);
+    const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
+    for (std::size_t pass = 0; pass < passes; ++pass) {
+      const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
+      if (passes == 1 && seeded) {
+        // One pass: the unit seeds stay in place from call to call (as
+        // Linearization's dense_at), only the values and their ε-parts change.
+        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x[i], {xdot[i]});
+        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p[j], {pdot[j]});
+      } else {
+        seeded = passes == 1;
+        for (std::size_t i = 0; i < nx; ++i) {
+          xd[i] = i < n ? DualDual8(Dual1(x[i], {xdot[i]})) : DualDual8(Dual1(0.0));
+          if (i < n && i >= first && i < last)
+            xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          pd[j] = DualDual8(Dual1(p[j], {pdot[j]}));
+          if (n + j >= first && n + j < last)
+            pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
+        }
+      }
+      sys->model().rhs(t, std::span<const DualDual8>(xd), std::span<const DualDual8>(pd),
+                       std::span<DualDual8>(od));
+      for (std::size_t j = first; j < last; ++j) {
+        const int c = static_cast<int>(j - first);
+        for (std::size_t i = 0; i < nx; ++i) {
+          J[j * nx + i] = od[i].tangent(c).value();
+          Jdot[j * nx + i] = od[i].tangent(c).tangent(0);
+        }
+      }
+      if (pass == 0)
+        for (std::size_t i = 0; i < nx; ++i) {
+          value[i] = od[i].value().value();
+          value_dot[i] = od[i].value().tangent(0);
+        }
+    }
+    jacobian_ready = true;
+  }
+
+  void tape_at() {
+    ad::BasicTape<Dual1>& tape = *tape_ptr;
+    typename ad::BasicTape<Dual1>::Scope scope(tape);
+    tape.reset();
+    tape.start_recording();
+    for (std::size_t i = 0; i < nx; ++i) {
+      xr[i] = i < n ? Reverse1(Dual1(x[i], {xdot[i]})) : Reverse1(Dual1(0.0));
+      if (i < n) tape.register_input(xr[i]);
+    }
+    for (std::size_t j = 0; j < np; ++j) {
+      pr[j] = Reverse1(Dual1(p[j], {pdot[j]}));
+      tape.register_input(pr[j]);
+    }
+    sys->model().rhs(t, std::span<const Reverse1>(xr), std::span<const Reverse1>(pr),
+                     std::span<Reverse1>(outr));
+    for (auto& o : outr) tape.register_output(o);
+    tape.stop_recording();
+    for (std::size_t i = 0; i < nx; ++i) {
+      value[i] = outr[i].value().value();
+      value_dot[i] = outr[i].value().tangent(0);
+    }
+    adjoints_dirty = false;
+  }
+};
+
+SecondOrderLinearization::SecondOrderLinearization(const System& system)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  COSTATE_CHECK(system.model().second_order(),
+                "SecondOrderLinearization: the System was made by make_system (first order "
+                "only): use make_second_order_system");
+  m.sys = &system;
+  m.n = system.n_model_states();
+  m.nx = system.n_states();
+  m.np = system.n_parameters();
+  m.nin = m.n + m.np;
+  const SystemOptions& o = system.options();
+  m.dense = o.jacobian == JacobianStrategy::Dense ||
+            (o.jacobian != JacobianStrategy::Tape &&
+             m.nin <= static_cast<std::size_t>(o.dense_max));
+  m.value.assign(m.nx, 0.0);
+  m.value_dot.assign(m.nx, 0.0);
+  m.xd.resize(m.nx);
+  m.pd.resize(m.np);
+  m.od.resize(m.nx);
+  if (!m.dense) {
+    m.tape_ptr = acquire_tape();
+    m.xr.resize(m.nx);
+    m.pr.resize(m.np);
+    m.outr.resize(m.nx);
+  }
+}
+SecondOrderLinearization::~SecondOrderLinearization() = default;
+SecondOrderLinearization::SecondOrderLinearization(SecondOrderLinearization&&) noexcept = default;
+SecondOrderLinearization& SecondOrderLinearization::operator=(SecondOrderLinearization&&) noexcept =
+    default;
+
+bool SecondOrderLinearization::dense() const { return impl_->dense; }
+
+void SecondOrderLinearization::at(double t, std::span<const double> x,
+                                  std::span<const double> xdot, std::span<const double> p,
+                                  std::span<const double> pdot) {
+  Impl& m = *impl_;
+  m.t = t;
+  m.x.assign(x.begin(), x.end());
+  m.xdot.assign(xdot.begin(), xdot.end());
+  m.p.assign(p.begin(), p.end());
+  m.pdot.assign(pdot.begin(), pdot.end());
+  m.jacobian_ready = false;
+  if (m.dense)
+    m.dense_passes();
+  else
+    m.tape_at();
+}
+
+std::span<const double> SecondOrderLinearization::value() const { return impl_->value; }
+std::span<const double> SecondOrderLinearization::value_dot() const { return impl_->value_dot; }
+
+void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const double> wdot,
+                                   std::span<double> xbar, std::span<double> xbar_dot,
+                                   std::span<double> pbar, std::span<double> pbar_dot) {
+  Impl& m = *impl_;
+  const std::size_t n = m.n, nx = m.nx;
+  if (m.dense) {
+    // Each value entry sums over i in Linearization::vjp's dense order.
+    for (std::size_t j = 0; j < m.nin; ++j) {
+      const double* col = m.J.data() + j * nx;
+      const double* cold = m.Jdot.data() + j * nx;
+      double acc = 0.0, accd = 0.0;
+      for (std::size_t i = 0; i < nx; ++i) {
+        acc += w[i] * col[i];
+        accd += wdot[i] * col[i] + w[i] * cold[i];
+      }
+      if (j < n) {
+        xbar[j] = acc;
+        xbar_dot[j] = accd;
+      } else {
+        pbar[j - n] += acc;
+        pbar_dot[j - n] += accd;
+      }
+    }
+  } else {
+    ad::BasicTape<Dual1>& tape = *m.tape_ptr;
+    typename ad::BasicTape<Dual1>::Scope scope(tape);
+    if (m.adjoints_dirty) tape.clear_adjoints();
+    for (std::size_t i = 0; i < nx; ++i) m.outr[i].set_gradient(Dual1(w[i], {wdot[i]}));
+    tape.evaluate();
+    m.adjoints_dirty = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Dual1 g = m.xr[i].gradient();
+      xbar[i] = g.value();
+      xbar_dot[i] = g.tangent(0);
+    }
+    for (std::size_t j = 0; j < m.np; ++j) {
+      const Dual1 g = m.pr[j].gradient();
+      pbar[j] += g.value();
+      pbar_dot[j] += g.tangent(0);
+    }
+  }
+  for (std::size_t i = n; i < nx; ++i) {
+    xbar[i] = 0.0;
+    xbar_dot[i] = 0.0;
+  }
+}
+
+void SecondOrderLinearization::jacobian(std::span<double> out, std::span<double> out_dot) {
+  Impl& m = *impl_;
+  if (!m.jacobian_ready) {
+    // Tape: the dense passes keep the tape's f (the same values).
+    const std::vector<double> v = m.value, vd = m.value_dot;
+    m.dense_passes();
+    m.value = v;
+    m.value_dot = vd;
+  }
+  std::copy(m.J.begin(), m.J.end(), out.begin());
+  std::copy(m.Jdot.begin(), m.Jdot.end(), out_dot.begin());
+}
+
+}  // namespace costate::ode

@@ -111,6 +111,12 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& want
   return diff / scale;
 }
 
+double dot_of(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
 std::vector<double> wave(std::size_t n, double a, double b) {
   std::vector<double> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = a + b * std::sin(1.0 + 0.7 * double(i));
@@ -430,6 +436,171 @@ TEST(SystemGradient, SweepHookSeesForwardAndReverseSteps) {
   EXPECT_EQ(s.checkpoints.restores, l - 1);
   EXPECT_EQ(s.checkpoints.peak_snapshots, l);
   EXPECT_EQ(s.checkpoints.recomputed_steps, 0);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- second order
+// SecondOrderLinearization (dense Dual<Dual<double,1>,8> passes and the
+// Reverse<Dual<double,1>> tape) against central differences of the
+// first-order products along (ẋ, ṗ), against each other, and the objective
+// terms' Hessian–vector pieces against differences of their gradients.
+namespace {
+
+/// Central differences of first-order vJps (exact products at x ± hẋ, p ±
+/// hṗ), h = 1e-5: truncation ~h² |f'''| ≈ 1e-10, round-off ~eps/h ≈ 1e-11
+/// relative; 1e-7 leaves margin.
+constexpr double kSecondOrderDifference = 1e-7;
+
+void check_second_order(const System& sys, const System& other, double t,
+                        const std::vector<double>& x, const std::vector<double>& p) {
+  const std::size_t nx = sys.n_states(), n = sys.n_model_states(), np = sys.n_parameters();
+  const std::vector<double> xd = wave(nx, 0.2, 0.8), pd = wave(np, -0.3, 0.6),
+                            w = wave(nx, 0.1, 2.0), wd = wave(nx, -0.4, 1.1);
+  SecondOrderLinearization a(sys), b(other);
+  a.at(t, x, xd, p, pd);
+  b.at(t, x, xd, p, pd);
+  EXPECT_NE(a.dense(), b.dense());
+  // f, and ḟ = f_x ẋ + f_p ṗ by the first-order jvp.
+  Linearization lin(sys);
+  lin.at(t, x, p);
+  std::vector<double> jv(nx);
+  lin.jvp(xd, pd, jv);
+  for (std::size_t i = 0; i < nx; ++i) EXPECT_EQ(a.value()[i], lin.value()[i]) << i;
+  EXPECT_LE(rel_error({a.value_dot().begin(), a.value_dot().end()}, jv), kSameProduct);
+  EXPECT_LE(rel_error({b.value_dot().begin(), b.value_dot().end()}, jv), kSameProduct);
+  // The vJp and its ε-part.
+  std::vector<double> xb(nx), xbd(nx), pb(np, 0.0), pbd(np, 0.0);
+  std::vector<double> xb2(nx), xbd2(nx), pb2(np, 0.0), pbd2(np, 0.0);
+  a.vjp(w, wd, xb, xbd, pb, pbd);
+  b.vjp(w, wd, xb2, xbd2, pb2, pbd2);
+  EXPECT_LE(rel_error(xbd, xbd2), kSameProduct);
+  EXPECT_LE(rel_error(pbd, pbd2), kSameProduct);
+  std::vector<double> x1(nx), p1(np, 0.0);
+  lin.vjp(w, x1, p1);
+  EXPECT_LE(rel_error(xb, x1), kSameProduct);
+  EXPECT_LE(rel_error(pb, p1), kSameProduct);
+  // d/dε [f_x(x + εẋ, p + εṗ)ᵀ (w + εẇ)] by central differences.
+  const double h = 1e-5;
+  auto first = [&](double s, std::vector<double>& gx, std::vector<double>& gp) {
+    std::vector<double> xs(x), ps(p), ws(nx);
+    for (std::size_t i = 0; i < n; ++i) xs[i] += s * xd[i];
+    for (std::size_t j = 0; j < np; ++j) ps[j] += s * pd[j];
+    for (std::size_t i = 0; i < nx; ++i) ws[i] = w[i] + s * wd[i];
+    Linearization l(sys);
+    l.at(t, xs, ps);
+    gx.assign(nx, 0.0);
+    gp.assign(np, 0.0);
+    l.vjp(ws, gx, gp);
+  };
+  std::vector<double> gxp, gpp, gxm, gpm, fdx(nx), fdp(np);
+  first(h, gxp, gpp);
+  first(-h, gxm, gpm);
+  for (std::size_t i = 0; i < nx; ++i) fdx[i] = (gxp[i] - gxm[i]) / (2 * h);
+  for (std::size_t j = 0; j < np; ++j) fdp[j] = (gpp[j] - gpm[j]) / (2 * h);
+  EXPECT_LE(rel_error(xbd, fdx), kSecondOrderDifference);
+  EXPECT_LE(rel_error(pbd, fdp), kSecondOrderDifference);
+  for (std::size_t i = n; i < nx; ++i) EXPECT_EQ(xbd[i], 0.0);  // z is never an input
+  // The Jacobian's ε-part: both strategies form it by Dual passes, against
+  // differences of the first-order Jacobian.
+  const std::size_t cols = n + np;
+  std::vector<double> J(nx * cols), Jd(nx * cols), J2(nx * cols), Jd2(nx * cols);
+  a.jacobian(J, Jd);
+  b.jacobian(J2, Jd2);
+  EXPECT_EQ(Jd, Jd2);
+  std::vector<double> Jp(nx * cols), Jm(nx * cols), fdJ(nx * cols);
+  std::vector<double> xp(x), xm(x), pp(p), pm(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    xp[i] += h * xd[i];
+    xm[i] -= h * xd[i];
+  }
+  for (std::size_t j = 0; j < np; ++j) {
+    pp[j] += h * pd[j];
+    pm[j] -= h * pd[j];
+  }
+  sys.jacobian(t, xp, pp, Jp);
+  sys.jacobian(t, xm, pm, Jm);
+  for (std::size_t k = 0; k < Jp.size(); ++k) fdJ[k] = (Jp[k] - Jm[k]) / (2 * h);
+  EXPECT_LE(rel_error(Jd, fdJ), kSecondOrderDifference);
+}
+
+TEST(SystemSecondOrder, DenseAndTapeAgainstDifferencesLotkaVolterra) {
+  const LotkaVolterra model;
+  const Mixed obj;  // a running cost: x = (y, z)
+  const System dense = make_second_order_system(model, obj, 2, 4);
+  const System tape =
+      make_second_order_system(model, obj, 2, 4, {.jacobian = JacobianStrategy::Tape});
+  check_second_order(dense, tape, 0.3, {1.2, 0.7, 0.0}, {1.5, 1.0, 3.0, 1.0});
+}
+
+TEST(SystemSecondOrder, TapeAndDenseAgainstDifferencesDenseRows) {
+  const AllToAll model;
+  const Integral obj;
+  const std::size_t n = 10, np = 12;  // n + n_p = 22 > dense_max: the tape
+  const System automatic = make_second_order_system(model, obj, n, np);
+  const System dense =
+      make_second_order_system(model, obj, n, np, {.jacobian = JacobianStrategy::Dense});
+  check_second_order(automatic, dense, 0.4, wave(n + 1, 0.5, 0.3), wave(np, 0.2, 0.4));
+}
+
+TEST(SystemSecondOrder, FirstOrderSystemRefusesSecondOrder) {
+  const LotkaVolterra model;
+  const Mixed obj;
+  const System first = make_system(model, obj, 2, 4);
+  EXPECT_THROW(SecondOrderLinearization{first}, costate::Error);
+  std::vector<double> y{1.0, 1.0}, p{1.5, 1.0, 3.0, 1.0}, g(2), gp(4);
+  double d = 0.0;
+  EXPECT_THROW((void)first.terminal_hessian_vector(y, y, p, p, g, g, gp, gp, d), costate::Error);
+}
+
+TEST(SystemSecondOrder, TermHessianVectorAgainstDifferencesOfGradients) {
+  const LotkaVolterra model;
+  const LeastSquares ls{.times = {0.5, 1.0}, .data = {1.0, 2.0, 0.5, std::nan("")}, .n_states = 2};
+  const Mixed mixed;
+  const System obs = make_second_order_system(model, ls, 2, 4),
+               term = make_second_order_system(model, mixed, 2, 4);
+  const std::vector<double> y{1.3, 0.4, 0.0}, p{1.5, 1.0, 3.0, 1.0};
+  const std::vector<double> yd{0.3, -0.5, 0.0}, pd{0.2, 0.1, -0.4, 0.7};
+  const double h = 1e-5;
+  // Relative to max(1, max |want|): the observation terms do not read p (zero rows).
+  auto rel_error = [](const std::vector<double>& got, const std::vector<double>& want) {
+    double scale = 1.0, diff = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::abs(want[i]));
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+    }
+    return diff / scale;
+  };
+  auto check = [&](auto&& grad, auto&& hv, const char* what) {
+    std::vector<double> gy(2, 0.0), gyd(2, 0.0), gp(4, 0.0), gpd(4, 0.0);
+    double vd = 0.0;
+    const double v = hv(y, yd, p, pd, gy, gyd, gp, gpd, vd);
+    std::vector<double> gy1(2, 0.0), gp1(4, 0.0);
+    EXPECT_EQ(v, grad(y, p, gy1, gp1)) << what;
+    EXPECT_LE(rel_error(gy, gy1), kSameProduct) << what;
+    EXPECT_LE(rel_error(gp, gp1), kSameProduct) << what;
+    EXPECT_NEAR(vd, dot_of(gy1, yd) + dot_of(gp1, pd), kSameProduct * (1.0 + std::abs(vd))) << what;
+    auto at = [&](double s, std::vector<double>& a, std::vector<double>& b) {
+      std::vector<double> ys(y), ps(p);
+      for (std::size_t i = 0; i < 2; ++i) ys[i] += s * yd[i];
+      for (std::size_t j = 0; j < 4; ++j) ps[j] += s * pd[j];
+      a.assign(2, 0.0);
+      b.assign(4, 0.0);
+      grad(ys, ps, a, b);
+    };
+    std::vector<double> ap, bp, am, bm, fy(2), fp(4);
+    at(h, ap, bp);
+    at(-h, am, bm);
+    for (std::size_t i = 0; i < 2; ++i) fy[i] = (ap[i] - am[i]) / (2 * h);
+    for (std::size_t j = 0; j < 4; ++j) fp[j] = (bp[j] - bm[j]) / (2 * h);
+    EXPECT_LE(rel_error(gyd, fy), kSecondOrderDifference) << what;
+    EXPECT_LE(rel_error(gpd, fp), kSecondOrderDifference) << what;
+  };
+  for (std::size_t k = 0; k < 2; ++k)
+    check([&](auto&&... a) { return obs.observation_gradient(k, a...); },
+          [&](auto&&... a) { return obs.observation_hessian_vector(k, a...); }, "observation");
+  check([&](auto&&... a) { return term.terminal_gradient(a...); },
+        [&](auto&&... a) { return term.terminal_hessian_vector(a...); }, "terminal");
 }
 
 }  // namespace

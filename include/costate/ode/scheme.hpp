@@ -51,8 +51,23 @@
 /// converged to newton_tol and (sdirk3, bdf) to replay_kappa of the error
 /// tolerance — so every checkpoint schedule gives the same bits.
 ///
-/// Later (issue 14): Dual<double, 1> states for second order, the StepPlan
-/// value in place of `times`/`orders`.
+/// Second order (forward over adjoint; Scheme::adjoint_tangent,
+/// second_order_sweep): the discrete adjoint above, differentiated along a
+/// direction (ẋ_0, ṗ) = (v_y0, v_p). The forward steps carry one tangent
+/// (tangent() with m = 1); each reverse step is adjoint() at (x_i + εẋ_i,
+/// p + εṗ) with λ + ελ̇, μ + εμ̇, its ε-parts formed from the System's
+/// SecondOrderLinearization (f_xᵀẇ + ḟ_xᵀw, system.hpp). Implicit solves
+/// are never differentiated through Newton: with A = I − g J (g = hθ, hγ or
+/// hβ) and Aᵀ m = r,
+///     Aᵀ ṁ = ṙ + g J̇ᵀ m,    J̇ = d/dε J(x + εẋ, p + εṗ),
+/// and the products Jᵀ m, f_pᵀ m gain J̇ᵀ m, ḟ_pᵀ m. The seeds and the
+/// observation terms add the terms' gradients and Hessian–vector products
+/// (System::*_hessian_vector). Value parts are the operations of adjoint()
+/// (explicit RK with the dense strategy: the same bits as the gradient);
+/// ε-parts are the exact derivative of the discrete gradient, i.e. the
+/// discrete objective's Hessian applied to (v_p, v_y0).
+///
+/// Later (issue 14): the StepPlan value in place of `times`/`orders`.
 
 #include <cstdint>
 #include <functional>
@@ -80,6 +95,18 @@ class Scheme {
   virtual void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
                        std::size_t m, std::span<const double> S, std::span<double> Sn,
                        std::span<const double> P) = 0;
+  /// Second order (forward over adjoint, second_order_sweep): the adjoint
+  /// of step i and its derivative along a direction. x, xdot = x_i and its
+  /// tangent ẋ_i; xn, xndot = x_{i+1}, ẋ_{i+1} (tangent(i, …) with m = 1
+  /// and P = pdot); pdot = ṗ. λ, μ change as adjoint() changes them, λ̇, μ̇
+  /// by the ε-parts of the same operations at (x + εẋ, p + εṗ) with
+  /// λ + ελ̇ (see "Second order" in the file comment). The default throws
+  /// costate::Error (a scheme without second order).
+  virtual void adjoint_tangent(std::size_t i, std::span<const double> x,
+                               std::span<const double> xdot, std::span<const double> xn,
+                               std::span<const double> xndot, std::span<const double> pdot,
+                               std::span<double> lambda, std::span<double> lambda_dot,
+                               std::span<double> mu, std::span<double> mu_dot);
   /// Right-hand sides evaluated in double by step().
   virtual std::int64_t rhs_evaluations() const = 0;
   /// Linearizations made by adjoint() and tangent().
@@ -207,6 +234,34 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
                            std::span<const double> p, const SweepHook& hook = {},
                            std::span<const double> times = {});
+
+/// What second_order_sweep computed: J and its gradient (as SweepOutcome)
+/// with their derivatives along the direction: objective_dot = ∇J · v,
+/// hv_* = H v (rows of p, then of y0).
+struct SecondOrderOutcome {
+  double objective = 0.0, objective_dot = 0.0;
+  std::vector<double> wrt_parameters, wrt_initial_state;
+  std::vector<double> hv_wrt_parameters, hv_wrt_initial_state;
+  CheckpointStats checkpoints;
+  std::int64_t rhs_evaluations = 0;
+  std::int64_t linearizations = 0;
+};
+
+/// Forward over adjoint: the discrete adjoint sweep of adjoint_sweep along
+/// the direction (x0dot, pdot) (sizes state_size() and n_p; x0dot's running
+/// cost entry 0). The forward steps are tangent(i, …) with one direction,
+/// the reverse steps adjoint_tangent. Snapshots hold x_i and ẋ_i (twice
+/// adjoint_sweep's memory per slot, the same SnapshotStore and schedules);
+/// each reverse step depends only on the snapshot it starts from and on
+/// the previous reverse step's x_{i+1}, so every schedule gives the same
+/// bits. Arguments otherwise as adjoint_sweep.
+SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
+                                      const Checkpointing& checkpointing,
+                                      std::span<const std::int64_t> obs_at,
+                                      std::span<const double> x0, std::span<const double> x0dot,
+                                      std::span<const double> p, std::span<const double> pdot,
+                                      const SweepHook& hook = {},
+                                      std::span<const double> times = {});
 
 /// Forward tangents with outputs: the model state y (n entries) and its
 /// tangents ∂y/∂(p, y0) (n × (n_p + n), row-major, parameters first) at the

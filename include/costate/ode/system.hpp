@@ -9,8 +9,9 @@
 /// with their gradients. `make_system(model, objective)` is the only
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
-/// the tape's ad::Real); everything behind it — the Jacobian strategies,
-/// the schemes and the sweeps (scheme.hpp) — is compiled once in src/ode/.
+/// the tape's ad::Real; make_second_order_system adds ad::Dual<ad::Dual<double,
+/// 1>, 8> and ad::Reverse<ad::Dual<double, 1>>); everything behind it — the
+/// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
 ///     const ode::System sys = ode::make_system(problem.model, objective, problem.n_states(),
 ///                                              problem.p.size());
@@ -50,11 +51,12 @@
 /// terms: use one System (and one Linearization) per thread. Not
 /// collective: a System is serial.
 ///
+/// Second order (the last section; issue 14): SecondOrderLinearization —
+/// f and its derivative with their ε-parts along (ẋ, ṗ), for
+/// hessian_vector's forward-over-adjoint on the compiled schemes (rhs on
+/// Dual<Dual<double,1>, 8>, Reverse<Dual<double,1>>: make_second_order_system)
+/// — and the objective terms' Hessian–vector pieces (*_hessian_vector).
 /// Later steps (issue 14, not built yet) add to this header:
-///   - second order: the same calls on Dual<double, 1> states (rhs on
-///     Dual<Dual<double,1>, 8> and Reverse<Dual<double,1>> in the adapter),
-///     so that hessian_vector's forward-over-adjoint runs the compiled
-///     schemes (today hessian_sweep.hpp / hessian_implicit.hpp);
 ///   - the sparse Jacobian as CSC/CSR matrices for the implicit steppers'
 ///     Newton iterations and CVODES' band / KLU solvers (θ, sdirk3, bdf
 ///     schemes move onto System; cvodes_system.hpp's derivatives become
@@ -131,6 +133,22 @@ class SystemModel {
   virtual ad::Real observation(std::size_t k, std::span<const ad::Real> y,
                                std::span<const ad::Real> p) const = 0;
   virtual std::vector<double> observation_times() const = 0;
+  // Second order (SecondOrderLinearization, the *_hessian_vector terms;
+  // only from make_second_order_system, SecondOrderAdapter): f on
+  // Dual<Dual<double, 1>, 8> (dense) and Reverse<Dual<double, 1>> (tape),
+  // the objective's terms on Reverse<Dual<double, 1>>. The defaults throw
+  // costate::Error (a System made by make_system).
+  using Dual1 = ad::Dual<double, 1>;
+  using DualDual8 = ad::Dual<Dual1, 8>;
+  using Reverse1 = ad::Reverse<Dual1>;
+  virtual bool second_order() const { return false; }
+  virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
+                   std::span<DualDual8> dxdt) const;
+  virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
+                   std::span<Reverse1> dxdt) const;
+  virtual Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const;
+  virtual Reverse1 observation(std::size_t k, std::span<const Reverse1> y,
+                               std::span<const Reverse1> p) const;
   /// A model's own reverse derivatives (optional, HasOwnVjp): the doubles
   /// one linearization keeps, 0 for none. When non-zero and
   /// SystemOptions::jacobian is Automatic, Linearization::at and vjp call
@@ -147,7 +165,7 @@ class SystemModel {
 };
 
 template <class M, class O>
-class SystemAdapter final : public SystemModel {
+class SystemAdapter : public SystemModel {
  public:
   SystemAdapter(const M& model, const O& objective, std::size_t n)
       : model_(model), objective_(objective), n_(n) {}
@@ -206,7 +224,7 @@ class SystemAdapter final : public SystemModel {
     }
   }
 
- private:
+ protected:
   template <class T>
   void eval(double t, std::span<const T> y, std::span<const T> p, std::span<T> dxdt) const {
     model_.template rhs<T>(t, y.first(n_), p, dxdt.first(n_));
@@ -216,6 +234,43 @@ class SystemAdapter final : public SystemModel {
   const M& model_;
   const O& objective_;
   std::size_t n_;
+};
+
+/// SystemAdapter plus the second-order evaluations (make_second_order_system):
+/// the first-order members are SystemAdapter's (instantiated once per model
+/// and objective whichever maker is called).
+template <class M, class O>
+class SecondOrderAdapter final : public SystemAdapter<M, O> {
+ public:
+  using SystemAdapter<M, O>::SystemAdapter;
+  using Dual1 = SystemModel::Dual1;
+  using DualDual8 = SystemModel::DualDual8;
+  using Reverse1 = SystemModel::Reverse1;
+  using SystemAdapter<M, O>::rhs;
+  bool second_order() const override { return true; }
+  void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
+           std::span<DualDual8> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
+           std::span<Reverse1> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const override {
+    if constexpr (HasTerminal<O>)
+      return Reverse1(this->objective_.template terminal<Reverse1>(y.first(this->n_), p));
+    else
+      return Reverse1(0.0);
+  }
+  Reverse1 observation(std::size_t k, std::span<const Reverse1> y,
+                       std::span<const Reverse1> p) const override {
+    if constexpr (HasObservations<O>)
+      return Reverse1(this->objective_.template observation<Reverse1>(k, y.first(this->n_), p));
+    else
+      return Reverse1(0.0 * static_cast<double>(k));
+  }
+  using SystemAdapter<M, O>::terminal;
+  using SystemAdapter<M, O>::observation;
 };
 
 }  // namespace detail
@@ -266,10 +321,25 @@ class System {
   double observation_gradient(std::size_t k, std::span<const double> y, std::span<const double> p,
                               std::span<double> gy, std::span<double> gp) const;
 
+  // Second order (the section at the end of this header): the terms'
+  // gradients at (y + ε ẏ, p + ε ṗ) and their ε-parts. gy, gp += ∇ℓ;
+  // gy_dot, gp_dot += ∇²ℓ (ẏ, ṗ); value_dot = ∇ℓ · (ẏ, ṗ). Returns ℓ.
+  double terminal_hessian_vector(std::span<const double> y, std::span<const double> ydot,
+                                 std::span<const double> p, std::span<const double> pdot,
+                                 std::span<double> gy, std::span<double> gy_dot,
+                                 std::span<double> gp, std::span<double> gp_dot,
+                                 double& value_dot) const;
+  double observation_hessian_vector(std::size_t k, std::span<const double> y,
+                                    std::span<const double> ydot, std::span<const double> p,
+                                    std::span<const double> pdot, std::span<double> gy,
+                                    std::span<double> gy_dot, std::span<double> gp,
+                                    std::span<double> gp_dot, double& value_dot) const;
+
   const detail::SystemModel& model() const { return *model_; }
 
  private:
   friend class Linearization;
+  friend class SecondOrderLinearization;
   struct Shared;  // the resolved strategy, pattern and colouring (src/ode/system.cpp)
   std::shared_ptr<const detail::SystemModel> model_;
   std::size_t n_ = 0, nx_ = 0, np_ = 0;
@@ -320,5 +390,62 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
                 n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
                 options);
 }
+
+/// make_system with the second-order evaluations (SecondOrderLinearization,
+/// System::*_hessian_vector; the last section of this header): the model and
+/// objective must accept ad::Dual<ad::Dual<double, 1>, 8> and
+/// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
+/// (costate::Error), so gradient-only callers do not instantiate them.
+template <class M, class O>
+System make_second_order_system(const M& model, const O& objective, std::size_t n_states,
+                                std::size_t n_parameters, SystemOptions options = {}) {
+  return System(std::make_shared<detail::SecondOrderAdapter<M, O>>(model, objective, n_states),
+                n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
+                options);
+}
+
+// ---------------------------------------------------------------- second order
+// (issue 14: Hessian–vector products on the compiled schemes)
+
+/// A System linearized to second order at (t, x + ε ẋ, p + ε ṗ): f and its
+/// derivative with their ε-parts (the directional derivative along (ẋ, ṗ)),
+/// for the forward-over-adjoint sweep (scheme.hpp, second_order_sweep):
+///     value()      = f,                value_dot() = ḟ = f_x ẋ + f_p ṗ,
+///     vjp:  xbar     = f_xᵀ w,             pbar     += f_pᵀ w,
+///           xbar_dot = f_xᵀ ẇ + ḟ_xᵀ w,    pbar_dot += f_pᵀ ẇ + ḟ_pᵀ w,
+/// with ḟ_x = f_xx[ẋ] + f_xp[ṗ], ḟ_p = f_px[ẋ] + f_pp[ṗ] (i.e.
+/// (w·f)''[ẋ, ṗ] read by rows). Strategies (SystemOptions, as first order):
+///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): ⌈(n + n_p)/8⌉
+///     passes on Dual<Dual<double, 1>, 8> give f, ḟ, [f_y | f_p] and its
+///     ε-part; products are dense mat-vecs (the value parts sum in the
+///     first-order dense order: the same bits as Linearization::vjp);
+///   - tape otherwise: one recording of f on Reverse<Dual<double, 1>>
+///     (inputs x + εẋ, p + εṗ) per at(); each vjp is one reverse sweep
+///     seeded with w + εẇ.
+/// jacobian(J, J_dot) (dense [f_y | f_p] and its ε-part, column-major
+/// n_x × (n + n_p); for the implicit schemes' solves) is formed by Dual
+/// passes with every strategy. The z entry of xbar (running cost) is 0.
+class SecondOrderLinearization {
+ public:
+  explicit SecondOrderLinearization(const System& system);
+  ~SecondOrderLinearization();
+  SecondOrderLinearization(SecondOrderLinearization&&) noexcept;
+  SecondOrderLinearization& operator=(SecondOrderLinearization&&) noexcept;
+
+  /// Evaluates at (t, x + ε xdot, p + ε pdot); the spans are read now.
+  void at(double t, std::span<const double> x, std::span<const double> xdot,
+          std::span<const double> p, std::span<const double> pdot);
+  std::span<const double> value() const;
+  std::span<const double> value_dot() const;
+  void vjp(std::span<const double> w, std::span<const double> wdot, std::span<double> xbar,
+           std::span<double> xbar_dot, std::span<double> pbar, std::span<double> pbar_dot);
+  void jacobian(std::span<double> out, std::span<double> out_dot);
+  /// True for the dense strategy, false for the tape.
+  bool dense() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace costate::ode
