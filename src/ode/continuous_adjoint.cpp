@@ -46,7 +46,7 @@ constexpr double kQuadratureAtol = 1e300;
 class ForwardTrajectory {
  public:
   ForwardTrajectory(const System& system, std::span<const double> p, Method method)
-      : sys_(system), p_(p), method_(method), nx_(system.n_states()), fa_(nx_), fb_(nx_) {}
+      : sys_(system), p_(p), method_(method), nx_(system.n_states()) {}
 
   std::vector<double> times;
   std::vector<double> states;  ///< row i: x at times[i]
@@ -73,7 +73,7 @@ class ForwardTrajectory {
     const double theta = std::clamp((t - times[i]) / h, 0.0, 1.0);
     switch (method_) {
       case Method::Dopri5: dopri5_at(i, h, theta, out); return;
-      case Method::Sdirk3: hermite_at(i, h, theta, out); return;
+      case Method::Sdirk3: cubic_at(i, t, out); return;
       default: bdf_at(i, t, out); return;
     }
   }
@@ -105,27 +105,25 @@ class ForwardTrajectory {
     std::copy(yt_.data(), yt_.data() + nx_, out.begin());
   }
 
-  /// Cubic Hermite from x_i, x_{i+1} and f at both (the backward sweep moves
-  /// from interval i + 1 to i: the shared end's f is kept).
-  void hermite_at(std::size_t i, double h, double th, std::span<double> out) {
-    if (i != interval_) {
-      if (interval_ == i + 1) {
-        std::swap(fa_, fb_);
-      } else {
-        sys_.rhs(times[i + 1], state(i + 1), p_, fb_);
-        ++rhs_evaluations;
-      }
-      sys_.rhs(times[i], state(i), p_, fa_);
-      ++rhs_evaluations;
-      interval_ = i;
-      ++recomputed;
+  /// sdirk3: the cubic through the accepted states x_{i−1}, x_i, x_{i+1},
+  /// x_{i+2} (the four nearest at the ends of the run): order 3, sdirk3's.
+  /// Values only, no slopes: a Hermite cubic's h f(x_i) would amplify the
+  /// off-manifold residual of a stiff component by h |f_y| (Robertson's y2
+  /// at h ~ 1e6: 1e10 × 1e-14) and make y(t) between steps garbage.
+  void cubic_at(std::size_t i, double t, std::span<double> out) {
+    const std::size_t l = steps();
+    const std::size_t count = std::min<std::size_t>(4, l + 1);
+    std::size_t first = i > 0 ? i - 1 : 0;
+    if (first + count > l + 1) first = l + 1 - count;
+    std::array<double, 4> tau{}, w{};
+    for (std::size_t m = 0; m < count; ++m) tau[m] = times[first + m];
+    lagrange_weights(std::span<const double>(tau.data(), tau.size()), static_cast<int>(count), t,
+                     w.data());
+    std::fill(out.begin(), out.end(), 0.0);
+    for (std::size_t m = 0; m < count; ++m) {
+      const auto xm = state(first + m);
+      for (std::size_t q = 0; q < nx_; ++q) out[q] += w[m] * xm[q];
     }
-    const double th2 = th * th, th3 = th2 * th;
-    const double h00 = 2 * th3 - 3 * th2 + 1, h10 = th3 - 2 * th2 + th, h01 = -2 * th3 + 3 * th2,
-                 h11 = th3 - th2;
-    const auto xa = state(i), xb = state(i + 1);
-    for (std::size_t q = 0; q < nx_; ++q)
-      out[q] = h00 * xa[q] + h10 * h * fa_[q] + h01 * xb[q] + h11 * h * fb_[q];
   }
 
   /// The BDF polynomial of step i: degree k = orders[i] through
@@ -149,12 +147,15 @@ class ForwardTrajectory {
   std::size_t interval_ = std::numeric_limits<std::size_t>::max();
   std::unique_ptr<Dopri5<HostVector>> dense_;
   HostVector ya_, yb_, yt_;
-  std::vector<double> fa_, fb_;
 };
 
-/// The backward equation as a System: in s = −t, X = (λ, μ) (n_x + n_p, no
-/// parameters of its own),
-///     dλ/ds = f_xᵀ λ,   dμ/ds = f_pᵀ λ   at (t, x(t)), x(t) interpolated.
+/// The backward equation as a System: in τ = t_b − t on a leg ending at t_b
+/// (set_leg), X = (λ, μ) (n_x + n_p, no parameters of its own),
+///     dλ/dτ = f_xᵀ λ,   dμ/dτ = f_pᵀ λ   at (t, x(t)), x(t) interpolated.
+/// τ starts at 0 on each leg, so the steps there are resolved in absolute
+/// terms: λ(t_b) = ∂g/∂y is off λ's slow manifold and λ has a layer there
+/// (Robertson to 4e7: width ~1e-4, below what t ≈ 4e7 itself resolves for
+/// the stepper's minimum step 16 ε |time|).
 /// Linear in X: in double the product is the forward Linearization's vJp;
 /// on the other scalar types (the Dual passes that form this System's
 /// Jacobian for Newton) it is the dense [f_x | f_p] of the same
@@ -166,26 +167,29 @@ class AdjointModel final : public SystemModel {
         n_(forward.n_model_states()), np_(p.size()), lin_(forward), x_(nx_),
         jac_(nx_ * (n_ + np_)) {}
 
+  /// The leg's end t_b: τ = t_b − t from now on.
+  void set_leg(double t_b) { t_b_ = t_b; }
+  double time_of(double tau) const { return t_b_ - tau; }
   /// Forward linearizations made (one per distinct time asked for).
   std::int64_t linearizations() const { return linearizations_; }
 
-  void rhs(double s, std::span<const double> X, std::span<const double>,
+  void rhs(double tau, std::span<const double> X, std::span<const double>,
            std::span<double> dX) const override {
-    linearize(-s);
+    linearize(time_of(tau));
     std::fill(dX.begin() + static_cast<std::ptrdiff_t>(nx_), dX.end(), 0.0);
     lin_.vjp(X.first(nx_), dX.first(nx_), dX.subspan(nx_, np_));
   }
-  void rhs(double s, std::span<const Dual8> X, std::span<const Dual8>,
+  void rhs(double tau, std::span<const Dual8> X, std::span<const Dual8>,
            std::span<Dual8> dX) const override {
-    apply(s, X, dX);
+    apply(tau, X, dX);
   }
-  void rhs(double s, std::span<const ad::IndexSet> X, std::span<const ad::IndexSet>,
+  void rhs(double tau, std::span<const ad::IndexSet> X, std::span<const ad::IndexSet>,
            std::span<ad::IndexSet> dX) const override {
-    apply(s, X, dX);
+    apply(tau, X, dX);
   }
-  void rhs(double s, std::span<const ad::Real> X, std::span<const ad::Real>,
+  void rhs(double tau, std::span<const ad::Real> X, std::span<const ad::Real>,
            std::span<ad::Real> dX) const override {
-    apply(s, X, dX);
+    apply(tau, X, dX);
   }
   ad::Real terminal(std::span<const ad::Real>, std::span<const ad::Real>) const override {
     return ad::Real(0.0);
@@ -206,8 +210,8 @@ class AdjointModel final : public SystemModel {
     ++linearizations_;
   }
   template <class T>
-  void apply(double s, std::span<const T> X, std::span<T> dX) const {
-    const double t = -s;
+  void apply(double tau, std::span<const T> X, std::span<T> dX) const {
+    const double t = time_of(tau);
     linearize(t);
     if (!(jac_t_ == t)) {
       lin_.jacobian(jac_);
@@ -235,6 +239,7 @@ class AdjointModel final : public SystemModel {
   mutable double lin_t_ = std::numeric_limits<double>::quiet_NaN();
   mutable double jac_t_ = std::numeric_limits<double>::quiet_NaN();
   mutable std::int64_t linearizations_ = 0;
+  double t_b_ = 0.0;
 };
 
 void add_counts(Summary& to, const Summary& s) {
@@ -363,7 +368,7 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     }
   }
 
-  // 4. Backward in s = −t on the adjoint System, one leg per pair of stops
+  // 4. Backward in τ = t_b − t on the adjoint System, one leg per pair of stops
   //    (λ jumps between legs), with the forward's stepper.
   auto adjoint_model = std::make_shared<AdjointModel>(system, p, traj);
   const std::size_t nb = na + np;
@@ -393,14 +398,16 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   back.max_steps = options.max_steps;
   back.newton_tol = options.newton_tol;
   back.newton_max_iterations = options.newton_max_iterations;
-  if (options.on_step) back.on_step = [&](double s) { options.on_step(-s); };
+  if (options.on_step)
+    back.on_step = [&](double tau) { options.on_step(adjoint_model->time_of(tau)); };
   std::vector<double> X(nb, 0.0);
   Summary back_summary;
   for (std::size_t k = stops.size(); k-- > 0;) {
     for (std::size_t i = 0; i < na; ++i) X[i] += jumps[k * na + i];
     const double t_to = k > 0 ? stops[k - 1] : t0;
     if (!(t_to < stops[k])) continue;
-    const Summary bs = run_adaptive(adjoint, {}, X, -stops[k], -t_to, back, {},
+    adjoint_model->set_leg(stops[k]);
+    const Summary bs = run_adaptive(adjoint, {}, X, 0.0, stops[k] - t_to, back, {},
                                     [](double, std::span<const double>, int) {});
     COSTATE_CHECK(bs.success(), "gradient (continuous_adjoint): the backward integration "
                                 "failed on [" << t_to << ", " << stops[k] << "]: "
