@@ -6,7 +6,7 @@
 /// the forward run's own adaptive stepper (dopri5, sdirk3 or bdf) and their
 /// own tolerances:
 ///     λ' = −f_yᵀ λ − q_yᵀ,        λ(t1) = ∂g/∂y,
-///     μ' = −f_pᵀ λ − q_pᵀ,        μ(t1) = 0     (a quadrature: outside the error test),
+///     μ' = −f_pᵀ λ − q_pᵀ,        μ(t1) = 0     (in the backward error test),
 ///     λ(t_k⁻) = λ(t_k⁺) + ∂ℓ_k/∂y  at each observation time,
 ///     dJ/dy0 = λ(t0),   dJ/dp = μ(t0) + ∂g/∂p + Σ_k ∂ℓ_k/∂p.
 /// The running cost rides along as an augmented state z' = q, so λ_z ≡ 1 and
@@ -14,9 +14,11 @@
 ///
 /// Compiled once (src/ode/continuous_adjoint.cpp) on the ode::System of the
 /// model and objective (make_system is the only per-model part). The
-/// backward equation is itself a System: in s = −t its state is X = (λ, μ)
-/// and its right-hand side, linear in X,
-///     dX/ds = A(t)ᵀ λ,   A(t) = [f_x | f_p] at (t, y(t)),
+/// backward equation is itself a System: on each leg [t_a, t_b] between
+/// observation times, in τ = t_b − t (τ from 0: λ's layer at t_b is resolved
+/// whatever |t_b|), its state is X = (λ, μ) and its right-hand side, linear
+/// in X,
+///     dX/dτ = A(t)ᵀ λ,   A(t) = [f_x | f_p] at (t, y(t)),
 /// comes from the forward System's Linearization at the interpolated forward
 /// state (value: one vJp; its Jacobian [f_xᵀ; f_pᵀ] for the implicit
 /// steppers' Newton: the dense [f_x | f_p] of that linearization, by Dual
@@ -32,8 +34,9 @@
 /// the interpolant of the forward stepper, of the stepper's order:
 ///   - dopri5: its 4th-order dense output, recomputed once per forward step
 ///     from that step's start (6 rhs evaluations);
-///   - sdirk3: the cubic Hermite interpolant from y and f at both ends of the
-///     step (order 3, sdirk3's own order; 2 rhs per forward step);
+///   - sdirk3: the cubic through the four nearest accepted states (order 3,
+///     sdirk3's own; values only — a Hermite cubic's h·f amplifies a stiff
+///     component's off-manifold residual by h |f_y|);
 ///   - bdf: the step's own BDF polynomial, the Lagrange polynomial of degree k
 ///     (the step's order) through y_{i+1}, y_i, …, y_{i+1−k} — its
 ///     interpolation error is what the step's error estimate measures, so it
