@@ -31,8 +31,14 @@ Cell cell(SensitivityKind method, Method integrator, int order) {
       // Tangents of every native stepper; no second order.
       return native && order == 1 ? Cell::Yes : Cell::No;
     case SensitivityKind::ContinuousAdjoint:
-      // Forward and backward integrations are adaptive dopri5.
-      return integrator == Method::Dopri5 && order == 1 ? Cell::Adaptive : Cell::No;
+      // Forward and backward integrations by one adaptive stepper (its
+      // interpolant gives the forward state backward): dopri5, or sdirk3 and
+      // bdf for stiff problems (src/ode/continuous_adjoint.cpp).
+      return (integrator == Method::Dopri5 || integrator == Method::Sdirk3 ||
+              integrator == Method::Bdf) &&
+                     order == 1
+                 ? Cell::Adaptive
+                 : Cell::No;
     case SensitivityKind::CvodesForward:
       return !native && order == 1 ? Cell::Yes : Cell::No;
     case SensitivityKind::CvodesAdjoint:
@@ -93,9 +99,9 @@ std::string refusal(SensitivityKind method, Method integrator, int order, bool a
     s += "; " + to_string(method) + " supports integrator.method = " + either(ints);
   // What a method is for, where that is the usual reason for the refusal.
   if (method == SensitivityKind::ContinuousAdjoint && order == 1)
-    s += "; continuous_adjoint is explicit: for stiff problems use sensitivity.method = "
-         "cvodes_adjoint with integrator.method = cvodes_bdf, or discrete_adjoint with bdf or "
-         "sdirk3";
+    s += "; continuous_adjoint interpolates the adaptive forward run (for stiff problems use "
+         "integrator.method = bdf or sdirk3, or sensitivity.method = cvodes_adjoint with "
+         "integrator.method = cvodes_bdf)";
   const std::vector<std::string> meths = methods_of(integrator, order, adaptive);
   // "(adaptive: false)" only where it changes the answer.
   bool adaptive_matters = false;

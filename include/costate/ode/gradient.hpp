@@ -136,7 +136,9 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   require(supports(kind_of(method), options, 1), "ode::gradient");  // support.hpp's table
   // Continuous adjoint and the CVODES backend (their own headers).
   if (const auto* ca = std::get_if<ContinuousAdjoint>(&method))
-    return detail::continuous_adjoint_gradient(problem, objective, *ca, options);
+    return detail::continuous_adjoint_gradient(
+        make_system(problem.model, objective, problem.n_states(), problem.p.size()), problem.y0,
+        problem.p, problem.t0(), problem.t1(), *ca, options);
   if (std::holds_alternative<CvodesForward>(method))
     return detail::cvodes_gradient(problem, objective, nullptr, options);
   if (const auto* ca = std::get_if<CvodesAdjoint>(&method))
@@ -279,5 +281,4 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
 
 }  // namespace costate::ode
 
-#include "costate/ode/detail/continuous_adjoint.hpp"
 #include "costate/ode/detail/cvodes_gradient.hpp"

@@ -7,10 +7,11 @@
 /// supported instead:
 ///
 ///     const ode::Support s = ode::supports(ode::SensitivityKind::ContinuousAdjoint,
-///                                          ode::Method::Bdf, 1);
+///                                          ode::Method::RK4, 1);
 ///     if (!s) std::cerr << s.message;   // "… continuous_adjoint supports integrator.method
-///                                       //  = dopri5 (adaptive); with integrator.method =
-///                                       //  bdf use sensitivity.method = discrete_adjoint or forward"
+///                                       //  = dopri5 (adaptive), sdirk3 (adaptive) or bdf
+///                                       //  (adaptive); … with integrator.method = rk4 use
+///                                       //  sensitivity.method = discrete_adjoint or forward"
 ///
 /// The table (order 1: ode::gradient; order 2: ode::hessian_vector and
 /// ode::hessian):
@@ -19,7 +20,7 @@
 ///     discrete_adjoint    euler rk4 dopri5 backward_euler               1, 2
 ///                         crank_nicolson sdirk3 bdf
 ///     forward             the same seven                                1
-///     continuous_adjoint  dopri5 (adaptive only)                        1
+///     continuous_adjoint  dopri5 sdirk3 bdf (adaptive only)             1
 ///     cvodes_forward      cvodes_bdf cvodes_adams                       1
 ///     cvodes_adjoint      cvodes_bdf cvodes_adams                       1, 2
 ///
@@ -90,7 +91,7 @@ struct Support {
 /// Throws costate::Error for an order other than 1 or 2.
 Support supports(SensitivityKind method, Method integrator, int order);
 /// The same with the integrator's settings: also their conditions
-/// (continuous_adjoint needs dopri5 with adaptive: true).
+/// (continuous_adjoint needs dopri5, sdirk3 or bdf with adaptive: true).
 Support supports(SensitivityKind method, const IntegratorOptions& integrator, int order);
 /// `costate calibrate`: the objective's gradient by `method` (order 1) and
 /// the residual Jacobian by forward tangents of the same steps (the
