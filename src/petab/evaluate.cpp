@@ -17,15 +17,47 @@
 namespace costate::petab {
 namespace {
 
-/// The SBML right-hand side on the extended parameter vector
-/// [model parameters | parameter-table values]: the tail is what the
-/// observables read, the model never does.
-struct ExtendedModel {
+/// The SBML right-hand side on the parameters an experiment is
+/// differentiated with respect to: q. Model parameter j is `base[j]`, or
+/// q[i] for each (j, i) in `from_q` (a parameter-table entry that is
+/// estimated — several model parameters may read the same entry). Also the
+/// EquationModel's own reverse derivatives (ode::detail::HasOwnVjp), with
+/// p̄ folded back onto q.
+struct ReducedModel {
   std::shared_ptr<const ode::EquationModel> equations;
-  std::size_t n_model_parameters = 0;
+  std::vector<double> base;
+  std::vector<std::pair<std::size_t, std::size_t>> from_q;
+
   template <class T>
-  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    equations->rhs(t, y, p.first(n_model_parameters), dydt);
+  void model_parameters(std::span<const T> q, std::vector<T>& p) const {
+    p.assign(base.begin(), base.end());
+    for (const auto& [j, i] : from_q) p[j] = q[i];
+  }
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> q, std::span<T> dydt) const {
+    if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
+      thread_local std::vector<T> p;
+      model_parameters(q, p);
+      equations->rhs(t, y, std::span<const T>(p), dydt);
+    } else {
+      std::vector<T> p;
+      model_parameters(q, p);
+      equations->rhs(t, y, std::span<const T>(p), dydt);
+    }
+  }
+  std::size_t vjp_workspace() const { return equations->vjp_workspace(); }
+  void linearize(double t, std::span<const double> y, std::span<const double> q,
+                 std::span<double> f, std::span<double> work) const {
+    thread_local std::vector<double> p;
+    model_parameters(q, p);
+    equations->linearize(t, y, std::span<const double>(p), f, work);
+  }
+  void vjp(std::span<double> work, std::span<const double> w, std::span<double> ybar,
+           std::span<double> qbar) const {
+    thread_local std::vector<double> pbar;
+    pbar.assign(base.size(), 0.0);
+    equations->vjp(work, w, ybar, std::span<double>(pbar));
+    for (const auto& [j, i] : from_q) qbar[i] += pbar[j];
   }
 };
 
@@ -38,18 +70,18 @@ double plain_value(const T& v) {
     return petab::plain_value(v.value());
 }
 
-/// −log p of the measurements at each observation time of one experiment.
+/// −log p of the measurements at each observation time of one experiment,
+/// as a function of the state and of pext = [model parameters | table
+/// values] (the formulas read both).
 struct Likelihood {
   const Problem* pb = nullptr;
   const Experiment* ex = nullptr;
   bool data_jacobian = true;
-  /// Filled by the double evaluations: per measurement h, σ, r², −log p.
+  /// Filled by the double evaluations: per measurement h and σ.
   Result* record = nullptr;
 
-  std::vector<double> observation_times() const { return ex->times; }
-
   template <class T>
-  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+  T at(std::size_t k, std::span<const T> y, std::span<const T> p) const {
     using std::abs, std::log, std::log10;
     const sbml::Model& m = pb->model;
     const std::size_t ny = y.size(), np = m.parameter_names.size(), ntab = pb->parameters.size();
@@ -99,12 +131,33 @@ struct Likelihood {
       else
         nll = T(log(2.0 * sigma) + abs(diff) / sigma + jac);
       sum = T(sum + nll);
-      if (record) {  // the last evaluation wins (all at the same solution)
+      if (record) {
         record->simulations[i] = petab::plain_value(h);
         record->sigmas[i] = petab::plain_value(sigma);
       }
     }
     return sum;
+  }
+};
+
+/// The objective ode::gradient sees: the likelihood as a function of the
+/// state alone (pext held constant: its direct derivatives are taken after
+/// the solve, from the recorded states). Records y(t_k) of the last
+/// evaluation at each observation time (all evaluations of one call lie on
+/// the same solution).
+struct StateLikelihood {
+  const Likelihood* like = nullptr;
+  const std::vector<double>* pext = nullptr;
+  std::vector<std::vector<double>>* states = nullptr;
+
+  std::vector<double> observation_times() const { return like->ex->times; }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> /*q*/) const {
+    std::vector<double>& s = (*states)[k];
+    s.resize(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) s[i] = petab::plain_value(y[i]);
+    std::vector<T> p(pext->begin(), pext->end());
+    return like->at<T>(k, y, std::span<const T>(p));
   }
 };
 
@@ -316,8 +369,12 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   result.simulations.assign(pb.measurements.size(), std::numeric_limits<double>::quiet_NaN());
   result.sigmas = result.simulations;
   std::vector<double> lin_bar(ntab, 0.0);
-  const auto equations = std::make_shared<const ode::EquationModel>(pb.model.equations);
+  // The model's equations, not copied (aliasing a Problem that outlives this call).
+  const std::shared_ptr<const ode::EquationModel> equations(std::shared_ptr<const void>(),
+                                                            &pb.model.equations);
   const InitialValues iv(pb.model);
+  std::vector<char> estimated(ntab, 0);
+  for (std::size_t e : pb.estimated) estimated[e] = 1;
   double nll = 0.0;
 
   for (const Experiment& ex : pb.experiments) {
@@ -349,10 +406,41 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       y0 = start_state(pb, iv, cond, p, lin);
     }
 
+    // The ODE's parameters q: the estimated table entries the model's
+    // parameters read in this condition (reduced), or — the unreduced form
+    // of earlier versions, for comparison — every model parameter and then
+    // every table value (the latter read by no right-hand side).
+    ReducedModel model{equations, p, {}};
+    std::vector<double> q;
+    std::vector<long> q_row;  // table row of each q (−1: q is a model parameter, unreduced)
+    if (options.reduce_parameters) {
+      std::vector<long> index_of_row(ntab, -1);
+      for (std::size_t j = 0; j < np; ++j) {
+        if (!options.gradient || !src[j].is_parameter()) continue;
+        const auto row = static_cast<std::size_t>(src[j].parameter);
+        if (!estimated[row]) continue;
+        if (index_of_row[row] < 0) {
+          index_of_row[row] = static_cast<long>(q.size());
+          q.push_back(lin[row]);
+          q_row.push_back(static_cast<long>(row));
+        }
+        model.from_q.emplace_back(j, static_cast<std::size_t>(index_of_row[row]));
+      }
+    } else {
+      for (std::size_t j = 0; j < np; ++j) {
+        model.from_q.emplace_back(j, j);
+        q.push_back(p[j]);
+        q_row.push_back(-1);
+      }
+      for (std::size_t k = 0; k < ntab; ++k) {
+        q.push_back(lin[k]);
+        q_row.push_back(static_cast<long>(k));
+      }
+    }
     std::vector<double> pext = p;
     pext.insert(pext.end(), lin.begin(), lin.end());
     const double t1 = std::max(ex.times.back(), 1e-6);
-    ode::Problem<ExtendedModel> problem{ExtendedModel{equations, np}, y0, pext, {0.0, t1}, ex.times};
+    ode::Problem<ReducedModel> problem{model, y0, q, {0.0, t1}, ex.times};
     Likelihood like{&pb, &ex, options.data_jacobian, &result};
 
     if (!options.gradient) {
@@ -364,21 +452,42 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
         const auto j = static_cast<std::size_t>(
             std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
         COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
-        nll += like.observation<double>(k, sol.state(j), std::span<const double>(pext));
+        nll += like.at<double>(k, sol.state(j), std::span<const double>(pext));
       }
       continue;
     }
+    std::vector<std::vector<double>> states(ex.times.size());
+    Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
+    const StateLikelihood objective{&like_quiet, &pext, &states};
     ode::GradientResult g;
     try {
-      g = ode::gradient(problem, like, options.method, options.integrator);
+      g = ode::gradient(problem, objective, options.method, options.integrator);
     } catch (const Error& e) {
       throw Error(what + ": " + e.what());
     }
     result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
     nll += g.objective;
-    // Chain rule: extended parameters, then the initial state.
-    std::vector<double> p_bar(g.wrt_parameters.begin(), g.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(np));
-    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += g.wrt_parameters[np + k];
+    // The formulas' direct dependence on pext, at the recorded states (one
+    // reverse sweep over every observation of the experiment); records h, σ.
+    const ad::VjpResult direct = ad::vjp(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x[0])>;
+          T sum = T(0.0);
+          for (std::size_t k = 0; k < ex.times.size(); ++k) {
+            COSTATE_CHECK(states[k].size() == ny, what << ": no state at t = " << ex.times[k]);
+            const std::vector<T> yk(states[k].begin(), states[k].end());
+            sum = T(sum + like.at<T>(k, std::span<const T>(yk), std::span<const T>(x)));
+          }
+          return std::vector<T>{sum};
+        },
+        pext, {1.0});
+    // Chain rule: q, the direct terms, then the initial state.
+    std::vector<double> p_bar(direct.cotangent.begin(), direct.cotangent.begin() + static_cast<std::ptrdiff_t>(np));
+    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += direct.cotangent[np + k];
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      if (q_row[i] >= 0) lin_bar[static_cast<std::size_t>(q_row[i])] += g.wrt_parameters[i];
+      else p_bar[i] += g.wrt_parameters[i];
+    }
     if (ex.preequilibration >= 0) {
       const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
       std::vector<double> x_bar = g.wrt_initial_state;

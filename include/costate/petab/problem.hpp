@@ -41,8 +41,13 @@
 /// square system H, never an integration to a large time.
 ///
 /// Gradients: ode::gradient of the summed −log p over the experiment's
-/// observation times with respect to the model parameters, the
-/// table parameters used by the formulas and the initial state; then the
+/// observation times with respect to the initial state and the ODE's
+/// parameters q — only the estimated parameter-table entries that the
+/// condition's model parameters read (Options::reduce_parameters), so a
+/// forward-sensitivity gradient carries |q| + n_states directions, not one
+/// per table entry; the formulas' direct dependence on model parameters and
+/// table values (observable, noise and override parameters) comes from one
+/// reverse sweep over the observations at the recorded states; then the
 /// chain rule through the initial values (ad::vjp on the SBML initial-value
 /// expressions), the condition and measurement overrides, and the scales
 /// (d θ_lin / d θ = θ_lin for log, θ_lin ln 10 for log10).
@@ -193,6 +198,12 @@ struct Options {
   /// Pre-equilibration: ‖f‖ tolerance of the steady-state solve (relative
   /// to 1 + ‖x‖).
   double steady_state_tol = 1e-12;
+  /// Differentiate each simulation only with respect to the estimated
+  /// table entries its model parameters read (see the file comment).
+  /// false: with respect to every model parameter and every table value,
+  /// as earlier versions did — the same gradient, slower; kept to measure
+  /// and check the reduction (bench/bench_petab.cpp, tests/petab).
+  bool reduce_parameters = true;
 };
 
 struct Result {
