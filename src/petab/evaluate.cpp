@@ -213,7 +213,7 @@ std::vector<double> start_state(const Problem& pb, const InitialValues& iv, cons
 /// (model parameters) and lin̄ (table values).
 void start_state_adjoint(const InitialValues& iv, const Condition& c, const std::vector<double>& p,
                          const std::vector<double>& y0_bar, std::vector<double>& p_bar,
-                         std::vector<double>& lin_bar) {
+                         std::span<double> lin_bar) {
   std::vector<double> w = y0_bar;
   bool any = false;
   for (std::size_t i = 0; i < w.size(); ++i) {
@@ -351,9 +351,34 @@ void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
           ss.L(i, static_cast<Eigen::Index>(j)) * nu(static_cast<Eigen::Index>(ss.pivots[j]));
 }
 
+/// Collective: when any rank's `failure` is non-empty, every rank throws
+/// the message of the lowest such rank.
+void detail_raise_on_any_rank(MPI_Comm comm, int rank, const std::string& failure) {
+  int first = failure.empty() ? std::numeric_limits<int>::max() : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == std::numeric_limits<int>::max()) return;
+  int length = static_cast<int>(failure.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, comm);
+  std::string message = failure;
+  message.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  throw Error(message + (rank == first ? "" : " (on rank " + std::to_string(first) + ")"));
+}
+
 }  // namespace
 
-Result evaluate(const Problem& pb, const std::vector<double>& theta, const Options& options) {
+Result evaluate(const Problem& pb, const std::vector<double>& theta, const Options& options,
+                MPI_Comm comm) {
+  int mpi_up = 0, rank = 0, size = 1;
+  MPI_Initialized(&mpi_up);
+  if (mpi_up) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      MPI_Comm_rank(comm, &rank);
+      MPI_Comm_size(comm, &size);
+    }
+  }
   const std::size_t ntab = pb.parameters.size(), np = pb.model.parameter_names.size();
   const std::size_t ny = pb.model.state_names.size();
   COSTATE_CHECK(theta.size() == pb.estimated.size(),
@@ -375,9 +400,9 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   const InitialValues iv(pb.model);
   std::vector<char> estimated(ntab, 0);
   for (std::size_t e : pb.estimated) estimated[e] = 1;
-  double nll = 0.0;
-
-  for (const Experiment& ex : pb.experiments) {
+  // One experiment: its −log p into nll, its d(−log p)/d(table values)
+  // into lin_bar (zeroed by the caller), h and σ into `result`.
+  auto run = [&](const Experiment& ex, double& nll, std::span<double> lin_bar) {
     const Condition& cond = pb.conditions[ex.condition];
     std::string what = pb.file + ": experiment " + cond.id;
     if (ex.preequilibration >= 0)
@@ -454,7 +479,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
         COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
         nll += like.at<double>(k, sol.state(j), std::span<const double>(pext));
       }
-      continue;
+      return;
     }
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
@@ -507,6 +532,54 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     }
     for (std::size_t j = 0; j < np; ++j)
       if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
+   };
+
+  // Experiments are dealt round-robin over the ranks of `comm`; each
+  // experiment's terms are one row of `terms` (−log p, then the table
+  // values' adjoints), zero on the other ranks, so that a summing
+  // all-reduce reproduces every row exactly (x + 0 = x, in any order) and
+  // every rank sums the rows in experiment order: the same bits on any
+  // number of ranks.
+  const std::size_t n_ex = pb.experiments.size(), width = 1 + ntab;
+  std::vector<double> terms(n_ex * width, 0.0);
+  std::string failure;
+  for (std::size_t e = 0; e < n_ex; ++e) {
+    if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
+    try {
+      run(pb.experiments[e], terms[e * width], std::span<double>(terms).subspan(e * width + 1, ntab));
+    } catch (const Error& err) {
+      failure = err.what();
+      break;
+    }
+  }
+  if (size > 1) {
+    detail_raise_on_any_rank(comm, rank, failure);
+    MPI_Allreduce(MPI_IN_PLACE, terms.data(), static_cast<int>(terms.size()), MPI_DOUBLE, MPI_SUM, comm);
+    // h and σ: each measurement's owner has them, every other rank zero.
+    std::vector<double> hs(2 * pb.measurements.size(), 0.0);
+    for (std::size_t e = 0; e < n_ex; ++e) {
+      if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
+      for (const auto& at : pb.experiments[e].at_time)
+        for (std::size_t i : at) {
+          hs[2 * i] = result.simulations[i];
+          hs[2 * i + 1] = result.sigmas[i];
+        }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, hs.data(), static_cast<int>(hs.size()), MPI_DOUBLE, MPI_SUM, comm);
+    for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
+      result.simulations[i] = hs[2 * i];
+      result.sigmas[i] = hs[2 * i + 1];
+    }
+    auto count = static_cast<long long>(result.rhs_evaluations);
+    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_SUM, comm);
+    result.rhs_evaluations = static_cast<std::size_t>(count);
+  } else if (!failure.empty()) {
+    throw Error(failure);
+  }
+  double nll = 0.0;
+  for (std::size_t e = 0; e < n_ex; ++e) {
+    nll += terms[e * width];
+    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += terms[e * width + 1 + k];
   }
 
   result.llh = -nll;

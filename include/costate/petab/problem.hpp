@@ -63,6 +63,8 @@
 /// format versions other than 1, visualization files are ignored (they do
 /// not change the likelihood).
 
+#include <mpi.h>
+
 #include <array>
 #include <cstddef>
 #include <limits>
@@ -220,7 +222,16 @@ struct Result {
 /// The log-likelihood etc. at `theta` (one value per estimated parameter,
 /// on its scale). Throws costate::Error when a simulation fails (naming the
 /// experiment) or a σ is not positive (naming the measurement's line).
+///
+/// Collective over `comm`: the experiments are dealt round-robin over its
+/// ranks (experiment e on rank e mod size), each rank simulates its own,
+/// and every rank returns the whole Result — llh, χ², gradient, h and σ of
+/// every measurement. The result does not depend on the number of ranks,
+/// to the bit: each experiment's terms (−log p and its gradient) are
+/// gathered and every rank sums them in experiment order. A failure on
+/// any rank throws on every rank. Without MPI initialised (or with
+/// MPI_COMM_SELF) it runs serially.
 Result evaluate(const Problem& problem, const std::vector<double>& theta,
-                const Options& options = {});
+                const Options& options = {}, MPI_Comm comm = MPI_COMM_SELF);
 
 }  // namespace costate::petab
