@@ -25,7 +25,8 @@ int petab_sensitivity(const Environment& env, const std::string& path, bool json
   if (!quiet && !json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
   petab::Options options;
   options.gradient = true;
-  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options);
+  // Experiments over the ranks (collective; every rank gets the whole result).
+  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
   const auto t2 = clock::now();
   const std::vector<std::string> ids = problem.estimated_ids();
   if (env.rank() != 0) return 0;

@@ -83,6 +83,29 @@ TEST(PetabCli, SensitivityMatchesTheSolutionAndCentralDifferences) {
   EXPECT_NEAR(j["gradient"]["k1"].get<double>(), fd, kCentralTol * (1.0 + std::abs(fd)));
 }
 
+// `mpiexec -n 2 costate sensitivity` against the same command on one
+// process: the experiments' terms are summed in one order on any number of
+// ranks, and the JSON carries 17 significant digits, so the numbers agree
+// to the bit; the bound is the round trip through JSON text.
+constexpr double kRanksTol = 1e-15;
+
+TEST(PetabCli, SensitivityOnTwoRanksMatchesOneRank) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0002");  // two conditions: one per rank
+  const Json one = run_json(dir, "_0002.yaml");
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0002.yaml --json -q",
+                                            std::string(COSTATE_MPIEXEC) + " -n 2 " + COSTATE_MPIEXEC_FLAGS);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json two = Json::parse(r.out.substr(r.out.find('{')));
+  auto near = [](double a, double b) { return std::abs(a - b) <= kRanksTol * std::max(1.0, std::abs(b)); };
+  EXPECT_TRUE(near(two["llh"].get<double>(), one["llh"].get<double>())) << two["llh"] << " vs " << one["llh"];
+  EXPECT_TRUE(near(two["chi2"].get<double>(), one["chi2"].get<double>()));
+  ASSERT_EQ(two["gradient"].size(), one["gradient"].size());
+  for (const auto& [id, g] : one["gradient"].items())
+    EXPECT_TRUE(near(two["gradient"][id].get<double>(), g.get<double>())) << id;
+}
+
 TEST(PetabCli, BadProblemNamesFileAndLine) {
   if (!fs::is_directory(petab_dir() / "test-suite-v1"))
     GTEST_SKIP() << "PEtab data not found at " << petab_dir();
