@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "petab_command.hpp"
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
 #include "costate/io/resume.hpp"
@@ -135,6 +136,11 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 }  // namespace
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
+  if (is_petab_input(args.input)) return petab_calibrate(env, args);  // docs/petab.md
+  if (args.starts >= 0 || args.seed >= 0)
+    throw Error(args.input + ": --starts and --seed are for PEtab problems (a YAML file with "
+                "format_version and problems); a costate input file starts from its "
+                "calibration section's initial values");
   io::RunConfig cfg = io::load_run_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
   if (!cfg.calibration.present)
