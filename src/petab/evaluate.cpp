@@ -27,6 +27,10 @@ struct ReducedModel {
   std::shared_ptr<const ode::EquationModel> equations;
   std::vector<double> base;
   std::vector<std::pair<std::size_t, std::size_t>> from_q;
+  /// Times outside [t_lo, t_hi] are read at the nearer end (a segment
+  /// between switch times sees its own side of each switch).
+  double t_lo = -std::numeric_limits<double>::infinity();
+  double t_hi = std::numeric_limits<double>::infinity();
 
   template <class T>
   void model_parameters(std::span<const T> q, std::vector<T>& p) const {
@@ -38,11 +42,11 @@ struct ReducedModel {
     if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
       thread_local std::vector<T> p;
       model_parameters(q, p);
-      equations->rhs(t, y, std::span<const T>(p), dydt);
+      equations->rhs(std::clamp(t, t_lo, t_hi), y, std::span<const T>(p), dydt);
     } else {
       std::vector<T> p;
       model_parameters(q, p);
-      equations->rhs(t, y, std::span<const T>(p), dydt);
+      equations->rhs(std::clamp(t, t_lo, t_hi), y, std::span<const T>(p), dydt);
     }
   }
   std::size_t vjp_workspace() const { return equations->vjp_workspace(); }
@@ -50,7 +54,7 @@ struct ReducedModel {
                  std::span<double> f, std::span<double> work) const {
     thread_local std::vector<double> p;
     model_parameters(q, p);
-    equations->linearize(t, y, std::span<const double>(p), f, work);
+    equations->linearize(std::clamp(t, t_lo, t_hi), y, std::span<const double>(p), f, work);
   }
   void vjp(std::span<double> work, std::span<const double> w, std::span<double> ybar,
            std::span<double> qbar) const {
@@ -140,24 +144,82 @@ struct Likelihood {
   }
 };
 
-/// The objective ode::gradient sees: the likelihood as a function of the
-/// state alone (pext held constant: its direct derivatives are taken after
-/// the solve, from the recorded states). Records y(t_k) of the last
-/// evaluation at each observation time (all evaluations of one call lie on
-/// the same solution).
-struct StateLikelihood {
+/// The objective ode::gradient sees on one segment: the likelihood of
+/// observations [k0, k1) as a function of the state alone (pext held
+/// constant: its direct derivatives are taken after the solve, from the
+/// recorded states), plus λᵀy at the segment's end (λ: the later
+/// segments' gradient with respect to this state; empty for the last).
+/// Records y(t_k) and y(end) of the last evaluation (all evaluations of one
+/// call lie on the same solution).
+struct SegmentLikelihood {
   const Likelihood* like = nullptr;
   const std::vector<double>* pext = nullptr;
   std::vector<std::vector<double>>* states = nullptr;
+  std::size_t k0 = 0, k1 = 0;
+  const std::vector<double>* lambda = nullptr;
+  std::vector<double>* y_end = nullptr;
 
-  std::vector<double> observation_times() const { return like->ex->times; }
+  std::vector<double> observation_times() const {
+    return std::vector<double>(like->ex->times.begin() + static_cast<std::ptrdiff_t>(k0),
+                               like->ex->times.begin() + static_cast<std::ptrdiff_t>(k1));
+  }
   template <class T>
   T observation(std::size_t k, std::span<const T> y, std::span<const T> /*q*/) const {
-    std::vector<double>& s = (*states)[k];
+    std::vector<double>& s = (*states)[k0 + k];
     s.resize(y.size());
     for (std::size_t i = 0; i < y.size(); ++i) s[i] = petab::plain_value(y[i]);
     std::vector<T> p(pext->begin(), pext->end());
-    return like->at<T>(k, y, std::span<const T>(p));
+    return like->at<T>(k0 + k, y, std::span<const T>(p));
+  }
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> /*q*/) const {
+    y_end->resize(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) (*y_end)[i] = petab::plain_value(y[i]);
+    T sum = T(0.0);
+    for (std::size_t i = 0; i < lambda->size(); ++i) sum = T(sum + (*lambda)[i] * y[i]);
+    return sum;
+  }
+};
+
+/// Relative distance from a switch time at which a segment reads the
+/// right-hand side when asked exactly at the switch (so a condition like
+/// t < t_s takes the segment's side despite the rounding of t_s).
+constexpr double kSwitchMargin = 1e-13;
+
+/// The switch times of the SBML piecewise inputs (sbml::Model::
+/// time_switches): each g(t) = lhs − rhs of a time comparison that is
+/// affine in t (checked at t = 0, 1, 2 and t1) has its zero at −g(0)/g′;
+/// a condition that is not affine in t is not located (the integrator
+/// then steps over its switch, as before).
+struct Switches {
+  std::vector<expr::Program> g;
+  explicit Switches(const sbml::Model& m) {
+    for (std::size_t i = 0; i < m.time_switches.size(); ++i)
+      g.push_back(expr::Program::build(m.time_switches[i], 1 + m.parameter_names.size(),
+                                       "time switch", "time switch " + std::to_string(i)));
+  }
+  std::vector<double> times(const std::vector<double>& p, double t1) const {
+    std::vector<double> v(1 + p.size());
+    std::copy(p.begin(), p.end(), v.begin() + 1);
+    auto at = [&](const expr::Program& prog, double t) {
+      v[0] = t;
+      return prog.evaluate(std::span<const double>(v));
+    };
+    std::vector<double> out;
+    for (const expr::Program& prog : g) {
+      const double a = at(prog, 0.0), b = at(prog, 1.0) - a;
+      const double scale = std::abs(a) + std::abs(b) * std::max(2.0, t1);
+      constexpr double kAffine = 1e-12;  // relative deviation from a + b t still called affine
+      if (!(b != 0.0) || !std::isfinite(a) || !std::isfinite(b) ||
+          std::abs(at(prog, 2.0) - (a + 2.0 * b)) > kAffine * scale ||
+          std::abs(at(prog, t1) - (a + t1 * b)) > kAffine * scale)
+        continue;
+      const double ts = -a / b;
+      if (ts > 0.0 && ts < t1) out.push_back(ts);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
   }
 };
 
@@ -398,6 +460,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   const std::shared_ptr<const ode::EquationModel> equations(std::shared_ptr<const void>(),
                                                             &pb.model.equations);
   const InitialValues iv(pb.model);
+  const Switches switches(pb.model);
   std::vector<char> estimated(ntab, 0);
   for (std::size_t e : pb.estimated) estimated[e] = 1;
   // One experiment: its −log p into nll, its d(−log p)/d(table values)
@@ -465,33 +528,80 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<double> pext = p;
     pext.insert(pext.end(), lin.begin(), lin.end());
     const double t1 = std::max(ex.times.back(), 1e-6);
-    ode::Problem<ReducedModel> problem{model, y0, q, {0.0, t1}, ex.times};
     Likelihood like{&pb, &ex, options.data_jacobian, &result};
-
-    if (!options.gradient) {
+    // Segments between the switch times of the piecewise inputs: each is
+    // integrated on its own, so no step crosses a jump of the right-hand
+    // side; observations at a switch time belong to the segment ending there.
+    std::vector<double> cuts{0.0};
+    for (double ts : switches.times(p, t1)) cuts.push_back(ts);
+    cuts.push_back(t1);
+    const std::size_t n_seg = cuts.size() - 1;
+    std::vector<std::size_t> first(n_seg + 1, 0);  // observations [first[s], first[s + 1]) in segment s
+    for (std::size_t sg = 1; sg <= n_seg; ++sg) {
+      first[sg] = first[sg - 1];
+      while (first[sg] < ex.times.size() && (sg == n_seg || ex.times[first[sg]] <= cuts[sg])) ++first[sg];
+    }
+    auto segment = [&](std::size_t sg, const std::vector<double>& y_start, bool with_end) {
+      ReducedModel m = model;
+      // The right-hand side on the segment's own side of each switch: a
+      // time at a switch is read just inside the segment.
+      if (sg > 0) m.t_lo = cuts[sg] + kSwitchMargin * std::max(1.0, std::abs(cuts[sg]));
+      if (sg + 1 < n_seg) m.t_hi = cuts[sg + 1] - kSwitchMargin * std::max(1.0, std::abs(cuts[sg + 1]));
+      std::vector<double> out(ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg]),
+                              ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg + 1]));
+      if (with_end && (out.empty() || out.back() < cuts[sg + 1])) out.push_back(cuts[sg + 1]);
+      return ode::Problem<ReducedModel>{m, y_start, q, {cuts[sg], cuts[sg + 1]}, out};
+    };
+    // The state at the end of a segment (and the observations on the way).
+    auto simulate = [&](std::size_t sg, const std::vector<double>& y_start, bool observe) {
+      const ode::Problem<ReducedModel> problem = segment(sg, y_start, true);
       ode::Solution sol = ode::integrate(problem, options.integrator);
       if (!sol.summary.success())
         throw Error(what + ": the simulation failed: " + sol.summary.message);
       result.rhs_evaluations += static_cast<std::size_t>(sol.summary.rhs_evaluations);
-      for (std::size_t k = 0; k < ex.times.size(); ++k) {
-        const auto j = static_cast<std::size_t>(
-            std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
-        COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
-        nll += like.at<double>(k, sol.state(j), std::span<const double>(pext));
-      }
+      if (observe)
+        for (std::size_t k = first[sg]; k < first[sg + 1]; ++k) {
+          const auto j = static_cast<std::size_t>(
+              std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
+          COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
+          nll += like.at<double>(k, sol.state(j), std::span<const double>(pext));
+        }
+      const auto last = sol.state(sol.t.size() - 1);
+      return std::vector<double>(last.begin(), last.end());
+    };
+
+    if (!options.gradient) {
+      std::vector<double> y = y0;
+      for (std::size_t sg = 0; sg < n_seg; ++sg) y = simulate(sg, y, true);
       return;
     }
+    // Gradient: the segments' start states forward, then each segment's
+    // ode::gradient backward, its terminal term λᵀy(end) carrying the
+    // later segments' dJ/dy (λ = the next segment's wrt_initial_state).
+    std::vector<std::vector<double>> starts(n_seg);
+    starts[0] = y0;
+    for (std::size_t sg = 0; sg + 1 < n_seg; ++sg) starts[sg + 1] = simulate(sg, starts[sg], false);
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
-    const StateLikelihood objective{&like_quiet, &pext, &states};
-    ode::GradientResult g;
-    try {
-      g = ode::gradient(problem, objective, options.method, options.integrator);
-    } catch (const Error& e) {
-      throw Error(what + ": " + e.what());
+    std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
+    for (std::size_t sg = n_seg; sg-- > 0;) {
+      const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &lambda, &y_end};
+      ode::GradientResult g;
+      try {
+        g = ode::gradient(segment(sg, starts[sg], false), objective, options.method, options.integrator);
+      } catch (const Error& e) {
+        throw Error(what + ": " + e.what());
+      }
+      result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
+      double carried = 0.0;  // λᵀ y(end): not part of −log p
+      for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * y_end[i];
+      nll += g.objective - carried;
+      for (std::size_t i = 0; i < q.size(); ++i) q_bar[i] += g.wrt_parameters[i];
+      lambda = g.wrt_initial_state;
     }
-    result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
-    nll += g.objective;
+    ode::GradientResult g;
+    g.wrt_parameters = q_bar;
+    g.wrt_initial_state = lambda;
     // The formulas' direct dependence on pext, at the recorded states (one
     // reverse sweep over every observation of the experiment); records h, σ.
     const ad::VjpResult direct = ad::vjp(
