@@ -40,6 +40,13 @@
 /// top. The steady state's derivative is implicit: (∂H/∂x)ᵀν = x̄ for the
 /// square system H, never an integration to a large time.
 ///
+/// Piecewise inputs in time (sbml::Model::time_switches): the switch times
+/// of the experiment's parameters where lhs − rhs is affine in t cut
+/// [0, t_end] into segments, each integrated on its own (the right-hand
+/// side read on the segment's side of each switch); the gradient runs the
+/// segments backward, each ode::gradient carrying the later segments'
+/// dJ/dy at its end as the terminal term λᵀy.
+///
 /// Gradients: ode::gradient of the summed −log p over the experiment's
 /// observation times with respect to the initial state and the ODE's
 /// parameters q — only the estimated parameter-table entries that the
