@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "pde_commands.hpp"
+#include "petab_command.hpp"
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
 #include "costate/io/resume.hpp"
@@ -136,6 +137,11 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 }  // namespace
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
+  if (is_petab_input(args.input)) return petab_calibrate(env, args);  // docs/petab.md
+  if (args.starts >= 0 || args.seed >= 0)
+    throw Error(args.input + ": --starts and --seed are for PEtab problems (a YAML file with "
+                "format_version and problems); a costate input file starts from its "
+                "calibration section's initial values");
   // A PDE input: the parameter-field inversion (docs/pde_inverse.md).
   if (is_pde_input(args.input)) return pde(env, args, "calibrate");
   io::RunConfig cfg = io::load_run_config(args.input, args.sets);

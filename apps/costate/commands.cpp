@@ -45,7 +45,15 @@ const std::vector<Command>& commands() {
        .run = calibrate_command,
        .writes_output = true,
        .petsc = true,  // TAO
-       .allow_extras = true},  // -tao_* options are PETSc's (read by PetscInitialize)
+       .allow_extras = true,  // -tao_* options are PETSc's (read by PetscInitialize)
+       .add_options =
+           [](CLI::App& cmd, CommandArgs& a) {
+             cmd.add_option("--starts", a.starts,
+                            "PEtab problems: multistart from N points drawn uniformly in the "
+                            "bounds on the parameter scales (default: one start at the nominal "
+                            "values)");
+             cmd.add_option("--seed", a.seed, "PEtab problems: seed of the --starts draws (default 0)");
+           }},
       {.name = "info",
        .help = "versions of costate and its dependencies",
        .run = info_command,

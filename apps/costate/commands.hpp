@@ -32,6 +32,8 @@ struct CommandArgs {
   bool quiet = false;
   bool hessian = false;  ///< sensitivity --hessian
   std::string resume;    ///< run --resume OUT.h5
+  int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
+  long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
 };
 
 /// One subcommand: its name and help, which of the shared options it takes,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "costate/core/environment.hpp"
 
 namespace costate::cli {
@@ -19,5 +20,12 @@ bool is_petab_input(const std::string& path);
 /// their settings from their tables); throws costate::Error otherwise.
 int petab_sensitivity(const Environment& env, const std::string& path, bool json, bool quiet,
                       const std::vector<std::string>& sets);
+
+/// `costate calibrate problem.yaml [--starts N] [--seed S] [-o OUT.h5|OUT.json]
+/// [--json]`: fits the estimated parameters (petab::calibrate; starts over
+/// the ranks), prints the best fit, every start's final objective sorted
+/// (the waterfall) and how many reached the best, on rank 0. Exit status 0,
+/// or 2 when the best start did not pass TAO's convergence test.
+int petab_calibrate(const Environment& env, const CommandArgs& args);
 
 }  // namespace costate::cli

@@ -17,15 +17,51 @@
 namespace costate::petab {
 namespace {
 
-/// The SBML right-hand side on the extended parameter vector
-/// [model parameters | parameter-table values]: the tail is what the
-/// observables read, the model never does.
-struct ExtendedModel {
+/// The SBML right-hand side on the parameters an experiment is
+/// differentiated with respect to: q. Model parameter j is `base[j]`, or
+/// q[i] for each (j, i) in `from_q` (a parameter-table entry that is
+/// estimated — several model parameters may read the same entry). Also the
+/// EquationModel's own reverse derivatives (ode::detail::HasOwnVjp), with
+/// p̄ folded back onto q.
+struct ReducedModel {
   std::shared_ptr<const ode::EquationModel> equations;
-  std::size_t n_model_parameters = 0;
+  std::vector<double> base;
+  std::vector<std::pair<std::size_t, std::size_t>> from_q;
+  /// Times outside [t_lo, t_hi] are read at the nearer end (a segment
+  /// between switch times sees its own side of each switch).
+  double t_lo = -std::numeric_limits<double>::infinity();
+  double t_hi = std::numeric_limits<double>::infinity();
+
   template <class T>
-  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
-    equations->rhs(t, y, p.first(n_model_parameters), dydt);
+  void model_parameters(std::span<const T> q, std::vector<T>& p) const {
+    p.assign(base.begin(), base.end());
+    for (const auto& [j, i] : from_q) p[j] = q[i];
+  }
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> q, std::span<T> dydt) const {
+    if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
+      thread_local std::vector<T> p;
+      model_parameters(q, p);
+      equations->rhs(std::clamp(t, t_lo, t_hi), y, std::span<const T>(p), dydt);
+    } else {
+      std::vector<T> p;
+      model_parameters(q, p);
+      equations->rhs(std::clamp(t, t_lo, t_hi), y, std::span<const T>(p), dydt);
+    }
+  }
+  std::size_t vjp_workspace() const { return equations->vjp_workspace(); }
+  void linearize(double t, std::span<const double> y, std::span<const double> q,
+                 std::span<double> f, std::span<double> work) const {
+    thread_local std::vector<double> p;
+    model_parameters(q, p);
+    equations->linearize(std::clamp(t, t_lo, t_hi), y, std::span<const double>(p), f, work);
+  }
+  void vjp(std::span<double> work, std::span<const double> w, std::span<double> ybar,
+           std::span<double> qbar) const {
+    thread_local std::vector<double> pbar;
+    pbar.assign(base.size(), 0.0);
+    equations->vjp(work, w, ybar, std::span<double>(pbar));
+    for (const auto& [j, i] : from_q) qbar[i] += pbar[j];
   }
 };
 
@@ -38,18 +74,18 @@ double plain_value(const T& v) {
     return petab::plain_value(v.value());
 }
 
-/// −log p of the measurements at each observation time of one experiment.
+/// −log p of the measurements at each observation time of one experiment,
+/// as a function of the state and of pext = [model parameters | table
+/// values] (the formulas read both).
 struct Likelihood {
   const Problem* pb = nullptr;
   const Experiment* ex = nullptr;
   bool data_jacobian = true;
-  /// Filled by the double evaluations: per measurement h, σ, r², −log p.
+  /// Filled by the double evaluations: per measurement h and σ.
   Result* record = nullptr;
 
-  std::vector<double> observation_times() const { return ex->times; }
-
   template <class T>
-  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+  T at(std::size_t k, std::span<const T> y, std::span<const T> p) const {
     using std::abs, std::log, std::log10;
     const sbml::Model& m = pb->model;
     const std::size_t ny = y.size(), np = m.parameter_names.size(), ntab = pb->parameters.size();
@@ -99,12 +135,91 @@ struct Likelihood {
       else
         nll = T(log(2.0 * sigma) + abs(diff) / sigma + jac);
       sum = T(sum + nll);
-      if (record) {  // the last evaluation wins (all at the same solution)
+      if (record) {
         record->simulations[i] = petab::plain_value(h);
         record->sigmas[i] = petab::plain_value(sigma);
       }
     }
     return sum;
+  }
+};
+
+/// The objective ode::gradient sees on one segment: the likelihood of
+/// observations [k0, k1) as a function of the state alone (pext held
+/// constant: its direct derivatives are taken after the solve, from the
+/// recorded states), plus λᵀy at the segment's end (λ: the later
+/// segments' gradient with respect to this state; empty for the last).
+/// Records y(t_k) and y(end) of the last evaluation (all evaluations of one
+/// call lie on the same solution).
+struct SegmentLikelihood {
+  const Likelihood* like = nullptr;
+  const std::vector<double>* pext = nullptr;
+  std::vector<std::vector<double>>* states = nullptr;
+  std::size_t k0 = 0, k1 = 0;
+  const std::vector<double>* lambda = nullptr;
+  std::vector<double>* y_end = nullptr;
+
+  std::vector<double> observation_times() const {
+    return std::vector<double>(like->ex->times.begin() + static_cast<std::ptrdiff_t>(k0),
+                               like->ex->times.begin() + static_cast<std::ptrdiff_t>(k1));
+  }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> /*q*/) const {
+    std::vector<double>& s = (*states)[k0 + k];
+    s.resize(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) s[i] = petab::plain_value(y[i]);
+    std::vector<T> p(pext->begin(), pext->end());
+    return like->at<T>(k0 + k, y, std::span<const T>(p));
+  }
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> /*q*/) const {
+    y_end->resize(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) (*y_end)[i] = petab::plain_value(y[i]);
+    T sum = T(0.0);
+    for (std::size_t i = 0; i < lambda->size(); ++i) sum = T(sum + (*lambda)[i] * y[i]);
+    return sum;
+  }
+};
+
+/// Relative distance from a switch time at which a segment reads the
+/// right-hand side when asked exactly at the switch (so a condition like
+/// t < t_s takes the segment's side despite the rounding of t_s).
+constexpr double kSwitchMargin = 1e-13;
+
+/// The switch times of the SBML piecewise inputs (sbml::Model::
+/// time_switches): each g(t) = lhs − rhs of a time comparison that is
+/// affine in t (checked at t = 0, 1, 2 and t1) has its zero at −g(0)/g′;
+/// a condition that is not affine in t is not located (the integrator
+/// then steps over its switch, as before).
+struct Switches {
+  std::vector<expr::Program> g;
+  explicit Switches(const sbml::Model& m) {
+    for (std::size_t i = 0; i < m.time_switches.size(); ++i)
+      g.push_back(expr::Program::build(m.time_switches[i], 1 + m.parameter_names.size(),
+                                       "time switch", "time switch " + std::to_string(i)));
+  }
+  std::vector<double> times(const std::vector<double>& p, double t1) const {
+    std::vector<double> v(1 + p.size());
+    std::copy(p.begin(), p.end(), v.begin() + 1);
+    auto at = [&](const expr::Program& prog, double t) {
+      v[0] = t;
+      return prog.evaluate(std::span<const double>(v));
+    };
+    std::vector<double> out;
+    for (const expr::Program& prog : g) {
+      const double a = at(prog, 0.0), b = at(prog, 1.0) - a;
+      const double scale = std::abs(a) + std::abs(b) * std::max(2.0, t1);
+      constexpr double kAffine = 1e-12;  // relative deviation from a + b t still called affine
+      if (!(b != 0.0) || !std::isfinite(a) || !std::isfinite(b) ||
+          std::abs(at(prog, 2.0) - (a + 2.0 * b)) > kAffine * scale ||
+          std::abs(at(prog, t1) - (a + t1 * b)) > kAffine * scale)
+        continue;
+      const double ts = -a / b;
+      if (ts > 0.0 && ts < t1) out.push_back(ts);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
   }
 };
 
@@ -160,7 +275,7 @@ std::vector<double> start_state(const Problem& pb, const InitialValues& iv, cons
 /// (model parameters) and lin̄ (table values).
 void start_state_adjoint(const InitialValues& iv, const Condition& c, const std::vector<double>& p,
                          const std::vector<double>& y0_bar, std::vector<double>& p_bar,
-                         std::vector<double>& lin_bar) {
+                         std::span<double> lin_bar) {
   std::vector<double> w = y0_bar;
   bool any = false;
   for (std::size_t i = 0; i < w.size(); ++i) {
@@ -298,9 +413,34 @@ void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
           ss.L(i, static_cast<Eigen::Index>(j)) * nu(static_cast<Eigen::Index>(ss.pivots[j]));
 }
 
+/// Collective: when any rank's `failure` is non-empty, every rank throws
+/// the message of the lowest such rank.
+void detail_raise_on_any_rank(MPI_Comm comm, int rank, const std::string& failure) {
+  int first = failure.empty() ? std::numeric_limits<int>::max() : rank;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == std::numeric_limits<int>::max()) return;
+  int length = static_cast<int>(failure.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, comm);
+  std::string message = failure;
+  message.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(message.data(), length, MPI_CHAR, first, comm);
+  throw Error(message + (rank == first ? "" : " (on rank " + std::to_string(first) + ")"));
+}
+
 }  // namespace
 
-Result evaluate(const Problem& pb, const std::vector<double>& theta, const Options& options) {
+Result evaluate(const Problem& pb, const std::vector<double>& theta, const Options& options,
+                MPI_Comm comm) {
+  int mpi_up = 0, rank = 0, size = 1;
+  MPI_Initialized(&mpi_up);
+  if (mpi_up) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      MPI_Comm_rank(comm, &rank);
+      MPI_Comm_size(comm, &size);
+    }
+  }
   const std::size_t ntab = pb.parameters.size(), np = pb.model.parameter_names.size();
   const std::size_t ny = pb.model.state_names.size();
   COSTATE_CHECK(theta.size() == pb.estimated.size(),
@@ -316,11 +456,16 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   result.simulations.assign(pb.measurements.size(), std::numeric_limits<double>::quiet_NaN());
   result.sigmas = result.simulations;
   std::vector<double> lin_bar(ntab, 0.0);
-  const auto equations = std::make_shared<const ode::EquationModel>(pb.model.equations);
+  // The model's equations, not copied (aliasing a Problem that outlives this call).
+  const std::shared_ptr<const ode::EquationModel> equations(std::shared_ptr<const void>(),
+                                                            &pb.model.equations);
   const InitialValues iv(pb.model);
-  double nll = 0.0;
-
-  for (const Experiment& ex : pb.experiments) {
+  const Switches switches(pb.model);
+  std::vector<char> estimated(ntab, 0);
+  for (std::size_t e : pb.estimated) estimated[e] = 1;
+  // One experiment: its −log p into nll, its d(−log p)/d(table values)
+  // into lin_bar (zeroed by the caller), h and σ into `result`.
+  auto run = [&](const Experiment& ex, double& nll, std::span<double> lin_bar) {
     const Condition& cond = pb.conditions[ex.condition];
     std::string what = pb.file + ": experiment " + cond.id;
     if (ex.preequilibration >= 0)
@@ -349,36 +494,135 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       y0 = start_state(pb, iv, cond, p, lin);
     }
 
+    // The ODE's parameters q: the estimated table entries the model's
+    // parameters read in this condition (reduced), or — the unreduced form
+    // of earlier versions, for comparison — every model parameter and then
+    // every table value (the latter read by no right-hand side).
+    ReducedModel model{equations, p, {}};
+    std::vector<double> q;
+    std::vector<long> q_row;  // table row of each q (−1: q is a model parameter, unreduced)
+    if (options.reduce_parameters) {
+      std::vector<long> index_of_row(ntab, -1);
+      for (std::size_t j = 0; j < np; ++j) {
+        if (!options.gradient || !src[j].is_parameter()) continue;
+        const auto row = static_cast<std::size_t>(src[j].parameter);
+        if (!estimated[row]) continue;
+        if (index_of_row[row] < 0) {
+          index_of_row[row] = static_cast<long>(q.size());
+          q.push_back(lin[row]);
+          q_row.push_back(static_cast<long>(row));
+        }
+        model.from_q.emplace_back(j, static_cast<std::size_t>(index_of_row[row]));
+      }
+    } else {
+      for (std::size_t j = 0; j < np; ++j) {
+        model.from_q.emplace_back(j, j);
+        q.push_back(p[j]);
+        q_row.push_back(-1);
+      }
+      for (std::size_t k = 0; k < ntab; ++k) {
+        q.push_back(lin[k]);
+        q_row.push_back(static_cast<long>(k));
+      }
+    }
     std::vector<double> pext = p;
     pext.insert(pext.end(), lin.begin(), lin.end());
     const double t1 = std::max(ex.times.back(), 1e-6);
-    ode::Problem<ExtendedModel> problem{ExtendedModel{equations, np}, y0, pext, {0.0, t1}, ex.times};
     Likelihood like{&pb, &ex, options.data_jacobian, &result};
-
-    if (!options.gradient) {
+    // Segments between the switch times of the piecewise inputs: each is
+    // integrated on its own, so no step crosses a jump of the right-hand
+    // side; observations at a switch time belong to the segment ending there.
+    std::vector<double> cuts{0.0};
+    for (double ts : switches.times(p, t1)) cuts.push_back(ts);
+    cuts.push_back(t1);
+    const std::size_t n_seg = cuts.size() - 1;
+    std::vector<std::size_t> first(n_seg + 1, 0);  // observations [first[s], first[s + 1]) in segment s
+    for (std::size_t sg = 1; sg <= n_seg; ++sg) {
+      first[sg] = first[sg - 1];
+      while (first[sg] < ex.times.size() && (sg == n_seg || ex.times[first[sg]] <= cuts[sg])) ++first[sg];
+    }
+    auto segment = [&](std::size_t sg, const std::vector<double>& y_start, bool with_end) {
+      ReducedModel m = model;
+      // The right-hand side on the segment's own side of each switch: a
+      // time at a switch is read just inside the segment.
+      if (sg > 0) m.t_lo = cuts[sg] + kSwitchMargin * std::max(1.0, std::abs(cuts[sg]));
+      if (sg + 1 < n_seg) m.t_hi = cuts[sg + 1] - kSwitchMargin * std::max(1.0, std::abs(cuts[sg + 1]));
+      std::vector<double> out(ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg]),
+                              ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg + 1]));
+      if (with_end && (out.empty() || out.back() < cuts[sg + 1])) out.push_back(cuts[sg + 1]);
+      return ode::Problem<ReducedModel>{m, y_start, q, {cuts[sg], cuts[sg + 1]}, out};
+    };
+    // The state at the end of a segment (and the observations on the way).
+    auto simulate = [&](std::size_t sg, const std::vector<double>& y_start, bool observe) {
+      const ode::Problem<ReducedModel> problem = segment(sg, y_start, true);
       ode::Solution sol = ode::integrate(problem, options.integrator);
       if (!sol.summary.success())
         throw Error(what + ": the simulation failed: " + sol.summary.message);
       result.rhs_evaluations += static_cast<std::size_t>(sol.summary.rhs_evaluations);
-      for (std::size_t k = 0; k < ex.times.size(); ++k) {
-        const auto j = static_cast<std::size_t>(
-            std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
-        COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
-        nll += like.observation<double>(k, sol.state(j), std::span<const double>(pext));
+      if (observe)
+        for (std::size_t k = first[sg]; k < first[sg + 1]; ++k) {
+          const auto j = static_cast<std::size_t>(
+              std::find(sol.t.begin(), sol.t.end(), ex.times[k]) - sol.t.begin());
+          COSTATE_CHECK(j < sol.t.size(), what << ": no output at t = " << ex.times[k]);
+          nll += like.at<double>(k, sol.state(j), std::span<const double>(pext));
+        }
+      const auto last = sol.state(sol.t.size() - 1);
+      return std::vector<double>(last.begin(), last.end());
+    };
+
+    if (!options.gradient) {
+      std::vector<double> y = y0;
+      for (std::size_t sg = 0; sg < n_seg; ++sg) y = simulate(sg, y, true);
+      return;
+    }
+    // Gradient: the segments' start states forward, then each segment's
+    // ode::gradient backward, its terminal term λᵀy(end) carrying the
+    // later segments' dJ/dy (λ = the next segment's wrt_initial_state).
+    std::vector<std::vector<double>> starts(n_seg);
+    starts[0] = y0;
+    for (std::size_t sg = 0; sg + 1 < n_seg; ++sg) starts[sg + 1] = simulate(sg, starts[sg], false);
+    std::vector<std::vector<double>> states(ex.times.size());
+    Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
+    std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
+    for (std::size_t sg = n_seg; sg-- > 0;) {
+      const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &lambda, &y_end};
+      ode::GradientResult g;
+      try {
+        g = ode::gradient(segment(sg, starts[sg], false), objective, options.method, options.integrator);
+      } catch (const Error& e) {
+        throw Error(what + ": " + e.what());
       }
-      continue;
+      result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
+      double carried = 0.0;  // λᵀ y(end): not part of −log p
+      for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * y_end[i];
+      nll += g.objective - carried;
+      for (std::size_t i = 0; i < q.size(); ++i) q_bar[i] += g.wrt_parameters[i];
+      lambda = g.wrt_initial_state;
     }
     ode::GradientResult g;
-    try {
-      g = ode::gradient(problem, like, options.method, options.integrator);
-    } catch (const Error& e) {
-      throw Error(what + ": " + e.what());
+    g.wrt_parameters = q_bar;
+    g.wrt_initial_state = lambda;
+    // The formulas' direct dependence on pext, at the recorded states (one
+    // reverse sweep over every observation of the experiment); records h, σ.
+    const ad::VjpResult direct = ad::vjp(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x[0])>;
+          T sum = T(0.0);
+          for (std::size_t k = 0; k < ex.times.size(); ++k) {
+            COSTATE_CHECK(states[k].size() == ny, what << ": no state at t = " << ex.times[k]);
+            const std::vector<T> yk(states[k].begin(), states[k].end());
+            sum = T(sum + like.at<T>(k, std::span<const T>(yk), std::span<const T>(x)));
+          }
+          return std::vector<T>{sum};
+        },
+        pext, {1.0});
+    // Chain rule: q, the direct terms, then the initial state.
+    std::vector<double> p_bar(direct.cotangent.begin(), direct.cotangent.begin() + static_cast<std::ptrdiff_t>(np));
+    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += direct.cotangent[np + k];
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      if (q_row[i] >= 0) lin_bar[static_cast<std::size_t>(q_row[i])] += g.wrt_parameters[i];
+      else p_bar[i] += g.wrt_parameters[i];
     }
-    result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
-    nll += g.objective;
-    // Chain rule: extended parameters, then the initial state.
-    std::vector<double> p_bar(g.wrt_parameters.begin(), g.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(np));
-    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += g.wrt_parameters[np + k];
     if (ex.preequilibration >= 0) {
       const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
       std::vector<double> x_bar = g.wrt_initial_state;
@@ -398,6 +642,54 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     }
     for (std::size_t j = 0; j < np; ++j)
       if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
+   };
+
+  // Experiments are dealt round-robin over the ranks of `comm`; each
+  // experiment's terms are one row of `terms` (−log p, then the table
+  // values' adjoints), zero on the other ranks, so that a summing
+  // all-reduce reproduces every row exactly (x + 0 = x, in any order) and
+  // every rank sums the rows in experiment order: the same bits on any
+  // number of ranks.
+  const std::size_t n_ex = pb.experiments.size(), width = 1 + ntab;
+  std::vector<double> terms(n_ex * width, 0.0);
+  std::string failure;
+  for (std::size_t e = 0; e < n_ex; ++e) {
+    if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
+    try {
+      run(pb.experiments[e], terms[e * width], std::span<double>(terms).subspan(e * width + 1, ntab));
+    } catch (const Error& err) {
+      failure = err.what();
+      break;
+    }
+  }
+  if (size > 1) {
+    detail_raise_on_any_rank(comm, rank, failure);
+    MPI_Allreduce(MPI_IN_PLACE, terms.data(), static_cast<int>(terms.size()), MPI_DOUBLE, MPI_SUM, comm);
+    // h and σ: each measurement's owner has them, every other rank zero.
+    std::vector<double> hs(2 * pb.measurements.size(), 0.0);
+    for (std::size_t e = 0; e < n_ex; ++e) {
+      if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
+      for (const auto& at : pb.experiments[e].at_time)
+        for (std::size_t i : at) {
+          hs[2 * i] = result.simulations[i];
+          hs[2 * i + 1] = result.sigmas[i];
+        }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, hs.data(), static_cast<int>(hs.size()), MPI_DOUBLE, MPI_SUM, comm);
+    for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
+      result.simulations[i] = hs[2 * i];
+      result.sigmas[i] = hs[2 * i + 1];
+    }
+    auto count = static_cast<long long>(result.rhs_evaluations);
+    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_SUM, comm);
+    result.rhs_evaluations = static_cast<std::size_t>(count);
+  } else if (!failure.empty()) {
+    throw Error(failure);
+  }
+  double nll = 0.0;
+  for (std::size_t e = 0; e < n_ex; ++e) {
+    nll += terms[e * width];
+    for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += terms[e * width + 1 + k];
   }
 
   result.llh = -nll;

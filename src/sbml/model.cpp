@@ -825,6 +825,30 @@ class Importer {
       out.initial_state_text.push_back(std::move(text));
     }
 
+    // Time switches: lhs − rhs of every comparison in the right-hand side
+    // that depends on time (never on the state: check_discontinuities),
+    // over (t, parameters) like the initial values.
+    std::function<bool(const Node&)> has_time = [&](const Node& n) {
+      if (n.kind == Node::Kind::Variable) return n.variable == 0;
+      for (const Node& a : n.args)
+        if (has_time(a)) return true;
+      return false;
+    };
+    std::function<void(const Node&, const std::string&)> switches = [&](const Node& n,
+                                                                      const std::string& where) {
+      switch (n.op) {
+        case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne: {
+          Node g = resolve(sub(n.args[0], n.args[1]), where);
+          if (has_time(g)) out.time_switches.push_back(std::move(g));
+          break;
+        }
+        default: break;
+      }
+      for (const Node& a : n.args) switches(a, where);
+    };
+    for (std::uint32_t k : intermediates_) switches(syms_[k].value, syms_[k].where);
+    for (std::uint32_t i : states) switches(syms_[i].rhs, syms_[i].where);
+
     out.counts.species = m_->getNumSpecies();
     out.counts.reactions = m_->getNumReactions();
     out.counts.rules = m_->getNumRules();

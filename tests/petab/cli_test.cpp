@@ -83,6 +83,77 @@ TEST(PetabCli, SensitivityMatchesTheSolutionAndCentralDifferences) {
   EXPECT_NEAR(j["gradient"]["k1"].get<double>(), fd, kCentralTol * (1.0 + std::abs(fd)));
 }
 
+// `mpiexec -n 2 costate sensitivity` against the same command on one
+// process: the experiments' terms are summed in one order on any number of
+// ranks, and the JSON carries 17 significant digits, so the numbers agree
+// to the bit; the bound is the round trip through JSON text.
+constexpr double kRanksTol = 1e-15;
+
+TEST(PetabCli, SensitivityOnTwoRanksMatchesOneRank) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0002");  // two conditions: one per rank
+  const Json one = run_json(dir, "_0002.yaml");
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0002.yaml --json -q",
+                                            std::string(COSTATE_MPIEXEC) + " -n 2 " + COSTATE_MPIEXEC_FLAGS);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json two = Json::parse(r.out.substr(r.out.find('{')));
+  auto near = [](double a, double b) { return std::abs(a - b) <= kRanksTol * std::max(1.0, std::abs(b)); };
+  EXPECT_TRUE(near(two["llh"].get<double>(), one["llh"].get<double>())) << two["llh"] << " vs " << one["llh"];
+  EXPECT_TRUE(near(two["chi2"].get<double>(), one["chi2"].get<double>()));
+  ASSERT_EQ(two["gradient"].size(), one["gradient"].size());
+  for (const auto& [id, g] : one["gradient"].items())
+    EXPECT_TRUE(near(two["gradient"][id].get<double>(), g.get<double>())) << id;
+}
+
+TEST(PetabCli, CalibrateMultistartWritesTheWaterfall) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0002");
+  const auto r = costate::test::run_command(
+      dir, COSTATE_EXE, "calibrate _0002.yaml --starts 3 --seed 4 --json -q -o fit.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out.substr(r.out.find('{')));
+  std::ifstream sol(dir / "_0002_solution.yaml");
+  std::string line;
+  double llh = NAN;
+  while (std::getline(sol, line))
+    if (line.rfind("llh:", 0) == 0) llh = std::stod(line.substr(4));
+  EXPECT_GE(j["llh"].get<double>(), llh - kSuiteTol);  // the published llh at the nominal values, or better
+  ASSERT_EQ(j["waterfall"].size(), 3u);
+  EXPECT_LE(j["waterfall"][0]["objective"].get<double>(), j["waterfall"][2]["objective"].get<double>());
+  EXPECT_EQ(j["at_best"], 3);
+  std::ifstream file(dir / "fit.json");
+  ASSERT_TRUE(file.good());
+  EXPECT_EQ(Json::parse(file)["waterfall"].size(), 3u);
+}
+
+TEST(PetabCli, CalibrateBadFlagsAreClearErrors) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0002");
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"calibrate _0002.yaml --starts 0", "--starts 0: expected a number of starts"},
+      {"calibrate _0002.yaml --seed 3", "--seed needs --starts N"},
+      {"calibrate _0002.yaml --starts 2 --seed -4", "--seed -4: expected a seed"},
+      {"calibrate _0002.yaml --starts 2 -o fit.txt", "expected an output file ending in .h5 or .json"},
+      {"calibrate _0002.yaml --set a=b", "--set is not supported for PEtab problems"},
+  };
+  for (const auto& c : cases) {
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, c.args);
+    EXPECT_EQ(r.code, 1) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
+  }
+  // --starts on a costate input file (not a PEtab problem).
+  std::ofstream(dir / "plain.yaml") << "model: lotka_volterra\n";
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "calibrate plain.yaml --starts 3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--starts and --seed are for PEtab problems"), std::string::npos) << r.err;
+}
+
 TEST(PetabCli, BadProblemNamesFileAndLine) {
   if (!fs::is_directory(petab_dir() / "test-suite-v1"))
     GTEST_SKIP() << "PEtab data not found at " << petab_dir();

@@ -40,9 +40,21 @@
 /// top. The steady state's derivative is implicit: (∂H/∂x)ᵀν = x̄ for the
 /// square system H, never an integration to a large time.
 ///
+/// Piecewise inputs in time (sbml::Model::time_switches): the switch times
+/// of the experiment's parameters where lhs − rhs is affine in t cut
+/// [0, t_end] into segments, each integrated on its own (the right-hand
+/// side read on the segment's side of each switch); the gradient runs the
+/// segments backward, each ode::gradient carrying the later segments'
+/// dJ/dy at its end as the terminal term λᵀy.
+///
 /// Gradients: ode::gradient of the summed −log p over the experiment's
-/// observation times with respect to the model parameters, the
-/// table parameters used by the formulas and the initial state; then the
+/// observation times with respect to the initial state and the ODE's
+/// parameters q — only the estimated parameter-table entries that the
+/// condition's model parameters read (Options::reduce_parameters), so a
+/// forward-sensitivity gradient carries |q| + n_states directions, not one
+/// per table entry; the formulas' direct dependence on model parameters and
+/// table values (observable, noise and override parameters) comes from one
+/// reverse sweep over the observations at the recorded states; then the
 /// chain rule through the initial values (ad::vjp on the SBML initial-value
 /// expressions), the condition and measurement overrides, and the scales
 /// (d θ_lin / d θ = θ_lin for log, θ_lin ln 10 for log10).
@@ -57,6 +69,8 @@
 /// than lin/log/log10, several models or problems in one YAML file,
 /// format versions other than 1, visualization files are ignored (they do
 /// not change the likelihood).
+
+#include <mpi.h>
 
 #include <array>
 #include <cstddef>
@@ -193,6 +207,12 @@ struct Options {
   /// Pre-equilibration: ‖f‖ tolerance of the steady-state solve (relative
   /// to 1 + ‖x‖).
   double steady_state_tol = 1e-12;
+  /// Differentiate each simulation only with respect to the estimated
+  /// table entries its model parameters read (see the file comment).
+  /// false: with respect to every model parameter and every table value,
+  /// as earlier versions did — the same gradient, slower; kept to measure
+  /// and check the reduction (bench/bench_petab.cpp, tests/petab).
+  bool reduce_parameters = true;
 };
 
 struct Result {
@@ -209,7 +229,16 @@ struct Result {
 /// The log-likelihood etc. at `theta` (one value per estimated parameter,
 /// on its scale). Throws costate::Error when a simulation fails (naming the
 /// experiment) or a σ is not positive (naming the measurement's line).
+///
+/// Collective over `comm`: the experiments are dealt round-robin over its
+/// ranks (experiment e on rank e mod size), each rank simulates its own,
+/// and every rank returns the whole Result — llh, χ², gradient, h and σ of
+/// every measurement. The result does not depend on the number of ranks,
+/// to the bit: each experiment's terms (−log p and its gradient) are
+/// gathered and every rank sums them in experiment order. A failure on
+/// any rank throws on every rank. Without MPI initialised (or with
+/// MPI_COMM_SELF) it runs serially.
 Result evaluate(const Problem& problem, const std::vector<double>& theta,
-                const Options& options = {});
+                const Options& options = {}, MPI_Comm comm = MPI_COMM_SELF);
 
 }  // namespace costate::petab

@@ -86,6 +86,13 @@ struct Model {
   /// "t", parameter_names…); a plain number when the value is constant.
   std::vector<std::string> initial_state_text;
 
+  /// Where the right-hand side may jump in time: for each comparison
+  /// (piecewise condition or relation) of the right-hand side that depends
+  /// on time, lhs − rhs as a tree over (t, parameters…) like initial_state.
+  /// Its zeros in t are the switch times (petab::evaluate integrates up to
+  /// each one and restarts there).
+  std::vector<expr::Node> time_switches;
+
   /// The right-hand side; its states and parameters are the ones above.
   ode::EquationModel equations;
 

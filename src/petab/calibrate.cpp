@@ -1,0 +1,264 @@
+// petab::calibrate — single and multistart fits of a PEtab problem with
+// optimize::minimize (include/costate/petab/calibrate.hpp).
+#include "costate/petab/calibrate.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+
+namespace costate::petab {
+
+void CalibrationOptions::validate() const {
+  COSTATE_CHECK(starts >= 0, "calibration.starts = " << starts << ": must be ≥ 0 (0: the nominal values)");
+  COSTATE_CHECK(std::isfinite(best_tolerance) && best_tolerance >= 0.0,
+                "calibration.best_tolerance = " << best_tolerance << ": must be finite and ≥ 0");
+  optimizer.validate();
+}
+
+std::vector<std::size_t> Calibration::waterfall() const {
+  std::vector<std::size_t> order(starts.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (starts[a].failed != starts[b].failed) return !starts[a].failed;
+    return starts[a].objective < starts[b].objective;
+  });
+  return order;
+}
+
+std::string Calibration::brief_report() const {
+  std::ostringstream s;
+  s.precision(10);
+  std::size_t failed = 0, converged = 0;
+  for (const StartFit& f : starts) {
+    failed += f.failed;
+    converged += f.converged;
+  }
+  s << "calibration: " << starts.size() << " start(s), best llh " << best().llh << " (start "
+    << best().index << "), " << at_best << " within " << best_tolerance << " of the best, "
+    << converged << " converged by TAO's test, " << failed << " failed";
+  return s.str();
+}
+
+std::vector<std::vector<double>> calibration_starts(const Problem& pb, const CalibrationOptions& o) {
+  o.validate();
+  if (o.starts == 0) return {pb.nominal_on_scale()};
+  const auto [lo, hi] = pb.bounds_on_scale();
+  for (std::size_t e = 0; e < lo.size(); ++e)
+    COSTATE_CHECK(std::isfinite(lo[e]) && std::isfinite(hi[e]) && lo[e] <= hi[e],
+                  pb.parameter_file << ":" << pb.parameters[pb.estimated[e]].line << ": parameter '"
+                                    << pb.parameters[pb.estimated[e]].id
+                                    << "' needs finite bounds lower ≤ upper on its scale for random "
+                                       "starts (got "
+                                    << lo[e] << ", " << hi[e] << ")");
+  // std::mt19937_64 is specified to the bit; the uniform numbers are made
+  // here (53 bits each) rather than by std::uniform_real_distribution,
+  // whose algorithm differs between standard libraries.
+  std::mt19937_64 rng(o.seed);
+  std::vector<std::vector<double>> out(static_cast<std::size_t>(o.starts), std::vector<double>(lo.size()));
+  for (auto& x : out)
+    for (std::size_t e = 0; e < x.size(); ++e) {
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
+      x[e] = lo[e] + u * (hi[e] - lo[e]);
+    }
+  return out;
+}
+
+namespace {
+
+StartFit fit_one(const Problem& pb, const std::vector<double>& x0, std::size_t index,
+                 const CalibrationOptions& o, MPI_Comm comm) {
+  const auto start = std::chrono::steady_clock::now();
+  StartFit fit;
+  fit.index = index;
+  fit.initial = x0;
+  Options ev = o.evaluation;
+  ev.gradient = true;
+  const auto [lo, hi] = pb.bounds_on_scale();
+  optimize::Objective f;
+  f.n = x0.size();
+  f.objective_and_gradient = [&](std::span<const double> x, std::span<double> g) {
+    const Result r = evaluate(pb, std::vector<double>(x.begin(), x.end()), ev, comm);
+    for (std::size_t e = 0; e < g.size(); ++e) g[e] = -(r.gradient[e] + r.log_prior_gradient[e]);
+    return -(r.llh + r.log_prior);
+  };
+  try {
+    const optimize::TaoResult t = optimize::minimize(f, x0, lo, hi, o.optimizer);
+    fit.x = t.x;
+    fit.objective = t.objective;
+    fit.iterations = t.iterations;
+    fit.evaluations = t.function_evaluations;
+    fit.converged = t.converged;
+    fit.termination = t.termination;
+    // llh alone at the final point (the objective also holds the prior).
+    Options plain = o.evaluation;
+    plain.gradient = false;
+    fit.llh = evaluate(pb, fit.x, plain, comm).llh;
+    fit.failed = !std::isfinite(fit.objective);
+  } catch (const Error& e) {
+    fit.failed = true;
+    fit.termination = e.what();
+  }
+  if (fit.failed) {
+    fit.objective = std::numeric_limits<double>::infinity();
+    fit.llh = -std::numeric_limits<double>::infinity();
+    if (fit.x.empty()) fit.x = x0;
+  }
+  fit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return fit;
+}
+
+/// Every rank gets every start's fit: the owner's numbers in a row that is
+/// zero elsewhere, summed (x + 0 = x: exact), the termination text likewise.
+void gather(std::vector<StartFit>& fits, std::size_t n, int rank, int size, MPI_Comm comm) {
+  constexpr std::size_t kText = 240;  // bytes of the termination / error text kept
+  const std::size_t width = 8 + 2 * n, m = fits.size();
+  std::vector<double> rows(m * width, 0.0);
+  std::vector<unsigned char> text(m * kText, 0);
+  for (std::size_t i = 0; i < m; ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(size)) != rank) continue;
+    const StartFit& f = fits[i];
+    double* r = rows.data() + i * width;
+    r[0] = f.failed ? 0.0 : f.objective;  // finite in the sum; failures are flagged in r[5]
+    r[1] = f.failed ? 0.0 : f.llh;
+    r[2] = f.iterations;
+    r[3] = static_cast<double>(f.evaluations);
+    r[4] = f.converged;
+    r[5] = f.failed;
+    r[6] = f.seconds;
+    r[7] = rank;
+    std::copy(f.initial.begin(), f.initial.end(), r + 8);
+    std::copy(f.x.begin(), f.x.end(), r + 8 + n);
+    std::memcpy(text.data() + i * kText, f.termination.data(), std::min(kText - 1, f.termination.size()));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, rows.data(), static_cast<int>(rows.size()), MPI_DOUBLE, MPI_SUM, comm);
+  MPI_Allreduce(MPI_IN_PLACE, text.data(), static_cast<int>(text.size()), MPI_UNSIGNED_CHAR, MPI_SUM, comm);
+  for (std::size_t i = 0; i < m; ++i) {
+    const double* r = rows.data() + i * width;
+    StartFit& f = fits[i];
+    f.index = i;
+    f.failed = r[5] != 0.0;
+    f.objective = f.failed ? std::numeric_limits<double>::infinity() : r[0];
+    f.llh = f.failed ? -std::numeric_limits<double>::infinity() : r[1];
+    f.iterations = static_cast<int>(r[2]);
+    f.evaluations = static_cast<std::int64_t>(r[3]);
+    f.converged = r[4] != 0.0;
+    f.seconds = r[6];
+    f.rank = static_cast<int>(r[7]);
+    f.initial.assign(r + 8, r + 8 + n);
+    f.x.assign(r + 8 + n, r + 8 + 2 * n);
+    f.termination.assign(reinterpret_cast<const char*>(text.data() + i * kText));
+  }
+}
+
+}  // namespace
+
+Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_Comm comm) {
+  options.validate();
+  int mpi_up = 0, rank = 0, size = 1;
+  MPI_Initialized(&mpi_up);
+  if (mpi_up) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+  const std::vector<std::vector<double>> x0 = calibration_starts(pb, options);
+  Calibration c;
+  c.ids = pb.estimated_ids();
+  c.best_tolerance = options.best_tolerance;
+  c.starts.resize(x0.size());
+  if (x0.size() == 1) {
+    // One fit on every rank, each evaluation's experiments over the ranks.
+    c.starts[0] = fit_one(pb, x0[0], 0, options, comm);
+  } else {
+    for (std::size_t i = 0; i < x0.size(); ++i)
+      if (static_cast<int>(i % static_cast<std::size_t>(size)) == rank) {
+        c.starts[i] = fit_one(pb, x0[i], i, options, MPI_COMM_SELF);
+        c.starts[i].rank = rank;
+      }
+    if (size > 1) gather(c.starts, pb.estimated.size(), rank, size, comm);
+  }
+  const std::vector<std::size_t> order = c.waterfall();
+  c.best_index = order.front();
+  if (c.best().failed)
+    throw Error(pb.file + ": no start of the calibration succeeded; the first error: " +
+                c.starts.front().termination);
+  for (const StartFit& f : c.starts)
+    c.at_best += !f.failed && f.objective <= c.best().objective + options.best_tolerance;
+  return c;
+}
+
+namespace {
+
+struct H5 {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  H5(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
+  ~H5() {
+    if (id >= 0) close(id);
+  }
+  H5(const H5&) = delete;
+  H5& operator=(const H5&) = delete;
+};
+
+void write_doubles(hid_t group, const char* name, const std::vector<double>& v, hsize_t rows,
+                   hsize_t cols, const std::string& path) {
+  const hsize_t dims[2] = {rows, cols};
+  H5 space(H5Screate_simple(cols > 0 ? 2 : 1, dims, nullptr), H5Sclose);
+  H5 set(H5Dcreate2(group, name, H5T_NATIVE_DOUBLE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+         H5Dclose);
+  COSTATE_CHECK(set.id >= 0, path << ": cannot create dataset /calibration/" << name);
+  if (!v.empty())
+    COSTATE_CHECK(H5Dwrite(set.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
+                  path << ": cannot write dataset /calibration/" << name);
+}
+
+}  // namespace
+
+void write_calibration_hdf5(const std::string& path, const Calibration& c) {
+  H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
+  H5 group(H5Gcreate2(file.id, "calibration", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  COSTATE_CHECK(group.id >= 0, path << ": cannot create group /calibration");
+  std::string ids;
+  for (const auto& id : c.ids) ids += id + "\n";
+  {
+    H5 type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.id, std::max<std::size_t>(1, ids.size()));
+    H5 space(H5Screate(H5S_SCALAR), H5Sclose);
+    H5 attr(H5Acreate2(group.id, "ids", type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    COSTATE_CHECK(attr.id >= 0 && H5Awrite(attr.id, type.id, ids.c_str()) >= 0,
+                  path << ": cannot write attribute /calibration/ids");
+  }
+  const std::size_t m = c.starts.size(), n = c.ids.size();
+  std::vector<double> objective, llh, converged, failed, iterations, initial, x, waterfall;
+  for (const StartFit& f : c.starts) {
+    objective.push_back(f.objective);
+    llh.push_back(f.llh);
+    converged.push_back(f.converged);
+    failed.push_back(f.failed);
+    iterations.push_back(f.iterations);
+    initial.insert(initial.end(), f.initial.begin(), f.initial.end());
+    x.insert(x.end(), f.x.begin(), f.x.end());
+  }
+  for (std::size_t i : c.waterfall()) waterfall.push_back(c.starts[i].objective);
+  write_doubles(group.id, "best_x", c.best().x, n, 0, path);
+  write_doubles(group.id, "best_llh", {c.best().llh}, 1, 0, path);
+  write_doubles(group.id, "waterfall", waterfall, m, 0, path);
+  write_doubles(group.id, "objective", objective, m, 0, path);
+  write_doubles(group.id, "llh", llh, m, 0, path);
+  write_doubles(group.id, "converged", converged, m, 0, path);
+  write_doubles(group.id, "failed", failed, m, 0, path);
+  write_doubles(group.id, "iterations", iterations, m, 0, path);
+  write_doubles(group.id, "initial", initial, m, n, path);
+  write_doubles(group.id, "x", x, m, n, path);
+}
+
+}  // namespace costate::petab
