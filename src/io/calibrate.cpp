@@ -39,10 +39,13 @@ ode::SensitivityMethod method_of(const RunConfig& cfg) {
       return ode::ContinuousAdjoint{.rtol = cfg.sensitivity.adjoint_rtol,
                                     .atol = cfg.sensitivity.adjoint_atol};
     case ode::SensitivityKind::DiscreteAdjoint: break;
-    case ode::SensitivityKind::CvodesForward:
+    case ode::SensitivityKind::CvodesForward: return ode::CvodesForward{};
     case ode::SensitivityKind::CvodesAdjoint:
-      throw Error(cfg.input_path + ": costate calibrate: sensitivity.method = " +
-                  cfg.sensitivity.method + " is not supported");
+      return ode::CvodesAdjoint{
+          .steps = static_cast<int>(cfg.sensitivity.checkpoint_steps),
+          .interpolation = ode::cvodes_interpolation_from_string(cfg.sensitivity.interpolation),
+          .rtol = cfg.sensitivity.adjoint_rtol,
+          .atol = cfg.sensitivity.adjoint_atol};
   }
   return ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
 }

@@ -159,14 +159,20 @@ Support supports(SensitivityKind method, const IntegratorOptions& integrator, in
 
 Support supports_calibration(SensitivityKind method, Method integrator) {
   // The residual Jacobian first: it rules out integrators whatever the method.
-  if (!supports(SensitivityKind::Forward, integrator, 1)) {
+  // Native steppers: forward tangents of the discrete steps; CVODES: its
+  // forward sensitivities (CvodesForward) at the observation times.
+  auto residual_jacobian = [](Method m) {
+    return is_cvodes(m) ? SensitivityKind::CvodesForward : SensitivityKind::Forward;
+  };
+  if (!supports(residual_jacobian(integrator), integrator, 1)) {
     std::vector<std::string> ints;
     for (Method m : all_methods())
-      if (cell(SensitivityKind::Forward, m, 1) != Cell::No) ints.push_back(to_string(m));
+      if (cell(residual_jacobian(m), m, 1) != Cell::No) ints.push_back(to_string(m));
     return {.supported = false,
             .message = "calibration with integrator.method = " + to_string(integrator) +
                        " is not supported: its residual Jacobian comes from forward tangents of "
-                       "the discrete steps, which cover integrator.method = " +
+                       "the discrete steps or CVODES' forward sensitivities, which cover "
+                       "integrator.method = " +
                        either(ints)};
   }
   return supports(method, integrator, 1);

@@ -1,5 +1,6 @@
 // `costate calibrate` of the Lotka–Volterra example (data/examples/
-// lotka_volterra_calibration.yaml) through every stepper calibration takes,
+// lotka_volterra_calibration.yaml) through every stepper calibration takes
+// (the native ones and CVODES' BDF),
 // each at tight tolerances: the fit is a property of the data, not of the
 // stepper, so the fitted values and their Gauss–Newton standard errors must
 // agree (issue 14: before the residual Jacobian ran on the steppers' own
@@ -65,6 +66,13 @@ TEST(CalibrateSteppers, EveryStepperFitsTheSameValuesAndStandardErrors) {
       {"rk4", "--set integrator.method=rk4 --set integrator.dt=1e-3"},
       {"sdirk3", "--set integrator.method=sdirk3 " + tight},
       {"bdf", "--set integrator.method=bdf " + tight},
+      // CVODES: the gradient by its adjoint or its forward sensitivities,
+      // the residual Jacobian by its forward sensitivities at the
+      // observation times.
+      {"cvodes_bdf/cvodes_adjoint",
+       "--set integrator.method=cvodes_bdf --set sensitivity.method=cvodes_adjoint " + tight},
+      {"cvodes_bdf/cvodes_forward",
+       "--set integrator.method=cvodes_bdf --set sensitivity.method=cvodes_forward " + tight},
   };
   for (const auto& [name, settings] : runs) {
     const Fit f = calibrate(settings, dir);
@@ -75,7 +83,12 @@ TEST(CalibrateSteppers, EveryStepperFitsTheSameValuesAndStandardErrors) {
     // steps and orders, which the exact gradient of the replayed steps does
     // not see. The fit it reports is still the optimum to the stepper's
     // accuracy, which is what the values and standard errors below check.
-    if (name != "bdf") {
+    // cvodes_forward ends the same way (DIVERGED_LS_FAILURE, measured: its
+    // fit within 1.7e-7 relative of dopri5's): CVODES' gradient is that of
+    // the continuous objective to its tolerances, not of the objective
+    // CVODES computes, whose adaptive steps move with p. cvodes_adjoint
+    // converges here (its fit within 1e-8 relative of dopri5's).
+    if (name != "bdf" && name != "cvodes_bdf/cvodes_forward") {
       EXPECT_EQ(f.status, "ok") << name << ": " << f.termination;
     }
     for (const auto& [k, v] : ref.values) {

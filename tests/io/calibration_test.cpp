@@ -285,19 +285,15 @@ TEST_F(CalibrationTest, SensitivityMethodsAreUsedAsAskedOrRefused) {
                 kStandardErrorRelTol * rd.standard_errors[j])
         << rd.names[j];
   }
-  // Refused: CVODES (the residual Jacobian is forward tangents of native
-  // steps), and a method that does not combine with the file's integrator.
+  // Refused: a method that does not combine with the file's integrator
+  // (CVODES integrators calibrate with cvodes_forward / cvodes_adjoint, whose
+  // forward sensitivities give the residual Jacobian:
+  // tests/cli/calibrate_steppers_test.cpp; not with discrete_adjoint).
   struct Refusal {
     std::vector<std::string> sets;
     std::string message;
   };
   const std::vector<Refusal> refusals{
-      {{"integrator.method=cvodes_bdf", "sensitivity.method=cvodes_forward"},
-       ode::supports_calibration(ode::SensitivityKind::CvodesForward, ode::Method::CvodesBdf)
-           .message},
-      {{"integrator.method=cvodes_bdf", "sensitivity.method=cvodes_adjoint"},
-       ode::supports_calibration(ode::SensitivityKind::CvodesAdjoint, ode::Method::CvodesBdf)
-           .message},
       {{"integrator.method=cvodes_adams"},
        ode::supports_calibration(ode::SensitivityKind::DiscreteAdjoint, ode::Method::CvodesAdams)
            .message},

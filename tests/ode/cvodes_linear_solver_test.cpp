@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "costate/ode/cvodes_system.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/system.hpp"
 #include "costate/ode/models.hpp"
 #include "test_models.hpp"
 
@@ -62,9 +63,10 @@ TEST(CvodesLinearSolver, NamesRoundTripAndBadNamesListTheValidOnes) {
 
 TEST(CvodesLinearSolver, AssembledBandAndSparseEqualTheDenseJacobian) {
   const auto pr = brusselator(1.0);
-  detail::CvodesDerivatives<Brusselator1D> d(pr.model, pr.p, pr.n_states());
-  cvodes::System sys = detail::make_cvodes_system(d, Method::CvodesBdf);
-  detail::add_jacobian_structure(sys, d, LS::Sparse, 0.0, pr.y0.data());
+  const detail::NoObjectiveTerms none;
+  const System system = make_system(pr.model, none, pr.n_states(), pr.p.size());
+  cvodes::Binding d(system, pr.p, Method::CvodesBdf, LS::Sparse, 0.0, pr.y0);
+  const cvodes::System& sys = d.system();
   EXPECT_EQ(sys.lower_bandwidth(), 2);
   EXPECT_EQ(sys.upper_bandwidth(), 2);
   // A row has 4 non-zeros (the lower bound); a band of half-width 2 needs
@@ -100,15 +102,18 @@ TEST(CvodesLinearSolver, AutomaticFollowsThePattern) {
   // corner entry, so its band is the whole matrix but it is 2/n full.
   constexpr std::size_t n = 120;
   const std::vector<double> y(n, 1.0), p(n, 0.5);
-  detail::CvodesDerivatives<test::Chain> d(test::Chain{}, p, n);
-  cvodes::System sys = detail::make_cvodes_system(d, Method::CvodesBdf);
-  detail::add_jacobian_structure(sys, d, LS::Automatic, 0.0, y.data());
+  const test::Chain chain;
+  const detail::NoObjectiveTerms none;
+  const System system = make_system(chain, none, n, p.size());
+  cvodes::Binding d(system, p, Method::CvodesBdf, LS::Automatic, 0.0, y);
+  const cvodes::System& sys = d.system();
   EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Automatic), LS::Sparse);
   EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Band), LS::Band);
   // Below 100 states automatic stays dense and detects nothing.
-  detail::CvodesDerivatives<test::Chain> small(test::Chain{}, p, 40);
-  cvodes::System s2 = detail::make_cvodes_system(small, Method::CvodesBdf);
-  detail::add_jacobian_structure(s2, small, LS::Automatic, 0.0, y.data());
+  const System small_system = make_system(chain, none, 40, p.size());
+  cvodes::Binding small(small_system, p, Method::CvodesBdf, LS::Automatic, 0.0,
+                        std::span<const double>(y).first(40));
+  const cvodes::System& s2 = small.system();
   EXPECT_FALSE(s2.has_jacobian_structure());
   EXPECT_EQ(cvodes::resolve_linear_solver(s2, LS::Automatic), LS::Dense);
   // Band or sparse without a structure: an error naming the key.

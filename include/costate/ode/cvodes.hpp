@@ -3,8 +3,9 @@
 /// The SUNDIALS CVODES backend: `integrator.method: cvodes_bdf | cvodes_adams`
 /// for ode::integrate, and two sensitivity methods for ode::gradient,
 /// CvodesForward (`sensitivity.method: cvodes_forward`) and CvodesAdjoint
-/// (`cvodes_adjoint`). Every derivative CVODES needs comes from costate's AD
-/// on the model's templated right-hand side — the user never writes one:
+/// (`cvodes_adjoint`). Every derivative CVODES needs comes from the compiled
+/// ode::System of the model and objective (system.hpp; cvodes::Binding
+/// below) — the user never writes one:
 ///   - the Newton Jacobian ∂f/∂y: forward mode (ad::Dual<double, 8>, dense,
 ///     ⌈n/8⌉ evaluations), handed to CVODES' dense direct solver;
 ///   - forward sensitivities  s_j' = f_y s_j + ∂f/∂p_j  (CVodeSensInit, all
@@ -16,10 +17,11 @@
 ///         μ' = −f_pᵀ λ − q_pᵀ,    μ(t1) = 0   (a backward quadrature, CVodeQuadInitB),
 ///         λ(t_k⁻) = λ(t_k⁺) + ∂ℓ_k/∂y  at each observation time t_k,
 ///         dJ/dy0 = λ(t0),   dJ/dp = μ(t0) + ∂g/∂p + Σ_k ∂ℓ_k/∂p,
-///     with f_yᵀλ, f_pᵀλ from one forward-mode [f_y | f_p] (cached per (t, y)
-///     and shared by the backward right-hand side, its Jacobian −f_yᵀ and the
-///     quadrature) for up to 64 states + parameters, and from a short
-///     reverse-mode tape of one right-hand side above that.
+///     with f_yᵀλ, f_pᵀλ from one ode::Linearization of the System (kept per
+///     (t, y) and shared by the backward right-hand side, its Jacobian −f_yᵀ
+///     and the quadrature): the dense forward-mode [f_y | f_p] for up to
+///     kBindingDenseMax states + parameters, the coloured sparse one or a
+///     short tape of one right-hand side above that (the System's choice).
 /// The running cost q is carried as an extra state z' = q (in the error
 /// test, its absolute tolerance the scalar integrator.atol), so λ_z = 1
 /// and the rules above need only the augmented f.
@@ -72,12 +74,16 @@
 ///
 /// Only solvers/sundials/ includes SUNDIALS headers: this header presents a
 /// type-erased interface (cvodes::System of std::function callbacks) that
-/// the templates below fill from a model.
+/// cvodes::Binding fills from a compiled ode::System (system.hpp). No
+/// CVODES code is a template on the model: ode::integrate and ode::gradient
+/// build the System (make_system) and call the compiled
+/// detail::integrate_cvodes / detail::cvodes_gradient below.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -182,6 +188,10 @@ struct System {
 /// structure fills at most 10% of the matrix, else Dense. Band or Sparse
 /// without a structure throw costate::Error.
 inline constexpr std::size_t kAutomaticDenseLimit = 100;
+/// SystemOptions::dense_max of the Systems the CVODES entry points build:
+/// the dense [f_y | f_p] (one Jacobian per (t, y), then mat-vecs) up to this
+/// many states + parameters.
+inline constexpr int kBindingDenseMax = 64;
 CvodesLinearSolver resolve_linear_solver(const System& sys, CvodesLinearSolver requested);
 
 /// Step control shared by the forward and the backward problems.
@@ -269,16 +279,92 @@ Settings settings_from(const IntegratorOptions& options, std::size_t n);
 }  // namespace cvodes
 }  // namespace costate::ode
 
-// ---- the gradient entry point (defined in detail/cvodes_gradient.hpp, which
-//      gradient.hpp includes at its end) ----------------------------------------
+// ---- the compiled entry points on an ode::System (src/ode/cvodes*.cpp) -------
 #include "costate/ode/problem.hpp"
 
 namespace costate::ode {
+class System;
 struct GradientResult;
+
+namespace cvodes {
+
+/// The cvodes::System of an ode::System at fixed parameters p: every
+/// callback a derivative of the System (compiled once,
+/// src/ode/cvodes_system.cpp; the per-model part is make_system):
+///   - rhs: System::rhs;
+///   - jacobian ∂f/∂x (dense, column-major n_x × n_x, the running cost's z
+///     column zero): ⌈n/8⌉ passes of the System's model on ad::Dual<double, 8>;
+///   - the band/KLU structure (when `solver` may need it: band, sparse, or
+///     automatic with ≥ kAutomaticDenseLimit states): the pattern of ∂f/∂x
+///     from System::sparsity at (t0, x0) plus the diagonal, in CSC, its
+///     columns coloured; values by ⌈colours/8⌉ Dual passes;
+///   - sensitivity_rhs f_x s_j + f_p e_j: a tangents-only ode::Linearization
+///     (jvp_many, 8 directions per Dual pass);
+///   - vjp f_xᵀλ, f_pᵀλ: an ode::Linearization (the System's strategy:
+///     dense [f_y | f_p], coloured sparse, or a tape), kept while (t, x)
+///     does not change — the backward right-hand side and the quadrature are
+///     evaluated at the same point in turn.
+/// `system` and the Binding must outlive every use of system(); the
+/// callbacks refer to the Binding (not copyable, not movable).
+class Binding {
+ public:
+  Binding(const ode::System& system, std::span<const double> p, Method method,
+          CvodesLinearSolver solver, double t0, std::span<const double> x0);
+  ~Binding();
+  Binding(const Binding&) = delete;
+  Binding& operator=(const Binding&) = delete;
+
+  const cvodes::System& system() const;
+  cvodes::System& system();
+  /// Colours of the detected ∂f/∂x structure (0 without a structure).
+  int colours() const;
+  /// ∂f/∂x at (t, x), column-major n_x × n_x (the jacobian callback).
+  void jacobian(double t, const double* x, double* jac);
+  std::int64_t jacobian_evaluations() const;
+  std::int64_t vjp_evaluations() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cvodes
+
 namespace detail {
-/// ode::gradient with CvodesForward (`adjoint == nullptr`) or CvodesAdjoint.
+
+/// The cvodes_bdf / cvodes_adams branch of ode::integrate on a System
+/// without objective terms: outputs by CVODES' interpolant (landing on them
+/// with options.stop_at_outputs), never stepping past t1.
+Solution integrate_cvodes(const System& system, std::span<const double> y0,
+                          std::span<const double> p, double t0, double t1,
+                          const IntegratorOptions& options, std::span<const double> outputs);
+
+/// ode::gradient with CvodesForward (`adjoint == nullptr`) or CvodesAdjoint
+/// on the System of the model and the objective (see the file comment).
+GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
+                               std::span<const double> p, double t0, double t1,
+                               const CvodesAdjoint* adjoint, IntegratorOptions options);
+/// The same for a model and an objective: builds their System and calls the
+/// above (defined in detail/cvodes_gradient.hpp, which gradient.hpp includes
+/// at its end).
 template <Model M, class O>
 GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
                                const CvodesAdjoint* adjoint, IntegratorOptions options);
+
+/// The states and their forward sensitivities (CVODES, np + n directions:
+/// parameters then initial states) at the observation times `times`
+/// (ascending, in (t0, t1]; the integrator lands on each): states
+/// (K × n, row-major) and tangents (K × n × (np + n), row-major) of the
+/// model states. For the calibration's residual Jacobian with cvodes_bdf /
+/// cvodes_adams (sensitivity_matrix.hpp).
+struct CvodesObserved {
+  std::vector<double> states, tangents;
+  Summary summary;
+};
+CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<const double> y0,
+                                             std::span<const double> p, double t0,
+                                             std::span<const double> times,
+                                             IntegratorOptions options);
+
 }  // namespace detail
 }  // namespace costate::ode

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
-#include "costate/ode/cvodes_system.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/steppers/dopri5.hpp"
@@ -33,6 +33,7 @@
 #include "costate/ode/steppers/bdf.hpp"
 #include "costate/ode/steppers/sdirk3.hpp"
 #include "costate/ode/steppers/theta.hpp"
+#include "costate/ode/system.hpp"
 #include "costate/tensor/vector.hpp"
 
 namespace costate::ode {
@@ -48,6 +49,9 @@ inline std::string at_time(double t, std::int64_t step) {
   os << "t = " << t << " (step " << step << ")";
   return os.str();
 }
+
+/// An objective without terms (ode::integrate's System of the model alone).
+struct NoObjectiveTerms {};
 
 /// Checks output times: finite, ascending, inside [t0, t1].
 inline void validate_output_times(std::span<const double> outputs, double t0, double t1) {
@@ -443,7 +447,12 @@ Solution integrate(const Problem<M>& problem, const IntegratorOptions& options =
   if (is_cvodes(options.method)) {
     COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");
     detail::validate_output_times(outputs, problem.t0(), problem.t1());
-    return detail::integrate_cvodes(problem, options, outputs);
+    // The compiled CVODES backend on the model's System (no objective terms).
+    static constexpr detail::NoObjectiveTerms kNone{};
+    const System system = make_system(problem.model, kNone, problem.n_states(), problem.p.size(),
+                                      {.dense_max = cvodes::kBindingDenseMax});
+    return detail::integrate_cvodes(system, problem.y0, problem.p, problem.t0(), problem.t1(),
+                                    options, outputs);
   }
   if (is_implicit(options.method)) {
     // Implicit θ-method: Newton with AD Jacobians; fixed steps.

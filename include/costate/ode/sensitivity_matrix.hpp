@@ -22,8 +22,11 @@
 /// `options`); for bdf also `step_orders` (GradientResult::step_orders) —
 /// without them the adaptive run that chose the steps is made again to
 /// recover them (one more forward integration; an error if its steps are not
-/// `step_times`). Not for the CVODES integrators (their steps are not
-/// replayed: supports_calibration refuses them). Serial (no MPI
+/// `step_times`). The CVODES integrators (cvodes_bdf, cvodes_adams) take
+/// their own forward sensitivities instead (CVodeSensInit, np + n
+/// directions, landing on each observation time; `step_times` unused): S is
+/// then the Jacobian of the continuous residuals to CVODES' tolerances, as
+/// the CVODES gradient is that of the continuous objective. Serial (no MPI
 /// communication).
 
 #include <cmath>
@@ -35,6 +38,7 @@
 #include <memory>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/scheme.hpp"
@@ -94,9 +98,15 @@ struct ResidualSensitivities {
   double at(std::size_t row, std::size_t col) const { return jacobian[row * n_columns + col]; }
 };
 
+namespace detail {
+inline ResidualSensitivities residuals_of(const WeightedObservations& obs, std::size_t n,
+                                          std::size_t m, const std::vector<double>& states,
+                                          const std::vector<double>& dstates);
+}  // namespace detail
+
 /// See the file comment. Throws costate::Error when an observation time is
-/// not among `step_times`, an implicit step fails or the integrator is a
-/// CVODES one.
+/// not among `step_times` (native steppers), an implicit step fails or
+/// CVODES' integration fails.
 template <Model M>
 ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
                                          const WeightedObservations& obs,
@@ -106,6 +116,15 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
   obs.validate();
   const std::size_t n = problem.n_states(), np = problem.p.size(), m = np + n;
   COSTATE_CHECK_EQ(obs.n_states, n, "sensitivity_matrix: observations and problem disagree on the number of states");
+  if (is_cvodes(options.method)) {
+    // CVODES: its forward sensitivities at the observation times (compiled,
+    // src/ode/cvodes_gradient.cpp); step_times are not used.
+    const System system = make_system(problem.model, obs, n, np,
+                                      {.dense_max = cvodes::kBindingDenseMax});
+    const detail::CvodesObserved o = detail::cvodes_observed_sensitivities(
+        system, problem.y0, problem.p, problem.t0(), obs.times, options);
+    return detail::residuals_of(obs, n, m, o.states, o.tangents);
+  }
   COSTATE_CHECK(step_times.size() >= 2, "sensitivity_matrix: need the step times t0 … t1");
   // Observation k is reached after step obs_at[k].
   std::vector<std::size_t> obs_step(obs.times.size());
@@ -138,8 +157,15 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
   std::vector<double> x0(scheme->state_size(), 0.0);
   std::copy(problem.y0.begin(), problem.y0.end(), x0.begin());
   const ObservedTangents tangents = observed_tangents(system, *scheme, obs_step, x0, p);
-  const std::vector<double>& states = tangents.states;
-  const std::vector<double>& dstates = tangents.tangents;
+  return detail::residuals_of(obs, n, m, tangents.states, tangents.tangents);
+}
+
+namespace detail {
+/// The residuals and their rows of S from the states (K × n) and their
+/// tangents (K × n × m) at the observation times.
+inline ResidualSensitivities residuals_of(const WeightedObservations& obs, std::size_t n,
+                                          std::size_t m, const std::vector<double>& states,
+                                          const std::vector<double>& dstates) {
   ResidualSensitivities out;
   out.n_columns = m;
   for (std::size_t k = 0; k < obs.times.size(); ++k)
@@ -155,5 +181,6 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
     }
   return out;
 }
+}  // namespace detail
 
 }  // namespace costate::ode

@@ -26,7 +26,8 @@
 ///
 /// `costate calibrate` needs the gradient of its objective by the chosen
 /// method and the residuals' Jacobian by forward tangents of the same
-/// discrete steps (ode::sensitivity_matrix): supports_calibration.
+/// discrete steps, or for cvodes_bdf / cvodes_adams by CVODES' forward
+/// sensitivities (ode::sensitivity_matrix): supports_calibration.
 /// tests/ode/support_test.cpp runs every (method × integrator × order) and
 /// checks that the library does what this table says.
 ///
@@ -95,7 +96,8 @@ Support supports(SensitivityKind method, Method integrator, int order);
 Support supports(SensitivityKind method, const IntegratorOptions& integrator, int order);
 /// `costate calibrate`: the objective's gradient by `method` (order 1) and
 /// the residual Jacobian by forward tangents of the same steps (the
-/// integrators `forward` supports).
+/// integrators `forward` supports) or by CVODES' forward sensitivities
+/// (those `cvodes_forward` supports).
 Support supports_calibration(SensitivityKind method, Method integrator);
 
 /// Throws costate::Error("<where>: <message>") unless `s` is supported.

@@ -2,7 +2,9 @@
 /// \file
 /// ode::hessian_vector with CvodesAdjoint: the continuous second-order
 /// adjoint through CVODES (cvodes::second_order_adjoint). Included at the
-/// end of hessian.hpp.
+/// end of hessian.hpp. The first-order callbacks come from the compiled
+/// ode::System (cvodes::Binding); the second-order products below are still
+/// a per-model template (the System has no second-order products yet).
 ///
 /// Differentiating the continuous gradient of J = g(y(t1), p) + Σ_k ℓ_k(y(t_k), p)
 /// + z(t1) (z' = q, the running cost as an extra state of the augmented f)
@@ -25,7 +27,6 @@
 #include <optional>
 
 #include "costate/ode/cvodes.hpp"
-#include "costate/ode/cvodes_system.hpp"
 #include "costate/ode/detail/cvodes_gradient.hpp"
 #include "costate/ode/detail/hessian_sweep.hpp"
 
@@ -64,12 +65,13 @@ HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& ob
   if (!v.initial_state.empty())
     std::copy(v.initial_state.begin(), v.initial_state.end(), s0.begin());
   const std::span<const double> p(problem.p);
-  CvodesDerivatives<Augmented<M, O>> deriv(aug, p, na);
-  cvodes::System sys = make_cvodes_system(deriv, options.method);
+  // First order (rhs, Jacobian, f_yᵀλ / f_pᵀλ) from the compiled System, as
+  // cvodes_gradient; the dense linear solver (the 2n-state second backward
+  // problem assembles its own block Jacobian from sys.jacobian).
+  const System system = cvodes_system_of(problem, objective);
+  cvodes::Binding binding(system, p, options.method, CvodesLinearSolver::Dense, t0, y0a);
+  cvodes::System& sys = binding.system();
   const cvodes::Settings settings = cvodes::settings_from(options, na);
-  std::int64_t vjps = 0;
-  std::optional<RhsVjp<Augmented<M, O>>> tape_vjp;
-  attach_cvodes_vjp(sys, deriv, tape_vjp, aug, p, vjps);
 
   // 2. Second-order callbacks on p + εv_p.
   std::vector<HvpDual> pd(np);
@@ -178,7 +180,7 @@ HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& ob
   r.checkpoints.forward_steps = fwd.steps;
   r.checkpoints.peak_snapshots = fwd.checkpoints;
   r.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
-  r.vjp_evaluations = vjps + vjp2.count;
+  r.vjp_evaluations = binding.vjp_evaluations() + vjp2.count;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

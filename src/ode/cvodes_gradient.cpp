@@ -1,0 +1,190 @@
+// ode::gradient with the CVODES backend (CvodesForward, CvodesAdjoint) and
+// the CVODES forward sensitivities at observation times (the calibration's
+// residual Jacobian), on a compiled ode::System: the objective's terms and
+// their gradients at the stops of CVODES' forward pass, every derivative of
+// the augmented right-hand side [f; q] from the System (cvodes::Binding).
+// See cvodes.hpp for the maths.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/cvodes.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/support.hpp"
+#include "costate/ode/system.hpp"
+
+namespace costate::ode::detail {
+namespace {
+
+/// The stops of a CVODES pass: the observation times, then t1.
+std::vector<double> stops_of(const std::vector<double>& obs, double t1) {
+  std::vector<double> stops = obs;
+  if (stops.empty() || stops.back() < t1) stops.push_back(t1);
+  return stops;
+}
+
+/// The running cost's z is part of J: in CVODES' error test like any state,
+/// with the scalar integrator.atol as its absolute tolerance.
+void add_running_tolerance(IntegratorOptions& options, std::size_t n) {
+  if (options.atol_per_state.empty()) options.atol_per_state.assign(n, options.atol);
+  options.atol_per_state.push_back(options.atol);
+}
+
+}  // namespace
+
+GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
+                               std::span<const double> p, double t0, double t1,
+                               const CvodesAdjoint* adjoint, IntegratorOptions options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t n = system.n_model_states(), na = system.n_states();
+  const std::size_t np = system.n_parameters();
+  const bool running = system.has_running();
+  COSTATE_CHECK(n > 0, "gradient: the problem has no states");
+  COSTATE_CHECK_EQ(y0.size(), n, "gradient (CVODES): initial state");
+  COSTATE_CHECK_EQ(p.size(), np, "gradient (CVODES): parameters");
+  require(supports(adjoint ? SensitivityKind::CvodesAdjoint : SensitivityKind::CvodesForward,
+                   options.method, 1),
+          "ode::gradient");
+  COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+
+  // 1. Stops: the observation times, then t1.
+  const std::vector<double> obs =
+      system.has_observations() ? system.observation_times() : std::vector<double>{};
+  validate_output_times(obs, t0, t1);
+  const std::vector<double> stops = stops_of(obs, t1);
+  const std::size_t K = stops.size();
+
+  // 2. The augmented state [y; z], z' = q.
+  if (running) add_running_tolerance(options, n);
+  options.validate(na);
+  std::vector<double> y0a(na, 0.0);
+  std::copy(y0.begin(), y0.end(), y0a.begin());
+  cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, y0a);
+  const cvodes::System& sys = binding.system();
+  const cvodes::Settings settings = cvodes::settings_from(options, na);
+
+  // Value and gradient of the terms at stop k (state y): into J, gy, gp.
+  std::vector<double> gy(n), gp(np);
+  double J = 0.0;
+  auto terms_at = [&](std::size_t k, const double* y) {
+    std::fill(gy.begin(), gy.end(), 0.0);
+    std::fill(gp.begin(), gp.end(), 0.0);
+    const std::span<const double> ys(y, n);
+    if (k < obs.size()) J += system.observation_gradient(k, ys, p, gy, gp);
+    if (k + 1 == K) {
+      J += system.terminal_gradient(ys, p, gy, gp);
+      if (running) J += y[n];
+    }
+  };
+
+  GradientResult result;
+  result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->steps) + ", " +
+                                to_string(adjoint->interpolation) + ")"
+                          : std::string("cvodes_forward");
+  std::vector<double> y = y0a;
+  cvodes::Stats fwd, bwd;
+  if (!adjoint) {
+    // 3a. Forward sensitivities: directions (p_j; y0_i).
+    const std::size_t ns = np + n;
+    std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
+    for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+    fwd = cvodes::forward_sensitivities(
+        sys, settings, t0, y, ns, S, stops,
+        [&](std::size_t k, double, const double* yy, const double* SS) {
+          terms_at(k, yy);
+          for (std::size_t d = 0; d < ns; ++d) {
+            double s = d < np ? gp[d] : 0.0;
+            for (std::size_t i = 0; i < n; ++i) s += gy[i] * SS[d * na + i];
+            if (running && k + 1 == K) s += SS[d * na + n];
+            dJ[d] += s;
+          }
+        });
+    COSTATE_CHECK(fwd.success, "gradient (cvodes_forward): the integration failed: " << fwd.message);
+    result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
+    result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
+  } else {
+    // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
+    std::vector<double> mu_terms(np, 0.0), lambda, mu;
+    cvodes::adjoint(
+        sys, settings, *adjoint, t0, y0a, stops,
+        [&](std::size_t k, double, const double* yy, double* dl) {
+          terms_at(k, yy);
+          for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];
+          if (running && k + 1 == K) dl[n] = 1.0;
+          for (std::size_t j = 0; j < np; ++j) mu_terms[j] += gp[j];
+        },
+        lambda, mu, fwd, bwd);
+    result.wrt_parameters.resize(np);
+    for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
+    result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
+    result.vjp_evaluations = binding.vjp_evaluations();
+    result.checkpoints.peak_snapshots = fwd.checkpoints;
+  }
+  result.objective = J;
+  result.summary.method = options.method;
+  result.summary.steps = fwd.steps;
+  result.summary.rejected_steps = fwd.error_test_failures;
+  result.summary.rhs_evaluations = fwd.rhs_evaluations;
+  result.summary.final_time = fwd.final_time;
+  result.summary.message = adjoint ? "reached t1; backward pass " + std::to_string(bwd.steps) +
+                                         " steps, " + std::to_string(bwd.rhs_evaluations) +
+                                         " rhs evaluations"
+                                   : std::string("reached t1");
+  result.checkpoints.steps = fwd.steps;
+  result.checkpoints.forward_steps = fwd.steps;
+  result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<const double> y0,
+                                             std::span<const double> p, double t0,
+                                             std::span<const double> times,
+                                             IntegratorOptions options) {
+  const std::size_t n = system.n_model_states(), na = system.n_states();
+  const std::size_t np = system.n_parameters(), ns = np + n;
+  COSTATE_CHECK(!system.has_running(),
+                "CVODES observed sensitivities: the System has a running cost (observations only)");
+  COSTATE_CHECK_EQ(y0.size(), n, "CVODES observed sensitivities: initial state");
+  COSTATE_CHECK(!times.empty(), "CVODES observed sensitivities: no observation times");
+  require(supports(SensitivityKind::CvodesForward, options.method, 1),
+          "the calibration's residual Jacobian");
+  validate_output_times(times, t0, times.back());
+  COSTATE_CHECK(times.front() > t0, "CVODES observed sensitivities: observation time "
+                                        << times.front() << " is not after time.start = " << t0
+                                        << " (CVODES stops after t0)");
+  options.validate(na);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<double> y(y0.begin(), y0.end());
+  cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, y);
+  std::vector<double> S(na * ns, 0.0);
+  for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+  CvodesObserved out;
+  out.states.assign(times.size() * n, 0.0);
+  out.tangents.assign(times.size() * n * ns, 0.0);
+  const cvodes::Stats st = cvodes::forward_sensitivities(
+      binding.system(), cvodes::settings_from(options, na), t0, y, ns, S, times,
+      [&](std::size_t k, double, const double* yy, const double* SS) {
+        for (std::size_t i = 0; i < n; ++i) {
+          out.states[k * n + i] = yy[i];
+          for (std::size_t d = 0; d < ns; ++d) out.tangents[(k * n + i) * ns + d] = SS[d * na + i];
+        }
+      });
+  COSTATE_CHECK(st.success, "the calibration's residual Jacobian (CVODES forward sensitivities): "
+                            "the integration failed: "
+                                << st.message);
+  out.summary.method = options.method;
+  out.summary.steps = st.steps;
+  out.summary.rejected_steps = st.error_test_failures;
+  out.summary.rhs_evaluations = st.rhs_evaluations;
+  out.summary.final_time = st.final_time;
+  out.summary.message = "reached the last observation time";
+  out.summary.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace costate::ode::detail
