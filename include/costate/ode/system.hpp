@@ -56,12 +56,14 @@
 /// hessian_vector's forward-over-adjoint on the compiled schemes (rhs on
 /// Dual<Dual<double,1>, 8>, Reverse<Dual<double,1>>: make_second_order_system)
 /// — and the objective terms' Hessian–vector pieces (*_hessian_vector).
-/// Later steps (issue 14, not built yet) add to this header:
-///   - the sparse Jacobian as CSC/CSR matrices for the implicit steppers'
-///     Newton iterations and CVODES' band / KLU solvers (θ, sdirk3, bdf
-///     schemes move onto System; cvodes_system.hpp's derivatives become
-///     these calls);
-///   - equation models from input files (ode::EquationModel) as Systems.
+/// Built on this header: the implicit schemes' Newton (Linearization::
+/// jacobian, dense LU; src/ode/scheme_*.cpp), the second-order products of
+/// Hessians (make_second_order_system, SecondOrderLinearization), CVODES'
+/// binding (cvodes::Binding in src/ode/cvodes_system.cpp, whose band/KLU
+/// Jacobian is assembled from sparsity() with its own colouring), the
+/// continuous adjoint's backward System, and equation models from input
+/// files (ode::EquationModel, with their own vjp). Not yet: one CSC/CSR
+/// Jacobian accessor shared by the implicit schemes and CVODES.
 /// Limitations today: the parameters p are an argument of each call (not
 /// stored); f may not depend on z.
 

@@ -100,7 +100,7 @@ class BdfStepper {
 
   /// Replay-identical attempts (ode::gradient's forward run): every attempt
   /// computes y_{n+1} exactly as the adjoint's replayed step does
-  /// (detail::BdfScheme::step) — [J | f_p] evaluated afresh at (t_n, y_n),
+  /// (the compiled bdf scheme's step, src/ode/scheme_bdf.cpp) — [J | f_p] evaluated afresh at (t_n, y_n),
   /// M refactored, Newton from the window's predictor (at most kBdfMaxOrder
   /// points) converged to newton_tol and to `kappa` of the error tolerance,
   /// landing exactly on the step time run_bdf passes — so the accepted
@@ -233,7 +233,7 @@ class BdfStepper {
   }
 
  private:
-  /// The replay-mode attempt (see set_replay); mirrors BdfScheme::step.
+  /// The replay-mode attempt (see set_replay); mirrors the compiled bdf scheme's step (src/ode/scheme_bdf.cpp).
   bool attempt_replayed(double h, int k, double rtol, std::span<const double> atol, double tn) {
     const double t = T_[0];
     std::array<double, kBdfMaxOrder + 1> tau{};
