@@ -1191,6 +1191,21 @@ std::string pde_expression(const Context& ctx, const YAML::Node& node, const std
   return node.Scalar();
 }
 
+/// The index of the field `node` names among `fields` (key `key`); an
+/// unknown name fails with a suggestion and the list of fields.
+int pde_field_index(const Context& ctx, const std::vector<std::string>& fields, const YAML::Node& node,
+                    const std::string& key) {
+  const std::string name = ctx.string(node, key);
+  const auto it = std::find(fields.begin(), fields.end(), name);
+  if (it == fields.end()) {
+    std::string msg = "'" + name + "' is not a field";
+    const std::string near = nearest(name, fields);
+    if (!near.empty()) msg += "; did you mean '" + near + "'?";
+    ctx.fail(node, key, msg + " Fields: " + join(fields));
+  }
+  return static_cast<int>(it - fields.begin());
+}
+
 }  // namespace
 
 PdeConfig load_pde_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -1375,16 +1390,7 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
 
   // 3. Objective: a terminal functional of the final fields.
   auto field_index = [&](const YAML::Node& node, const std::string& key) {
-    const std::string name = ctx.string(node, key);
-    const auto& f = cfg.equations.fields;
-    const auto it = std::find(f.begin(), f.end(), name);
-    if (it == f.end()) {
-      std::string msg = "'" + name + "' is not a field";
-      const std::string near = nearest(name, f);
-      if (!near.empty()) msg += "; did you mean '" + near + "'?";
-      ctx.fail(node, key, msg + " Fields: " + join(f));
-    }
-    return static_cast<int>(it - f.begin());
+    return pde_field_index(ctx, cfg.equations.fields, node, key);
   };
   if (const YAML::Node obj = root["objective"]) {
     ctx.expect_map(obj, "objective");
@@ -1495,16 +1501,7 @@ PdeCalibrationConfig load_pde_calibration(const std::string& path, const std::ve
   field_vars.insert(field_vars.end(), cfg.equations.parameters.begin(), cfg.equations.parameters.end());
   const std::string coord_text = dim == 1 ? "x" : dim == 2 ? "x, y" : "x, y, z";
   auto field_index = [&](const YAML::Node& node, const std::string& key) {
-    const std::string name = ctx.string(node, key);
-    const auto& f = cfg.equations.fields;
-    const auto it = std::find(f.begin(), f.end(), name);
-    if (it == f.end()) {
-      std::string msg = "'" + name + "' is not a field";
-      const std::string near = nearest(name, f);
-      if (!near.empty()) msg += "; did you mean '" + near + "'?";
-      ctx.fail(node, key, msg + " Fields: " + join(f));
-    }
-    return static_cast<int>(it - f.begin());
+    return pde_field_index(ctx, cfg.equations.fields, node, key);
   };
   const YAML::Node cal = root["calibration"];
   if (!cal) return none;
