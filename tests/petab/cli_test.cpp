@@ -25,9 +25,11 @@ fs::path petab_dir() {
   return fs::path(COSTATE_PETAB_DIR);
 }
 
-/// A copy of test-suite case `name` in the build tree.
+/// A copy of test-suite case `name` in the system's temporary directory (not
+/// the working directory: run from a source checkout, a copy there would be
+/// committed along with the code, and the data is read from ../shared only).
 fs::path copy_case(const std::string& name) {
-  const fs::path to = fs::current_path() / ("petab_cli_" + name);
+  const fs::path to = fs::temp_directory_path() / ("costate_petab_cli_" + name);
   fs::remove_all(to);
   fs::copy(petab_dir() / "test-suite-v1" / name, to, fs::copy_options::recursive);
   return to;
