@@ -235,6 +235,113 @@ def test_scipy_fit_reaches_the_calibrate_optimum(calibration, tao):
     assert abs(r.fun - tao.objective) <= FIT_AGREEMENT * tao.objective
 
 
+# hessp: central differences of objective()'s gradient along u, step h
+# (relative to |q|): truncation ~h²·|∇³J| and round-off ~eps·|∇J|/h ≈ 1e-16·1e3/1e-5
+# = 1e-8; compared relative to the largest |H u| entry.
+HVP_FD_STEP, HVP_FD_TOL = 1e-5, 1e-6
+# Forward over the discrete adjoint is symmetric to rounding (the same
+# second derivatives, summed in different orders): e_iᵀ H e_j = e_jᵀ H e_i.
+HVP_SYMMETRY_TOL = 1e-10
+
+
+def hessp_against_differences(problem, q):
+    n = len(q)
+    rng = np.random.default_rng(7)
+    directions = list(np.eye(n)) + [rng.standard_normal(n)]
+    columns = []
+    for u in directions:
+        hu = problem.hessp(q, u)
+        assert hu.dtype == np.float64 and hu.shape == (n,)
+        h = HVP_FD_STEP * max(1.0, np.abs(q).max())
+        fd = (problem.objective(q + h * u)[1] - problem.objective(q - h * u)[1]) / (2 * h)
+        err = np.abs(fd - hu).max() / np.abs(hu).max()
+        assert err <= HVP_FD_TOL, (u, hu, fd, err)
+        columns.append(hu)
+    H = np.array(columns[:n]).T
+    asym = np.abs(H - H.T).max() / np.abs(H).max()
+    assert asym <= HVP_SYMMETRY_TOL, asym
+    # Linear in u: H (e_0 .. e_n combined) = the combination of the columns.
+    np.testing.assert_allclose(columns[n], H @ directions[n], rtol=0, atol=1e-10 * np.abs(H).max())
+    return H
+
+
+def test_hessp_is_the_hessian_of_the_objective(calibration):
+    q = calibration.fit.start
+    hessp_against_differences(calibration, q)
+    np.testing.assert_array_equal(calibration.hessp(q, np.zeros(4)), np.zeros(4))
+
+
+LV_DATA = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "synthetic", "lotka_volterra.csv")
+
+
+def test_hessp_chain_rule_initial_values_priors_and_scales():
+    # A fitted initial value (y), an initial value written as a nonlinear
+    # expression of a fitted parameter (x(t0) = a²/2.25), log and linear
+    # quantities and a regularisation: every term of H(q) u.
+    d = {
+        "model": {"states": ["x", "y"],
+                  "equations": {"x": "a*x - b*x*y", "y": "-c*y + d*x*y"}},
+        "parameters": {"a": 1.3, "b": 0.9, "c": 2.7, "d": 1.1},
+        "initial_state": {"x": "a*a/2.25", "y": 1.1},
+        "time": {"start": 0.0, "end": 10.0, "output_every": 0.25},
+        "integrator": {"method": "rk4", "dt": 0.01},
+        "calibration": {
+            "parameters": {"a": {"lower": 0.01, "upper": 100, "log": True},
+                           "b": {"lower": 0.01, "upper": 100, "log": True},
+                           "c": {"lower": 0.01, "upper": 100},
+                           "d": {"lower": 0.01, "upper": 100}},
+            "initial_state": {"y": {"lower": 0.01, "upper": 10, "log": True}},
+            "data": {"file": LV_DATA, "noise": 0.1},
+            "regularization": {"weight": 0.5},
+        },
+    }
+    p = costate.load(d)
+    assert p.fit.names[-1] == "y(t0)"
+    hessp_against_differences(p, p.fit.start + 0.05)
+
+
+def test_hessp_with_an_adaptive_integrator(calibration):
+    # dopri5: the sweep replays the steps the gradient's adaptive run chose
+    # at q; differences re-choose them at q ± h u. With rtol = 1e-12 the
+    # step choice changes J only at ~1e-12 relative, below the differences'
+    # resolution at h = 1e-5.
+    p = costate.load(LV_CAL, set={"integrator.method": "dopri5", "integrator.rtol": 1e-12,
+                                  "integrator.atol": 1e-12})
+    hessp_against_differences(p, p.fit.start)
+
+
+def test_hessp_refuses_first_order_methods_and_wrong_arrays(calibration):
+    with pytest.raises(ValueError, match=r"hessp\(x, v\): v: expected a 1-D array of 4 numbers"):
+        calibration.hessp(calibration.fit.start, np.zeros(3))
+    with pytest.raises(ValueError, match=r"hessp\(x, v\): x"):
+        calibration.hessp(np.zeros((2, 2)), np.zeros(4))
+    with pytest.raises(ValueError):
+        calibration.hessp(calibration.fit.start, ["a", "b", "c", "d"])
+    forward = costate.load(LV_CAL, set={"sensitivity.method": "forward"})
+    with pytest.raises(costate.Error, match="Hessian-vector product.*forward"):
+        forward.hessp(forward.fit.start, np.ones(4))
+
+
+# Stopping rules. At the optimum the Hessian's eigenvalues in q are
+# 3.4e3 … 2.4e6, so |∇J| ≤ 1e-5 puts q within 1e-5/3.4e3 ≈ 3e-9 of it, far
+# inside FIT_AGREEMENT. trust-krylov cannot go below |∇J| ≈ 4e-6 here: its
+# predicted decrease, ~|∇J|²/λ_min ≈ 5e-15, is then J's own rounding
+# (40·2e-16), and it reports "failure to predict improvement".
+NEWTON_METHODS = [("trust-krylov", {"gtol": 1e-5}), ("trust-ncg", {"gtol": 1e-7}),
+                  ("Newton-CG", {"xtol": 1e-12})]
+
+
+@pytest.mark.parametrize("method,options", NEWTON_METHODS)
+def test_scipy_newton_with_hessp_reaches_the_calibrate_optimum(calibration, tao, method, options):
+    fit = calibration.fit
+    r = scipy.optimize.minimize(calibration.objective, fit.start, jac=True,
+                                hessp=calibration.hessp, method=method, options=options)
+    assert r.success, r.message
+    assert r.nhev > 0
+    np.testing.assert_allclose(calibration.values(r.x), tao.values, rtol=FIT_AGREEMENT, atol=0)
+    assert abs(r.fun - tao.objective) <= FIT_AGREEMENT * tao.objective
+
+
 def test_objective_rejects_wrong_arrays(calibration):
     with pytest.raises(ValueError, match="1-D array of 4 numbers"):
         calibration.objective(np.zeros(3))

@@ -140,6 +140,94 @@ def test_pde_fields_are_images(files):
     plt.close(fig)
 
 
+PETAB_CASE = os.path.join(os.environ.get("COSTATE_PETAB_DIR", ""), "test-suite-v1", "0002",
+                          "_0002.yaml")
+
+
+@pytest.fixture(scope="module")
+def petab_file(tmp_path_factory):
+    if not os.path.isfile(PETAB_CASE):
+        pytest.skip("PEtab test suite not found at %s (configure with -DCOSTATE_PETAB_DIR)"
+                    % PETAB_CASE)
+    out = str(tmp_path_factory.mktemp("petab") / "multistart.h5")
+    costate("calibrate", PETAB_CASE, "--starts", "5", "--seed", "2", "-o", out)
+    return out
+
+
+def test_petab_waterfall(petab_file):
+    fig, panels = plot.figure(petab_file)
+    assert list(panels) == ["waterfall"]
+    with h5py.File(petab_file) as f:
+        w = f["calibration/waterfall"][()]
+    assert len(w) == 5 and np.all(np.isfinite(w))
+    line = panels["waterfall"].get_lines()[0]
+    np.testing.assert_array_equal(line.get_ydata(), w)
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 6))
+    assert "final objective" in panels["waterfall"].get_ylabel()
+    assert "k1, k2" in panels["waterfall"].get_title()
+    plt.close(fig)
+
+
+def inversion_file(path, eigenvalues, cells=(8, 6)):
+    """A PDE inversion's output in pde::FieldWriter's layout (docs of
+    include/costate/pde/output.hpp; what apps/costate/pde_invert.cpp
+    writes), with an eigenvalue spectrum and variance fields."""
+    nx, ny = cells
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "costate-fields-1"
+        f.attrs["status"] = "complete"
+        f.attrs["dim"] = 2
+        f.attrs["cells"] = np.array([nx, ny, 1])
+        f.attrs["origin"] = np.array([0.0, 0.0, 0.0])
+        f.attrs["spacing"] = np.array([1.0 / nx, 1.0 / ny, 1.0])
+        f.attrs["components"] = "u"
+        f.attrs["frames"] = 0
+        data = {}
+        for name in ("m_map", "m_variance", "m_prior_variance"):
+            data[name] = rng.random((1, ny, nx))
+            f["fields/%s/%s" % (name, name)] = data[name]
+        n = 7
+        f["arrays/history_iteration"] = np.arange(n, dtype=float)
+        f["arrays/history_objective"] = 100.0 * 0.3 ** np.arange(n) + 1.0
+        f["arrays/history_misfit"] = 90.0 * 0.3 ** np.arange(n) + 0.5
+        f["arrays/history_gradient_norm"] = 10.0 * 0.1 ** np.arange(n)
+        f["arrays/eigenvalues"] = eigenvalues
+    return data
+
+
+def test_pde_inversion_eigenvalues_history_and_variances(tmp_path):
+    path = str(tmp_path / "inversion.h5")
+    lam = np.array([3.0e2, 4.1e1, 1.0e1, 2.2, 0.4, 3e-2, -1e-9, 1e-3])  # one tiny negative
+    fields = inversion_file(path, lam)
+    fig, panels = plot.figure(path)
+    assert {"history", "eigenvalues", "field:m_variance:m_variance",
+            "field:m_prior_variance:m_prior_variance", "field:m_map:m_map"} == set(panels)
+    ax = panels["eigenvalues"]
+    assert ax.get_yscale() == "log"
+    line = ax.get_lines()[0]
+    positive = np.sort(lam[lam > 0])[::-1]
+    np.testing.assert_array_equal(line.get_ydata(), positive)
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(positive) + 1))
+    assert "1 ≤ 0 not shown" in ax.get_title()
+    hist = {ln.get_label(): ln for ln in panels["history"].get_lines()}
+    with h5py.File(path) as f:
+        np.testing.assert_array_equal(hist["objective"].get_ydata(), f["arrays/history_objective"][()])
+        np.testing.assert_array_equal(hist["|gradient|"].get_ydata(),
+                                      f["arrays/history_gradient_norm"][()])
+    for name in ("m_variance", "m_prior_variance"):
+        im = panels["field:%s:%s" % (name, name)].get_images()[0]
+        np.testing.assert_array_equal(np.asarray(im.get_array()), fields[name][0])
+    png = str(tmp_path / "inversion.png")
+    subprocess.run([CLI, "plot", path, "-o", png, "--dpi", "40"], check=True, env=cli_env(),
+                   stdout=subprocess.DEVNULL)
+    img = matplotlib.image.imread(png)
+    rows = -(-len(panels) // 2)
+    assert img.shape[:2] == (round(plot.PANEL_INCHES[1] * rows * 40),
+                             round(plot.PANEL_INCHES[0] * 2 * 40))
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("kind", ["run", "sens", "cal", "pde"])
 def test_cli_writes_a_png_of_the_documented_size(files, tmp_path, kind):
     png = str(tmp_path / (kind + ".png"))
