@@ -411,3 +411,27 @@ def test_ctrl_c_interrupts_and_writes_nothing(tmp_path, what, dt, output):
     assert not out.exists() and not (tmp_path / "interrupted.h5.partial").exists()
     # costate is usable afterwards.
     assert costate.load(LV).run().y.shape[1] == 2
+
+
+@pytest.mark.parametrize("what", ["objective", "hessp"])
+def test_ctrl_c_interrupts_objective_and_hessp(what):
+    # RK4 at dt = 1e-6: 10⁷ steps per evaluation, binomial checkpointing
+    # (20 snapshots, so memory stays small); uninterrupted, objective() takes
+    # ~14 s and hessp() longer, far above the 3 s bound. SIGINT after 0.3 s.
+    p = costate.load(LV_CAL, set={"integrator.dt": 1e-6, "integrator.max_steps": 1000000000,
+                                  "sensitivity.checkpointing.schedule": "binomial",
+                                  "sensitivity.checkpointing.snapshots": 20})
+    q = p.fit.start
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        if what == "objective":
+            p.objective(q)
+        else:
+            p.hessp(q, np.ones(len(q)))
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 3.0, elapsed
+    f, g = costate.load(LV_CAL).objective(q)  # costate is usable afterwards
+    assert np.isfinite(f) and g.shape == q.shape
