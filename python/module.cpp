@@ -392,16 +392,8 @@ class PetabProblem {
   const costate::petab::Problem& problem() const { return pb_; }
 
   py::dict evaluate(const py::object& theta_in, bool gradient) {
-    namespace petab = costate::petab;
     const std::vector<double> theta = theta_of(theta_in, "evaluate(theta)");
-    petab::Options options;
-    options.gradient = gradient;
-    petab::Result r;
-    {
-      py::gil_scoped_release unlocked;
-      std::lock_guard lock(mutex_);
-      r = petab::evaluate(pb_, theta, options, MPI_COMM_WORLD);
-    }
+    const costate::petab::Result r = run(theta, gradient);
     py::dict d;
     d["ids"] = pb_.estimated_ids();
     d["theta"] = array(theta);
@@ -414,7 +406,7 @@ class PetabProblem {
     d["simulations"] = array(r.simulations);
     d["sigmas"] = array(r.sigmas);
     d["rhs_evaluations"] = r.rhs_evaluations;
-    d["method"] = costate::ode::to_string(options.method);
+    d["method"] = costate::ode::to_string(costate::petab::Options{}.method);
     return d;
   }
 
@@ -423,14 +415,7 @@ class PetabProblem {
     namespace petab = costate::petab;
     const std::vector<double> theta = theta_of(py::reinterpret_borrow<py::object>(theta_in),
                                                "objective(x)");
-    petab::Options options;
-    options.gradient = true;
-    petab::Result r;
-    {
-      py::gil_scoped_release unlocked;
-      std::lock_guard lock(mutex_);
-      r = petab::evaluate(pb_, theta, options, MPI_COMM_WORLD);
-    }
+    const petab::Result r = run(theta, true);
     std::vector<double> g(theta.size());
     for (std::size_t e = 0; e < g.size(); ++e)
       g[e] = -(r.gradient[e] + (r.log_prior_gradient.empty() ? 0.0 : r.log_prior_gradient[e]));
@@ -508,6 +493,15 @@ class PetabProblem {
   }
 
  private:
+  /// petab::evaluate with the CLI's options (collective), the GIL released.
+  costate::petab::Result run(const std::vector<double>& theta, bool gradient) {
+    costate::petab::Options options;
+    options.gradient = gradient;
+    py::gil_scoped_release unlocked;
+    std::lock_guard lock(mutex_);
+    return costate::petab::evaluate(pb_, theta, options, MPI_COMM_WORLD);
+  }
+
   std::vector<double> theta_of(const py::object& theta, const char* what) const {
     if (theta.is_none()) return pb_.nominal_on_scale();
     return vector_of(theta, pb_.estimated.size(), what);

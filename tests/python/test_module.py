@@ -5,10 +5,8 @@ io/file_gradient.hpp, io::calibrate), so values are compared bitwise where
 the computation is the same; the scipy fit is compared with `costate
 calibrate` to the agreement documented in examples/python."""
 
-import json
 import os
 import signal
-import subprocess
 import threading
 import time
 
@@ -18,8 +16,8 @@ import pytest
 import scipy.optimize
 
 import costate
+from cli_support import cli_error, cli_json
 
-CLI = os.environ["COSTATE_CLI"]
 EXAMPLES = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples")
 LV = os.path.join(EXAMPLES, "lotka_volterra.yaml")
 LV_EQ = os.path.join(EXAMPLES, "lotka_volterra_equations.yaml")
@@ -32,27 +30,6 @@ FIT_AGREEMENT = 1e-6
 # Central differences of J(q) with h = 1e-6 (relative): truncation ~h² and
 # round-off ~eps·|J|/h ≈ 1e-8 relative on gradients of order 1e1..1e3.
 FD_STEP, FD_TOL = 1e-6, 1e-6
-
-
-def cli_env():
-    # The module's MPI singleton exports OMPI_*/PMIX_* variables; a child
-    # costate must not take them for its own job.
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
-
-
-def cli_json(*args):
-    r = subprocess.run([CLI, *args, "--json", "-q"], env=cli_env(), capture_output=True, text=True)
-    assert r.returncode in (0, 2), r.stderr
-    return json.loads(r.stdout)
-
-
-def cli_error(*args):
-    r = subprocess.run([CLI, *args, "-q"], env=cli_env(), capture_output=True, text=True)
-    assert r.returncode == 1
-    prefix = "costate: error: "
-    assert r.stderr.startswith(prefix), r.stderr
-    return r.stderr[len(prefix):].strip()
 
 
 # ---- run ---------------------------------------------------------------------------

@@ -5,17 +5,15 @@ calls the same petab::read / evaluate / calibrate, serially here, so the
 values are compared bitwise. Data: the PEtab test suite (v1) under
 COSTATE_PETAB_DIR (CMake option), read in place; skipped when absent."""
 
-import json
 import os
-import subprocess
 
 import h5py
 import numpy as np
 import pytest
 
 import costate
+from cli_support import cli_json
 
-CLI = os.environ["COSTATE_CLI"]
 PETAB_DIR = os.environ.get("COSTATE_PETAB_DIR", "")
 SUITE = os.path.join(PETAB_DIR, "test-suite-v1")
 # Case 0002: two simulation conditions, two estimated parameters (k1, k2, lin).
@@ -34,17 +32,6 @@ SUITE_TOL = 1e-3
 # Central differences of llh: h = 1e-5 on θ ~ 1, CVODES at rtol 1e-10:
 # round-off of the adaptive solves ~1e-10/1e-5 = 1e-5 relative, truncation ~h².
 FD_STEP, FD_TOL = 1e-5, 1e-4
-
-
-def cli_env():
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
-
-
-def cli_json(*args):
-    r = subprocess.run([CLI, *args, "--json", "-q"], env=cli_env(), capture_output=True, text=True)
-    assert r.returncode in (0, 2), r.stderr
-    return json.loads(r.stdout)
 
 
 @pytest.fixture(scope="module")

@@ -12,19 +12,14 @@ import sys
 
 import pytest
 
+from cli_support import cli_env
+
 CLI = os.environ["COSTATE_CLI"]
 MPIEXEC = os.environ.get("COSTATE_MPIEXEC", "")
 MPIEXEC_FLAGS = os.environ.get("COSTATE_MPIEXEC_FLAGS", "").split()
 CASE = os.path.join(os.environ.get("COSTATE_PETAB_DIR", ""), "test-suite-v1", "0002", "_0002.yaml")
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANKS = 2
-
-
-def clean_env():
-    """The environment without an MPI singleton's variables (when another
-    test in this pytest process imported costate and started MPI)."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
 
 
 def have_mpi4py():
@@ -39,7 +34,7 @@ def test_every_rank_gets_the_serial_result(tmp_path):
     refs = []
     for name, args in (("sensitivity", ["sensitivity", CASE]),
                        ("calibrate", ["calibrate", CASE, "--starts", "4", "--seed", "3"])):
-        r = subprocess.run([CLI, *args, "--json", "-q"], env=clean_env(), capture_output=True, text=True)
+        r = subprocess.run([CLI, *args, "--json", "-q"], env=cli_env(), capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         path = tmp_path / (name + ".json")
         path.write_text(r.stdout)
@@ -47,7 +42,7 @@ def test_every_rank_gets_the_serial_result(tmp_path):
         refs.append(str(path))
     r = subprocess.run([MPIEXEC, *MPIEXEC_FLAGS, "-n", str(RANKS), sys.executable,
                         os.path.join(HERE, "mpi_petab.py"), CASE, *refs],
-                       env=clean_env(), capture_output=True, text=True, timeout=600)
+                       env=cli_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     for rank in range(RANKS):
         assert "rank %d of %d: ok" % (rank, RANKS) in r.stdout, r.stdout + r.stderr

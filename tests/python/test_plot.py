@@ -15,16 +15,10 @@ import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 from costate import plot  # noqa: E402
+from cli_support import cli_env  # noqa: E402
 
 CLI = os.environ["COSTATE_CLI"]
 EXAMPLES = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples")
-
-
-def cli_env():
-    """The environment without the MPI singleton's variables (a costate
-    module imported by another test may have initialised MPI)."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
 
 
 def costate(*args):
