@@ -47,6 +47,9 @@ import sys
 
 MISSING_PACKAGE_EXIT = 3
 PANEL_INCHES = (6.0, 4.0)  # width, height of one panel
+# PEtab multistart: starts within this of the best objective reached it
+# (petab::CalibrationOptions::best_tolerance's default).
+BEST_TOLERANCE = 1e-3
 
 
 def _require():
@@ -301,6 +304,11 @@ def _petab_panels(f):
         ax.plot(k[finite], w[finite], "o-", ms=4, label="start")
         best = w[finite].min() if finite.any() else float("nan")
         ax.axhline(best, color="black", lw=0.8, ls="--", label="best %.8g" % best)
+        # Starts that all reach the best (within PEtab's 1e-3, the CLI's
+        # best_tolerance) would otherwise be drawn on a 1e-11 axis offset.
+        ax.ticklabel_format(axis="y", useOffset=False)
+        if finite.any() and w[finite].max() - best < BEST_TOLERANCE:
+            ax.set_ylim(best - BEST_TOLERANCE, best + 2 * BEST_TOLERANCE)
         ax.set_xlabel("start, sorted by final objective")
         ax.set_ylabel("final objective  −(llh + log prior)")
         title = "waterfall: %d starts, %d parameters (%s)" % (

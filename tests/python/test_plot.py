@@ -160,6 +160,11 @@ def test_petab_waterfall(petab_file):
     np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 6))
     assert "final objective" in panels["waterfall"].get_ylabel()
     assert "k1, k2" in panels["waterfall"].get_title()
+    # Case 0002 has one optimum: every start reaches it, and the axis spans
+    # the best ± the tolerance instead of rounding-level differences.
+    assert w[-1] - w[0] < plot.BEST_TOLERANCE
+    assert panels["waterfall"].get_ylim() == (w[0] - plot.BEST_TOLERANCE,
+                                              w[0] + 2 * plot.BEST_TOLERANCE)
     plt.close(fig)
 
 
