@@ -1,4 +1,4 @@
-"""costate: adjoint sensitivities of ODE simulations, from Python.
+"""costate: adjoint sensitivities of ODE simulations and PEtab problems, from Python.
 
     import costate
     p = costate.load("data/examples/lotka_volterra_equations.yaml",
@@ -8,6 +8,10 @@
     c = p.gradcheck()              # c.passed, c.taylor, c.finite_differences
     fit = p.calibrate()            # fit.values, fit.standard_errors, fit.correlation
     f, g = p.objective(p.fit.start)  # for scipy.optimize.minimize(jac=True)
+    hv = p.hessp(p.fit.start, v)     # exact H v, for hessp= (Newton-CG, trust-krylov)
+    pe = costate.load("problem.yaml")       # a PEtab problem: costate.PetabProblem
+    e = pe.evaluate()              # e.llh, e.chi2, e.gradient, e.gradient_dict
+    ms = pe.calibrate(starts=20, seed=1)    # ms.best_x, ms.waterfall (arrays)
 
 See docs/python.md. ``costate.plot`` (pictures of output files) is pure
 Python; the rest needs the compiled extension ``costate._costate`` (CMake
