@@ -365,7 +365,8 @@ def figure(path, dpi=100):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="costate plot", description="draw what a costate HDF5 output file holds")
-    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate or a PDE run")
+    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PEtab "
+                        "multistart, PDE inversion) or a PDE run")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
     args = parser.parse_args(argv)
