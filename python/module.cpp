@@ -4,7 +4,9 @@
 // The computations are the CLI's, compiled once in libcostate (no model is
 // instantiated here): io::load_run_config(_text) for input,
 // io::integrate_file for run, io/file_gradient.hpp for sensitivity and
-// gradcheck, io::calibrate and io::CalibrationProblem for calibration.
+// gradcheck, io::calibrate and io::CalibrationProblem for calibration
+// (objective, and hessp: CalibrationProblem::hessian_vector), petab::read,
+// petab::evaluate and petab::calibrate for PEtab problems.
 //
 // Results come back as dicts of float64 NumPy arrays (copies, C order) and
 // Python numbers; the Python layer turns them into result objects. The GIL
@@ -29,6 +31,8 @@
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/input_text.hpp"
 #include "costate/io/pde_input.hpp"
+#include "costate/petab/calibrate.hpp"
+#include "costate/petab/problem.hpp"
 
 namespace py = pybind11;
 
@@ -95,8 +99,10 @@ py::dict summary_dict(const costate::ode::Summary& s) {
 /// kPollSteps steps and kPollInterval and asks Python for a pending signal;
 /// a KeyboardInterrupt leaves costate as an exception (py::error_already_set)
 /// through the steppers' RAII, before any file is written, and is raised in
-/// Python. Not installed for calibrate() and objective(): TAO's callbacks
-/// keep a foreign exception until its solve ends.
+/// Python. Installed for run(), sensitivity(), gradcheck(), objective() and
+/// hessp(); not for calibrate() (TAO's callbacks keep a foreign exception
+/// until its solve ends) nor PEtab problems (their CVODES runs are not
+/// covered by a test of it yet).
 class InterruptCheck {
  public:
   void operator()(double) {
@@ -331,6 +337,20 @@ class Problem {
     return py::make_tuple(f, array(g));
   }
 
+  /// H(q) u, the exact Hessian of the same J(q) (CalibrationProblem::hessian_vector).
+  py::array_t<double> hessp(const py::handle& q_in, const py::handle& u_in) {
+    auto& c = calibration();
+    const std::vector<double> q = vector_of(q_in, c.size(), "hessp(x, v): x");
+    const std::vector<double> u = vector_of(u_in, c.size(), "hessp(x, v): v");
+    std::vector<double> g(q.size()), Hu(q.size());
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      (void)c.hessian_vector(q, u, g, Hu);
+    }
+    return array(Hu);
+  }
+
   /// Natural values v(q) (exp for log-transformed quantities).
   py::array_t<double> values(const py::handle& q_in) {
     auto& c = calibration();
@@ -350,7 +370,10 @@ class Problem {
   }
   costate::io::CalibrationProblem& calibration() {
     need_calibration();
-    if (!calibration_) calibration_ = std::make_unique<costate::io::CalibrationProblem>(cfg_);
+    // Interruptible: objective() and hessp() are called from Python (not
+    // from TAO's callbacks, as calibrate()'s evaluations are).
+    if (!calibration_)
+      calibration_ = std::make_unique<costate::io::CalibrationProblem>(interruptible(cfg_));
     return *calibration_;
   }
 
@@ -358,6 +381,145 @@ class Problem {
   std::unique_ptr<costate::io::CalibrationProblem> calibration_;
   std::mutex mutex_;
 };
+
+/// A PEtab problem (petab::read): evaluate (llh, χ², gradient) and
+/// calibrate (multistart) — the computations of `costate sensitivity|calibrate
+/// problem.yaml`, collective over MPI_COMM_WORLD as the CLI's are (under
+/// mpiexec every rank calls and every rank gets the whole result).
+class PetabProblem {
+ public:
+  explicit PetabProblem(costate::petab::Problem pb) : pb_(std::move(pb)) {}
+  const costate::petab::Problem& problem() const { return pb_; }
+
+  py::dict evaluate(const py::object& theta_in, bool gradient) {
+    const std::vector<double> theta = theta_of(theta_in, "evaluate(theta)");
+    const costate::petab::Result r = run(theta, gradient);
+    py::dict d;
+    d["ids"] = pb_.estimated_ids();
+    d["theta"] = array(theta);
+    d["llh"] = r.llh;
+    d["chi2"] = r.chi2;
+    d["log_prior"] = r.log_prior;
+    d["gradient"] = gradient ? py::object(array(r.gradient)) : py::object(py::none());
+    d["log_prior_gradient"] =
+        gradient ? py::object(array(r.log_prior_gradient)) : py::object(py::none());
+    d["simulations"] = array(r.simulations);
+    d["sigmas"] = array(r.sigmas);
+    d["rhs_evaluations"] = r.rhs_evaluations;
+    d["method"] = costate::ode::to_string(costate::petab::Options{}.method);
+    return d;
+  }
+
+  /// (−(llh + log prior), its gradient) at θ: what petab::calibrate minimises.
+  py::tuple objective(const py::handle& theta_in) {
+    namespace petab = costate::petab;
+    const std::vector<double> theta = theta_of(py::reinterpret_borrow<py::object>(theta_in),
+                                               "objective(x)");
+    const petab::Result r = run(theta, true);
+    std::vector<double> g(theta.size());
+    for (std::size_t e = 0; e < g.size(); ++e)
+      g[e] = -(r.gradient[e] + (r.log_prior_gradient.empty() ? 0.0 : r.log_prior_gradient[e]));
+    return py::make_tuple(-(r.llh + r.log_prior), array(g));
+  }
+
+  py::dict calibrate(int starts, long long seed, const std::string& output) {
+    namespace petab = costate::petab;
+    // The CLI's checks (petab_command.cpp), with the keyword names.
+    if (starts < 0)
+      throw py::value_error("calibrate(starts=" + std::to_string(starts) +
+                            "): expected a number of starts >= 1 (0: one start at the nominal "
+                            "values)");
+    if (seed < 0) throw py::value_error("calibrate(seed=" + std::to_string(seed) + "): expected a seed >= 0");
+    if (!output.empty() && !output.ends_with(".h5"))
+      throw py::value_error("calibrate(output='" + output + "'): expected a file ending in .h5");
+    petab::CalibrationOptions options;
+    options.starts = starts;
+    options.seed = static_cast<std::uint64_t>(seed);
+    petab::Calibration c;
+    int rank = 0;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      c = petab::calibrate(pb_, options, MPI_COMM_WORLD);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (!output.empty() && rank == 0) petab::write_calibration_hdf5(output, c);
+    }
+    const std::size_t m = c.starts.size(), n = c.ids.size();
+    std::vector<double> objective, llh, initial, x, seconds, waterfall, waterfall_llh;
+    std::vector<std::size_t> order = c.waterfall();
+    std::vector<int> iterations, ranks;
+    std::vector<long long> evaluations;
+    std::vector<bool> converged, failed;
+    std::vector<std::string> termination;
+    for (const auto& f : c.starts) {
+      objective.push_back(f.objective);
+      llh.push_back(f.llh);
+      initial.insert(initial.end(), f.initial.begin(), f.initial.end());
+      x.insert(x.end(), f.x.begin(), f.x.end());
+      seconds.push_back(f.seconds);
+      iterations.push_back(f.iterations);
+      ranks.push_back(f.rank);
+      evaluations.push_back(f.evaluations);
+      converged.push_back(f.converged);
+      failed.push_back(f.failed);
+      termination.push_back(f.termination);
+    }
+    for (std::size_t i : order) waterfall.push_back(c.starts[i].objective);
+    py::dict d;
+    d["ids"] = c.ids;
+    d["best_index"] = c.best_index;
+    d["best_x"] = array(c.best().x);
+    d["best_llh"] = c.best().llh;
+    d["best_objective"] = c.best().objective;
+    d["converged"] = c.best().converged;
+    d["at_best"] = c.at_best;
+    d["best_tolerance"] = c.best_tolerance;
+    d["waterfall"] = array(waterfall);
+    d["waterfall_starts"] = order;
+    d["objectives"] = array(objective);
+    d["llhs"] = array(llh);
+    d["initial"] = matrix(initial, m, n);
+    d["x"] = matrix(x, m, n);
+    d["iterations"] = iterations;
+    d["evaluations"] = evaluations;
+    d["start_converged"] = converged;
+    d["failed"] = failed;
+    d["termination"] = termination;
+    d["ranks"] = ranks;
+    d["seconds"] = array(seconds);
+    d["report"] = c.brief_report();
+    d["output_file"] = !output.empty() && rank == 0 ? py::object(py::str(output)) : py::object(py::none());
+    return d;
+  }
+
+ private:
+  /// petab::evaluate with the CLI's options (collective), the GIL released.
+  costate::petab::Result run(const std::vector<double>& theta, bool gradient) {
+    costate::petab::Options options;
+    options.gradient = gradient;
+    py::gil_scoped_release unlocked;
+    std::lock_guard lock(mutex_);
+    return costate::petab::evaluate(pb_, theta, options, MPI_COMM_WORLD);
+  }
+
+  std::vector<double> theta_of(const py::object& theta, const char* what) const {
+    if (theta.is_none()) return pb_.nominal_on_scale();
+    return vector_of(theta, pb_.estimated.size(), what);
+  }
+
+  costate::petab::Problem pb_;
+  std::mutex mutex_;
+};
+
+std::unique_ptr<PetabProblem> load_petab(const std::string& path) {
+  ensure_environment();
+  costate::petab::Problem pb;
+  {
+    py::gil_scoped_release unlocked;
+    pb = costate::petab::read(path);
+  }
+  return std::make_unique<PetabProblem>(std::move(pb));
+}
 
 std::unique_ptr<Problem> load_file(const std::string& path, const std::vector<std::string>& sets) {
   ensure_environment();
@@ -414,9 +576,49 @@ PYBIND11_MODULE(_costate, m) {
       .def("calibrate", &Problem::calibrate, py::arg("output") = "")
       .def("fit", &Problem::fit)
       .def("objective", &Problem::objective, py::arg("x"))
+      .def("hessp", &Problem::hessp, py::arg("x"), py::arg("v"))
       .def("values", &Problem::values, py::arg("x"));
 
+  py::class_<PetabProblem>(m, "PetabProblem")
+      .def_property_readonly("file", [](const PetabProblem& p) { return p.problem().file; })
+      .def_property_readonly("ids", [](const PetabProblem& p) { return p.problem().estimated_ids(); })
+      .def_property_readonly("nominal",
+                             [](const PetabProblem& p) { return array(p.problem().nominal_on_scale()); })
+      .def_property_readonly("lower",
+                             [](const PetabProblem& p) { return array(p.problem().bounds_on_scale()[0]); })
+      .def_property_readonly("upper",
+                             [](const PetabProblem& p) { return array(p.problem().bounds_on_scale()[1]); })
+      .def_property_readonly("scales",
+                             [](const PetabProblem& p) {
+                               std::vector<std::string> s;
+                               for (std::size_t e : p.problem().estimated)
+                                 s.push_back(costate::petab::to_string(p.problem().parameters[e].scale));
+                               return s;
+                             })
+      .def_property_readonly("n_measurements",
+                             [](const PetabProblem& p) { return p.problem().measurements.size(); })
+      .def_property_readonly("n_experiments",
+                             [](const PetabProblem& p) { return p.problem().experiments.size(); })
+      .def_property_readonly("report", [](const PetabProblem& p) { return p.problem().brief_report(); })
+      .def("evaluate", &PetabProblem::evaluate, py::arg("theta") = py::none(),
+           py::arg("gradient") = true)
+      .def("objective", &PetabProblem::objective, py::arg("x"))
+      .def("calibrate", &PetabProblem::calibrate, py::arg("starts"), py::arg("seed"),
+           py::arg("output") = "");
+
   m.def("load_file", &load_file, py::arg("path"), py::arg("sets"));
+  m.def("load_petab", &load_petab, py::arg("path"));
+  m.def("is_petab", [](const std::string& path) { return costate::petab::is_problem_file(path); },
+        py::arg("path"));
+  m.def("mpi_rank_size", []() {
+    int rank = 0, size = 1, up = 0;
+    MPI_Initialized(&up);
+    if (up) {
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    return py::make_tuple(rank, size);
+  });
   m.def("load_text", &load_text, py::arg("text"), py::arg("name"), py::arg("sets"));
   // Finalise what ensure_environment() initialised while the interpreter is
   // still alive (not from a static destructor after it).

@@ -21,6 +21,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   # the Python module and plots (python/, docs/python.md) and their tests
   pybind11-dev python3-dev python3-numpy python3-scipy python3-matplotlib python3-h5py python3-pytest
+  python3-mpi4py
 )
 
 missing=()

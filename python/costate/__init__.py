@@ -1,4 +1,4 @@
-"""costate: adjoint sensitivities of ODE simulations, from Python.
+"""costate: adjoint sensitivities of ODE simulations and PEtab problems, from Python.
 
     import costate
     p = costate.load("data/examples/lotka_volterra_equations.yaml",
@@ -8,6 +8,10 @@
     c = p.gradcheck()              # c.passed, c.taylor, c.finite_differences
     fit = p.calibrate()            # fit.values, fit.standard_errors, fit.correlation
     f, g = p.objective(p.fit.start)  # for scipy.optimize.minimize(jac=True)
+    hv = p.hessp(p.fit.start, v)     # exact H v, for hessp= (Newton-CG, trust-krylov)
+    pe = costate.load("problem.yaml")       # a PEtab problem: costate.PetabProblem
+    e = pe.evaluate()              # e.llh, e.chi2, e.gradient, e.gradient_dict
+    ms = pe.calibrate(starts=20, seed=1)    # ms.best_x, ms.waterfall (arrays)
 
 See docs/python.md. ``costate.plot`` (pictures of output files) is pure
 Python; the rest needs the compiled extension ``costate._costate`` (CMake
@@ -29,7 +33,7 @@ except ImportError as _error:  # the plots work without the extension
     class Error(RuntimeError):
         """costate's error (the compiled module is missing: see load())."""
 
-__all__ = ["Error", "load", "Problem", "Result"]
+__all__ = ["Error", "load", "load_petab", "Problem", "PetabProblem", "Result"]
 
 
 class Result(types.SimpleNamespace):
@@ -83,7 +87,26 @@ def load(source, set=None):
         text = json.dumps(source, indent=2, default=_json_default)
         return Problem(_costate.load_text(text, "<dict>", sets), ("text", text, sets))
     path = os.fspath(source)
+    if _costate.is_petab(path):
+        if sets:
+            raise Error("%s: set= is not supported for PEtab problems (got '%s'); their "
+                        "settings come from the tables" % (path, sets[0]))
+        return PetabProblem(_costate.load_petab(path))
     return Problem(_costate.load_file(path, sets), ("file", path, sets))
+
+
+def load_petab(path):
+    """A PEtab problem (format version 1) from its YAML file: what
+    ``costate.load`` returns for such a file."""
+    if _costate is None:
+        raise ImportError("costate's compiled module costate._costate is not available (%s); "
+                          "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
+    return PetabProblem(_costate.load_petab(os.fspath(path)))
+
+
+def mpi_rank_size():
+    """(rank, size) in MPI_COMM_WORLD ((0, 1) before MPI is initialised)."""
+    return tuple(_costate.mpi_rank_size())
 
 
 class Problem:
@@ -176,6 +199,74 @@ class Problem:
         length or type."""
         return self._core.objective(x)
 
+    def hessp(self, x, v):
+        """H(q) v: the exact Hessian of the same J(q) that ``objective``
+        returns, applied to v (one second-order adjoint sweep; the file's
+        sensitivity.method must be discrete_adjoint or cvodes_adjoint):
+        ``scipy.optimize.minimize(p.objective, p.fit.start, jac=True,
+        hessp=p.hessp, method="trust-krylov")``. ValueError for arrays of the
+        wrong length or type."""
+        return self._core.hessp(x, v)
+
     def values(self, x):
         """The natural values v(q) of the fitted quantities."""
         return self._core.values(x)
+
+
+class PetabProblem:
+    """A PEtab problem (``costate.load("problem.yaml")``): the estimated
+    parameters θ on their scales (``ids``, ``nominal``, ``lower``,
+    ``upper``, ``scales``), ``evaluate`` and ``calibrate`` — the command
+    line's ``costate sensitivity|calibrate problem.yaml``. Under mpiexec
+    every rank calls each method and gets the whole result (experiments, or
+    with several starts the starts, are dealt over the ranks)."""
+
+    def __init__(self, core):
+        self._core = core
+
+    file = property(lambda self: self._core.file)
+    ids = property(lambda self: list(self._core.ids))
+    nominal = property(lambda self: self._core.nominal, doc="θ of the nominal values (on the scales)")
+    lower = property(lambda self: self._core.lower)
+    upper = property(lambda self: self._core.upper)
+    scales = property(lambda self: list(self._core.scales))
+    n_measurements = property(lambda self: self._core.n_measurements)
+    n_experiments = property(lambda self: self._core.n_experiments)
+    report = property(lambda self: self._core.report)
+
+    @property
+    def bounds(self):
+        """[(lower, upper)] on the scales, as scipy wants them."""
+        return list(zip(self.lower.tolist(), self.upper.tolist()))
+
+    def __repr__(self):
+        return "<costate.PetabProblem %s: %d estimated parameters, %d measurements>" % (
+            self.file, len(self.ids), self.n_measurements)
+
+    def evaluate(self, theta=None, gradient=True):
+        """llh, chi2, log_prior, gradient (d llh / d θ; None without
+        ``gradient``) and gradient_dict, log_prior_gradient, simulations and
+        sigmas (one per measurement) at θ (default: the nominal values)."""
+        d = self._core.evaluate(theta, bool(gradient))
+        d["gradient_dict"] = (None if d["gradient"] is None
+                              else dict(zip(d["ids"], d["gradient"].tolist())))
+        return Result(**d)
+
+    def objective(self, x):
+        """(−(llh + log prior), its gradient) at θ = x: what ``calibrate``
+        minimises, for ``scipy.optimize.minimize(jac=True, bounds=p.bounds)``."""
+        return self._core.objective(x)
+
+    def calibrate(self, starts=0, seed=0, output=None):
+        """``costate calibrate problem.yaml --starts N --seed S``: starts = 0
+        fits from the nominal values, N >= 1 from N uniform draws in the
+        bounds (on the scales). Returns ids, best_x, best_x_dict, best_llh,
+        best_objective, best_index, converged, at_best, the waterfall
+        (final objectives sorted, best first; waterfall_starts: their start
+        indices) and per start (draw order) objectives, llhs, initial and x
+        (starts × parameters), iterations, evaluations, start_converged,
+        failed, termination, ranks, seconds. ``output``: the HDF5 file of
+        ``-o`` (written by rank 0)."""
+        d = self._core.calibrate(int(starts), int(seed), output or "")
+        d["best_x_dict"] = dict(zip(d["ids"], d["best_x"].tolist()))
+        return Result(**d)

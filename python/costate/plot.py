@@ -19,9 +19,20 @@ draws what the file holds, one panel per kind, in one figure:
 
   PDE field files (root attribute format = "costate-fields-1")
     frame:<c>     the first and the last frame of each state component
-    field:<name>  each static field (κ, dJ/dκ, dJ/du0, …)
+    field:<name>  each static field (κ, dJ/dκ, dJ/du0, and an inversion's
+                  m_map, m_variance, m_prior_variance, …)
     as images with colour bars (2-D, and the middle z-slice of 3-D) or as
-    lines over x (1-D), axes in the grid's coordinates.
+    lines over x (1-D), axes in the grid's coordinates; and for a PDE
+    inversion (``costate calibrate`` of a pde: input, /arrays/…)
+    history       /arrays/history_objective, history_misfit and
+                  history_gradient_norm per iteration (log scale)
+    eigenvalues   /arrays/eigenvalues: the spectrum, largest first, on a log
+                  scale (values <= 0 cannot be drawn there: counted in the title)
+
+  PEtab multistart files (``costate calibrate problem.yaml --starts N -o``)
+    waterfall     /calibration/waterfall: the final objective −(llh + log
+                  prior) of every start, sorted, best first (failed starts,
+                  +inf, are counted in the title)
 
 ``figure(path)`` returns the figure and a dict panel name -> Axes, for
 scripts and tests; ``main(argv)`` is the command line. Needs matplotlib and
@@ -36,6 +47,9 @@ import sys
 
 MISSING_PACKAGE_EXIT = 3
 PANEL_INCHES = (6.0, 4.0)  # width, height of one panel
+# PEtab multistart: starts within this of the best objective reached it
+# (petab::CalibrationOptions::best_tolerance's default).
+BEST_TOLERANCE = 1e-3
 
 
 def _require():
@@ -220,6 +234,40 @@ def _pde_panels(f):
         ax.set_title(title)
 
     panels = []
+    arrays = f["arrays"] if "arrays" in f else {}
+    if "history_objective" in arrays:
+        def history(ax):
+            it = (arrays["history_iteration"][()] if "history_iteration" in arrays
+                  else np.arange(len(arrays["history_objective"])))
+            for key, label, style in (("history_objective", "objective", "o-"),
+                                      ("history_misfit", "misfit", "^-"),
+                                      ("history_gradient_norm", "|gradient|", "s-")):
+                if key in arrays:
+                    ax.semilogy(it, arrays[key][()], style, ms=3, label=label)
+            ax.set_xlabel("iteration")
+            ax.set_ylabel("objective, misfit, |gradient|")
+            ax.set_title("inversion history")
+            ax.legend(fontsize="small")
+
+        panels.append(_Panel("history", history))
+    if "eigenvalues" in arrays:
+        def eigenvalues(ax):
+            lam = np.asarray(arrays["eigenvalues"][()], dtype=float)
+            order = np.argsort(-lam, kind="stable")
+            lam = lam[order]
+            k = np.arange(1, len(lam) + 1)
+            shown = lam > 0
+            ax.semilogy(k[shown], lam[shown], "o-", ms=3, label="eigenvalue")
+            ax.axhline(1.0, color="black", lw=0.8, ls="--", label="1 (data = prior)")
+            ax.set_xlabel("index k (largest first)")
+            ax.set_ylabel("eigenvalue λ_k")
+            title = "eigenvalue spectrum (%d)" % len(lam)
+            if (~shown).any():
+                title += ", %d ≤ 0 not shown" % int((~shown).sum())
+            ax.set_title(title)
+            ax.legend(fontsize="small")
+
+        panels.append(_Panel("eigenvalues", eigenvalues))
     if "frames" in f:
         frames = sorted(f["frames"].keys())
         shown = [frames[0]] + ([frames[-1]] if len(frames) > 1 else [])
@@ -242,6 +290,37 @@ def _pde_panels(f):
     return panels
 
 
+# ---- PEtab multistart files -----------------------------------------------------
+
+def _petab_panels(f):
+    import numpy as np
+    c = f["calibration"]
+    ids = [s for s in str(_attr(c, "ids", "")).split("\n") if s]
+
+    def waterfall(ax):
+        w = np.asarray(c["waterfall"][()], dtype=float)
+        finite = np.isfinite(w)
+        k = np.arange(1, len(w) + 1)
+        ax.plot(k[finite], w[finite], "o-", ms=4, label="start")
+        best = w[finite].min() if finite.any() else float("nan")
+        ax.axhline(best, color="black", lw=0.8, ls="--", label="best %.8g" % best)
+        # Starts that all reach the best (within PEtab's 1e-3, the CLI's
+        # best_tolerance) would otherwise be drawn on a 1e-11 axis offset.
+        ax.ticklabel_format(axis="y", useOffset=False)
+        if finite.any() and w[finite].max() - best < BEST_TOLERANCE:
+            ax.set_ylim(best - BEST_TOLERANCE, best + 2 * BEST_TOLERANCE)
+        ax.set_xlabel("start, sorted by final objective")
+        ax.set_ylabel("final objective  −(llh + log prior)")
+        title = "waterfall: %d starts, %d parameters (%s)" % (
+            len(w), len(ids), ", ".join(ids[:4]) + (", …" if len(ids) > 4 else ""))
+        if (~finite).any():
+            title += ", %d failed" % int((~finite).sum())
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+
+    return [_Panel("waterfall", waterfall)]
+
+
 # ---- the figure ----------------------------------------------------------------
 
 def figure(path, dpi=100):
@@ -255,9 +334,12 @@ def figure(path, dpi=100):
             panels = _pde_panels(f)
         elif "time" in f and "state" in f and "state_names" in f:
             panels = _ode_panels(f)
+        elif "calibration" in f and "waterfall" in f["calibration"]:
+            panels = _petab_panels(f)
         else:
             raise ValueError("%s: not a costate output file (neither /time, /state, "
-                             "/state_names nor format = costate-fields-1)" % path)
+                             "/state_names, /calibration/waterfall nor format = "
+                             "costate-fields-1)" % path)
         if not panels:
             raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
         columns = 1 if len(panels) == 1 else 2
@@ -272,8 +354,10 @@ def figure(path, dpi=100):
         for k in range(len(panels), rows * columns):
             axes[k // columns][k % columns].set_visible(False)
         status = _attr(f, "status", "")
-        fig.suptitle("%s  (%s%s)" % (os.path.basename(path), _attr(f, "command", "fields"),
-                                     "" if status == "complete" else ", status " + str(status)))
+        fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
+                                     _attr(f, "command", "fields" if "format" in f.attrs
+                                           else "PEtab calibration"),
+                                     "" if status in ("complete", "") else ", status " + str(status)))
         fig.tight_layout()
     return fig, out
 
@@ -281,7 +365,8 @@ def figure(path, dpi=100):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="costate plot", description="draw what a costate HDF5 output file holds")
-    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate or a PDE run")
+    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PEtab "
+                        "multistart, PDE inversion) or a PDE run")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
     args = parser.parse_args(argv)

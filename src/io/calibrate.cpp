@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/hessian.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/objective.hpp"
@@ -123,6 +124,52 @@ double CalibrationProblem::objective_and_gradient(std::span<const double> q, std
     const double dv = vars_[j].initial_state ? res.wrt_initial_state[vars_[j].index] : gp[vars_[j].index];
     const double d = q[j] - qp[j];
     g[j] = dv * (vars_[j].log ? v[j] : 1.0) + weight_ * d;
+    J += 0.5 * weight_ * d * d;
+  }
+  return J;
+}
+
+double CalibrationProblem::hessian_vector(std::span<const double> q, std::span<const double> u,
+                                          std::span<double> g, std::span<double> Hu) {
+  COSTATE_CHECK(q.size() == vars_.size() && u.size() == vars_.size() && g.size() == vars_.size() &&
+                    Hu.size() == vars_.size(),
+                "CalibrationProblem::hessian_vector: q, u, g and Hu must hold "
+                    << vars_.size() << " values (one per fitted quantity)");
+  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg_.sensitivity.method),
+                             cfg_.integrator, 2),
+               cfg_.input_path + ": the calibration's Hessian-vector product");
+  const RunConfig c = config_at(q);
+  const auto obs = observations(c);
+  const auto v = values(q);
+  const std::size_t np = c.parameters.size(), n = c.state_names.size();
+  // The natural direction w = D u, in (p, y0); y0 written as expressions of
+  // p moves with p.
+  ode::HessianDirection dir{std::vector<double>(np, 0.0), std::vector<double>(n, 0.0)};
+  for (std::size_t j = 0; j < vars_.size(); ++j) {
+    const double w = u[j] * (vars_[j].log ? v[j] : 1.0);
+    (vars_[j].initial_state ? dir.initial_state : dir.parameters)[vars_[j].index] += w;
+  }
+  const std::vector<double> dy0 = initial_state_parameter_jvp(c, dir.parameters);
+  for (std::size_t i = 0; i < n; ++i) dir.initial_state[i] += dy0[i];
+  const ode::HessianVectorResult r = observation_hessian_vector(c, obs, dir, method_of(c));
+  std::vector<double> gp = r.gradient_wrt_parameters, hp = r.hv_wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(c, r.gradient_wrt_initial_state);
+  const auto extra2 = initial_state_parameter_hvp(c, dir.parameters, r.gradient_wrt_initial_state,
+                                                  r.hv_wrt_initial_state);
+  for (std::size_t k = 0; k < np; ++k) {
+    gp[k] += extra[k];
+    hp[k] += extra2[k];
+  }
+  const auto qp = prior();
+  double J = r.objective;
+  for (std::size_t j = 0; j < vars_.size(); ++j) {
+    const FitVariable& f = vars_[j];
+    const double gv = f.initial_state ? r.gradient_wrt_initial_state[f.index] : gp[f.index];
+    const double hv = f.initial_state ? r.hv_wrt_initial_state[f.index] : hp[f.index];
+    const double d = q[j] - qp[j];
+    const double dv = f.log ? v[j] : 1.0;  // dv/dq, and d²v/dq² = v (log) or 0
+    g[j] = gv * dv + weight_ * d;
+    Hu[j] = dv * hv + (f.log ? gv * v[j] * u[j] : 0.0) + weight_ * u[j];
     J += 0.5 * weight_ * d * d;
   }
   return J;

@@ -197,6 +197,17 @@ ode::GradientResult observation_gradient(const RunConfig& cfg,
                     });
 }
 
+ode::HessianVectorResult observation_hessian_vector(const RunConfig& cfg,
+                                                    const ode::WeightedObservations& obs,
+                                                    const ode::HessianDirection& v,
+                                                    const ode::SensitivityMethod& method) {
+  return with_model(cfg, cfg.parameters, cfg.initial_state, false,
+                    [&](const auto& problem, auto kernels) {
+                      return kernels.observation_hessian_vector(problem, obs, v, method,
+                                                                cfg.integrator);
+                    });
+}
+
 ode::ResidualSensitivities residual_sensitivities(const RunConfig& cfg,
                                                   const ode::WeightedObservations& obs,
                                                   std::span<const double> step_times) {

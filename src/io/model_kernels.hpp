@@ -41,6 +41,13 @@ struct ModelKernels {
                                                   const ode::WeightedObservations& obs,
                                                   const ode::SensitivityMethod& method,
                                                   const ode::IntegratorOptions& options);
+  /// Calibration's H v (io::observation_hessian_vector): the steps chosen
+  /// as observation_gradient chooses them.
+  static ode::HessianVectorResult observation_hessian_vector(const Problem& problem,
+                                                             const ode::WeightedObservations& obs,
+                                                             const ode::HessianDirection& v,
+                                                             const ode::SensitivityMethod& method,
+                                                             const ode::IntegratorOptions& options);
   static ode::ResidualSensitivities residual_sensitivities(const Problem& problem,
                                                            const ode::WeightedObservations& obs,
                                                            const ode::IntegratorOptions& options,

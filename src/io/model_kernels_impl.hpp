@@ -43,6 +43,13 @@ ode::GradientResult ModelKernels<M>::observation_gradient(const Problem& problem
 }
 
 template <class M>
+ode::HessianVectorResult ModelKernels<M>::observation_hessian_vector(
+    const Problem& problem, const ode::WeightedObservations& obs, const ode::HessianDirection& v,
+    const ode::SensitivityMethod& method, const ode::IntegratorOptions& options) {
+  return ode::hessian_vector(problem, obs, v, method, options);
+}
+
+template <class M>
 ode::ResidualSensitivities ModelKernels<M>::residual_sensitivities(
     const Problem& problem, const ode::WeightedObservations& obs,
     const ode::IntegratorOptions& options, std::span<const double> step_times) {

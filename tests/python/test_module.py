@@ -5,10 +5,8 @@ io/file_gradient.hpp, io::calibrate), so values are compared bitwise where
 the computation is the same; the scipy fit is compared with `costate
 calibrate` to the agreement documented in examples/python."""
 
-import json
 import os
 import signal
-import subprocess
 import threading
 import time
 
@@ -18,8 +16,8 @@ import pytest
 import scipy.optimize
 
 import costate
+from cli_support import cli_error, cli_json
 
-CLI = os.environ["COSTATE_CLI"]
 EXAMPLES = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples")
 LV = os.path.join(EXAMPLES, "lotka_volterra.yaml")
 LV_EQ = os.path.join(EXAMPLES, "lotka_volterra_equations.yaml")
@@ -32,27 +30,6 @@ FIT_AGREEMENT = 1e-6
 # Central differences of J(q) with h = 1e-6 (relative): truncation ~h² and
 # round-off ~eps·|J|/h ≈ 1e-8 relative on gradients of order 1e1..1e3.
 FD_STEP, FD_TOL = 1e-6, 1e-6
-
-
-def cli_env():
-    # The module's MPI singleton exports OMPI_*/PMIX_* variables; a child
-    # costate must not take them for its own job.
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
-
-
-def cli_json(*args):
-    r = subprocess.run([CLI, *args, "--json", "-q"], env=cli_env(), capture_output=True, text=True)
-    assert r.returncode in (0, 2), r.stderr
-    return json.loads(r.stdout)
-
-
-def cli_error(*args):
-    r = subprocess.run([CLI, *args, "-q"], env=cli_env(), capture_output=True, text=True)
-    assert r.returncode == 1
-    prefix = "costate: error: "
-    assert r.stderr.startswith(prefix), r.stderr
-    return r.stderr[len(prefix):].strip()
 
 
 # ---- run ---------------------------------------------------------------------------
@@ -235,6 +212,135 @@ def test_scipy_fit_reaches_the_calibrate_optimum(calibration, tao):
     assert abs(r.fun - tao.objective) <= FIT_AGREEMENT * tao.objective
 
 
+# hessp: central differences of objective()'s gradient along u, step h
+# (absolute: q are logs or O(1) values): truncation ~h²·|∇³J| and round-off
+# ~eps·|∇J|/h ≈ 1e-16·1e3/1e-5 = 1e-8; compared relative to the largest
+# |H u| entry. Measured: 1.8e-9 (LV start), 1.7e-9 (dopri5), 1.2e-7 (the
+# chain-rule case, whose x(t0) = exp(2 q_a)/2.25 has a large third
+# derivative: its error falls as h², 1.2e-3 → 1.2e-5 → 1.2e-7 for
+# h = 1e-3 → 1e-5, the differences' truncation, not the product's).
+HVP_FD_STEP, HVP_FD_TOL = 1e-5, 1e-6
+# Forward over the discrete adjoint is symmetric to rounding (the same
+# second derivatives, summed in different orders): e_iᵀ H e_j = e_jᵀ H e_i.
+HVP_SYMMETRY_TOL = 1e-10
+
+
+def hessp_against_differences(problem, q):
+    n = len(q)
+    rng = np.random.default_rng(7)
+    directions = list(np.eye(n)) + [rng.standard_normal(n)]
+    columns = []
+    for u in directions:
+        hu = problem.hessp(q, u)
+        assert hu.dtype == np.float64 and hu.shape == (n,)
+        h = HVP_FD_STEP
+        fd = (problem.objective(q + h * u)[1] - problem.objective(q - h * u)[1]) / (2 * h)
+        err = np.abs(fd - hu).max() / np.abs(hu).max()
+        assert err <= HVP_FD_TOL, (u, hu, fd, err)
+        columns.append(hu)
+    H = np.array(columns[:n]).T
+    asym = np.abs(H - H.T).max() / np.abs(H).max()
+    assert asym <= HVP_SYMMETRY_TOL, asym
+    # Linear in u: H (e_0 .. e_n combined) = the combination of the columns.
+    np.testing.assert_allclose(columns[n], H @ directions[n], rtol=0, atol=1e-10 * np.abs(H).max())
+    return H
+
+
+def test_hessp_is_the_hessian_of_the_objective(calibration):
+    q = calibration.fit.start
+    hessp_against_differences(calibration, q)
+    np.testing.assert_array_equal(calibration.hessp(q, np.zeros(4)), np.zeros(4))
+
+
+LV_DATA = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "synthetic", "lotka_volterra.csv")
+
+
+def test_hessp_chain_rule_initial_values_priors_and_scales():
+    # A fitted initial value (y), an initial value written as a nonlinear
+    # expression of a fitted parameter (x(t0) = a²/2.25), log and linear
+    # quantities and a regularisation: every term of H(q) u.
+    d = {
+        "model": {"states": ["x", "y"],
+                  "equations": {"x": "a*x - b*x*y", "y": "-c*y + d*x*y"}},
+        "parameters": {"a": 1.3, "b": 0.9, "c": 2.7, "d": 1.1},
+        "initial_state": {"x": "a*a/2.25", "y": 1.1},
+        "time": {"start": 0.0, "end": 10.0, "output_every": 0.25},
+        "integrator": {"method": "rk4", "dt": 0.01},
+        "calibration": {
+            "parameters": {"a": {"lower": 0.01, "upper": 100, "log": True},
+                           "b": {"lower": 0.01, "upper": 100, "log": True},
+                           "c": {"lower": 0.01, "upper": 100},
+                           "d": {"lower": 0.01, "upper": 100}},
+            "initial_state": {"y": {"lower": 0.01, "upper": 10, "log": True}},
+            "data": {"file": LV_DATA, "noise": 0.1},
+            "regularization": {"weight": 0.5},
+        },
+    }
+    p = costate.load(d)
+    assert p.fit.names[-1] == "y(t0)"
+    hessp_against_differences(p, p.fit.start + 0.05)
+
+
+def test_hessp_with_an_adaptive_integrator(calibration):
+    # dopri5: the sweep replays the steps the gradient's adaptive run chose
+    # at q; differences re-choose them at q ± h u. With rtol = 1e-12 the
+    # step choice changes J only at ~1e-12 relative, below the differences'
+    # resolution at h = 1e-5.
+    p = costate.load(LV_CAL, set={"integrator.method": "dopri5", "integrator.rtol": 1e-12,
+                                  "integrator.atol": 1e-12})
+    hessp_against_differences(p, p.fit.start)
+
+
+# cvodes_adjoint: CVODES' continuous second-order adjoint against central
+# differences of CVODES adjoint gradients (each re-choosing its steps) at
+# rtol = atol = 1e-12, h = 1e-4: both are exact only to the tolerances'
+# order, amplified by 1/h in the differences; 8.7e-7 measured, bound 1e-5.
+CVODES_HVP_FD_STEP, CVODES_HVP_FD_TOL = 1e-4, 1e-5
+
+
+def test_hessp_with_cvodes_adjoint():
+    p = costate.load(LV_CAL, set={"integrator.method": "cvodes_bdf", "integrator.rtol": 1e-12,
+                                  "integrator.atol": 1e-12, "sensitivity.method": "cvodes_adjoint"})
+    q = p.fit.start
+    for u in np.eye(len(q)):
+        hu = p.hessp(q, u)
+        h = CVODES_HVP_FD_STEP
+        fd = (p.objective(q + h * u)[1] - p.objective(q - h * u)[1]) / (2 * h)
+        assert np.abs(fd - hu).max() <= CVODES_HVP_FD_TOL * np.abs(hu).max(), (u, fd, hu)
+
+
+def test_hessp_refuses_first_order_methods_and_wrong_arrays(calibration):
+    with pytest.raises(ValueError, match=r"hessp\(x, v\): v: expected a 1-D array of 4 numbers"):
+        calibration.hessp(calibration.fit.start, np.zeros(3))
+    with pytest.raises(ValueError, match=r"hessp\(x, v\): x"):
+        calibration.hessp(np.zeros((2, 2)), np.zeros(4))
+    with pytest.raises(ValueError):
+        calibration.hessp(calibration.fit.start, ["a", "b", "c", "d"])
+    forward = costate.load(LV_CAL, set={"sensitivity.method": "forward"})
+    with pytest.raises(costate.Error, match="Hessian-vector product.*forward"):
+        forward.hessp(forward.fit.start, np.ones(4))
+
+
+# Stopping rules. At the optimum the Hessian's eigenvalues in q are
+# 3.4e3 … 2.4e6, so |∇J| ≤ 1e-5 puts q within 1e-5/3.4e3 ≈ 3e-9 of it, far
+# inside FIT_AGREEMENT. trust-krylov cannot go below |∇J| ≈ 4e-6 here: its
+# predicted decrease, ~|∇J|²/λ_min ≈ 5e-15, is then J's own rounding
+# (40·2e-16), and it reports "failure to predict improvement".
+NEWTON_METHODS = [("trust-krylov", {"gtol": 1e-5}), ("trust-ncg", {"gtol": 1e-7}),
+                  ("Newton-CG", {"xtol": 1e-12})]
+
+
+@pytest.mark.parametrize("method,options", NEWTON_METHODS)
+def test_scipy_newton_with_hessp_reaches_the_calibrate_optimum(calibration, tao, method, options):
+    fit = calibration.fit
+    r = scipy.optimize.minimize(calibration.objective, fit.start, jac=True,
+                                hessp=calibration.hessp, method=method, options=options)
+    assert r.success, r.message
+    assert r.nhev > 0
+    np.testing.assert_allclose(calibration.values(r.x), tao.values, rtol=FIT_AGREEMENT, atol=0)
+    assert abs(r.fun - tao.objective) <= FIT_AGREEMENT * tao.objective
+
+
 def test_objective_rejects_wrong_arrays(calibration):
     with pytest.raises(ValueError, match="1-D array of 4 numbers"):
         calibration.objective(np.zeros(3))
@@ -304,3 +410,27 @@ def test_ctrl_c_interrupts_and_writes_nothing(tmp_path, what, dt, output):
     assert not out.exists() and not (tmp_path / "interrupted.h5.partial").exists()
     # costate is usable afterwards.
     assert costate.load(LV).run().y.shape[1] == 2
+
+
+@pytest.mark.parametrize("what", ["objective", "hessp"])
+def test_ctrl_c_interrupts_objective_and_hessp(what):
+    # RK4 at dt = 1e-6: 10⁷ steps per evaluation, binomial checkpointing
+    # (20 snapshots, so memory stays small); uninterrupted, objective() takes
+    # ~14 s and hessp() longer, far above the 3 s bound. SIGINT after 0.3 s.
+    p = costate.load(LV_CAL, set={"integrator.dt": 1e-6, "integrator.max_steps": 1000000000,
+                                  "sensitivity.checkpointing.schedule": "binomial",
+                                  "sensitivity.checkpointing.snapshots": 20})
+    q = p.fit.start
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        if what == "objective":
+            p.objective(q)
+        else:
+            p.hessp(q, np.ones(len(q)))
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 3.0, elapsed
+    f, g = costate.load(LV_CAL).objective(q)  # costate is usable afterwards
+    assert np.isfinite(f) and g.shape == q.shape

@@ -3,6 +3,7 @@ CLI writes in the test; the data on each panel's artists equals the HDF5
 data; the PNG has the documented size and is not blank."""
 
 import os
+import shutil
 import subprocess
 
 import h5py
@@ -15,16 +16,10 @@ import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 from costate import plot  # noqa: E402
+from cli_support import cli_env  # noqa: E402
 
 CLI = os.environ["COSTATE_CLI"]
 EXAMPLES = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples")
-
-
-def cli_env():
-    """The environment without the MPI singleton's variables (a costate
-    module imported by another test may have initialised MPI)."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("OMPI_", "PMIX_", "OPAL_"))}
 
 
 def costate(*args):
@@ -137,6 +132,105 @@ def test_pde_fields_are_images(files):
                                     origin[1], origin[1] + spacing[1] * cells[1]])
         assert (ax.get_xlabel(), ax.get_ylabel()) == ("x", "y")
         assert im[0].colorbar is not None
+    plt.close(fig)
+
+
+PETAB_CASE = os.path.join(os.environ.get("COSTATE_PETAB_DIR", ""), "test-suite-v1", "0002",
+                          "_0002.yaml")
+
+
+@pytest.fixture(scope="module")
+def petab_file(tmp_path_factory):
+    if not os.path.isfile(PETAB_CASE):
+        pytest.skip("PEtab test suite not found at %s (configure with -DCOSTATE_PETAB_DIR)"
+                    % PETAB_CASE)
+    out = str(tmp_path_factory.mktemp("petab") / "multistart.h5")
+    costate("calibrate", PETAB_CASE, "--starts", "5", "--seed", "2", "-o", out)
+    return out
+
+
+def test_petab_waterfall(petab_file):
+    fig, panels = plot.figure(petab_file)
+    assert list(panels) == ["waterfall"]
+    with h5py.File(petab_file) as f:
+        w = f["calibration/waterfall"][()]
+    assert len(w) == 5 and np.all(np.isfinite(w))
+    line = panels["waterfall"].get_lines()[0]
+    np.testing.assert_array_equal(line.get_ydata(), w)
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 6))
+    assert "final objective" in panels["waterfall"].get_ylabel()
+    assert "k1, k2" in panels["waterfall"].get_title()
+    # Case 0002 has one optimum: every start reaches it, and the axis spans
+    # the best ± the tolerance instead of rounding-level differences.
+    assert w[-1] - w[0] < plot.BEST_TOLERANCE
+    assert panels["waterfall"].get_ylim() == (w[0] - plot.BEST_TOLERANCE,
+                                              w[0] + 2 * plot.BEST_TOLERANCE)
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def inversion(tmp_path_factory):
+    """`costate calibrate heat2d_inversion.yaml` (a PDE inversion, ~5 s)
+    and a copy with what helper laplace adds to that layout — /arrays/
+    eigenvalues and the fields m_variance, m_prior_variance — written with
+    h5py next to the CLI's datasets."""
+    d = tmp_path_factory.mktemp("inversion")
+    plain, extended = str(d / "inversion.h5"), str(d / "inversion_eig.h5")
+    costate("calibrate", os.path.join(EXAMPLES, "heat2d_inversion.yaml"),
+            "--set", "output.file=" + plain)
+    shutil.copy(plain, extended)
+    rng = np.random.default_rng(3)
+    lam = np.array([3.0e2, 4.1e1, 1.0e1, 2.2, 0.4, 3e-2, -1e-9, 1e-3])  # one tiny negative
+    with h5py.File(extended, "r+") as f:
+        shape = f["fields/m_map/m_map"].shape
+        f["arrays/eigenvalues"] = lam
+        for name in ("m_variance", "m_prior_variance"):
+            f["fields/%s/%s" % (name, name)] = rng.random(shape)
+    return plain, extended
+
+
+def test_pde_inversion_history(inversion):
+    fig, panels = plot.figure(inversion[0])
+    assert "history" in panels and "eigenvalues" not in panels
+    assert "field:m_map:m_map" in panels
+    hist = {ln.get_label(): ln for ln in panels["history"].get_lines()}
+    with h5py.File(inversion[0]) as f:
+        a = f["arrays"]
+        for label, key in (("objective", "history_objective"), ("misfit", "history_misfit"),
+                           ("|gradient|", "history_gradient_norm")):
+            np.testing.assert_array_equal(hist[label].get_ydata(), a[key][()])
+            np.testing.assert_array_equal(hist[label].get_xdata(), a["history_iteration"][()])
+    assert panels["history"].get_yscale() == "log"
+    plt.close(fig)
+
+
+def test_pde_inversion_eigenvalues_and_variances(inversion, tmp_path):
+    path = inversion[1]
+    fig, panels = plot.figure(path)
+    assert {"history", "eigenvalues", "field:m_variance:m_variance",
+            "field:m_prior_variance:m_prior_variance", "field:m_map:m_map"} <= set(panels)
+    ax = panels["eigenvalues"]
+    assert ax.get_yscale() == "log"
+    line = ax.get_lines()[0]
+    with h5py.File(path) as f:
+        lam = f["arrays/eigenvalues"][()]
+        variances = {n: f["fields/%s/%s" % (n, n)][()] for n in ("m_variance", "m_prior_variance")}
+    positive = np.sort(lam[lam > 0])[::-1]
+    np.testing.assert_array_equal(line.get_ydata(), positive)
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(positive) + 1))
+    assert "1 ≤ 0 not shown" in ax.get_title()
+    for name, data in variances.items():
+        im = panels["field:%s:%s" % (name, name)].get_images()[0]
+        np.testing.assert_array_equal(np.asarray(im.get_array()), data[data.shape[0] // 2])
+    png = str(tmp_path / "inversion.png")
+    subprocess.run([CLI, "plot", path, "-o", png, "--dpi", "40"], check=True, env=cli_env(),
+                   stdout=subprocess.DEVNULL)
+    img = matplotlib.image.imread(png)
+    rows = -(-len(panels) // 2)
+    assert img.shape[:2] == (round(plot.PANEL_INCHES[1] * rows * 40),
+                             round(plot.PANEL_INCHES[0] * 2 * 40))
+    rgb = img[:, :, :3]
+    assert np.mean(np.any(np.abs(rgb - rgb[0, 0]) > 0.05, axis=2)) > 0.02
     plt.close(fig)
 
 

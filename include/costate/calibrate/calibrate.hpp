@@ -59,6 +59,21 @@ class CalibrationProblem {
   /// J(q); writes ∇J(q) into g. Throws costate::Error when the model cannot
   /// be integrated at q.
   double objective_and_gradient(std::span<const double> q, std::span<double> g);
+  /// The exact Hessian of J(q) applied to u, written into Hu; ∇J(q) into g;
+  /// returns J(q). With v(q), d_j = dv_j/dq_j and H_v the Hessian of J_data
+  /// in the natural variables (the initial values written as expressions of
+  /// the parameters included, to second order):
+  ///     H(q) u = D H_v D u + diag(∂J_data/∂v_j · d²v_j/dq_j²) u + λ u.
+  /// H_v D u is one ode::hessian_vector of the observations (forward over
+  /// the discrete adjoint on the steps the gradient takes: the derivative
+  /// of the discrete gradient objective_and_gradient computes; for
+  /// cvodes_adjoint CVODES' continuous second-order adjoint, exact to
+  /// O(rtol)). Throws costate::Error, before any work, for a
+  /// sensitivity.method without second order (forward, continuous_adjoint,
+  /// cvodes_forward: ode::supports(…, 2)), and when the model cannot be
+  /// integrated at q.
+  double hessian_vector(std::span<const double> q, std::span<const double> u, std::span<double> g,
+                        std::span<double> Hu);
   /// The Gauss–Newton matrix at q (row-major, size() × size()).
   void gauss_newton(std::span<const double> q, std::span<double> H);
 

@@ -25,6 +25,11 @@
 #include "costate/io/file_run.hpp"
 #include "costate/io/input.hpp"
 
+namespace costate::ode {
+struct HessianDirection;     // costate/ode/hessian.hpp
+struct HessianVectorResult;  // (include it to call observation_hessian_vector)
+}  // namespace costate::ode
+
 namespace costate::io {
 
 /// The gradient of the file's objective; the model's parameters' gradient
@@ -86,6 +91,16 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg);
 ode::GradientResult observation_gradient(const RunConfig& cfg,
                                          const ode::WeightedObservations& obs,
                                          const ode::SensitivityMethod& method);
+
+/// Calibration: J = Σ_k ℓ_k, its gradient and H v (ode::hessian_vector on
+/// `obs`: forward over the discrete adjoint, or CVODES' second-order
+/// adjoint for `method` = CvodesAdjoint) at cfg's parameters and initial
+/// state, the steps chosen as observation_gradient chooses them. `method`
+/// must support order 2 (ode::supports).
+ode::HessianVectorResult observation_hessian_vector(const RunConfig& cfg,
+                                                    const ode::WeightedObservations& obs,
+                                                    const ode::HessianDirection& v,
+                                                    const ode::SensitivityMethod& method);
 
 /// Calibration: the residuals of `obs` and their sensitivity matrix at cfg's
 /// parameters and initial state, along `step_times` (ode::sensitivity_matrix).
