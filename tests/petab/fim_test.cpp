@@ -12,10 +12,12 @@
 //   Gauss–Laguerre, 2 nodes, for laplace d: the outer product is a
 //   polynomial of degree 4, resp. 2, in the node);
 // - three benchmark models (piecewise inputs, log10 observables, many
-//   conditions): F against F_fd.
+//   conditions): F against F_fd;
+// - petab::write_result_hdf5 holds what the Result holds.
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 #include "petab_data.hpp"
 
@@ -220,6 +223,64 @@ TEST(PetabFim, BenchmarkModelsMatchDifferences) {
     std::cout << name << ": FIM vs central differences (step " << step << "), max relative difference " << d
               << "\n";
   }
+}
+
+/// A dataset of doubles, and its dimensions.
+std::vector<double> read_dataset(hid_t file, const char* name, std::vector<hsize_t>& dims) {
+  const hid_t set = H5Dopen2(file, name, H5P_DEFAULT);
+  EXPECT_GE(set, 0) << name;
+  if (set < 0) return {};
+  const hid_t space = H5Dget_space(set);
+  dims.assign(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space)), 0);
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  std::vector<double> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+  EXPECT_GE(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0) << name;
+  H5Sclose(space);
+  H5Dclose(set);
+  return v;
+}
+
+std::string read_text_attribute(hid_t object, const char* name) {
+  const hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+  EXPECT_GE(attr, 0) << name;
+  if (attr < 0) return {};
+  const hid_t type = H5Aget_type(attr);
+  std::string text(H5Tget_size(type), '\0');
+  EXPECT_GE(H5Aread(attr, type, text.data()), 0);
+  H5Tclose(type);
+  H5Aclose(attr);
+  return text.substr(0, text.find('\0'));
+}
+
+TEST(PetabOutput, Hdf5HoldsTheResult) {
+  COSTATE_REQUIRE_PETAB("test-suite-v1");
+  const petab::Problem pb = petab::read(problem_yaml(petab_dir() / "test-suite-v1" / "0015").string());
+  petab::Options o;
+  o.gradient = true;
+  o.fim = true;
+  const petab::Result r = petab::evaluate(pb, pb.nominal_on_scale(), o);
+  const fs::path path = fs::temp_directory_path() / "costate_petab_output_test.h5";
+  fs::remove(path);
+  petab::write_result_hdf5(pb, r, path.string());
+  EXPECT_FALSE(fs::exists(path.string() + ".partial"));
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  std::vector<hsize_t> dims;
+  const std::size_t n = pb.estimated.size();
+  EXPECT_EQ(read_dataset(file, "fim", dims), r.fim);  // bit for bit
+  EXPECT_EQ(dims, (std::vector<hsize_t>{n, n}));
+  EXPECT_EQ(read_dataset(file, "gradient", dims), r.gradient);
+  EXPECT_EQ(read_dataset(file, "simulation/simulation", dims), r.simulations);
+  EXPECT_EQ(read_dataset(file, "simulation/sigma", dims), r.sigmas);
+  EXPECT_EQ(read_dataset(file, "llh", dims), std::vector<double>{r.llh});
+  EXPECT_EQ(read_text_attribute(file, "status"), "complete");
+  const hid_t fim = H5Dopen2(file, "fim", H5P_DEFAULT);
+  std::string ids;
+  for (const auto& id : pb.estimated_ids()) ids += id + "\n";
+  EXPECT_EQ(read_text_attribute(fim, "ids"), ids);
+  H5Dclose(fim);
+  H5Fclose(file);
+  fs::remove(path);
 }
 
 }  // namespace
