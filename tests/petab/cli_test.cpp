@@ -107,6 +107,11 @@ TEST(PetabCli, SensitivityOnTwoRanksMatchesOneRank) {
   ASSERT_EQ(two["gradient"].size(), one["gradient"].size());
   for (const auto& [id, g] : one["gradient"].items())
     EXPECT_TRUE(near(two["gradient"][id].get<double>(), g.get<double>())) << id;
+  const auto f1 = one["fim"].get<std::vector<std::vector<double>>>();
+  const auto f2 = two["fim"].get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(f2.size(), f1.size());
+  for (std::size_t a = 0; a < f1.size(); ++a)
+    for (std::size_t b = 0; b < f1[a].size(); ++b) EXPECT_TRUE(near(f2[a][b], f1[a][b])) << "fim " << a << ", " << b;
 }
 
 TEST(PetabCli, CalibrateMultistartWritesTheWaterfall) {
