@@ -5,6 +5,8 @@
 // also counts other jobs' slices; the last column gives wall / CPU).
 //   - load: petab::read (SBML import, tables, formula compilation);
 //   - sim: one simulation of every condition (llh, no gradient);
+//   - fim: the Fisher information (petab::Options::fim: llh and the
+//     forward sensitivities of every segment);
 //   - fwd / adj: the llh gradient by CVODES forward sensitivities and by
 //     the CVODES adjoint, each twice in the same run — differentiating
 //     every simulation only with respect to the estimated parameters its
@@ -127,14 +129,16 @@ int main(int argc, char** argv) {
   petab::Options fwd = adj;
   fwd.method = ode::CvodesForward{};
   petab::Options adj_full = adj, fwd_full = fwd;
+  petab::Options fim = sim;
+  fim.fim = true;
   adj_full.reduce_parameters = fwd_full.reduce_parameters = false;
 
   std::printf("bench_petab: CVODES BDF rtol = atol = 1e-8, median of %d (unreduced forward: 1 run "
               "when > 10 s); process CPU seconds (wall/CPU: the machine's sharing)\n",
               repeats);
   std::printf("| model | llh | load | sim | fwd before | fwd after | adj before | adj after | "
-              "AMICI sim / fwd / adj | fwd gap | adj gap | wall/CPU |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
+              "fim | AMICI sim / fwd / adj | fwd gap | adj gap | wall/CPU |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   bool ok = true;
   for (const fs::path& m : models) {
     const std::string name = m.filename().string();
@@ -154,6 +158,8 @@ int main(int argc, char** argv) {
     petab::Result fa, ff, aa, af;
     const WallCpu t_fa = timed(fwd, fa, repeats), t_aa = timed(adj, aa, repeats);
     const WallCpu t_af = timed(adj_full, af, repeats);
+    petab::Result fi;
+    const WallCpu t_fim = timed(fim, fi, repeats);
     WallCpu t_ff = timed(fwd_full, ff, 1);
     if (t_ff.cpu < 10.0 && repeats > 1) t_ff = timed(fwd_full, ff, repeats);
     const double gf = (std::isnan(t_fa.cpu) || std::isnan(t_ff.cpu)) ? std::nan("") : gap(fa.gradient, ff.gradient);
@@ -166,9 +172,9 @@ int main(int argc, char** argv) {
     char amici[64] = "-";
     if (c != kAmici.end())
       std::snprintf(amici, sizeof amici, "%g / %g / %g", c->second.sim, c->second.fwd, c->second.adj);
-    std::printf("| %s | %.6f%s | %.3f | %.4f | %.3f | %.3f | %.3f | %.3f | %s | %.1e | %.1e | %.1f |\n",
+    std::printf("| %s | %.6f%s | %.3f | %.4f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1e | %.1e | %.1f |\n",
                 name.c_str(), r.llh, llh_ok ? "" : " (REF MISMATCH)", load.cpu, ts.cpu, t_ff.cpu,
-                t_fa.cpu, t_af.cpu, t_aa.cpu, amici, gf, ga,
+                t_fa.cpu, t_af.cpu, t_aa.cpu, t_fim.cpu, amici, gf, ga,
                 (ts.wall + t_fa.wall + t_aa.wall) / (ts.cpu + t_fa.cpu + t_aa.cpu));
     if (std::getenv("COSTATE_BENCH_VERBOSE"))
       std::printf("    rhs evaluations: sim %zu, fwd %zu (before %zu), adj %zu (before %zu)\n",

@@ -138,8 +138,8 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
   if (is_petab_input(args.input)) return petab_calibrate(env, args);  // docs/petab.md
-  if (args.starts >= 0 || args.seed >= 0)
-    throw Error(args.input + ": --starts and --seed are for PEtab problems (a YAML file with "
+  if (args.starts >= 0 || args.seed >= 0 || !args.sampling.empty())
+    throw Error(args.input + ": --starts, --seed and --sampling are for PEtab problems (a YAML file with "
                 "format_version and problems); a costate input file starts from its "
                 "calibration section's initial values");
   // A PDE input: the parameter-field inversion (docs/pde_inverse.md).

@@ -36,6 +36,9 @@ const std::vector<Command>& commands() {
                           "also the Hessian of the objective w.r.t. the parameters (forward over "
                           "the discrete adjoint; euler, rk4, dopri5, backward_euler, "
                           "crank_nicolson)");
+             cmd.add_flag("--no-fim", a.no_fim,
+                          "PEtab problems: skip the Fisher information (its forward "
+                          "sensitivities)");
            }},
       {.name = "gradcheck",
        .help = "verify the gradient: Taylor test and finite differences",
@@ -49,10 +52,13 @@ const std::vector<Command>& commands() {
        .add_options =
            [](CLI::App& cmd, CommandArgs& a) {
              cmd.add_option("--starts", a.starts,
-                            "PEtab problems: multistart from N points drawn uniformly in the "
-                            "bounds on the parameter scales (default: one start at the nominal "
-                            "values)");
+                            "PEtab problems: multistart from N points in the bounds on the "
+                            "parameter scales, a Latin hypercube by default (default: one start "
+                            "at the nominal values)");
              cmd.add_option("--seed", a.seed, "PEtab problems: seed of the --starts draws (default 0)");
+             cmd.add_option("--sampling", a.sampling,
+                            "PEtab problems: how --starts are drawn, lhs (Latin hypercube, the "
+                            "default) or uniform");
            }},
       {.name = "info",
        .help = "versions of costate and its dependencies",

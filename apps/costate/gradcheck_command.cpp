@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "pde_commands.hpp"
+#include "petab_command.hpp"
 
 namespace costate::cli {
 namespace {
@@ -47,9 +48,11 @@ void print_text(const io::FileGradientCheck& check) {
 
 int gradcheck_command(const Environment& env, const CommandArgs& args) {
   if (is_pde_input(args.input)) return pde(env, args, "gradcheck");
-  const io::RunConfig cfg = load_with_objective(env, args, "gradcheck");
-  // The Taylor test and central differences at x = (p, free y0), steps frozen.
-  const io::FileGradientCheck check = io::file_gradient_check(cfg);
+  // The Taylor test and central differences at x = (p, free y0), steps
+  // frozen; for a PEtab problem of llh at the nominal values (docs/petab.md).
+  const io::FileGradientCheck check =
+      is_petab_input(args.input) ? petab_gradient_check(env, args)
+                                 : io::file_gradient_check(load_with_objective(env, args, "gradcheck"));
   if (!env.is_root()) return check.passed ? 0 : 1;
   if (args.json)
     print_json(check);

@@ -1,52 +1,129 @@
-// `costate sensitivity problem.yaml` for PEtab problems (petab_command.hpp).
+// The commands on PEtab problems (petab_command.hpp).
 #include "petab_command.hpp"
 
+#include <Eigen/Dense>
+
 #include <chrono>
-#include <iomanip>
+#include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/io/file_gradient.hpp"
 #include "costate/petab/calibrate.hpp"
+#include "costate/petab/check.hpp"
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 
 namespace costate::cli {
 
 bool is_petab_input(const std::string& path) { return petab::is_problem_file(path); }
 
-int petab_sensitivity(const Environment& env, const std::string& path, bool json, bool quiet,
-                      const std::vector<std::string>& sets) {
-  if (!sets.empty())
-    throw Error(path + ": --set is not supported for PEtab problems (got '" + sets.front() +
+namespace {
+
+void refuse_sets(const CommandArgs& args) {
+  if (!args.sets.empty())
+    throw Error(args.input + ": --set is not supported for PEtab problems (got '" + args.sets.front() +
                 "'); their settings come from the tables");
+}
+
+/// The fields every PEtab command's JSON starts with.
+nlohmann::ordered_json json_head(const std::string& path, const petab::Result& r) {
+  nlohmann::ordered_json j;
+  j["status"] = "ok";
+  j["problem"] = path;
+  j["llh"] = r.llh;
+  j["chi2"] = r.chi2;
+  j["log_prior"] = r.log_prior;
+  return j;
+}
+
+/// The FIM as text: the matrix (up to 12 parameters; beyond, its diagonal),
+/// then its eigenvalue range and numerical rank.
+void print_fim(std::ostream& os, const std::vector<std::string>& ids, const std::vector<double>& fim) {
+  const std::size_t n = ids.size();
+  constexpr std::size_t kFullUpTo = 12;
+  os << "Fisher information (estimated parameters on their scales";
+  if (n <= kFullUpTo) {
+    os << "; rows and columns in this order):\n";
+    for (std::size_t a = 0; a < n; ++a) {
+      os << "  " << std::left << std::setw(28) << ids[a] << std::right;
+      for (std::size_t b = 0; b < n; ++b) os << std::setw(14) << std::setprecision(6) << fim[a * n + b];
+      os << "\n";
+    }
+  } else {
+    os << "; its diagonal, the whole matrix in --json and -o OUT.h5):\n";
+    for (std::size_t a = 0; a < n; ++a)
+      os << "  " << std::left << std::setw(28) << ids[a] << std::right << std::setprecision(6)
+         << fim[a * n + a] << "\n";
+  }
+  if (n == 0) return;
+  const Eigen::Map<const Eigen::MatrixXd> F(fim.data(), static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(n));
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(F, Eigen::EigenvaluesOnly);
+  const Eigen::VectorXd ev = eig.eigenvalues();  // ascending
+  constexpr double kRankTol = 1e-10;  // relative eigenvalue below which a direction counts as unidentified
+  std::size_t rank = 0;
+  for (Eigen::Index i = 0; i < ev.size(); ++i) rank += ev(i) > kRankTol * ev(ev.size() - 1);
+  os << "  eigenvalues " << std::setprecision(4) << ev(0) << " … " << ev(ev.size() - 1) << "; rank " << rank
+     << " of " << n << " (eigenvalues above " << kRankTol << " of the largest)\n";
+}
+
+}  // namespace
+
+int petab_sensitivity(const Environment& env, const CommandArgs& args) {
+  const std::string& path = args.input;
+  refuse_sets(args);
+  const std::string& out = args.output;
+  if (!out.empty() && !out.ends_with(".h5"))
+    throw Error(path + ": -o " + out + ": expected an output file ending in .h5");
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const petab::Problem problem = petab::read(path);
   const auto t1 = clock::now();
-  if (!quiet && !json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
+  if (!args.quiet && !args.json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
   petab::Options options;
   options.gradient = true;
   // Experiments over the ranks (collective; every rank gets the whole result).
   const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
   const auto t2 = clock::now();
+  petab::Result fim;
+  if (!args.no_fim) {
+    petab::Options f;
+    f.fim = true;
+    fim = petab::evaluate(problem, problem.nominal_on_scale(), f, env.comm());
+  }
+  const auto t3 = clock::now();
+  petab::Result all = r;
+  all.fim = fim.fim;
+  if (!out.empty() && env.rank() == 0) petab::write_result_hdf5(problem, all, out);
   const std::vector<std::string> ids = problem.estimated_ids();
   if (env.rank() != 0) return 0;
   const double load = std::chrono::duration<double>(t1 - t0).count();
   const double grad = std::chrono::duration<double>(t2 - t1).count();
-  if (json) {
-    nlohmann::ordered_json j;
-    j["status"] = "ok";
-    j["problem"] = path;
-    j["llh"] = r.llh;
-    j["chi2"] = r.chi2;
-    j["log_prior"] = r.log_prior;
+  const double fim_seconds = std::chrono::duration<double>(t3 - t2).count();
+  const std::size_t n = ids.size();
+  if (args.json) {
+    nlohmann::ordered_json j = json_head(path, r);
     j["method"] = ode::to_string(options.method);
     nlohmann::ordered_json g = nlohmann::ordered_json::object();
-    for (std::size_t e = 0; e < ids.size(); ++e) g[ids[e]] = r.gradient[e];
+    for (std::size_t e = 0; e < n; ++e) g[ids[e]] = r.gradient[e];
     j["gradient"] = g;
+    j["parameter_ids"] = ids;  // the order of the fim's rows and columns
+    if (!args.no_fim) {
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (std::size_t a = 0; a < n; ++a)
+        rows.push_back(std::vector<double>(all.fim.begin() + static_cast<std::ptrdiff_t>(a * n),
+                                           all.fim.begin() + static_cast<std::ptrdiff_t>((a + 1) * n)));
+      j["fim"] = rows;
+    } else {
+      j["fim"] = nullptr;
+    }
+    j["output_file"] = out.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(out);
     j["load_seconds"] = load;
     j["gradient_seconds"] = grad;
+    j["fim_seconds"] = args.no_fim ? 0.0 : fim_seconds;
     std::cout << j.dump() << std::endl;
     return 0;
   }
@@ -54,17 +131,66 @@ int petab_sensitivity(const Environment& env, const std::string& path, bool json
   if (r.log_prior != 0.0) std::cout << "log prior " << r.log_prior << "\n";
   std::cout << "gradient of llh (estimated parameters, on their scales; "
             << ode::to_string(options.method) << "):\n";
-  for (std::size_t e = 0; e < ids.size(); ++e)
+  for (std::size_t e = 0; e < n; ++e)
     std::cout << "  " << std::left << std::setw(28) << ids[e] << std::right << r.gradient[e] << "\n";
-  std::cout << std::setprecision(3) << "load " << load << " s, gradient " << grad << " s\n";
+  if (!args.no_fim) print_fim(std::cout, ids, all.fim);
+  std::cout << std::setprecision(3) << "load " << load << " s, gradient " << grad << " s";
+  if (!args.no_fim) std::cout << ", Fisher information " << fim_seconds << " s";
+  std::cout << "\n";
+  if (!out.empty()) std::cout << "wrote " << out << "\n";
   return 0;
+}
+
+int petab_run(const Environment& env, const CommandArgs& args) {
+  const std::string& path = args.input;
+  refuse_sets(args);
+  if (!args.resume.empty()) throw Error(path + ": --resume is for costate input files, not PEtab problems");
+  std::string stem = args.output;
+  if (stem.empty()) {
+    stem = std::filesystem::path(path).stem().string() + "_simulations";
+  } else if (stem.ends_with(".tsv") || stem.ends_with(".h5")) {
+    stem = stem.substr(0, stem.rfind('.'));
+  } else {
+    throw Error(path + ": -o " + stem + ": expected an output file ending in .tsv or .h5 (both are written)");
+  }
+  const std::string tsv = stem + ".tsv", h5 = stem + ".h5";
+  const auto t0 = std::chrono::steady_clock::now();
+  const petab::Problem problem = petab::read(path);
+  if (!args.quiet && !args.json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
+  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), {}, env.comm());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (env.rank() != 0) return 0;
+  petab::write_simulation_table(problem, r, tsv);
+  petab::write_result_hdf5(problem, r, h5);
+  if (args.json) {
+    nlohmann::ordered_json j = json_head(path, r);
+    j["simulations"] = r.simulations;  // measurement-table order
+    j["simulation_table"] = tsv;
+    j["output_file"] = h5;
+    j["seconds"] = seconds;
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::cout << std::setprecision(15) << "llh  " << r.llh << "\nchi2 " << r.chi2 << "\n"
+            << problem.experiments.size() << " simulation(s), " << problem.measurements.size()
+            << " simulated measurements in " << std::setprecision(3) << seconds << " s\nwrote " << tsv
+            << " and " << h5 << "\n";
+  return 0;
+}
+
+io::FileGradientCheck petab_gradient_check(const Environment& env, const CommandArgs& args) {
+  refuse_sets(args);
+  const petab::Problem problem = petab::read(args.input);
+  if (!args.quiet && !args.json && env.rank() == 0)
+    std::cerr << problem.brief_report() << "\ngradcheck: llh at the nominal values, "
+              << ode::to_string(petab::Options{}.method) << " gradient\n";
+  const petab::GradientCheck c = petab::gradient_check(problem, problem.nominal_on_scale(), {}, env.comm());
+  return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed};
 }
 
 int petab_calibrate(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
-  if (!args.sets.empty())
-    throw Error(path + ": --set is not supported for PEtab problems (got '" + args.sets.front() +
-                "'); their settings come from the tables");
+  refuse_sets(args);
   if (args.starts == 0 || args.starts < -1)
     throw Error(path + ": --starts " + std::to_string(args.starts) +
                 ": expected a number of starts ≥ 1 (omit it for one start at the nominal values)");
@@ -72,6 +198,15 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
     throw Error(path + ": --seed " + std::to_string(args.seed) + ": expected a seed ≥ 0");
   if (args.seed >= 0 && args.starts < 0)
     throw Error(path + ": --seed needs --starts N (the seed draws the starts)");
+  if (!args.sampling.empty() && args.starts < 0)
+    throw Error(path + ": --sampling needs --starts N (it says how the starts are drawn)");
+  const petab::Sampling sampling = args.sampling.empty() ? petab::Sampling::LatinHypercube : [&] {
+    try {
+      return petab::sampling_from_string(args.sampling);
+    } catch (const Error& e) {
+      throw Error(path + ": --" + e.what());
+    }
+  }();
   const std::string& out = args.output;
   const bool to_json = out.size() > 5 && out.ends_with(".json");
   if (!out.empty() && !to_json && !out.ends_with(".h5"))
@@ -80,11 +215,13 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
   petab::CalibrationOptions options;
   options.starts = std::max(0, args.starts);
   options.seed = static_cast<std::uint64_t>(std::max(0LL, args.seed));
+  options.sampling = sampling;
   const bool talk = env.is_root() && !args.quiet && !args.json;
   if (talk)
     std::cerr << problem.brief_report() << "\ncalibrate: "
               << (options.starts == 0 ? std::string("one start at the nominal values")
-                                      : std::to_string(options.starts) + " starts (seed " +
+                                      : std::to_string(options.starts) + " starts (" +
+                                            petab::to_string(options.sampling) + ", seed " +
                                             std::to_string(options.seed) + ") over " +
                                             std::to_string(env.size()) + " rank(s)")
               << ", TAO " << optimize::to_string(options.optimizer.method) << ", "

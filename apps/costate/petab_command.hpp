@@ -1,7 +1,9 @@
 #pragma once
-// `costate sensitivity problem.yaml` on a PEtab problem (docs/petab.md): the
-// log-likelihood, chi2 and the gradient of llh with respect to the
-// estimated parameters on their scales, at the nominal values.
+// The commands on a PEtab problem (docs/petab.md): `costate sensitivity`
+// (llh, chi2, the gradient of llh with respect to the estimated parameters
+// on their scales and the Fisher information, at the nominal values),
+// `costate run` (the simulation table), `costate gradcheck` and
+// `costate calibrate` (multistart).
 
 #include <string>
 #include <vector>
@@ -9,17 +11,33 @@
 #include "commands.hpp"
 #include "costate/core/environment.hpp"
 
+namespace costate::io {
+struct FileGradientCheck;  // costate/io/file_gradient.hpp
+}
+
 namespace costate::cli {
 
 /// True when `path` is a PEtab problem file (a YAML map with format_version
 /// and problems) rather than a costate input file.
 bool is_petab_input(const std::string& path);
 
-/// Prints llh, chi2 and the gradient (by parameter id) — one JSON object on
-/// stdout with `json` — on rank 0. `sets` must be empty (PEtab problems take
-/// their settings from their tables); throws costate::Error otherwise.
-int petab_sensitivity(const Environment& env, const std::string& path, bool json, bool quiet,
-                      const std::vector<std::string>& sets);
+/// `costate sensitivity problem.yaml [--no-fim] [-o OUT.h5] [--json]`: llh,
+/// chi2, the gradient (by parameter id) and the Fisher information at the
+/// nominal values — one JSON object on stdout with `json` — on rank 0; -o
+/// writes petab::write_result_hdf5. `--set` is refused (PEtab problems
+/// take their settings from their tables).
+int petab_sensitivity(const Environment& env, const CommandArgs& args);
+
+/// `costate run problem.yaml [-o OUT.tsv|OUT.h5] [--json]`: simulates every
+/// condition at the nominal values and writes the PEtab simulation table
+/// STEM.tsv and STEM.h5 (STEM: -o without its extension; default the
+/// problem file's name without .yaml, plus "_simulations", in the working
+/// directory).
+int petab_run(const Environment& env, const CommandArgs& args);
+
+/// `costate gradcheck problem.yaml`: petab::gradient_check at the nominal
+/// values, in the form gradcheck_command.cpp prints (objective = llh).
+io::FileGradientCheck petab_gradient_check(const Environment& env, const CommandArgs& args);
 
 /// `costate calibrate problem.yaml [--starts N] [--seed S] [-o OUT.h5|OUT.json]
 /// [--json]`: fits the estimated parameters (petab::calibrate; starts over

@@ -12,6 +12,7 @@
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
+#include "petab_command.hpp"
 
 namespace costate::cli {
 namespace {
@@ -75,6 +76,7 @@ void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
 }  // namespace
 
 int run_command(const Environment& env, const CommandArgs& args) {
+  if (is_petab_input(args.input)) return petab_run(env, args);  // docs/petab.md
   if (is_pde_input(args.input)) return pde(env, args, "run");
   // 1. Read, override and validate the settings.
   io::RunConfig cfg = io::load_run_config(args.input, args.sets);

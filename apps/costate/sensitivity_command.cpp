@@ -135,7 +135,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
 
 int sensitivity_command(const Environment& env, const CommandArgs& args) {
   if (is_petab_input(args.input))  // a PEtab problem file (docs/petab.md)
-    return petab_sensitivity(env, args.input, args.json, args.quiet, args.sets);
+    return petab_sensitivity(env, args);
   if (is_pde_input(args.input)) {
     if (args.hessian)
       throw Error(args.input + ": costate sensitivity --hessian is for ODE inputs (a "

@@ -2,8 +2,6 @@
 // optimize::minimize (include/costate/petab/calibrate.hpp).
 #include "costate/petab/calibrate.hpp"
 
-#include <hdf5.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,10 +12,21 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "hdf5.hpp"
 
 namespace costate::petab {
 
+std::string to_string(Sampling s) { return s == Sampling::Uniform ? "uniform" : "lhs"; }
+
+Sampling sampling_from_string(const std::string& name) {
+  if (name == "lhs") return Sampling::LatinHypercube;
+  if (name == "uniform") return Sampling::Uniform;
+  throw Error("sampling '" + name + "': expected lhs (Latin hypercube) or uniform");
+}
+
 void CalibrationOptions::validate() const {
+  COSTATE_CHECK(sampling == Sampling::LatinHypercube || sampling == Sampling::Uniform,
+                "calibration.sampling = " << static_cast<int>(sampling) << ": not a sampling scheme");
   COSTATE_CHECK(starts >= 0, "calibration.starts = " << starts << ": must be ≥ 0 (0: the nominal values)");
   COSTATE_CHECK(std::isfinite(best_tolerance) && best_tolerance >= 0.0,
                 "calibration.best_tolerance = " << best_tolerance << ": must be finite and ≥ 0");
@@ -59,16 +68,35 @@ std::vector<std::vector<double>> calibration_starts(const Problem& pb, const Cal
                                     << "' needs finite bounds lower ≤ upper on its scale for random "
                                        "starts (got "
                                     << lo[e] << ", " << hi[e] << ")");
-  // std::mt19937_64 is specified to the bit; the uniform numbers are made
-  // here (53 bits each) rather than by std::uniform_real_distribution,
-  // whose algorithm differs between standard libraries.
+  // std::mt19937_64 is specified to the bit; the uniform numbers and the
+  // permutations are made here (53-bit doubles, rejection-sampled integers)
+  // rather than by std::uniform_*_distribution or std::shuffle, whose
+  // algorithms differ between standard libraries.
   std::mt19937_64 rng(o.seed);
-  std::vector<std::vector<double>> out(static_cast<std::size_t>(o.starts), std::vector<double>(lo.size()));
-  for (auto& x : out)
-    for (std::size_t e = 0; e < x.size(); ++e) {
-      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
-      x[e] = lo[e] + u * (hi[e] - lo[e]);
+  auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };  // [0, 1)
+  auto below = [&](std::uint64_t k) {  // uniform in [0, k)
+    const std::uint64_t reject = (0 - k) % k;  // 2⁶⁴ mod k: the incomplete last block
+    for (;;)
+      if (const std::uint64_t r = rng(); r >= reject) return r % k;
+  };
+  const auto n = static_cast<std::size_t>(o.starts), dim = lo.size();
+  std::vector<std::vector<double>> out(n, std::vector<double>(dim));
+  if (o.sampling == Sampling::Uniform) {
+    for (auto& x : out)
+      for (std::size_t e = 0; e < dim; ++e) x[e] = lo[e] + uniform() * (hi[e] - lo[e]);
+    return out;
+  }
+  // Latin hypercube: per dimension a random permutation π of the n strata
+  // (Fisher–Yates), start i in stratum π(i), uniformly within it.
+  std::vector<std::size_t> perm(n);
+  for (std::size_t e = 0; e < dim; ++e) {
+    std::iota(perm.begin(), perm.end(), std::size_t{0});
+    for (std::size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[below(i)]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double u = (static_cast<double>(perm[i]) + uniform()) / static_cast<double>(n);
+      out[i][e] = std::min(hi[e], lo[e] + u * (hi[e] - lo[e]));
     }
+  }
   return out;
 }
 
@@ -195,48 +223,13 @@ Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_
   return c;
 }
 
-namespace {
-
-struct H5 {
-  hid_t id;
-  herr_t (*close)(hid_t);
-  H5(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  ~H5() {
-    if (id >= 0) close(id);
-  }
-  H5(const H5&) = delete;
-  H5& operator=(const H5&) = delete;
-};
-
-void write_doubles(hid_t group, const char* name, const std::vector<double>& v, hsize_t rows,
-                   hsize_t cols, const std::string& path) {
-  const hsize_t dims[2] = {rows, cols};
-  H5 space(H5Screate_simple(cols > 0 ? 2 : 1, dims, nullptr), H5Sclose);
-  H5 set(H5Dcreate2(group, name, H5T_NATIVE_DOUBLE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-         H5Dclose);
-  COSTATE_CHECK(set.id >= 0, path << ": cannot create dataset /calibration/" << name);
-  if (!v.empty())
-    COSTATE_CHECK(H5Dwrite(set.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
-                  path << ": cannot write dataset /calibration/" << name);
-}
-
-}  // namespace
-
 void write_calibration_hdf5(const std::string& path, const Calibration& c) {
+  using detail::H5, detail::write_doubles, detail::write_ids;
   H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
   H5 group(H5Gcreate2(file.id, "calibration", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   COSTATE_CHECK(group.id >= 0, path << ": cannot create group /calibration");
-  std::string ids;
-  for (const auto& id : c.ids) ids += id + "\n";
-  {
-    H5 type(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type.id, std::max<std::size_t>(1, ids.size()));
-    H5 space(H5Screate(H5S_SCALAR), H5Sclose);
-    H5 attr(H5Acreate2(group.id, "ids", type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    COSTATE_CHECK(attr.id >= 0 && H5Awrite(attr.id, type.id, ids.c_str()) >= 0,
-                  path << ": cannot write attribute /calibration/ids");
-  }
+  write_ids(group.id, "/calibration", "ids", c.ids, path);
   const std::size_t m = c.starts.size(), n = c.ids.size();
   std::vector<double> objective, llh, converged, failed, iterations, initial, x, waterfall;
   for (const StartFit& f : c.starts) {
@@ -249,16 +242,16 @@ void write_calibration_hdf5(const std::string& path, const Calibration& c) {
     x.insert(x.end(), f.x.begin(), f.x.end());
   }
   for (std::size_t i : c.waterfall()) waterfall.push_back(c.starts[i].objective);
-  write_doubles(group.id, "best_x", c.best().x, n, 0, path);
-  write_doubles(group.id, "best_llh", {c.best().llh}, 1, 0, path);
-  write_doubles(group.id, "waterfall", waterfall, m, 0, path);
-  write_doubles(group.id, "objective", objective, m, 0, path);
-  write_doubles(group.id, "llh", llh, m, 0, path);
-  write_doubles(group.id, "converged", converged, m, 0, path);
-  write_doubles(group.id, "failed", failed, m, 0, path);
-  write_doubles(group.id, "iterations", iterations, m, 0, path);
-  write_doubles(group.id, "initial", initial, m, n, path);
-  write_doubles(group.id, "x", x, m, n, path);
+  write_doubles(group.id, "/calibration", "best_x", c.best().x, n, 0, path);
+  write_doubles(group.id, "/calibration", "best_llh", {c.best().llh}, 1, 0, path);
+  write_doubles(group.id, "/calibration", "waterfall", waterfall, m, 0, path);
+  write_doubles(group.id, "/calibration", "objective", objective, m, 0, path);
+  write_doubles(group.id, "/calibration", "llh", llh, m, 0, path);
+  write_doubles(group.id, "/calibration", "converged", converged, m, 0, path);
+  write_doubles(group.id, "/calibration", "failed", failed, m, 0, path);
+  write_doubles(group.id, "/calibration", "iterations", iterations, m, 0, path);
+  write_doubles(group.id, "/calibration", "initial", initial, m, n, path);
+  write_doubles(group.id, "/calibration", "x", x, m, n, path);
 }
 
 }  // namespace costate::petab

@@ -12,6 +12,7 @@
 #include "costate/core/error.hpp"
 #include "costate/nonlinear/solve.hpp"
 #include "costate/ode/integrate.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/petab/problem.hpp"
 
 namespace costate::petab {
@@ -84,9 +85,11 @@ struct Likelihood {
   /// Filled by the double evaluations: per measurement h and σ.
   Result* record = nullptr;
 
-  template <class T>
-  T at(std::size_t k, std::span<const T> y, std::span<const T> p) const {
-    using std::abs, std::log, std::log10;
+  /// Calls each(i, h, σ) for every measurement i at observation time k,
+  /// with the observable h and the noise σ from the formulas (the row's
+  /// overrides in place), at state y and pext = p.
+  template <class T, class Each>
+  void observe(std::size_t k, std::span<const T> y, std::span<const T> p, Each&& each) const {
     const sbml::Model& m = pb->model;
     const std::size_t ny = y.size(), np = m.parameter_names.size(), ntab = pb->parameters.size();
     const std::size_t nw = m.equations.intermediate_names().size();
@@ -104,7 +107,6 @@ struct Likelihood {
     auto slot = [&](const Ref& r) {
       return r.is_parameter() ? p[np + static_cast<std::size_t>(r.parameter)] : T(r.value);
     };
-    T sum = T(0.0);
     for (std::size_t i : ex->at_time[k]) {
       const Measurement& me = pb->measurements[i];
       const Observable& o = pb->observables[me.observable];
@@ -113,8 +115,17 @@ struct Likelihood {
       for (std::size_t s = 0; s < me.noise_parameters.size(); ++s)
         v[fixed + pb->max_observable_parameters + s] = slot(me.noise_parameters[s]);
       const std::span<const T> all(v);
-      const T h = o.program.evaluate(all);
-      const T sigma = o.noise_program.evaluate(all);
+      each(i, o.program.evaluate(all), o.noise_program.evaluate(all));
+    }
+  }
+
+  template <class T>
+  T at(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+    using std::abs, std::log, std::log10;
+    T sum = T(0.0);
+    observe<T>(k, y, p, [&](std::size_t i, const T& h, const T& sigma) {
+      const Measurement& me = pb->measurements[i];
+      const Observable& o = pb->observables[me.observable];
       T sim = h;
       double data = me.value, jac = 0.0;
       if (o.transformation == Transformation::Log) {
@@ -139,7 +150,7 @@ struct Likelihood {
         record->simulations[i] = petab::plain_value(h);
         record->sigmas[i] = petab::plain_value(sigma);
       }
-    }
+    });
     return sum;
   }
 };
@@ -443,6 +454,10 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   }
   const std::size_t ntab = pb.parameters.size(), np = pb.model.parameter_names.size();
   const std::size_t ny = pb.model.state_names.size();
+  COSTATE_CHECK(!options.fim || ode::is_cvodes(options.integrator.method),
+                pb.file << ": the Fisher information takes CVODES' forward sensitivities: "
+                           "Options::integrator.method must be cvodes_bdf or cvodes_adams (got "
+                        << ode::to_string(options.integrator.method) << ")");
   COSTATE_CHECK(theta.size() == pb.estimated.size(),
                 pb.file << ": " << pb.estimated.size() << " estimated parameters, got "
                         << theta.size() << " values");
@@ -465,7 +480,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   for (std::size_t e : pb.estimated) estimated[e] = 1;
   // One experiment: its −log p into nll, its d(−log p)/d(table values)
   // into lin_bar (zeroed by the caller), h and σ into `result`.
-  auto run = [&](const Experiment& ex, double& nll, std::span<double> lin_bar) {
+  auto run = [&](const Experiment& ex, double& nll, std::span<double> lin_bar, std::span<double> fim_lin) {
     const Condition& cond = pb.conditions[ex.condition];
     std::string what = pb.file + ": experiment " + cond.id;
     if (ex.preequilibration >= 0)
@@ -493,6 +508,30 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     } else {
       y0 = start_state(pb, iv, cond, p, lin);
     }
+    // The chain rule back through the initial state: adds (dy0/dlin)ᵀ y0_bar
+    // to lin_bar (the gradient's last step; the FIM's dy0/dlin, row by row).
+    auto initial_adjoint = [&](const std::vector<double>& y0_bar, std::span<double> lin_bar) {
+      std::vector<double> x_bar = y0_bar;
+      if (ex.preequilibration >= 0) {
+        const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
+        for (std::size_t i = 0; i < ny; ++i)
+          if (overrides(cond.states[i])) {
+            if (cond.states[i].is_parameter())
+              lin_bar[static_cast<std::size_t>(cond.states[i].parameter)] += x_bar[i];
+            x_bar[i] = 0.0;
+          }
+        std::vector<double> pre_p_bar(np, 0.0), x0_bar(ny, 0.0);
+        steady_state_adjoint(ss, pre_p, x_bar, pre_p_bar, x0_bar);
+        start_state_adjoint(iv, pre, pre_p, x0_bar, pre_p_bar, lin_bar);
+        for (std::size_t j = 0; j < np; ++j)
+          if (pre_src[j].is_parameter()) lin_bar[static_cast<std::size_t>(pre_src[j].parameter)] += pre_p_bar[j];
+      } else {
+        std::vector<double> p_bar(np, 0.0);
+        start_state_adjoint(iv, cond, p, x_bar, p_bar, lin_bar);
+        for (std::size_t j = 0; j < np; ++j)
+          if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
+      }
+    };
 
     // The ODE's parameters q: the estimated table entries the model's
     // parameters read in this condition (reduced), or — the unreduced form
@@ -504,7 +543,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     if (options.reduce_parameters) {
       std::vector<long> index_of_row(ntab, -1);
       for (std::size_t j = 0; j < np; ++j) {
-        if (!options.gradient || !src[j].is_parameter()) continue;
+        if (!(options.gradient || options.fim) || !src[j].is_parameter()) continue;
         const auto row = static_cast<std::size_t>(src[j].parameter);
         if (!estimated[row]) continue;
         if (index_of_row[row] < 0) {
@@ -570,6 +609,101 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       return std::vector<double>(last.begin(), last.end());
     };
 
+    if (options.fim && ny > 0) {
+      // Fisher information (see the header): the total derivatives of h and
+      // σ of every measurement with respect to the estimated table values,
+      // from the forward sensitivities of each segment (ode::
+      // sensitivity_matrix with every state observed, unit weights and zero
+      // data: its residuals are y(t_k), its rows ∂y(t_k)/∂(q, y_start)),
+      // carried across the segments as D = dy/dlin_est.
+      const std::size_t ne = pb.estimated.size();
+      const auto nye = static_cast<Eigen::Index>(ny), nee = static_cast<Eigen::Index>(ne);
+      const auto nq = static_cast<Eigen::Index>(q.size()), next = static_cast<Eigen::Index>(np + ntab);
+      std::vector<long> column(ntab, -1);  // the estimated index of each table row
+      for (std::size_t e = 0; e < ne; ++e) column[pb.estimated[e]] = static_cast<long>(e);
+      Eigen::MatrixXd D(nye, nee);  // dy0/dlin_est, row i by the initial-state adjoint of e_i
+      for (std::size_t i = 0; i < ny; ++i) {
+        std::vector<double> seed(ny, 0.0), bar(ntab, 0.0);
+        seed[i] = 1.0;
+        initial_adjoint(seed, bar);
+        for (std::size_t e = 0; e < ne; ++e) D(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(e)) = bar[pb.estimated[e]];
+      }
+      Eigen::MatrixXd Q = Eigen::MatrixXd::Zero(nq, nee);  // dq/dlin_est
+      for (std::size_t i = 0; i < q.size(); ++i) {
+        const long row = q_row[i] >= 0 ? q_row[i] : (src[i].is_parameter() ? src[i].parameter : -1);
+        if (row >= 0 && column[static_cast<std::size_t>(row)] >= 0)
+          Q(static_cast<Eigen::Index>(i), column[static_cast<std::size_t>(row)]) = 1.0;
+      }
+      Eigen::MatrixXd dz = Eigen::MatrixXd::Zero(nye + next, nee);  // d[y, pext]/dlin_est
+      for (std::size_t j = 0; j < np; ++j)
+        if (src[j].is_parameter() && column[static_cast<std::size_t>(src[j].parameter)] >= 0)
+          dz(nye + static_cast<Eigen::Index>(j), column[static_cast<std::size_t>(src[j].parameter)]) = 1.0;
+      for (std::size_t k = 0; k < ntab; ++k)
+        if (column[k] >= 0) dz(nye + static_cast<Eigen::Index>(np + k), column[k]) = 1.0;
+      Eigen::Map<Eigen::MatrixXd> F(fim_lin.data(), nee, nee);
+      const Likelihood like_fim{&pb, &ex, options.data_jacobian, nullptr};
+      // The FIM terms of the measurements at observation k, at state y
+      // with dy/dlin_est = dy.
+      auto add = [&](std::size_t k, std::span<const double> y, const Eigen::MatrixXd& dy) {
+        std::vector<double> z(y.begin(), y.end()), hs;
+        z.insert(z.end(), pext.begin(), pext.end());
+        auto outputs = [&](const auto& zz) {
+          using T = std::decay_t<decltype(zz[0])>;
+          std::vector<T> out;
+          like_fim.observe<T>(k, std::span<const T>(zz.data(), ny), std::span<const T>(zz.data() + ny, np + ntab),
+                              [&](std::size_t, const T& h, const T& sigma) {
+                                out.push_back(h);
+                                out.push_back(sigma);
+                              });
+          return out;
+        };
+        hs = outputs(z);
+        dz.topRows(nye) = dy;
+        const Eigen::MatrixXd G = ad::jacobian(outputs, z) * dz;  // rows h_0, σ_0, h_1, σ_1, …
+        std::size_t r = 0;
+        for (std::size_t i : ex.at_time[k]) {
+          const Observable& o = pb.observables[pb.measurements[i].observable];
+          const double h = hs[2 * r], sigma = hs[2 * r + 1];
+          double dmu_dh = 1.0;  // μ = tr(h)
+          if (o.transformation == Transformation::Log) dmu_dh = 1.0 / h;
+          if (o.transformation == Transformation::Log10) dmu_dh = 1.0 / (h * std::numbers::ln10);
+          const Eigen::RowVectorXd dmu = dmu_dh * G.row(static_cast<Eigen::Index>(2 * r));
+          const Eigen::RowVectorXd dsigma = G.row(static_cast<Eigen::Index>(2 * r + 1));
+          const double c = o.distribution == Distribution::Normal ? 2.0 : 1.0;  // E[(∂σ score)²] σ²
+          F.noalias() += (dmu.transpose() * dmu + c * dsigma.transpose() * dsigma) / (sigma * sigma);
+          ++r;
+        }
+      };
+      std::vector<double> y = y0;
+      using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      for (std::size_t sg = 0; sg < n_seg; ++sg) {
+        std::size_t k = first[sg];
+        // Observations at t = 0 (CVODES reports only later times): y0 itself.
+        for (; k < first[sg + 1] && ex.times[k] <= cuts[sg]; ++k) add(k, y, D);
+        std::vector<double> times(ex.times.begin() + static_cast<std::ptrdiff_t>(k),
+                                  ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg + 1]));
+        if (times.empty() || times.back() < cuts[sg + 1]) times.push_back(cuts[sg + 1]);
+        const ode::WeightedObservations every_state{times, std::vector<double>(times.size() * ny, 0.0),
+                                                    std::vector<double>(times.size() * ny, 1.0), ny};
+        ode::ResidualSensitivities rs;
+        try {
+          rs = ode::sensitivity_matrix(segment(sg, y, true), every_state, options.integrator, {});
+        } catch (const Error& e) {
+          throw Error(what + ": the Fisher information's forward sensitivities: " + e.what());
+        }
+        const Eigen::Map<const RowMajor> S(rs.jacobian.data(), static_cast<Eigen::Index>(times.size()) * nye, nq + nye);
+        for (std::size_t j = 0; j < times.size(); ++j) {
+          const auto row = static_cast<Eigen::Index>(j) * nye;
+          const Eigen::MatrixXd dy = S.block(row, 0, nye, nq) * Q + S.block(row, nq, nye, nye) * D;
+          const std::span<const double> yj(rs.residuals.data() + j * ny, ny);
+          if (k < first[sg + 1] && ex.times[k] == times[j]) add(k++, yj, dy);
+          if (j + 1 == times.size()) {
+            y.assign(yj.begin(), yj.end());
+            D = dy;
+          }
+        }
+      }
+    }
     if (!options.gradient) {
       std::vector<double> y = y0;
       for (std::size_t sg = 0; sg < n_seg; ++sg) y = simulate(sg, y, true);
@@ -623,23 +757,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       if (q_row[i] >= 0) lin_bar[static_cast<std::size_t>(q_row[i])] += g.wrt_parameters[i];
       else p_bar[i] += g.wrt_parameters[i];
     }
-    if (ex.preequilibration >= 0) {
-      const Condition& pre = pb.conditions[static_cast<std::size_t>(ex.preequilibration)];
-      std::vector<double> x_bar = g.wrt_initial_state;
-      for (std::size_t i = 0; i < ny; ++i)
-        if (overrides(cond.states[i])) {
-          if (cond.states[i].is_parameter())
-            lin_bar[static_cast<std::size_t>(cond.states[i].parameter)] += x_bar[i];
-          x_bar[i] = 0.0;
-        }
-      std::vector<double> pre_p_bar(np, 0.0), x0_bar(ny, 0.0);
-      steady_state_adjoint(ss, pre_p, x_bar, pre_p_bar, x0_bar);
-      start_state_adjoint(iv, pre, pre_p, x0_bar, pre_p_bar, lin_bar);
-      for (std::size_t j = 0; j < np; ++j)
-        if (pre_src[j].is_parameter()) lin_bar[static_cast<std::size_t>(pre_src[j].parameter)] += pre_p_bar[j];
-    } else {
-      start_state_adjoint(iv, cond, p, g.wrt_initial_state, p_bar, lin_bar);
-    }
+    initial_adjoint(g.wrt_initial_state, lin_bar);
     for (std::size_t j = 0; j < np; ++j)
       if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
    };
@@ -650,13 +768,15 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   // all-reduce reproduces every row exactly (x + 0 = x, in any order) and
   // every rank sums the rows in experiment order: the same bits on any
   // number of ranks.
-  const std::size_t n_ex = pb.experiments.size(), width = 1 + ntab;
+  const std::size_t ne = pb.estimated.size(), n_fim = options.fim ? ne * ne : 0;
+  const std::size_t n_ex = pb.experiments.size(), width = 1 + ntab + n_fim;
   std::vector<double> terms(n_ex * width, 0.0);
   std::string failure;
   for (std::size_t e = 0; e < n_ex; ++e) {
     if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
     try {
-      run(pb.experiments[e], terms[e * width], std::span<double>(terms).subspan(e * width + 1, ntab));
+      run(pb.experiments[e], terms[e * width], std::span<double>(terms).subspan(e * width + 1, ntab),
+          std::span<double>(terms).subspan(e * width + 1 + ntab, n_fim));
     } catch (const Error& err) {
       failure = err.what();
       break;
@@ -690,6 +810,20 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   for (std::size_t e = 0; e < n_ex; ++e) {
     nll += terms[e * width];
     for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += terms[e * width + 1 + k];
+  }
+  if (options.fim) {
+    // On the scales: F_θ = diag(dlin/dθ) F_lin diag(dlin/dθ).
+    std::vector<double> d(ne, 1.0);
+    for (std::size_t e = 0; e < ne; ++e) {
+      const Parameter& par = pb.parameters[pb.estimated[e]];
+      if (par.scale == Scale::Log) d[e] = lin[pb.estimated[e]];
+      if (par.scale == Scale::Log10) d[e] = lin[pb.estimated[e]] * std::numbers::ln10;
+    }
+    result.fim.assign(n_fim, 0.0);
+    for (std::size_t ex = 0; ex < n_ex; ++ex)
+      for (std::size_t c = 0; c < n_fim; ++c) result.fim[c] += terms[ex * width + 1 + ntab + c];
+    for (std::size_t a = 0; a < ne; ++a)
+      for (std::size_t b = 0; b < ne; ++b) result.fim[a * ne + b] *= d[a] * d[b];
   }
 
   result.llh = -nll;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 #include "costate/io/input.hpp"  // io::nearest: "did you mean" suggestions
 
@@ -616,6 +617,41 @@ Problem read(const std::string& yaml_path) {
     for (const auto& [key, k] : index) pb.experiments.push_back(std::move(ex[k]));
   }
   return pb;
+}
+
+void write_simulation_table(const Problem& pb, const Result& result, const std::string& path) {
+  const Table t = read_table(pb.measurement_file);
+  const long c_m = t.required("measurement");
+  COSTATE_CHECK(t.rows.size() == pb.measurements.size() && result.simulations.size() == pb.measurements.size(),
+                pb.measurement_file << ": " << t.rows.size() << " rows now, but the problem was read with "
+                                    << pb.measurements.size() << " measurements (and the result holds "
+                                    << result.simulations.size() << " simulations)");
+  std::ostringstream out;
+  out.precision(17);
+  for (std::size_t c = 0; c < t.header.size(); ++c)
+    out << (c ? "\t" : "") << (static_cast<long>(c) == c_m ? std::string("simulation") : t.header[c]);
+  out << "\n";
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const Table::Row& r = t.rows[i];
+    COSTATE_CHECK(r.line == pb.measurements[i].line,
+                  pb.measurement_file << ":" << r.line << ": the table changed since the problem was read");
+    for (std::size_t c = 0; c < r.cells.size(); ++c) {
+      out << (c ? "\t" : "");
+      if (static_cast<long>(c) == c_m)
+        out << result.simulations[i];
+      else
+        out << r.cells[c];
+    }
+    out << "\n";
+  }
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial);
+    COSTATE_CHECK(file && (file << out.str()) && file.flush(), path << ": cannot write the simulation table");
+  }
+  std::error_code ec;
+  fs::rename(partial, path, ec);
+  COSTATE_CHECK(!ec, path << ": cannot rename " << partial << " to it: " << ec.message());
 }
 
 }  // namespace costate::petab

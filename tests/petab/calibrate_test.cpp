@@ -78,6 +78,43 @@ TEST(PetabCalibrate, StartsAreDeterministicPerSeedAndInTheBounds) {
   EXPECT_THROW((void)petab::calibration_starts(pb, {.starts = -1}), costate::Error);
 }
 
+// The Latin hypercube property: in every dimension each of the N equal
+// strata of [lower, upper] (on the scale) holds exactly one start. On a
+// benchmark model (Bruno: 13 log10 parameters) and N = 1, 7, 50; uniform
+// draws (--sampling uniform) generally do not have it (with 50 points in
+// 13 dimensions, missing a stratum somewhere is a near-certainty).
+TEST(PetabCalibrate, LatinHypercubeHitsEveryStratumOncePerDimension) {
+  if (!fs::is_directory(petab_dir() / "benchmark")) GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const petab::Problem pb =
+      petab::read((petab_dir() / "benchmark" / "Bruno_JExpBot2016" / "Bruno_JExpBot2016.yaml").string());
+  const auto [lo, hi] = pb.bounds_on_scale();
+  auto strata_hit_once = [&](const std::vector<std::vector<double>>& x) {
+    const std::size_t n = x.size();
+    for (std::size_t e = 0; e < lo.size(); ++e) {
+      std::vector<int> hits(n, 0);
+      for (const auto& p : x) {
+        EXPECT_GE(p[e], lo[e]);
+        EXPECT_LE(p[e], hi[e]);
+        const double u = (p[e] - lo[e]) / (hi[e] - lo[e]) * static_cast<double>(n);
+        ++hits[std::min(n - 1, static_cast<std::size_t>(u))];
+      }
+      if (std::any_of(hits.begin(), hits.end(), [](int h) { return h != 1; })) return false;
+    }
+    return true;
+  };
+  for (int n : {1, 7, 50}) {
+    SCOPED_TRACE(n);
+    const auto a = petab::calibration_starts(pb, {.starts = n, .seed = 3});
+    ASSERT_EQ(a.size(), static_cast<std::size_t>(n));
+    EXPECT_TRUE(strata_hit_once(a));
+    EXPECT_EQ(a, petab::calibration_starts(pb, {.starts = n, .seed = 3}));  // reproducible
+  }
+  const auto u = petab::calibration_starts(pb, {.starts = 50, .seed = 3, .sampling = petab::Sampling::Uniform});
+  EXPECT_FALSE(strata_hit_once(u));
+  EXPECT_EQ(petab::sampling_from_string("lhs"), petab::Sampling::LatinHypercube);
+  EXPECT_THROW((void)petab::sampling_from_string("sobol"), costate::Error);
+}
+
 TEST(PetabCalibrate, MultistartReachesThePublishedLlhOrBetterEverywhere) {
   COSTATE_REQUIRE_SUITE();
   const petab::Problem pb = petab::read((petab_dir() / kCase / "_0002.yaml").string());

@@ -5,6 +5,7 @@
 // problem is an error that names the file and line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
+#include <iostream>
 
+#include "petab/petab_data.hpp"
 #include "support/run_costate.hpp"
 
 namespace {
@@ -20,10 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-fs::path petab_dir() {
-  if (const char* env = std::getenv("COSTATE_PETAB_DIR")) return fs::path(env);
-  return fs::path(COSTATE_PETAB_DIR);
-}
+using costate::test::petab_dir;
 
 /// A copy of test-suite case `name` in the system's temporary directory (not
 /// the working directory: run from a source checkout, a copy there would be
@@ -106,6 +107,11 @@ TEST(PetabCli, SensitivityOnTwoRanksMatchesOneRank) {
   ASSERT_EQ(two["gradient"].size(), one["gradient"].size());
   for (const auto& [id, g] : one["gradient"].items())
     EXPECT_TRUE(near(two["gradient"][id].get<double>(), g.get<double>())) << id;
+  const auto f1 = one["fim"].get<std::vector<std::vector<double>>>();
+  const auto f2 = two["fim"].get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(f2.size(), f1.size());
+  for (std::size_t a = 0; a < f1.size(); ++a)
+    for (std::size_t b = 0; b < f1[a].size(); ++b) EXPECT_TRUE(near(f2[a][b], f1[a][b])) << "fim " << a << ", " << b;
 }
 
 TEST(PetabCli, CalibrateMultistartWritesTheWaterfall) {
@@ -153,7 +159,173 @@ TEST(PetabCli, CalibrateBadFlagsAreClearErrors) {
   std::ofstream(dir / "plain.yaml") << "model: lotka_volterra\n";
   const auto r = costate::test::run_command(dir, COSTATE_EXE, "calibrate plain.yaml --starts 3");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--starts and --seed are for PEtab problems"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--starts, --seed and --sampling are for PEtab problems"), std::string::npos) << r.err;
+}
+
+/// A TSV table: header and rows of cells.
+std::vector<std::vector<std::string>> read_tsv(const fs::path& file) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << "cannot read " << file;
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    std::string c;
+    while (std::getline(s, c, '\t')) cells.push_back(c);
+    if (line.back() == '\t') cells.emplace_back();
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+long column_of(const std::vector<std::string>& header, const std::string& name) {
+  const auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? -1 : static_cast<long>(it - header.begin());
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path to = fs::temp_directory_path() / ("costate_petab_cli_" + name);
+  fs::remove_all(to);
+  fs::create_directories(to);
+  return to;
+}
+
+// `costate run problem.yaml -o sims.tsv` on every test-suite case: the
+// simulation table is the measurement table with `simulation` for
+// `measurement` (every other cell as read), its values within the suite's
+// tol_simulations (1e-3) of the case's _simulations.tsv; the HDF5 file is
+// written beside it and nothing is left as .partial.
+TEST(PetabCli, RunWritesTheSimulationTableOfEverySuiteCase) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path out = scratch("run");
+  int compared = 0;
+  double worst = 0.0;
+  for (const auto& entry : fs::directory_iterator(petab_dir() / "test-suite-v1")) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE("case " + name);
+    const fs::path yaml = entry.path() / ("_" + name + ".yaml");
+    const auto r = costate::test::run_command(out, COSTATE_EXE, "run '" + yaml.string() + "' -o sims_" + name + ".tsv --json -q");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const Json j = Json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(j["status"], "ok");
+    EXPECT_TRUE(fs::exists(out / ("sims_" + name + ".h5")));
+    EXPECT_FALSE(fs::exists(out / ("sims_" + name + ".tsv.partial")));
+    const auto written = read_tsv(out / ("sims_" + name + ".tsv"));
+    const auto measured = read_tsv(entry.path() / "_measurements.tsv");
+    ASSERT_EQ(written.size(), measured.size());
+    const long c_sim = column_of(written[0], "simulation"), c_meas = column_of(measured[0], "measurement");
+    ASSERT_GE(c_sim, 0);
+    EXPECT_EQ(c_sim, c_meas);
+    for (std::size_t row = 0; row < written.size(); ++row)
+      for (std::size_t c = 0; c < measured[row].size(); ++c)
+        if (static_cast<long>(c) != c_meas) {
+          EXPECT_EQ(written[row][c], measured[row][c]) << "row " << row << " column " << c;
+        }
+    const fs::path reference = entry.path() / "_simulations.tsv";
+    if (!fs::exists(reference)) continue;
+    const auto ref = read_tsv(reference);
+    const long c_ref = column_of(ref[0], "simulation");
+    ASSERT_GE(c_ref, 0);
+    ASSERT_EQ(ref.size(), written.size());
+    for (std::size_t row = 1; row < ref.size(); ++row) {
+      const double a = std::stod(written[row][static_cast<std::size_t>(c_sim)]);
+      const double b = std::stod(ref[row][static_cast<std::size_t>(c_ref)]);
+      EXPECT_NEAR(a, b, kSuiteTol) << "row " << row;
+      worst = std::max(worst, std::abs(a - b));
+      EXPECT_EQ(j["simulations"][row - 1].get<double>(), a);
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, 20);
+  std::cout << "costate run: " << compared << " suite cases against _simulations.tsv, largest difference " << worst
+            << "\n";
+}
+
+// `costate gradcheck problem.yaml --json`: the Taylor test and central
+// differences of llh pass on every suite case (several conditions,
+// pre-equilibration, overrides, log observables); each component is
+// reported by parameter id.
+TEST(PetabCli, GradcheckPassesOnEverySuiteCase) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  for (const auto& entry : fs::directory_iterator(petab_dir() / "test-suite-v1")) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    const fs::path yaml = entry.path() / ("_" + name + ".yaml");
+    const auto r = costate::test::run_command(scratch("gradcheck"), COSTATE_EXE, "gradcheck '" + yaml.string() + "' --json -q");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    const Json j = Json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(j["status"], "ok") << j.dump(1);
+    EXPECT_TRUE(j["taylor"]["passed"].get<bool>());
+    EXPECT_GE(j["taylor"]["min_order"].get<double>(), 1.9);
+    EXPECT_TRUE(j["finite_differences"]["passed"].get<bool>());
+    const auto table = read_tsv(entry.path() / "_parameters.tsv");
+    const long c_est = column_of(table[0], "estimate");
+    std::size_t estimated = 0;
+    for (std::size_t row = 1; row < table.size(); ++row) estimated += table[row][static_cast<std::size_t>(c_est)] == "1";
+    EXPECT_EQ(j["finite_differences"]["components"].size(), estimated) << "one component per estimated parameter";
+  }
+}
+
+// `costate sensitivity --json` carries the Fisher information as an n × n
+// matrix in the order of parameter_ids (the gradient's keys), symmetric with
+// a positive diagonal; -o writes the HDF5 file; --no-fim leaves it out.
+TEST(PetabCli, SensitivityReportsTheFisherInformation) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0015");  // an estimated noise parameter
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q -o out.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out.substr(r.out.find('{')));
+  const auto ids = j["parameter_ids"].get<std::vector<std::string>>();
+  ASSERT_EQ(ids.size(), j["gradient"].size());
+  std::size_t k = 0;
+  for (const auto& [id, g] : j["gradient"].items()) EXPECT_EQ(id, ids[k++]);
+  const auto fim = j["fim"].get<std::vector<std::vector<double>>>();
+  ASSERT_EQ(fim.size(), ids.size());
+  for (std::size_t a = 0; a < fim.size(); ++a) {
+    ASSERT_EQ(fim[a].size(), ids.size());
+    EXPECT_GT(fim[a][a], 0.0) << ids[a];
+    for (std::size_t b = 0; b < a; ++b) EXPECT_EQ(fim[a][b], fim[b][a]);
+  }
+  EXPECT_TRUE(fs::exists(dir / "out.h5"));
+  const auto text = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml -q");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("Fisher information"), std::string::npos) << text.out;
+  // Two measurements of A inform at most two directions of (a0, b0, k1, k2);
+  // with the noise parameter the information has rank 3 of 5.
+  EXPECT_NE(text.out.find("rank 3 of 5"), std::string::npos) << text.out;
+  const auto none = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q --no-fim");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_TRUE(Json::parse(none.out.substr(none.out.find('{')))["fim"].is_null());
+}
+
+TEST(PetabCli, RunSensitivityAndSamplingBadFlagsAreClearErrors) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0001");
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"run _0001.yaml -o sims.txt", "-o sims.txt: expected an output file ending in .tsv or .h5"},
+      {"run _0001.yaml --set a=b", "--set is not supported for PEtab problems"},
+      {"sensitivity _0001.yaml -o out.json", "-o out.json: expected an output file ending in .h5"},
+      {"calibrate _0001.yaml --starts 2 --sampling sobol", "--sampling 'sobol': expected lhs (Latin hypercube) or uniform"},
+      {"calibrate _0001.yaml --sampling uniform", "--sampling needs --starts N"},
+  };
+  for (const auto& c : cases) {
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, c.args);
+    EXPECT_EQ(r.code, 1) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "sims.tsv"));
 }
 
 TEST(PetabCli, BadProblemNamesFileAndLine) {

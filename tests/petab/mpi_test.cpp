@@ -51,6 +51,9 @@ void expect_same(const petab::Result& dist, const petab::Result& serial) {
     EXPECT_LE(gap(dist.sigmas[i], serial.sigmas[i]), kRankTol) << "measurement " << i;
   }
   EXPECT_EQ(dist.rhs_evaluations, serial.rhs_evaluations);
+  ASSERT_EQ(dist.fim.size(), serial.fim.size());
+  for (std::size_t c = 0; c < serial.fim.size(); ++c)
+    EXPECT_LE(gap(dist.fim[c], serial.fim[c]), kRankTol) << "fim entry " << c;
 }
 
 void check(const fs::path& yaml, const ode::SensitivityMethod& method) {
@@ -69,6 +72,11 @@ void check(const fs::path& yaml, const ode::SensitivityMethod& method) {
   expect_same(dist, serial);
   petab::Options plain;
   expect_same(petab::evaluate(pb, theta, plain, MPI_COMM_WORLD), petab::evaluate(pb, theta, plain));
+  petab::Options fim;
+  fim.fim = true;
+  const petab::Result f = petab::evaluate(pb, theta, fim, MPI_COMM_WORLD);
+  EXPECT_EQ(f.fim.size(), pb.estimated.size() * pb.estimated.size());
+  expect_same(f, petab::evaluate(pb, theta, fim));
 }
 
 #define COSTATE_REQUIRE_PETAB(sub)                                  \

@@ -16,11 +16,13 @@
 ///     c.at_best;                              // starts within best_tolerance of the best
 ///
 /// Starts: with `starts` = 0 one start at the nominal values (the table's
-/// nominalValue column); otherwise `starts` points drawn uniformly in the
-/// bounds on each parameter's scale (log10 bounds for log10 parameters, …),
-/// from a 64-bit generator seeded with `seed`: the same points for a seed
-/// on every machine and every number of ranks (start i is always the i-th
-/// draw).
+/// nominalValue column); otherwise `starts` points in the bounds on each
+/// parameter's scale (log10 bounds for log10 parameters, …): a Latin
+/// hypercube by default (`sampling`; each parameter's range cut into
+/// `starts` equal strata, each stratum holding exactly one start), or
+/// independent uniform draws — from a 64-bit generator seeded with `seed`:
+/// the same points for a seed on every machine and every number of ranks
+/// (every rank draws them all; start i is always the i-th point).
 ///
 /// Collective over `comm`. With several starts they are dealt round-robin
 /// over the ranks (start i on rank i mod size), each fitted serially on its
@@ -49,10 +51,23 @@
 
 namespace costate::petab {
 
+/// How `starts` points are drawn in the bounds on the scales.
+enum class Sampling {
+  /// Latin hypercube: each dimension's range cut into N equal strata, every
+  /// stratum holding exactly one start, the strata paired at random.
+  LatinHypercube,
+  /// Independent uniform draws.
+  Uniform,
+};
+std::string to_string(Sampling s);  ///< "lhs", "uniform"
+/// "lhs" or "uniform"; throws costate::Error naming the value otherwise.
+Sampling sampling_from_string(const std::string& name);
+
 struct CalibrationOptions {
-  /// 0: one start at the nominal values; N ≥ 1: N uniform random starts.
+  /// 0: one start at the nominal values; N ≥ 1: N random starts (`sampling`).
   int starts = 0;
   std::uint64_t seed = 0;
+  Sampling sampling = Sampling::LatinHypercube;
   /// A start "reached the best" when its final −(llh + log prior) is within
   /// this of the best start's (absolute; the 1e-3 on llh).
   double best_tolerance = 1e-3;

@@ -213,6 +213,9 @@ struct Options {
   /// as earlier versions did — the same gradient, slower; kept to measure
   /// and check the reduction (bench/bench_petab.cpp, tests/petab).
   bool reduce_parameters = true;
+  /// Also the Fisher information (Result::fim; see below). Needs a CVODES
+  /// integrator (its forward sensitivities).
+  bool fim = false;
 };
 
 struct Result {
@@ -223,6 +226,14 @@ struct Result {
   std::vector<double> log_prior_gradient;  ///< d log_prior / d θ (with `gradient`)
   std::vector<double> simulations;  ///< h per measurement (untransformed)
   std::vector<double> sigmas;       ///< σ per measurement
+  /// With Options::fim: the Fisher information of −llh with respect to the
+  /// estimated parameters on their scales, n × n row-major in the order of
+  /// Problem::estimated_ids() (symmetric positive semidefinite):
+  ///     F = Σ_i (1/σ_i²) (∂μ_i/∂θ)(∂μ_i/∂θ)ᵀ + c (1/σ_i²) (∂σ_i/∂θ)(∂σ_i/∂θ)ᵀ,
+  /// μ_i = tr(h_i), c = 2 for normal, 1 for laplace noise — the expected
+  /// information E[s sᵀ] of the score s = ∂(−log p)/∂θ when the data follow
+  /// the model (docs/petab.md derives it). Independent of the measured values.
+  std::vector<double> fim;
   std::size_t rhs_evaluations = 0;
 };
 

@@ -1,0 +1,67 @@
+// The HDF5 file of a petab::Result (include/costate/petab/output.hpp); the
+// simulation table is in read.cpp, next to the table reader it re-reads
+// the measurement table with.
+#include "costate/petab/output.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "costate/core/error.hpp"
+#include "hdf5.hpp"
+
+namespace costate::petab {
+
+void write_result_hdf5(const Problem& pb, const Result& r, const std::string& path) {
+  using detail::H5, detail::write_doubles, detail::write_ids;
+  const std::string partial = path + ".partial";
+  {
+    H5 file(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
+    const std::size_t m = pb.measurements.size(), n = pb.estimated.size();
+    COSTATE_CHECK(r.simulations.size() == m && r.sigmas.size() == m,
+                  path << ": the result holds " << r.simulations.size() << " simulations for "
+                       << m << " measurements");
+    {
+      H5 group(H5Gcreate2(file.id, "simulation", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      COSTATE_CHECK(group.id >= 0, path << ": cannot create group /simulation");
+      std::vector<double> time, measurement, observable, condition, pre;
+      for (const Measurement& me : pb.measurements) {
+        time.push_back(me.time);
+        measurement.push_back(me.value);
+        observable.push_back(static_cast<double>(me.observable));
+        condition.push_back(static_cast<double>(me.condition));
+        pre.push_back(static_cast<double>(me.preequilibration));
+      }
+      write_doubles(group.id, "/simulation", "time", time, m, 0, path);
+      write_doubles(group.id, "/simulation", "measurement", measurement, m, 0, path);
+      write_doubles(group.id, "/simulation", "simulation", r.simulations, m, 0, path);
+      write_doubles(group.id, "/simulation", "sigma", r.sigmas, m, 0, path);
+      write_doubles(group.id, "/simulation", "observable", observable, m, 0, path);
+      write_doubles(group.id, "/simulation", "condition", condition, m, 0, path);
+      write_doubles(group.id, "/simulation", "preequilibration", pre, m, 0, path);
+      std::vector<std::string> obs, cond;
+      for (const Observable& o : pb.observables) obs.push_back(o.id);
+      for (const Condition& c : pb.conditions) cond.push_back(c.id);
+      write_ids(group.id, "/simulation", "observable_ids", obs, path);
+      write_ids(group.id, "/simulation", "condition_ids", cond, path);
+    }
+    write_doubles(file.id, "", "llh", {r.llh}, 1, 0, path);
+    write_doubles(file.id, "", "chi2", {r.chi2}, 1, 0, path);
+    write_doubles(file.id, "", "log_prior", {r.log_prior}, 1, 0, path);
+    const std::vector<std::string> ids = pb.estimated_ids();
+    auto with_ids = [&](const char* name, const std::vector<double>& v, hsize_t cols) {
+      write_doubles(file.id, "", name, v, n, cols, path);
+      H5 set(H5Dopen2(file.id, name, H5P_DEFAULT), H5Dclose);
+      write_ids(set.id, std::string("/") + name, "ids", ids, path);
+    };
+    if (!r.gradient.empty()) with_ids("gradient", r.gradient, 0);
+    if (!r.fim.empty()) with_ids("fim", r.fim, n);
+    detail::write_text(file.id, "", "problem", pb.file, path);
+    detail::write_text(file.id, "", "status", "complete", path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  COSTATE_CHECK(!ec, path << ": cannot rename " << partial << " to it: " << ec.message());
+}
+
+}  // namespace costate::petab
