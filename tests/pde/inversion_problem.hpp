@@ -4,11 +4,13 @@
 // u₀ = sin πx sin πy, backward Euler (10 steps of 0.02), κ = exp(m), m_true
 // smooth; an n × n lattice of sensors at the end of the run with Gaussian
 // noise (a hash of the sensor index: the same data on every rank count);
-// a BiLaplacian prior about log 0.1.
+// a BiLaplacian prior about log 0.1; expect_error for the bad-input tests.
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +143,16 @@ inline std::vector<double> smooth(const pde::Grid& g, double salt) {
       v[static_cast<std::size_t>(j * g.cells(0) + i)] =
           std::sin(salt + 2.0 * g.coordinate(0, i)) * std::cos(1.5 * g.coordinate(1, j) - salt);
   return v;
+}
+
+/// Expects f() to throw a costate::Error whose message contains `fragment`.
+inline void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace costate::pde_test

@@ -259,15 +259,6 @@ std::string write_file(const std::string& name, const std::string& text) {
   return path;
 }
 
-void expect_error(const std::function<void()>& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Observations, BadInputsGiveClearErrors) {
   const std::string good = write_file("good.csv", "# sensors\nx,y,t,value,sigma\n0.5,0.5,0.2,1.0,0.1\n\n0.25,0.75,0.2,2.0,0.1\n");
   const std::vector<pde::Sensor> ok = pde::read_sensors(good, 2);

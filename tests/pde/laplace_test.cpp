@@ -308,15 +308,6 @@ TEST(Laplace, SameOnEveryRankCountAsASerialReference) {
   EXPECT_LT(dsample, kSampleRankTol);
 }
 
-void expect_error(const std::function<void()>& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Laplace, BadOptionsAreRefusedByName) {
   Problem p(MPI_COMM_WORLD, 2, 1e-2, "", 1.0, 5.0, 8);
   const pde::GlobalVector m = p.prior->mean();
