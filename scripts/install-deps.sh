@@ -7,6 +7,8 @@ packages=(
   build-essential cmake pkg-config git
   libopenmpi-dev openmpi-bin
   petsc-dev
+  # the SLEPc cross-check of the Laplace posterior (tests/pde/laplace_slepc_test; skipped without it)
+  slepc-dev
   libsundials-dev libsuitesparse-dev
   libtrilinos-kokkos-dev
   libeigen3-dev

@@ -1,21 +1,26 @@
 // `costate calibrate` on a PDE input with a `calibration:` section: the MAP
 // point of a parameter field from point sensors (pde::find_map: Newton-CG
-// or L-BFGS), its iteration table, the MAP field and the history in HDF5
+// or L-BFGS), its iteration table, the MAP field and the history in HDF5,
+// and with `calibration.posterior` the Laplace posterior there
+// (pde::laplace_posterior: spectrum, variance field, eigenvectors, samples)
 // (docs/pde_inverse.md). One process or under mpiexec; reports from rank 0.
 //
 // Compile time: the inversion instantiates pde::ThetaMisfit (the θ
 // integrator's gradient and second-order adjoint) for one-component
 // equation models with one parameter field in 1-D and 2-D, linear and
 // nonlinear: four instantiations in this translation unit.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
 #include "costate/io/pde_calibration.hpp"
 #include "costate/pde/inversion.hpp"
+#include "costate/pde/laplace.hpp"
 #include "costate/pde/output.hpp"
 #include "pde_drive.hpp"
 
@@ -23,6 +28,24 @@ namespace costate::cli::detail {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+pde::PdeSolves plus(const pde::PdeSolves& a, const pde::PdeSolves& b) {
+  return {a.forward + b.forward, a.adjoint + b.adjoint, a.incremental_forward + b.incremental_forward,
+          a.incremental_adjoint + b.incremental_adjoint};
+}
+
+/// min, mean and max over the field of a / b (cellwise). Collective.
+std::array<double, 3> ratio_stats(const pde::Grid& fg, const pde::GlobalVector& a, const pde::GlobalVector& b) {
+  double lo = INFINITY, hi = -INFINITY, sum = 0.0;
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    const double r = a[e] / b[e];
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+    sum += r;
+  }
+  return {global_min(fg.comm(), lo), global_sum(fg.comm(), sum) / static_cast<double>(fg.global_size()),
+          global_max(fg.comm(), hi)};
+}
 
 Json solves_json(const pde::PdeSolves& s) {
   return Json{{"forward", s.forward},
@@ -108,6 +131,21 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   const double volume = prior.cell_volume();
   const double distance = std::sqrt(volume * dot(diff, diff));
   const double chi2 = 2.0 * phi;
+  // 5. The Laplace posterior at the MAP point.
+  std::optional<pde::LaplacePosterior> post;
+  std::array<double, 3> var_ratio{}, prior_var{};
+  if (cc.posterior) {
+    post = pde::laplace_posterior(misfit, prior, r.m, cc.posterior_options);
+    var_ratio = ratio_stats(fg, post->variance, post->prior_variance);
+    double lo = INFINITY, hi = -INFINITY;
+    for (std::size_t e = 0; e < post->prior_variance.size(); ++e) {
+      lo = std::min(lo, post->prior_variance[e]);
+      hi = std::max(hi, post->prior_variance[e]);
+    }
+    prior_var = {global_min(g.comm(), lo), sum(post->prior_variance) / static_cast<double>(fg.global_size()),
+                 global_max(g.comm(), hi)};
+  }
+  const pde::PdeSolves all_solves = post ? plus(r.solves, post->solves) : r.solves;
   if (!cfg.output_file.empty()) {
     pde::FieldWriter out(g, cfg.output_file, eq.fields);
     out.write_frame(t_end, misfit.final_state());
@@ -140,7 +178,20 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
     out.write_array("sensor_data", data);
     out.write_array("sensor_sigma", sigma);
     out.write_array("sensor_predictions", predicted);
-    const pde::PdeSolves& s = r.solves;
+    if (post) {
+      out.write_field("m_variance", fg, post->variance, {"m_variance"});
+      out.write_field("m_prior_variance", fg, post->prior_variance, {"m_prior_variance"});
+      for (std::size_t i = 0; i < post->eigenvectors.size(); ++i) {
+        const std::string name = "eigenvector_" + std::to_string(i);
+        out.write_field(name, fg, post->eigenvectors[i], {name});
+      }
+      for (std::size_t i = 0; i < post->samples.size(); ++i) {
+        const std::string name = "sample_" + std::to_string(i);
+        out.write_field(name, fg, post->samples[i], {name});
+      }
+      out.write_array("eigenvalues", post->eigenvalues);
+    }
+    const pde::PdeSolves& s = all_solves;
     out.write_array("pde_solves", std::vector<double>{static_cast<double>(s.forward), static_cast<double>(s.adjoint),
                                                       static_cast<double>(s.incremental_forward),
                                                       static_cast<double>(s.incremental_adjoint)});
@@ -162,8 +213,26 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
       j["unknowns"] = fg.global_size();
       j["distance_to_reference"] = std::isfinite(distance) ? Json(distance) : Json(nullptr);
       j["cg_iterations"] = r.cg_iterations;
-      j["pde_solves"] = solves_json(r.solves);
-      j["prior_solves"] = r.prior_solves;
+      j["pde_solves"] = solves_json(all_solves);
+      j["prior_solves"] = r.prior_solves + (post ? post->prior_solves : 0);
+      if (post) {
+        j["eigenvalues"] = post->eigenvalues;
+        const pde::LaplaceOptions& lo = cc.posterior_options;
+        j["posterior"] = Json{{"rank", lo.eigen.rank},
+                              {"oversampling", lo.eigen.oversampling},
+                              {"hessian", lo.hessian == pde::HessianProduct::Exact ? "exact" : "gauss_newton"},
+                              {"seed", lo.eigen.seed},
+                              {"samples", post->samples.size()},
+                              {"effective_parameters", post->effective_parameters},
+                              {"truncation_bound", post->truncation_bound},
+                              {"orthonormality_error", post->orthonormality_error},
+                              {"prior_variance", {{"min", prior_var[0]}, {"mean", prior_var[1]}, {"max", prior_var[2]}}},
+                              {"variance_ratio", {{"min", var_ratio[0]}, {"mean", var_ratio[1]}, {"max", var_ratio[2]}}},
+                              {"hessian_actions", post->hessian_actions},
+                              {"pde_solves", solves_json(post->solves)},
+                              {"prior_solves", post->prior_solves},
+                              {"seconds", post->seconds}};
+      }
       j["seconds"] = r.seconds;
       Json its = Json::array();
       for (const auto& row : r.history)
@@ -183,6 +252,24 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
                   "  %.3f s, %lld KSP solves with the prior's A\n",
                   r.brief_report().c_str(), chi2, obs->size(), cc.field.c_str(), distance, r.seconds,
                   static_cast<long long>(r.prior_solves));
+      if (post) {
+        const pde::LaplaceOptions& lo = cc.posterior_options;
+        std::printf("\nLaplace posterior at the MAP point (%s Hessian; rank %d, oversampling %d, seed %llu):\n"
+                    "    i       eigenvalue   lambda/(1+lambda)\n",
+                    lo.hessian == pde::HessianProduct::Exact ? "exact" : "Gauss-Newton", lo.eigen.rank,
+                    lo.eigen.oversampling, static_cast<unsigned long long>(lo.eigen.seed));
+        for (std::size_t i = 0; i < post->eigenvalues.size(); ++i)
+          std::printf("  %3zu  %15.8e  %17.6e\n", i, post->eigenvalues[i],
+                      post->eigenvalues[i] / (1.0 + post->eigenvalues[i]));
+        std::printf("  effective parameters sum lambda/(1+lambda) = %.6g; truncation: variance high by <= %.3g x prior "
+                    "variance\n  pointwise variance of m: prior %.6g (min %.6g, max %.6g); posterior/prior min %.4g, "
+                    "mean %.4g, max %.4g\n  %zu samples; %s; %.3f s\n",
+                    post->effective_parameters, post->truncation_bound, prior_var[1], prior_var[0], prior_var[2],
+                    var_ratio[0], var_ratio[1], var_ratio[2], post->samples.size(), post->brief_report().c_str(),
+                    post->seconds);
+        std::printf("  PDE solves in all: %lld (MAP %lld + posterior %lld)\n", static_cast<long long>(all_solves.total()),
+                    static_cast<long long>(r.solves.total()), static_cast<long long>(post->solves.total()));
+      }
       if (!cfg.output_file.empty()) std::printf("  wrote %s\n", cfg.output_file.c_str());
     }
   }

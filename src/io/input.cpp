@@ -1509,7 +1509,7 @@ PdeCalibrationConfig load_pde_calibration(const std::string& path, const std::ve
     PdeCalibrationConfig cc;
     cc.present = true;
     ctx.expect_map(cal, "calibration");
-    ctx.check_keys(cal, "calibration", {"field", "log", "sensors", "prior", "optimizer"});
+    ctx.check_keys(cal, "calibration", {"field", "log", "sensors", "prior", "optimizer", "posterior"});
     const auto& pf = cfg.equations.parameter_fields;
     if (!cal["field"]) {
       if (pf.size() != 1)
@@ -1605,6 +1605,40 @@ PdeCalibrationConfig load_pde_calibration(const std::string& path, const std::ve
       }
       if (o.gradient_rtol == 0.0 && o.gradient_atol == 0.0)
         ctx.fail(op, "calibration.optimizer", "gradient_rtol and gradient_atol are both 0: set one > 0");
+    }
+    if (const YAML::Node po = cal["posterior"]) {
+      cc.posterior = true;
+      ctx.expect_map(po, "calibration.posterior");
+      ctx.check_keys(po, "calibration.posterior", {"rank", "oversampling", "samples", "seed", "hessian"});
+      pde::LaplaceOptions& o = cc.posterior_options;
+      auto integer = [&](const char* k, long long lo, long long hi) -> long long {
+        const std::string key = std::string("calibration.posterior.") + k;
+        const long long v = ctx.integer(po[k], key);
+        if (v < lo || v > hi)
+          ctx.fail(po[k], key, "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                   std::to_string(v));
+        return v;
+      };
+      if (po["rank"]) o.eigen.rank = static_cast<int>(integer("rank", 1, 100000));
+      if (po["oversampling"]) o.eigen.oversampling = static_cast<int>(integer("oversampling", 0, 100000));
+      if (po["samples"]) o.samples = static_cast<int>(integer("samples", 0, 10000));
+      if (po["seed"]) o.eigen.seed = static_cast<std::uint64_t>(integer("seed", 0, (1LL << 53)));
+      if (po["hessian"]) {
+        const std::string h = ctx.string(po["hessian"], "calibration.posterior.hessian");
+        if (h != "gauss_newton" && h != "exact")
+          ctx.fail(po["hessian"], "calibration.posterior.hessian", "expected gauss_newton or exact, got '" + h + "'");
+        o.hessian = h == "exact" ? pde::HessianProduct::Exact : pde::HessianProduct::GaussNewton;
+      }
+      if (o.samples > 0 && cc.prior.kind != pde::PriorKind::BiLaplacian)
+        ctx.fail(po["samples"], "calibration.posterior.samples",
+                 "posterior samples need the bilaplacian prior (calibration.prior.kind is " +
+                     pde::to_string(cc.prior.kind) + "); set samples: 0");
+      const std::int64_t unknowns = cfg.domain.cells[0] * (cfg.equations.dim >= 2 ? cfg.domain.cells[1] : 1) *
+                                    (cfg.equations.dim >= 3 ? cfg.domain.cells[2] : 1);
+      if (static_cast<std::int64_t>(o.eigen.rank) + o.eigen.oversampling > unknowns)
+        ctx.fail(po["rank"] ? po["rank"] : po, "calibration.posterior.rank",
+                 "rank + oversampling = " + std::to_string(o.eigen.rank + o.eigen.oversampling) + " exceeds the " +
+                     std::to_string(unknowns) + " unknowns of the field");
     }
     return cc;
   }

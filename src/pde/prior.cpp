@@ -1,6 +1,7 @@
 // pde::Prior (prior.hpp): L2, H1 and BiLaplacian priors on a cell field.
 #include "costate/pde/prior.hpp"
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -36,17 +37,18 @@ void PriorOptions::validate() const {
 
 namespace {
 
+std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 /// A standard normal number from (seed, global index): splitmix64 twice,
 /// then Box–Muller. The same on every rank count.
 double hashed_normal(std::uint64_t seed, std::uint64_t index) {
-  auto mix = [](std::uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  const std::uint64_t a = mix(seed * 0x100000001b3ULL ^ mix(2 * index));
-  const std::uint64_t b = mix(a ^ mix(2 * index + 1));
+  const std::uint64_t a = splitmix64(seed * 0x100000001b3ULL ^ splitmix64(2 * index));
+  const std::uint64_t b = splitmix64(a ^ splitmix64(2 * index + 1));
   const double u1 = (static_cast<double>(a >> 11) + 0.5) * 0x1.0p-53;
   const double u2 = (static_cast<double>(b >> 11) + 0.5) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
@@ -162,22 +164,109 @@ double Prior::gradient(const GlobalVector& m, const GlobalVector& g) const {
   return 0.5 * dot(work_, g);
 }
 
-void Prior::sample(std::uint64_t seed, const GlobalVector& out) const {
-  COSTATE_CHECK(options_.kind == PriorKind::BiLaplacian,
-                "pde::Prior::sample: samples are drawn from the bilaplacian prior only (this one is "
-                    << to_string(options_.kind) << ")");
-  const Grid& g = *grid_;
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ (stream + 1)) ^ (index + 0x51ed2701ULL));
+}
+
+void standard_normal_field(const Grid& g, std::uint64_t seed, const GlobalVector& out) {
+  COSTATE_CHECK(g.dof() == 1, "pde::standard_normal_field: a field with one value per cell; the grid has dof "
+                                  << g.dof());
+  COSTATE_CHECK_EQ(out.size(), g.owned_size(), "pde::standard_normal_field: not a field of the grid");
   const Box& o = g.owned();
   std::size_t e = 0;
-  const double root_volume = std::sqrt(volume_);
   for (std::int64_t k = o.start[2]; k < o.start[2] + o.count[2]; ++k)
     for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
       for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i, ++e) {
         const auto global = static_cast<std::uint64_t>((k * g.cells(1) + j) * g.cells(0) + i);
-        work_[e] = root_volume * hashed_normal(seed, global);
+        out[e] = hashed_normal(seed, global);
       }
+}
+
+void Prior::sample(std::uint64_t seed, const GlobalVector& out) const {
+  COSTATE_CHECK(options_.kind == PriorKind::BiLaplacian,
+                "pde::Prior::sample: samples are drawn from the bilaplacian prior only (this one is "
+                    << to_string(options_.kind) << ")");
+  standard_normal_field(*grid_, seed, work_);
+  scale(work_, std::sqrt(volume_), work_);
   solve_a(work_, out);
   axpy(1.0, mean_, out);
+}
+
+void Prior::pointwise_variance(const GlobalVector& out) const {
+  const Grid& g = *grid_;
+  COSTATE_CHECK_EQ(out.size(), g.owned_size(), "pde::Prior::pointwise_variance: not a field of the prior's grid");
+  const double dv = options_.delta * volume_;
+  if (options_.kind == PriorKind::L2) {
+    fill(out, 1.0 / dv);
+    return;
+  }
+  // The 1-D eigenvalues mu[d][k] of axis d's share of γK and the squared
+  // eigenvector entries w[d][k n_d + i] = φ_k(i)².
+  std::array<std::vector<double>, 3> mu, w;
+  std::array<std::int64_t, 3> n{};
+  for (int d = 0; d < 3; ++d) {
+    const std::int64_t nd = d < g.dim() ? g.cells(d) : 1;
+    n[static_cast<std::size_t>(d)] = nd;
+    auto& m = mu[static_cast<std::size_t>(d)];
+    auto& ww = w[static_cast<std::size_t>(d)];
+    m.assign(static_cast<std::size_t>(nd), 0.0);
+    ww.assign(static_cast<std::size_t>(nd * nd), 1.0 / static_cast<double>(nd));
+    if (nd == 1) continue;  // no coupling along this axis
+    const double c = options_.gamma * volume_ / (g.spacing(d) * g.spacing(d));
+    const double pi = 3.141592653589793238462643383279502884;
+    const double fn = static_cast<double>(nd);
+    for (std::int64_t k = 0; k < nd; ++k) {
+      const auto ks = static_cast<std::size_t>(k);
+      if (g.periodic(d)) {  // Fourier modes: |φ_k(i)|² = 1/n
+        m[ks] = c * (2.0 - 2.0 * std::cos(2.0 * pi * static_cast<double>(k) / fn));
+        continue;
+      }
+      m[ks] = c * (2.0 - 2.0 * std::cos(pi * static_cast<double>(k) / fn));
+      if (k == 0) continue;
+      for (std::int64_t i = 0; i < nd; ++i) {
+        const double cs = std::cos(pi * static_cast<double>(k) * (static_cast<double>(i) + 0.5) / fn);
+        ww[static_cast<std::size_t>(k * nd + i)] = 2.0 / fn * cs * cs;
+      }
+    }
+  }
+  const bool bilaplacian = options_.kind == PriorKind::BiLaplacian;
+  const double volume = volume_;
+  auto f = [&](double m) { return bilaplacian ? volume / (m * m) : 1.0 / m; };
+  const Box& o = g.owned();
+  const std::int64_t nx = n[0], ny = n[1], nz = n[2];
+  const std::int64_t ox = o.count[0], oy = g.dim() >= 2 ? o.count[1] : 1, oz = g.dim() >= 3 ? o.count[2] : 1;
+  const std::int64_t sx = o.start[0], sy = g.dim() >= 2 ? o.start[1] : 0, sz = g.dim() >= 3 ? o.start[2] : 0;
+  // Axis by axis: z (all modes kx, ky; owned iz), then y, then x. The same
+  // order of summation on any decomposition.
+  std::vector<double> g3(static_cast<std::size_t>(nx * ny * oz), 0.0);
+  for (std::int64_t kx = 0; kx < nx; ++kx)
+    for (std::int64_t ky = 0; ky < ny; ++ky)
+      for (std::int64_t iz = 0; iz < oz; ++iz) {
+        double s = 0.0;
+        for (std::int64_t kz = 0; kz < nz; ++kz)
+          s += w[2][static_cast<std::size_t>(kz * nz + sz + iz)] *
+               f(mu[0][static_cast<std::size_t>(kx)] + mu[1][static_cast<std::size_t>(ky)] +
+                 mu[2][static_cast<std::size_t>(kz)] + dv);
+        g3[static_cast<std::size_t>((kx * ny + ky) * oz + iz)] = s;
+      }
+  std::vector<double> g2(static_cast<std::size_t>(nx * oy * oz), 0.0);
+  for (std::int64_t kx = 0; kx < nx; ++kx)
+    for (std::int64_t iy = 0; iy < oy; ++iy)
+      for (std::int64_t iz = 0; iz < oz; ++iz) {
+        double s = 0.0;
+        for (std::int64_t ky = 0; ky < ny; ++ky)
+          s += w[1][static_cast<std::size_t>(ky * ny + sy + iy)] * g3[static_cast<std::size_t>((kx * ny + ky) * oz + iz)];
+        g2[static_cast<std::size_t>((kx * oy + iy) * oz + iz)] = s;
+      }
+  std::size_t e = 0;
+  for (std::int64_t iz = 0; iz < oz; ++iz)
+    for (std::int64_t iy = 0; iy < oy; ++iy)
+      for (std::int64_t ix = 0; ix < ox; ++ix, ++e) {
+        double s = 0.0;
+        for (std::int64_t kx = 0; kx < nx; ++kx)
+          s += w[0][static_cast<std::size_t>(kx * nx + sx + ix)] * g2[static_cast<std::size_t>((kx * oy + iy) * oz + iz)];
+        out[e] = s;
+      }
 }
 
 }  // namespace costate::pde

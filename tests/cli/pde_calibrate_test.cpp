@@ -2,8 +2,10 @@
 // example data/examples/heat2d_inversion.yaml reaches the noise level and
 // the truth that generated its sensors; the same MAP under `mpiexec -n 2`
 // and by L-BFGS; bad inputs give errors naming the file, line and key, on
-// every rank, and write nothing.
+// every rank, and write nothing; the Laplace posterior (calibration.posterior)
+// in the table, the JSON and the HDF5 file, on 1 and 2 ranks.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
@@ -33,6 +36,35 @@ constexpr double kRankAgreement = 1e-9;
 // L-BFGS and Newton-CG both to ‖g‖ ≤ 1e-6 ‖g0‖: J agrees to ~6e-11
 // relative (J is flat at the minimum: quadratic in the error of m).
 constexpr double kLbfgsAgreement = 1e-7;
+
+// The posterior's eigenvalues at the MAP points of 1 and 2 ranks (which
+// agree to ~1e-12): ~1e-11 relative expected, 1e-8 asserted.
+constexpr double kEigenRankAgreement = 1e-8;
+// HDF5 holds the doubles the JSON prints (nlohmann: round-trip precision).
+constexpr double kRoundTrip = 1e-15;
+
+/// /arrays/NAME or /fields/NAME/NAME of an HDF5 file; empty if absent.
+std::vector<double> read_h5(const std::string& file, const std::string& path) {
+  std::vector<double> v;
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  H5Eget_auto2(H5E_DEFAULT, &func, &data);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // absent datasets are expected
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f >= 0) {
+    const hid_t ds = H5Dopen2(f, path.c_str(), H5P_DEFAULT);
+    if (ds >= 0) {
+      const hid_t sp = H5Dget_space(ds);
+      v.resize(static_cast<std::size_t>(H5Sget_simple_extent_npoints(sp)));
+      if (!v.empty() && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0) v.clear();
+      H5Sclose(sp);
+      H5Dclose(ds);
+    }
+    H5Fclose(f);
+  }
+  H5Eset_auto2(H5E_DEFAULT, func, data);
+  return v;
+}
 
 struct Result {
   int code = -1;
@@ -95,8 +127,19 @@ TEST_F(PdeCalibrateTest, ExampleReachesTheNoiseLevelAndTheTruth) {
   const Json& s = j["pde_solves"];
   EXPECT_EQ(s["total"].get<long>(), s["forward"].get<long>() + s["adjoint"].get<long>() +
                                         s["incremental_forward"].get<long>() + s["incremental_adjoint"].get<long>());
-  EXPECT_EQ(s["incremental_forward"].get<long>(), j["cg_iterations"].get<long>());
-  EXPECT_EQ(s["adjoint"].get<long>(), static_cast<long>(j["iterations"].size()));
+  // The posterior (if the example asks for one): 1 linearization and
+  // 2(k + p) Hessian actions, in the totals.
+  long post_incremental = 0, post_adjoint = 0;
+  if (j.contains("posterior")) {
+    const Json& p = j["posterior"];
+    post_incremental = p["pde_solves"]["incremental_forward"].get<long>();
+    post_adjoint = p["pde_solves"]["adjoint"].get<long>();
+    EXPECT_EQ(post_incremental, 2 * (p["rank"].get<long>() + p["oversampling"].get<long>()));
+    EXPECT_EQ(post_adjoint, 1);
+    EXPECT_EQ(j["eigenvalues"].size(), p["rank"].get<std::size_t>());
+  }
+  EXPECT_EQ(s["incremental_forward"].get<long>(), j["cg_iterations"].get<long>() + post_incremental);
+  EXPECT_EQ(s["adjoint"].get<long>(), static_cast<long>(j["iterations"].size()) + post_adjoint);
   EXPECT_TRUE(fs::exists(dir_ / "map.h5"));
   EXPECT_TRUE(fs::exists(dir_ / "map.xmf"));
   // The text report: the table's header and the summary.
@@ -104,18 +147,26 @@ TEST_F(PdeCalibrateTest, ExampleReachesTheNoiseLevelAndTheTruth) {
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_NE(t.out.find("objective         misfit          prior          |g|"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("newton_cg: converged"), std::string::npos) << t.out;
+  // The example's posterior: the spectrum table and the totals.
+  EXPECT_NE(t.out.find("Laplace posterior at the MAP point (Gauss-Newton Hessian; rank 10, oversampling 10, seed 1)"),
+            std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("eigenvalue   lambda/(1+lambda)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("PDE solves in all"), std::string::npos) << t.out;
 }
 
 TEST_F(PdeCalibrateTest, MpiAndLbfgsGiveTheSameMap) {
   const std::string in = std::string(COSTATE_EXAMPLES_DIR) + "/heat2d_inversion.yaml";
-  const Result a = run("calibrate '" + in + "' --json -q");
+  // The MAP point only (the posterior is tested below, on 16²).
+  const Result a = run("calibrate '" + in + "' --json -q --set calibration.posterior=null");
   ASSERT_EQ(a.code, 0) << a.err;
-  const Result b = run("calibrate '" + in + "' --json -q",
+  const Result b = run("calibrate '" + in + "' --json -q --set calibration.posterior=null",
                        std::string(COSTATE_MPIEXEC) + " -n 2 " + COSTATE_MPIEXEC_FLAGS);
   ASSERT_EQ(b.code, 0) << b.err;
   // L-BFGS (unpreconditioned) needs ~800 iterations on the example's 32²
   // grid: compare on 16² (~150), both to gradient_rtol 1e-6.
-  const std::string small = " --json -q --set 'pde.grid.n=[16, 16]' --set calibration.optimizer.gradient_rtol=1e-6";
+  const std::string small = " --json -q --set 'pde.grid.n=[16, 16]' --set calibration.optimizer.gradient_rtol=1e-6"
+                            " --set calibration.posterior=null";
   const Result c = run("calibrate '" + in + "'" + small +
                        " --set calibration.optimizer.method=lbfgs --set calibration.optimizer.max_iterations=1000");
   ASSERT_EQ(c.code, 0) << c.err;
@@ -131,6 +182,77 @@ TEST_F(PdeCalibrateTest, MpiAndLbfgsGiveTheSameMap) {
               jd["pde_solves"]["total"].get<long>(), jc["pde_solves"]["total"].get<long>());
 }
 
+TEST_F(PdeCalibrateTest, PosteriorInTheTableTheJsonAndTheHdf5) {
+  const std::string in = example();
+  const std::string set =
+      " --set 'pde.grid.n=[16, 16]' --set calibration.posterior.rank=6 --set calibration.posterior.oversampling=4"
+      " --set calibration.posterior.samples=2 --set calibration.posterior.seed=3";
+  const Result r = run("calibrate '" + in + "' --json -q -o post.h5" + set);
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const Json j = Json::parse(r.out);
+  const std::vector<double> lambda = j["eigenvalues"].get<std::vector<double>>();
+  ASSERT_EQ(lambda.size(), 6u);
+  double effective = 0.0;
+  for (std::size_t i = 0; i < lambda.size(); ++i) {
+    EXPECT_GT(lambda[i], 0.0);  // Gauss–Newton: positive semi-definite
+    if (i > 0) {
+      EXPECT_LE(lambda[i], lambda[i - 1]);
+    }
+    effective += lambda[i] / (1.0 + lambda[i]);
+  }
+  const Json& p = j["posterior"];
+  EXPECT_NEAR(p["effective_parameters"].get<double>(), effective, 1e-12 * effective);
+  EXPECT_EQ(p["hessian"], "gauss_newton");
+  EXPECT_EQ(p["samples"].get<int>(), 2);
+  EXPECT_EQ(p["pde_solves"]["total"].get<long>(), 2 + 4 * (6 + 4));
+  EXPECT_EQ(p["hessian_actions"].get<long>(), 2 * (6 + 4));
+  EXPECT_EQ(j["pde_solves"]["incremental_forward"].get<long>(), j["cg_iterations"].get<long>() + 2 * (6 + 4));
+  const double rmin = p["variance_ratio"]["min"].get<double>(), rmax = p["variance_ratio"]["max"].get<double>();
+  EXPECT_GT(rmin, 0.0);
+  EXPECT_LT(rmin, p["variance_ratio"]["mean"].get<double>());
+  EXPECT_LE(rmax, 1.0);
+  // The HDF5 file: the spectrum as /arrays/eigenvalues, the variance fields
+  // (0 < posterior ≤ prior in every cell), k eigenvectors and the samples.
+  const std::string h5 = (dir_ / "post.h5").string();
+  const std::vector<double> ev = read_h5(h5, "/arrays/eigenvalues");
+  ASSERT_EQ(ev.size(), lambda.size());
+  for (std::size_t i = 0; i < ev.size(); ++i) EXPECT_NEAR(ev[i], lambda[i], kRoundTrip * lambda[i]);
+  const std::vector<double> var = read_h5(h5, "/fields/m_variance/m_variance");
+  const std::vector<double> prior = read_h5(h5, "/fields/m_prior_variance/m_prior_variance");
+  ASSERT_EQ(var.size(), 256u);
+  ASSERT_EQ(prior.size(), 256u);
+  double lowest = 1.0;
+  for (std::size_t i = 0; i < var.size(); ++i) {
+    EXPECT_GT(var[i], 0.0) << i;
+    EXPECT_LE(var[i], prior[i]) << i;
+    lowest = std::min(lowest, var[i] / prior[i]);
+  }
+  EXPECT_NEAR(lowest, rmin, 1e-12);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(read_h5(h5, "/fields/eigenvector_" + std::to_string(i) + "/eigenvector_" + std::to_string(i)).size(), 256u)
+        << i;
+  EXPECT_TRUE(read_h5(h5, "/fields/eigenvector_6/eigenvector_6").empty());
+  const std::vector<double> s0 = read_h5(h5, "/fields/sample_0/sample_0"), s1 = read_h5(h5, "/fields/sample_1/sample_1");
+  ASSERT_EQ(s0.size(), 256u);
+  ASSERT_EQ(s1.size(), 256u);
+  EXPECT_NE(s0, s1);
+  EXPECT_TRUE(read_h5(h5, "/fields/sample_2/sample_2").empty());
+  const std::string xmf = slurp(dir_ / "post.xmf");
+  for (const char* name : {"m_variance", "m_prior_variance", "eigenvector_5", "sample_1"})
+    EXPECT_NE(xmf.find(name), std::string::npos) << name;
+  // The same spectrum on 2 ranks (the table: in the example's test above).
+  const Result b = run("calibrate '" + in + "' --json -q" + set,
+                       std::string(COSTATE_MPIEXEC) + " -n 2 " + COSTATE_MPIEXEC_FLAGS);
+  ASSERT_EQ(b.code, 0) << b.err;
+  const std::vector<double> lb = Json::parse(b.out)["eigenvalues"].get<std::vector<double>>();
+  ASSERT_EQ(lb.size(), lambda.size());
+  for (std::size_t i = 0; i < lb.size(); ++i) EXPECT_NEAR(lb[i], lambda[i], kEigenRankAgreement * lambda[i]) << i;
+  std::printf("16x16 posterior (k = 6, p = 4): lambda_1 = %.4e, lambda_6 = %.4e, posterior/prior variance min %.4f "
+              "mean %.4f; %ld PDE solves (MAP + posterior), %.2f s\n",
+              lambda[0], lambda[5], rmin, p["variance_ratio"]["mean"].get<double>(),
+              j["pde_solves"]["total"].get<long>(), p["seconds"].get<double>());
+}
+
 TEST_F(PdeCalibrateTest, BadInputsNameTheFileLineAndKey) {
   struct Case {
     std::string set, fragment;
@@ -143,6 +265,13 @@ TEST_F(PdeCalibrateTest, BadInputsNameTheFileLineAndKey) {
       {"calibration.optimizer.method=bfgs", "expected newton_cg or lbfgs"},
       {"calibration.sensors.field=v", "'v' is not a field"},
       {"calibration.sensors.file=missing.csv", "missing.csv: cannot open the sensor file"},
+      {"calibration.posterior.rnk=3", "did you mean 'rank'"},
+      {"calibration.posterior.rank=2000 --set calibration.posterior.oversampling=10", "calibration.posterior.rank: rank + oversampling = 2010 exceeds the 1024 "
+                                          "unknowns of the field"},
+      {"calibration.posterior.rank=0", "calibration.posterior.rank: must lie in [1, 100000], got 0"},
+      {"calibration.posterior.hessian=newton", "calibration.posterior.hessian: expected gauss_newton or exact"},
+      {"calibration.posterior.samples=2 --set calibration.prior.kind=h1",
+       "calibration.posterior.samples: posterior samples need the bilaplacian prior"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.set);
@@ -169,7 +298,7 @@ TEST_F(PdeCalibrateTest, BadInputsNameTheFileLineAndKey) {
     write("typo.yaml", text);
     const Result f = run("calibrate typo.yaml -q");
     EXPECT_EQ(f.code, 1);
-    EXPECT_NE(f.err.find("typo.yaml:32:10: calibration.field: 'kapa' is not a parameter field"), std::string::npos)
+    EXPECT_NE(f.err.find("typo.yaml:36:10: calibration.field: 'kapa' is not a parameter field"), std::string::npos)
         << f.err;
   }
   // A sensor outside the domain and one before the end of the run, under
@@ -191,7 +320,7 @@ TEST_F(PdeCalibrateTest, BadInputsNameTheFileLineAndKey) {
   const Result nosigma = run("calibrate '" + in + "' -q");
   EXPECT_EQ(nosigma.code, 1);
   EXPECT_NE(nosigma.err.find("no 'sigma' column"), std::string::npos) << nosigma.err;
-  EXPECT_EQ(run("calibrate '" + in + "' -q --set calibration.sensors.sigma=0.01").code, 0);
+  EXPECT_EQ(run("calibrate '" + in + "' -q --set calibration.sensors.sigma=0.01 --set calibration.posterior=null").code, 0);
 }
 
 }  // namespace

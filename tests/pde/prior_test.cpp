@@ -282,6 +282,69 @@ TEST_P(PriorTest, BiLaplacianSamplesHaveTheDenseCovariance) {
   EXPECT_LT(max_rel(g.gather(x), serial.gather(xs)), kSolveTol);
 }
 
+// Prior::pointwise_variance (the spectral formula, no solves) against the
+// diagonal of the dense 𝐑⁻¹ from Gaussian elimination (every column of
+// A⁻¹; Γ_pp = V ‖A⁻¹e_p‖² for BiLaplacian, (A⁻¹)_pp for H1, 1/(δV) for
+// L2): both round-off (~1e-14 seen), 1e-10 asserted.
+constexpr double kSpectralTol = 1e-10;
+
+TEST_P(PriorTest, PointwiseVarianceIsTheDenseDiagonal) {
+  const pde::GridSpec s = spec(GetParam());
+  pde::Grid g(MPI_COMM_WORLD, s);
+  const std::size_t n = static_cast<std::size_t>(g.global_size());
+  const double v = g.spacing(0) * g.spacing(1);
+  const std::vector<double> A = dense_a(s, kGamma, kDelta);
+  std::vector<double> h1(n), bilap(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    std::vector<double> e(n, 0.0);
+    e[p] = 1.0;
+    const std::vector<double> col = solve(A, e);
+    h1[p] = col[p];
+    bilap[p] = v * ndot(col, col);
+  }
+  auto zero = g.create_global(), var = g.create_global();
+  for (pde::PriorKind kind : {pde::PriorKind::L2, pde::PriorKind::H1, pde::PriorKind::BiLaplacian}) {
+    SCOPED_TRACE(pde::to_string(kind));
+    pde::Prior prior(g, {.kind = kind, .gamma = kGamma, .delta = kDelta}, zero);
+    prior.pointwise_variance(var);
+    const std::vector<double> ref = kind == pde::PriorKind::L2   ? std::vector<double>(n, 1.0 / (kDelta * v))
+                                    : kind == pde::PriorKind::H1 ? h1
+                                                                 : bilap;
+    const double err = max_rel(g.gather(var), ref);
+    if (g.rank() == 0) std::printf("%s pointwise variance vs dense: %.2e\n", pde::to_string(kind).c_str(), err);
+    EXPECT_LT(err, kSpectralTol);
+  }
+}
+
+// The same in 1-D and 3-D (mixed boundaries) against CG solves, at a few
+// cells: Γ_pp = e_pᵀ 𝐑⁻¹ e_p (CG to rtol 1e-12 on two solves with A).
+TEST(Prior, PointwiseVarianceIn1dAnd3dIsTheSolvedDiagonal) {
+  for (int dim : {1, 3}) {
+    SCOPED_TRACE(dim);
+    pde::GridSpec s;
+    s.dim = dim;
+    s.cells = dim == 1 ? std::array<std::int64_t, 3>{40, 1, 1} : std::array<std::int64_t, 3>{6, 5, 7};
+    s.extent = {{{0.0, 1.0}, {-0.5, 0.5}, {0.0, 1.4}}};
+    s.boundary = {Boundary::Neumann, Boundary::Periodic, Boundary::Dirichlet};
+    pde::Grid g(MPI_COMM_WORLD, s);
+    const std::size_t n = static_cast<std::size_t>(g.global_size());
+    auto zero = g.create_global(), var = g.create_global(), e = g.create_global(), col = g.create_global();
+    for (pde::PriorKind kind : {pde::PriorKind::H1, pde::PriorKind::BiLaplacian}) {
+      pde::Prior prior(g, {.kind = kind, .gamma = kGamma, .delta = kDelta}, zero);
+      prior.pointwise_variance(var);
+      const std::vector<double> got = g.gather(var);
+      for (std::size_t p : {std::size_t{0}, n / 3, n / 2 + 1, n - 1}) {
+        std::vector<double> unit(n, 0.0);
+        unit[p] = 1.0;
+        g.scatter(unit, e);
+        prior.apply_inverse(e, col);
+        const double want = g.gather(col)[p];
+        EXPECT_NEAR(got[p], want, kSolveTol * want) << pde::to_string(kind) << " cell " << p;
+      }
+    }
+  }
+}
+
 // The pointwise variance of the BiLaplacian prior away from boundaries (a
 // periodic square, so there are none), against two references:
 //   - the exact discrete value by Fourier analysis of the periodic A:
@@ -323,6 +386,9 @@ TEST(BiLaplacianPrior, PointwiseVarianceIsTheMaternValue) {
   const double continuum = 1.0 / (4.0 * M_PI * gamma * delta);
   if (g.rank() == 0) std::printf("variance: discrete %.10g, Fourier %.10g, continuum %.10g\n", discrete, fourier, continuum);
   EXPECT_NEAR(discrete, fourier, kFourierTol * fourier);
+  auto var = g.create_global();
+  prior.pointwise_variance(var);
+  EXPECT_NEAR(g.gather(var)[p], fourier, kSpectralTol * fourier);
   EXPECT_NEAR(discrete, continuum, kContinuumTol * continuum);
 }
 

@@ -11,12 +11,14 @@
 //     optimizer: {method: newton_cg | lbfgs, max_iterations: 30, gradient_rtol: 1e-8,
 //                 gradient_atol: 0, gauss_newton_iterations: 3, cg_max_iterations: 200,
 //                 eta_max: 0.5}
+//     posterior: {rank: 20, oversampling: 10, samples: 3, seed: 1,
+//                 hessian: gauss_newton | exact}    # the Laplace posterior at the MAP point
 
 #include <string>
 #include <vector>
 
 #include "costate/io/pde_input.hpp"
-#include "costate/pde/inversion.hpp"
+#include "costate/pde/laplace.hpp"
 
 namespace costate::io {
 
@@ -30,6 +32,8 @@ struct PdeCalibrationConfig {
   pde::PriorOptions prior;
   std::string prior_mean = "0";  ///< expression of the coordinates and parameters (in m)
   pde::InversionOptions optimizer;
+  bool posterior = false;  ///< a `posterior:` key: the Laplace posterior at the MAP point
+  pde::LaplaceOptions posterior_options;
 };
 
 /// Reads the `calibration:` section of the PDE input at `path` (with the

@@ -22,8 +22,17 @@
 /// (no solve), one KSP solve with A for H1, two for BiLaplacian (CG on the
 /// SPD A; options prefix "prior_": -prior_ksp_type, -prior_pc_type …).
 /// sample() draws m₀ + A⁻¹ M^{1/2} ξ, ξ ~ N(0, I) (covariance A⁻¹MA⁻¹): the
-/// noise is a hash of the global cell index and the seed, so a sample is
-/// the same field on any number of ranks (to the solver tolerance).
+/// noise is a hash of the global cell index and the seed
+/// (standard_normal_field), so a sample is the same field on any number of
+/// ranks (to the solver tolerance).
+/// pointwise_variance() is diag(𝐑⁻¹), the prior variance of every cell,
+/// exactly (no sampling): A is diagonalised by products of the 1-D
+/// eigenvectors of its axes — cosines cos(πk(i+½)/n) along a no-flux axis
+/// (eigenvalue c(2 − 2cos(πk/n)), c = γV/h²), Fourier modes along a
+/// periodic one (c(2 − 2cos(2πk/n))) — so diag f(A)_i = Σ_k φ_k(i)² f(μ_k)
+/// with f(μ) = V/μ² (BiLaplacian), 1/μ (H1), and 1/(δV) for L2. Summed
+/// axis by axis, O(N Σ_d n_d) flops, in a fixed order: bitwise the same on
+/// any rank count; round-off only (sums of positive terms).
 ///
 /// Collective over the grid's communicator: every member taking a vector.
 /// The grid must outlive the prior. Not thread-safe (work vectors).
@@ -54,6 +63,15 @@ struct PriorOptions {
   void validate() const;
 };
 
+/// out_i = ξ(seed, global cell index of i), independent standard normal
+/// numbers (splitmix64 + Box–Muller): the same field on any rank count.
+/// `grid` has dof 1.
+void standard_normal_field(const Grid& grid, std::uint64_t seed, const GlobalVector& out);
+/// A seed for member `index` of stream `stream` derived from `seed`
+/// (splitmix64 of the three): distinct noise fields for Ω's columns,
+/// samples, … from one user seed.
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);
+
 class Prior {
  public:
   /// A prior on fields of `grid` (dof 1) with mean `mean` (owned entries;
@@ -76,6 +94,9 @@ class Prior {
   void solve_a(const GlobalVector& v, const GlobalVector& out) const;
   /// A sample of the BiLaplacian prior (other kinds: costate::Error).
   void sample(std::uint64_t seed, const GlobalVector& out) const;
+  /// out_i = Γ_ii = (𝐑⁻¹)_ii, the prior's pointwise variance (exact; see
+  /// above). No KSP solve.
+  void pointwise_variance(const GlobalVector& out) const;
 
   const PriorOptions& options() const { return options_; }
   const GlobalVector& mean() const { return mean_; }
