@@ -391,9 +391,9 @@ class PetabProblem {
   explicit PetabProblem(costate::petab::Problem pb) : pb_(std::move(pb)) {}
   const costate::petab::Problem& problem() const { return pb_; }
 
-  py::dict evaluate(const py::object& theta_in, bool gradient) {
+  py::dict evaluate(const py::object& theta_in, bool gradient, bool fim) {
     const std::vector<double> theta = theta_of(theta_in, "evaluate(theta)");
-    const costate::petab::Result r = run(theta, gradient);
+    const costate::petab::Result r = run(theta, gradient, fim);
     py::dict d;
     d["ids"] = pb_.estimated_ids();
     d["theta"] = array(theta);
@@ -407,6 +407,8 @@ class PetabProblem {
     d["sigmas"] = array(r.sigmas);
     d["rhs_evaluations"] = r.rhs_evaluations;
     d["method"] = costate::ode::to_string(costate::petab::Options{}.method);
+    const std::size_t n = theta.size();
+    d["fim"] = fim ? py::object(py::array_t<double>({n, n}, r.fim.data())) : py::object(py::none());
     return d;
   }
 
@@ -415,14 +417,15 @@ class PetabProblem {
     namespace petab = costate::petab;
     const std::vector<double> theta = theta_of(py::reinterpret_borrow<py::object>(theta_in),
                                                "objective(x)");
-    const petab::Result r = run(theta, true);
+    const petab::Result r = run(theta, true, false);
     std::vector<double> g(theta.size());
     for (std::size_t e = 0; e < g.size(); ++e)
       g[e] = -(r.gradient[e] + (r.log_prior_gradient.empty() ? 0.0 : r.log_prior_gradient[e]));
     return py::make_tuple(-(r.llh + r.log_prior), array(g));
   }
 
-  py::dict calibrate(int starts, long long seed, const std::string& output) {
+  py::dict calibrate(int starts, long long seed, const std::string& output,
+                     const std::string& sampling) {
     namespace petab = costate::petab;
     // The CLI's checks (petab_command.cpp), with the keyword names.
     if (starts < 0)
@@ -435,6 +438,7 @@ class PetabProblem {
     petab::CalibrationOptions options;
     options.starts = starts;
     options.seed = static_cast<std::uint64_t>(seed);
+    options.sampling = petab::sampling_from_string(sampling);
     petab::Calibration c;
     int rank = 0;
     {
@@ -494,9 +498,10 @@ class PetabProblem {
 
  private:
   /// petab::evaluate with the CLI's options (collective), the GIL released.
-  costate::petab::Result run(const std::vector<double>& theta, bool gradient) {
+  costate::petab::Result run(const std::vector<double>& theta, bool gradient, bool fim) {
     costate::petab::Options options;
     options.gradient = gradient;
+    options.fim = fim;
     py::gil_scoped_release unlocked;
     std::lock_guard lock(mutex_);
     return costate::petab::evaluate(pb_, theta, options, MPI_COMM_WORLD);
@@ -601,10 +606,10 @@ PYBIND11_MODULE(_costate, m) {
                              [](const PetabProblem& p) { return p.problem().experiments.size(); })
       .def_property_readonly("report", [](const PetabProblem& p) { return p.problem().brief_report(); })
       .def("evaluate", &PetabProblem::evaluate, py::arg("theta") = py::none(),
-           py::arg("gradient") = true)
+           py::arg("gradient") = true, py::arg("fim") = false)
       .def("objective", &PetabProblem::objective, py::arg("x"))
       .def("calibrate", &PetabProblem::calibrate, py::arg("starts"), py::arg("seed"),
-           py::arg("output") = "");
+           py::arg("output") = "", py::arg("sampling") = "lhs");
 
   m.def("load_file", &load_file, py::arg("path"), py::arg("sets"));
   m.def("load_petab", &load_petab, py::arg("path"));

@@ -243,11 +243,14 @@ class PetabProblem:
         return "<costate.PetabProblem %s: %d estimated parameters, %d measurements>" % (
             self.file, len(self.ids), self.n_measurements)
 
-    def evaluate(self, theta=None, gradient=True):
+    def evaluate(self, theta=None, gradient=True, fim=False):
         """llh, chi2, log_prior, gradient (d llh / d θ; None without
         ``gradient``) and gradient_dict, log_prior_gradient, simulations and
-        sigmas (one per measurement) at θ (default: the nominal values)."""
-        d = self._core.evaluate(theta, bool(gradient))
+        sigmas (one per measurement) at θ (default: the nominal values);
+        with ``fim``, the Fisher information of −llh on the parameters'
+        scales (``fim``, ids × ids, as ``costate sensitivity``'s; needs a
+        CVODES integrator, the default)."""
+        d = self._core.evaluate(theta, bool(gradient), bool(fim))
         d["gradient_dict"] = (None if d["gradient"] is None
                               else dict(zip(d["ids"], d["gradient"].tolist())))
         return Result(**d)
@@ -257,16 +260,17 @@ class PetabProblem:
         minimises, for ``scipy.optimize.minimize(jac=True, bounds=p.bounds)``."""
         return self._core.objective(x)
 
-    def calibrate(self, starts=0, seed=0, output=None):
-        """``costate calibrate problem.yaml --starts N --seed S``: starts = 0
-        fits from the nominal values, N >= 1 from N uniform draws in the
-        bounds (on the scales). Returns ids, best_x, best_x_dict, best_llh,
+    def calibrate(self, starts=0, seed=0, output=None, sampling="lhs"):
+        """``costate calibrate problem.yaml --starts N --seed S --sampling
+        lhs|uniform``: starts = 0 fits from the nominal values, N >= 1 from N
+        points of a Latin hypercube (``sampling="lhs"``, the default) or N
+        uniform draws in the bounds (on the scales). Returns ids, best_x, best_x_dict, best_llh,
         best_objective, best_index, converged, at_best, the waterfall
         (final objectives sorted, best first; waterfall_starts: their start
         indices) and per start (draw order) objectives, llhs, initial and x
         (starts × parameters), iterations, evaluations, start_converged,
         failed, termination, ranks, seconds. ``output``: the HDF5 file of
         ``-o`` (written by rank 0)."""
-        d = self._core.calibrate(int(starts), int(seed), output or "")
+        d = self._core.calibrate(int(starts), int(seed), output or "", str(sampling))
         d["best_x_dict"] = dict(zip(d["ids"], d["best_x"].tolist()))
         return Result(**d)

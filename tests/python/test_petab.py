@@ -102,6 +102,27 @@ def test_calibrate_multistart_equals_cli(problem, tmp_path):
         np.testing.assert_array_equal(g["best_x"][()], c.best_x)
 
 
+def test_fisher_information_equals_cli_bitwise(problem):
+    # The same petab::evaluate with Options::fim as `costate sensitivity`
+    # (which computes it by default): bitwise equal, ids × ids, C order.
+    r = problem.evaluate(fim=True)
+    j = cli_json("sensitivity", CASE)
+    assert r.ids == j["parameter_ids"]
+    assert r.fim.dtype == np.float64 and r.fim.shape == (2, 2) and r.fim.flags.c_contiguous
+    assert r.fim.tolist() == j["fim"]
+    assert problem.evaluate().fim is None
+
+
+def test_calibrate_sampling_equals_cli(problem):
+    for sampling in ("lhs", "uniform"):
+        c = problem.calibrate(starts=3, seed=5, sampling=sampling)
+        j = cli_json("calibrate", CASE, "--starts", "3", "--seed", "5", "--sampling", sampling)
+        assert c.waterfall.tolist() == [w["objective"] for w in j["waterfall"]], sampling
+        assert c.best_x_dict == j["parameters"], sampling
+    with pytest.raises(costate.Error, match="sampling 'sobol'"):
+        problem.calibrate(starts=2, sampling="sobol")
+
+
 def test_calibrate_nominal_start_and_bad_arguments(problem):
     c = problem.calibrate()
     j = cli_json("calibrate", CASE)
