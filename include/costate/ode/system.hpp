@@ -144,6 +144,11 @@ class SystemModel {
   using DualDual8 = ad::Dual<Dual1, 8>;
   using Reverse1 = ad::Reverse<Dual1>;
   virtual bool second_order() const { return false; }
+  /// f on Dual<double, 1>: one tangent direction (second-order sweeps carry
+  /// one). The default evaluates it on Dual<double, 8> (7 lanes idle);
+  /// SecondOrderAdapter evaluates the model on Dual<double, 1> itself.
+  virtual void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
+                   std::span<Dual1> dxdt) const;
   virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
                    std::span<DualDual8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
@@ -250,6 +255,10 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
   using Reverse1 = SystemModel::Reverse1;
   using SystemAdapter<M, O>::rhs;
   bool second_order() const override { return true; }
+  void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
+           std::span<Dual1> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
   void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
            std::span<DualDual8> dxdt) const override {
     this->eval(t, y, p, dxdt);
@@ -377,6 +386,14 @@ class Linearization {
   /// The dense [f_y | f_p], column-major n_x × (n + n_p).
   void jacobian(std::span<double> out);
   JacobianStrategy strategy() const;
+  /// Lanes of a dense_row.
+  static constexpr std::size_t kRowLanes = 8;
+  /// After at() with the one-pass dense strategy (n + n_p ≤ kRowLanes): row
+  /// i < n_x of [f_y | f_p] as kRowLanes doubles (lanes ≥ n + n_p unused),
+  /// valid (and at the same address) until the Linearization is destroyed —
+  /// for callers that fuse vjp into their own loops (the explicit RK
+  /// adjoint). nullptr for every other strategy.
+  const double* dense_row(std::size_t i) const;
 
  private:
   struct Impl;
