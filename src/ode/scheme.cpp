@@ -357,30 +357,44 @@ class AdjointOps {
   double J_ = 0.0;
 };
 
-/// StoreAll without the schedule's slot pool and snapshot copies: x_0 …
-/// x_{l−1} in one arena, each reverse step reading its state in place. The
+/// StoreAll without the schedule's slot pool and snapshot copies: the
+/// states s_0 … s_{l−1} (w doubles each) in one arena, each reverse step
+/// reading its state (and the next, empty for the last step) in place. The
 /// same steps in the same order as reverse_sweep's StoreAll (the same bits)
-/// and the same counts.
-CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
-  const std::size_t l = scheme.steps(), nx = scheme.state_size();
+/// and the same counts. forward(i, s_i, s_{i+1}); reverse(i, s_i, s_{i+1}).
+template <class Forward, class Reverse>
+CheckpointStats store_all_arena(std::size_t l, std::size_t w, std::span<const double> s0,
+                                Hook& hook, Forward&& forward, Reverse&& reverse) {
   CheckpointStats stats;
   stats.steps = static_cast<std::int64_t>(l);
   if (l == 0) return stats;
   // Not zero-filled: each page is first touched by the step that writes it.
-  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * nx);
-  std::copy(x0.begin(), x0.end(), xs.get());
+  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * w);
+  std::copy(s0.begin(), s0.end(), xs.get());
   for (std::size_t i = 0; i + 1 < l; ++i) {
-    scheme.step(i, std::span<const double>(xs.get() + i * nx, nx),
-                std::span<double>(xs.get() + (i + 1) * nx, nx));
+    forward(i, std::span<const double>(xs.get() + i * w, w),
+            std::span<double>(xs.get() + (i + 1) * w, w));
     hook(i + 1);
   }
   for (std::size_t i = l; i-- > 0;)
-    ops.reverse_step_at(i, std::span<const double>(xs.get() + i * nx, nx));
+    reverse(i, std::span<const double>(xs.get() + i * w, w),
+            i + 1 < l ? std::span<const double>(xs.get() + (i + 1) * w, w)
+                      : std::span<const double>());
   stats.forward_steps = static_cast<std::int64_t>(l) - 1;
   stats.restores = static_cast<std::int64_t>(l) - 1;
   stats.peak_snapshots = static_cast<std::int64_t>(l);
   stats.recomputed_steps = 0;
   return stats;
+}
+
+/// adjoint_sweep's StoreAll: x_0 … x_{l−1} in the arena.
+CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
+  return store_all_arena(
+      scheme.steps(), scheme.state_size(), x0, hook,
+      [&](std::size_t i, std::span<const double> x, std::span<double> xn) { scheme.step(i, x, xn); },
+      [&](std::size_t i, std::span<const double> x, std::span<const double>) {
+        ops.reverse_step_at(i, x);
+      });
 }
 
 }  // namespace
@@ -632,32 +646,16 @@ class SecondOrderOps {
   double J_ = 0.0, J_dot_ = 0.0;
 };
 
-/// second_order_sweep's StoreAll as adjoint_sweep's store_all: (x_i, ẋ_i)
-/// for i < l in one arena, each reverse step reading its state and the next
-/// in place — the same steps in the same order as reverse_sweep's StoreAll
-/// (the same bits) and the same counts.
+/// second_order_sweep's StoreAll as adjoint_sweep's: (x_i, ẋ_i) for i < l
+/// in the arena, each reverse step reading its state and the next in place.
 CheckpointStats second_order_store_all(SecondOrderOps& ops, Scheme& scheme,
                                        std::span<const double> s0, Hook& hook) {
-  const std::size_t l = scheme.steps(), w = 2 * scheme.state_size();
-  CheckpointStats stats;
-  stats.steps = static_cast<std::int64_t>(l);
-  if (l == 0) return stats;
-  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * w);
-  std::copy(s0.begin(), s0.end(), xs.get());
-  for (std::size_t i = 0; i + 1 < l; ++i) {
-    ops.forward(i, std::span<const double>(xs.get() + i * w, w),
-                std::span<double>(xs.get() + (i + 1) * w, w));
-    hook(i + 1);
-  }
-  for (std::size_t i = l; i-- > 0;)
-    ops.reverse_step_at(i, std::span<const double>(xs.get() + i * w, w),
-                        i + 1 < l ? std::span<const double>(xs.get() + (i + 1) * w, w)
-                                  : std::span<const double>());
-  stats.forward_steps = static_cast<std::int64_t>(l) - 1;
-  stats.restores = static_cast<std::int64_t>(l) - 1;
-  stats.peak_snapshots = static_cast<std::int64_t>(l);
-  stats.recomputed_steps = 0;
-  return stats;
+  return store_all_arena(
+      scheme.steps(), 2 * scheme.state_size(), s0, hook,
+      [&](std::size_t i, std::span<const double> s, std::span<double> sn) { ops.forward(i, s, sn); },
+      [&](std::size_t i, std::span<const double> s, std::span<const double> sn) {
+        ops.reverse_step_at(i, s, sn);
+      });
 }
 
 }  // namespace

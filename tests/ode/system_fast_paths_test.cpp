@@ -14,23 +14,16 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/system.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
 using namespace costate::ode;
+using costate::test::max_rel_err;
 
 /// Two strategies computing the same product: the same partial derivatives
 /// summed in another order — round-off only (as system_test).
 constexpr double kSameProduct = 1e-13;
-
-double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(a[i] - b[i]));
-    den = std::max(den, std::abs(b[i]));
-  }
-  return num / std::max(den, 1e-300);
-}
 
 /// A running cost (the state z) and a terminal cost.
 struct RunningAndTerminal {
@@ -97,8 +90,8 @@ TEST(SystemFastPaths, FusedExplicitReverseMatchesTheGenericLoop) {
       a->adjoint(i, x, la, ma);
       b->adjoint(i, x, lb, mb);
     }
-    EXPECT_LE(rel_error(la, lb), kSameProduct);
-    EXPECT_LE(rel_error(ma, mb), kSameProduct);
+    EXPECT_LE(max_rel_err(la, lb), kSameProduct);
+    EXPECT_LE(max_rel_err(ma, mb), kSameProduct);
     EXPECT_EQ(la[2], 1.0);  // z does not feed back: its adjoint stays 1
   }
 }
@@ -135,7 +128,7 @@ TEST(SystemFastPaths, OneDirectionTangentOfSecondOrderSystemHasTheSameBits) {
   std::vector<double> fd(3);
   for (std::size_t i = 0; i < 3; ++i) fd[i] = (xpn[i] - xmn[i]) / (2 * h);
   // Central differences, h = 1e-6: truncation ~h², round-off ~eps/h ≈ 1e-10.
-  EXPECT_LE(rel_error(Sb, fd), 1e-8);
+  EXPECT_LE(max_rel_err(Sb, fd), 1e-8);
 }
 
 TEST(SystemFastPaths, ColouredVjpByRowsMatchesTheTape) {
@@ -159,13 +152,13 @@ TEST(SystemFastPaths, ColouredVjpByRowsMatchesTheTape) {
     std::vector<double> xc(n), xt(n), pc(3, 0.5), pt(3, 0.5);
     lc.vjp(w, xc, pc);
     lt.vjp(w, xt, pt);
-    EXPECT_LE(rel_error(xc, xt), kSameProduct) << k;
-    EXPECT_LE(rel_error(pc, pt), kSameProduct) << k;
+    EXPECT_LE(max_rel_err(xc, xt), kSameProduct) << k;
+    EXPECT_LE(max_rel_err(pc, pt), kSameProduct) << k;
     // jvp after vjp: the CSC values are formed on demand from the same pass.
     std::vector<double> v(n, 0.25), q{0.1, -0.2, 0.3}, oc(n), ot(n);
     lc.jvp(v, q, oc);
     lt.jvp(v, q, ot);
-    EXPECT_LE(rel_error(oc, ot), kSameProduct) << k;
+    EXPECT_LE(max_rel_err(oc, ot), kSameProduct) << k;
   }
   EXPECT_EQ(coloured.strategy(), JacobianStrategy::Sparse);
 }
