@@ -23,7 +23,7 @@
 //
 // Times are process CPU seconds (see median_seconds below).
 //
-// Sample run:  build/bench/bench_ode_hvp [repeats]
+// Sample run:  build/bench/bench_ode_hvp [repeats] [row name, e.g. "LV sdirk3"]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -128,10 +128,14 @@ void check_against_fd(const char* name, const ode::Problem<M>& pr, const O& obj,
   }
 }
 
+/// Rows to run: all, or those whose name is argv[2] (e.g. "LV sdirk3").
+std::string g_only;
+
 template <class M, class O>
 void run(const char* name, const ode::Problem<M>& pr, const O& obj,
          const ode::IntegratorOptions& opt, const ode::HessianDirection& v, int repeats,
          bool full_hessian) {
+  if (!g_only.empty() && g_only != name) return;
   check_against_fd(name, pr, obj, v, opt);
   const double primal = median_seconds([&] { (void)ode::integrate(pr, opt); }, repeats);
   for (const ode::Checkpointing& c :
@@ -158,6 +162,7 @@ void run(const char* name, const ode::Problem<M>& pr, const O& obj,
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  if (argc > 2) g_only = argv[2];
   costate::Environment env(argc, argv);
   std::printf("process CPU milliseconds per call, medians of %d samples\n", repeats);
   std::printf("| problem | schedule | states | parameters | primal (ms) | gradient (ms) | HVP (ms) "
