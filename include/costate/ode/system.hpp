@@ -9,8 +9,9 @@
 /// with their gradients. `make_system(model, objective)` is the only
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
-/// the tape's ad::Real; make_second_order_system adds ad::Dual<ad::Dual<double,
-/// 1>, 8> and ad::Reverse<ad::Dual<double, 1>>); everything behind it — the
+/// the tape's ad::Real; make_second_order_system adds ad::Dual<double, 1>,
+/// ad::Dual<ad::Dual<double, 1>, 8> and ad::Reverse<ad::Dual<double, 1>>);
+/// everything behind it — the
 /// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
 ///     const ode::System sys = ode::make_system(problem.model, objective, problem.n_states(),
@@ -412,7 +413,8 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
 
 /// make_system with the second-order evaluations (SecondOrderLinearization,
 /// System::*_hessian_vector; the last section of this header): the model and
-/// objective must accept ad::Dual<ad::Dual<double, 1>, 8> and
+/// objective must accept ad::Dual<double, 1> (the model only),
+/// ad::Dual<ad::Dual<double, 1>, 8> and
 /// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
 /// (costate::Error), so gradient-only callers do not instantiate them.
 template <class M, class O>
