@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "costate/core/error.hpp"
 #include "costate/ode/explicit_rk.hpp"
@@ -22,6 +23,9 @@ class ExplicitRk final : public Scheme {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
     COSTATE_CHECK(s_ <= kMaxStages, "explicit RK scheme: at most " << kMaxStages << " stages");
     for (std::size_t j = 0; j < s_; ++j) lins_.emplace_back(sys);
+    // f at each stage: Linearization::value() of a non-tangent linearization
+    // is always ready and stays at one address.
+    for (std::size_t j = 0; j < s_; ++j) vals_.push_back(lins_[j].value().data());
     // The non-zero a_jk of each stage row and the non-zero b_j, once.
     a_first_.push_back(0);
     for (std::size_t j = 0; j < s_; ++j) {
@@ -51,7 +55,7 @@ class ExplicitRk final : public Scheme {
   void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
                std::span<double> mu) override {
     const double t = times_[i], h = times_[i + 1] - t;
-    auto slope = [&](std::size_t k) { return lins_[k].value().data(); };
+    auto slope = [&](std::size_t k) { return vals_[k]; };
     for (std::size_t j = 0; j < s_; ++j) {
       stage(j, h, x, slope);
       lins_[j].at(t + tab_.c[j] * h, Y_, p_);
@@ -61,6 +65,10 @@ class ExplicitRk final : public Scheme {
       const double c = h * tab_.b[j];
       double* kb = Kbar_.data() + j * nx_;
       for (std::size_t q = 0; q < nx_; ++q) kb[q] = c * lambda[q];
+    }
+    if (!rows_.empty() || lins_[0].dense_row(0) != nullptr) {
+      dense_reverse(h, lambda, mu);
+      return;
     }
     // λ ← λ + Σ Ȳ_j (the K̄_j above hold the incoming λ).
     for (std::size_t j = s_; j-- > 0;) {
@@ -170,6 +178,40 @@ class ExplicitRk final : public Scheme {
   };
   static constexpr std::size_t kMaxStages = 16;
 
+  // adjoint()'s reverse loop with the one-pass dense linearizations (n + n_p
+  // ≤ Linearization::kRowLanes): each stage's vjp read from its rows and
+  // fused with the λ and K̄ updates — the operations of the generic loop in
+  // the same order (the same bits; the z entry of Ȳ_j, always 0, is not
+  // added).
+  void dense_reverse(double h, std::span<double> lambda, std::span<double> mu) {
+    constexpr std::size_t L = Linearization::kRowLanes;
+    const std::size_t n = sys_.n_model_states(), nin = n + mu.size();
+    if (rows_.empty()) {
+      rows_.resize(s_ * nx_);
+      for (std::size_t j = 0; j < s_; ++j)
+        for (std::size_t i = 0; i < nx_; ++i) rows_[j * nx_ + i] = lins_[j].dense_row(i);
+    }
+    double* lam = lambda.data();
+    double* m = mu.data();
+    for (std::size_t j = s_; j-- > 0;) {
+      const double* kb = Kbar_.data() + j * nx_;
+      const double* const* row = rows_.data() + j * nx_;
+      double acc[L] = {};
+      for (std::size_t i = 0; i < nx_; ++i) {
+        const double wi = kb[i];
+        const double* r = row[i];
+        for (std::size_t l = 0; l < L; ++l) acc[l] += wi * r[l];
+      }
+      for (std::size_t q = 0; q < n; ++q) lam[q] += acc[q];
+      for (std::size_t q = n; q < nin; ++q) m[q - n] += acc[q];
+      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
+        const double c = h * a_terms_[e].a;
+        double* kbk = Kbar_.data() + a_terms_[e].k * nx_;
+        for (std::size_t q = 0; q < n; ++q) kbk[q] += c * acc[q];
+      }
+    }
+  }
+
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope) {
@@ -221,6 +263,8 @@ class ExplicitRk final : public Scheme {
   std::size_t nx_, s_;
   std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_, Kbard_, ybard_;
   std::vector<Linearization> lins_, tlins_;
+  std::vector<const double*> rows_;  // dense_reverse: lins_[j].dense_row(i) at [j nx + i]
+  std::vector<const double*> vals_;  // lins_[j].value().data()
   std::vector<SecondOrderLinearization> slins_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])
@@ -313,30 +357,44 @@ class AdjointOps {
   double J_ = 0.0;
 };
 
-/// StoreAll without the schedule's slot pool and snapshot copies: x_0 …
-/// x_{l−1} in one arena, each reverse step reading its state in place. The
+/// StoreAll without the schedule's slot pool and snapshot copies: the
+/// states s_0 … s_{l−1} (w doubles each) in one arena, each reverse step
+/// reading its state (and the next, empty for the last step) in place. The
 /// same steps in the same order as reverse_sweep's StoreAll (the same bits)
-/// and the same counts.
-CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
-  const std::size_t l = scheme.steps(), nx = scheme.state_size();
+/// and the same counts. forward(i, s_i, s_{i+1}); reverse(i, s_i, s_{i+1}).
+template <class Forward, class Reverse>
+CheckpointStats store_all_arena(std::size_t l, std::size_t w, std::span<const double> s0,
+                                Hook& hook, Forward&& forward, Reverse&& reverse) {
   CheckpointStats stats;
   stats.steps = static_cast<std::int64_t>(l);
   if (l == 0) return stats;
   // Not zero-filled: each page is first touched by the step that writes it.
-  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * nx);
-  std::copy(x0.begin(), x0.end(), xs.get());
+  const std::unique_ptr<double[]> xs = std::make_unique_for_overwrite<double[]>(l * w);
+  std::copy(s0.begin(), s0.end(), xs.get());
   for (std::size_t i = 0; i + 1 < l; ++i) {
-    scheme.step(i, std::span<const double>(xs.get() + i * nx, nx),
-                std::span<double>(xs.get() + (i + 1) * nx, nx));
+    forward(i, std::span<const double>(xs.get() + i * w, w),
+            std::span<double>(xs.get() + (i + 1) * w, w));
     hook(i + 1);
   }
   for (std::size_t i = l; i-- > 0;)
-    ops.reverse_step_at(i, std::span<const double>(xs.get() + i * nx, nx));
+    reverse(i, std::span<const double>(xs.get() + i * w, w),
+            i + 1 < l ? std::span<const double>(xs.get() + (i + 1) * w, w)
+                      : std::span<const double>());
   stats.forward_steps = static_cast<std::int64_t>(l) - 1;
   stats.restores = static_cast<std::int64_t>(l) - 1;
   stats.peak_snapshots = static_cast<std::int64_t>(l);
   stats.recomputed_steps = 0;
   return stats;
+}
+
+/// adjoint_sweep's StoreAll: x_0 … x_{l−1} in the arena.
+CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
+  return store_all_arena(
+      scheme.steps(), scheme.state_size(), x0, hook,
+      [&](std::size_t i, std::span<const double> x, std::span<double> xn) { scheme.step(i, x, xn); },
+      [&](std::size_t i, std::span<const double> x, std::span<const double>) {
+        ops.reverse_step_at(i, x);
+      });
 }
 
 }  // namespace
@@ -487,12 +545,12 @@ class SecondOrderOps {
  public:
   SecondOrderOps(const System& sys, Scheme& scheme, std::span<const std::int64_t> obs_at,
                  std::span<const double> x0, std::span<const double> x0dot,
-                 std::span<const double> p, std::span<const double> pdot, SnapshotStore& store,
+                 std::span<const double> p, std::span<const double> pdot, SnapshotStore* store,
                  Hook& hook)
       : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), pdot_(pdot), store_(store),
         hook_(hook), nx_(scheme.state_size()), n_(sys.n_model_states()), l_(scheme.steps()),
-        cur_(2 * nx_), next_(2 * nx_), after_(2 * nx_), lambda_(nx_, 0.0), lambda_dot_(nx_, 0.0),
-        mu_(p.size(), 0.0), mu_dot_(p.size(), 0.0) {
+        cur_(2 * nx_), next_(2 * nx_), after_(2 * nx_), last_(2 * nx_), lambda_(nx_, 0.0),
+        lambda_dot_(nx_, 0.0), mu_(p.size(), 0.0), mu_dot_(p.size(), 0.0) {
     std::copy(x0.begin(), x0.end(), cur_.begin());
     std::copy(x0dot.begin(), x0dot.end(), cur_.begin() + static_cast<std::ptrdiff_t>(nx_));
   }
@@ -504,45 +562,56 @@ class SecondOrderOps {
     hook_(static_cast<std::size_t>(i_));
   }
   void save(std::size_t s) {
-    store_.save(s, cur_);
+    store_->save(s, cur_);
     if (slot_step_.size() <= s) slot_step_.resize(s + 1);
     slot_step_[s] = i_;
   }
   void restore(std::size_t s) {
-    store_.load(s, cur_);
+    store_->load(s, cur_);
     i_ = slot_step_[s];
   }
   std::int64_t index() const { return i_; }
 
   void reverse_step() {
     const auto i = static_cast<std::size_t>(i_);
+    if (i + 1 != l_)
+      COSTATE_CHECK(after_index_ == i_ + 1,
+                    "second_order_sweep: internal error, the reverse steps are out of order");
+    // after_ = (x_{i+1}, ẋ_{i+1}): the previous reverse step's start.
+    reverse_step_at(i, cur_, after_);
+    after_ = cur_;
+    after_index_ = i_;
+  }
+
+  /// The reverse of step i from s = (x_i, ẋ_i), with after = (x_{i+1},
+  /// ẋ_{i+1}) (ignored for the last step: computed here).
+  void reverse_step_at(std::size_t i, std::span<const double> s, std::span<const double> after) {
     if (i + 1 == l_) {
       // Seed at x_l: λ = (∂g/∂y, 1 for z), μ = ∂g/∂p with their ε-parts.
-      forward(i, cur_, after_);
+      forward(i, s, last_);
+      after = last_;
       std::fill(lambda_.begin(), lambda_.end(), 0.0);
       std::fill(lambda_dot_.begin(), lambda_dot_.end(), 0.0);
       double dot = 0.0;
-      J_ += sys_.terminal_hessian_vector(x(after_), xdot(after_), p_, pdot_, lambda_, lambda_dot_,
+      J_ += sys_.terminal_hessian_vector(x(after), xdot(after), p_, pdot_, lambda_, lambda_dot_,
                                          mu_, mu_dot_, dot);
       J_dot_ += dot;
       if (sys_.has_running()) {
-        J_ += after_[n_];
-        J_dot_ += after_[nx_ + n_];
+        J_ += after[n_];
+        J_dot_ += after[nx_ + n_];
         lambda_[n_] = 1.0;
       }
-      observe(l_, after_);
-    } else {
-      COSTATE_CHECK(after_index_ == i_ + 1,
-                    "second_order_sweep: internal error, the reverse steps are out of order");
+      observe(l_, after);
     }
-    // after_ = (x_{i+1}, ẋ_{i+1}): the previous reverse step's start (or the
-    // seed's step above).
-    scheme_.adjoint_tangent(i, x(cur_), xdot(cur_), x(after_), xdot(after_), pdot_, lambda_,
+    scheme_.adjoint_tangent(i, x(s), xdot(s), x(after), xdot(after), pdot_, lambda_,
                             lambda_dot_, mu_, mu_dot_);
-    observe(i, cur_);
-    after_ = cur_;
-    after_index_ = i_;
+    observe(i, s);
     hook_(i);
+  }
+
+  // (x_{i+1}, ẋ_{i+1}) into `to` from (x_i, ẋ_i): the scheme's tangent with one direction.
+  void forward(std::size_t i, std::span<const double> from, std::span<double> to) {
+    scheme_.tangent(i, x(from), to.first(nx_), 1, xdot(from), to.subspan(nx_, nx_), pdot_);
   }
 
   double objective() const { return J_; }
@@ -553,18 +622,9 @@ class SecondOrderOps {
   const std::vector<double>& mu_dot() const { return mu_dot_; }
 
  private:
-  std::span<const double> x(const std::vector<double>& s) const {
-    return std::span<const double>(s.data(), nx_);
-  }
-  std::span<const double> xdot(const std::vector<double>& s) const {
-    return std::span<const double>(s.data() + nx_, nx_);
-  }
-  // (x_{i+1}, ẋ_{i+1}) from (x_i, ẋ_i): the scheme's tangent with one direction.
-  void forward(std::size_t i, std::vector<double>& from, std::vector<double>& to) {
-    scheme_.tangent(i, x(from), std::span<double>(to.data(), nx_), 1, xdot(from),
-                    std::span<double>(to.data() + nx_, nx_), pdot_);
-  }
-  void observe(std::size_t i, const std::vector<double>& s) {
+  std::span<const double> x(std::span<const double> s) const { return s.first(nx_); }
+  std::span<const double> xdot(std::span<const double> s) const { return s.subspan(nx_, nx_); }
+  void observe(std::size_t i, std::span<const double> s) {
     const std::int64_t k = obs_at_[i];
     if (k < 0) return;
     double dot = 0.0;
@@ -577,14 +637,26 @@ class SecondOrderOps {
   Scheme& scheme_;
   std::span<const std::int64_t> obs_at_;
   std::span<const double> p_, pdot_;
-  SnapshotStore& store_;
+  SnapshotStore* store_;
   Hook& hook_;
   std::size_t nx_, n_, l_;
-  std::vector<double> cur_, next_, after_, lambda_, lambda_dot_, mu_, mu_dot_;
+  std::vector<double> cur_, next_, after_, last_, lambda_, lambda_dot_, mu_, mu_dot_;
   std::vector<std::int64_t> slot_step_;
   std::int64_t i_ = 0, after_index_ = -1;
   double J_ = 0.0, J_dot_ = 0.0;
 };
+
+/// second_order_sweep's StoreAll as adjoint_sweep's: (x_i, ẋ_i) for i < l
+/// in the arena, each reverse step reading its state and the next in place.
+CheckpointStats second_order_store_all(SecondOrderOps& ops, Scheme& scheme,
+                                       std::span<const double> s0, Hook& hook) {
+  return store_all_arena(
+      scheme.steps(), 2 * scheme.state_size(), s0, hook,
+      [&](std::size_t i, std::span<const double> s, std::span<double> sn) { ops.forward(i, s, sn); },
+      [&](std::size_t i, std::span<const double> s, std::span<const double> sn) {
+        ops.reverse_step_at(i, s, sn);
+      });
+}
 
 }  // namespace
 
@@ -608,11 +680,22 @@ SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
     disk_path = ml->path;
   }
   Hook every(hook, times);
-  SnapshotStore store(2 * nx, disk_slots, disk_path);
-  SecondOrderOps ops(system, scheme, obs_at, x0, x0dot, p, pdot, store, every);
   SecondOrderOutcome out;
-  out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
-  out.checkpoints.disk_snapshots = store.disk_writes();
+  std::optional<SnapshotStore> store;
+  std::vector<double> s0;
+  if (std::holds_alternative<StoreAll>(checkpointing)) {
+    s0.assign(x0.begin(), x0.end());
+    s0.insert(s0.end(), x0dot.begin(), x0dot.end());
+  } else {
+    store.emplace(2 * nx, disk_slots, disk_path);
+  }
+  SecondOrderOps ops(system, scheme, obs_at, x0, x0dot, p, pdot, store ? &*store : nullptr, every);
+  if (store) {
+    out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
+    out.checkpoints.disk_snapshots = store->disk_writes();
+  } else {
+    out.checkpoints = second_order_store_all(ops, scheme, s0, every);
+  }
   out.objective = ops.objective();
   out.objective_dot = ops.objective_dot();
   const auto nn = static_cast<std::ptrdiff_t>(n);

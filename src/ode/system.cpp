@@ -11,6 +11,7 @@ namespace costate::ode {
 namespace {
 using Dual8 = ad::Dual<double, 8>;
 constexpr int kChunk = 8;
+static_assert(static_cast<std::size_t>(kChunk) == Linearization::kRowLanes);
 }  // namespace
 
 std::string to_string(JacobianStrategy s) {
@@ -46,6 +47,10 @@ struct System::Shared {
   ad::SparsityPattern columns;  // its transpose: the rows of each input column
   std::vector<int> colour;
   int colours = 0;
+  /// One-pass sparse (colours ≤ 8): the colour (Dual lane) of each non-zero
+  /// of `pattern` in its row-major order, so that vjp reads [f_y | f_p]
+  /// straight from the Dual outputs.
+  std::vector<int> row_lane;
   ad::Tape tape;
 };
 
@@ -111,7 +116,10 @@ struct Linearization::Impl {
   std::vector<double> value;
   std::vector<double> dense;   // Dense: column-major nx × nin
   std::vector<double> sparse;  // Sparse: values in CSC order of Shared::columns
+  bool sparse_ready = true;    // one-pass sparse: `sparse` formed (lazily) from od
   std::vector<Dual8> xd, pd, od;
+  std::vector<detail::SystemModel::Dual1> xd1, pd1, od1;  // jvp_many with one direction
+  std::vector<double> acc;  // Sparse vjp: one sum per input column
   std::int64_t count = 0;
   // Tape
   ad::Tape tape;
@@ -138,6 +146,9 @@ struct Linearization::Impl {
           sh.colours = std::max(1, c.colors);
           sh.colour = c.color;
           sh.columns = pat.transpose();
+          sh.row_lane.resize(pat.col_idx.size());
+          for (std::size_t k = 0; k < pat.col_idx.size(); ++k)
+            sh.row_lane[k] = sh.colour[static_cast<std::size_t>(pat.col_idx[k])];
         }
       }
     }
@@ -215,10 +226,28 @@ struct Linearization::Impl {
       for (std::size_t j = 0; j < nin; ++j) dense[j * nx + i] = od[i].tangent(static_cast<int>(j));
   }
 
+  // One-pass sparse (≤ 8 colours): the non-zeros stay in the Dual outputs
+  // (vjp reads them there by rows); `sparse` (CSC) is formed only for jvp
+  // and jacobian().
+  bool sparse_one_pass() const { return sys->shared_->colours <= kChunk; }
+
+  void sparse_from_outputs() {
+    if (sparse_ready) return;
+    const System::Shared& sh = *sys->shared_;
+    for (std::size_t j = 0; j < nin; ++j) {
+      const int c = sh.colour[j];
+      const auto b = static_cast<std::size_t>(sh.columns.row_ptr[j]);
+      const auto e = static_cast<std::size_t>(sh.columns.row_ptr[j + 1]);
+      for (std::size_t k = b; k < e; ++k)
+        sparse[k] = od[static_cast<std::size_t>(sh.columns.col_idx[k])].tangent(c);
+    }
+    sparse_ready = true;
+  }
+
   void sparse_at(double t0, std::span<const double> x0, std::span<const double> p0) {
     const System::Shared& sh = *sys->shared_;
     sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
-    if (sh.colours <= kChunk) {
+    if (sparse_one_pass()) {
       // One pass: the colour seeds stay in place from call to call (as
       // dense_at's), only the values change.
       if (!seeded) {
@@ -230,13 +259,7 @@ struct Linearization::Impl {
         sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
                          std::span<Dual8>(od));
       }
-      for (std::size_t j = 0; j < nin; ++j) {
-        const int c = sh.colour[j];
-        const auto b = static_cast<std::size_t>(sh.columns.row_ptr[j]);
-        const auto e = static_cast<std::size_t>(sh.columns.row_ptr[j + 1]);
-        for (std::size_t k = b; k < e; ++k)
-          sparse[k] = od[static_cast<std::size_t>(sh.columns.col_idx[k])].tangent(c);
-      }
+      sparse_ready = false;
       for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
       return;
     }
@@ -258,6 +281,7 @@ struct Linearization::Impl {
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
     }
+    sparse_ready = true;
   }
 
   void check_pattern(double t0, std::span<const double> x0, std::span<const double> p0) {
@@ -324,6 +348,14 @@ Linearization::Linearization(Linearization&&) noexcept = default;
 Linearization& Linearization::operator=(Linearization&&) noexcept = default;
 
 JacobianStrategy Linearization::strategy() const { return impl_->strategy; }
+
+const double* Linearization::dense_row(std::size_t i) const {
+  const Impl& m = *impl_;
+  if (m.use_own || m.tangents_only || m.strategy != JacobianStrategy::Dense || !m.one_pass() ||
+      i >= m.nx)
+    return nullptr;
+  return m.od[i].tangents();
+}
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
@@ -418,6 +450,27 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
       break;
     }
     case JacobianStrategy::Sparse: {
+      if (m.sparse_one_pass()) {
+        // By rows over the Dual outputs: each entry j sums w_i J(i, j) over i
+        // in increasing order, as the column-wise (CSC) loop below does.
+        const System::Shared& sh = *m.sys->shared_;
+        const ad::SparsityPattern& pat = sh.pattern;
+        m.acc.assign(m.nin, 0.0);
+        double* acc = m.acc.data();
+        const int* col = pat.col_idx.data();
+        const int* lane = sh.row_lane.data();
+        for (std::size_t i = 0; i < nx; ++i) {
+          const double wi = w[i];
+          const double* row = m.od[i].tangents();
+          const auto b = static_cast<std::size_t>(pat.row_ptr[i]);
+          const auto e = static_cast<std::size_t>(pat.row_ptr[i + 1]);
+          for (std::size_t k = b; k < e; ++k)
+            acc[static_cast<std::size_t>(col[k])] += wi * row[lane[k]];
+        }
+        for (std::size_t j = 0; j < n; ++j) xbar[j] = acc[j];
+        for (std::size_t j = n; j < m.nin; ++j) pbar[j - n] += acc[j];
+        break;
+      }
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
       for (std::size_t j = 0; j < m.nin; ++j) {
         double acc = 0.0;
@@ -487,6 +540,7 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
       }
       return;
     case JacobianStrategy::Sparse: {
+      m.sparse_from_outputs();
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
       for (std::size_t j = 0; j < m.nin; ++j) {
         const double* d = dir_row(j);
@@ -502,6 +556,27 @@ void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
     }
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic: {
+      if (mdir == 1 && m.sys->model().second_order()) {
+        // One direction (second-order sweeps): one Dual<double, 1> pass (a
+        // second-order System evaluates the model on Dual<double, 1>).
+        using Dual1 = detail::SystemModel::Dual1;
+        if (m.xd1.size() != nx) {
+          m.xd1.resize(nx);
+          m.pd1.resize(m.np);
+          m.od1.resize(nx);
+        }
+        for (std::size_t i = 0; i < nx; ++i)
+          m.xd1[i] = i < n ? Dual1(m.x[i], {V[i]}) : Dual1(0.0);
+        for (std::size_t j = 0; j < m.np; ++j) m.pd1[j] = Dual1(m.p[j], {Q[j]});
+        m.sys->model().rhs(m.t, std::span<const Dual1>(m.xd1), std::span<const Dual1>(m.pd1),
+                           std::span<Dual1>(m.od1));
+        for (std::size_t i = 0; i < nx; ++i) out[i] = m.od1[i].tangent(0);
+        if (!m.value_ready) {
+          for (std::size_t i = 0; i < nx; ++i) m.value[i] = m.od1[i].value();
+          m.value_ready = true;
+        }
+        return;
+      }
       // Dual passes of up to 8 directions at the recorded point.
       m.seeded = false;
       for (std::size_t first = 0; first < mdir; first += kChunk) {
@@ -553,6 +628,7 @@ void Linearization::jacobian(std::span<double> out) {
       std::copy(m.dense.begin(), m.dense.end(), out.begin());
       return;
     case JacobianStrategy::Sparse: {
+      m.sparse_from_outputs();
       std::fill(out.begin(), out.end(), 0.0);
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
       for (std::size_t j = 0; j < m.nin; ++j)
@@ -717,6 +793,21 @@ namespace {
 }
 }  // namespace
 
+void SystemModel::rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
+                      std::span<Dual1> dxdt) const {
+  std::vector<Dual8> yw(y.size()), pw(p.size()), ow(dxdt.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    yw[i] = Dual8(y[i].value());
+    yw[i].set_tangent(0, y[i].tangent(0));
+  }
+  for (std::size_t j = 0; j < p.size(); ++j) {
+    pw[j] = Dual8(p[j].value());
+    pw[j].set_tangent(0, p[j].tangent(0));
+  }
+  rhs(t, std::span<const Dual8>(yw), std::span<const Dual8>(pw), std::span<Dual8>(ow));
+  for (std::size_t i = 0; i < dxdt.size(); ++i) dxdt[i] = Dual1(ow[i].value(), {ow[i].tangent(0)});
+}
+
 void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
                       std::span<DualDual8>) const {
   no_second_order();
@@ -767,6 +858,7 @@ struct SecondOrderLinearization::Impl {
   // Dense: [f_y | f_p] and its ε-part, column-major nx × nin.
   std::vector<double> J, Jdot;
   bool jacobian_ready = false;
+  bool in_outputs = false;  // one dense pass: J and J̇ are read from od
   bool seeded = false;  // one pass: xd, pd hold the unit seeds
   std::vector<DualDual8> xd, pd, od;
   // Tape: the recording at the point (a pooled tape, only for this strategy).
@@ -804,20 +896,33 @@ struct SecondOrderLinearization::Impl {
       }
       sys->model().rhs(t, std::span<const DualDual8>(xd), std::span<const DualDual8>(pd),
                        std::span<DualDual8>(od));
-      for (std::size_t j = first; j < last; ++j) {
-        const int c = static_cast<int>(j - first);
-        for (std::size_t i = 0; i < nx; ++i) {
-          J[j * nx + i] = od[i].tangent(c).value();
-          Jdot[j * nx + i] = od[i].tangent(c).tangent(0);
-        }
-      }
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) {
           value[i] = od[i].value().value();
           value_dot[i] = od[i].value().tangent(0);
         }
+      if (passes == 1) {
+        // One pass: [f_y | f_p] and its ε-part stay in the Dual outputs (vjp
+        // reads them by rows); J, Jdot are formed only for jacobian().
+        in_outputs = true;
+        jacobian_ready = false;
+        return;
+      }
+      from_outputs(first, last);
     }
+    in_outputs = false;
     jacobian_ready = true;
+  }
+
+  // Columns [first, last) of J, Jdot from the Dual outputs of their pass.
+  void from_outputs(std::size_t first, std::size_t last) {
+    for (std::size_t j = first; j < last; ++j) {
+      const int c = static_cast<int>(j - first);
+      for (std::size_t i = 0; i < nx; ++i) {
+        J[j * nx + i] = od[i].tangent(c).value();
+        Jdot[j * nx + i] = od[i].tangent(c).tangent(0);
+      }
+    }
   }
 
   void tape_at() {
@@ -889,6 +994,7 @@ void SecondOrderLinearization::at(double t, std::span<const double> x,
   m.p.assign(p.begin(), p.end());
   m.pdot.assign(pdot.begin(), pdot.end());
   m.jacobian_ready = false;
+  m.in_outputs = false;
   if (m.dense)
     m.dense_passes();
   else
@@ -903,7 +1009,28 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
                                    std::span<double> pbar, std::span<double> pbar_dot) {
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
-  if (m.dense) {
+  if (m.dense && m.in_outputs) {
+    // By rows of the Dual outputs; each entry sums over i in increasing
+    // order (as below, and as Linearization::vjp's value sums).
+    double acc[kChunk] = {}, accd[kChunk] = {};
+    for (std::size_t i = 0; i < nx; ++i) {
+      const double wi = w[i], wdi = wdot[i];
+      const Dual1* row = m.od[i].tangents();
+      for (std::size_t j = 0; j < static_cast<std::size_t>(kChunk); ++j) {
+        const double a = row[j].value(), adot = row[j].tangent(0);
+        acc[j] += wi * a;
+        accd[j] += wdi * a + wi * adot;
+      }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      xbar[j] = acc[j];
+      xbar_dot[j] = accd[j];
+    }
+    for (std::size_t j = n; j < m.nin; ++j) {
+      pbar[j - n] += acc[j];
+      pbar_dot[j - n] += accd[j];
+    }
+  } else if (m.dense) {
     // Each value entry sums over i in Linearization::vjp's dense order.
     for (std::size_t j = 0; j < m.nin; ++j) {
       const double* col = m.J.data() + j * nx;
@@ -948,11 +1075,17 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
 void SecondOrderLinearization::jacobian(std::span<double> out, std::span<double> out_dot) {
   Impl& m = *impl_;
   if (!m.jacobian_ready) {
-    // Tape: the dense passes keep the tape's f (the same values).
-    const std::vector<double> v = m.value, vd = m.value_dot;
-    m.dense_passes();
-    m.value = v;
-    m.value_dot = vd;
+    if (!m.in_outputs) {
+      // Tape: the dense passes keep the tape's f (the same values).
+      const std::vector<double> v = m.value, vd = m.value_dot;
+      m.dense_passes();
+      m.value = v;
+      m.value_dot = vd;
+    }
+    if (!m.jacobian_ready) {
+      m.from_outputs(0, m.nin);
+      m.jacobian_ready = true;
+    }
   }
   std::copy(m.J.begin(), m.J.end(), out.begin());
   std::copy(m.Jdot.begin(), m.Jdot.end(), out_dot.begin());

@@ -9,8 +9,9 @@
 /// with their gradients. `make_system(model, objective)` is the only
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
-/// the tape's ad::Real; make_second_order_system adds ad::Dual<ad::Dual<double,
-/// 1>, 8> and ad::Reverse<ad::Dual<double, 1>>); everything behind it — the
+/// the tape's ad::Real; make_second_order_system adds ad::Dual<double, 1>,
+/// ad::Dual<ad::Dual<double, 1>, 8> and ad::Reverse<ad::Dual<double, 1>>);
+/// everything behind it — the
 /// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
 ///     const ode::System sys = ode::make_system(problem.model, objective, problem.n_states(),
@@ -144,6 +145,11 @@ class SystemModel {
   using DualDual8 = ad::Dual<Dual1, 8>;
   using Reverse1 = ad::Reverse<Dual1>;
   virtual bool second_order() const { return false; }
+  /// f on Dual<double, 1>: one tangent direction (second-order sweeps carry
+  /// one). The default evaluates it on Dual<double, 8> (7 lanes idle);
+  /// SecondOrderAdapter evaluates the model on Dual<double, 1> itself.
+  virtual void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
+                   std::span<Dual1> dxdt) const;
   virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
                    std::span<DualDual8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
@@ -250,6 +256,10 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
   using Reverse1 = SystemModel::Reverse1;
   using SystemAdapter<M, O>::rhs;
   bool second_order() const override { return true; }
+  void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
+           std::span<Dual1> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
   void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
            std::span<DualDual8> dxdt) const override {
     this->eval(t, y, p, dxdt);
@@ -377,6 +387,14 @@ class Linearization {
   /// The dense [f_y | f_p], column-major n_x × (n + n_p).
   void jacobian(std::span<double> out);
   JacobianStrategy strategy() const;
+  /// Lanes of a dense_row.
+  static constexpr std::size_t kRowLanes = 8;
+  /// After at() with the one-pass dense strategy (n + n_p ≤ kRowLanes): row
+  /// i < n_x of [f_y | f_p] as kRowLanes doubles (lanes ≥ n + n_p unused),
+  /// valid (and at the same address) until the Linearization is destroyed —
+  /// for callers that fuse vjp into their own loops (the explicit RK
+  /// adjoint). nullptr for every other strategy.
+  const double* dense_row(std::size_t i) const;
 
  private:
   struct Impl;
@@ -395,7 +413,8 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
 
 /// make_system with the second-order evaluations (SecondOrderLinearization,
 /// System::*_hessian_vector; the last section of this header): the model and
-/// objective must accept ad::Dual<ad::Dual<double, 1>, 8> and
+/// objective must accept ad::Dual<double, 1> (the model only),
+/// ad::Dual<ad::Dual<double, 1>, 8> and
 /// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
 /// (costate::Error), so gradient-only callers do not instantiate them.
 template <class M, class O>
