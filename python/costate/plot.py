@@ -20,7 +20,8 @@ draws what the file holds, one panel per kind, in one figure:
   PDE field files (root attribute format = "costate-fields-1")
     frame:<c>     the first and the last frame of each state component
     field:<name>  each static field (κ, dJ/dκ, dJ/du0, and an inversion's
-                  m_map, m_variance, m_prior_variance, …)
+                  m_map, m_variance, m_prior_variance, …), then a Laplace
+                  posterior's first 3 eigenvector_i and first 2 sample_i
     as images with colour bars (2-D, and the middle z-slice of 3-D) or as
     lines over x (1-D), axes in the grid's coordinates; and for a PDE
     inversion (``costate calibrate`` of a pde: input, /arrays/…)
@@ -280,7 +281,7 @@ def _pde_panels(f):
                         ax, g[comp][()], "%s at t = %.6g" % (comp, float(_attr(g, "time", 0.0))),
                         comp)))
     if "fields" in f:
-        for name in f["fields"].keys():
+        for name in _field_order(f["fields"].keys()):
             for comp in f["fields"][name].keys():
                 label = comp if comp == name else "%s %s" % (name, comp)
                 panels.append(_Panel(
@@ -288,6 +289,28 @@ def _pde_panels(f):
                     lambda ax, d=f["fields"][name][comp], label=label: draw(
                         ax, d[()], label, label)))
     return panels
+
+
+# A Laplace posterior writes one eigenvector_i and sample_i per mode and
+# sample: the figure shows the first few, after the fields proper.
+SHOWN_EIGENVECTORS = 3
+SHOWN_SAMPLES = 2
+
+
+def _field_order(names):
+    """Fields in file order, then the first SHOWN_EIGENVECTORS eigenvector_i
+    and SHOWN_SAMPLES sample_i by index (the rest are in the file only)."""
+    import re
+    plain, series = [], {"eigenvector": [], "sample": []}
+    for n in names:
+        m = re.fullmatch(r"(eigenvector|sample)_(\d+)", n)
+        if m:
+            series[m.group(1)].append((int(m.group(2)), n))
+        else:
+            plain.append(n)
+    shown = {"eigenvector": SHOWN_EIGENVECTORS, "sample": SHOWN_SAMPLES}
+    return plain + [n for kind in ("eigenvector", "sample")
+                    for _, n in sorted(series[kind])[:shown[kind]]]
 
 
 # ---- PEtab multistart files -----------------------------------------------------

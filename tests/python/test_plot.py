@@ -170,23 +170,23 @@ def test_petab_waterfall(petab_file):
 
 @pytest.fixture(scope="module")
 def inversion(tmp_path_factory):
-    """`costate calibrate heat2d_inversion.yaml` (a PDE inversion, ~5 s)
-    and a copy with what helper laplace adds to that layout — /arrays/
-    eigenvalues and the fields m_variance, m_prior_variance — written with
-    h5py next to the CLI's datasets."""
+    """`costate calibrate heat2d_inversion.yaml` (a PDE inversion with its
+    Laplace posterior, ~10 s): MAP only (`calibration.posterior=null`), with
+    the posterior (the example's: /arrays/eigenvalues, the fields
+    m_variance, m_prior_variance, eigenvector_i, sample_i), and a copy of
+    the latter whose spectrum is replaced with h5py by one holding a
+    non-positive value (the plot counts what it cannot draw on a log axis)."""
     d = tmp_path_factory.mktemp("inversion")
-    plain, extended = str(d / "inversion.h5"), str(d / "inversion_eig.h5")
-    costate("calibrate", os.path.join(EXAMPLES, "heat2d_inversion.yaml"),
-            "--set", "output.file=" + plain)
-    shutil.copy(plain, extended)
-    rng = np.random.default_rng(3)
+    plain, full, tweaked = (str(d / n) for n in ("map.h5", "posterior.h5", "tweaked.h5"))
+    example = os.path.join(EXAMPLES, "heat2d_inversion.yaml")
+    costate("calibrate", example, "--set", "output.file=" + plain, "--set", "calibration.posterior=null")
+    costate("calibrate", example, "--set", "output.file=" + full)
+    shutil.copy(full, tweaked)
     lam = np.array([3.0e2, 4.1e1, 1.0e1, 2.2, 0.4, 3e-2, -1e-9, 1e-3])  # one tiny negative
-    with h5py.File(extended, "r+") as f:
-        shape = f["fields/m_map/m_map"].shape
+    with h5py.File(tweaked, "r+") as f:
+        del f["arrays/eigenvalues"]
         f["arrays/eigenvalues"] = lam
-        for name in ("m_variance", "m_prior_variance"):
-            f["fields/%s/%s" % (name, name)] = rng.random(shape)
-    return plain, extended
+    return plain, full, tweaked
 
 
 def test_pde_inversion_history(inversion):
@@ -205,7 +205,7 @@ def test_pde_inversion_history(inversion):
 
 
 def test_pde_inversion_eigenvalues_and_variances(inversion, tmp_path):
-    path = inversion[1]
+    path = inversion[1]  # the CLI's own posterior output
     fig, panels = plot.figure(path)
     assert {"history", "eigenvalues", "field:m_variance:m_variance",
             "field:m_prior_variance:m_prior_variance", "field:m_map:m_map"} <= set(panels)
@@ -215,10 +215,18 @@ def test_pde_inversion_eigenvalues_and_variances(inversion, tmp_path):
     with h5py.File(path) as f:
         lam = f["arrays/eigenvalues"][()]
         variances = {n: f["fields/%s/%s" % (n, n)][()] for n in ("m_variance", "m_prior_variance")}
-    positive = np.sort(lam[lam > 0])[::-1]
-    np.testing.assert_array_equal(line.get_ydata(), positive)
-    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(positive) + 1))
-    assert "1 ≤ 0 not shown" in ax.get_title()
+    # The example asks for rank 10; Gauss–Newton eigenvalues are positive.
+    assert len(lam) == 10 and np.all(lam > 0)
+    np.testing.assert_array_equal(line.get_ydata(), np.sort(lam)[::-1])
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(1, len(lam) + 1))
+    # Of the 10 eigenvectors and 2 samples, the first 3 and 2, after the fields.
+    names = [k for k in panels if k.startswith("field:")]
+    assert names[-5:] == ["field:eigenvector_%d:eigenvector_%d" % (i, i) for i in range(3)] + \
+        ["field:sample_%d:sample_%d" % (i, i) for i in range(2)]
+    assert "field:eigenvector_3:eigenvector_3" not in panels
+    # Γ_post = Γ_prior − V D Vᵀ with D ≥ 0: never above the prior's variance.
+    assert np.all(variances["m_variance"] <= variances["m_prior_variance"])
+    assert variances["m_variance"].mean() < 0.5 * variances["m_prior_variance"].mean()
     for name, data in variances.items():
         im = panels["field:%s:%s" % (name, name)].get_images()[0]
         np.testing.assert_array_equal(np.asarray(im.get_array()), data[data.shape[0] // 2])
@@ -231,6 +239,18 @@ def test_pde_inversion_eigenvalues_and_variances(inversion, tmp_path):
                              round(plot.PANEL_INCHES[0] * 2 * 40))
     rgb = img[:, :, :3]
     assert np.mean(np.any(np.abs(rgb - rgb[0, 0]) > 0.05, axis=2)) > 0.02
+    plt.close(fig)
+
+
+def test_pde_inversion_spectrum_counts_non_positive_values(inversion):
+    fig, panels = plot.figure(inversion[2])
+    ax = panels["eigenvalues"]
+    with h5py.File(inversion[2]) as f:
+        lam = f["arrays/eigenvalues"][()]
+    positive = np.sort(lam[lam > 0])[::-1]
+    np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), positive)
+    np.testing.assert_array_equal(ax.get_lines()[0].get_xdata(), np.arange(1, len(positive) + 1))
+    assert "1 ≤ 0 not shown" in ax.get_title()
     plt.close(fig)
 
 
