@@ -46,8 +46,8 @@ int pde_command(const Environment& env, const PdeArgs& args) {
   try {
     // `calibrate`: the parameter-field inversion (pde_invert.cpp).
     if (args.command == "calibrate") return detail::calibrate_pde(env, args, cfg, system);
-    // One translation unit per dimension and parameter-field count
-    // (pde_commands_{1,2,3}d[_field].cpp; pde::dispatch::with_equation_components).
+    // One translation unit per dimension (pde_commands_{1,2,3}d.cpp;
+    // pde::dispatch::with_equation_components).
     const bool field = system->field_parameters() == 1;
     switch (system->dim()) {
       case 1: return field ? detail::drive_fields<1, 1>(env, args, cfg, system)

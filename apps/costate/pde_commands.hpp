@@ -2,7 +2,7 @@
 // `costate run|sensitivity|gradcheck` on PDE inputs (a `pde:` section; see
 // costate/io/pde_input.hpp). One process or under mpiexec; the report comes
 // from rank 0 only. The pde::EquationModel instantiations compile in
-// pde_commands_{1,2,3}d[_field].cpp (pde_drive.hpp).
+// pde_commands_{1,2,3}d.cpp (pde_drive.hpp).
 
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
 #pragma once
 // The PDE command driver, generic over the stencil model (included by the
-// per-dimension translation units pde_commands_{1,2,3}d[_field].cpp, each of
-// which instantiates drive_fields<D, F>: the pde::EquationModels of that
-// dimension and parameter-field count).
+// per-dimension translation units pde_commands_{1,2,3}d.cpp, each of
+// which instantiates drive_fields<D, 0> and drive_fields<D, 1>: the
+// pde::EquationModels of that dimension without and with a parameter field).
 //
 // Compile time: every EquationModel instantiation compiles drive<Model>, so
 // drive<Model> keeps only what needs the model (the operator, the
@@ -214,7 +214,7 @@ int drive(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
 }
 
 /// Runs the command for an equation system of dimension D with F parameter
-/// fields (one translation unit each: pde_commands_{1,2,3}d[_field].cpp).
+/// fields (one translation unit per dimension: pde_commands_{1,2,3}d.cpp).
 template <int D, int F>
 int drive_fields(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
                  const std::shared_ptr<const pde::EquationSystem>& system) {

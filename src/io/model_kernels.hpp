@@ -1,13 +1,12 @@
 #pragma once
 // The per-model computations behind costate/io/file_gradient.hpp: the only code of
 // the input-file layer that is a template on the model. Declared here,
-// defined in io/model_kernels_impl.hpp and explicitly instantiated once per
-// model, each in its own translation unit (src/io/kernels/<model>.cpp), so
-// that a parallel build compiles the models side by side and no caller
-// instantiates ode::integrate, ode::gradient, ode::hessian_vector or
-// ode::sensitivity_matrix again. A new built-in model adds one line to
-// ode::visit_builtin_model, one `extern template` below and one file in
-// src/io/kernels/.
+// defined and explicitly instantiated for every model in io/model_kernels.cpp
+// (one translation unit: the model-independent half of the kernels compiles
+// once), so that no caller instantiates ode::integrate, ode::gradient,
+// ode::hessian_vector or ode::sensitivity_matrix again. A new built-in model
+// adds one line to ode::visit_builtin_model, one `extern template` below and
+// one explicit instantiation in io/model_kernels.cpp.
 
 #include <span>
 

@@ -238,7 +238,7 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
     };
     RunConfig c = cfg;
     c.integrator = opt;
-    outcome.solution = integrate_file(c);  // compiled once per model (src/io/kernels/)
+    outcome.solution = integrate_file(c);  // compiled once per model (src/io/model_kernels.cpp)
     return outcome;
   }
 

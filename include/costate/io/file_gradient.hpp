@@ -11,7 +11,7 @@
 // Each function picks the file's model (io::visit_model) in
 // src/io/file_gradient.cpp and calls the model's compiled kernels
 // (src/io/model_kernels.hpp), explicitly instantiated once per model in
-// src/io/kernels/*.cpp: no caller of this header instantiates a model.
+// src/io/model_kernels.cpp: no caller of this header instantiates a model.
 
 #include <cstdint>
 #include <span>

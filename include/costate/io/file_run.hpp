@@ -1,6 +1,6 @@
 #pragma once
 // The trajectory of an input file's model, compiled once in the library
-// (src/io/file_gradient.cpp; the models' kernels in src/io/kernels/), for
+// (src/io/file_gradient.cpp; the models' kernels in src/io/model_kernels.cpp), for
 // `costate run`, the Python module's run() and the tools.
 
 #include "costate/ode/options.hpp"
