@@ -111,6 +111,14 @@ if [[ -z $(ls -A "$corpus") ]]; then
             sed -e '$a\' "$case_dir/$f"
             [[ $f == _conditions.tsv ]] || printf '%%%%\n'
           done > "$corpus/suite_$n"
+          # A few with the problem file as a sixth section, for its keys.
+          if [[ $n == 000[1-3] ]]; then
+            { cat "$corpus/suite_$n"
+              printf '%%%%\nformat_version: 1\nparameter_file: parameters.tsv\nproblems:\n'
+              printf -- '- condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n'
+              printf '  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n'
+            } > "$corpus/suite_${n}_yaml"
+          fi
         fi
       done
       if [[ $target == sbml ]]; then
