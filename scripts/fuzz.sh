@@ -6,21 +6,28 @@
 #   csv    the CSV data reader (io::read_csv_data, src/io/input.cpp)
 #   input  the YAML input loader, ODE and PDE inputs with --set overrides
 #          (src/io/input.cpp)
+#   sbml   the SBML importer, a document's text to sbml::read_string
+#          (src/sbml/model.cpp)
+#   petab  the PEtab reader, problem files as "%%"-separated sections to
+#          petab::read (src/petab/read.cpp, src/sbml/model.cpp)
 # The fuzzed sources are compiled with clang++ -fsanitize=fuzzer,address,
 # undefined (coverage-guided, with sanitizers); everything else comes from an
 # existing build's libcostate.so (BUILD, default ./build, configured and
 # built as usual). Nothing here is part of the default build.
 #
 # Corpus: build-fuzz/corpus/TARGET (seeded from data/examples/ and the
-# tests on first use); crashes land in build-fuzz/crashes/TARGET/. Each
-# crash should become a regression test in the gtest suite
-# (tests/expr/program_test.cpp, tests/io/input_test.cpp).
+# tests on first use; sbml and petab from the PEtab test suite in
+# PETAB_DIR, default the build's COSTATE_PETAB_DIR, read there, never
+# copied into the repository); crashes land in build-fuzz/crashes/TARGET/.
+# Each crash becomes a regression test: a gtest (tests/expr, tests/io,
+# tests/sbml, tests/petab) or an input under tests/fuzz/regressions/TARGET/,
+# which every run replays first (FUZZ_REPLAY=0 skips that).
 #
 #   scripts/fuzz.sh expr 60
 #   BUILD=build scripts/fuzz.sh input 600 -jobs=2
 set -euo pipefail
 
-target=${1:?usage: scripts/fuzz.sh expr|csv|input SECONDS [libFuzzer options]}
+target=${1:?usage: scripts/fuzz.sh expr|csv|input|sbml|petab SECONDS [libFuzzer options]}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +40,9 @@ mkdir -p "$out/obj" "$out/corpus/$target" "$out/crashes/$target"
 case $target in
   expr) sources=(src/expr/program.cpp src/io/input.cpp) ;;
   csv | input) sources=(src/io/input.cpp src/expr/program.cpp) ;;
-  *) echo "fuzz.sh: unknown target '$target' (expr, csv, input)" >&2; exit 2 ;;
+  sbml) sources=(src/sbml/model.cpp src/expr/program.cpp) ;;
+  petab) sources=(src/petab/read.cpp src/sbml/model.cpp src/expr/program.cpp) ;;
+  *) echo "fuzz.sh: unknown target '$target' (expr, csv, input, sbml, petab)" >&2; exit 2 ;;
 esac
 
 # The library's include directories and definitions, from the CMake build.
@@ -63,7 +72,8 @@ if ((stale)); then
   echo "fuzz.sh: linking $exe" >&2
   # shellcheck disable=SC2086
   "$cxx" $sanitize "${objects[@]}" -o "$exe" -L"$build" -Wl,-rpath,"$build" -lcostate \
-    $(pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp)
+    $(pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp) \
+    $(pkg-config --libs libsbml 2>/dev/null || echo -lsbml)
 fi
 
 # Seeds: data/examples and test inputs on first use.
@@ -86,6 +96,38 @@ if [[ -z $(ls -A "$corpus") ]]; then
         printf '%s' "$e" > "$corpus/$(printf '%s' "$e" | md5sum | cut -c1-16)"
       done
       ;;
+    sbml | petab)
+      petab=${PETAB_DIR:-$(sed -n 's/^COSTATE_PETAB_DIR:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)}
+      suite=$petab/test-suite-v1
+      [[ -d $suite ]] || echo "fuzz.sh: no PEtab test suite at '$suite' (PETAB_DIR): $target starts from the regressions only" >&2
+      for case_dir in "$suite"/[0-9]*; do
+        [[ -d $case_dir ]] || continue
+        n=$(basename "$case_dir")
+        if [[ $target == sbml ]]; then
+          cp "$case_dir/_model.xml" "$corpus/suite_$n.xml"
+        else
+          # model, parameters, observables, measurements, conditions (see petab_fuzz.cpp)
+          for f in _model.xml _parameters.tsv _observables.tsv _measurements.tsv _conditions.tsv; do
+            sed -e '$a\' "$case_dir/$f"
+            [[ $f == _conditions.tsv ]] || printf '%%%%\n'
+          done > "$corpus/suite_$n"
+          # A few with the problem file as a sixth section, for its keys.
+          if [[ $n == 000[1-3] ]]; then
+            { cat "$corpus/suite_$n"
+              printf '%%%%\nformat_version: 1\nparameter_file: parameters.tsv\nproblems:\n'
+              printf -- '- condition_files: [conditions.tsv]\n  measurement_files: [measurements.tsv]\n'
+              printf '  observable_files: [observables.tsv]\n  sbml_files: [model.xml]\n'
+            } > "$corpus/suite_${n}_yaml"
+          fi
+        fi
+      done
+      if [[ $target == sbml ]]; then
+        # Benchmark models of moderate size (rules, compartments, functions).
+        for x in "$petab"/benchmark/*/model_*.xml; do
+          if [[ -f $x && $(stat -c %s "$x") -lt 10000 ]]; then cp "$x" "$corpus/"; fi
+        done
+      fi
+      ;;
   esac
 fi
 
@@ -96,5 +138,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 dict=$root/tests/fuzz/${target}.dict
 extra=()
 [[ -f $dict ]] && extra+=("-dict=$dict")
+# Regression inputs (tests/fuzz/regressions/TARGET/): each once, first.
+regressions=$root/tests/fuzz/regressions/$target
+if [[ ${FUZZ_REPLAY:-1} != 0 && -d $regressions && -n $(ls -A "$regressions") ]]; then
+  echo "fuzz.sh: replaying $(ls "$regressions" | wc -l) regression input(s) of $target" >&2
+  "$exe" -runs=1 -timeout=10 -rss_limit_mb=2048 "$regressions"/*
+fi
 exec "$exe" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$out/crashes/$target/" -print_final_stats=1 "${extra[@]}" "$@"

@@ -276,36 +276,46 @@ Problem read(const std::string& yaml_path) {
   }
   if (!root.IsMap()) throw Error(yaml_path + ": expected a YAML map (format_version, problems…)");
   const fs::path base = fs::path(yaml_path).parent_path();
-  const YAML::Node version = root["format_version"];
-  if (!version) throw Error(yaml_path + ": missing key 'format_version'");
-  const std::string v = version.as<std::string>();
-  if (v != "1" && v != "1.0.0")
-    throw Error(yaml_path + ": format_version " + v +
-                " is not supported (this reader reads PEtab format version 1)");
-  if (!root["parameter_file"]) throw Error(yaml_path + ": missing key 'parameter_file'");
-  if (root["parameter_file"].IsSequence())
-    throw Error(yaml_path + ": several parameter_file entries are not supported");
-  pb.parameter_file = path_relative(base, root["parameter_file"].as<std::string>());
-  const YAML::Node problems = root["problems"];
-  if (!problems || !problems.IsSequence() || problems.size() == 0)
-    throw Error(yaml_path + ": missing key 'problems' (a list with one problem)");
-  if (problems.size() != 1)
-    throw Error(yaml_path + ": " + std::to_string(problems.size()) +
-                " problems; several problems in one file are not supported");
-  const YAML::Node p0 = problems[0];
-  for (auto it = p0.begin(); it != p0.end(); ++it) {
-    const std::string k = it->first.as<std::string>();
-    const std::vector<std::string> known = {"condition_files", "measurement_files",
-                                            "observable_files", "sbml_files",
-                                            "visualization_files"};
-    if (std::find(known.begin(), known.end(), k) == known.end())
-      throw Error(yaml_path + ": problems[0]." + k + " is not supported" +
-                  did_you_mean(k, known));
+  std::string sbml;
+  // A value of the wrong YAML kind (a list or map where a name belongs, a
+  // scalar where a map does) makes yaml-cpp throw: report it at its place.
+  try {
+    const YAML::Node version = root["format_version"];
+    if (!version) throw Error(yaml_path + ": missing key 'format_version'");
+    const std::string v = version.as<std::string>();
+    if (v != "1" && v != "1.0.0")
+      throw Error(yaml_path + ": format_version " + v +
+                  " is not supported (this reader reads PEtab format version 1)");
+    if (!root["parameter_file"]) throw Error(yaml_path + ": missing key 'parameter_file'");
+    if (root["parameter_file"].IsSequence())
+      throw Error(yaml_path + ": several parameter_file entries are not supported");
+    pb.parameter_file = path_relative(base, root["parameter_file"].as<std::string>());
+    const YAML::Node problems = root["problems"];
+    if (!problems || !problems.IsSequence() || problems.size() == 0)
+      throw Error(yaml_path + ": missing key 'problems' (a list with one problem)");
+    if (problems.size() != 1)
+      throw Error(yaml_path + ": " + std::to_string(problems.size()) +
+                  " problems; several problems in one file are not supported");
+    const YAML::Node p0 = problems[0];
+    for (auto it = p0.begin(); it != p0.end(); ++it) {
+      const std::string k = it->first.as<std::string>();
+      const std::vector<std::string> known = {"condition_files", "measurement_files",
+                                              "observable_files", "sbml_files",
+                                              "visualization_files"};
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        throw Error(yaml_path + ": problems[0]." + k + " is not supported" +
+                    did_you_mean(k, known));
+    }
+    sbml = path_relative(base, only_file(p0, "sbml_files", yaml_path));
+    pb.condition_file = path_relative(base, only_file(p0, "condition_files", yaml_path));
+    pb.measurement_file = path_relative(base, only_file(p0, "measurement_files", yaml_path));
+    pb.observable_file = path_relative(base, only_file(p0, "observable_files", yaml_path));
+  } catch (const YAML::Exception& e) {
+    throw Error(yaml_path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": not a PEtab problem file: " + e.msg +
+                " (format_version and parameter_file are single values, problems a list "
+                "of one map of file lists)");
   }
-  const std::string sbml = path_relative(base, only_file(p0, "sbml_files", yaml_path));
-  pb.condition_file = path_relative(base, only_file(p0, "condition_files", yaml_path));
-  pb.measurement_file = path_relative(base, only_file(p0, "measurement_files", yaml_path));
-  pb.observable_file = path_relative(base, only_file(p0, "observable_files", yaml_path));
 
   pb.model = sbml::read_file(sbml);
   const sbml::Model& m = pb.model;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costate/core/error.hpp"
@@ -259,6 +260,31 @@ TEST(PetabInput, NonPositiveSigmaNamesTheMeasurement) {
   f.measurements += "obs_a\tc0\t3\t0.2\t-1\n";
   const std::string e = error_of(f);
   EXPECT_HAS(e, "measurements.tsv:5: noise sigma = -1");
+}
+
+// Found by the libFuzzer target tests/fuzz/petab_fuzz.cpp: a value of the
+// wrong YAML kind in the problem file (a list where a name belongs, a scalar
+// where the problem's map belongs, a list as a file name) escaped as a
+// yaml-cpp exception without the file's name; now a costate::Error naming
+// the file, line and column.
+TEST(PetabInput, WrongYamlKindsNameTheProblemFileAndLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"format_version: [1]\nparameter_file: parameters.tsv\nproblems: []\n", "problem.yaml:1:17:"},
+      {"format_version: 1\nparameter_file: {a: 1}\nproblems: [x]\n", "problem.yaml:2:17:"},
+      {"format_version: 1\nparameter_file: parameters.tsv\nproblems: [x]\n", "problem.yaml:3:12:"},
+      {"format_version: 1\nparameter_file: parameters.tsv\nproblems: [{[a]: 1}]\n",
+       "problem.yaml:3:13:"},
+      {"format_version: 1\nparameter_file: parameters.tsv\nproblems: [{sbml_files: [[a]], "
+       "condition_files: [c], measurement_files: [m], observable_files: [o]}]\n",
+       "problem.yaml:3:26:"},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    Files f("yaml_kind_" + std::to_string(k));
+    f.yaml = cases[k].first;
+    const std::string e = error_of(f);
+    EXPECT_HAS(e, cases[k].second);
+    EXPECT_HAS(e, "not a PEtab problem file");
+  }
 }
 
 }  // namespace
