@@ -123,7 +123,9 @@ int main(int argc, char** argv) {
       models.push_back(e.path());
   std::sort(models.begin(), models.end());
 
-  const petab::Options sim{.integrator = {.method = ode::Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-8}};
+  petab::Options sim{.integrator = {.method = ode::Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-8}};
+  if (const char* ls = std::getenv("COSTATE_BENCH_CVODES_LINEAR_SOLVER"))
+    sim.integrator.cvodes_linear_solver = ode::cvodes_linear_solver_from_string(ls);
   petab::Options adj = sim;
   adj.gradient = true;
   petab::Options fwd = adj;
@@ -137,8 +139,8 @@ int main(int argc, char** argv) {
               "when > 10 s); process CPU seconds (wall/CPU: the machine's sharing)\n",
               repeats);
   std::printf("| model | llh | load | sim | fwd before | fwd after | adj before | adj after | "
-              "fim | AMICI sim / fwd / adj | fwd gap | adj gap | wall/CPU |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
+              "fim | AMICI sim / fwd / adj | fwd gap | adj gap | fwd-adj gap | wall/CPU |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
   bool ok = true;
   for (const fs::path& m : models) {
     const std::string name = m.filename().string();
@@ -164,17 +166,21 @@ int main(int argc, char** argv) {
     if (t_ff.cpu < 10.0 && repeats > 1) t_ff = timed(fwd_full, ff, repeats);
     const double gf = (std::isnan(t_fa.cpu) || std::isnan(t_ff.cpu)) ? std::nan("") : gap(fa.gradient, ff.gradient);
     const double ga = gap(aa.gradient, af.gradient);
+    // The reduced forward against the reduced adjoint gradient: two
+    // independent CVODES computations of the same derivative; reported
+    // only: on main they already differ by up to 2.4e-2 (Borghans).
+    const double gfa = std::isnan(t_fa.cpu) ? std::nan("") : gap(fa.gradient, aa.gradient);
     const auto ref = refs.find(name);
     const bool llh_ok = ref != refs.end() && std::abs(r.llh - ref->second) <=
                                                  kLlhTol + kLlhTol * std::abs(ref->second);
-    ok = ok && llh_ok && ga <= kAgreement && !(gf > kAgreement);
+    ok = ok && llh_ok && ga <= kAgreement && !(gf > kAgreement);  // gfa reported, not asserted: see bench/README.md (2026-12-01, h-amici)
     const auto c = kAmici.find(name);
     char amici[64] = "-";
     if (c != kAmici.end())
       std::snprintf(amici, sizeof amici, "%g / %g / %g", c->second.sim, c->second.fwd, c->second.adj);
-    std::printf("| %s | %.6f%s | %.3f | %.4f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1e | %.1e | %.1f |\n",
+    std::printf("| %s | %.6f%s | %.3f | %.4f | %.3f | %.3f | %.3f | %.3f | %.3f | %s | %.1e | %.1e | %.1e | %.1f |\n",
                 name.c_str(), r.llh, llh_ok ? "" : " (REF MISMATCH)", load.cpu, ts.cpu, t_ff.cpu,
-                t_fa.cpu, t_af.cpu, t_aa.cpu, t_fim.cpu, amici, gf, ga,
+                t_fa.cpu, t_af.cpu, t_aa.cpu, t_fim.cpu, amici, gf, ga, gfa,
                 (ts.wall + t_fa.wall + t_aa.wall) / (ts.cpu + t_fa.cpu + t_aa.cpu));
     if (std::getenv("COSTATE_BENCH_VERBOSE"))
       std::printf("    rhs evaluations: sim %zu, fwd %zu (before %zu), adj %zu (before %zu)\n",

@@ -109,10 +109,11 @@ TEST(CvodesLinearSolver, AutomaticFollowsThePattern) {
   const cvodes::System& sys = d.system();
   EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Automatic), LS::Sparse);
   EXPECT_EQ(cvodes::resolve_linear_solver(sys, LS::Band), LS::Band);
-  // Below 100 states automatic stays dense and detects nothing.
-  const System small_system = make_system(chain, none, 40, p.size());
+  // Below kAutomaticDenseLimit (20) states automatic stays dense and
+  // detects nothing.
+  const System small_system = make_system(chain, none, 16, p.size());
   cvodes::Binding small(small_system, p, Method::CvodesBdf, LS::Automatic, 0.0,
-                        std::span<const double>(y).first(40));
+                        std::span<const double>(y).first(16));
   const cvodes::System& s2 = small.system();
   EXPECT_FALSE(s2.has_jacobian_structure());
   EXPECT_EQ(cvodes::resolve_linear_solver(s2, LS::Automatic), LS::Dense);
@@ -123,6 +124,58 @@ TEST(CvodesLinearSolver, AutomaticFollowsThePattern) {
   } catch (const costate::Error& e) {
     EXPECT_NE(std::string(e.what()).find("integrator.cvodes_linear_solver = band"), std::string::npos)
         << e.what();
+  }
+}
+
+// y_i' couples y_i to `Width` − 1 cyclic neighbours at offsets 1, 2, 5, 7,
+// …: `Width` non-zeros in every row of f_y, its band the whole matrix.
+template <std::size_t Width>
+struct Ring {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
+    constexpr std::size_t offsets[] = {1, 2, 5, 7, 11};
+    const std::size_t n = y.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      T s = -p[i] * y[i];
+      for (std::size_t k = 0; k + 1 < Width; ++k) {
+        const T& v = y[(i + offsets[k]) % n];
+        s = T(s + 0.1 * v * v);
+      }
+      dydt[i] = s;
+    }
+  }
+};
+
+TEST(CvodesLinearSolver, AutomaticTakesKluForFewEntriesPerRow) {
+  // 25 states (a mid-sized reaction network like the Bachmann PEtab model):
+  // 4 entries per row fill 16% of f_y — over the 10% density rule, within
+  // kAutomaticSparseRowEntries = 4 per row: KLU; 5 per row (20%): dense.
+  constexpr std::size_t n = 25;
+  const std::vector<double> y(n, 1.0), p(n, 0.5);
+  const detail::NoObjectiveTerms none;
+  const Ring<4> four;
+  const System s4 = make_system(four, none, n, n);
+  cvodes::Binding b4(s4, p, Method::CvodesBdf, LS::Automatic, 0.0, y);
+  ASSERT_TRUE(b4.system().has_jacobian_structure());
+  EXPECT_EQ(b4.system().jacobian_rows.size(), 4 * n);
+  EXPECT_EQ(cvodes::resolve_linear_solver(b4.system(), LS::Automatic), LS::Sparse);
+  const Ring<5> five;
+  const System s5 = make_system(five, none, n, n);
+  cvodes::Binding b5(s5, p, Method::CvodesBdf, LS::Automatic, 0.0, y);
+  EXPECT_EQ(b5.system().jacobian_rows.size(), 5 * n);
+  EXPECT_EQ(cvodes::resolve_linear_solver(b5.system(), LS::Automatic), LS::Dense);
+  // Both solvers integrate the 4-per-row ring to the same state (CVODES'
+  // Newton matrix differs, the error control does not: kSolutionRelTol).
+  std::vector<double> ref;
+  for (LS s : {LS::Dense, LS::Automatic}) {
+    const Problem<Ring<4>> pr{four, y, p, {0.0, 2.0}};
+    const Solution sol = integrate(pr, {.method = Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-10,
+                                        .cvodes_linear_solver = s});
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.brief_report();
+    const auto last = sol.state(sol.n_outputs() - 1);
+    const std::vector<double> yy(last.begin(), last.end());
+    if (ref.empty()) ref = yy;
+    EXPECT_LT(max_rel_diff(yy, ref), kSolutionRelTol) << to_string(s);
   }
 }
 

@@ -64,7 +64,8 @@
 /// and its values from the compressed forward-mode Jacobian, ⌈colours/8⌉
 /// evaluations on ad::Dual<double, 8> — 1 for a tridiagonal or a 1-D
 /// two-species stencil, whatever n. `automatic` (the default) keeps dense
-/// below 100 states (no detection at all), see CvodesLinearSolver.
+/// below kAutomaticDenseLimit = 20 states (no detection at all), see
+/// CvodesLinearSolver.
 ///
 /// Limitations: serial (one rank's N_Vector_Serial; under MPI every rank
 /// solves the whole ODE); band/sparse assume the detected pattern holds at
@@ -185,9 +186,15 @@ struct System {
 /// Automatic gives Dense below kAutomaticDenseLimit states or without a
 /// structure; otherwise Band when the band (with LU fill: n × (2·lower +
 /// upper + 1)) holds at most 4× the structure's non-zeros, Sparse when the
-/// structure fills at most 10% of the matrix, else Dense. Band or Sparse
-/// without a structure throw costate::Error.
-inline constexpr std::size_t kAutomaticDenseLimit = 100;
+/// structure fills at most 10% of the matrix or has at most
+/// kAutomaticSparseRowEntries non-zeros per row on average, else Dense.
+/// Band or Sparse without a structure throw costate::Error. (Measured,
+/// bench/README.md "CVODES KLU for mid-sized sparse models": the
+/// 25-state Bachmann PEtab model, 89 non-zeros = 14% of f_y, simulates
+/// 1.7× and differentiates 1.6–1.7× faster by KLU than by dense LU; below
+/// 20 states the two were within the machine's noise.)
+inline constexpr std::size_t kAutomaticDenseLimit = 20;
+inline constexpr double kAutomaticSparseRowEntries = 4.0;
 /// SystemOptions::dense_max of the Systems the CVODES entry points build:
 /// the dense [f_y | f_p] (one Jacobian per (t, y), then mat-vecs) up to this
 /// many states + parameters.

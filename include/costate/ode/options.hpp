@@ -62,9 +62,10 @@ enum class CvodesLinearSolver {
   Dense,      ///< "dense": SUNDenseMatrix + dense LU (O(n³) per factorisation)
   Band,       ///< "band": SUNBandMatrix, bandwidths of the detected pattern, band LU
   Sparse,     ///< "sparse": SUNSparseMatrix (CSC, the detected pattern) + SuiteSparse KLU
-  Automatic,  ///< "automatic": dense below 100 states; above, band when the band holds
+  Automatic,  ///< "automatic": dense below 20 states; above, band when the band holds
               ///< at most 4× the pattern's non-zeros, sparse when the pattern fills
-              ///< at most 10% of the matrix, dense otherwise
+              ///< at most 10% of the matrix or has at most 4 non-zeros per row on
+              ///< average, dense otherwise
 };
 std::string to_string(CvodesLinearSolver solver);
 /// Parses "dense" | "band" | "sparse" | "automatic"; the error lists the valid names.
