@@ -9,6 +9,11 @@
 //     at rtol 1e-12, itself checked against its differences) for the
 //     continuous methods (continuous_adjoint, cvodes_*): to the order of
 //     their tolerances;
+// every (method × integrator) that it says gives Hessian-vector products
+// (order 2, ode::hessian_vector) on the same models and functionals, checked
+// against central differences of that method's gradients, for the symmetry
+// ⟨H u, w⟩ = ⟨u, H w⟩ and, for CVODES' continuous second-order adjoint,
+// against the other route (dopri5's forward over adjoint at rtol 1e-12);
 // and the calibration residual Jacobian (ode::sensitivity_matrix) against
 // central differences of the residuals, and Sᵀr against the discrete
 // adjoint, for every integrator supports_calibration accepts.
@@ -16,8 +21,8 @@
 // The loops ask the table: a new stepper (ode::all_methods) or sensitivity
 // method (ode::all_sensitivity_kinds, with a case in method_of below) is
 // tested here everywhere it says it works. The models and functionals are one
-// type each (chosen at run time), so this file instantiates ode::gradient and
-// make_system once.
+// type each (chosen at run time), so this file instantiates ode::gradient,
+// make_system, ode::hessian_vector and make_second_order_system once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/ode/support.hpp"
 #include "support/cross_method.hpp"
@@ -179,9 +185,7 @@ TEST_P(CrossMethod, EverySupportedGradientAgrees) {
 
     for (Method m : all_methods()) {
       const IntegratorOptions o = options_for(m, mk);
-      // Order 1 only. Order 2 (H·v vs differences of gradients, through
-      // ode::hessian_vector) — rows from the second-order work (hess) go
-      // here, driven by supports(k, o, 2) the same way.
+      // Order 1 here; order 2 (ode::hessian_vector): EverySupportedHessianVectorAgrees.
       std::map<SensitivityKind, GradientResult> got;
       for (SensitivityKind k : all_sensitivity_kinds()) {
         if (!supports(k, o, 1)) continue;
@@ -265,6 +269,164 @@ TEST_P(CrossMethod, CalibrationResidualJacobianMatchesDifferences) {
     }
   }
   EXPECT_GE(tested, 7) << "every native stepper calibrates";
+}
+
+// ------------------------------------------------------------ order 2
+// Tolerances of the second-order rows, each with its reason (measured: the
+// worst case over the three models, three functionals and two directions).
+/// Step along the direction (scaled to the variables) of the central
+/// differences of gradients that H·v is checked against. The discrete
+/// methods replay the H·v's steps (and bdf orders), so their gradients are
+/// one smooth function of (p, y0): truncation O(h²) dominates (measured
+/// 4.0e-6 on Lotka–Volterra's parameter direction over [0, 5], ≤ 6e-7
+/// elsewhere), round-off ~1e-16 |∇J| / h and sdirk3/bdf's replayed Newton
+/// (replay_kappa × rtol ≈ 1e-10 of the gradient, ~1e-6 after dividing by h,
+/// measured ≤ 3e-8) below it.
+constexpr double kHvFdStep = 1e-4;
+constexpr double kHvFdRelTol = 2e-5;
+/// ⟨H u, w⟩ = ⟨u, H w⟩ and ∇J·v (the ε-part of J) = ⟨∇J, v⟩ for the
+/// discrete methods: H is the exact Hessian of one discrete objective (the
+/// implicit equations differentiated as if solved exactly), so each pair is
+/// one derivative summed in two orders — round-off, relative to the sum of
+/// the terms' magnitudes (measured ≤ 2.6e-12: dopri5 on stiff Van der Pol).
+constexpr double kDiscreteRoundOffTol = 1e-10;
+/// CVODES' second order at this rtol (atol 1e-2 rtol), not kMatrixRtol: its
+/// forward sensitivity along v is outside the error test (so that the
+/// state's steps stay the gradient's), and on stiff Van der Pol with
+/// observations at rtol 1e-8 it is off by up to 3× in ∇J·v and 6 % in H·v
+/// (measured); at 1e-10 it is within 1.2e-5 and 1.5e-7.
+constexpr double kCvodesHvRtol = 1e-10;
+/// CVODES' continuous second-order adjoint against the other route to the
+/// exact objective's H·v, dopri5's forward over adjoint at kReferenceRtol
+/// (itself checked against its differences): CVODES' error in second
+/// derivatives, up to ~1e4 × rtol (measured ≤ 2.1e-7); 2e-6.
+constexpr double kCvodesHvRelTol = 2e-6;
+/// ∇J·v from CVODES' forward sensitivity (outside the error test) against
+/// its adjoint gradient dotted with v (measured ≤ 1.2e-5: stiff Van der Pol
+/// with observations); 5e-5.
+constexpr double kCvodesTangentRelTol = 5e-5;
+/// CVODES' H u and H w come from different runs, each exact up to its error:
+/// symmetric to that order (measured ≤ 1.3e-7); 2e-6.
+constexpr double kCvodesSymmetryTol = 2e-6;
+
+HessianDirection as_direction(const Problem_& pr, const std::vector<double>& d) {
+  const auto np = static_cast<std::ptrdiff_t>(pr.p.size());
+  return {{d.begin(), d.begin() + np}, {d.begin() + np, d.end()}};
+}
+
+std::vector<double> hv_of(const HessianVectorResult& r) {
+  std::vector<double> v = r.hv_wrt_parameters;
+  v.insert(v.end(), r.hv_wrt_initial_state.begin(), r.hv_wrt_initial_state.end());
+  return v;
+}
+
+/// (∇J(x + h d) − ∇J(x − h d)) / 2h by `method`, replaying `r`'s steps when
+/// `replay` (the discrete methods).
+std::vector<double> gradient_differences(const Problem_& pr, const MatrixFunctional& f,
+                                         const SensitivityMethod& method,
+                                         const IntegratorOptions& o, const HessianVectorResult& r,
+                                         const std::vector<double>& d, bool replay) {
+  auto grad = [&](double h) {
+    return all_of(replay ? gradient(moved(pr, d, h), f, method, o, r.step_times, r.step_orders)
+                         : gradient(moved(pr, d, h), f, method, o));
+  };
+  const std::vector<double> a = grad(kHvFdStep), b = grad(-kHvFdStep);
+  std::vector<double> fd(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) fd[i] = (a[i] - b[i]) / (2.0 * kHvFdStep);
+  return fd;
+}
+
+/// |⟨Hu, w⟩ − ⟨u, Hw⟩| relative to Σ|(Hu)_i w_i| + Σ|u_i (Hw)_i|.
+double asymmetry(const std::vector<double>& hu, const std::vector<double>& u,
+                 const std::vector<double>& hw, const std::vector<double>& w) {
+  double a = 0.0, b = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    a += hu[i] * w[i];
+    b += u[i] * hw[i];
+    scale += std::abs(hu[i] * w[i]) + std::abs(u[i] * hw[i]);
+  }
+  return std::abs(a - b) / std::max(scale, 1e-300);
+}
+
+/// Every (method × integrator) with order-2 support: H·v along the two
+/// directions (p only, y0 only) against central differences of that
+/// method's gradients, the symmetry ⟨H u, w⟩ = ⟨u, H w⟩ across the p–y0
+/// block, ∇J·v (the ε-part of J) against the gradient, and — where a
+/// second route to the exact objective's H·v exists (CVODES' continuous
+/// second-order adjoint) — against the forward over adjoint of dopri5 at a
+/// tight tolerance.
+TEST_P(CrossMethod, EverySupportedHessianVectorAgrees) {
+  const MatrixModel::Kind mk = GetParam();
+  const Problem_ pr = costate::test::matrix_problem(mk);
+  const std::vector<std::vector<double>> dirs = directions(pr);
+  int tested = 0, expected = 0;
+  for (Method m : all_methods())
+    for (SensitivityKind k : all_sensitivity_kinds())
+      expected += supports(k, options_for(m, mk), 2) ? 1 : 0;
+  for (FunctionalKind fk :
+       {FunctionalKind::Terminal, FunctionalKind::Integral, FunctionalKind::Observations}) {
+    const MatrixFunctional f = costate::test::matrix_functional(fk, pr);
+    const std::string where = to_string(mk) + " / " + to_string(fk);
+    // The exact objective's H·v along each direction, checked against
+    // differences of its own gradients.
+    const IntegratorOptions ro = options_for(Method::Dopri5, mk, kReferenceRtol);
+    std::vector<std::vector<double>> reference;
+    for (const auto& d : dirs) {
+      const HessianVectorResult r = hessian_vector(pr, f, as_direction(pr, d), DiscreteAdjoint{}, ro);
+      reference.push_back(hv_of(r));
+      const double e = max_rel_err(reference.back(),
+                            gradient_differences(pr, f, DiscreteAdjoint{}, ro, r, d, true));
+      std::printf("%-56s H v vs differences %.2e\n", (where + " reference").c_str(), e);
+      EXPECT_LT(e, kHvFdRelTol) << where << " reference";
+    }
+    for (Method m : all_methods()) {
+      const IntegratorOptions o = options_for(m, mk, is_cvodes(m) ? kCvodesHvRtol : kMatrixRtol);
+      for (SensitivityKind k : all_sensitivity_kinds()) {
+        if (!supports(k, o, 2)) continue;
+        const std::string what = where + " / " + to_string(k) + " / " + to_string(m);
+        if (fk == FunctionalKind::Terminal) ++tested;  // one count per combination
+        const SensitivityMethod method = method_of(k);
+        std::vector<std::vector<double>> hv;
+        for (std::size_t j = 0; j < dirs.size(); ++j) {
+          const std::vector<double>& d = dirs[j];
+          const HessianVectorResult r = hessian_vector(pr, f, as_direction(pr, d), method, o);
+          ASSERT_EQ(r.hv_wrt_parameters.size(), pr.p.size()) << what;
+          ASSERT_EQ(r.hv_wrt_initial_state.size(), pr.y0.size()) << what;
+          hv.push_back(hv_of(r));
+          // ∇J·v: the ε-part of J against the gradient part dotted with v.
+          std::vector<double> g = r.gradient_wrt_parameters;
+          g.insert(g.end(), r.gradient_wrt_initial_state.begin(), r.gradient_wrt_initial_state.end());
+          double gd = 0.0, scale = 0.0;
+          for (std::size_t i = 0; i < g.size(); ++i) {
+            gd += g[i] * d[i];
+            scale += std::abs(g[i] * d[i]);
+          }
+          const double ed = std::abs(r.directional_derivative - gd) / std::max(scale, 1e-300);
+          if (is_discrete(k)) {
+            const double e =
+                max_rel_err(hv.back(), gradient_differences(pr, f, method, o, r, d, true));
+            std::printf("%-56s H v vs differences %.2e  grad.v %.2e\n", what.c_str(), e, ed);
+            EXPECT_LT(e, kHvFdRelTol) << what << " dir " << j;
+            EXPECT_LT(ed, kDiscreteRoundOffTol) << what << " dir " << j;
+          } else {
+            // The second route: the exact objective's H·v by dopri5's
+            // forward over adjoint.
+            const double e = max_rel_err(hv.back(), reference[j]);
+            std::printf("%-56s H v vs reference %.2e  grad.v %.2e\n", what.c_str(), e, ed);
+            EXPECT_LT(e, kCvodesHvRelTol) << what << " dir " << j;
+            EXPECT_LT(ed, kCvodesTangentRelTol) << what << " dir " << j;
+          }
+        }
+        const double a = asymmetry(hv[0], dirs[0], hv[1], dirs[1]);
+        std::printf("%-56s asymmetry %.2e\n", what.c_str(), a);
+        EXPECT_LT(a, is_discrete(k) ? kDiscreteRoundOffTol : kCvodesSymmetryTol) << what;
+      }
+    }
+  }
+  // Every supported combination ran: discrete_adjoint with the seven native
+  // steppers and cvodes_adjoint with cvodes_bdf and cvodes_adams today.
+  EXPECT_EQ(tested, expected) << to_string(mk);
+  EXPECT_GE(expected, 7 + 2) << to_string(mk);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CrossMethod,
