@@ -48,6 +48,11 @@ void CvodesAdjoint::validate() const {
   COSTATE_CHECK(std::isfinite(atol) && atol >= 0.0,
                 "sensitivity.adjoint_atol = " << costate::detail::format_value(atol)
                                               << " must be >= 0 (0: integrator.atol)");
+  COSTATE_CHECK(std::isfinite(forward_tolerance_factor) && forward_tolerance_factor > 0.0 &&
+                    forward_tolerance_factor <= 1.0,
+                "CvodesAdjoint::forward_tolerance_factor = "
+                    << costate::detail::format_value(forward_tolerance_factor)
+                    << " must be in (0, 1] (a multiple of integrator.rtol and atol)");
 }
 
 namespace cvodes {

@@ -246,6 +246,13 @@ void forward_to_stops(Objects& o, Context& ctx, double t0, std::span<const doubl
   forward.final_time = t0;
   double t = t0;
   int ncheck = 0;
+  // Never step past t1: the right-hand side beyond it may differ (a
+  // piecewise input switching at t1, e.g. Fujita_SciSignal2010's EGF_end =
+  // its last measurement time), and a step across that jump puts its error
+  // into the interpolated y(t1) and into every state CVodeB interpolates in
+  // the last step. CVodeF records this stop time and restores it when it
+  // recomputes a checkpoint interval (ca_tstopCVodeF).
+  check(ctx, CVodeSetStopTime(o.mem, stops.back()), "CVodeSetStopTime");
   for (std::size_t k = 0; k < stops.size(); ++k) {
     if (stops[k] > t0) {
       const int flag = CVodeF(o.mem, stops[k], o.y, &t, CV_NORMAL, &ncheck);

@@ -56,6 +56,24 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
   const std::vector<double> stops = stops_of(obs, t1);
   const std::size_t K = stops.size();
 
+  // The adjoint's forward pass at forward_tolerance_factor × the
+  // tolerances, its backward problem at the integrator's (cvodes.hpp).
+  CvodesAdjoint adj;
+  if (adjoint) {
+    adjoint->validate();
+    adj = *adjoint;
+    if (const double f = adj.forward_tolerance_factor; f != 1.0) {
+      if (adj.rtol <= 0.0) adj.rtol = options.rtol;
+      if (adj.atol <= 0.0)
+        adj.atol = options.atol_per_state.empty()
+                       ? options.atol
+                       : *std::min_element(options.atol_per_state.begin(), options.atol_per_state.end());
+      options.rtol *= f;
+      options.atol *= f;
+      for (double& a : options.atol_per_state) a *= f;
+    }
+  }
+
   // 2. The augmented state [y; z], z' = q.
   if (running) add_running_tolerance(options, n);
   options.validate(na);
@@ -81,7 +99,12 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
 
   GradientResult result;
   result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->steps) + ", " +
-                                to_string(adjoint->interpolation) + ")"
+                                to_string(adjoint->interpolation) +
+                                (adj.forward_tolerance_factor != 1.0
+                                     ? ", forward at " + costate::detail::format_value(adj.forward_tolerance_factor) +
+                                           " x tolerances"
+                                     : std::string()) +
+                                ")"
                           : std::string("cvodes_forward");
   std::vector<double> y = y0a;
   cvodes::Stats fwd, bwd;
@@ -108,7 +131,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
     std::vector<double> mu_terms(np, 0.0), lambda, mu;
     cvodes::adjoint(
-        sys, settings, *adjoint, t0, y0a, stops,
+        sys, settings, adj, t0, y0a, stops,
         [&](std::size_t k, double, const double* yy, double* dl) {
           terms_at(k, yy);
           for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];

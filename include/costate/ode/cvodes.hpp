@@ -117,6 +117,19 @@ struct CvodesAdjoint {
   /// (scalar) atol.
   double rtol = 0.0;
   double atol = 0.0;
+  /// The forward pass (CVodeF) runs at this multiple, in (0, 1], of the
+  /// integrator's rtol and atol; the backward problem keeps the
+  /// integrator's (or rtol/atol above). The forward pass has only the
+  /// states in its error test (CvodesForward also has the sensitivities,
+  /// which takes it ~3× the steps), and the gradient's error follows the
+  /// forward trajectory's: on the PEtab benchmarks at rtol = atol = 1e-8
+  /// the adjoint gradient was off by 2.5e-2 (Borghans_BiophysChem1997)
+  /// and 1.2e-2 (Fujita_SciSignal2010) of its size where the forward one
+  /// was off by 2.8e-4 and 2.5e-5, and a 100× tighter backward problem
+  /// changed nothing, a 100× tighter forward pass gained 100×
+  /// (bench/README.md, "PEtab forward vs adjoint gradients").
+  /// petab::Options takes 1e-2.
+  double forward_tolerance_factor = 1.0;
   /// Throws costate::Error naming the field and the rule broken.
   void validate() const;
 };

@@ -8,18 +8,20 @@
 /// - the Taylor test along a fixed direction d (d_i = ±(1 + ½ sin(i + 1)) ·
 ///   max(|θ_i|, 0.1), alternating signs): r(h) = |llh(θ + h d) − llh(θ) −
 ///   h ⟨∇llh, d⟩| must fall like h² (every observed order ≥ 1.9);
-/// - central differences per component, h_i = 1e-4·max(1, |θ_i|): component
-///   i passes when |g_i − fd_i| ≤ 1e-3·max(|g_i|, |fd_i|) + 10·rtol·max|llh(θ
-///   ± h_i e_i)|/h_i.
-/// llh comes from an adaptive integration and is smooth only to about the
-/// integrator's tolerance: 10·rtol·|llh| (rtol of Options::integrator) is
-/// the round-off floor of both checks, in place of ε·|llh| (ad::
-/// TaylorTestOptions::floor_factor and GradientCheckOptions::
-/// roundoff_factor = 10·rtol/ε). The step balances the differences'
-/// truncation h²·llh‴/6 against that noise over h: at the benchmark
-/// collection's published optima, where the gradient is ~1e-3 and llh
-/// strongly curved (Bruno_JExpBot2016: ∂²llh ≈ 1e3 along one parameter),
-/// a step of 1e-5 leaves differences dominated by solver noise.
+/// - Richardson-extrapolated central differences per component:
+///   R(h) = (4 D(h) − D(2h)) / 3 for the central difference D, at steps
+///   h_k = kLargestStep·max(1, |θ_i|)·2^−k, k < kDifferenceSteps, taking
+///   the R_k closest to R_{k+1} (richardson_difference): one fixed step
+///   cannot serve every model — Borghans_BiophysChem1997 needs h ≤ 3e-5
+///   on the log10 scale (its llh bends within 1e-4 along K_par, Kz, v0),
+///   Fujita_SciSignal2010 h ≈ 3e-3 (below, the solver's noise over h
+///   dominates). Component i passes when |g_i − R_i| ≤ kDifferenceRtol ·
+///   max(|g_i|, |R_i|) + kSpreadFactor·spread_i, spread_i = |R_k − R_{k+1}|
+///   at the chosen step (the reference's own error estimate).
+/// The differences' llh is computed at kDifferenceTolerance × the
+/// integrator's rtol and atol of `options` (a reference tighter than the
+/// gradient it checks); 10·rtol·|llh| of those is the Taylor test's
+/// round-off floor (ad::TaylorTestOptions::floor_factor = 10·rtol/ε).
 ///
 /// Collective over `comm` like petab::evaluate (every rank gets the result).
 
@@ -33,9 +35,35 @@
 
 namespace costate::petab {
 
+/// The differences' llh at this multiple of the integrator's tolerances.
+inline constexpr double kDifferenceTolerance = 1e-2;
+/// Step ladder of richardson_difference: kLargestStep·max(1, |θ_i|)·2^−k.
+inline constexpr double kLargestStep = 1e-2;
+inline constexpr int kDifferenceSteps = 14;  ///< down to ~1.2e-6 relative
+/// Component tolerance: kDifferenceRtol relative plus kSpreadFactor × the
+/// reference's spread.
+inline constexpr double kDifferenceRtol = 1e-3;
+inline constexpr double kSpreadFactor = 3.0;
+
+/// A Richardson-extrapolated central difference and the step it took.
+struct Difference {
+  double value = 0.0;
+  double step = 0.0;    ///< h of the chosen R(h)
+  double spread = 0.0;  ///< |R(h) − R(h/2)|: its error estimate
+};
+
+/// d llh / d θ_e by Richardson-extrapolated central differences with the
+/// step chosen as described above, llh at kDifferenceTolerance × the
+/// tolerances of `options` (2·kDifferenceSteps evaluations of llh). A
+/// failed simulation makes its differences NaN (skipped in the choice).
+Difference richardson_difference(const Problem& problem, const std::vector<double>& theta,
+                                 std::size_t e, const Options& options = {},
+                                 MPI_Comm comm = MPI_COMM_SELF);
+
 struct GradientCheck {
   std::vector<std::string> ids;  ///< Problem::estimated_ids()
   std::vector<double> theta, gradient;
+  std::vector<double> steps, spreads;  ///< per component: Difference::step, ::spread
   double llh = 0.0;
   ad::TaylorTestResult taylor;
   ad::GradientCheckResult fd;

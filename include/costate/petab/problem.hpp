@@ -196,12 +196,21 @@ Problem read(const std::string& yaml_path);
 /// (a PEtab problem file); false for anything else, unreadable files too.
 bool is_problem_file(const std::string& path);
 
+/// Options::method's default ode::CvodesAdjoint::forward_tolerance_factor.
+inline constexpr double kAdjointForwardTolerance = 1e-2;
+
 struct Options {
   ode::IntegratorOptions integrator{.method = ode::Method::CvodesBdf, .rtol = 1e-10,
                                     .atol = 1e-12};
   bool gradient = false;
-  /// How the gradient is computed (ode::gradient's methods).
-  ode::SensitivityMethod method = ode::CvodesAdjoint{};
+  /// How the gradient is computed (ode::gradient's methods). The adjoint's
+  /// forward pass at 1e-2 × the integrator's tolerances
+  /// (ode::CvodesAdjoint::forward_tolerance_factor): at the defaults its
+  /// gradient then agrees with forward sensitivities and with Richardson
+  /// differences to ≤ 1e-5 of its size on Borghans_BiophysChem1997 and
+  /// Fujita_SciSignal2010, where it was off by 1.5e-4 and 4.4e-5
+  /// (tests/petab/gradient_accuracy_test.cpp, bench/README.md).
+  ode::SensitivityMethod method = ode::CvodesAdjoint{.forward_tolerance_factor = kAdjointForwardTolerance};
   /// Include J (see the file comment) in the likelihood of log/log10 data.
   bool data_jacobian = true;
   /// Pre-equilibration: ‖f‖ tolerance of the steady-state solve (relative
