@@ -394,8 +394,9 @@ CalibrationChain calibration_chain(const fs::path& dir, const std::string& metho
     const bool complete = string_attribute_of(dir / "out.h5", "status") == "complete";
     if (rc == 0 || (rc == -SIGTERM && complete)) {
       if (kill_it) ++c.finished_before_kill;
+      // (A SIGTERM after calibrate_command returned — report printed, the
+      // handler gone — ends the process by the default action.)
       c.json = costate::test::slurp(dir / "stdout.txt");
-      if (rc != 0) ADD_FAILURE() << "the fit finished but its report was cut by the signal";
       return c;
     }
     if (hard) {
