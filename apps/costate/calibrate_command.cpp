@@ -6,6 +6,7 @@
 // "partial"), 1 on errors.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -212,9 +213,14 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())
       io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
-    else
+    else {
+      // The fit's journal (kept there while it ran) would only replay to
+      // the same end: removed, so that no stale partial file is left.
+      std::error_code ec;
+      std::filesystem::remove(cfg.output_file, ec);
       std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
                 << sol.summary.message << "); " << cfg.output_file << " not written\n";
+    }
   }
   if (!env.is_root()) return rep.converged ? 0 : 2;
 
