@@ -6,6 +6,7 @@
 // "partial"), 1 on errors.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -143,23 +144,67 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
                 "format_version and problems); a costate input file starts from its "
                 "calibration section's initial values");
   // A PDE input: the parameter-field inversion (docs/pde_inverse.md).
-  if (is_pde_input(args.input)) return pde(env, args, "calibrate");
+  if (is_pde_input(args.input)) {
+    if (!args.resume.empty())
+      throw Error(args.input + ": --resume continues an ODE calibration (a costate input file "
+                  "without pde:); a PDE calibration does not resume");
+    return pde(env, args, "calibrate");
+  }
   io::RunConfig cfg = io::load_run_config(args.input, args.sets);
   if (!args.output.empty()) cfg.output_file = args.output;
   if (!cfg.calibration.present)
     throw Error(args.input + ": costate calibrate needs a 'calibration:' section "
                 "(parameters to fit, data, optional regularization and optimizer)");
   const bool talk = env.is_root() && !args.quiet;
+  // --resume: the journal of the interrupted fit; the finished one is
+  // written there (unless -o names another file), as `run --resume` does.
+  io::CalibrationJournal journal;
+  if (!args.resume.empty()) {
+    journal = io::read_calibration_partial(args.resume, cfg);
+    if (args.output.empty()) cfg.output_file = args.resume;
+  }
   if (talk) echo(cfg, args.input);
-  // 1. The fit, with one progress line per iteration.
+  if (talk && !args.resume.empty())
+    std::cerr << "  (resuming " << args.resume << ": " << journal.entries.size()
+              << " recorded evaluations, to iteration " << journal.last_iteration
+              << ", replayed through TAO, then new ones)\n";
+  // 1. The fit, with one progress line per iteration. With an output file,
+  //    the evaluation journal is kept there (marked partial) after every
+  //    iteration, so that a stopped or killed fit resumes (io/resume.hpp).
+  const bool keep = env.is_root() && !cfg.output_file.empty();
+  std::size_t kept = journal.entries.size();
+  auto keep_journal = [&](int signal) {
+    io::write_calibration_partial(cfg.output_file, cfg, journal, signal);
+    kept = journal.entries.size();
+  };
   io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after an iteration
   auto monitor = [&](const optimize::Iteration& it) {
     if (talk)
-      std::fprintf(stderr, "  %4d  %15.8e  %15.8e\n", it.iteration, it.objective, it.gradient_norm);
+      std::fprintf(stderr, "  %4d  %15.8e  %15.8e%s\n", it.iteration, it.objective,
+                   it.gradient_norm, journal.entries.size() <= journal.recorded ? "  (replayed)" : "");
+    journal.last_iteration = it.iteration;
+    if (keep && journal.entries.size() > kept) keep_journal(0);
     io::throw_if_interrupted("after iteration " + std::to_string(it.iteration) +
-                             " of the calibration (nothing written: rerun it)");
+                             " of the calibration");
   };
-  const io::CalibrationReport rep = io::calibrate(cfg, monitor);
+  io::CalibrationReport rep;
+  try {
+    rep = io::calibrate(cfg, monitor, &journal);
+  } catch (const io::Interrupted& e) {
+    std::string message = e.what();
+    if (keep) {
+      keep_journal(e.signal());
+      message += "; wrote its " + std::to_string(journal.entries.size()) +
+                 " evaluations to " + cfg.output_file + ", marked partial; continue with: "
+                 "costate calibrate " + args.input + " --resume " + cfg.output_file +
+                 " (and the same --set and -tao_* options)";
+    } else {
+      message += cfg.output_file.empty()
+                     ? "; no output file (-o), nothing kept: rerun it (with -o to be able to resume)"
+                     : "";
+    }
+    throw io::Interrupted(e.signal(), message);
+  }
 
   // 2. The trajectory at the fitted values, and the HDF5 output.
   const io::RunConfig& fit = rep.fitted;
@@ -168,9 +213,14 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())
       io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
-    else
+    else {
+      // The fit's journal (kept there while it ran) would only replay to
+      // the same end: removed, so that no stale partial file is left.
+      std::error_code ec;
+      std::filesystem::remove(cfg.output_file, ec);
       std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
                 << sol.summary.message << "); " << cfg.output_file << " not written\n";
+    }
   }
   if (!env.is_root()) return rep.converged ? 0 : 2;
 

@@ -56,6 +56,10 @@ const std::vector<Command>& commands() {
                             "parameter scales, a Latin hypercube by default (default: one start "
                             "at the nominal values)");
              cmd.add_option("--seed", a.seed, "PEtab problems: seed of the --starts draws (default 0)");
+             cmd.add_option("--resume", a.resume,
+                            "continue the interrupted calibration in this partial HDF5 output "
+                            "(same input, --set and -tao_* options): the same bits as an "
+                            "uninterrupted fit");
              cmd.add_option("--sampling", a.sampling,
                             "PEtab problems: how --starts are drawn, lhs (Latin hypercube, the "
                             "default) or uniform");

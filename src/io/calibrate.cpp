@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "costate/core/error.hpp"
@@ -229,8 +230,18 @@ void CalibrationProblem::gauss_newton(std::span<const double> q, std::span<doubl
   for (std::size_t a = 0; a < p; ++a) H[a * p + a] += weight_;
 }
 
+const CalibrationJournal::Entry* CalibrationJournal::find(int kind, std::span<const double> q) const {
+  // Bitwise: memcmp, so that -0.0 and 0.0 (and NaN payloads) are told apart.
+  for (const Entry& e : entries)
+    if (e.kind == kind && e.q.size() == q.size() &&
+        (q.empty() || std::memcmp(e.q.data(), q.data(), q.size() * sizeof(double)) == 0))
+      return &e;
+  return nullptr;
+}
+
 CalibrationReport calibrate(const RunConfig& cfg,
-                            const std::function<void(const optimize::Iteration&)>& monitor) {
+                            const std::function<void(const optimize::Iteration&)>& monitor,
+                            CalibrationJournal* journal) {
   CalibrationProblem problem(cfg);
   const std::size_t p = problem.size();
   CalibrationReport rep;
@@ -251,6 +262,48 @@ CalibrationReport calibrate(const RunConfig& cfg,
     return problem.objective_and_gradient(q, g);
   };
   f.hessian = [&](std::span<const double> q, std::span<double> H) { problem.gauss_newton(q, H); };
+  if (journal) {
+    COSTATE_CHECK(journal->n == 0 || journal->n == p,
+                  cfg.input_path << ": the recorded calibration fits " << journal->n
+                                 << " quantities, this one " << p);
+    journal->n = p;
+    // Replays a recorded evaluation (its numbers, or its error), else runs
+    // `compute` and records it.
+    auto through = [journal](int kind, std::span<const double> q, std::span<double> out,
+                             const std::function<double()>& compute) {
+      journal->last_iterate.assign(q.begin(), q.end());
+      if (const CalibrationJournal::Entry* e = journal->find(kind, q)) {
+        ++journal->replayed;
+        if (!e->error.empty()) throw Error(e->error);
+        std::copy(e->out.begin(), e->out.end(), out.begin());
+        return e->objective;
+      }
+      CalibrationJournal::Entry e;
+      e.kind = kind;
+      e.q.assign(q.begin(), q.end());
+      try {
+        e.objective = compute();
+        e.out.assign(out.begin(), out.end());
+      } catch (const Error& err) {
+        e.error = err.what();
+        if (e.error.empty()) e.error = "(no message)";  // non-empty marks a failed entry
+        journal->entries.push_back(std::move(e));
+        throw;
+      }
+      journal->entries.push_back(std::move(e));
+      return journal->entries.back().objective;
+    };
+    f.objective_and_gradient = [&problem, through](std::span<const double> q, std::span<double> g) {
+      return through(CalibrationJournal::Gradient, q, g,
+                     [&] { return problem.objective_and_gradient(q, g); });
+    };
+    f.hessian = [&problem, through](std::span<const double> q, std::span<double> H) {
+      (void)through(CalibrationJournal::GaussNewton, q, H, [&] {
+        problem.gauss_newton(q, H);
+        return 0.0;
+      });
+    };
+  }
   const auto lo = problem.lower(), hi = problem.upper(), q0 = problem.start();
   rep.tao = optimize::minimize(f, q0, lo, hi, cfg.calibration.optimizer, monitor);
   rep.converged = rep.tao.converged;

@@ -11,7 +11,9 @@
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
+#include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/io/file_run.hpp"
@@ -368,6 +370,174 @@ void write_finished_run(const RunConfig& cfg, const RunOutcome& outcome) {
   RunFileMarks marks;
   if (!std::isnan(outcome.resumed_from)) marks.numbers = {{"resumed_from_time", outcome.resumed_from}};
   write_marked_run_hdf5(cfg.output_file, cfg, outcome.solution, "run", marks);
+}
+
+
+// ---- calibrate --resume ------------------------------------------------------
+
+namespace {
+
+void write_string_attribute(hid_t loc, const char* name, const std::string& value,
+                            const std::string& path) {
+  Id type{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  Id space{H5Screate(H5S_SCALAR), H5Sclose};
+  Id a{H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  const char* v = value.c_str();
+  if (a < 0 || H5Awrite(a, type, &v) < 0)
+    throw Error(path + ": cannot write the HDF5 attribute '" + name + "'");
+}
+
+void write_number_attribute(hid_t loc, const char* name, double value, const std::string& path) {
+  Id space{H5Screate(H5S_SCALAR), H5Sclose};
+  Id a{H5Acreate2(loc, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  if (a < 0 || H5Awrite(a, H5T_NATIVE_DOUBLE, &value) < 0)
+    throw Error(path + ": cannot write the HDF5 attribute '" + name + "'");
+}
+
+template <class T>
+void write_dataset(hid_t loc, const char* name, const std::vector<T>& v,
+                   std::vector<hsize_t> dims, const std::string& path) {
+  const hid_t mem = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT;
+  Id space{H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose};
+  Id ds{H5Dcreate2(loc, name, mem, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose};
+  if (ds < 0 || (!v.empty() && H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0))
+    throw Error(path + ": cannot write the HDF5 dataset " + name);
+}
+
+std::vector<int> read_ints(hid_t loc, const char* name, const std::string& path) {
+  Id ds{H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose};
+  if (ds < 0) throw Error(path + ": has no dataset /calibration_resume/" + name);
+  Id space{H5Dget_space(ds), H5Sclose};
+  std::vector<int> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+  if (!v.empty() && H5Dread(ds, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    throw Error(path + ": cannot read /calibration_resume/" + name);
+  return v;
+}
+
+constexpr char kSeparator = '\x1e';
+
+}  // namespace
+
+void write_calibration_partial(const std::string& path, const RunConfig& cfg,
+                               const CalibrationJournal& journal, int signal) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string tmp = path + ".partial";
+  const std::size_t n = journal.n, k = journal.entries.size();
+  {
+    Id file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+    if (file < 0) throw Error(path + ": cannot create the partial calibration file " + tmp);
+    write_string_attribute(file, "status", "partial", path);
+    write_string_attribute(file, "command", "calibrate", path);
+    write_string_attribute(file, "interrupted_by", signal ? signal_name(signal) : "", path);
+    write_string_attribute(file, "resume_settings", resume_settings(cfg), path);
+    write_number_attribute(file, "resume_iteration", journal.last_iteration, path);
+    write_number_attribute(file, "resume_evaluations", static_cast<double>(k), path);
+    Id group{H5Gcreate2(file, "calibration_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Gclose};
+    if (group < 0) throw Error(path + ": cannot write the group /calibration_resume");
+    std::vector<int> kind, failed;
+    std::vector<double> q, objective, out;
+    std::string errors;
+    for (const auto& e : journal.entries) {
+      kind.push_back(e.kind);
+      failed.push_back(e.error.empty() ? 0 : 1);
+      q.insert(q.end(), e.q.begin(), e.q.end());
+      objective.push_back(e.objective);
+      out.insert(out.end(), e.out.begin(), e.out.end());
+      if (!e.error.empty()) errors += (errors.empty() ? "" : std::string(1, kSeparator)) + e.error;
+    }
+    write_dataset(group, "kind", kind, {k}, path);
+    write_dataset(group, "failed", failed, {k}, path);
+    write_dataset(group, "q", q, {k, n}, path);
+    write_dataset(group, "objective", objective, {k}, path);
+    write_dataset(group, "out", out, {out.size()}, path);
+    write_dataset(group, "last_iterate", journal.last_iterate, {journal.last_iterate.size()}, path);
+    write_string_attribute(group, "errors", errors, path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(path + ": cannot move the partial calibration file into place (" + ec.message() + ")");
+}
+
+CalibrationJournal read_calibration_partial(const std::string& path, const RunConfig& cfg) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string what = "--resume " + path;
+  if (!std::filesystem::exists(path))
+    throw Error(what + ": no such file (the partial output of an interrupted `costate calibrate`)");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw Error(what + ": not an HDF5 file (expected the partial output of an interrupted "
+                       "`costate calibrate`)");
+  Id file{H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose};
+  if (file < 0) throw Error(what + ": cannot open the file");
+  const std::string status = read_string_attribute(file, "status", what);
+  const std::string command = read_string_attribute(file, "command", what);
+  if (command != "calibrate")
+    throw Error(what + ": written by `costate " + command +
+                "`; calibrate --resume continues `costate calibrate`");
+  if (status != "partial")
+    throw Error(what + ": status is '" + status +
+                "', not 'partial': the calibration it holds finished, nothing to resume");
+  if (H5Lexists(file, "calibration_resume", H5P_DEFAULT) <= 0)
+    throw Error(what + ": holds a finished calibration whose optimizer stopped without "
+                       "converging (no /calibration_resume journal), not an interrupted one: "
+                       "nothing to resume (rerun it, e.g. with a larger optimizer.max_iterations)");
+  if (resume_settings(cfg) != read_string_attribute(file, "resume_settings", what))
+    throw Error(what + ": was written with other settings than " + cfg.input_path +
+                " gives now (its /settings); resume with the same input file and --set options");
+  Id group{H5Gopen2(file, "calibration_resume", H5P_DEFAULT), H5Gclose};
+  if (group < 0) throw Error(what + ": has no group /calibration_resume");
+  CalibrationJournal j;
+  j.n = cfg.calibration.variables.size();
+  const std::vector<int> kind = read_ints(group, "kind", what), failed = read_ints(group, "failed", what);
+  std::vector<hsize_t> dq, dobj, dout, dlast;
+  const std::vector<double> q = read_doubles(group, "q", dq, what);
+  const std::vector<double> objective = read_doubles(group, "objective", dobj, what);
+  const std::vector<double> out = read_doubles(group, "out", dout, what);
+  j.last_iterate = read_doubles(group, "last_iterate", dlast, what);
+  const std::size_t k = kind.size(), n = j.n;
+  if (failed.size() != k || objective.size() != k || q.size() != k * n ||
+      (dq.size() == 2 && dq[1] != n))
+    throw Error(what + ": /calibration_resume is inconsistent (expected " + std::to_string(k) +
+                " evaluations of " + std::to_string(n) + " fitted quantities)");
+  std::vector<std::string> errors;
+  {
+    const std::string all = read_string_attribute(group, "errors", what);
+    std::size_t at = 0;
+    while (!all.empty() && at <= all.size()) {
+      const std::size_t end = std::min(all.find(kSeparator, at), all.size());
+      errors.push_back(all.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  std::size_t used = 0, used_errors = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    CalibrationJournal::Entry e;
+    e.kind = kind[i];
+    if (e.kind != CalibrationJournal::Gradient && e.kind != CalibrationJournal::GaussNewton)
+      throw Error(what + ": /calibration_resume/kind holds " + std::to_string(e.kind) +
+                  " (expected 0 or 1)");
+    e.q.assign(q.begin() + static_cast<std::ptrdiff_t>(i * n),
+               q.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
+    e.objective = objective[i];
+    if (failed[i]) {
+      if (used_errors >= errors.size())
+        throw Error(what + ": /calibration_resume has fewer error messages than failed entries");
+      e.error = errors[used_errors++];
+    } else {
+      const std::size_t size = e.kind == CalibrationJournal::Gradient ? n : n * n;
+      if (used + size > out.size())
+        throw Error(what + ": /calibration_resume/out is shorter than its entries need");
+      e.out.assign(out.begin() + static_cast<std::ptrdiff_t>(used),
+                   out.begin() + static_cast<std::ptrdiff_t>(used + size));
+      used += size;
+    }
+    j.entries.push_back(std::move(e));
+  }
+  j.recorded = k;
+  j.last_iteration = static_cast<int>(read_number_attribute(file, "resume_iteration", what));
+  return j;
 }
 
 }  // namespace costate::io

@@ -165,12 +165,24 @@ class Importer {
   void collect_rules() {
     for (unsigned i = 0; i < m_->getNumRules(); ++i) {
       const libsbml::Rule* r = m_->getRule(i);
-      if (r->isAssignment()) assignment_[r->getVariable()] = r;
-      else if (r->isRate()) rate_[r->getVariable()] = r;
+      if (!r->isAssignment() && !r->isRate()) continue;  // algebraic: refused before
+      const std::string kind = r->isAssignment() ? "assignment rule" : "rate rule";
+      const std::string& v = r->getVariable();
+      if (assignment_.count(v) || rate_.count(v))
+        refuse(kind + " " + std::to_string(i + 1) + " (variable '" + v + "')",
+               std::string("the variable already has ") +
+                   (assignment_.count(v) ? "an assignment rule" : "a rate rule") +
+                   "; a symbol may be set by one rule only (invalid SBML)");
+      (r->isAssignment() ? assignment_ : rate_)[v] = r;
     }
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
-      initial_assignment_[a->getSymbol()] = a;
+      if (!initial_assignment_.emplace(a->getSymbol(), a).second)
+        refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
+               "the symbol already has an initial assignment; one per symbol (invalid SBML)");
+      if (assignment_.count(a->getSymbol()))
+        refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
+               "the symbol also has an assignment rule; SBML allows one or the other");
     }
     for (unsigned i = 0; i < m_->getNumFunctionDefinitions(); ++i) {
       const libsbml::FunctionDefinition* f = m_->getFunctionDefinition(i);
@@ -236,8 +248,12 @@ class Importer {
       if (sp->isSetConversionFactor())
         refuse("species '" + s.id + "'",
                "conversionFactor '" + sp->getConversionFactor() + "' is not supported");
-      if (!by_id_.count(s.compartment))
+      if (auto c = by_id_.find(s.compartment); c == by_id_.end())
         refuse("species '" + s.id + "'", "its compartment '" + s.compartment + "' does not exist");
+      else if (syms_[c->second].state_kind != StateKind::Compartment)
+        refuse("species '" + s.id + "'", "its compartment attribute '" + s.compartment +
+                                             "' names a " + syms_[c->second].what +
+                                             ", not a compartment");
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
       if (s.assignment_rule) {
@@ -307,20 +323,51 @@ class Importer {
         local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
       }
     }
+    // What rules and initial assignments set must be a compartment, species
+    // or parameter (a speciesReference's stoichiometry is refused later by
+    // name); anything else would be dropped silently.
+    auto check_target = [&](const std::string& element, const std::string& id) {
+      if (species_references_.count(id)) return;
+      const auto it = by_id_.find(id);
+      if (it == by_id_.end())
+        refuse(element + " (variable '" + id + "')",
+               "no compartment, species, parameter or speciesReference has this id");
+      const Symbol& target = syms_[it->second];
+      if (target.what != "compartment" && target.what != "species" && target.what != "parameter")
+        refuse(element + " (variable '" + id + "')",
+               "'" + id + "' is a " + target.what +
+                   "; rules and initial assignments set compartments, species and parameters");
+    };
+    for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
+    for (const auto& [id, r] : rate_) check_target("rate rule", id);
+    for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id);
   }
 
-  Symbol& sym(const std::string& id) { return syms_.at(by_id_.at(id)); }
+  /// The symbol an SBML element refers to: `element` and `attribute` name
+  /// the reference in the message (no std::out_of_range escapes).
+  std::uint32_t index_of(const std::string& id, const std::string& element,
+                         const std::string& attribute) const {
+    const auto it = by_id_.find(id);
+    if (it == by_id_.end())
+      refuse(element, "its " + attribute + " '" + id +
+                          "' is not the id of a compartment, species, parameter or reaction");
+    return it->second;
+  }
+
+  Symbol& sym(const std::string& id, const std::string& element) {
+    return syms_[index_of(id, element, "id")];
+  }
 
   /// Pass 2: the math of every symbol.
   void define_symbols() {
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
-      define(sym(c->getId()), Node::constant(c->getSize()));
+      define(sym(c->getId(), "compartment " + std::to_string(i + 1)), Node::constant(c->getSize()));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
-      Symbol& s = sym(sp->getId());
-      const Node V = Node::var(by_id_.at(s.compartment));
+      Symbol& s = sym(sp->getId(), "species " + std::to_string(i + 1));
+      const Node V = Node::var(index_of(s.compartment, "species '" + s.id + "'", "compartment"));
       Node stated;
       if (sp->isSetInitialConcentration()) {
         stated = Node::constant(sp->getInitialConcentration());
@@ -336,14 +383,15 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
-      define(sym(p->getId()), Node::constant(p->getValue()));
+      define(sym(p->getId(), "parameter " + std::to_string(i + 1)), Node::constant(p->getValue()));
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
-      const std::uint32_t self = by_id_.at(r->getId());
+      const std::uint32_t self = index_of(r->getId(), "reaction " + std::to_string(i + 1), "id");
       const std::string where = "kinetic law of reaction '" + r->getId() + "'";
       const libsbml::KineticLaw* kl = r->getKineticLaw();
-      locals_ = local_.count(r->getId()) ? &local_.at(r->getId()) : nullptr;
+      const auto local = local_.find(r->getId());
+      locals_ = local != local_.end() ? &local->second : nullptr;
       Node rate = convert(kl->getMath(), where);
       locals_ = nullptr;
       syms_[self].value = std::move(rate);
@@ -365,7 +413,7 @@ class Importer {
                    "a non-constant stoichiometry is not supported");
           if (!by_id_.count(sr->getSpecies()))
             refuse(element, "the species does not exist");
-          Symbol& s = sym(sr->getSpecies());
+          Symbol& s = sym(sr->getSpecies(), element);
           if (s.boundary) continue;  // boundary species are not changed by reactions
           if (!s.by_reactions)
             refuse("species '" + s.id + "'",
@@ -402,7 +450,7 @@ class Importer {
       }
       s.where = "reactions changing species '" + s.id + "'";
       if (!s.hosu) {
-        const std::uint32_t c = by_id_.at(s.compartment);
+        const std::uint32_t c = index_of(s.compartment, "species '" + s.id + "'", "compartment");
         const Symbol& comp = syms_[c];
         if (comp.assignment_rule)
           refuse("species '" + s.id + "'",
@@ -412,7 +460,8 @@ class Importer {
         sum = div(std::move(sum), Node::var(c));
         if (comp.kind == Kind::State)
           sum = sub(std::move(sum),
-                    div(mul(Node::var(by_id_.at(s.id)), comp.rhs), Node::var(c)));
+                    div(mul(Node::var(index_of(s.id, "species '" + s.id + "'", "id")), comp.rhs),
+                        Node::var(c)));
       }
       s.rhs = std::move(sum);
     }
@@ -432,7 +481,9 @@ class Importer {
       }
     }
     if (s.assignment_rule) {
-      const libsbml::Rule* r = assignment_.at(s.id);
+      const auto rule = assignment_.find(s.id);
+      if (rule == assignment_.end()) refuse(label, "has no assignment rule (internal: classified as one)");
+      const libsbml::Rule* r = rule->second;
       if (!r->isSetMath()) refuse("assignment rule for " + label, "has no math");
       s.where = "assignment rule for " + label;
       s.value = convert(r->getMath(), s.where);
@@ -447,7 +498,9 @@ class Importer {
     if (s.kind == Kind::State) {
       s.initial = std::move(initial);
       if (s.rate_rule) {
-        const libsbml::Rule* r = rate_.at(s.id);
+        const auto rule = rate_.find(s.id);
+        if (rule == rate_.end()) refuse(label, "has no rate rule (internal: classified as one)");
+        const libsbml::Rule* r = rule->second;
         if (!r->isSetMath()) refuse("rate rule for " + label, "has no math");
         s.where = "rate rule for " + label;
         s.rhs = convert(r->getMath(), s.where);

@@ -413,6 +413,51 @@ TEST(SbmlModel, RefusesOtherUnsupportedElements) {
   expect_refused(t_id, {"species 't'", "time"});
 }
 
+// References to the wrong kind of element (invalid SBML that libsbml reads
+// without complaint): each names the element, the id and what was expected,
+// instead of being dropped silently or ending in a bare std::out_of_range.
+TEST(SbmlModel, RefusesReferencesToTheWrongKindOfElement) {
+  // A species whose compartment attribute names another species.
+  const std::string in_species = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("y", "x", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies>");
+  expect_refused(in_species, {"species 'y'", "compartment attribute 'x'", "names a species, not a compartment"});
+  // A species in a compartment that is a parameter (declared after the species).
+  const std::string in_parameter = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "k", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 1.0) + "</listOfParameters>");
+  expect_refused(in_parameter, {"species 'x'", "compartment 'k' does not exist"});
+  auto rule = [](const std::string& kind, const std::string& variable, const std::string& body) {
+    return "<" + kind + " variable=\"" + variable + "\">" + math(body) + "</" + kind + ">";
+  };
+  // Rules whose variable is a reaction, or nothing at all.
+  expect_refused(one_species("<listOfRules>" + rule("assignmentRule", "r", cn(2)) + "</listOfRules>"),
+                 {"assignment rule (variable 'r')", "'r' is a reaction", "compartments, species and parameters"});
+  expect_refused(one_species("<listOfRules>" + rule("rateRule", "ghost", cn(2)) + "</listOfRules>"),
+                 {"rate rule (variable 'ghost')", "no compartment, species, parameter or speciesReference has this id"});
+  expect_refused(one_species("<listOfInitialAssignments><initialAssignment symbol=\"ghost\">" + math(cn(2)) +
+                             "</initialAssignment></listOfInitialAssignments>"),
+                 {"initial assignment (variable 'ghost')", "no compartment"});
+  // Two rules for one variable (the first used to be dropped silently).
+  expect_refused(one_species("<listOfRules>" + rule("assignmentRule", "u", cn(2)) +
+                             rule("rateRule", "u", cn(3)) + "</listOfRules>"),
+                 {"rate rule 2 (variable 'u')", "already has an assignment rule", "one rule only"});
+  // An initial assignment and an assignment rule for one symbol; two initial assignments.
+  expect_refused(one_species("<listOfInitialAssignments><initialAssignment symbol=\"u\">" + math(cn(2)) +
+                             "</initialAssignment></listOfInitialAssignments><listOfRules>" +
+                             rule("assignmentRule", "u", cn(2)) + "</listOfRules>"),
+                 {"initial assignment 1 (symbol 'u')", "also has an assignment rule"});
+  expect_refused(one_species("<listOfInitialAssignments><initialAssignment symbol=\"k\">" + math(cn(2)) +
+                             "</initialAssignment><initialAssignment symbol=\"k\">" + math(cn(3)) +
+                             "</initialAssignment></listOfInitialAssignments>"),
+                 {"initial assignment 2 (symbol 'k')", "already has an initial assignment"});
+}
+
 TEST(SbmlModel, MalformedDocumentsNameTheFileAndLine) {
   const std::string e = error_of("<?xml version=\"1.0\"?>\n<sbml level=\"3\" version=\"1\">\n<model>\n</sbml>", "broken.xml");
   EXPECT_NE(e.find("broken.xml"), std::string::npos) << e;

@@ -116,10 +116,48 @@ struct CalibrationReport {
   RunConfig fitted;  ///< the settings with the fitted values applied
 };
 
+/// Every evaluation the optimizer asked of a calibration, in order: the
+/// state an interrupted calibration keeps so that `calibrate --resume`
+/// continues it to the same bits (io/resume.hpp writes and reads it).
+///
+/// Why a journal and not TAO's internals: TAO offers no way to save or
+/// restore a solver's state (L-BFGS memory, line-search bracket, trust
+/// radius, the stage logic of optimize::minimize), so restarting TAO at the
+/// last iterate cannot reproduce the uninterrupted run's bits. But TAO is
+/// deterministic given its inputs and the values it is told: a resumed fit
+/// runs TAO again from the start and answers every evaluation at a point it
+/// has recorded (bitwise equal q, same kind) with the recorded numbers, so
+/// TAO retraces the interrupted run exactly — rebuilding its memory at the
+/// cost of its own arithmetic, no ODE solve — and computes only from the
+/// first point not in the journal on. Evaluations that threw a costate::Error
+/// (a trial point where the model cannot be integrated) are replayed as the
+/// same throw.
+struct CalibrationJournal {
+  enum Kind : int { Gradient = 0, GaussNewton = 1 };
+  struct Entry {
+    int kind = Gradient;
+    std::vector<double> q;
+    double objective = 0.0;   ///< Gradient: J(q)
+    std::vector<double> out;  ///< ∇J(q) (n values) or the Gauss–Newton matrix (n × n)
+    std::string error;        ///< the costate::Error message it threw ("" = none)
+  };
+  std::size_t n = 0;  ///< fitted quantities
+  std::vector<Entry> entries;
+  std::size_t replayed = 0;      ///< evaluations answered from entries in this process
+  std::size_t recorded = 0;      ///< entries loaded from a partial file (the rest are new)
+  int last_iteration = -1;       ///< the last iteration the monitor saw
+  std::vector<double> last_iterate;  ///< the optimizer's x at the last evaluation
+  /// The recorded entry of `kind` at q (bitwise), or nullptr.
+  const Entry* find(int kind, std::span<const double> q) const;
+};
+
 /// Runs the fit (TAO) and computes the report. `monitor` sees every
 /// iteration. A fit that stops without converging is returned with
-/// converged = false (not thrown).
+/// converged = false (not thrown). With `journal`, every evaluation is
+/// recorded there and the ones it already holds are replayed (see
+/// CalibrationJournal); its n must be 0 (set here) or the fit's size.
 CalibrationReport calibrate(const RunConfig& cfg,
-                            const std::function<void(const optimize::Iteration&)>& monitor = {});
+                            const std::function<void(const optimize::Iteration&)>& monitor = {},
+                            CalibrationJournal* journal = nullptr);
 
 }  // namespace costate::io

@@ -15,6 +15,9 @@
 // implicit and CVODES methods stop cleanly on a signal (exit 128 + signal,
 // no file) but do not resume: --resume refuses them by name.
 //
+// `calibrate` keeps its evaluation journal in a partial file and resumes to
+// the same bits (below).
+//
 // The partial file is the `run` layout (hdf5_writer.hpp) with root status
 // "partial", /summary termination "interrupted", and root attributes
 // interrupted_by ("SIGINT" | "SIGTERM"), resume_time (the last output time
@@ -32,6 +35,8 @@
 #include "costate/io/input.hpp"
 
 namespace costate::io {
+
+struct CalibrationJournal;  // costate/calibrate/calibrate.hpp
 
 /// While alive, SIGINT and SIGTERM set a flag instead of ending the process
 /// (a second signal of either kind ends it at once, the default action);
@@ -124,5 +129,36 @@ struct RunFileMarks {
 void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
                            const ode::Solution& solution, const std::string& command,
                            const RunFileMarks& marks);
+
+// ---- calibrate --resume ------------------------------------------------------
+//
+// `costate calibrate -o OUT.h5` keeps OUT.h5 as a partial file while it fits:
+// after every optimizer iteration (so a SIGKILL loses at most one
+// iteration's evaluations) and when SIGINT/SIGTERM stops it after an
+// iteration. The file holds the evaluation journal (CalibrationJournal: every
+// q TAO asked for with J, ∇J or the Gauss–Newton matrix, or the error) and
+// the last iterate; `calibrate FILE.yaml --resume OUT.h5` replays it through
+// a fresh TAO and continues, to the same bits as the uninterrupted fit. The
+// finished fit overwrites it with the complete calibration output.
+//
+// Layout: root attributes status = "partial", command = "calibrate",
+// resume_settings (the resolved settings but the output file), interrupted_by
+// ("SIGINT", "SIGTERM", or "" while running), resume_iteration (the last
+// iteration reached), resume_evaluations; group /calibration_resume with
+// kind (int, k: 0 gradient, 1 Gauss–Newton), q (k × n), objective (k), out
+// (the ∇J and matrices one after the other), failed (int, k: 1 = threw) and
+// the attribute errors (the failed entries' messages joined by U+001E), and
+// last_iterate (n).
+
+/// Writes `journal` as the partial calibration file `path` (beside and
+/// renamed into place, so a kill during the write leaves the previous one).
+/// `signal` 0 while the fit runs, else the signal that stopped it.
+void write_calibration_partial(const std::string& path, const RunConfig& cfg,
+                               const CalibrationJournal& journal, int signal);
+
+/// Reads the journal of a partial calibration file, checking it was written
+/// by `costate calibrate` with cfg's settings and is not complete (errors
+/// name the file and the fix).
+CalibrationJournal read_calibration_partial(const std::string& path, const RunConfig& cfg);
 
 }  // namespace costate::io
