@@ -30,7 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-grids=${2:-"32 64 128 256"}
+grids=${2-"32 64 128 256"}
 out=${OUT:-bench/data}
 rank=${RANK-20}
 over=${OVERSAMPLING-10}
