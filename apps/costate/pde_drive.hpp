@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "costate/expr/program.hpp"
 #include "costate/pde/equation_model.hpp"
 #include "costate/pde/output.hpp"
+#include "costate/pde/explicit_rk.hpp"
 #include "costate/pde/theta.hpp"
 #include "costate/io/pde_input.hpp"
 
@@ -115,7 +117,18 @@ int drive(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
   if (args.command != "run" && !cfg.objective.present)
     throw Error(args.input + ": costate " + args.command +
                 " needs an 'objective:' section (integral, probe or misfit of the final fields)");
-  pde::ThetaIntegrator<Model> integ(op, cfg.integrator);
+  // The integrator of integrator.method (one interface: pde::TimeIntegrator).
+  auto make_integrator = [&]() -> std::unique_ptr<pde::TimeIntegrator<Model>> {
+    if (cfg.explicit_rk) return std::make_unique<pde::ExplicitRkIntegrator<Model>>(op, *cfg.explicit_rk);
+    return std::make_unique<pde::ThetaIntegrator<Model>>(op, cfg.integrator);
+  };
+  const std::unique_ptr<pde::TimeIntegrator<Model>> integ_owner = make_integrator();
+  pde::TimeIntegrator<Model>& integ = *integ_owner;
+  if (cfg.explicit_rk) {  // a step above the stability estimate: a warning naming integrator.dt
+    const std::string w = pde::stability_warning(
+        *cfg.explicit_rk, static_cast<pde::ExplicitRkIntegrator<Model>&>(integ).stability(u0), "integrator.dt");
+    if (env.is_root() && !w.empty()) std::cerr << args.input << ": warning: " << w << "\n";
+  }
 
   // 3. The command.
   if (args.command == "run") {
@@ -206,8 +219,7 @@ int drive(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg,
     g.scatter(un, u);
     // A fresh integrator: a linear model's I − hθJ is assembled once per
     // integrator and depends on the parameters being varied.
-    pde::ThetaIntegrator<Model> fresh(op, cfg.integrator);
-    fresh.integrate(u);
+    make_integrator()->integrate(u);
     return objective.evaluate(g, u, nullptr);
   };
   return check_and_report_gradient(env, args, cfg, g, J, x, grad, names, r.objective);

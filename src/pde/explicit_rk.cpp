@@ -47,11 +47,11 @@ double real_stability_limit(ExplicitRkMethod m) {
 std::string stability_warning(const ExplicitRkOptions& options, const ExplicitRkStability& s, const std::string& key) {
   if (!(options.dt > s.max_stable_dt)) return {};
   std::ostringstream m;
-  m << key << " = " << detail::format_value(options.dt) << " is above the stability limit of " << to_string(options.method)
-    << ": dt * rho(J) = " << detail::format_value(options.dt * s.spectral_radius) << " > "
-    << detail::format_value(s.limit) << " (rho(J) ~ " << detail::format_value(s.spectral_radius)
-    << ", estimated by power iteration at t0), so the explicit steps are expected to blow up; use dt <= "
-    << detail::format_value(s.max_stable_dt) << " (steps >= "
+  m.precision(4);
+  m << key << " = " << options.dt << " is above the stability limit of " << to_string(options.method)
+    << ": dt * rho(J) = " << options.dt * s.spectral_radius << " > " << s.limit << " (rho(J) ~ " << s.spectral_radius
+    << ", a power-iteration estimate at t0), so the fastest modes grow at every step; use dt <= "
+    << s.max_stable_dt << " (steps >= "
     << static_cast<long long>(std::ceil(static_cast<double>(options.steps) * options.dt / s.max_stable_dt))
     << " for the same end time) or an implicit method (crank_nicolson, backward_euler)";
   return m.str();
