@@ -183,6 +183,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
     const auto t_start = std::chrono::steady_clock::now();
     ode::validate(checkpointing);
     const Grid& g = op_.grid();
+    linear_ready_ = false;  // J at the operator's current fields and parameters
     Sweep sw(*this, objective, checkpointing);
     deep_copy(sw.current, y0);
     ThetaGradient out;
@@ -231,6 +232,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
     ode::validate(checkpointing);
     detail::check_direction(op_, direction, "pde::ExplicitRkIntegrator::hessian_vector");
     const Grid& g = op_.grid();
+    linear_ready_ = false;
     HessianSweep sw(*this, objective, direction, checkpointing, product);
     deep_copy(sw.current, y0);
     if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
@@ -490,7 +492,9 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
   Op& op_;
   ExplicitRkOptions options_;
   ode::ButcherTableau tab_;
-  std::unique_ptr<Matrix> J_;  ///< made at the first adjoint step (forward runs need none)
+  /// Made at the first adjoint step (forward runs need none); for a model
+  /// linear in the state assembled once per gradient / hessian_vector call.
+  std::unique_ptr<Matrix> J_;
   bool linear_ready_ = false;
   std::vector<GlobalVector> Y_, K_, Yd_, Kd_, Kbar_, dKbar_;
   GlobalVector ybar_, dybar_, acc_, dacc_;
