@@ -1268,8 +1268,8 @@ TEST_F(CliTest, PdeBadInputFailsClearly) {
       {"pde:\n  grid: {nn: [8]}\n", {"unknown key 'pde.grid.nn'", "did you mean 'n'", "in.yaml:2"}},
       {base + "  equations: {u: \"lap(u)\"}\n" + "integrator: {dt: 0.01, steps: 2}\nobjective: {integral: w}\n",
        {"objective.integral", "'w' is not a field", "Fields: u"}},
-      {base + "  equations: {u: \"lap(u)\"}\n" + "integrator: {method: rk4, dt: 0.01, steps: 2}\n",
-       {"integrator.method", "unknown method 'rk4'", "crank_nicolson"}},
+      {base + "  equations: {u: \"lap(u)\"}\n" + "integrator: {method: dopri5, dt: 0.01, steps: 2}\n",
+       {"integrator.method", "unknown method 'dopri5'", "crank_nicolson, backward_euler, theta, rk4, ssp_rk3"}},
       // 2 cells along a periodic axis: the 3-point stencil needs 3.
       {"pde:\n  grid: {n: [2, 8], boundary: periodic}\n  fields: [u]\n  initial: {u: 1}\n"
        "  equations: {u: \"lap(u)\"}\n" + tail,

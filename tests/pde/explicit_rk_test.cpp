@@ -422,3 +422,26 @@ TEST(PdeExplicitRk, BadDirectionsAreClearErrorsOnEveryRank) {
   const double volume = g.spacing(0) * g.spacing(1);
   for (std::size_t e = 0; e < r.wrt_initial_state.size(); ++e) EXPECT_EQ(r.wrt_initial_state[e], volume);
 }
+
+TEST(PdeExplicitRk, OneIntegratorFollowsTheOperatorsFieldsBetweenCalls) {
+  // A model linear in u assembles J once per gradient call, at the fields
+  // of that call: after κ changes, the same integrator gives a fresh
+  // integrator's bits (and not its earlier gradient).
+  Heat h(MPI_COMM_WORLD);
+  const auto o = rk(pde::ExplicitRkMethod::Rk4, kHeatDt, kHeatSteps);
+  pde::ExplicitRkIntegrator<pde::Heat2D> integ(h.op, o);
+  const pde::Grid& g = h.op.grid();
+  auto flat = [&](const pde::ThetaGradient& r) {
+    auto v = h.op.field_grid()->gather(r.wrt_fields);
+    const auto y = g.gather(r.wrt_initial_state);
+    v.insert(v.end(), y.begin(), y.end());
+    v.insert(v.end(), r.wrt_parameters.begin(), r.wrt_parameters.end());
+    return v;
+  };
+  const auto before = flat(integ.gradient(h.u0, h.obj, ode::StoreAll{}));
+  scale(h.op.fields(), 1.1, h.op.fields());
+  const auto after = flat(integ.gradient(h.u0, h.obj, ode::StoreAll{}));
+  pde::ExplicitRkIntegrator<pde::Heat2D> fresh(h.op, o);
+  EXPECT_EQ(after, flat(fresh.gradient(h.u0, h.obj, ode::StoreAll{})));
+  EXPECT_GT(max_rel(after, before), 1e-3);
+}
