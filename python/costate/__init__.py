@@ -75,11 +75,11 @@ def _json_default(x):
 def load(source, set=None):
     """A problem from an input file (a path) or a dict with the same keys
     (equations as strings included): a Problem (ODE inputs), a PdeProblem
-    (inputs with a ``pde:`` section) or a PetabProblem (a PEtab YAML file). ``set`` overrides settings like the
-    command line's ``--set``: ``{"integrator.rtol": 1e-10}`` or
-    ``["integrator.rtol=1e-10"]``. A dict is read as YAML text named
-    ``<dict>`` in errors; its relative data files are found from the working
-    directory. Raises costate.Error on bad input."""
+    (inputs with a ``pde:`` section) or a PetabProblem (a PEtab YAML
+    file). ``set`` overrides settings like the command line's ``--set``:
+    ``{"integrator.rtol": 1e-10}`` or ``["integrator.rtol=1e-10"]``. A dict
+    is read as YAML text named ``<dict>`` in errors; its relative data files
+    are found from the working directory. Raises costate.Error on bad input."""
     if _costate is None:
         raise ImportError("costate's compiled module costate._costate is not available (%s); "
                           "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
