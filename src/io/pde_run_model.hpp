@@ -70,12 +70,11 @@ void pde_finish_gradient(PdeResult& r, const PdeRunOptions& options, const PdeCo
 /// (0: none between) and at the end into `frames` (may be null). Collective.
 template <class Integrator>
 void integrate_with_frames(Integrator& integ, const pde::GlobalVector& u, const PdeConfig& cfg,
-                           PdeFrames* frames, const PdeRunOptions& options, MPI_Comm comm) {
+                           PdeFrames* frames) {
   const auto& o = cfg.integrator;
   if (frames) frames->write(o.t0, u);
   for (std::int64_t n = 0; n < o.steps; ++n) {
-    pde_poll(options, comm);
-    integ.step(u, n);
+    integ.step(u, n);  // polls options.interrupted (ThetaOptions::on_step)
     const bool last = n + 1 == o.steps;
     if (frames && (last || (cfg.output_every > 0 && (n + 1) % cfg.output_every == 0)))
       frames->write(o.t0 + static_cast<double>(n + 1) * o.dt, u);
@@ -114,7 +113,10 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
                 " needs an 'objective:' section (integral, probe or misfit of the final fields)");
   if constexpr (Model::field_parameters > 0)
     if (options.gather) res.parameter_field = gather_on_root(*fg, op.fields());
-  pde::ThetaIntegrator<Model> integ(op, cfg.integrator);
+  // The interrupt check at every step, forward and reverse (collective).
+  pde::ThetaOptions stepping = cfg.integrator;
+  if (options.interrupted) stepping.on_step = [&options, comm](std::int64_t) { pde_poll(options, comm); };
+  pde::ThetaIntegrator<Model> integ(op, stepping);
 
   // 3. The command.
   if (options.command == PdeCommand::run) {
@@ -127,13 +129,11 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
         out->write_field(eq.parameter_fields[0], *fg, op.fields(), {eq.parameter_fields[0]});
     }
     PdeFrames frames(out.get(), options.gather ? &res : nullptr, g);
-    integrate_with_frames(integ, u, cfg, out || options.gather ? &frames : nullptr, options, comm);
+    integrate_with_frames(integ, u, cfg, out || options.gather ? &frames : nullptr);
     pde_finish_run(res, cfg, g, u, objective, integ.krylov_iterations(), out.get());
     return res;
   }
-  pde_poll(options, comm);
   const pde::ThetaGradient r = integ.gradient(u0, objective, cfg.checkpointing);
-  pde_poll(options, comm);
   if (options.command == PdeCommand::sensitivity) {
     if (!cfg.output_file.empty()) {
       // The trajectory (frames every output.every steps), the parameter
@@ -143,7 +143,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
       auto u = g.create_global("pde::u");
       deep_copy(u, u0);
       PdeFrames frames(&out, options.gather ? &res : nullptr, g);
-      integrate_with_frames(integ, u, cfg, &frames, options, comm);
+      integrate_with_frames(integ, u, cfg, &frames);
       if constexpr (Model::field_parameters > 0) {
         const std::string& a = eq.parameter_fields[0];
         out.write_field(a, *fg, op.fields(), {a});

@@ -75,10 +75,10 @@ struct PdeRunOptions {
   /// integration (the command line's banner). `linear`: the model is linear
   /// in the state (one KSP solve per step).
   std::function<void(const pde::Grid& grid, bool linear)> on_setup;
-  /// Polled on every rank before each forward step of run (and of
-  /// sensitivity's trajectory) and before and after the adjoint sweep; when
-  /// it returns true on any rank, PdeInterrupted is thrown on every rank
-  /// (one MPI_Allreduce per poll). The adjoint sweep itself is not polled.
+  /// Polled on every rank at the start of every θ-step — forward,
+  /// recomputed and reverse (pde::ThetaOptions::on_step); when it returns
+  /// true on any rank, PdeInterrupted is thrown on every rank (one
+  /// MPI_Allreduce per step).
   std::function<bool()> interrupted;
   /// gradcheck: the check (Taylor test, differences, report); its return
   /// value is PdeResult::status. Required for PdeCommand::gradcheck.
