@@ -225,6 +225,26 @@ struct Options {
   /// Also the Fisher information (Result::fim; see below). Needs a CVODES
   /// integrator (its forward sensitivities).
   bool fim = false;
+  /// Forward sensitivities (the FIM, and the gradient with
+  /// ode::CvodesForward): one CVODES pass per experiment carrying one
+  /// direction per estimated parameter the experiment depends on, seeded
+  /// with S0 = dy0/dθ (initial values, condition overrides and
+  /// pre-equilibration differentiated before the solve, as AMICI's sx0),
+  /// and the gradient and the FIM from the same pass. false: the gradient
+  /// by ode::gradient per segment — |q| + n_states directions and the
+  /// chain rule through dy/dy0 afterwards, as earlier versions did; the
+  /// same gradient to the tolerances, slower; kept to measure and check
+  /// the seeding (bench/bench_petab.cpp, tests/petab).
+  bool seed_initial_sensitivities = true;
+  /// With the seeded forward sensitivities: CVODES' error test on dy/dθ
+  /// with θ on each parameter's scale (p̄ = dlin/dθ in
+  /// CVodeSetSensParams, so atol_S = atol / p̄), as AMICI's sensitivities
+  /// with respect to scaled parameters are; false (the default): on
+  /// dy/dlin. Measured at rtol = atol = 1e-8 against a 1e-12 / 1e-14
+  /// reference (bench/README.md, "PEtab forward sensitivities seeded"):
+  /// 1.3× faster on Zheng_PNAS2012 but the gradient 3–80× less accurate
+  /// (Fujita_SciSignal2010 4.2e-3 instead of 5.4e-5 of its size).
+  bool scale_sensitivity_tolerances = false;
 };
 
 struct Result {
@@ -244,6 +264,11 @@ struct Result {
   /// the model (docs/petab.md derives it). Independent of the measured values.
   std::vector<double> fim;
   std::size_t rhs_evaluations = 0;
+  /// Forward-sensitivity directions integrated, summed over the
+  /// experiments (0 without forward sensitivities): seeded, one per
+  /// estimated parameter an experiment depends on; unseeded
+  /// (seed_initial_sensitivities = false), |q| + n_states per experiment.
+  std::size_t sensitivity_directions = 0;
 };
 
 /// The log-likelihood etc. at `theta` (one value per estimated parameter,
