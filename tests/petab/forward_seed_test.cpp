@@ -48,23 +48,27 @@ double gap(const std::vector<double>& a, const std::vector<double>& b) {
 
 // Seeded vs unseeded forward gradient at petab's defaults (cvodes_bdf,
 // rtol 1e-10, atol 1e-12), relative to max(1, |g|∞): two sensitivity
-// systems under CVODES' error control (other directions, other error
-// weights: the seeded one tests dy/dθ), agreeing to the tolerance times
-// the problems' conditioning. Measured (2026-12-02): Bruno 2.3e-7, Fujita
-// 5.5e-6 (its llh itself moves by 2.5e-8 relative between the two),
-// Zheng 2.8e-7, test suite ≤ 8.0e-11; the bound is gradient_accuracy_
-// test's adjoint-vs-forward one.
+// systems under CVODES' error control (other directions in the error
+// test), agreeing to the tolerance times the problems' conditioning.
+// Measured (2026-12-02): Bruno 0 (to the bit: its S0 columns are unit
+// vectors, the unseeded dy/dy0_i directions themselves, and CVODES' error
+// norm is the max over directions, so the steps are the same), Fujita
+// 1.4e-6, Zheng 1.2e-7, test suite ≤ 8.0e-11; the bound is
+// gradient_accuracy_test's adjoint-vs-forward one. (With
+// Options::scale_sensitivity_tolerances the seeded pass tests dy/dθ
+// instead: Fujita 5.5e-6.)
 constexpr double kSeededVsUnseeded = 2e-5;
 // The llh of the two passes (their states, under different error tests),
-// relative to 1 + |llh|: Fujita 2.5e-8 (its llh is the noisiest of the
-// benchmarks: states ~1e7).
+// relative to 1 + |llh|: Fujita's moved by 2.5e-8 with the dy/dθ test
+// (its llh is the noisiest of the benchmarks: states ~1e7).
 constexpr double kLlhAgreement = 1e-7;
 // A component carried by S0 must be well above kSeededVsUnseeded for the
 // comparison to see a missing or wrong seed: at least 10× (of max(1, |g|∞)).
 constexpr double kSeedVisible = 10.0 * kSeededVsUnseeded;
-// That component against Richardson differences, relative to itself:
-// measured 1.5e-5 (Bruno), 8e-6 (Fujita), 2.3e-6 (Zheng).
-constexpr double kComponentVsDifferences = 1e-4;
+// That component against Richardson differences, relative to itself (a
+// missing or wrong seed is O(1) off): measured 2.2e-4 (Bruno: a component
+// of 1e-3, so 2e-7 of max(1, |g|∞)), 3.6e-5 (Fujita), 2.3e-6 (Zheng).
+constexpr double kComponentVsDifferences = 1e-3;
 // Seeded forward vs the adjoint at the defaults: the bound of
 // gradient_accuracy_test (kAdjointVsForward).
 constexpr double kSeededVsAdjoint = 2e-5;
