@@ -47,12 +47,16 @@
 /// segments backward, each ode::gradient carrying the later segments'
 /// dJ/dy at its end as the terminal term λᵀy.
 ///
-/// Gradients: ode::gradient of the summed −log p over the experiment's
-/// observation times with respect to the initial state and the ODE's
-/// parameters q — only the estimated parameter-table entries that the
-/// condition's model parameters read (Options::reduce_parameters), so a
-/// forward-sensitivity gradient carries |q| + n_states directions, not one
-/// per table entry; the formulas' direct dependence on model parameters and
+/// Gradients: by the adjoint, ode::gradient of the summed −log p over the
+/// experiment's observation times with respect to the initial state and
+/// the ODE's parameters q — only the estimated parameter-table entries that
+/// the condition's model parameters read (Options::reduce_parameters);
+/// by forward sensitivities (ode::CvodesForward), one CVODES pass per
+/// experiment carrying one direction per estimated entry the experiment
+/// depends on — q, then the entries only y0 reads — seeded with S0 =
+/// dy0/dθ (Options::seed_initial_sensitivities; the FIM comes from the
+/// same pass), not |q| + n_states directions and the chain rule through
+/// dy/dy0 after the solve; the formulas' direct dependence on model parameters and
 /// table values (observable, noise and override parameters) comes from one
 /// reverse sweep over the observations at the recorded states; then the
 /// chain rule through the initial values (ad::vjp on the SBML initial-value
