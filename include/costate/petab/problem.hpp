@@ -245,9 +245,10 @@ struct Options {
   /// CVodeSetSensParams, so atol_S = atol / p̄), as AMICI's sensitivities
   /// with respect to scaled parameters are; false (the default): on
   /// dy/dlin. Measured at rtol = atol = 1e-8 against a 1e-12 / 1e-14
-  /// reference (bench/README.md, "PEtab forward sensitivities seeded"):
-  /// 1.3× faster on Zheng_PNAS2012 but the gradient 3–80× less accurate
-  /// (Fujita_SciSignal2010 4.2e-3 instead of 5.4e-5 of its size).
+  /// reference (bench/README.md, "PEtab forward sensitivities seeded with
+  /// dy0/dθ"):
+  /// 1.1–1.3× faster but the gradient less accurate (Fujita_SciSignal2010
+  /// 4.2e-3 of its size instead of 5.4e-5; Elowitz, Zheng 3.5–3.8×).
   bool scale_sensitivity_tolerances = false;
 };
 
