@@ -22,7 +22,7 @@
 #include "costate/pde/inversion.hpp"
 #include "costate/pde/laplace.hpp"
 #include "costate/pde/output.hpp"
-#include "pde_drive.hpp"
+#include "pde_detail.hpp"
 
 namespace costate::cli::detail {
 namespace {

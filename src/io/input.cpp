@@ -1209,15 +1209,22 @@ int pde_field_index(const Context& ctx, const std::vector<std::string>& fields, 
 }  // namespace
 
 PdeConfig load_pde_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open input file for reading");
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_pde_config_text(text.str(), path, overrides);
+}
+
+PdeConfig load_pde_config_text(const std::string& text, const std::string& path,
+                               const std::vector<std::string>& overrides) {
   Context ctx;
   ctx.path = path;
   PdeConfig cfg;
   cfg.input_path = path;
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open input file for reading");
   YAML::Node root;
   try {
-    root = YAML::Load(in);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                 ": malformed YAML: " + e.msg);

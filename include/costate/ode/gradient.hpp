@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -87,6 +88,17 @@ struct DiscreteAdjoint {
   /// reads): the pattern is re-checked every kPatternCheckInterval
   /// linearizations and a change throws. See system.hpp.
   bool coloured_jacobian = false;
+  /// Continue the interrupted sweep recorded here (AdjointResume,
+  /// scheme.hpp): its steps are replayed (no first run chooses them; the
+  /// call's replay_times must be empty) and only the reverse steps below
+  /// resume_from->step are run — the same bits as the uninterrupted gradient
+  /// of the same problem, objective and settings.
+  std::shared_ptr<const AdjointResume> resume_from{};
+  /// When set and IntegratorOptions::on_step throws (an interrupt) once the
+  /// reverse sweep has begun, the sweep's place is stored here (with the
+  /// step times and orders) before the exception propagates; its step stays
+  /// −1 when the throw came earlier (nothing to continue from).
+  std::shared_ptr<AdjointResume> interrupted_at{};
 };
 
 /// Tangent sensitivities of the same discrete solution: explicit methods
@@ -186,6 +198,13 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   GradientResult result;
   // The compiled view of the model and objective every scheme runs on.
   const auto* dam = std::get_if<DiscreteAdjoint>(&method);
+  const AdjointResume* resume_from = dam ? dam->resume_from.get() : nullptr;
+  if (resume_from) {
+    COSTATE_CHECK(replay_times.empty(),
+                  "gradient: DiscreteAdjoint::resume_from replays its own steps; replay_times must be empty");
+    replay_times = resume_from->times;
+    replay_orders = resume_from->orders;
+  }
   SystemOptions system_options;
   if (dam && dam->coloured_jacobian) system_options.jacobian = JacobianStrategy::Sparse;
   const System system = make_system(problem.model, objective, n, np, system_options);
@@ -262,9 +281,15 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   std::vector<double> x0(scheme->state_size(), 0.0);
   std::copy(y0a.begin(), y0a.end(), x0.begin());
   // The caller's on_step (e.g. an interrupt check) also sees the sweeps' steps.
-  SweepOutcome o =
-      dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p, user_on_step, times)
-          : tangent_sweep(system, *scheme, obs_at, x0, p, user_on_step, times);
+  AdjointResume* interrupted_at = dam ? dam->interrupted_at.get() : nullptr;
+  if (interrupted_at) {
+    interrupted_at->step = -1;
+    interrupted_at->times = times;
+    interrupted_at->orders = orders;
+  }
+  SweepOutcome o = dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p,
+                                       user_on_step, times, resume_from, interrupted_at)
+                       : tangent_sweep(system, *scheme, obs_at, x0, p, user_on_step, times);
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);

@@ -62,6 +62,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -98,6 +99,10 @@ struct ExplicitRkOptions {
   std::int64_t steps = 10;  ///< number of steps
   /// Multilevel's disk level in ONE parallel HDF5 file (as ThetaOptions).
   bool shared_disk_checkpoints = false;
+  /// Called with the step index n at the start of every step() (forward
+  /// steps, recomputations) and of every reverse step, on every rank
+  /// (as ThetaOptions::on_step: an interrupt check; it may throw).
+  std::function<void(std::int64_t)> on_step;
   /// Throws costate::Error naming the field, its value and the rule.
   void validate() const;
 };
@@ -140,6 +145,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
 
   /// Advances u from t_n = t0 + n h to t_{n+1}, in place. Collective.
   void step(const GlobalVector& u, std::int64_t n) override {
+    if (options_.on_step) options_.on_step(n);
     stages(u, n);
     combine(u, u, tab_.b.data(), K_, tab_.stages);
   }
@@ -306,6 +312,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
   /// (y_n, δy_n) → (y_{n+1}, δy_{n+1}) in place; y_{n+1} the bits of step().
   void tangent_step(const GlobalVector& y, const GlobalVector& dy, std::int64_t n, const GlobalVector* a_dot,
                     std::span<const double> q_dot) {
+    if (options_.on_step) options_.on_step(n);
     tangent_stages(y, dy, n, a_dot, q_dot);
     combine(y, y, tab_.b.data(), K_, tab_.stages);
     combine(dy, dy, tab_.b.data(), Kd_, tab_.stages);
@@ -408,6 +415,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
     void save(std::size_t slot) { snapshots.save(slot, current.span(), i); }
     void restore(std::size_t slot) { i = snapshots.restore(slot, current.span()); }
     void reverse_step() {
+      if (in.options_.on_step) in.options_.on_step(i);
       in.stages(current, i);
       if (!seeded) {  // the last step: y_l from its stages, the seed λ_l = ∇J(y_l)
         in.combine(next, current, in.tab_.b.data(), in.K_, in.tab_.stages);
@@ -473,6 +481,7 @@ class ExplicitRkIntegrator final : public TimeIntegrator<Model, Batch> {
       }
     }
     void reverse_step() {
+      if (in.options_.on_step) in.options_.on_step(i);
       const Grid& g = in.op_.grid();
       in.tangent_stages(current, dcurrent, i, a_dot, q_dot);
       if (!seeded) {

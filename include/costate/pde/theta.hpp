@@ -77,6 +77,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -109,6 +110,12 @@ struct ThetaOptions {
   /// (path + ".rank<r>"); true — ONE parallel HDF5 file at `path` for all
   /// ranks (pde::SharedDiskSnapshots, collective MPI-IO). Same gradient bits.
   bool shared_disk_checkpoints = false;
+  /// Called with the step index n at the start of every step() (forward
+  /// steps, the sweeps' recomputations) and of every reverse step of
+  /// gradient(), on every rank; empty: not called. For a caller's interrupt
+  /// check (io::pde_run's): it may throw, and the computation unwinds. The
+  /// calls are the same on every rank, so it may be collective.
+  std::function<void(std::int64_t)> on_step;
 
   void validate() const {
     COSTATE_CHECK(theta >= 0.5 && theta <= 1.0, "pde::ThetaOptions::theta = "
@@ -167,6 +174,7 @@ class ThetaIntegrator final : public TimeIntegrator<Model, Batch> {
   /// Advances u from t_n = t0 + n h to t_{n+1}, in place. Collective.
   /// Throws costate::Error when Newton or a KSP solve fails.
   void step(const GlobalVector& u, std::int64_t n) override {
+    if (options_.on_step) options_.on_step(n);
     const double h = options_.dt, th = options_.theta;
     const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
     if constexpr (Model::linear_in_state) {
@@ -467,6 +475,7 @@ class ThetaIntegrator final : public TimeIntegrator<Model, Batch> {
     void save(std::size_t slot) { snapshots.save(slot, current.span(), i); }
     void restore(std::size_t slot) { i = snapshots.restore(slot, current.span()); }
     void reverse_step() {
+      if (in.options_.on_step) in.options_.on_step(i);
       const Grid& g = in.op_.grid();
       const double h = in.options_.dt, th = in.options_.theta;
       const double tn = in.options_.t0 + static_cast<double>(i) * h, tn1 = tn + h;
