@@ -102,7 +102,7 @@ struct ExplicitRkOptions {
   /// Called with the step index n at the start of every step() (forward
   /// steps, recomputations) and of every reverse step, on every rank
   /// (as ThetaOptions::on_step: an interrupt check; it may throw).
-  std::function<void(std::int64_t)> on_step;
+  std::function<void(std::int64_t)> on_step = {};
   /// Throws costate::Error naming the field, its value and the rule.
   void validate() const;
 };

@@ -5,7 +5,7 @@
 /// tangent, Hessian–vector product; the θ names are the first ones), the
 /// snapshot adapter of their reverse sweeps (detail::SweepSnapshots: RAM
 /// and Multilevel disk slots under MPI, for ode::reverse_sweep), and
-/// pde::TimeIntegrator, the small interface the command driver holds so
+/// pde::TimeIntegrator, the small interface io::pde_run holds so
 /// that one driver runs either integrator.
 ///
 /// Every member of TimeIntegrator is collective over the operator's grid.
@@ -99,7 +99,7 @@ struct ThetaHessianVector {
 
 
 /// A time integrator of a PDE operator with fixed steps t_n = t0 + n h, n =
-/// 0 … steps: the interface the command driver holds (pde_drive.hpp), so
+/// 0 … steps: the interface io::pde_run holds (src/io/pde_run_model.hpp), so
 /// that one driver runs the θ-method or an explicit Runge–Kutta method.
 /// The members are those of ThetaIntegrator (theta.hpp), which documents
 /// them; every one is collective.
