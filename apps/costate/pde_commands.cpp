@@ -128,8 +128,10 @@ void print_banner(const Environment& env, const PdeArgs& args, const io::PdeConf
   std::cerr << ", boundary ";
   for (int d = 0; d < dim; ++d) std::cerr << (d ? "/" : "") << pde::to_string(cfg.domain.boundary[static_cast<std::size_t>(d)]);
   std::cerr << "\n  fields     " << join(eq.fields) << (linear ? " (linear)" : "")
-            << "\n  integrator " << cfg.method << " (theta = " << cfg.integrator.theta
-            << "), dt = " << cfg.integrator.dt << ", " << cfg.integrator.steps << " steps\n  ranks      "
+            << "\n  integrator " << cfg.method
+            << (cfg.explicit_rk ? std::string(" (explicit Runge-Kutta)")
+                                : " (theta = " + ::costate::detail::format_value(cfg.integrator.theta) + ")")
+            << ", dt = " << cfg.integrator.dt << ", " << cfg.integrator.steps << " steps\n  ranks      "
             << g.size() << " (" << g.processes()[0];
   for (int d = 1; d < dim; ++d) std::cerr << " x " << g.processes()[static_cast<std::size_t>(d)];
   std::cerr << ")\n";

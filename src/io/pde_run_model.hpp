@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <iostream>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "costate/io/pde_run.hpp"
 #include "costate/pde/equation_model.hpp"
 #include "costate/pde/output.hpp"
+#include "costate/pde/explicit_rk.hpp"
 #include "costate/pde/theta.hpp"
 
 namespace costate::io::detail {
@@ -116,7 +119,21 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
   // The interrupt check at every step, forward and reverse (collective).
   pde::ThetaOptions stepping = cfg.integrator;
   if (options.interrupted) stepping.on_step = [&options, comm](std::int64_t) { pde_poll(options, comm); };
-  pde::ThetaIntegrator<Model> integ(op, stepping);
+  std::optional<pde::ExplicitRkOptions> explicit_stepping = cfg.explicit_rk;
+  if (explicit_stepping) explicit_stepping->on_step = stepping.on_step;
+  // The integrator of integrator.method (one interface: pde::TimeIntegrator).
+  auto make_integrator = [&](bool poll) -> std::unique_ptr<pde::TimeIntegrator<Model>> {
+    if (cfg.explicit_rk)
+      return std::make_unique<pde::ExplicitRkIntegrator<Model>>(op, poll ? *explicit_stepping : *cfg.explicit_rk);
+    return std::make_unique<pde::ThetaIntegrator<Model>>(op, poll ? stepping : cfg.integrator);
+  };
+  const std::unique_ptr<pde::TimeIntegrator<Model>> integ_owner = make_integrator(true);
+  pde::TimeIntegrator<Model>& integ = *integ_owner;
+  if (cfg.explicit_rk) {  // a step above the stability estimate: a warning naming integrator.dt (rank 0)
+    const std::string w = pde::stability_warning(
+        *cfg.explicit_rk, static_cast<pde::ExplicitRkIntegrator<Model>&>(integ).stability(u0), "integrator.dt");
+    if (g.rank() == 0 && !w.empty()) std::cerr << cfg.input_path << ": warning: " << w << "\n";
+  }
 
   // 3. The command.
   if (options.command == PdeCommand::run) {
@@ -216,8 +233,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
     g.scatter(un, u);
     // A fresh integrator: a linear model's I − hθJ is assembled once per
     // integrator and depends on the parameters being varied.
-    pde::ThetaIntegrator<Model> fresh(op, cfg.integrator);
-    fresh.integrate(u);
+    make_integrator(false)->integrate(u);
     return objective.evaluate(g, u, nullptr);
   };
   res.status = options.gradcheck(in);
