@@ -13,11 +13,15 @@
 //   J = ½ Σ V (u(T) − d)².
 //
 // Sample runs:
-//   build/bench/bench_pde_hvp [n=128] [steps=40] [repeats=3] [heat|burgers|all]
+//   build/bench/bench_pde_hvp [n=128] [steps=40] [repeats=3] [heat|burgers|all|explicit]
+// `explicit`: heat through pde::ExplicitRkIntegrator (rk4, ssp_rk3) at half
+// the stability estimate's step: forward run, gradient, H·v and
+// Gauss–Newton, as ratios to the forward run and to the gradient.
 //   mpiexec -n 2 build/bench/bench_pde_hvp 128
 // PETSc options apply (-ksp_type, -pc_type): default GMRES with PETSc's
 // default preconditioner, rtol 1e-10.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +32,7 @@
 #include "bench_util.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/pde/models.hpp"
+#include "costate/pde/explicit_rk.hpp"
 #include "costate/pde/theta.hpp"
 
 using namespace costate;
@@ -97,6 +102,43 @@ void measure(const char* name, pde::Operator<Model>& op, const pde::GlobalVector
   }
 }
 
+/// Explicit RK: forward, gradient, exact and Gauss–Newton H·v, interleaved.
+template <class Model>
+void measure_explicit(pde::Operator<Model>& op, const pde::GlobalVector& u0, pde::ExplicitRkMethod m, std::int64_t steps,
+                      const pde::ThetaDirection& v, int repeats, MPI_Comm comm) {
+  const pde::Grid& g = op.grid();
+  const auto obj = pde::Objective::misfit(g.create_global());
+  pde::ExplicitRkOptions o{.method = m, .dt = 1.0, .steps = steps};
+  o.dt = 0.5 * pde::ExplicitRkIntegrator<Model>(op, o).stability(u0).max_stable_dt;
+  pde::ExplicitRkIntegrator<Model> integ(op, o);
+  auto u = g.create_global();
+  for (int schedule = 0; schedule < 2; ++schedule) {
+    const ode::Checkpointing c =
+        schedule == 0 ? ode::Checkpointing{ode::StoreAll{}} : ode::Checkpointing{ode::Binomial{.snapshots = 8}};
+    (void)integ.gradient(u0, obj, c);  // warm-up
+    std::vector<double> tf, tg, th, tn;
+    for (int r = 0; r < repeats; ++r) {
+      MPI_Barrier(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      deep_copy(u, u0);
+      integ.integrate(u);
+      tf.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      MPI_Barrier(comm);
+      tg.push_back(integ.gradient(u0, obj, c).seconds);
+      MPI_Barrier(comm);
+      th.push_back(integ.hessian_vector(u0, obj, v, c).seconds);
+      MPI_Barrier(comm);
+      tn.push_back(integ.hessian_vector(u0, obj, v, c, pde::HessianProduct::GaussNewton).seconds);
+    }
+    const double mf = median(tf), mg = median(tg), mh = median(th), mn = median(tn);
+    if (g.rank() == 0)
+      std::printf("heat     %-8s dt=%.2e %-12s forward %8.3f s  gradient %8.3f s (%.2fx forward)  H.v %8.3f s (%.2fx "
+                  "gradient)  Gauss-Newton %8.3f s (%.2fx gradient)\n",
+                  to_string(m).c_str(), o.dt, ode::to_string(c).c_str(), mf, mg, mg / mf, mh, mh / mg, mn, mn / mg);
+    std::fflush(stdout);
+  }
+}
+
 std::vector<double> natural(std::int64_t n, double salt) {
   std::vector<double> x(static_cast<std::size_t>(n));
   for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.77 * static_cast<double>(k) + salt);
@@ -117,6 +159,28 @@ int main(int argc, char** argv) {
       if (getloadavg(load, 3) < 0) load[0] = -1;
       std::printf("bench_pde_hvp: %lld^2 cells, %lld steps, %d ranks, %d repeats (medians); load %.2f\n",
                   static_cast<long long>(n), static_cast<long long>(steps), env.size(), repeats, load[0]);
+    }
+    if (which == "explicit") {
+      pde::Operator<pde::Heat2D> op(env.comm(), domain(n, pde::Boundary::Dirichlet), {}, {1.0});
+      const pde::Grid& g = op.grid();
+      auto u0 = g.create_global();
+      const auto& ow = g.owned();
+      std::size_t e = 0;
+      for (std::int64_t j = ow.start[1]; j < ow.start[1] + ow.count[1]; ++j)
+        for (std::int64_t i = ow.start[0]; i < ow.start[0] + ow.count[0]; ++i, ++e) {
+          const double x = g.coordinate(0, i), y = g.coordinate(1, j);
+          u0[e] = std::sin(std::numbers::pi * x) * std::sin(std::numbers::pi * y);
+          op.fields()[e] = 1.0 + 0.5 * std::sin(2 * std::numbers::pi * x) * std::sin(2 * std::numbers::pi * y);
+        }
+      pde::ThetaDirection v;
+      v.fields = op.field_grid()->create_global();
+      op.field_grid()->scatter(natural(g.global_size(), 0.3), v.fields);
+      v.parameters = {1.0};
+      v.initial_state = g.create_global();
+      g.scatter(natural(g.global_size(), 1.1), v.initial_state);
+      for (auto m : {pde::ExplicitRkMethod::Rk4, pde::ExplicitRkMethod::SspRk3})
+        measure_explicit(op, u0, m, steps, v, repeats, env.comm());
+      return 0;
     }
     for (double theta : {0.5, 1.0}) {
       if (which == "burgers") break;

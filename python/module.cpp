@@ -6,7 +6,8 @@
 // io::integrate_file for run, io/file_gradient.hpp for sensitivity and
 // gradcheck, io::calibrate and io::CalibrationProblem for calibration
 // (objective, and hessp: CalibrationProblem::hessian_vector), petab::read,
-// petab::evaluate and petab::calibrate for PEtab problems.
+// petab::evaluate and petab::calibrate for PEtab problems,
+// io::load_pde_config(_text) and io::pde_run for PDE inputs.
 //
 // Results come back as dicts of float64 NumPy arrays (copies, C order) and
 // Python numbers; the Python layer turns them into result objects. The GIL
@@ -31,6 +32,7 @@
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/input_text.hpp"
 #include "costate/io/pde_input.hpp"
+#include "costate/io/pde_run.hpp"
 #include "costate/petab/calibrate.hpp"
 #include "costate/petab/problem.hpp"
 
@@ -526,11 +528,220 @@ std::unique_ptr<PetabProblem> load_petab(const std::string& path) {
   return std::make_unique<PetabProblem>(std::move(pb));
 }
 
+/// A PDE input (io::PdeConfig): run and sensitivity by io::pde_run — the
+/// command line's computation — over MPI_COMM_WORLD, with the arrays
+/// gathered on rank 0 (None elsewhere). Collective under mpiexec: every
+/// rank calls each method.
+class PdeProblem {
+ public:
+  explicit PdeProblem(costate::io::PdeConfig cfg) : cfg_(std::move(cfg)) {}
+  const costate::io::PdeConfig& config() const { return cfg_; }
+
+  py::dict run(const std::string& output) {
+    const costate::io::PdeResult r = compute(costate::io::PdeCommand::run, output);
+    py::dict d = grid(r);
+    d["t"] = array(r.times);
+    py::dict fields;
+    const bool root = rank() == 0;
+    for (std::size_t c = 0; c < r.fields.size(); ++c) {
+      if (!root) {
+        fields[py::str(r.fields[c])] = py::none();
+        continue;
+      }
+      std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(r.frames.size())};
+      for (auto n : grid_shape(r)) shape.push_back(n);
+      py::array_t<double> a(shape);
+      double* out = a.mutable_data();
+      const std::size_t cells = cell_count(r), dof = r.fields.size();
+      for (std::size_t f = 0; f < r.frames.size(); ++f)
+        for (std::size_t e = 0; e < cells; ++e) out[f * cells + e] = r.frames[f][e * dof + c];
+      fields[py::str(r.fields[c])] = a;
+    }
+    d["fields"] = fields;
+    d["parameter_fields"] = parameter_fields(r);
+    py::dict summary;
+    summary["steps"] = r.steps;
+    summary["final_time"] = r.final_time;
+    summary["krylov_iterations"] = r.krylov_iterations;
+    summary["final_integrals"] = named(r.fields, r.final_integrals);
+    summary["final_min"] = named(r.fields, r.final_min);
+    summary["final_max"] = named(r.fields, r.final_max);
+    summary["cell_volume"] = r.cell_volume;
+    summary["objective"] = r.has_objective ? py::object(py::float_(r.objective)) : py::object(py::none());
+    summary["ranks"] = r.ranks;
+    summary["processes"] = std::vector<int>(r.processes.begin(), r.processes.begin() + r.dim);
+    summary["linear"] = r.linear;
+    d["summary"] = summary;
+    d["objective"] = summary["objective"];
+    d["output_file"] = r.output_file.empty() ? py::object(py::none()) : py::object(py::str(r.output_file));
+    return d;
+  }
+
+  py::dict sensitivity(const std::string& output) {
+    const costate::io::PdeResult r = compute(costate::io::PdeCommand::sensitivity, output);
+    py::dict d = grid(r);
+    const bool root = rank() == 0;
+    d["objective"] = r.objective;
+    d["names"] = r.parameter_names;
+    d["gradient"] = array(r.gradient);
+    py::dict gf, norms;
+    for (const auto& a : r.parameter_field_names) {
+      gf[py::str(a)] = root ? py::object(component(r, r.gradient_field, 0, 1)) : py::object(py::none());
+      py::dict st;
+      st["norm"] = r.gradient_field_norm;
+      st["sum_over_cells"] = r.gradient_field_sum;
+      st["min"] = r.gradient_field_min;
+      st["max"] = r.gradient_field_max;
+      norms[py::str(a)] = st;
+    }
+    d["gradient_fields"] = gf;
+    d["gradient_field_stats"] = norms;
+    py::dict gu;
+    for (std::size_t c = 0; c < r.fields.size(); ++c)
+      gu[py::str(r.fields[c])] = root ? py::object(component(r, r.gradient_initial_state, c, r.fields.size()))
+                                      : py::object(py::none());
+    d["gradient_initial_state"] = gu;
+    d["gradient_initial_state_norm"] = r.gradient_initial_state_norm;
+    d["parameter_fields"] = parameter_fields(r);
+    d["method"] = "discrete_adjoint";
+    d["checkpointing"] = costate::ode::to_string(cfg_.checkpointing);
+    d["steps"] = r.steps;
+    d["forward_steps"] = r.forward_steps;
+    d["recomputed_steps"] = r.recomputed_steps;
+    d["checkpoints"] = r.checkpoints;
+    d["krylov_iterations"] = r.krylov_iterations;
+    d["adjoint_krylov_iterations"] = r.adjoint_krylov_iterations;
+    d["seconds"] = r.seconds;
+    d["ranks"] = r.ranks;
+    d["output_file"] = r.output_file.empty() ? py::object(py::none()) : py::object(py::str(r.output_file));
+    return d;
+  }
+
+ private:
+  /// Ctrl-C: polled by io::pde_run before every forward step and around the
+  /// adjoint sweep (on every rank; any rank's interrupt stops all of them).
+  /// It takes the GIL at most every kPollInterval; a pending KeyboardInterrupt
+  /// stays set in Python's error indicator and is raised when pde_run has
+  /// unwound (its output file left "partial").
+  class InterruptPoll {
+   public:
+    bool operator()() {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_ < kPollInterval) return false;
+      last_ = now;
+      py::gil_scoped_acquire gil;
+      return PyErr_CheckSignals() != 0;
+    }
+
+   private:
+    static constexpr std::chrono::milliseconds kPollInterval{50};
+    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  };
+
+  costate::io::PdeResult compute(costate::io::PdeCommand command, const std::string& output) {
+    namespace io = costate::io;
+    io::PdeConfig cfg = cfg_;
+    cfg.output_file = output;  // the file's output.file is the command line's default, not Python's
+    io::PdeRunOptions options;
+    options.command = command;
+    options.gather = true;
+    options.interrupted = InterruptPoll{};
+    try {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      return io::pde_run(MPI_COMM_WORLD, cfg, options);
+    } catch (const io::PdeInterrupted&) {
+      // This rank's KeyboardInterrupt (PyErr_CheckSignals set it), or
+      // another rank's: raise one here too.
+      if (!PyErr_Occurred()) PyErr_SetNone(PyExc_KeyboardInterrupt);
+      throw py::error_already_set();
+    }
+  }
+
+  static int rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+  }
+  /// The grid's shape as NumPy's: (nx,), (ny, nx), (nz, ny, nx).
+  static std::vector<py::ssize_t> grid_shape(const costate::io::PdeResult& r) {
+    std::vector<py::ssize_t> s;
+    for (int d = r.dim - 1; d >= 0; --d) s.push_back(static_cast<py::ssize_t>(r.cells[static_cast<std::size_t>(d)]));
+    return s;
+  }
+  static std::size_t cell_count(const costate::io::PdeResult& r) {
+    return static_cast<std::size_t>(r.cells[0] * r.cells[1] * r.cells[2]);
+  }
+  /// Component c of a natural-order array with `dof` values per cell, shaped like the grid.
+  static py::array_t<double> component(const costate::io::PdeResult& r, const std::vector<double>& v, std::size_t c,
+                                       std::size_t dof) {
+    const std::size_t cells = cell_count(r);
+    COSTATE_CHECK(v.size() == cells * dof, "internal: a field of " << v.size() << " values on " << cells
+                                                                     << " cells x " << dof);
+    py::array_t<double> a(grid_shape(r));
+    double* out = a.mutable_data();
+    for (std::size_t e = 0; e < cells; ++e) out[e] = v[e * dof + c];
+    return a;
+  }
+  static py::dict named(const std::vector<std::string>& names, const std::vector<double>& values) {
+    py::dict d;
+    for (std::size_t i = 0; i < names.size() && i < values.size(); ++i) d[py::str(names[i])] = values[i];
+    return d;
+  }
+  /// The grid: cells (nx, ny, nz up to dim), origin, spacing, the cell
+  /// centres per axis (x, y, z), the field names.
+  py::dict grid(const costate::io::PdeResult& r) const {
+    py::dict d;
+    const auto D = static_cast<std::size_t>(r.dim);
+    d["dim"] = r.dim;
+    d["cells"] = std::vector<std::int64_t>(r.cells.begin(), r.cells.begin() + r.dim);
+    d["origin"] = std::vector<double>(r.origin.begin(), r.origin.begin() + r.dim);
+    d["spacing"] = std::vector<double>(r.spacing.begin(), r.spacing.begin() + r.dim);
+    py::dict centres;
+    for (std::size_t k = 0; k < D; ++k) {
+      std::vector<double> c(static_cast<std::size_t>(r.cells[k]));
+      for (std::size_t i = 0; i < c.size(); ++i)
+        c[i] = r.origin[k] + (static_cast<double>(i) + 0.5) * r.spacing[k];
+      centres[py::str(std::string(1, "xyz"[k]))] = array(c);
+    }
+    d["coordinates"] = centres;
+    d["names"] = r.fields;
+    return d;
+  }
+  py::dict parameter_fields(const costate::io::PdeResult& r) const {
+    py::dict d;
+    for (const auto& a : r.parameter_field_names)
+      d[py::str(a)] = rank() == 0 ? py::object(component(r, r.parameter_field, 0, 1)) : py::object(py::none());
+    return d;
+  }
+
+  costate::io::PdeConfig cfg_;
+  std::mutex mutex_;
+};
+
+std::unique_ptr<PdeProblem> load_pde_file(const std::string& path, const std::vector<std::string>& sets) {
+  ensure_environment();
+  costate::io::PdeConfig cfg;
+  {
+    py::gil_scoped_release unlocked;
+    cfg = costate::io::load_pde_config(path, sets);
+  }
+  return std::make_unique<PdeProblem>(std::move(cfg));
+}
+
+std::unique_ptr<PdeProblem> load_pde_text(const std::string& text, const std::string& name,
+                                          const std::vector<std::string>& sets) {
+  ensure_environment();
+  costate::io::PdeConfig cfg;
+  {
+    py::gil_scoped_release unlocked;
+    cfg = costate::io::load_pde_config_text(text, name, sets);
+  }
+  return std::make_unique<PdeProblem>(std::move(cfg));
+}
+
 std::unique_ptr<Problem> load_file(const std::string& path, const std::vector<std::string>& sets) {
   ensure_environment();
-  if (costate::io::is_pde_input(path))
-    throw costate::Error(path + ": PDE inputs (a 'pde:' section) are not in the Python module "
-                         "yet; use the command line (costate run|sensitivity) and costate.plot");
   RunConfig cfg;
   {
     py::gil_scoped_release unlocked;
@@ -611,6 +822,26 @@ PYBIND11_MODULE(_costate, m) {
       .def("calibrate", &PetabProblem::calibrate, py::arg("starts"), py::arg("seed"),
            py::arg("output") = "", py::arg("sampling") = "lhs");
 
+  py::class_<PdeProblem>(m, "PdeProblem")
+      .def_property_readonly("input_path", [](const PdeProblem& p) { return p.config().input_path; })
+      .def_property_readonly("description", [](const PdeProblem& p) { return p.config().description; })
+      .def_property_readonly("dim", [](const PdeProblem& p) { return p.config().equations.dim; })
+      .def_property_readonly("cells",
+                             [](const PdeProblem& p) {
+                               const auto& c = p.config().domain.cells;
+                               return std::vector<std::int64_t>(c.begin(), c.begin() + p.config().equations.dim);
+                             })
+      .def_property_readonly("field_names", [](const PdeProblem& p) { return p.config().equations.fields; })
+      .def_property_readonly("parameter_names",
+                             [](const PdeProblem& p) { return p.config().equations.parameters; })
+      .def_property_readonly("parameters", [](const PdeProblem& p) { return array(p.config().parameters); })
+      .def_property_readonly("parameter_field_names",
+                             [](const PdeProblem& p) { return p.config().equations.parameter_fields; })
+      .def_property_readonly("has_objective", [](const PdeProblem& p) { return p.config().objective.present; })
+      .def_property_readonly("settings", [](const PdeProblem& p) { return p.config().to_yaml(); })
+      .def("run", &PdeProblem::run, py::arg("output") = "")
+      .def("sensitivity", &PdeProblem::sensitivity, py::arg("output") = "");
+
   m.def("load_file", &load_file, py::arg("path"), py::arg("sets"));
   m.def("load_petab", &load_petab, py::arg("path"));
   m.def("is_petab", [](const std::string& path) { return costate::petab::is_problem_file(path); },
@@ -625,6 +856,10 @@ PYBIND11_MODULE(_costate, m) {
     return py::make_tuple(rank, size);
   });
   m.def("load_text", &load_text, py::arg("text"), py::arg("name"), py::arg("sets"));
+  m.def("load_pde_file", &load_pde_file, py::arg("path"), py::arg("sets"));
+  m.def("load_pde_text", &load_pde_text, py::arg("text"), py::arg("name"), py::arg("sets"));
+  m.def("is_pde_input", [](const std::string& path) { return costate::io::is_pde_input(path); },
+        py::arg("path"));
   // Finalise what ensure_environment() initialised while the interpreter is
   // still alive (not from a static destructor after it).
   py::module_::import("atexit").attr("register")(

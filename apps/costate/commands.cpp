@@ -39,6 +39,10 @@ const std::vector<Command>& commands() {
              cmd.add_flag("--no-fim", a.no_fim,
                           "PEtab problems: skip the Fisher information (its forward "
                           "sensitivities)");
+             cmd.add_option("--resume", a.resume,
+                            "continue the interrupted discrete adjoint in this partial HDF5 "
+                            "output (same input and --set options): the same bits as an "
+                            "uninterrupted gradient");
            }},
       {.name = "gradcheck",
        .help = "verify the gradient: Taylor test and finite differences",

@@ -1,8 +1,8 @@
 #pragma once
 // `costate run|sensitivity|gradcheck` on PDE inputs (a `pde:` section; see
 // costate/io/pde_input.hpp). One process or under mpiexec; the report comes
-// from rank 0 only. The pde::EquationModel instantiations compile in
-// pde_commands_{1,2,3}d.cpp (pde_drive.hpp).
+// from rank 0 only. The computation is the library's io::pde_run
+// (costate/io/pde_run.hpp); the calibration's is pde_invert.cpp.
 
 #include <string>
 #include <vector>

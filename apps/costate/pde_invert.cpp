@@ -22,7 +22,7 @@
 #include "costate/pde/inversion.hpp"
 #include "costate/pde/laplace.hpp"
 #include "costate/pde/output.hpp"
-#include "pde_drive.hpp"
+#include "pde_detail.hpp"
 
 namespace costate::cli::detail {
 namespace {
@@ -284,6 +284,11 @@ int calibrate_pde(const Environment& env, const PdeArgs& args, const io::PdeConf
   if (!cc.present)
     throw Error(args.input + ": costate calibrate on a PDE input needs a 'calibration:' section (the parameter "
                              "field, the sensors, the prior and the optimizer; docs/pde_inverse.md)");
+  if (cfg.explicit_rk)
+    throw Error(args.input + ": costate calibrate runs the theta-method only (its Newton-CG keeps a "
+                             "pde::ThetaLinearization); integrator.method '" + cfg.method +
+                "' is explicit Runge-Kutta, supported by run, sensitivity and gradcheck. Use crank_nicolson or "
+                "backward_euler for the inversion");
   if (system->field_parameters() != 1)
     throw Error(args.input + ": costate calibrate infers one parameter field; this input has " +
                 std::to_string(system->field_parameters()) + " (add one under pde.parameter_fields)");

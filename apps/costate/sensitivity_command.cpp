@@ -4,6 +4,7 @@
 // sensitivity.wrt), the trajectory and /sensitivity written to HDF5.
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "costate/io/resume.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/ode/scheme.hpp"
 #include "pde_commands.hpp"
 #include "petab_command.hpp"
 
@@ -26,16 +28,18 @@ struct SensitivityResult {
   io::FileGradient gradient;
   io::FileHessian hessian;        ///< with --hessian
   io::SensitivityOutput output;   ///< the reported (wrt) gradient, as written
+  std::int64_t resumed_from_step = -1;  ///< --resume: the sweep's place, else −1
 };
 
-SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args) {
+SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
+                          const io::AdjointResumeLink& resume) {
   SensitivityResult res;
   // 1. Trajectory (for the output file) and 2. the gradient.
   res.trajectory = io::integrate_file(cfg);
   if (!res.trajectory.summary.success())
     throw Error("integration of " + args.input + " failed: " + res.trajectory.summary.message +
                 " (no output written)");
-  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
+  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, {}, resume);
   const ode::GradientResult& r = res.gradient.result;
 
   io::SensitivityOutput& out = res.output;
@@ -73,6 +77,9 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
     gy[cfg.state_names[k]] = out.gradient_initial_state[k];
   j["gradient_initial_state"] = gy;
   j["method"] = r.method;
+  // --resume: the step the reverse sweep was continued from (the counts
+  // below are this process's: the steps below it).
+  j["resumed_from_step"] = res.resumed_from_step >= 0 ? Json(res.resumed_from_step) : Json(nullptr);
   j["steps"] = out.steps;
   j["forward_steps"] = out.forward_steps;
   j["recomputed_steps"] = out.recomputed_steps;
@@ -134,6 +141,11 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
 }  // namespace
 
 int sensitivity_command(const Environment& env, const CommandArgs& args) {
+  if (!args.resume.empty() && (is_petab_input(args.input) || is_pde_input(args.input)))
+    throw Error("--resume " + args.resume + ": costate sensitivity resumes ODE inputs (a "
+                "'model:' section) only; " + args.input + " is a " +
+                (is_petab_input(args.input) ? "PEtab problem" : "PDE input") +
+                ", whose gradient does not resume — rerun it without --resume");
   if (is_petab_input(args.input))  // a PEtab problem file (docs/petab.md)
     return petab_sensitivity(env, args);
   if (is_pde_input(args.input)) {
@@ -145,9 +157,54 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
   }
   io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
   if (args.hessian) io::check_hessian_request(cfg, args.input);
-  io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop at a step, keep nothing
+  // SIGINT/SIGTERM stop at a step. The discrete adjoint of a native stepper
+  // stopped in its reverse sweep keeps its place in the -o file (marked
+  // partial), and --resume continues it to the same bits (io/resume.hpp);
+  // a stop anywhere else keeps nothing.
+  std::string why_not;
+  const bool resumable = io::sensitivity_resumable(cfg, &why_not) && !args.hessian;
+  if (args.hessian) why_not = "--hessian (the Hessian's products are not resumable)";
+  io::AdjointResumeLink resume;
+  if (!args.resume.empty()) {
+    if (!resumable)
+      throw Error("--resume " + args.resume + ": costate sensitivity resumes the discrete adjoint "
+                  "of a native stepper only, not " + why_not);
+    resume.from = std::make_shared<const ode::AdjointResume>(
+        io::read_sensitivity_partial(args.resume, cfg));
+    if (args.output.empty()) cfg.output_file = args.resume;
+    if (env.is_root() && !args.quiet)
+      std::cerr << "  (resuming " << args.resume << ": the reverse sweep at step "
+                << resume.from->step << " of " << resume.from->times.size() - 1
+                << "; the steps below it replayed and reversed)\n";
+  }
+  const bool keep = resumable && env.is_root() && !cfg.output_file.empty();
+  if (keep) resume.interrupted_at = std::make_shared<ode::AdjointResume>();
+  io::InterruptHandler interrupts;
   cfg.integrator.on_step = io::interrupt_check("sensitivity");
-  const SensitivityResult res = compute(cfg, args);
+  SensitivityResult res;
+  try {
+    res = compute(cfg, args, resume);
+    if (resume.from) res.resumed_from_step = resume.from->step;
+  } catch (const io::Interrupted& e) {
+    std::string message = e.what();
+    if (keep && resume.interrupted_at->step >= 0) {
+      io::write_sensitivity_partial(cfg.output_file, cfg, *resume.interrupted_at, e.signal());
+      message += "; wrote the adjoint's place (reverse sweep at step " +
+                 std::to_string(resume.interrupted_at->step) + " of " +
+                 std::to_string(resume.interrupted_at->times.size() - 1) + ") to " +
+                 cfg.output_file + ", marked partial; continue with: costate sensitivity " +
+                 args.input + " --resume " + cfg.output_file + " (and the same --set options)";
+    } else if (keep && resume.from) {
+      message += "; stopped before the reverse sweep went on: " + args.resume +
+                 " is unchanged; continue with: costate sensitivity " + args.input +
+                 " --resume " + args.resume + " (and the same --set options)";
+    } else if (keep) {
+      message += "; stopped before the reverse sweep began: nothing to keep, rerun it";
+    } else if (!cfg.output_file.empty() && !resumable) {
+      message += "; nothing kept (not resumable: " + why_not + ")";
+    }
+    throw io::Interrupted(e.signal(), message);
+  }
   if (env.is_root() && !cfg.output_file.empty())
     io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
   if (!env.is_root()) return 0;

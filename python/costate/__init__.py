@@ -12,6 +12,9 @@
     pe = costate.load("problem.yaml")       # a PEtab problem: costate.PetabProblem
     e = pe.evaluate()              # e.llh, e.chi2, e.gradient, e.gradient_dict
     ms = pe.calibrate(starts=20, seed=1)    # ms.best_x, ms.waterfall (arrays)
+    pd = costate.load("data/examples/heat2d_kappa.yaml")  # a PDE input: costate.PdeProblem
+    r = pd.run()                   # r.t (frames,), r.fields["u"] (frames, ny, nx)
+    g = pd.sensitivity()           # g.gradient_fields["kappa"] (ny, nx): dJ/dkappa per cell
 
 See docs/python.md. ``costate.plot`` (pictures of output files) is pure
 Python; the rest needs the compiled extension ``costate._costate`` (CMake
@@ -33,7 +36,7 @@ except ImportError as _error:  # the plots work without the extension
     class Error(RuntimeError):
         """costate's error (the compiled module is missing: see load())."""
 
-__all__ = ["Error", "load", "load_petab", "Problem", "PetabProblem", "Result"]
+__all__ = ["Error", "load", "load_petab", "Problem", "PetabProblem", "PdeProblem", "Result"]
 
 
 class Result(types.SimpleNamespace):
@@ -71,22 +74,24 @@ def _json_default(x):
 
 def load(source, set=None):
     """A problem from an input file (a path) or a dict with the same keys
-    (equations as strings included). ``set`` overrides settings like the
-    command line's ``--set``: ``{"integrator.rtol": 1e-10}`` or
-    ``["integrator.rtol=1e-10"]``. A dict is read as YAML text named
-    ``<dict>`` in errors; its relative data files are found from the working
-    directory. Raises costate.Error on bad input."""
+    (equations as strings included): a Problem (ODE inputs), a PdeProblem
+    (inputs with a ``pde:`` section) or a PetabProblem (a PEtab YAML
+    file). ``set`` overrides settings like the command line's ``--set``:
+    ``{"integrator.rtol": 1e-10}`` or ``["integrator.rtol=1e-10"]``. A dict
+    is read as YAML text named ``<dict>`` in errors; its relative data files
+    are found from the working directory. Raises costate.Error on bad input."""
     if _costate is None:
         raise ImportError("costate's compiled module costate._costate is not available (%s); "
                           "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
     sets = _overrides(set)
     if isinstance(source, dict):
-        if "pde" in source:
-            raise Error("<dict>: PDE inputs (a 'pde:' section) are not in the Python module "
-                        "yet; use the command line (costate run|sensitivity) and costate.plot")
         text = json.dumps(source, indent=2, default=_json_default)
+        if "pde" in source:
+            return PdeProblem(_costate.load_pde_text(text, "<dict>", sets))
         return Problem(_costate.load_text(text, "<dict>", sets), ("text", text, sets))
     path = os.fspath(source)
+    if _costate.is_pde_input(path):
+        return PdeProblem(_costate.load_pde_file(path, sets))
     if _costate.is_petab(path):
         if sets:
             raise Error("%s: set= is not supported for PEtab problems (got '%s'); their "
@@ -273,4 +278,62 @@ class PetabProblem:
         ``-o`` (written by rank 0)."""
         d = self._core.calibrate(int(starts), int(seed), output or "", str(sampling))
         d["best_x_dict"] = dict(zip(d["ids"], d["best_x"].tolist()))
+        return Result(**d)
+
+
+class PdeProblem:
+    """A PDE input (a ``pde:`` section; what ``costate.load`` returns for
+    one): ``run`` and ``sensitivity`` are ``costate run|sensitivity`` on it
+    (the same computation, io::pde_run). Grid arrays are float64, C order,
+    shaped like the grid with **x the last (fastest) index**: (nx,) in 1-D,
+    (ny, nx) in 2-D, (nz, ny, nx) in 3-D — ``a[j, i]`` is the cell centred at
+    (x[i], y[j]) with the centres ``coordinates["x"]``, ``["y"]``, ``["z"]``
+    (x_i = a + (i + 1/2) h). Frames add a leading time index. Under mpiexec
+    (mpi4py) every rank calls each method; rank 0 receives the grid arrays,
+    the other ranks get None in their place (numbers and ``t``: every rank)."""
+
+    def __init__(self, core):
+        self._core = core
+
+    input_path = property(lambda self: self._core.input_path)
+    description = property(lambda self: self._core.description)
+    dim = property(lambda self: self._core.dim)
+    cells = property(lambda self: list(self._core.cells), doc="[nx, ny, nz] up to dim")
+    field_names = property(lambda self: list(self._core.field_names))
+    parameter_names = property(lambda self: list(self._core.parameter_names))
+    parameter_field_names = property(lambda self: list(self._core.parameter_field_names))
+    has_objective = property(lambda self: self._core.has_objective)
+    settings = property(lambda self: self._core.settings, doc="the resolved settings (YAML)")
+
+    @property
+    def parameters(self):
+        """name -> value of the scalar parameters."""
+        return dict(zip(self.parameter_names, self._core.parameters.tolist()))
+
+    def __repr__(self):
+        return "<costate.PdeProblem %s: %d-D, cells %s, fields %s, parameter fields %s>" % (
+            self.input_path, self.dim, "x".join(str(n) for n in self.cells),
+            ", ".join(self.field_names), ", ".join(self.parameter_field_names) or "none")
+
+    def run(self, output=None):
+        """Integrates. Returns t (frame times: t0, every output.every steps,
+        the end), fields (name -> (frames, *grid) array), parameter_fields
+        (name -> grid array), coordinates (axis -> cell centres), cells,
+        origin, spacing, names, objective (J of the final fields, or None),
+        summary (steps, final_time, krylov_iterations, final_integrals,
+        final_min, final_max, …). ``output``: also write the HDF5 file
+        ``costate run -o`` writes (the input's output.file is not used)."""
+        return Result(**self._core.run(output or ""))
+
+    def sensitivity(self, output=None):
+        """J and its discrete-adjoint gradient (the file's checkpointing):
+        objective, names and gradient (dJ/d<scalar parameter>, an array) and
+        gradient_dict, gradient_fields (parameter field -> dJ/d<field> per
+        cell, grid array), gradient_initial_state (field -> dJ/du(t0), grid
+        array), the parameter fields, the counts (steps, forward_steps,
+        recomputed_steps, checkpoints, krylov_iterations,
+        adjoint_krylov_iterations). ``output``: also write the HDF5 file of
+        ``costate sensitivity -o``."""
+        d = self._core.sensitivity(output or "")
+        d["gradient_dict"] = dict(zip(d["names"], d["gradient"].tolist()))
         return Result(**d)

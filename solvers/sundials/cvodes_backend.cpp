@@ -104,10 +104,14 @@ Stats integrate(const System& sys, const Settings& settings, double t0, double t
 Stats forward_sensitivities(
     const System& sys, const Settings& settings, double t0, std::vector<double>& y,
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,
-    const std::function<void(std::size_t, double, const double*, const double*)>& at_stop) {
+    const std::function<void(std::size_t, double, const double*, const double*)>& at_stop,
+    std::span<const double> scales) {
   COSTATE_CHECK(sys.sensitivity_rhs, "CVODES backend: the system needs sensitivity_rhs");
   COSTATE_CHECK(ns >= 1 && S.size() == sys.n * ns,
                 "CVODES backend: S must hold n × ns = " << sys.n * ns << " values");
+  COSTATE_CHECK(scales.empty() || scales.size() == ns,
+                "CVODES backend: " << scales.size() << " sensitivity scales for " << ns
+                                   << " directions");
   const std::size_t n = sys.n;
   Objects o;
   Context ctx;
@@ -119,6 +123,18 @@ Stats forward_sensitivities(
   COSTATE_CHECK(o.yS != nullptr, "CVODES backend: N_VCloneVectorArray failed");
   for (std::size_t d = 0; d < ns; ++d) std::copy(&S[d * n], &S[d * n] + n, data(o.yS[d]));
   check(ctx, CVodeSensInit(o.mem, o.ns, CV_SIMULTANEOUS, sensitivity_rhs, o.yS), "CVodeSensInit");
+  if (!scales.empty()) {
+    std::vector<double> pbar(ns);
+    for (std::size_t d = 0; d < ns; ++d) {
+      COSTATE_CHECK(std::isfinite(scales[d]) && scales[d] != 0.0,
+                    "CVODES backend: sensitivity scale " << d << " = " << scales[d]
+                                                         << " is not a finite non-zero number");
+      pbar[d] = scales[d];
+    }
+    // p = nullptr: CVODES only reads p for difference quotients, and the
+    // sensitivity right-hand side is ours.
+    check(ctx, CVodeSetSensParams(o.mem, nullptr, pbar.data(), nullptr), "CVodeSetSensParams");
+  }
   check(ctx, CVodeSensEEtolerances(o.mem), "CVodeSensEEtolerances");
   check(ctx, CVodeSetSensErrCon(o.mem, SUNTRUE), "CVodeSetSensErrCon");
   Stats s;

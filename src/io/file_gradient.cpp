@@ -58,9 +58,17 @@ ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
 
 FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
                            std::span<const double> y0, std::span<const double> replay_times,
-                           std::span<const int> replay_orders) {
+                           std::span<const int> replay_orders, const AdjointResumeLink& resume) {
   const ExpressionObjective objective(cfg);
-  const ode::SensitivityMethod method = sensitivity_method_of(cfg.sensitivity);
+  ode::SensitivityMethod method = sensitivity_method_of(cfg.sensitivity);
+  if (resume.from || resume.interrupted_at) {
+    auto* dam = std::get_if<ode::DiscreteAdjoint>(&method);
+    COSTATE_CHECK(dam, cfg.input_path << ": a resumable gradient needs sensitivity.method "
+                                         "discrete_adjoint, not "
+                                      << cfg.sensitivity.method);
+    dam->resume_from = resume.from;
+    dam->interrupted_at = resume.interrupted_at;
+  }
   FileGradient out;
   out.result = with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
     return kernels.gradient(problem, objective, method, cfg.integrator, replay_times,

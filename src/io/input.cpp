@@ -1209,15 +1209,22 @@ int pde_field_index(const Context& ctx, const std::vector<std::string>& fields, 
 }  // namespace
 
 PdeConfig load_pde_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open input file for reading");
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_pde_config_text(text.str(), path, overrides);
+}
+
+PdeConfig load_pde_config_text(const std::string& text, const std::string& path,
+                               const std::vector<std::string>& overrides) {
   Context ctx;
   ctx.path = path;
   PdeConfig cfg;
   cfg.input_path = path;
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open input file for reading");
   YAML::Node root;
   try {
-    root = YAML::Load(in);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                 ": malformed YAML: " + e.msg);
@@ -1365,7 +1372,7 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
   ctx.expect_map(integ, "integrator");
   ctx.check_keys(integ, "integrator", {"method", "theta", "dt", "steps", "ksp_rtol", "newton_rtol"});
   if (integ["method"]) cfg.method = ctx.string(integ["method"], "integrator.method");
-  const std::vector<std::string> methods{"crank_nicolson", "backward_euler", "theta"};
+  const std::vector<std::string> methods{"crank_nicolson", "backward_euler", "theta", "rk4", "ssp_rk3"};
   if (std::find(methods.begin(), methods.end(), cfg.method) == methods.end()) {
     std::string msg = "unknown method '" + cfg.method + "' for a PDE input";
     const std::string near = nearest(cfg.method, methods);
@@ -1387,6 +1394,17 @@ PdeConfig load_pde_config(const std::string& path, const std::vector<std::string
   if (cfg.integrator.steps < 1) ctx.fail(integ["steps"], "integrator.steps", "must be >= 1");
   if (integ["ksp_rtol"]) cfg.integrator.ksp.rtol = ctx.positive(integ["ksp_rtol"], "integrator.ksp_rtol");
   if (integ["newton_rtol"]) cfg.integrator.newton_rtol = ctx.positive(integ["newton_rtol"], "integrator.newton_rtol");
+  if (pde::is_explicit_rk_method(cfg.method)) {
+    // Explicit Runge-Kutta: no linear or Newton solves to configure.
+    for (const char* key : {"ksp_rtol", "newton_rtol"})
+      if (integ[key])
+        ctx.fail(integ[key], std::string("integrator.") + key,
+                 "is not used by the explicit method '" + cfg.method + "' (no linear or Newton solves)");
+    cfg.explicit_rk = pde::ExplicitRkOptions{.method = pde::explicit_rk_method_from_string(cfg.method),
+                                             .t0 = cfg.integrator.t0,
+                                             .dt = cfg.integrator.dt,
+                                             .steps = cfg.integrator.steps};
+  }
 
   // 3. Objective: a terminal functional of the final fields.
   auto field_index = [&](const YAML::Node& node, const std::string& key) {
@@ -1671,10 +1689,11 @@ std::string PdeConfig::to_yaml() const {
   for (std::size_t i = 0; i < equations.equations.size(); ++i)
     e << YAML::Key << equations.fields[i] << YAML::Value << equations.equations[i];
   e << YAML::EndMap << YAML::EndMap;
-  e << YAML::Key << "integrator" << YAML::Value << YAML::BeginMap << YAML::Key << "method" << YAML::Value << method
-    << YAML::Key << "theta" << YAML::Value << integrator.theta << YAML::Key << "dt" << YAML::Value << integrator.dt
-    << YAML::Key << "steps" << YAML::Value << integrator.steps << YAML::Key << "ksp_rtol" << YAML::Value
-    << integrator.ksp.rtol << YAML::EndMap;
+  e << YAML::Key << "integrator" << YAML::Value << YAML::BeginMap << YAML::Key << "method" << YAML::Value << method;
+  if (!explicit_rk) e << YAML::Key << "theta" << YAML::Value << integrator.theta;
+  e << YAML::Key << "dt" << YAML::Value << integrator.dt << YAML::Key << "steps" << YAML::Value << integrator.steps;
+  if (!explicit_rk) e << YAML::Key << "ksp_rtol" << YAML::Value << integrator.ksp.rtol;
+  e << YAML::EndMap;
   if (objective.present) {
     e << YAML::Key << "objective" << YAML::Value << YAML::BeginMap << YAML::Key << objective.kind << YAML::Value;
     if (objective.kind == "integral") e << equations.fields[static_cast<std::size_t>(objective.component)];

@@ -16,6 +16,7 @@
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
+#include "costate/ode/scheme.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
 
@@ -406,14 +407,47 @@ void write_dataset(hid_t loc, const char* name, const std::vector<T>& v,
     throw Error(path + ": cannot write the HDF5 dataset " + name);
 }
 
-std::vector<int> read_ints(hid_t loc, const char* name, const std::string& path) {
+std::vector<int> read_ints(hid_t loc, const char* name, const std::string& path,
+                           const std::string& group = "calibration_resume") {
   Id ds{H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose};
-  if (ds < 0) throw Error(path + ": has no dataset /calibration_resume/" + name);
+  if (ds < 0) throw Error(path + ": has no dataset /" + group + "/" + name);
   Id space{H5Dget_space(ds), H5Sclose};
   std::vector<int> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
   if (!v.empty() && H5Dread(ds, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-    throw Error(path + ": cannot read /calibration_resume/" + name);
+    throw Error(path + ": cannot read /" + group + "/" + name);
   return v;
+}
+
+/// Opens `path` for `--resume` by `command`: it exists, is HDF5, was written
+/// by `costate command` with cfg's settings and is partial (errors name the
+/// file and what to do).
+hid_t open_partial(const std::string& path, const RunConfig& cfg, const std::string& command,
+                   const std::string& what) {
+  if (!std::filesystem::exists(path))
+    throw Error(what + ": no such file (the partial output of an interrupted `costate " + command +
+                "`)");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw Error(what + ": not an HDF5 file (expected the partial output of an interrupted "
+                       "`costate " + command + "`)");
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) throw Error(what + ": cannot open the file");
+  try {
+    const std::string written_by = read_string_attribute(file, "command", what);
+    if (written_by != command)
+      throw Error(what + ": written by `costate " + written_by + "`; " + command +
+                  " --resume continues `costate " + command + "`");
+    const std::string status = read_string_attribute(file, "status", what);
+    if (status != "partial")
+      throw Error(what + ": status is '" + status + "', not 'partial': the " + command +
+                  " it holds finished, nothing to resume");
+    if (resume_settings(cfg) != read_string_attribute(file, "resume_settings", what))
+      throw Error(what + ": was written with other settings than " + cfg.input_path +
+                  " gives now (its /settings); resume with the same input file and --set options");
+  } catch (...) {
+    H5Fclose(file);
+    throw;
+  }
+  return file;
 }
 
 constexpr char kSeparator = '\x1e';
@@ -538,6 +572,73 @@ CalibrationJournal read_calibration_partial(const std::string& path, const RunCo
   j.recorded = k;
   j.last_iteration = static_cast<int>(read_number_attribute(file, "resume_iteration", what));
   return j;
+}
+
+bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (cfg.sensitivity.method != "discrete_adjoint")
+    return no("sensitivity.method " + cfg.sensitivity.method +
+              " (only the discrete adjoint keeps a place to resume from)");
+  if (ode::is_cvodes(cfg.integrator.method))
+    return no("integrator.method " + ode::to_string(cfg.integrator.method) +
+              " (CVODES' sweeps are not resumable; use a native stepper)");
+  return true;
+}
+
+void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
+                               const ode::AdjointResume& at, int signal) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string tmp = path + ".partial";
+  {
+    Id file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+    if (file < 0) throw Error(path + ": cannot create the partial sensitivity file " + tmp);
+    write_string_attribute(file, "status", "partial", path);
+    write_string_attribute(file, "command", "sensitivity", path);
+    write_string_attribute(file, "interrupted_by", signal ? signal_name(signal) : "", path);
+    write_string_attribute(file, "resume_settings", resume_settings(cfg), path);
+    write_number_attribute(file, "resume_step", static_cast<double>(at.step), path);
+    write_number_attribute(file, "resume_steps",
+                           static_cast<double>(at.times.empty() ? 0 : at.times.size() - 1), path);
+    Id group{H5Gcreate2(file, "sensitivity_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Gclose};
+    if (group < 0) throw Error(path + ": cannot write the group /sensitivity_resume");
+    write_dataset(group, "lambda", at.lambda, {at.lambda.size()}, path);
+    write_dataset(group, "mu", at.mu, {at.mu.size()}, path);
+    write_dataset(group, "times", at.times, {at.times.size()}, path);
+    write_dataset(group, "orders", at.orders, {at.orders.size()}, path);
+    write_number_attribute(group, "objective", at.objective, path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    throw Error(path + ": cannot move the partial sensitivity file into place (" + ec.message() + ")");
+}
+
+ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunConfig& cfg) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string what = "--resume " + path;
+  Id file{open_partial(path, cfg, "sensitivity", what), H5Fclose};
+  Id group{H5Gopen2(file, "sensitivity_resume", H5P_DEFAULT), H5Gclose};
+  if (group < 0) throw Error(what + ": has no group /sensitivity_resume");
+  ode::AdjointResume at;
+  std::vector<hsize_t> dims;
+  at.lambda = read_doubles(group, "lambda", dims, what);
+  at.mu = read_doubles(group, "mu", dims, what);
+  at.times = read_doubles(group, "times", dims, what);
+  at.orders = read_ints(group, "orders", what, "sensitivity_resume");
+  at.objective = read_number_attribute(group, "objective", what);
+  const double step = read_number_attribute(file, "resume_step", what);
+  if (!(step >= 0.0) || at.times.size() < 2 || step > static_cast<double>(at.times.size() - 1) ||
+      at.mu.size() != cfg.parameters.size() || at.lambda.size() < cfg.initial_state.size())
+    throw Error(what + ": /sensitivity_resume is inconsistent (step " + std::to_string(step) +
+                " of " + std::to_string(at.times.size()) + " step times, " +
+                std::to_string(at.mu.size()) + " parameter adjoints for " +
+                std::to_string(cfg.parameters.size()) + " parameters)");
+  at.step = static_cast<std::int64_t>(step);
+  return at;
 }
 
 }  // namespace costate::io

@@ -166,9 +166,10 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
 CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<const double> y0,
                                              std::span<const double> p, double t0,
                                              std::span<const double> times,
-                                             IntegratorOptions options) {
+                                             IntegratorOptions options,
+                                             const CvodesSeed* seed) {
   const std::size_t n = system.n_model_states(), na = system.n_states();
-  const std::size_t np = system.n_parameters(), ns = np + n;
+  const std::size_t np = system.n_parameters(), ns = seed ? seed->ns : np + n;
   COSTATE_CHECK(!system.has_running(),
                 "CVODES observed sensitivities: the System has a running cost (observations only)");
   COSTATE_CHECK_EQ(y0.size(), n, "CVODES observed sensitivities: initial state");
@@ -184,8 +185,17 @@ CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<con
   std::vector<double> y(y0.begin(), y0.end());
   cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, y);
   std::vector<double> S(na * ns, 0.0);
-  for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+  if (seed) {
+    COSTATE_CHECK(ns >= np, "CVODES observed sensitivities: " << ns << " seeded directions for "
+                                                              << np << " parameters (need >= np)");
+    COSTATE_CHECK_EQ(seed->S0.size(), n * ns, "CVODES observed sensitivities: seed S0 (n × ns)");
+    for (std::size_t d = 0; d < ns; ++d)
+      std::copy(&seed->S0[d * n], &seed->S0[d * n] + n, &S[d * na]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+  }
   CvodesObserved out;
+  out.ns = ns;
   out.states.assign(times.size() * n, 0.0);
   out.tangents.assign(times.size() * n * ns, 0.0);
   const cvodes::Stats st = cvodes::forward_sensitivities(
@@ -195,7 +205,8 @@ CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<con
           out.states[k * n + i] = yy[i];
           for (std::size_t d = 0; d < ns; ++d) out.tangents[(k * n + i) * ns + d] = SS[d * na + i];
         }
-      });
+      },
+      seed ? std::span<const double>(seed->scales) : std::span<const double>());
   COSTATE_CHECK(st.success, "the calibration's residual Jacobian (CVODES forward sensitivities): "
                             "the integration failed: "
                                 << st.message);

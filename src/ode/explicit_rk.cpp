@@ -1,4 +1,5 @@
 #include "costate/ode/explicit_rk.hpp"
+#include "costate/ode/tableaux.hpp"
 
 #include "costate/ode/steppers/dopri5.hpp"
 
@@ -45,6 +46,17 @@ ButcherTableau explicit_tableau(Method method) {
     case Method::CvodesAdams: break;
   }
   throw Error("explicit_tableau: not an explicit Runge-Kutta method: " + to_string(method));
+}
+
+ButcherTableau ssp_rk3_tableau() {
+  ButcherTableau t;
+  t.stages = 3;
+  t.a = {0, 0, 0,  //
+         1.0, 0, 0,  //
+         0.25, 0.25, 0};
+  t.b = {1.0 / 6, 1.0 / 6, 2.0 / 3};
+  t.c = {0, 1.0, 0.5};
+  return t;
 }
 
 }  // namespace costate::ode

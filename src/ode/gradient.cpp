@@ -75,6 +75,13 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   };
   GradientResult result;
   const auto* dam = std::get_if<DiscreteAdjoint>(&method);
+  const AdjointResume* resume_from = dam ? dam->resume_from.get() : nullptr;
+  if (resume_from) {
+    COSTATE_CHECK(replay_times.empty(),
+                  "gradient: DiscreteAdjoint::resume_from replays its own steps; replay_times must be empty");
+    replay_times = resume_from->times;
+    replay_orders = resume_from->orders;
+  }
   std::vector<int> orders;
   // bdf's forward run, for a StoreAll adjoint (trimmed on every exit).
   BdfForwardRecord& record = BdfForwardRecord::of_this_thread();
@@ -149,9 +156,15 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   std::vector<double> x0(scheme->state_size(), 0.0);
   std::copy(y0a.begin(), y0a.end(), x0.begin());
   // The caller's on_step (e.g. an interrupt check) also sees the sweeps' steps.
-  SweepOutcome o =
-      dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p, user_on_step, times)
-          : tangent_sweep(system, *scheme, obs_at, x0, p, user_on_step, times);
+  AdjointResume* interrupted_at = dam ? dam->interrupted_at.get() : nullptr;
+  if (interrupted_at) {
+    interrupted_at->step = -1;
+    interrupted_at->times = times;
+    interrupted_at->orders = orders;
+  }
+  SweepOutcome o = dam ? adjoint_sweep(system, *scheme, dam->checkpointing, obs_at, x0, p,
+                                       user_on_step, times, resume_from, interrupted_at)
+                       : tangent_sweep(system, *scheme, obs_at, x0, p, user_on_step, times);
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);

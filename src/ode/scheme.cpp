@@ -291,12 +291,23 @@ class Hook {
 /// reverse_sweep (advance / save / restore / reverse_step / index).
 class AdjointOps {
  public:
+  /// With `from` (an interrupted sweep, AdjointResume): λ, μ, J start from
+  /// its place and the reverse steps below from->step are the ones to run
+  /// (steps() of the sweep is from->step; no seed).
   AdjointOps(const System& sys, Scheme& scheme, std::span<const std::int64_t> obs_at,
              std::span<const double> x0, std::span<const double> p, SnapshotStore* store,
-             Hook& hook)
+             Hook& hook, const AdjointResume* from = nullptr)
       : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), store_(store), hook_(hook),
-        nx_(scheme.state_size()), n_(sys.n_model_states()), l_(scheme.steps()),
-        cur_(x0.begin(), x0.end()), next_(nx_), lambda_(nx_, 0.0), mu_(p.size(), 0.0) {}
+        nx_(scheme.state_size()), n_(sys.n_model_states()),
+        l_(from ? static_cast<std::size_t>(from->step) : scheme.steps()), seed_(from == nullptr),
+        cur_(x0.begin(), x0.end()), next_(nx_), lambda_(nx_, 0.0), mu_(p.size(), 0.0) {
+    if (from) {
+      lambda_ = from->lambda;
+      mu_ = from->mu;
+      J_ = from->objective;
+      reached_ = from->step;
+    }
+  }
 
   void advance() {
     scheme_.step(static_cast<std::size_t>(i_), cur_, next_);
@@ -318,7 +329,7 @@ class AdjointOps {
 
   /// The reverse of step i from its starting state x = x_i.
   void reverse_step_at(std::size_t i, std::span<const double> x) {
-    if (i + 1 == l_) {
+    if (seed_ && i + 1 == l_) {
       // Seed at x_l: λ = (∂g/∂y, 1 for z), μ = ∂g/∂p, plus an observation at t_l.
       scheme_.step(i, x, next_);
       std::fill(lambda_.begin(), lambda_.end(), 0.0);
@@ -331,9 +342,14 @@ class AdjointOps {
     }
     scheme_.adjoint(i, x, lambda_, mu_);
     observe(i, x);
+    reached_ = static_cast<std::int64_t>(i);
     hook_(i);
   }
 
+  /// Steps the sweep runs (the scheme's, or a resumed sweep's remainder).
+  std::size_t steps() const { return l_; }
+  /// The lowest step reversed so far (λ = ∂J/∂x_reached), −1 before the seed.
+  std::int64_t reached() const { return reached_; }
   double objective() const { return J_; }
   const std::vector<double>& lambda() const { return lambda_; }
   const std::vector<double>& mu() const { return mu_; }
@@ -351,9 +367,10 @@ class AdjointOps {
   SnapshotStore* store_;
   Hook& hook_;
   std::size_t nx_, n_, l_;
+  bool seed_;
   std::vector<double> cur_, next_, lambda_, mu_;
   std::vector<std::int64_t> slot_step_;
-  std::int64_t i_ = 0;
+  std::int64_t i_ = 0, reached_ = -1;
   double J_ = 0.0;
 };
 
@@ -390,7 +407,7 @@ CheckpointStats store_all_arena(std::size_t l, std::size_t w, std::span<const do
 /// adjoint_sweep's StoreAll: x_0 … x_{l−1} in the arena.
 CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const double> x0, Hook& hook) {
   return store_all_arena(
-      scheme.steps(), scheme.state_size(), x0, hook,
+      ops.steps(), scheme.state_size(), x0, hook,
       [&](std::size_t i, std::span<const double> x, std::span<double> xn) { scheme.step(i, x, xn); },
       [&](std::size_t i, std::span<const double> x, std::span<const double>) {
         ops.reverse_step_at(i, x);
@@ -408,35 +425,50 @@ std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method met
 SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
                            std::span<const double> p, const SweepHook& hook,
-                           std::span<const double> times) {
+                           std::span<const double> times, const AdjointResume* resume_from,
+                           AdjointResume* interrupted_at) {
   const std::size_t l = scheme.steps();
   COSTATE_CHECK_EQ(obs_at.size(), l + 1, "adjoint_sweep: obs_at needs one entry per step index");
   COSTATE_CHECK_EQ(x0.size(), scheme.state_size(), "adjoint_sweep: x0 has the wrong size");
+  if (resume_from) {
+    COSTATE_CHECK(resume_from->step >= 0 && static_cast<std::size_t>(resume_from->step) <= l,
+                  "adjoint_sweep: the resumed sweep's step " << resume_from->step
+                                                             << " is not within its " << l << " steps");
+    COSTATE_CHECK_EQ(resume_from->lambda.size(), scheme.state_size(),
+                     "adjoint_sweep: the resumed sweep's adjoint state has the wrong size");
+    COSTATE_CHECK_EQ(resume_from->mu.size(), p.size(),
+                     "adjoint_sweep: the resumed sweep's parameter adjoint has the wrong size");
+  }
   std::size_t disk_slots = 0;
   std::string disk_path;
   if (const auto* ml = std::get_if<Multilevel>(&checkpointing)) {
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
+  validate(checkpointing);
   Hook every(hook, times);
+  const bool store_all_states = std::holds_alternative<StoreAll>(checkpointing);
+  std::optional<SnapshotStore> store;
+  if (!store_all_states) store.emplace(scheme.state_size(), disk_slots, disk_path);
+  AdjointOps ops(system, scheme, obs_at, x0, p, store ? &*store : nullptr, every, resume_from);
   SweepOutcome out;
-  if (std::holds_alternative<StoreAll>(checkpointing)) {
-    AdjointOps ops(system, scheme, obs_at, x0, p, nullptr, every);
-    validate(checkpointing);
-    out.checkpoints = store_all(ops, scheme, x0, every);
-    out.objective = ops.objective();
-    out.wrt_parameters = ops.mu();
-    out.wrt_initial_state.assign(ops.lambda().begin(),
-                                 ops.lambda().begin() +
-                                     static_cast<std::ptrdiff_t>(system.n_model_states()));
-    out.rhs_evaluations = scheme.rhs_evaluations();
-    out.linearizations = scheme.linearizations();
-    return out;
+  try {
+    if (ops.steps() == 0)
+      out.checkpoints = CheckpointStats{};  // resumed at step 0: nothing left to reverse
+    else if (store_all_states)
+      out.checkpoints = store_all(ops, scheme, x0, every);
+    else
+      out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(ops.steps()));
+  } catch (...) {
+    if (interrupted_at && ops.reached() >= 0) {
+      interrupted_at->step = ops.reached();
+      interrupted_at->objective = ops.objective();
+      interrupted_at->lambda = ops.lambda();
+      interrupted_at->mu = ops.mu();
+    }
+    throw;
   }
-  SnapshotStore store(scheme.state_size(), disk_slots, disk_path);
-  AdjointOps ops(system, scheme, obs_at, x0, p, &store, every);
-  out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
-  out.checkpoints.disk_snapshots = store.disk_writes();
+  if (store) out.checkpoints.disk_snapshots = store->disk_writes();
   out.objective = ops.objective();
   out.wrt_parameters = ops.mu();
   out.wrt_initial_state.assign(ops.lambda().begin(),

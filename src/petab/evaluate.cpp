@@ -7,6 +7,7 @@
 #include <memory>
 #include <numbers>
 #include <type_traits>
+#include <variant>
 
 #include "costate/ad/drivers.hpp"
 #include "costate/core/error.hpp"
@@ -458,6 +459,12 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
                 pb.file << ": the Fisher information takes CVODES' forward sensitivities: "
                            "Options::integrator.method must be cvodes_bdf or cvodes_adams (got "
                         << ode::to_string(options.integrator.method) << ")");
+  COSTATE_CHECK(!(options.gradient && options.seed_initial_sensitivities &&
+                  std::holds_alternative<ode::CvodesForward>(options.method)) ||
+                    ode::is_cvodes(options.integrator.method),
+                pb.file << ": the gradient by CVODES forward sensitivities (cvodes_forward) needs "
+                           "Options::integrator.method cvodes_bdf or cvodes_adams (got "
+                        << ode::to_string(options.integrator.method) << ")");
   COSTATE_CHECK(theta.size() == pb.estimated.size(),
                 pb.file << ": " << pb.estimated.size() << " estimated parameters, got "
                         << theta.size() << " values");
@@ -480,6 +487,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   for (std::size_t e : pb.estimated) estimated[e] = 1;
   // One experiment: its −log p into nll, its d(−log p)/d(table values)
   // into lin_bar (zeroed by the caller), h and σ into `result`.
+  std::size_t directions = 0;  // forward-sensitivity directions of this rank's experiments
   auto run = [&](const Experiment& ex, double& nll, std::span<double> lin_bar, std::span<double> fim_lin) {
     const Condition& cond = pb.conditions[ex.condition];
     std::string what = pb.file + ": experiment " + cond.id;
@@ -609,99 +617,200 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       return std::vector<double>(last.begin(), last.end());
     };
 
-    if (options.fim && ny > 0) {
-      // Fisher information (see the header): the total derivatives of h and
-      // σ of every measurement with respect to the estimated table values,
-      // from the forward sensitivities of each segment (ode::
-      // sensitivity_matrix with every state observed, unit weights and zero
-      // data: its residuals are y(t_k), its rows ∂y(t_k)/∂(q, y_start)),
-      // carried across the segments as D = dy/dlin_est.
-      const std::size_t ne = pb.estimated.size();
-      const auto nye = static_cast<Eigen::Index>(ny), nee = static_cast<Eigen::Index>(ne);
-      const auto nq = static_cast<Eigen::Index>(q.size()), next = static_cast<Eigen::Index>(np + ntab);
+    // Forward sensitivities — the Fisher information, and the gradient by
+    // CvodesForward (Options::seed_initial_sensitivities): one CVODES pass
+    // over the segments with one direction per estimated table entry the
+    // experiment depends on (AMICI's sensitivities with respect to its
+    // parameters, seeded with sx0 = dy0/dθ): each q_i (the estimated
+    // entries its model parameters read) with S0 = dy0/dlin of its entry,
+    // then each other estimated entry that y0 depends on (initial values,
+    // condition overrides, the pre-equilibration) with S0 = dy0/dlin alone.
+    // Not np + n directions with the chain rule through dy/dy0 after the
+    // solve. The states and dy/d(direction) at every observation time feed
+    // the FIM terms and Σ_k (∂ℓ_k/∂y) dy_k/d(direction).
+    const bool forward_gradient = options.gradient && options.seed_initial_sensitivities &&
+                                  std::holds_alternative<ode::CvodesForward>(options.method);
+    if ((options.fim || forward_gradient) && ny > 0) {
+      const std::size_t ne = pb.estimated.size(), nq = q.size();
       std::vector<long> column(ntab, -1);  // the estimated index of each table row
       for (std::size_t e = 0; e < ne; ++e) column[pb.estimated[e]] = static_cast<long>(e);
-      Eigen::MatrixXd D(nye, nee);  // dy0/dlin_est, row i by the initial-state adjoint of e_i
+      // D = dy0/dlin_est (ny × ne, column-major), row i by the initial-state adjoint of e_i.
+      std::vector<double> D(ny * ne, 0.0);
       for (std::size_t i = 0; i < ny; ++i) {
         std::vector<double> seed(ny, 0.0), bar(ntab, 0.0);
         seed[i] = 1.0;
         initial_adjoint(seed, bar);
-        for (std::size_t e = 0; e < ne; ++e) D(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(e)) = bar[pb.estimated[e]];
+        for (std::size_t e = 0; e < ne; ++e) D[e * ny + i] = bar[pb.estimated[e]];
       }
-      Eigen::MatrixXd Q = Eigen::MatrixXd::Zero(nq, nee);  // dq/dlin_est
-      for (std::size_t i = 0; i < q.size(); ++i) {
-        const long row = q_row[i] >= 0 ? q_row[i] : (src[i].is_parameter() ? src[i].parameter : -1);
-        if (row >= 0 && column[static_cast<std::size_t>(row)] >= 0)
-          Q(static_cast<Eigen::Index>(i), column[static_cast<std::size_t>(row)]) = 1.0;
-      }
-      Eigen::MatrixXd dz = Eigen::MatrixXd::Zero(nye + next, nee);  // d[y, pext]/dlin_est
-      for (std::size_t j = 0; j < np; ++j)
-        if (src[j].is_parameter() && column[static_cast<std::size_t>(src[j].parameter)] >= 0)
-          dz(nye + static_cast<Eigen::Index>(j), column[static_cast<std::size_t>(src[j].parameter)]) = 1.0;
-      for (std::size_t k = 0; k < ntab; ++k)
-        if (column[k] >= 0) dz(nye + static_cast<Eigen::Index>(np + k), column[k]) = 1.0;
-      Eigen::Map<Eigen::MatrixXd> F(fim_lin.data(), nee, nee);
-      const Likelihood like_fim{&pb, &ex, options.data_jacobian, nullptr};
-      // The FIM terms of the measurements at observation k, at state y
-      // with dy/dlin_est = dy.
-      auto add = [&](std::size_t k, std::span<const double> y, const Eigen::MatrixXd& dy) {
-        std::vector<double> z(y.begin(), y.end()), hs;
-        z.insert(z.end(), pext.begin(), pext.end());
-        auto outputs = [&](const auto& zz) {
-          using T = std::decay_t<decltype(zz[0])>;
-          std::vector<T> out;
-          like_fim.observe<T>(k, std::span<const T>(zz.data(), ny), std::span<const T>(zz.data() + ny, np + ntab),
-                              [&](std::size_t, const T& h, const T& sigma) {
-                                out.push_back(h);
-                                out.push_back(sigma);
-                              });
-          return out;
-        };
-        hs = outputs(z);
-        dz.topRows(nye) = dy;
-        const Eigen::MatrixXd G = ad::jacobian(outputs, z) * dz;  // rows h_0, σ_0, h_1, σ_1, …
-        std::size_t r = 0;
-        for (std::size_t i : ex.at_time[k]) {
-          const Observable& o = pb.observables[pb.measurements[i].observable];
-          const double h = hs[2 * r], sigma = hs[2 * r + 1];
-          double dmu_dh = 1.0;  // μ = tr(h)
-          if (o.transformation == Transformation::Log) dmu_dh = 1.0 / h;
-          if (o.transformation == Transformation::Log10) dmu_dh = 1.0 / (h * std::numbers::ln10);
-          const Eigen::RowVectorXd dmu = dmu_dh * G.row(static_cast<Eigen::Index>(2 * r));
-          const Eigen::RowVectorXd dsigma = G.row(static_cast<Eigen::Index>(2 * r + 1));
-          const double c = o.distribution == Distribution::Normal ? 2.0 : 1.0;  // E[(∂σ score)²] σ²
-          F.noalias() += (dmu.transpose() * dmu + c * dsigma.transpose() * dsigma) / (sigma * sigma);
-          ++r;
+      // The directions: q (CVODES' parameter directions, in order), then the
+      // entries only y0 reads; dir_col = the estimated index each adds to
+      // (−1: none — an unreduced q that is not estimated).
+      std::vector<long> dir_col;
+      std::vector<char> seeded(ne, 0);
+      std::vector<double> S0;  // ny × ns, column-major
+      auto add_direction = [&](long col) {
+        dir_col.push_back(col);
+        S0.resize(S0.size() + ny, 0.0);
+        if (col >= 0 && !seeded[static_cast<std::size_t>(col)]) {
+          seeded[static_cast<std::size_t>(col)] = 1;
+          std::copy_n(&D[static_cast<std::size_t>(col) * ny], ny, S0.end() - static_cast<std::ptrdiff_t>(ny));
         }
       };
-      std::vector<double> y = y0;
-      using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      for (std::size_t i = 0; i < nq; ++i) {
+        const long row = q_row[i] >= 0 ? q_row[i] : (src[i].is_parameter() ? src[i].parameter : -1);
+        add_direction(row >= 0 ? column[static_cast<std::size_t>(row)] : -1);
+      }
+      for (std::size_t e = 0; e < ne; ++e)
+        if (!seeded[e] && std::any_of(&D[e * ny], &D[e * ny] + ny, [](double v) { return v != 0.0; }))
+          add_direction(static_cast<long>(e));
+      if (dir_col.empty()) add_direction(-1);  // CVODES needs one: nothing here depends on θ
+      const std::size_t ns = dir_col.size();
+      directions += ns;
+      // Error control on dy/dθ (θ on the parameter's scale), as AMICI's
+      // sensitivities are: p̄ = dlin/dθ (cvodes::forward_sensitivities).
+      std::vector<double> scales;
+      if (options.scale_sensitivity_tolerances) {
+        scales.assign(ns, 1.0);
+        for (std::size_t d = 0; d < ns; ++d) {
+          if (dir_col[d] < 0) continue;
+          const std::size_t row = pb.estimated[static_cast<std::size_t>(dir_col[d])];
+          if (pb.parameters[row].scale == Scale::Log) scales[d] = lin[row];
+          if (pb.parameters[row].scale == Scale::Log10) scales[d] = lin[row] * std::numbers::ln10;
+        }
+      }
+      // The pass: states and S = dy/d(direction) (ny × ns, row-major) at
+      // every observation time of the experiment.
+      std::vector<std::vector<double>> ys(ex.times.size()), Ss(ex.times.size());
+      std::vector<double> y = y0, S(ny * ns);
+      for (std::size_t i = 0; i < ny; ++i)
+        for (std::size_t d = 0; d < ns; ++d) S[i * ns + d] = S0[d * ny + i];
       for (std::size_t sg = 0; sg < n_seg; ++sg) {
         std::size_t k = first[sg];
         // Observations at t = 0 (CVODES reports only later times): y0 itself.
-        for (; k < first[sg + 1] && ex.times[k] <= cuts[sg]; ++k) add(k, y, D);
+        for (; k < first[sg + 1] && ex.times[k] <= cuts[sg]; ++k) {
+          ys[k] = y;
+          Ss[k] = S;
+        }
         std::vector<double> times(ex.times.begin() + static_cast<std::ptrdiff_t>(k),
                                   ex.times.begin() + static_cast<std::ptrdiff_t>(first[sg + 1]));
         if (times.empty() || times.back() < cuts[sg + 1]) times.push_back(cuts[sg + 1]);
         const ode::WeightedObservations every_state{times, std::vector<double>(times.size() * ny, 0.0),
                                                     std::vector<double>(times.size() * ny, 1.0), ny};
-        ode::ResidualSensitivities rs;
+        const ode::Problem<ReducedModel> problem = segment(sg, y, true);
+        const ode::System system = ode::make_system(problem.model, every_state, ny, nq,
+                                                    {.dense_max = ode::cvodes::kBindingDenseMax});
+        ode::detail::CvodesSeed seed{ns, std::vector<double>(ny * ns), scales};
+        for (std::size_t i = 0; i < ny; ++i)
+          for (std::size_t d = 0; d < ns; ++d) seed.S0[d * ny + i] = S[i * ns + d];
+        ode::detail::CvodesObserved o;
         try {
-          rs = ode::sensitivity_matrix(segment(sg, y, true), every_state, options.integrator, {});
+          o = ode::detail::cvodes_observed_sensitivities(system, y, q, cuts[sg], times,
+                                                         options.integrator, &seed);
         } catch (const Error& e) {
-          throw Error(what + ": the Fisher information's forward sensitivities: " + e.what());
+          throw Error(what + ": the forward sensitivities: " + e.what());
         }
-        const Eigen::Map<const RowMajor> S(rs.jacobian.data(), static_cast<Eigen::Index>(times.size()) * nye, nq + nye);
+        result.rhs_evaluations += static_cast<std::size_t>(o.summary.rhs_evaluations);
         for (std::size_t j = 0; j < times.size(); ++j) {
-          const auto row = static_cast<Eigen::Index>(j) * nye;
-          const Eigen::MatrixXd dy = S.block(row, 0, nye, nq) * Q + S.block(row, nq, nye, nye) * D;
-          const std::span<const double> yj(rs.residuals.data() + j * ny, ny);
-          if (k < first[sg + 1] && ex.times[k] == times[j]) add(k++, yj, dy);
+          const std::vector<double> yj(o.states.begin() + static_cast<std::ptrdiff_t>(j * ny),
+                                       o.states.begin() + static_cast<std::ptrdiff_t>((j + 1) * ny));
+          std::vector<double> Sj(o.tangents.begin() + static_cast<std::ptrdiff_t>(j * ny * ns),
+                                 o.tangents.begin() + static_cast<std::ptrdiff_t>((j + 1) * ny * ns));
+          if (k < first[sg + 1] && ex.times[k] == times[j]) {
+            ys[k] = yj;
+            Ss[k++] = Sj;
+          }
           if (j + 1 == times.size()) {
-            y.assign(yj.begin(), yj.end());
-            D = dy;
+            y = yj;
+            S = std::move(Sj);
           }
         }
+      }
+      for (std::size_t k = 0; k < ex.times.size(); ++k)
+        COSTATE_CHECK(ys[k].size() == ny, what << ": no state at t = " << ex.times[k]);
+
+      if (options.fim) {
+        // F += Σ_i (1/σ²) (∂μ/∂θ)(∂μ/∂θ)ᵀ + c (1/σ²) (∂σ/∂θ)(∂σ/∂θ)ᵀ on the
+        // linear scale: ∂(h, σ)/∂[y, pext] (forward AD) times d[y, pext]/dlin_est.
+        const auto nye = static_cast<Eigen::Index>(ny), nee = static_cast<Eigen::Index>(ne);
+        const auto next = static_cast<Eigen::Index>(np + ntab);
+        Eigen::MatrixXd dz = Eigen::MatrixXd::Zero(nye + next, nee);  // d[y, pext]/dlin_est
+        for (std::size_t j = 0; j < np; ++j)
+          if (src[j].is_parameter() && column[static_cast<std::size_t>(src[j].parameter)] >= 0)
+            dz(nye + static_cast<Eigen::Index>(j), column[static_cast<std::size_t>(src[j].parameter)]) = 1.0;
+        for (std::size_t k = 0; k < ntab; ++k)
+          if (column[k] >= 0) dz(nye + static_cast<Eigen::Index>(np + k), column[k]) = 1.0;
+        Eigen::Map<Eigen::MatrixXd> F(fim_lin.data(), nee, nee);
+        const Likelihood like_fim{&pb, &ex, options.data_jacobian, nullptr};
+        for (std::size_t k = 0; k < ex.times.size(); ++k) {
+          if (ex.at_time[k].empty()) continue;
+          std::vector<double> z = ys[k];
+          z.insert(z.end(), pext.begin(), pext.end());
+          auto outputs = [&](const auto& zz) {
+            using T = std::decay_t<decltype(zz[0])>;
+            std::vector<T> out;
+            like_fim.observe<T>(k, std::span<const T>(zz.data(), ny), std::span<const T>(zz.data() + ny, np + ntab),
+                                [&](std::size_t, const T& h, const T& sigma) {
+                                  out.push_back(h);
+                                  out.push_back(sigma);
+                                });
+            return out;
+          };
+          const std::vector<double> hs = outputs(z);
+          dz.topRows(nye).setZero();
+          for (std::size_t i = 0; i < ny; ++i)
+            for (std::size_t d = 0; d < ns; ++d)
+              if (dir_col[d] >= 0) dz(static_cast<Eigen::Index>(i), dir_col[d]) += Ss[k][i * ns + d];
+          const Eigen::MatrixXd G = ad::jacobian(outputs, z) * dz;  // rows h_0, σ_0, h_1, σ_1, …
+          std::size_t r = 0;
+          for (std::size_t i : ex.at_time[k]) {
+            const Observable& o = pb.observables[pb.measurements[i].observable];
+            const double h = hs[2 * r], sigma = hs[2 * r + 1];
+            double dmu_dh = 1.0;  // μ = tr(h)
+            if (o.transformation == Transformation::Log) dmu_dh = 1.0 / h;
+            if (o.transformation == Transformation::Log10) dmu_dh = 1.0 / (h * std::numbers::ln10);
+            const Eigen::RowVectorXd dmu = dmu_dh * G.row(static_cast<Eigen::Index>(2 * r));
+            const Eigen::RowVectorXd dsigma = G.row(static_cast<Eigen::Index>(2 * r + 1));
+            const double c = o.distribution == Distribution::Normal ? 2.0 : 1.0;  // E[(∂σ score)²] σ²
+            F.noalias() += (dmu.transpose() * dmu + c * dsigma.transpose() * dsigma) / (sigma * sigma);
+            ++r;
+          }
+        }
+      }
+      if (forward_gradient || !options.gradient) {
+        // −log p at the recorded states (records h, σ), and with the
+        // gradient its derivative with respect to pext and to every y(t_k)
+        // in one reverse sweep: the direct terms, and (∂ℓ_k/∂y) S_k.
+        const std::size_t K = ex.times.size(), nx = np + ntab;
+        std::vector<double> x = pext;
+        for (std::size_t k = 0; k < K; ++k) x.insert(x.end(), ys[k].begin(), ys[k].end());
+        auto total = [&](const auto& xx) {
+          using T = std::decay_t<decltype(xx[0])>;
+          T sum = T(0.0);
+          const std::span<const T> ext(xx.data(), nx);
+          for (std::size_t k = 0; k < K; ++k)
+            sum = T(sum + like.at<T>(k, std::span<const T>(xx.data() + nx + k * ny, ny), ext));
+          return std::vector<T>{sum};
+        };
+        if (!options.gradient) {
+          nll += total(x)[0];
+          return;
+        }
+        const ad::VjpResult r = ad::vjp(total, x, {1.0});
+        nll += r.value[0];
+        std::vector<double> p_bar(r.cotangent.begin(), r.cotangent.begin() + static_cast<std::ptrdiff_t>(np));
+        for (std::size_t k = 0; k < ntab; ++k) lin_bar[k] += r.cotangent[np + k];
+        for (std::size_t j = 0; j < np; ++j)
+          if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];
+        for (std::size_t k = 0; k < K; ++k) {
+          const double* gy = r.cotangent.data() + nx + k * ny;
+          for (std::size_t d = 0; d < ns; ++d) {
+            if (dir_col[d] < 0) continue;
+            double s = 0.0;
+            for (std::size_t i = 0; i < ny; ++i) s += gy[i] * Ss[k][i * ns + d];
+            lin_bar[pb.estimated[static_cast<std::size_t>(dir_col[d])]] += s;
+          }
+        }
+        return;
       }
     }
     if (!options.gradient) {
@@ -718,6 +827,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
     std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
+    if (std::holds_alternative<ode::CvodesForward>(options.method)) directions += q.size() + ny;
     for (std::size_t sg = n_seg; sg-- > 0;) {
       const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &lambda, &y_end};
       ode::GradientResult g;
@@ -800,12 +910,14 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       result.simulations[i] = hs[2 * i];
       result.sigmas[i] = hs[2 * i + 1];
     }
-    auto count = static_cast<long long>(result.rhs_evaluations);
-    MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_LONG_LONG, MPI_SUM, comm);
-    result.rhs_evaluations = static_cast<std::size_t>(count);
+    long long count[2] = {static_cast<long long>(result.rhs_evaluations), static_cast<long long>(directions)};
+    MPI_Allreduce(MPI_IN_PLACE, count, 2, MPI_LONG_LONG, MPI_SUM, comm);
+    result.rhs_evaluations = static_cast<std::size_t>(count[0]);
+    directions = static_cast<std::size_t>(count[1]);
   } else if (!failure.empty()) {
     throw Error(failure);
   }
+  result.sensitivity_directions = directions;
   double nll = 0.0;
   for (std::size_t e = 0; e < n_ex; ++e) {
     nll += terms[e * width];

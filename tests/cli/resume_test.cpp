@@ -495,20 +495,143 @@ TEST_F(ResumeTest, CalibrationResumeRefusesOtherSettingsAndOtherFiles) {
   EXPECT_NE(r.err.find("status is 'complete', not 'partial'"), std::string::npos) << r.err;
 }
 
-TEST_F(ResumeTest, SensitivityStopsAtAStepWithAMessage) {
+/// A discrete adjoint long enough to interrupt (~0.5–2 s): kFixedInput at
+/// a coarser step (2·10⁵ rk4 steps), binomial checkpointing (the reverse
+/// sweep replays), an observation-free objective with a running cost.
+std::string sensitivity_input(const std::string& schedule) {
   std::string input = kFixedInput;
-  input += "objective: {terminal: \"x*x\"}\n";
-  write("sens.yaml", input);
-  const pid_t pid = spawn(dir_, {"sensitivity", "sens.yaml", "-o", "s.h5"});
-  wait_started(dir_, pid);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ::kill(pid, SIGTERM);
-  const int rc = wait_for(pid);
-  const std::string err = costate::test::slurp(dir_ / "stderr.txt");
-  ASSERT_EQ(rc, 143) << err;
-  EXPECT_NE(err.find("interrupted by SIGTERM at t = "), std::string::npos) << err;
-  EXPECT_FALSE(fs::exists(dir_ / "s.h5"));
-  EXPECT_FALSE(fs::exists(dir_ / "s.h5.partial"));
+  input.replace(input.find("dt: 2.0e-5"), 10, "dt: 1.0e-4");
+  input += "objective: {terminal: \"x*x + 0.1*z\", integral: \"0.001*y*y\"}\n";
+  input += "sensitivity: {method: discrete_adjoint, checkpointing: " + schedule + "}\n";
+  return input;
+}
+
+/// The objective and gradients of a `sensitivity --json` report (the text
+/// between "objective" and "method": round-trip doubles, so equal text is
+/// equal bits).
+std::string gradient_text(const std::string& json) {
+  const std::size_t a = json.find("\"objective\""), b = json.find(",\"method\"");
+  return a == std::string::npos || b == std::string::npos ? "" : json.substr(a, b - a);
+}
+
+// `sensitivity --resume`: SIGTERM in the reverse sweep writes its place
+// (partial), SIGTERM before it keeps nothing, SIGKILL leaves the last
+// partial file; resumed again and again until one finishes, the objective
+// and gradient are the uninterrupted run's bits.
+TEST_F(ResumeTest, SensitivitiesResumeToTheSameBits) {
+  std::mt19937 rng(2718);
+  int sigterm = 0, kept = 0, sigkill = 0, resumes = 0, chains = 0;
+  for (const std::string schedule : {"{schedule: binomial, snapshots: 6}",
+                                     "{schedule: multilevel, ram: 3, disk: 2, path: ckpt.h5}"}) {
+    write("sens.yaml", sensitivity_input(schedule));
+    const std::vector<std::string> base{"sensitivity", "sens.yaml", "--json"};
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"-o", "ref.h5"});
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(wait_for(spawn(dir_, args)), 0) << costate::test::slurp(dir_ / "stderr.txt");
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string ref = gradient_text(costate::test::slurp(dir_ / "stdout.txt"));
+    ASSERT_FALSE(ref.empty()) << costate::test::slurp(dir_ / "stdout.txt");
+    std::uniform_real_distribution<double> when(0.1, 0.95);
+    std::bernoulli_distribution use_kill(0.25);
+    for (int chain = 0; chain < std::max(1, trials() / 2); ++chain, ++chains) {
+      fs::remove(dir_ / "s.h5");
+      std::string finished;
+      for (int attempt = 0; attempt < 20 && finished.empty(); ++attempt) {
+        const bool resume = fs::exists(dir_ / "s.h5");
+        std::vector<std::string> a = base;
+        if (resume) {
+          a.insert(a.end(), {"--resume", "s.h5"});
+          ++resumes;
+        } else {
+          a.insert(a.end(), {"-o", "s.h5"});
+        }
+        const pid_t pid = spawn(dir_, a);
+        const bool kill_it = attempt < 6, hard = use_kill(rng);
+        if (kill_it) {
+          wait_started(dir_, pid);
+          std::this_thread::sleep_for(std::chrono::duration<double>(when(rng) * wall));
+          ::kill(pid, hard ? SIGKILL : SIGTERM);
+        }
+        const int rc = wait_for(pid);
+        const std::string err = costate::test::slurp(dir_ / "stderr.txt");
+        const std::string status = string_attribute_of(dir_ / "s.h5", "status");
+        if (rc == 0) {
+          finished = costate::test::slurp(dir_ / "stdout.txt");
+          EXPECT_EQ(status, "complete");
+          if (resume) {
+            EXPECT_EQ(finished.find("\"resumed_from_step\":null"), std::string::npos) << finished;
+          }
+          break;
+        }
+        if ((rc == -SIGKILL || rc == -SIGTERM) && status == "complete") {
+          // Killed after the finished file was written (before the report):
+          // finished work; start the chain again for its report.
+          fs::remove(dir_ / "s.h5");
+          continue;
+        }
+        if (hard) {
+          EXPECT_EQ(rc, -SIGKILL) << err;
+          ++sigkill;
+        } else {
+          ASSERT_EQ(rc, 143) << err;
+          EXPECT_NE(err.find("interrupted by SIGTERM"), std::string::npos) << err;
+          ++sigterm;
+          if (err.find("marked partial; continue with: costate sensitivity") != std::string::npos) {
+            ++kept;
+            EXPECT_EQ(status, "partial") << err;
+          } else if (resume) {
+            EXPECT_NE(err.find("is unchanged"), std::string::npos) << err;
+          } else {
+            EXPECT_NE(err.find("nothing to keep"), std::string::npos) << err;
+            EXPECT_FALSE(fs::exists(dir_ / "s.h5")) << err;
+          }
+        }
+        if (fs::exists(dir_ / "s.h5")) {
+          EXPECT_EQ(status, "partial") << err;
+        }
+        ASSERT_FALSE(HasFailure()) << "attempt " << attempt << ": " << err;
+      }
+      ASSERT_FALSE(finished.empty()) << "no gradient finished";
+      EXPECT_EQ(gradient_text(finished), ref) << schedule << " chain " << chain;
+    }
+  }
+  std::printf("[ resume ] %d sensitivity chains: %d SIGTERM stops (%d kept the sweep's place), "
+              "%d SIGKILLs, %d resumes; every gradient bitwise equal\n",
+              chains, sigterm, kept, sigkill, resumes);
+  EXPECT_GT(kept, 0) << "no stop landed in a reverse sweep";
+  EXPECT_GT(resumes, 0);
+}
+
+TEST_F(ResumeTest, SensitivityResumeRefusesWhatItCannotContinue) {
+  write("sens.yaml", sensitivity_input("{schedule: binomial, snapshots: 6}"));
+  // Interrupt one in its reverse sweep to get a partial file.
+  bool got = false;
+  for (int attempt = 0; attempt < 10 && !got; ++attempt) {
+    const pid_t pid = spawn(dir_, {"sensitivity", "sens.yaml", "-o", "s.h5"});
+    wait_started(dir_, pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400 + 150 * attempt));
+    ::kill(pid, SIGTERM);
+    wait_for(pid);
+    got = string_attribute_of(dir_ / "s.h5", "status") == "partial";
+  }
+  ASSERT_TRUE(got) << "no SIGTERM landed in the reverse sweep";
+  auto refused = [&](std::vector<std::string> args, const std::string& want) {
+    const int rc = wait_for(spawn(dir_, args));
+    const std::string err = costate::test::slurp(dir_ / "stderr.txt");
+    EXPECT_NE(rc, 0) << err;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_EQ(string_attribute_of(dir_ / "s.h5", "status"), "partial") << "the partial file changed";
+  };
+  refused({"sensitivity", "sens.yaml", "--resume", "s.h5", "--set", "integrator.dt=2e-4"},
+          "other settings");
+  refused({"sensitivity", "sens.yaml", "--resume", "s.h5", "--set", "sensitivity.method=forward"},
+          "discrete adjoint of a native stepper only");
+  refused({"sensitivity", "sens.yaml", "--resume", "s.h5", "--hessian"}, "--hessian");
+  refused({"sensitivity", "sens.yaml", "--resume", "missing.h5"}, "no such file");
+  // A run's partial file is not a sensitivity's.
+  ASSERT_EQ(wait_for(spawn(dir_, {"run", "sens.yaml", "-q", "-o", "run.h5"})), 0);
+  refused({"sensitivity", "sens.yaml", "--resume", "run.h5"}, "written by `costate run`");
 }
 
 }  // namespace

@@ -209,5 +209,54 @@ TEST(SensitivityMatrixCvodes, IsTheCvodesForwardGradientAndTheContinuousJacobian
   std::printf("# CVODES S vs rk4's: %.2e relative\n", max_rel_err(rs.jacobian, native.jacobian));
 }
 
+// Seeded CVODES directions (detail::CvodesSeed, what petab::evaluate's
+// forward sensitivities use): direction d < np moves p_d and starts at
+// S0(:, d), a later one only starts at S0(:, d). By linearity of the
+// sensitivity equations they are the unseeded tangents [∂y/∂p | ∂y/∂y0]
+// times the seed matrix M (M(:, d) = [e_d; S0(:, d)], or [0; S0(:, d)]):
+// the same derivative under another error test (CVODES' norm is the max
+// over the directions), so to the tolerances' order — kCvodesRelTol
+// (measured 1.1e-9). With p̄ scales (atol_S = atol / p̄) likewise (2.9e-9).
+TEST(SensitivityMatrixCvodes, SeededDirectionsAreTheUnseededTimesTheSeed) {
+  const auto prob = problem();
+  const auto obs = observations();
+  const IntegratorOptions cv{.method = Method::CvodesBdf, .rtol = 1e-10, .atol = 1e-12};
+  const std::size_t n = 2, np = 4, m = np + n, ns = np + 1, K = obs.times.size();
+  const System system = make_system(prob.model, obs, n, np, {.dense_max = cvodes::kBindingDenseMax});
+  const detail::CvodesObserved full =
+      detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(), obs.times, cv);
+  ASSERT_EQ(full.ns, m);
+  // S0 (n × ns, column-major): p_0 also moves y0, p_1..p_3 do not; one extra direction.
+  detail::CvodesSeed seed{ns, {0.3, -0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.5}, {}};
+  std::vector<double> expected(K * n * ns, 0.0);
+  for (std::size_t c = 0; c < K * n; ++c)
+    for (std::size_t d = 0; d < ns; ++d) {
+      double v = d < np ? full.tangents[c * m + d] : 0.0;
+      for (std::size_t i = 0; i < n; ++i) v += full.tangents[c * m + np + i] * seed.S0[d * n + i];
+      expected[c * ns + d] = v;
+    }
+  const detail::CvodesObserved seeded =
+      detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(), obs.times, cv, &seed);
+  ASSERT_EQ(seeded.ns, ns);
+  EXPECT_LE(max_rel_err(seeded.tangents, expected), kCvodesRelTol);
+  EXPECT_LE(max_rel_err(seeded.states, full.states), kCvodesRelTol);
+  seed.scales = {10.0, 0.1, 1.0, 2.0, 0.5};
+  const detail::CvodesObserved scaled =
+      detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(), obs.times, cv, &seed);
+  EXPECT_LE(max_rel_err(scaled.tangents, expected), kCvodesRelTol);
+  std::printf("# seeded vs unseeded x seed: %.2e, with scales %.2e\n",
+              max_rel_err(seeded.tangents, expected), max_rel_err(scaled.tangents, expected));
+  seed.scales[1] = 0.0;
+  EXPECT_THROW((void)detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(),
+                                                           obs.times, cv, &seed),
+               Error);
+  seed.scales = {};
+  seed.ns = np - 1;  // fewer directions than parameters
+  seed.S0.resize(n * seed.ns);
+  EXPECT_THROW((void)detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(),
+                                                           obs.times, cv, &seed),
+               Error);
+}
+
 }  // namespace
 }  // namespace costate::ode

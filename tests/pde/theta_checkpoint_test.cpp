@@ -4,7 +4,8 @@
 // the nonlinear Burgers2D), the files are removed afterwards, and a disk
 // failure on ONE rank stops every rank with an error instead of a hang.
 // The same with the disk level in ONE parallel HDF5 file
-// (ThetaOptions::shared_disk_checkpoints). Runs on 1, 2 and 4 ranks.
+// (ThetaOptions::shared_disk_checkpoints). ThetaOptions::on_step sees every
+// forward, recomputed and reverse step. Runs on 1, 2 and 4 ranks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -144,4 +145,45 @@ TEST(PdeThetaCheckpoints, SharedDiskFileUnwritableThrowsOnEveryRank) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent-costate-dir/ckpt.h5"), std::string::npos) << e.what();
   }
+}
+
+TEST(PdeThetaCheckpoints, OnStepSeesEveryStepAndMayStopTheSweep) {
+  // ThetaOptions::on_step (io::pde_run's interrupt check) is called at every
+  // step() — forward and recomputed — and every reverse step: binomial
+  // checkpointing with 3 snapshots over 13 steps recomputes, so the count
+  // is forward_steps + 13. The gradient is the same bits with the hook, and
+  // an exception from it leaves the sweep on every rank.
+  pde::Domain d;
+  d.cells = {10, 8, 1};
+  pde::Operator<pde::Burgers2D> op(MPI_COMM_WORLD, d, {}, {0.05, 0.3});
+  const pde::Grid& g = op.grid();
+  auto u0 = g.create_global();
+  g.scatter(natural(g.global_size(), 1.0, 0.3, 0.5), u0);
+  const auto obj = pde::Objective::probe({4, 5, 0});
+  const ode::Checkpointing schedule = ode::Binomial{.snapshots = 3};
+  pde::ThetaIntegrator<pde::Burgers2D> plain(op, options(0.02, 13));
+  const auto reference = plain.gradient(u0, obj, schedule);
+  auto o = options(0.02, 13);
+  std::int64_t calls = 0;
+  o.on_step = [&](std::int64_t n) {
+    EXPECT_GE(n, 0);
+    EXPECT_LT(n, 13);
+    ++calls;
+  };
+  pde::ThetaIntegrator<pde::Burgers2D> hooked(op, o);
+  const auto r = hooked.gradient(u0, obj, schedule);
+  EXPECT_GT(r.checkpoints.recomputed_steps, 0);
+  EXPECT_EQ(calls, r.forward_steps + 13);
+  EXPECT_EQ(r.objective, reference.objective);
+  EXPECT_EQ(g.gather(r.wrt_initial_state), g.gather(reference.wrt_initial_state));
+  EXPECT_EQ(r.wrt_parameters, reference.wrt_parameters);
+  // Stop in the middle of the sweep (the 14th call: past the first forward pass).
+  struct Stop {};
+  calls = 0;
+  o.on_step = [&](std::int64_t) {
+    if (++calls == 14) throw Stop{};
+  };
+  pde::ThetaIntegrator<pde::Burgers2D> stopped(op, o);
+  EXPECT_THROW(stopped.gradient(u0, obj, schedule), Stop);
+  EXPECT_EQ(calls, 14);
 }

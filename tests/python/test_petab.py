@@ -145,7 +145,7 @@ def test_wrong_theta_and_set_are_refused(problem):
         costate.load(CASE, set={"integrator.rtol": 1e-6})
 
 
-def test_pde_inputs_are_refused_by_name():
+def test_pde_inputs_are_pde_problems_not_petab():
+    # costate.load tells the three kinds of input apart (test_pde.py tests PDE inputs).
     pde = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "examples", "heat2d_kappa.yaml")
-    with pytest.raises(costate.Error, match="PDE inputs .* are not in the Python module yet"):
-        costate.load(pde)
+    assert isinstance(costate.load(pde), costate.PdeProblem)

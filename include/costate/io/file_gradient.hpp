@@ -14,6 +14,7 @@
 // src/io/model_kernels.cpp: no caller of this header instantiates a model.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,11 +46,20 @@ ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc);
 /// The method of sensitivity.method.
 ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc);
 
+/// `sensitivity --resume` (io/resume.hpp): the discrete adjoint's
+/// ode::DiscreteAdjoint::resume_from and interrupted_at.
+struct AdjointResumeLink {
+  std::shared_ptr<const ode::AdjointResume> from;
+  std::shared_ptr<ode::AdjointResume> interrupted_at;
+};
+
 /// J and ∇J at parameters p and initial state y0 (the steps replayed when
-/// replay_times is given).
+/// replay_times is given). A non-empty `resume` needs
+/// sensitivity.method discrete_adjoint (costate::Error otherwise).
 FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
                            std::span<const double> y0, std::span<const double> replay_times = {},
-                           std::span<const int> replay_orders = {});
+                           std::span<const int> replay_orders = {},
+                           const AdjointResumeLink& resume = {});
 
 /// What the Hessian supports, checked before any work is done; `input`
 /// names the file in the error.

@@ -13,8 +13,10 @@
 //     parameter_fields: {kappa: "1 + 0.5*sin(2*pi*x)"}
 //     initial: {u: "exp(-50*((x-0.5)^2 + (y-0.5)^2))"}
 //     equations: {u: "div_grad(kappa, u) + q0"}
-//   integrator: {method: crank_nicolson | backward_euler | theta, theta: 0.5,
-//                dt: 1e-3, steps: 50, ksp_rtol: 1e-14}
+//   integrator: {method: crank_nicolson | backward_euler | theta | rk4 | ssp_rk3,
+//                theta: 0.5, dt: 1e-3, steps: 50, ksp_rtol: 1e-14}
+//               (rk4, ssp_rk3: explicit Runge-Kutta, pde::ExplicitRkIntegrator;
+//                no theta, ksp_rtol or newton_rtol)
 //   objective: {integral: u} | {probe: {cell: [8, 8], field: u}}
 //              | {misfit: {u: "expression of x, y, z"}}
 //   sensitivity: {method: discrete_adjoint,
@@ -23,11 +25,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "costate/ode/checkpointing.hpp"
 #include "costate/pde/equation_model.hpp"
+#include "costate/pde/explicit_rk.hpp"
 #include "costate/pde/operator.hpp"
 #include "costate/pde/theta.hpp"
 
@@ -49,8 +53,10 @@ struct PdeConfig {
   std::vector<std::string> parameter_fields;  ///< expressions, one per parameter field
   std::vector<std::string> initial;         ///< expressions, one per field
   pde::Domain domain;
-  pde::ThetaOptions integrator;
+  pde::ThetaOptions integrator;  ///< t0, dt, steps for every method; θ and KSP for the θ-method
   std::string method = "crank_nicolson";
+  /// Set for method rk4 / ssp_rk3 (then the run uses pde::ExplicitRkIntegrator).
+  std::optional<pde::ExplicitRkOptions> explicit_rk;
   PdeObjectiveConfig objective;
   ode::Checkpointing checkpointing = ode::StoreAll{};
   std::string output_file;

@@ -34,6 +34,10 @@
 #include "costate/ode/options.hpp"
 #include "costate/io/input.hpp"
 
+namespace costate::ode {
+struct AdjointResume;  // costate/ode/scheme.hpp
+}  // namespace costate::ode
+
 namespace costate::io {
 
 struct CalibrationJournal;  // costate/calibrate/calibrate.hpp
@@ -160,5 +164,35 @@ void write_calibration_partial(const std::string& path, const RunConfig& cfg,
 /// by `costate calibrate` with cfg's settings and is not complete (errors
 /// name the file and the fix).
 CalibrationJournal read_calibration_partial(const std::string& path, const RunConfig& cfg);
+
+// ---- sensitivity --resume ----------------------------------------------------
+//
+// `costate sensitivity -o OUT.h5` with the discrete adjoint of a native
+// stepper: when SIGINT/SIGTERM stops it during the reverse sweep, OUT.h5 is
+// written as a partial file holding the sweep's place (ode::AdjointResume:
+// the step reached, λ, μ, J, the step times and bdf orders);
+// `sensitivity FILE.yaml --resume OUT.h5` replays the steps below that place
+// only and gives the uninterrupted run's bits (objective and gradient). A
+// stop before the reverse sweep began keeps nothing (there is nothing to
+// continue from but the start). A SIGKILL leaves whatever partial file the
+// last stop left, or none.
+//
+// Layout: root attributes status = "partial", command = "sensitivity",
+// resume_settings, interrupted_by, resume_step, resume_steps (l); group
+// /sensitivity_resume with lambda, mu, times (doubles), orders (int) and the
+// attribute objective.
+
+/// Whether `costate sensitivity` with these settings can be resumed: the
+/// discrete adjoint of a native stepper (not forward sensitivities, the
+/// continuous adjoint or CVODES); `why` gets the reason when not.
+bool sensitivity_resumable(const RunConfig& cfg, std::string* why = nullptr);
+
+/// Writes `at` as the partial sensitivity file `path` (beside, then renamed).
+void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
+                               const ode::AdjointResume& at, int signal);
+
+/// Reads the sweep's place from a partial sensitivity file, checking that it
+/// was written by `costate sensitivity` with cfg's settings and is partial.
+ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunConfig& cfg);
 
 }  // namespace costate::io

@@ -248,11 +248,15 @@ Stats integrate(const System& sys, const Settings& settings, double t0, double t
 /// Forward sensitivities with ns directions: S (column-major n × ns,
 /// S(:, j) = ∂y/∂(direction j)) holds S(t0) on entry. The integrator stops
 /// exactly at each of `stops` (ascending, the last = t1) and calls
-/// `at_stop(k, t, y, S)`.
+/// `at_stop(k, t, y, S)`. The sensitivities are in the error test with
+/// rtol and atol / |scales[j]| (CVodeSensEEtolerances with
+/// CVodeSetSensParams' p̄ = scales; empty: 1 — the tolerances of ∂y/∂p_j
+/// then act on ∂y/∂(p_j / scales[j])).
 Stats forward_sensitivities(
     const System& sys, const Settings& settings, double t0, std::vector<double>& y,
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,
-    const std::function<void(std::size_t k, double t, const double* y, const double* S)>& at_stop);
+    const std::function<void(std::size_t k, double t, const double* y, const double* S)>& at_stop,
+    std::span<const double> scales = {});
 
 /// Adjoint: forward pass stopping exactly at each of `stops` (ascending, the
 /// last = t1), where `jump(k, t, y, dlambda)` returns the λ increment of
@@ -371,20 +375,38 @@ template <Model M, class O>
 GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
                                const CvodesAdjoint* adjoint, IntegratorOptions options);
 
-/// The states and their forward sensitivities (CVODES, np + n directions:
-/// parameters then initial states) at the observation times `times`
-/// (ascending, in (t0, t1]; the integrator lands on each): states
-/// (K × n, row-major) and tangents (K × n × (np + n), row-major) of the
-/// model states. For the calibration's residual Jacobian with cvodes_bdf /
-/// cvodes_adams (sensitivity_matrix.hpp).
+/// Seeded directions for cvodes_observed_sensitivities: `ns` ≥ np
+/// directions, direction j < np moving parameter j (its right-hand side
+/// f_y s_j + ∂f/∂p_j) and every later one only the initial state
+/// (f_y s_j); `S0` (n × ns, column-major) their initial tangents
+/// ∂y0/∂(direction j). So a caller that differentiates with respect to a
+/// few quantities θ on which y0 and p depend carries |θ| directions, not
+/// np + n: seeding S0 = ∂y0/∂θ (AMICI's sx0) replaces the chain rule
+/// through ∂y/∂y0 after the solve. `scales` (ns or empty) as in
+/// cvodes::forward_sensitivities.
+struct CvodesSeed {
+  std::size_t ns = 0;
+  std::vector<double> S0;
+  std::vector<double> scales;
+};
+
+/// The states and their forward sensitivities (CVODES; without `seed`
+/// np + n directions: parameters then initial states, S0 = [0; I]) at the
+/// observation times `times` (ascending, in (t0, t1]; the integrator lands
+/// on each): states (K × n, row-major) and tangents (K × n × ns, row-major)
+/// of the model states. For the calibration's residual Jacobian with
+/// cvodes_bdf / cvodes_adams (sensitivity_matrix.hpp) and petab::evaluate's
+/// forward-sensitivity gradient and Fisher information (seeded).
 struct CvodesObserved {
   std::vector<double> states, tangents;
+  std::size_t ns = 0;  ///< directions
   Summary summary;
 };
 CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<const double> y0,
                                              std::span<const double> p, double t0,
                                              std::span<const double> times,
-                                             IntegratorOptions options);
+                                             IntegratorOptions options,
+                                             const CvodesSeed* seed = nullptr);
 
 }  // namespace detail
 }  // namespace costate::ode

@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -87,6 +88,17 @@ struct DiscreteAdjoint {
   /// reads): the pattern is re-checked every kPatternCheckInterval
   /// linearizations and a change throws. See system.hpp.
   bool coloured_jacobian = false;
+  /// Continue the interrupted sweep recorded here (AdjointResume,
+  /// scheme.hpp): its steps are replayed (no first run chooses them; the
+  /// call's replay_times must be empty) and only the reverse steps below
+  /// resume_from->step are run — the same bits as the uninterrupted gradient
+  /// of the same problem, objective and settings.
+  std::shared_ptr<const AdjointResume> resume_from{};
+  /// When set and IntegratorOptions::on_step throws (an interrupt) once the
+  /// reverse sweep has begun, the sweep's place is stored here (with the
+  /// step times and orders) before the exception propagates; its step stays
+  /// −1 when the throw came earlier (nothing to continue from).
+  std::shared_ptr<AdjointResume> interrupted_at{};
 };
 
 /// Tangent sensitivities of the same discrete solution: explicit methods

@@ -205,6 +205,23 @@ inline constexpr std::size_t kTangentBlock = 8;
 using SweepHook = std::function<void(double t)>;
 inline constexpr std::int64_t kSweepHookInterval = 16;
 
+/// Where an interrupted discrete adjoint stood, to continue it in another
+/// process (`costate sensitivity --resume`): its reverse sweep had reversed
+/// steps l−1 … `step` (λ = ∂J/∂x_step with every observation at or after
+/// t_step added, μ the parameters' part so far, `objective` J complete) on
+/// the steps `times` (bdf: `orders`). Resumed, the sweep reverses steps
+/// step−1 … 0 from the same λ, μ, J: each reverse step depends only on its
+/// replayed state x_i (the same bits under every schedule) and the sums run
+/// in the same order, so the gradient has the uninterrupted run's bits.
+struct AdjointResume {
+  std::int64_t step = -1;  ///< −1: the reverse phase had not begun
+  double objective = 0.0;
+  std::vector<double> lambda;  ///< scheme state size
+  std::vector<double> mu;      ///< n_p
+  std::vector<double> times;   ///< t_0 … t_l
+  std::vector<int> orders;     ///< bdf's, one per step; empty otherwise
+};
+
 /// What a sweep computed: J and its gradient (p, then y0), the schedule's
 /// counts, the evaluations.
 struct SweepOutcome {
@@ -223,10 +240,19 @@ struct SweepOutcome {
 /// `times` (t_0 … t_l, optional) for its argument. StoreAll keeps x_0 …
 /// x_{l−1} in one arena and reverses each step from its state in place (no
 /// slot pool, no copies); its counts are those of reverse_sweep's StoreAll.
+///
+/// With `resume_from` the sweep continues that interrupted sweep (its step,
+/// λ, μ, J; scheme and obs_at as before): only steps resume_from->step − 1 …
+/// 0 are run (forward from x0, then reversed). With `interrupted_at`, when
+/// `hook` throws after the reverse phase began (the seed made), the place
+/// reached (step, λ, μ, J; times and orders are the caller's) is stored there
+/// before the exception propagates; otherwise its step is left −1.
 SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
                            std::span<const std::int64_t> obs_at, std::span<const double> x0,
                            std::span<const double> p, const SweepHook& hook = {},
-                           std::span<const double> times = {});
+                           std::span<const double> times = {},
+                           const AdjointResume* resume_from = nullptr,
+                           AdjointResume* interrupted_at = nullptr);
 
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.

@@ -77,6 +77,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -87,6 +88,7 @@
 #include "costate/linear/ksp_options.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/snapshot_store.hpp"
+#include "costate/pde/integrator.hpp"
 #include "costate/pde/matrix.hpp"
 #include "costate/pde/objective.hpp"
 #include "costate/pde/operator.hpp"
@@ -108,6 +110,12 @@ struct ThetaOptions {
   /// (path + ".rank<r>"); true — ONE parallel HDF5 file at `path` for all
   /// ranks (pde::SharedDiskSnapshots, collective MPI-IO). Same gradient bits.
   bool shared_disk_checkpoints = false;
+  /// Called with the step index n at the start of every step() (forward
+  /// steps, the sweeps' recomputations) and of every reverse step of
+  /// gradient(), on every rank; empty: not called. For a caller's interrupt
+  /// check (io::pde_run's): it may throw, and the computation unwinds. The
+  /// calls are the same on every rank, so it may be collective.
+  std::function<void(std::int64_t)> on_step;
 
   void validate() const {
     COSTATE_CHECK(theta >= 0.5 && theta <= 1.0, "pde::ThetaOptions::theta = "
@@ -120,77 +128,6 @@ struct ThetaOptions {
                   "pde::ThetaOptions: newton_rtol must be > 0 and newton_max_iterations > 0");
     ksp.validate();
   }
-};
-
-/// What a gradient computation produced.
-struct ThetaGradient {
-  double objective = 0.0;
-  GlobalVector wrt_fields;                ///< dJ/da, a field (field grid)
-  std::vector<double> wrt_parameters;     ///< dJ/dq
-  GlobalVector wrt_initial_state;         ///< dJ/dy_0 (state grid)
-  ode::CheckpointStats checkpoints;
-  std::int64_t forward_steps = 0;         ///< steps taken, recomputations included
-  std::int64_t krylov_iterations = 0;     ///< forward solves
-  std::int64_t adjoint_krylov_iterations = 0;
-  double seconds = 0.0;
-};
-
-/// A direction of forward sensitivities. An empty vector is a zero
-/// direction (GlobalVector() has size 0): e.g. only `parameters` set
-/// differentiates with respect to the scalars.
-struct ThetaDirection {
-  GlobalVector fields;             ///< δa: a vector of the operator's field grid (or empty)
-  std::vector<double> parameters;  ///< δq: one entry per scalar parameter (or empty)
-  GlobalVector initial_state;      ///< δy_0: a vector of the state grid (or empty)
-};
-
-/// What a forward-sensitivity run produced.
-struct ThetaTangent {
-  double objective = 0.0;               ///< J(y_l), bitwise the value of integrate()
-  double directional_derivative = 0.0;  ///< dJ·δ
-  GlobalVector final_state;             ///< y_l
-  GlobalVector final_tangent;           ///< δy_l
-  std::int64_t krylov_iterations = 0;   ///< forward solves
-  std::int64_t tangent_krylov_iterations = 0;
-  double seconds = 0.0;
-};
-
-/// Which Hessian product ThetaIntegrator::hessian_vector computes.
-enum class HessianProduct {
-  Exact,        ///< the second-order adjoint: H v
-  GaussNewton,  ///< Sᵀ ∇²J S v: the residual's second derivatives dropped
-};
-
-inline std::string to_string(HessianProduct p) {
-  return p == HessianProduct::Exact ? "exact" : "gauss_newton";
-}
-
-/// "exact" or "gauss_newton"; anything else throws costate::Error listing both.
-inline HessianProduct hessian_product_from_string(const std::string& s) {
-  if (s == "exact") return HessianProduct::Exact;
-  if (s == "gauss_newton") return HessianProduct::GaussNewton;
-  throw Error("pde::HessianProduct: unknown product \"" + s + "\"; expected exact or gauss_newton");
-}
-
-/// What a Hessian–vector product produced: H v in the layout of a
-/// gradient, and (Exact only) the gradient itself, a by-product of the
-/// same sweep.
-struct ThetaHessianVector {
-  HessianProduct product = HessianProduct::Exact;
-  double objective = 0.0;
-  GlobalVector wrt_fields;             ///< (H v)_a, a field (field grid)
-  std::vector<double> wrt_parameters;  ///< (H v)_q
-  GlobalVector wrt_initial_state;      ///< (H v)_{y_0} (state grid)
-  /// dJ/d(a, q, y_0) from the same sweep (Exact; empty for GaussNewton).
-  GlobalVector gradient_fields;
-  std::vector<double> gradient_parameters;
-  GlobalVector gradient_initial_state;
-  ode::CheckpointStats checkpoints;
-  std::int64_t forward_steps = 0;            ///< (state, tangent) steps, recomputations included
-  std::int64_t krylov_iterations = 0;        ///< forward solves
-  std::int64_t tangent_krylov_iterations = 0;
-  std::int64_t adjoint_krylov_iterations = 0;  ///< both transposed solves
-  double seconds = 0.0;
 };
 
 /// A point kept for many Hessian–vector products there (Newton-CG): the
@@ -209,80 +146,11 @@ struct ThetaLinearization {
 
 }  // namespace costate::pde
 
-namespace costate::detail {
-
-/// The snapshot levels of a θ reverse sweep: RAM slots and Multilevel's
-/// disk slots (one file per rank, or one shared parallel HDF5 file), with
-/// the step index of each slot. A disk failure on one rank throws on every
-/// rank (one MPI_Allreduce per disk access; RAM slots: none).
-class ThetaSnapshots {
- public:
-  ThetaSnapshots(MPI_Comm comm, int rank, std::size_t size, const ode::Checkpointing& c, bool shared_disk)
-      : comm_(comm), disk_slots_(disk_slots(c)), store_(size, disk_slots_, disk_path(c, rank)) {
-    if (shared_disk && disk_slots_ > 0)
-      shared_ = std::make_unique<pde::SharedDiskSnapshots>(comm, size, std::get<ode::Multilevel>(c).path);
-  }
-  void save(std::size_t slot, std::span<const double> state, std::int64_t index) {
-    if (shared_ && slot < disk_slots_)
-      shared_->save(slot, state);  // collective; throws on every rank
-    else
-      collective_disk(slot, "write", [&] { store_.save(slot, state); });
-    if (slot_index_.size() <= slot) slot_index_.resize(slot + 1);
-    slot_index_[slot] = index;
-  }
-  /// Loads `slot` into `state`; returns its step index.
-  std::int64_t restore(std::size_t slot, std::span<double> state) {
-    if (shared_ && slot < disk_slots_)
-      shared_->load(slot, state);
-    else
-      collective_disk(slot, "read", [&] { store_.load(slot, state); });
-    return slot_index_[slot];
-  }
-  std::int64_t disk_writes() const { return store_.disk_writes() + (shared_ ? shared_->writes() : 0); }
-
- private:
-  static std::size_t disk_slots(const ode::Checkpointing& c) {
-    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
-    return 0;
-  }
-  static std::string disk_path(const ode::Checkpointing& c, int rank) {
-    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
-    return {};
-  }
-  /// The schedule is the same on every rank, so all ranks reach each disk
-  /// save/load together and agree on the outcome.
-  template <class F>
-  void collective_disk(std::size_t slot, const char* what, F&& f) {
-    if (slot >= disk_slots_) {
-      f();
-      return;
-    }
-    std::string message;
-    try {
-      f();
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    int bad = message.empty() ? 0 : 1, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, comm_);
-    if (bad) throw Error("pde::ThetaIntegrator: " + message);
-    COSTATE_CHECK(!any, "pde::ThetaIntegrator: another rank could not " << what << " its disk checkpoint "
-                                                                         "(see its error); this rank's "
-                                                                         "file is fine");
-  }
-  MPI_Comm comm_;
-  std::size_t disk_slots_ = 0;
-  ode::SnapshotStore store_;
-  std::unique_ptr<pde::SharedDiskSnapshots> shared_;
-  std::vector<std::int64_t> slot_index_;
-};
-
-}  // namespace costate::detail
 
 namespace costate::pde {
 
 template <class Model, int Batch = default_batch<Model>()>
-class ThetaIntegrator {
+class ThetaIntegrator final : public TimeIntegrator<Model, Batch> {
  public:
   using Op = Operator<Model, Batch>;
 
@@ -300,12 +168,13 @@ class ThetaIntegrator {
   }
 
   const ThetaOptions& options() const { return options_; }
-  std::int64_t krylov_iterations() const { return krylov_iterations_; }
+  std::int64_t krylov_iterations() const override { return krylov_iterations_; }
   const KrylovSolver& solver() const { return solver_; }
 
   /// Advances u from t_n = t0 + n h to t_{n+1}, in place. Collective.
   /// Throws costate::Error when Newton or a KSP solve fails.
-  void step(const GlobalVector& u, std::int64_t n) {
+  void step(const GlobalVector& u, std::int64_t n) override {
+    if (options_.on_step) options_.on_step(n);
     const double h = options_.dt, th = options_.theta;
     const double tn = options_.t0 + static_cast<double>(n) * h, tn1 = tn + h;
     if constexpr (Model::linear_in_state) {
@@ -350,7 +219,7 @@ class ThetaIntegrator {
   }
 
   /// Integrates u from t0 over all steps, in place. Collective.
-  void integrate(const GlobalVector& u) {
+  void integrate(const GlobalVector& u) override {
     for (std::int64_t n = 0; n < options_.steps; ++n) step(u, n);
   }
 
@@ -358,7 +227,7 @@ class ThetaIntegrator {
   /// scalar parameters and the initial state, by the discrete adjoint with
   /// checkpoint schedule `checkpointing`. `y0` is not modified. Collective.
   ThetaGradient gradient(const GlobalVector& y0, const Objective& objective,
-                         const ode::Checkpointing& checkpointing) {
+                         const ode::Checkpointing& checkpointing) override {
     const auto t_start = std::chrono::steady_clock::now();
     ode::validate(checkpointing);
     const Grid& g = op_.grid();
@@ -387,7 +256,7 @@ class ThetaIntegrator {
   /// tangent-linear model (file comment) alongside the forward run. `y0`
   /// is not modified. Collective; a direction of the wrong size on any
   /// rank throws costate::Error on every rank.
-  ThetaTangent tangent(const GlobalVector& y0, const Objective& objective, const ThetaDirection& direction) {
+  ThetaTangent tangent(const GlobalVector& y0, const Objective& objective, const ThetaDirection& direction) override {
     const auto t_start = std::chrono::steady_clock::now();
     const Grid& g = op_.grid();
     check_direction(direction, "tangent");
@@ -422,7 +291,7 @@ class ThetaIntegrator {
   /// throws costate::Error on every rank.
   ThetaHessianVector hessian_vector(const GlobalVector& y0, const Objective& objective,
                                     const ThetaDirection& direction, const ode::Checkpointing& checkpointing,
-                                    HessianProduct product = HessianProduct::Exact) {
+                                    HessianProduct product = HessianProduct::Exact) override {
     const auto t_start = std::chrono::steady_clock::now();
     ode::validate(checkpointing);
     check_direction(direction, "hessian_vector");
@@ -577,7 +446,7 @@ class ThetaIntegrator {
     const Objective& objective;
     GlobalVector current, next, cached, mu, tmp, lambda, a_bar, ystar;
     std::vector<double> q_bar;
-    detail::ThetaSnapshots snapshots;
+    detail::SweepSnapshots snapshots;
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;
@@ -606,6 +475,7 @@ class ThetaIntegrator {
     void save(std::size_t slot) { snapshots.save(slot, current.span(), i); }
     void restore(std::size_t slot) { i = snapshots.restore(slot, current.span()); }
     void reverse_step() {
+      if (in.options_.on_step) in.options_.on_step(i);
       const Grid& g = in.op_.grid();
       const double h = in.options_.dt, th = in.options_.theta;
       const double tn = in.options_.t0 + static_cast<double>(i) * h, tn1 = tn + h;
@@ -666,32 +536,7 @@ class ThetaIntegrator {
 
   /// A direction of the wrong size on any rank throws on every rank.
   void check_direction(const ThetaDirection& direction, const char* where) const {
-    const Grid& g = op_.grid();
-    std::ostringstream why;
-    bool ok = true;
-    const std::string who = std::string("pde::ThetaIntegrator::") + where + ": ";
-    if (direction.initial_state.size() != 0 && direction.initial_state.size() != g.owned_size()) {
-      ok = false;
-      why << who << "ThetaDirection::initial_state has " << direction.initial_state.size() << " entries on rank "
-          << g.rank() << ", the state grid owns " << g.owned_size() << " (or leave it empty)";
-    } else if (!direction.parameters.empty() &&
-               direction.parameters.size() != static_cast<std::size_t>(Op::kScalars)) {
-      ok = false;
-      why << who << "ThetaDirection::parameters has " << direction.parameters.size() << " entries; the model has "
-          << Op::kScalars << " scalar parameters (or leave it empty)";
-    } else if (direction.fields.size() != 0 &&
-               (Op::kFields == 0 || direction.fields.size() != op_.field_grid()->owned_size())) {
-      ok = false;
-      why << who << "ThetaDirection::fields has " << direction.fields.size() << " entries on rank " << g.rank()
-          << "; "
-          << (Op::kFields == 0 ? std::string("the model has no parameter fields")
-                               : "the field grid owns " + std::to_string(op_.field_grid()->owned_size()))
-          << " (or leave it empty)";
-    }
-    int bad = ok ? 0 : 1, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, g.comm());
-    if (!ok) throw Error(why.str());
-    COSTATE_CHECK(!any, who << "another rank passed a direction of the wrong size (see its error)");
+    detail::check_direction(op_, direction, std::string("pde::ThetaIntegrator::") + where);
   }
 
   /// One step of the state and its tangent: (y_n, δy_n) → (y_{n+1},
@@ -747,7 +592,7 @@ class ThetaIntegrator {
     GlobalVector lambda, dlambda, mu, dmu, rhs, tmp, tmp2, w, wd, ystar, dystar;
     GlobalVector a_bar, da_bar;
     std::vector<double> q_bar, dq_bar, pack;
-    detail::ThetaSnapshots snapshots;
+    detail::SweepSnapshots snapshots;
     std::int64_t i = 0, cached_index = -1, advances = 0, adjoint_iterations = 0, tangent_iterations = 0;
     double objective_value = 0.0;
     bool seeded = false;

@@ -47,12 +47,16 @@
 /// segments backward, each ode::gradient carrying the later segments'
 /// dJ/dy at its end as the terminal term λᵀy.
 ///
-/// Gradients: ode::gradient of the summed −log p over the experiment's
-/// observation times with respect to the initial state and the ODE's
-/// parameters q — only the estimated parameter-table entries that the
-/// condition's model parameters read (Options::reduce_parameters), so a
-/// forward-sensitivity gradient carries |q| + n_states directions, not one
-/// per table entry; the formulas' direct dependence on model parameters and
+/// Gradients: by the adjoint, ode::gradient of the summed −log p over the
+/// experiment's observation times with respect to the initial state and
+/// the ODE's parameters q — only the estimated parameter-table entries that
+/// the condition's model parameters read (Options::reduce_parameters);
+/// by forward sensitivities (ode::CvodesForward), one CVODES pass per
+/// experiment carrying one direction per estimated entry the experiment
+/// depends on — q, then the entries only y0 reads — seeded with S0 =
+/// dy0/dθ (Options::seed_initial_sensitivities; the FIM comes from the
+/// same pass), not |q| + n_states directions and the chain rule through
+/// dy/dy0 after the solve; the formulas' direct dependence on model parameters and
 /// table values (observable, noise and override parameters) comes from one
 /// reverse sweep over the observations at the recorded states; then the
 /// chain rule through the initial values (ad::vjp on the SBML initial-value
@@ -225,6 +229,27 @@ struct Options {
   /// Also the Fisher information (Result::fim; see below). Needs a CVODES
   /// integrator (its forward sensitivities).
   bool fim = false;
+  /// Forward sensitivities (the FIM, and the gradient with
+  /// ode::CvodesForward): one CVODES pass per experiment carrying one
+  /// direction per estimated parameter the experiment depends on, seeded
+  /// with S0 = dy0/dθ (initial values, condition overrides and
+  /// pre-equilibration differentiated before the solve, as AMICI's sx0),
+  /// and the gradient and the FIM from the same pass. false: the gradient
+  /// by ode::gradient per segment — |q| + n_states directions and the
+  /// chain rule through dy/dy0 afterwards, as earlier versions did; the
+  /// same gradient to the tolerances, slower; kept to measure and check
+  /// the seeding (bench/bench_petab.cpp, tests/petab).
+  bool seed_initial_sensitivities = true;
+  /// With the seeded forward sensitivities: CVODES' error test on dy/dθ
+  /// with θ on each parameter's scale (p̄ = dlin/dθ in
+  /// CVodeSetSensParams, so atol_S = atol / p̄), as AMICI's sensitivities
+  /// with respect to scaled parameters are; false (the default): on
+  /// dy/dlin. Measured at rtol = atol = 1e-8 against a 1e-12 / 1e-14
+  /// reference (bench/README.md, "PEtab forward sensitivities seeded with
+  /// dy0/dθ"):
+  /// 1.1–1.3× faster but the gradient less accurate (Fujita_SciSignal2010
+  /// 4.2e-3 of its size instead of 5.4e-5; Elowitz, Zheng 3.5–3.8×).
+  bool scale_sensitivity_tolerances = false;
 };
 
 struct Result {
@@ -244,6 +269,11 @@ struct Result {
   /// the model (docs/petab.md derives it). Independent of the measured values.
   std::vector<double> fim;
   std::size_t rhs_evaluations = 0;
+  /// Forward-sensitivity directions integrated, summed over the
+  /// experiments (0 without forward sensitivities): seeded, one per
+  /// estimated parameter an experiment depends on; unseeded
+  /// (seed_initial_sensitivities = false), |q| + n_states per experiment.
+  std::size_t sensitivity_directions = 0;
 };
 
 /// The log-likelihood etc. at `theta` (one value per estimated parameter,
