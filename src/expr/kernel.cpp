@@ -5,9 +5,21 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "costate/ad/dual.hpp"
+#include "costate/ad/reverse.hpp"
+#include "costate/ad/sparsity.hpp"
+
 namespace costate::expr {
 
 template void Kernel::evaluate<double>(double*) const;
+template void Kernel::evaluate<ad::Dual<double, 1>>(ad::Dual<double, 1>*) const;
+template void Kernel::evaluate<ad::Dual<double, 8>>(ad::Dual<double, 8>*) const;
+template void Kernel::evaluate<ad::IndexSet>(ad::IndexSet*) const;
+template void Kernel::evaluate<ad::Reverse<double>>(ad::Reverse<double>*) const;
+template void Kernel::evaluate<ad::Reverse<ad::Dual<double, 1>>>(
+    ad::Reverse<ad::Dual<double, 1>>*) const;
+template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
+    ad::Dual<ad::Dual<double, 1>, 8>*) const;
 
 namespace {
 

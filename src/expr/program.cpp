@@ -7,9 +7,26 @@
 #include <numbers>
 #include <optional>
 
+#include "costate/ad/dual.hpp"
+#include "costate/ad/reverse.hpp"
+#include "costate/ad/sparsity.hpp"
 #include "costate/io/input.hpp"  // nearest(): "did you mean" suggestions
 
 namespace costate::expr {
+
+// The scalar types declared `extern template` in program.hpp.
+template double Program::evaluate<double>(std::span<const double>) const;
+template ad::Dual<double, 1> Program::evaluate<ad::Dual<double, 1>>(
+    std::span<const ad::Dual<double, 1>>) const;
+template ad::Dual<double, 8> Program::evaluate<ad::Dual<double, 8>>(
+    std::span<const ad::Dual<double, 8>>) const;
+template ad::IndexSet Program::evaluate<ad::IndexSet>(std::span<const ad::IndexSet>) const;
+template ad::Reverse<double> Program::evaluate<ad::Reverse<double>>(
+    std::span<const ad::Reverse<double>>) const;
+template ad::Reverse<ad::Dual<double, 1>> Program::evaluate<ad::Reverse<ad::Dual<double, 1>>>(
+    std::span<const ad::Reverse<ad::Dual<double, 1>>>) const;
+template ad::Dual<ad::Dual<double, 1>, 8> Program::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
+    std::span<const ad::Dual<ad::Dual<double, 1>, 8>>) const;
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -24,6 +25,14 @@ namespace costate::ode::detail {
 
 struct SystemRhs {
   const System& system;
+  /// f(t, x, p) on doubles, for the steppers that call the model's rhs
+  /// themselves (ThetaStepper).
+  template <class T>
+    requires std::same_as<T, double>
+  void rhs(double t, std::span<const double> x, std::span<const double> p,
+           std::span<double> dxdt) const {
+    system.rhs(t, x, p, dxdt);
+  }
 };
 
 template <>

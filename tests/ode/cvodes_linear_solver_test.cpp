@@ -17,8 +17,11 @@
 #include "costate/ode/system.hpp"
 #include "costate/ode/models.hpp"
 #include "test_models.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
+
+using costate::test::max_rel_err;
 
 using namespace costate::ode;
 using LS = CvodesLinearSolver;
@@ -40,13 +43,6 @@ constexpr std::size_t kPoints = 50;  // 100 states: automatic takes band
 
 Problem<Brusselator1D> brusselator(double t1) {
   return {Brusselator1D{}, Brusselator1D::initial_state(kPoints), {1.0, 3.0, 1.0 / 50.0}, {0.0, t1}};
-}
-
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0.0, scale = 0.0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / scale);
-  return m;
 }
 
 TEST(CvodesLinearSolver, NamesRoundTripAndBadNamesListTheValidOnes) {
@@ -175,7 +171,7 @@ TEST(CvodesLinearSolver, AutomaticTakesKluForFewEntriesPerRow) {
     const auto last = sol.state(sol.n_outputs() - 1);
     const std::vector<double> yy(last.begin(), last.end());
     if (ref.empty()) ref = yy;
-    EXPECT_LT(max_rel_diff(yy, ref), kSolutionRelTol) << to_string(s);
+    EXPECT_LT(max_rel_err(yy, ref), kSolutionRelTol) << to_string(s);
   }
 }
 
@@ -190,7 +186,7 @@ TEST(CvodesLinearSolver, BrusselatorSolutionsAgree) {
       const auto last = sol.state(sol.n_outputs() - 1);
       const std::vector<double> y(last.begin(), last.end());
       if (ref.empty()) ref = y;
-      EXPECT_LT(max_rel_diff(y, ref), kSolutionRelTol) << to_string(m) << " " << to_string(s);
+      EXPECT_LT(max_rel_err(y, ref), kSolutionRelTol) << to_string(m) << " " << to_string(s);
     }
   }
 }
@@ -227,9 +223,9 @@ TEST(CvodesLinearSolver, BrusselatorGradientsAgree) {
     }
     for (const GradientResult* g : {&fw, &adj}) {
       EXPECT_NEAR(g->objective, ref.objective, kSolutionRelTol * std::abs(ref.objective));
-      EXPECT_LT(max_rel_diff(g->wrt_parameters, ref.wrt_parameters), kGradientRelTol)
+      EXPECT_LT(max_rel_err(g->wrt_parameters, ref.wrt_parameters), kGradientRelTol)
           << to_string(s) << " " << g->method;
-      EXPECT_LT(max_rel_diff(g->wrt_initial_state, ref.wrt_initial_state), kGradientRelTol)
+      EXPECT_LT(max_rel_err(g->wrt_initial_state, ref.wrt_initial_state), kGradientRelTol)
           << to_string(s) << " " << g->method;
     }
   }
@@ -264,8 +260,8 @@ TEST(CvodesLinearSolver, RobertsonAgreesForEverySolver) {
     // relative to itself.
     for (std::size_t i = 0; i < 3; ++i)
       EXPECT_NEAR(y[i], y_ref[i], kSolutionRelTol * std::abs(y_ref[i])) << to_string(s) << " " << i;
-    EXPECT_LT(max_rel_diff(fw.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
-    EXPECT_LT(max_rel_diff(adj.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
+    EXPECT_LT(max_rel_err(fw.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
+    EXPECT_LT(max_rel_err(adj.wrt_parameters, g_ref), kGradientRelTol) << to_string(s);
   }
 }
 

@@ -12,8 +12,11 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/system.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
+
+using costate::test::max_rel_err;
 
 using namespace costate::ode;
 using costate::expr::Node;
@@ -26,15 +29,6 @@ constexpr double kSameProduct = 1e-13;
 // Gradients over 10⁴ rk4 steps: the per-step round-off differences above,
 // accumulated.
 constexpr double kSameGradient = 1e-10;
-
-double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return diff / scale;
-}
 
 struct HalfNorm {
   template <class T>
@@ -81,13 +75,13 @@ TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
   Linearization a(own), b(dense);
   a.at(0.25, x, p);
   b.at(0.25, x, p);
-  EXPECT_LE(rel_error({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
+  EXPECT_LE(max_rel_err({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
             kSameProduct);
   std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
   a.vjp(w, xa, pa);
   b.vjp(w, xb, pb);
-  EXPECT_LE(rel_error(xa, xb), kSameProduct);
-  EXPECT_LE(rel_error(pa, pb), kSameProduct);
+  EXPECT_LE(max_rel_err(xa, xb), kSameProduct);
+  EXPECT_LE(max_rel_err(pa, pb), kSameProduct);
   // Products through the same linearization again (the record is reused).
   std::vector<double> xa2(3), pa2(4, 0.5);
   a.vjp(w, xa2, pa2);
@@ -96,10 +90,10 @@ TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
   std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
   a.jvp(v, q, ja);
   b.jvp(v, q, jb);
-  EXPECT_LE(rel_error(ja, jb), kSameProduct);
+  EXPECT_LE(max_rel_err(ja, jb), kSameProduct);
   a.jacobian(Ja);
   b.jacobian(Jb);
-  EXPECT_LE(rel_error(Ja, Jb), kSameProduct);
+  EXPECT_LE(max_rel_err(Ja, Jb), kSameProduct);
   // With a running cost the System's own strategies handle f and q together.
   const Running run;
   EXPECT_EQ(make_system(model, run, 3, 4).model().own_vjp_workspace(), 0u);
@@ -113,12 +107,12 @@ TEST(EquationModelSystem, AdjointGradientEqualsTheCxxModel) {
   const GradientResult ge = gradient(eq, HalfNorm{}, DiscreteAdjoint{}, opt);
   const GradientResult gc = gradient(cxx, HalfNorm{}, DiscreteAdjoint{}, opt);
   EXPECT_LE(std::abs(ge.objective - gc.objective), kSameGradient * std::abs(gc.objective));
-  EXPECT_LE(rel_error(ge.wrt_parameters, gc.wrt_parameters), kSameGradient);
-  EXPECT_LE(rel_error(ge.wrt_initial_state, gc.wrt_initial_state), kSameGradient);
+  EXPECT_LE(max_rel_err(ge.wrt_parameters, gc.wrt_parameters), kSameGradient);
+  EXPECT_LE(max_rel_err(ge.wrt_initial_state, gc.wrt_initial_state), kSameGradient);
   // And against forward sensitivities of the equation model (Dual passes).
   const GradientResult gf = gradient(eq, HalfNorm{}, Forward{}, opt);
-  EXPECT_LE(rel_error(ge.wrt_parameters, gf.wrt_parameters), kSameGradient);
-  EXPECT_LE(rel_error(ge.wrt_initial_state, gf.wrt_initial_state), kSameGradient);
+  EXPECT_LE(max_rel_err(ge.wrt_parameters, gf.wrt_parameters), kSameGradient);
+  EXPECT_LE(max_rel_err(ge.wrt_initial_state, gf.wrt_initial_state), kSameGradient);
 }
 
 }  // namespace

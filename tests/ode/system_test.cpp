@@ -16,8 +16,13 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/system.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
+
+using costate::test::dot;
+using costate::test::max_floored_err;
+using costate::test::max_rel_err;
 
 using namespace costate::ode;
 
@@ -102,21 +107,6 @@ struct Integral {
   }
 };
 
-double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double scale = 0.0, diff = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-  }
-  return diff / scale;
-}
-
-double dot_of(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 std::vector<double> wave(std::size_t n, double a, double b) {
   std::vector<double> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = a + b * std::sin(1.0 + 0.7 * double(i));
@@ -153,14 +143,14 @@ void check_products(const System& sys, const System& other, double t, const std:
   sys.rhs(t, xp, pp, fp);
   sys.rhs(t, xm, pm, fm);
   for (std::size_t i = 0; i < nx; ++i) fd[i] = (fp[i] - fm[i]) / (2 * h);
-  EXPECT_LE(rel_error(jv, fd), kRhsDifference) << to_string(lin.strategy());
-  EXPECT_LE(rel_error(jv, jv_other), kSameProduct);
+  EXPECT_LE(max_rel_err(jv, fd), kRhsDifference) << to_string(lin.strategy());
+  EXPECT_LE(max_rel_err(jv, jv_other), kSameProduct);
   // VJP against the other strategy and the duality wᵀ(J v) = (Jᵀ w)ᵀ v.
   std::vector<double> xb(nx), xb_other(nx), pb(np, 0.0), pb_other(np, 0.0);
   lin.vjp(w, xb, pb);
   lo.vjp(w, xb_other, pb_other);
-  EXPECT_LE(rel_error(xb, xb_other), kSameProduct);
-  EXPECT_LE(rel_error(pb, pb_other), kSameProduct);
+  EXPECT_LE(max_rel_err(xb, xb_other), kSameProduct);
+  EXPECT_LE(max_rel_err(pb, pb_other), kSameProduct);
   double lhs = 0.0, rhs = 0.0;
   for (std::size_t i = 0; i < nx; ++i) lhs += w[i] * jv[i];
   for (std::size_t i = 0; i < n; ++i) rhs += xb[i] * v[i];
@@ -176,7 +166,7 @@ void check_products(const System& sys, const System& other, double t, const std:
   std::vector<double> J(nx * (n + np)), Jo(nx * (n + np));
   lin.jacobian(J);
   lo.jacobian(Jo);
-  EXPECT_LE(rel_error(J, Jo), kSameProduct);
+  EXPECT_LE(max_rel_err(J, Jo), kSameProduct);
   const std::size_t m = 3;
   std::vector<double> V(nx * m), Q(np * m), out(nx * m), one(nx);
   for (std::size_t i = 0; i < nx; ++i)
@@ -190,7 +180,7 @@ void check_products(const System& sys, const System& other, double t, const std:
     for (std::size_t j = 0; j < np; ++j) qk[j] = Q[j * m + k];
     lin.jvp(vk, qk, one);
     for (std::size_t i = 0; i < nx; ++i) ok[i] = out[i * m + k];
-    EXPECT_LE(rel_error(ok, one), kSameProduct) << "direction " << k;
+    EXPECT_LE(max_rel_err(ok, one), kSameProduct) << "direction " << k;
   }
 }
 
@@ -297,8 +287,8 @@ void check_gradient(const Problem<M>& pr, const O& obj, const IntegratorOptions&
   const GradientResult a = gradient(pr, obj, adjoint, opt);
   const GradientResult f = gradient(pr, obj, Forward{}, opt, a.step_times);
   EXPECT_NEAR(f.objective, a.objective, 1e-12 * std::abs(a.objective));
-  EXPECT_LE(rel_error(f.wrt_parameters, a.wrt_parameters), kAdjointVsTangent);
-  EXPECT_LE(rel_error(f.wrt_initial_state, a.wrt_initial_state), kAdjointVsTangent);
+  EXPECT_LE(max_rel_err(f.wrt_parameters, a.wrt_parameters), kAdjointVsTangent);
+  EXPECT_LE(max_rel_err(f.wrt_initial_state, a.wrt_initial_state), kAdjointVsTangent);
   std::vector<double> fd, ad = a.wrt_parameters;
   ad.insert(ad.end(), a.wrt_initial_state.begin(), a.wrt_initial_state.end());
   for (std::size_t d = 0; d < pr.p.size() + pr.y0.size(); ++d) {
@@ -312,7 +302,7 @@ void check_gradient(const Problem<M>& pr, const O& obj, const IntegratorOptions&
                   objective_at(minus, obj, opt, a.step_times)) /
                  (2 * h));
   }
-  EXPECT_LE(rel_error(ad, fd), kObjectiveDifference);
+  EXPECT_LE(max_rel_err(ad, fd), kObjectiveDifference);
 }
 
 TEST(SystemGradient, LotkaVolterraTerminalIntegralObservations) {
@@ -355,8 +345,8 @@ TEST(SystemGradient, BrusselatorSparseAndTapeAgree) {
   EXPECT_EQ(sparse.strategy(), JacobianStrategy::Sparse);
   EXPECT_EQ(tape.strategy(), JacobianStrategy::Tape);
   EXPECT_EQ(a.objective, b.objective);
-  EXPECT_LE(rel_error(a.wrt_parameters, b.wrt_parameters), kSameProduct * 10);
-  EXPECT_LE(rel_error(a.wrt_initial_state, b.wrt_initial_state), kSameProduct * 10);
+  EXPECT_LE(max_rel_err(a.wrt_parameters, b.wrt_parameters), kSameProduct * 10);
+  EXPECT_LE(max_rel_err(a.wrt_initial_state, b.wrt_initial_state), kSameProduct * 10);
 }
 
 TEST(SystemGradient, TapeStrategyGradient) {
@@ -467,19 +457,19 @@ void check_second_order(const System& sys, const System& other, double t,
   std::vector<double> jv(nx);
   lin.jvp(xd, pd, jv);
   for (std::size_t i = 0; i < nx; ++i) EXPECT_EQ(a.value()[i], lin.value()[i]) << i;
-  EXPECT_LE(rel_error({a.value_dot().begin(), a.value_dot().end()}, jv), kSameProduct);
-  EXPECT_LE(rel_error({b.value_dot().begin(), b.value_dot().end()}, jv), kSameProduct);
+  EXPECT_LE(max_rel_err({a.value_dot().begin(), a.value_dot().end()}, jv), kSameProduct);
+  EXPECT_LE(max_rel_err({b.value_dot().begin(), b.value_dot().end()}, jv), kSameProduct);
   // The vJp and its ε-part.
   std::vector<double> xb(nx), xbd(nx), pb(np, 0.0), pbd(np, 0.0);
   std::vector<double> xb2(nx), xbd2(nx), pb2(np, 0.0), pbd2(np, 0.0);
   a.vjp(w, wd, xb, xbd, pb, pbd);
   b.vjp(w, wd, xb2, xbd2, pb2, pbd2);
-  EXPECT_LE(rel_error(xbd, xbd2), kSameProduct);
-  EXPECT_LE(rel_error(pbd, pbd2), kSameProduct);
+  EXPECT_LE(max_rel_err(xbd, xbd2), kSameProduct);
+  EXPECT_LE(max_rel_err(pbd, pbd2), kSameProduct);
   std::vector<double> x1(nx), p1(np, 0.0);
   lin.vjp(w, x1, p1);
-  EXPECT_LE(rel_error(xb, x1), kSameProduct);
-  EXPECT_LE(rel_error(pb, p1), kSameProduct);
+  EXPECT_LE(max_rel_err(xb, x1), kSameProduct);
+  EXPECT_LE(max_rel_err(pb, p1), kSameProduct);
   // d/dε [f_x(x + εẋ, p + εṗ)ᵀ (w + εẇ)] by central differences.
   const double h = 1e-5;
   auto first = [&](double s, std::vector<double>& gx, std::vector<double>& gp) {
@@ -498,8 +488,8 @@ void check_second_order(const System& sys, const System& other, double t,
   first(-h, gxm, gpm);
   for (std::size_t i = 0; i < nx; ++i) fdx[i] = (gxp[i] - gxm[i]) / (2 * h);
   for (std::size_t j = 0; j < np; ++j) fdp[j] = (gpp[j] - gpm[j]) / (2 * h);
-  EXPECT_LE(rel_error(xbd, fdx), kSecondOrderDifference);
-  EXPECT_LE(rel_error(pbd, fdp), kSecondOrderDifference);
+  EXPECT_LE(max_rel_err(xbd, fdx), kSecondOrderDifference);
+  EXPECT_LE(max_rel_err(pbd, fdp), kSecondOrderDifference);
   for (std::size_t i = n; i < nx; ++i) EXPECT_EQ(xbd[i], 0.0);  // z is never an input
   // The Jacobian's ε-part: both strategies form it by Dual passes, against
   // differences of the first-order Jacobian.
@@ -521,7 +511,7 @@ void check_second_order(const System& sys, const System& other, double t,
   sys.jacobian(t, xp, pp, Jp);
   sys.jacobian(t, xm, pm, Jm);
   for (std::size_t k = 0; k < Jp.size(); ++k) fdJ[k] = (Jp[k] - Jm[k]) / (2 * h);
-  EXPECT_LE(rel_error(Jd, fdJ), kSecondOrderDifference);
+  EXPECT_LE(max_rel_err(Jd, fdJ), kSecondOrderDifference);
 }
 
 TEST(SystemSecondOrder, DenseAndTapeAgainstDifferencesLotkaVolterra) {
@@ -563,23 +553,15 @@ TEST(SystemSecondOrder, TermHessianVectorAgainstDifferencesOfGradients) {
   const std::vector<double> yd{0.3, -0.5, 0.0}, pd{0.2, 0.1, -0.4, 0.7};
   const double h = 1e-5;
   // Relative to max(1, max |want|): the observation terms do not read p (zero rows).
-  auto rel_error = [](const std::vector<double>& got, const std::vector<double>& want) {
-    double scale = 1.0, diff = 0.0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, std::abs(want[i]));
-      diff = std::max(diff, std::abs(got[i] - want[i]));
-    }
-    return diff / scale;
-  };
   auto check = [&](auto&& grad, auto&& hv, const char* what) {
     std::vector<double> gy(2, 0.0), gyd(2, 0.0), gp(4, 0.0), gpd(4, 0.0);
     double vd = 0.0;
     const double v = hv(y, yd, p, pd, gy, gyd, gp, gpd, vd);
     std::vector<double> gy1(2, 0.0), gp1(4, 0.0);
     EXPECT_EQ(v, grad(y, p, gy1, gp1)) << what;
-    EXPECT_LE(rel_error(gy, gy1), kSameProduct) << what;
-    EXPECT_LE(rel_error(gp, gp1), kSameProduct) << what;
-    EXPECT_NEAR(vd, dot_of(gy1, yd) + dot_of(gp1, pd), kSameProduct * (1.0 + std::abs(vd))) << what;
+    EXPECT_LE(max_floored_err(gy, gy1), kSameProduct) << what;
+    EXPECT_LE(max_floored_err(gp, gp1), kSameProduct) << what;
+    EXPECT_NEAR(vd, dot(gy1, yd) + dot(gp1, pd), kSameProduct * (1.0 + std::abs(vd))) << what;
     auto at = [&](double s, std::vector<double>& a, std::vector<double>& b) {
       std::vector<double> ys(y), ps(p);
       for (std::size_t i = 0; i < 2; ++i) ys[i] += s * yd[i];
@@ -593,8 +575,8 @@ TEST(SystemSecondOrder, TermHessianVectorAgainstDifferencesOfGradients) {
     at(-h, am, bm);
     for (std::size_t i = 0; i < 2; ++i) fy[i] = (ap[i] - am[i]) / (2 * h);
     for (std::size_t j = 0; j < 4; ++j) fp[j] = (bp[j] - bm[j]) / (2 * h);
-    EXPECT_LE(rel_error(gyd, fy), kSecondOrderDifference) << what;
-    EXPECT_LE(rel_error(gpd, fp), kSecondOrderDifference) << what;
+    EXPECT_LE(max_floored_err(gyd, fy), kSecondOrderDifference) << what;
+    EXPECT_LE(max_floored_err(gpd, fp), kSecondOrderDifference) << what;
   };
   for (std::size_t k = 0; k < 2; ++k)
     check([&](auto&&... a) { return obs.observation_gradient(k, a...); },

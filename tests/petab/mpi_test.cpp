@@ -18,12 +18,14 @@
 
 #include "costate/core/error.hpp"
 #include "costate/petab/problem.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace petab = costate::petab;
 namespace ode = costate::ode;
+using costate::test::floored_err;
 
 fs::path petab_dir() {
   if (const char* env = std::getenv("COSTATE_PETAB_DIR")) return fs::path(env);
@@ -37,23 +39,21 @@ fs::path petab_dir() {
 // is none): a relative 1e-15 fails on any real difference.
 constexpr double kRankTol = 1e-15;
 
-double gap(double a, double b) { return std::abs(a - b) / std::max(1.0, std::abs(b)); }
-
 void expect_same(const petab::Result& dist, const petab::Result& serial) {
-  EXPECT_LE(gap(dist.llh, serial.llh), kRankTol) << dist.llh << " vs " << serial.llh;
-  EXPECT_LE(gap(dist.chi2, serial.chi2), kRankTol);
+  EXPECT_LE(floored_err(dist.llh, serial.llh), kRankTol) << dist.llh << " vs " << serial.llh;
+  EXPECT_LE(floored_err(dist.chi2, serial.chi2), kRankTol);
   ASSERT_EQ(dist.gradient.size(), serial.gradient.size());
   for (std::size_t e = 0; e < serial.gradient.size(); ++e)
-    EXPECT_LE(gap(dist.gradient[e], serial.gradient[e]), kRankTol) << "gradient entry " << e;
+    EXPECT_LE(floored_err(dist.gradient[e], serial.gradient[e]), kRankTol) << "gradient entry " << e;
   ASSERT_EQ(dist.simulations.size(), serial.simulations.size());
   for (std::size_t i = 0; i < serial.simulations.size(); ++i) {
-    EXPECT_LE(gap(dist.simulations[i], serial.simulations[i]), kRankTol) << "measurement " << i;
-    EXPECT_LE(gap(dist.sigmas[i], serial.sigmas[i]), kRankTol) << "measurement " << i;
+    EXPECT_LE(floored_err(dist.simulations[i], serial.simulations[i]), kRankTol) << "measurement " << i;
+    EXPECT_LE(floored_err(dist.sigmas[i], serial.sigmas[i]), kRankTol) << "measurement " << i;
   }
   EXPECT_EQ(dist.rhs_evaluations, serial.rhs_evaluations);
   ASSERT_EQ(dist.fim.size(), serial.fim.size());
   for (std::size_t c = 0; c < serial.fim.size(); ++c)
-    EXPECT_LE(gap(dist.fim[c], serial.fim[c]), kRankTol) << "fim entry " << c;
+    EXPECT_LE(floored_err(dist.fim[c], serial.fim[c]), kRankTol) << "fim entry " << c;
 }
 
 void check(const fs::path& yaml, const ode::SensitivityMethod& method) {

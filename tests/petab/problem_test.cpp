@@ -26,12 +26,14 @@
 
 #include "costate/core/error.hpp"
 #include "costate/petab/problem.hpp"
+#include "support/relative_error.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace petab = costate::petab;
 namespace ode = costate::ode;
+using costate::test::max_floored_err;
 
 /// The configured folder (CMake COSTATE_PETAB_DIR); the environment
 /// variable of the same name overrides it.
@@ -178,14 +180,6 @@ double central_difference(const petab::Problem& pb, std::vector<double> theta, s
   return (up - down) / (2.0 * h);
 }
 
-/// max_e |a_e − b_e| / max(‖b‖_∞, 1): the gradient error relative to its size.
-double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
-  double scale = 1.0, gap = 0.0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (std::size_t i = 0; i < a.size(); ++i) gap = std::max(gap, std::abs(a[i] - b[i]));
-  return gap / scale;
-}
-
 // Gradient checks on the suite: CVODES at rtol 1e-10 / atol 1e-12 solves
 // the continuous problem to ~1e-10, so its adjoint and forward gradients
 // agree to well below 1e-6 of the gradient's size; central differences with
@@ -216,7 +210,7 @@ TEST(PetabTestSuite, GradientAdjointMatchesForwardAndCentralDifferences) {
     std::vector<double> fd(theta.size());
     for (std::size_t e = 0; e < theta.size(); ++e)
       fd[e] = central_difference(pb, theta, e, kCentralStep, kSuiteOptions);
-    const double gf = relative_gap(a.gradient, f.gradient), gd = relative_gap(a.gradient, fd);
+    const double gf = max_floored_err(a.gradient, f.gradient), gd = max_floored_err(a.gradient, fd);
     EXPECT_LE(gf, kSuiteAdjointVsForward);
     EXPECT_LE(gd, kSuiteVsCentral);
     worst_fwd = std::max(worst_fwd, gf);
@@ -388,8 +382,8 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
       fd.push_back((4.0 * d1 - d2) / 3.0);
       ga.push_back(a.gradient[e]);
     }
-    const double gf = forward_ok ? relative_gap(a.gradient, f.gradient) : std::nan(""),
-                 gd = relative_gap(ga, fd);
+    const double gf = forward_ok ? max_floored_err(a.gradient, f.gradient) : std::nan(""),
+                 gd = max_floored_err(ga, fd);
     if (std::getenv("COSTATE_PETAB_VERBOSE"))
       for (std::size_t i = 0; i < picks.size(); ++i)
         std::cout << "    " << pb.estimated_ids()[picks[i]] << ": adjoint " << ga[i] << " forward "
@@ -460,7 +454,7 @@ TEST(PetabBenchmark, WeberSwitchTimesAreIntegrationStops) {
     fd.push_back((4.0 * d1 - d2) / 3.0);
     ga.push_back(a.gradient[e]);
   }
-  EXPECT_LE(relative_gap(ga, fd), kWeberVsCentral);
+  EXPECT_LE(max_floored_err(ga, fd), kWeberVsCentral);
 }
 
 }  // namespace

@@ -165,6 +165,15 @@ void Kernel::evaluate(T* r) const {
   for (const Step& s : steps_) *out++ = apply<T>(s.op, r[s.a], r[s.b], r[s.c]);
 }
 
+// Instantiated once in src/expr/kernel.cpp (program.hpp lists why these types).
 extern template void Kernel::evaluate<double>(double*) const;
+extern template void Kernel::evaluate<ad::Dual<double, 1>>(ad::Dual<double, 1>*) const;
+extern template void Kernel::evaluate<ad::Dual<double, 8>>(ad::Dual<double, 8>*) const;
+extern template void Kernel::evaluate<ad::IndexSet>(ad::IndexSet*) const;
+extern template void Kernel::evaluate<ad::Reverse<double>>(ad::Reverse<double>*) const;
+extern template void Kernel::evaluate<ad::Reverse<ad::Dual<double, 1>>>(
+    ad::Reverse<ad::Dual<double, 1>>*) const;
+extern template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
+    ad::Dual<ad::Dual<double, 1>, 8>*) const;
 
 }  // namespace costate::expr

@@ -42,6 +42,14 @@
 
 #include "costate/core/error.hpp"
 
+namespace costate::ad {
+template <class T, int N>
+class Dual;
+template <class T>
+class Reverse;
+class IndexSet;
+}  // namespace costate::ad
+
 namespace costate::expr {
 
 /// Opcodes of the postfix program.
@@ -261,5 +269,23 @@ T Program::evaluate(std::span<const T> variables) const {
   }
   return s[0];
 }
+
+// The scalar types the library evaluates expressions on (ode::System's
+// adapters: double, Dual<double, 8>, IndexSet, Reverse<double>; second order:
+// Dual<double, 1>, Dual<Dual<double, 1>, 8>, Reverse<Dual<double, 1>>),
+// instantiated once in src/expr/program.cpp; other types (the PDE layer's
+// Dual<double, N>) are instantiated where they are used.
+extern template double Program::evaluate<double>(std::span<const double>) const;
+extern template ad::Dual<double, 1> Program::evaluate<ad::Dual<double, 1>>(
+    std::span<const ad::Dual<double, 1>>) const;
+extern template ad::Dual<double, 8> Program::evaluate<ad::Dual<double, 8>>(
+    std::span<const ad::Dual<double, 8>>) const;
+extern template ad::IndexSet Program::evaluate<ad::IndexSet>(std::span<const ad::IndexSet>) const;
+extern template ad::Reverse<double> Program::evaluate<ad::Reverse<double>>(
+    std::span<const ad::Reverse<double>>) const;
+extern template ad::Reverse<ad::Dual<double, 1>> Program::evaluate<
+    ad::Reverse<ad::Dual<double, 1>>>(std::span<const ad::Reverse<ad::Dual<double, 1>>>) const;
+extern template ad::Dual<ad::Dual<double, 1>, 8> Program::evaluate<
+    ad::Dual<ad::Dual<double, 1>, 8>>(std::span<const ad::Dual<ad::Dual<double, 1>, 8>>) const;
 
 }  // namespace costate::expr

@@ -46,8 +46,8 @@
 ///         Λ jumps ℓ_k,yy s + ℓ_k,yp v_p at the observations,
 ///         (H v)_y0 = Λ(t0),
 ///         (H v)_p = ν(t0) + g_py s + g_pp v_p + Σ_k (ℓ_k,py s + ℓ_k,pp v_p),
-///     the products from one recording of the augmented rhs on
-///     ad::Reverse<ad::Dual<double, 1>> (detail/cvodes_hessian.hpp).
+///     the products from the second-order System's SecondOrderLinearization
+///     (src/ode/cvodes_hessian.cpp).
 ///
 /// CVODES solves the continuous problem to its tolerances: its gradient is
 /// the derivative of the exact objective up to O(rtol), not of the discrete

@@ -42,7 +42,7 @@
 /// window). Their gradient part agrees with ode::gradient's to rounding.
 /// CVODES (sensitivity.method cvodes_adjoint, integrator.method cvodes_bdf |
 /// cvodes_adams): the continuous second-order adjoint instead
-/// (detail/cvodes_hessian.hpp) — CVODES' forward sensitivity along v stored
+/// (src/ode/cvodes_hessian.cpp) — CVODES' forward sensitivity along v stored
 /// with the checkpoints, and a backward problem [λ; Λ] reading it next to
 /// the gradient's λ problem. H v is then the exact Hessian applied to v up
 /// to O(rtol) (not a discrete one: check it against finite differences of
@@ -118,9 +118,9 @@ struct HessianResult {
 namespace detail {
 
 /// hessian_vector with CvodesAdjoint: the continuous second-order adjoint
-/// through CVODES (detail/cvodes_hessian.hpp, included at the end).
-template <Model M, class O>
-HessianVectorResult cvodes_hessian_vector(const Problem<M>& problem, const O& objective,
+/// through CVODES (src/ode/cvodes_hessian.cpp, on the second-order System).
+HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const double> y0,
+                                          std::span<const double> p, double t0, double t1,
                                           const HessianDirection& v, const CvodesAdjoint& adjoint,
                                           IntegratorOptions options);
 
@@ -166,7 +166,12 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
     COSTATE_CHECK(replay_times.empty(),
                   "hessian_vector: replay_times are for the native steppers; "
                   "sensitivity.method = cvodes_adjoint chooses its own steps");
-    return detail::cvodes_hessian_vector(problem, objective, v, *cv, std::move(options));
+    // The System with its second-order evaluations; dense [f_y | f_p] up to
+    // cvodes::kBindingDenseMax states + parameters, as cvodes_gradient's.
+    const System system = make_second_order_system(problem.model, objective, n, np,
+                                                   {.dense_max = cvodes::kBindingDenseMax});
+    return detail::cvodes_hessian_vector(system, problem.y0, problem.p, problem.t0(),
+                                         problem.t1(), v, *cv, std::move(options));
   }
   // The native steppers: the compiled scheme and sweep on the System.
   const System system = make_second_order_system(problem.model, objective, n, np);
@@ -232,4 +237,3 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
 
 }  // namespace costate::ode
 
-#include "costate/ode/detail/cvodes_hessian.hpp"

@@ -30,9 +30,6 @@
 #include "costate/ode/steppers/dopri5.hpp"
 #include "costate/ode/steppers/explicit_euler.hpp"
 #include "costate/ode/steppers/rk4.hpp"
-#include "costate/ode/steppers/bdf.hpp"
-#include "costate/ode/steppers/sdirk3.hpp"
-#include "costate/ode/steppers/theta.hpp"
 #include "costate/ode/system.hpp"
 #include "costate/tensor/vector.hpp"
 
@@ -317,18 +314,6 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
   s.final_time = t;
 }
 
-/// Presents an implicit stepper on spans to run_fixed.
-template <class S>
-struct ImplicitAdapter {
-  S& stepper;
-  std::size_t n;
-  template <class F, class V>
-  bool step(F&, double t, double h, const V& a, const V& b, std::string* why) {
-    return stepper.step(t, h, std::span<const double>(a.data(), n), std::span<double>(b.data(), n),
-                        why);
-  }
-};
-
 }  // namespace detail
 
 /// Integrates y' = f(t, y) from t0 to t1 in place on `y` (any costate::Vector
@@ -377,6 +362,15 @@ Summary integrate_vector(Rhs&& f, double t0, double t1, V& y, const IntegratorOp
   return s;
 }
 
+namespace detail {
+/// ode::integrate on the compiled System of a model (src/ode/integrate.cpp:
+/// every stepper, compiled once): the trajectory of x = (y, z) at `outputs`
+/// (validated here; ascending inside [t0, t1]).
+Solution integrate_system(const System& system, std::span<const double> y0,
+                          std::span<const double> p, double t0, double t1,
+                          std::span<const double> outputs, const IntegratorOptions& options);
+}  // namespace detail
+
 /// Integrates an ode::Problem with the given options; returns the trajectory
 /// at the problem's output times (t0 and t1 when none are given) and the
 /// summary. Throws costate::Error on invalid settings (see
@@ -385,95 +379,18 @@ template <Model M>
 Solution integrate(const Problem<M>& problem, const IntegratorOptions& options = {}) {
   const std::size_t n = problem.n_states();
   COSTATE_CHECK(n > 0, "the problem has no states (empty y0)");
-  std::vector<double> default_outputs{problem.t0(), problem.t1()};
-  std::span<const double> outputs =
+  const std::vector<double> default_outputs{problem.t0(), problem.t1()};
+  const std::span<const double> outputs =
       problem.output_times.empty() ? std::span<const double>(default_outputs)
                                    : std::span<const double>(problem.output_times);
-  HostVector y = HostVector::from(std::span<const double>(problem.y0));
-  const std::span<const double> p(problem.p);
-  auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
-    problem.model.template rhs<double>(t, std::span<const double>(yy.data(), yy.size()), p,
-                                       std::span<double>(dydt.data(), dydt.size()));
-  };
-  Solution sol;
-  sol.n_states = n;
-  sol.t.reserve(outputs.size());
-  sol.y.reserve(outputs.size() * n);
-  auto record = [&](std::size_t, double t, const HostVector& state) {
-    sol.t.push_back(t);
-    sol.y.insert(sol.y.end(), state.data(), state.data() + n);
-  };
-  if (options.method == Method::Sdirk3 || options.method == Method::Bdf) {
-    // Adaptive implicit methods (steppers/sdirk3.hpp, steppers/bdf.hpp).
-    options.validate(n);
-    detail::validate_output_times(outputs, problem.t0(), problem.t1());
-    Summary& s = sol.summary;
-    s.method = options.method;
-    s.final_time = problem.t0();
-    const auto start = std::chrono::steady_clock::now();
-    auto record_span = [&](std::size_t, double t, std::span<const double> state) {
-      sol.t.push_back(t);
-      sol.y.insert(sol.y.end(), state.begin(), state.end());
-    };
-    std::span<double> ys(y.data(), n);
-    auto finish = [&](auto& st) {
-      s.rhs_evaluations = st.model_jacobian().rhs_evaluations;
-      s.jacobian_evaluations = st.model_jacobian().jacobian_evaluations;
-      s.factorizations = st.newton().factorizations;
-      s.newton_iterations = st.newton().iterations;
-    };
-    if (options.method == Method::Sdirk3) {
-      Sdirk3Stepper<M> st(problem.model, p, n, options.newton_tol, options.newton_max_iterations,
-                          options.rtol, detail::atol_vector(options, n));
-      if (options.fixed_step()) {
-        detail::ImplicitAdapter<Sdirk3Stepper<M>> adapter{st, n};
-        detail::run_fixed(rhs, problem.t0(), problem.t1(), y, options, outputs, record, s,
-                          &adapter);
-      } else {
-        detail::run_sdirk3(st, problem.t0(), problem.t1(), ys, options, outputs, record_span, s,
-                           [](double) {});
-      }
-      finish(st);
-    } else {
-      BdfStepper<M> st(problem.model, p, n, options.newton_tol, options.newton_max_iterations);
-      detail::run_bdf(st, problem.t0(), problem.t1(), ys, options, outputs, record_span, s,
-                      [](double, int) {});
-      finish(st);
-    }
-    s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s.success()) s.message = "reached t1";
-    return sol;
-  }
-  if (is_cvodes(options.method)) {
-    COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");
-    detail::validate_output_times(outputs, problem.t0(), problem.t1());
-    // The compiled CVODES backend on the model's System (no objective terms).
-    static constexpr detail::NoObjectiveTerms kNone{};
-    const System system = make_system(problem.model, kNone, problem.n_states(), problem.p.size(),
-                                      {.dense_max = cvodes::kBindingDenseMax});
-    return detail::integrate_cvodes(system, problem.y0, problem.p, problem.t0(), problem.t1(),
-                                    options, outputs);
-  }
-  if (is_implicit(options.method)) {
-    // Implicit θ-method: Newton with AD Jacobians; fixed steps.
-    COSTATE_CHECK(problem.t1() > problem.t0(), "time.end must be greater than time.start");
-    options.validate(n);
-    detail::validate_output_times(outputs, problem.t0(), problem.t1());
-    ThetaStepper<M> theta(problem.model, p, n, theta_of(options.method), options.newton_tol,
-                          options.newton_max_iterations);
-    detail::ImplicitAdapter<ThetaStepper<M>> adapter{theta, n};
-    Summary& s = sol.summary;
-    s.method = options.method;
-    s.final_time = problem.t0();
-    const auto start = std::chrono::steady_clock::now();
-    detail::run_fixed(rhs, problem.t0(), problem.t1(), y, options, outputs, record, s, &adapter);
-    s.rhs_evaluations = theta.rhs_evaluations;
-    s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s.success()) s.message = "reached t1";
-    return sol;
-  }
-  sol.summary = integrate_vector(rhs, problem.t0(), problem.t1(), y, options, outputs, record);
-  return sol;
+  // The model's System (no objective terms): make_system is the only
+  // per-model code; the steppers run on it compiled.
+  static constexpr detail::NoObjectiveTerms kNone{};
+  SystemOptions so;
+  if (is_cvodes(options.method)) so.dense_max = cvodes::kBindingDenseMax;
+  const System system = make_system(problem.model, kNone, n, problem.p.size(), so);
+  return detail::integrate_system(system, problem.y0, problem.p, problem.t0(), problem.t1(),
+                                  outputs, options);
 }
 
 }  // namespace costate::ode
