@@ -308,12 +308,16 @@ std::function<void(double)> stop_at(std::int64_t at, std::int64_t& calls) {
 template <class M, class O>
 GradientResult interrupted_and_resumed(const Problem<M>& pb, const O& obj, IntegratorOptions opt,
                                        const Checkpointing& first, const Checkpointing& resume_with,
-                                       const std::vector<double>& fractions, std::int64_t total_calls,
+                                       const std::vector<double>& fractions,
+                                       std::int64_t first_run_calls, std::int64_t sweep_calls,
                                        std::vector<std::int64_t>& resumed_at) {
   std::shared_ptr<const AdjointResume> from;
   for (double f : fractions) {
     std::int64_t calls = 0;
-    opt.on_step = stop_at(std::max<std::int64_t>(1, static_cast<std::int64_t>(f * total_calls)), calls);
+    // A fresh run makes its adaptive first run (hook calls every accepted
+    // step) before the sweep; a resumed one replays the recorded steps.
+    const std::int64_t offset = from ? 0 : first_run_calls;
+    opt.on_step = stop_at(std::max<std::int64_t>(1, offset + static_cast<std::int64_t>(f * sweep_calls)), calls);
     DiscreteAdjoint m{from ? resume_with : first};
     m.resume_from = from;
     m.interrupted_at = std::make_shared<AdjointResume>();
@@ -340,10 +344,12 @@ TEST(StiffGradient, InterruptedAdjointsResumeToTheSameBits) {
   LeastSquares ls{.times = {0.5, 1.0, 1.5}, .data = {2, 1, 1, NAN, 1, 1}, .n_states = 2};
   const std::vector<IntegratorOptions> steppers = {
       {.method = Method::RK4, .dt = 1e-2},
-      {.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10},
+      // Tolerances tight enough for ≥ 150 steps: the sweeps' hook runs every
+      // kSweepHookInterval = 16 steps, and the stops need several calls.
+      {.method = Method::Dopri5, .rtol = 1e-12, .atol = 1e-14},
       {.method = Method::BackwardEuler, .dt = 1e-2},
-      {.method = Method::Sdirk3, .rtol = 1e-6, .atol = 1e-8},
-      {.method = Method::Bdf, .rtol = 1e-6, .atol = 1e-8}};
+      {.method = Method::Sdirk3, .rtol = 1e-9, .atol = 1e-11},
+      {.method = Method::Bdf, .rtol = 1e-9, .atol = 1e-11}};
   const std::vector<Checkpointing> schedules = {
       StoreAll{}, Uniform{.every = 7}, Binomial{.snapshots = 3}, Online{.snapshots = 4},
       Multilevel{.ram = 2, .disk = 2, .path = "costate_resume_checkpoints.h5"}};
@@ -360,13 +366,19 @@ TEST(StiffGradient, InterruptedAdjointsResumeToTheSameBits) {
         std::int64_t calls = 0;
         opt.on_step = stop_at(0, calls);
         const GradientResult ref = gradient(lv, obj, DiscreteAdjoint{c}, opt);
-        ASSERT_GT(calls, 8) << "too few hook calls to interrupt";
+        // The sweep's own calls (every kSweepHookInterval steps, forward and
+        // reverse): the same gradient on the recorded steps, no first run.
+        std::int64_t sweep_calls = 0;
+        opt.on_step = stop_at(0, sweep_calls);
+        gradient(lv, obj, DiscreteAdjoint{c}, opt, ref.step_times, ref.step_orders);
+        ASSERT_GT(sweep_calls, 8) << "too few hook calls to interrupt";
         // Late in the reverse sweep, then in the resumed one; one stop early
-        // (the forward pass: nothing to continue from, a restart).
+        // (the sweep's forward pass: nothing to continue from, a restart).
         for (const std::vector<double>& at :
              {std::vector<double>{0.8}, std::vector<double>{0.7, 0.5}, std::vector<double>{0.05, 0.9}}) {
           std::vector<std::int64_t> resumed_at;
-          const GradientResult r = interrupted_and_resumed(lv, obj, base, c, other, at, calls, resumed_at);
+          const GradientResult r =
+              interrupted_and_resumed(lv, obj, base, c, other, at, calls - sweep_calls, sweep_calls, resumed_at);
           EXPECT_EQ(r.objective, ref.objective);
           EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters);
           EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state);
