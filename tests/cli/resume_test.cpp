@@ -605,12 +605,17 @@ TEST_F(ResumeTest, SensitivitiesResumeToTheSameBits) {
 
 TEST_F(ResumeTest, SensitivityResumeRefusesWhatItCannotContinue) {
   write("sens.yaml", sensitivity_input("{schedule: binomial, snapshots: 6}"));
-  // Interrupt one in its reverse sweep to get a partial file.
+  // Interrupt one in its reverse sweep (the later part of the run: stops
+  // at 50–95 % of an uninterrupted run's wall time) to get a partial file.
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(wait_for(spawn(dir_, {"sensitivity", "sens.yaml", "-q"})), 0)
+      << costate::test::slurp(dir_ / "stderr.txt");
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool got = false;
   for (int attempt = 0; attempt < 10 && !got; ++attempt) {
     const pid_t pid = spawn(dir_, {"sensitivity", "sens.yaml", "-o", "s.h5"});
     wait_started(dir_, pid);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400 + 150 * attempt));
+    std::this_thread::sleep_for(std::chrono::duration<double>((0.5 + 0.05 * attempt) * wall));
     ::kill(pid, SIGTERM);
     wait_for(pid);
     got = string_attribute_of(dir_ / "s.h5", "status") == "partial";
