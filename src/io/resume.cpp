@@ -438,8 +438,8 @@ hid_t open_partial(const std::string& path, const RunConfig& cfg, const std::str
                   " --resume continues `costate " + command + "`");
     const std::string status = read_string_attribute(file, "status", what);
     if (status != "partial")
-      throw Error(what + ": status is '" + status + "', not 'partial': the " + command +
-                  " it holds finished, nothing to resume");
+      throw Error(what + ": status is '" + status + "', not 'partial': the `costate " + command +
+                  "` it holds finished, nothing to resume");
     if (resume_settings(cfg) != read_string_attribute(file, "resume_settings", what))
       throw Error(what + ": was written with other settings than " + cfg.input_path +
                   " gives now (its /settings); resume with the same input file and --set options");
@@ -498,28 +498,11 @@ void write_calibration_partial(const std::string& path, const RunConfig& cfg,
 CalibrationJournal read_calibration_partial(const std::string& path, const RunConfig& cfg) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const std::string what = "--resume " + path;
-  if (!std::filesystem::exists(path))
-    throw Error(what + ": no such file (the partial output of an interrupted `costate calibrate`)");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw Error(what + ": not an HDF5 file (expected the partial output of an interrupted "
-                       "`costate calibrate`)");
-  Id file{H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose};
-  if (file < 0) throw Error(what + ": cannot open the file");
-  const std::string status = read_string_attribute(file, "status", what);
-  const std::string command = read_string_attribute(file, "command", what);
-  if (command != "calibrate")
-    throw Error(what + ": written by `costate " + command +
-                "`; calibrate --resume continues `costate calibrate`");
-  if (status != "partial")
-    throw Error(what + ": status is '" + status +
-                "', not 'partial': the calibration it holds finished, nothing to resume");
+  Id file{open_partial(path, cfg, "calibrate", what), H5Fclose};
   if (H5Lexists(file, "calibration_resume", H5P_DEFAULT) <= 0)
     throw Error(what + ": holds a finished calibration whose optimizer stopped without "
                        "converging (no /calibration_resume journal), not an interrupted one: "
                        "nothing to resume (rerun it, e.g. with a larger optimizer.max_iterations)");
-  if (resume_settings(cfg) != read_string_attribute(file, "resume_settings", what))
-    throw Error(what + ": was written with other settings than " + cfg.input_path +
-                " gives now (its /settings); resume with the same input file and --set options");
   Id group{H5Gopen2(file, "calibration_resume", H5P_DEFAULT), H5Gclose};
   if (group < 0) throw Error(what + ": has no group /calibration_resume");
   CalibrationJournal j;

@@ -136,10 +136,14 @@ int wait_for(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
-/// The wall time of an uninterrupted run (to choose kill times within it).
+/// The wall time of an uninterrupted run from the moment it reports its
+/// integrator (where the kills' clocks start) to its end: kill times are
+/// chosen within it.
 double reference_run(const fs::path& dir, const std::string& input, const std::string& out) {
+  const pid_t pid = spawn(dir, {"run", input, "-o", out});
+  wait_started(dir, pid);
   const auto start = std::chrono::steady_clock::now();
-  const int rc = wait_for(spawn(dir, {"run", input, "-q", "-o", out}));
+  const int rc = wait_for(pid);
   EXPECT_EQ(rc, 0) << costate::test::slurp(dir / "stderr.txt");
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -150,8 +154,12 @@ struct ChainStats {
 
 /// One chain: start, kill at random times (SIGTERM or SIGKILL), resume from
 /// whatever partial file exists, until a run finishes. Returns the final file.
+/// A resumed run has only the rest to do: its kill time is drawn within the
+/// remaining fraction of `wall` (the partial file's output points of the
+/// uninterrupted run's `points`), so that kills land inside resumed runs too
+/// rather than after they finished.
 RunFile interrupted_chain(const fs::path& dir, const std::string& input, const std::string& out,
-                          double wall, std::mt19937& rng, ChainStats& stats) {
+                          double wall, std::size_t points, std::mt19937& rng, ChainStats& stats) {
   fs::remove(dir / out);
   std::uniform_real_distribution<double> when(0.05, 0.9);
   std::bernoulli_distribution use_kill(0.3);
@@ -169,8 +177,13 @@ RunFile interrupted_chain(const fs::path& dir, const std::string& input, const s
     const bool kill_it = attempt < 6;
     const bool hard = use_kill(rng);
     if (kill_it) {
+      double left = 1.0;
+      if (resume && points > 0) {
+        const std::size_t done = read_run(dir / out).t.size();
+        left = std::clamp(1.0 - static_cast<double>(done) / static_cast<double>(points), 0.05, 1.0);
+      }
       wait_started(dir, pid);
-      std::this_thread::sleep_for(std::chrono::duration<double>(when(rng) * wall));
+      std::this_thread::sleep_for(std::chrono::duration<double>(when(rng) * left * wall));
       ::kill(pid, hard ? SIGKILL : SIGTERM);
     }
     const int rc = wait_for(pid);
@@ -234,7 +247,7 @@ TEST_F(ResumeTest, FixedStepRunsResumeToTheSameBits) {
   ChainStats stats;
   const int n = trials();
   for (int k = 0; k < n; ++k) {
-    const RunFile got = interrupted_chain(dir_, "long.yaml", "out.h5", wall, rng, stats);
+    const RunFile got = interrupted_chain(dir_, "long.yaml", "out.h5", wall, ref.t.size(), rng, stats);
     ASSERT_FALSE(HasFailure()) << "chain " << k;
     ASSERT_EQ(got.status, "complete") << "chain " << k;
     ASSERT_EQ(got.t.size(), ref.t.size()) << "chain " << k;
@@ -269,7 +282,7 @@ TEST_F(ResumeTest, AdaptiveRunsResumeWithinTheirTolerance) {
   // output or after the end).
   RunFile got;
   for (int chain = 0; chain < 5 && stats.resumes == 0; ++chain)
-    got = interrupted_chain(dir_, "adaptive.yaml", "out.h5", wall, rng, stats);
+    got = interrupted_chain(dir_, "adaptive.yaml", "out.h5", wall, ref.t.size(), rng, stats);
   ASSERT_EQ(got.status, "complete");
   ASSERT_EQ(got.t.size(), ref.t.size());
   auto error = [](const RunFile& f) {
