@@ -5,8 +5,10 @@
 // pde::EquationModels of that dimension without and with a parameter field).
 //
 // Compile time: every EquationModel instantiation compiles run_model<Model>,
-// so it keeps only what needs the model (the operator, the integrator, the
-// gradient, J as a function of x for gradcheck); the setup's expressions,
+// so it keeps only what needs the model (the operator and its
+// pde::OperatorView, J as a function of x for gradcheck); the integrators
+// are compiled once over the view (src/pde/theta.cpp, explicit_rk.cpp);
+// the setup's expressions,
 // the statistics, the gathering and the result are plain functions compiled
 // once (pde_run.cpp, declared below).
 
@@ -121,17 +123,19 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
   if (options.interrupted) stepping.on_step = [&options, comm](std::int64_t) { pde_poll(options, comm); };
   std::optional<pde::ExplicitRkOptions> explicit_stepping = cfg.explicit_rk;
   if (explicit_stepping) explicit_stepping->on_step = stepping.on_step;
-  // The integrator of integrator.method (one interface: pde::TimeIntegrator).
-  auto make_integrator = [&](bool poll) -> std::unique_ptr<pde::TimeIntegrator<Model>> {
+  // The integrator of integrator.method (one interface: pde::TimeStepper),
+  // compiled once over the model's view (the only per-model part).
+  const std::unique_ptr<pde::OperatorView> view = pde::make_operator_view(op);
+  auto make_integrator = [&](bool poll) -> std::unique_ptr<pde::TimeStepper> {
     if (cfg.explicit_rk)
-      return std::make_unique<pde::ExplicitRkIntegrator<Model>>(op, poll ? *explicit_stepping : *cfg.explicit_rk);
-    return std::make_unique<pde::ThetaIntegrator<Model>>(op, poll ? stepping : cfg.integrator);
+      return std::make_unique<pde::ExplicitRkStepper>(*view, poll ? *explicit_stepping : *cfg.explicit_rk);
+    return std::make_unique<pde::ThetaStepper>(*view, poll ? stepping : cfg.integrator);
   };
-  const std::unique_ptr<pde::TimeIntegrator<Model>> integ_owner = make_integrator(true);
-  pde::TimeIntegrator<Model>& integ = *integ_owner;
+  const std::unique_ptr<pde::TimeStepper> integ_owner = make_integrator(true);
+  pde::TimeStepper& integ = *integ_owner;
   if (cfg.explicit_rk) {  // a step above the stability estimate: a warning naming integrator.dt (rank 0)
     const std::string w = pde::stability_warning(
-        *cfg.explicit_rk, static_cast<pde::ExplicitRkIntegrator<Model>&>(integ).stability(u0), "integrator.dt");
+        *cfg.explicit_rk, static_cast<pde::ExplicitRkStepper&>(integ).stability(u0), "integrator.dt");
     if (g.rank() == 0 && !w.empty()) std::cerr << cfg.input_path << ": warning: " << w << "\n";
   }
 

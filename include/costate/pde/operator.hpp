@@ -36,6 +36,7 @@
 #include "costate/core/error.hpp"
 #include "costate/pde/grid.hpp"
 #include "costate/pde/matrix.hpp"
+#include "costate/pde/operator_view.hpp"
 #include "costate/pde/stencil.hpp"
 #include "costate/tensor/reduce.hpp"
 
@@ -69,6 +70,7 @@ class Operator {
   static_assert(kDof >= 1 && kDof <= 8, "pde::Operator: 1 to 8 components per cell");
   static_assert(kScalars >= 0 && kScalars <= 16, "pde::Operator: at most 16 scalar parameters");
   using Tangents = ad::Dual<double, Batch>;
+  using model_type = Model;
 
   /// Builds the state grid (and the parameter-field grid, with the same
   /// decomposition). Collective over `comm`. Fields start at 1, scalar
@@ -469,20 +471,9 @@ class Operator {
     }
   }
 
-  /// The direction of a second-order vJp (vjp_tangent_add): null / empty
-  /// members are zero.
-  struct VjpDirection {
-    const GlobalVector* u_dot = nullptr;  ///< u̇, a vector of grid()
-    const GlobalVector* a_dot = nullptr;  ///< ȧ, a vector of field_grid()
-    std::span<const double> q_dot;        ///< q̇, one entry per scalar parameter
-    const GlobalVector* w_dot = nullptr;  ///< ẇ, a vector of grid()
-  };
-  /// Where vjp_tangent_add adds: null / empty members are not computed.
-  struct VjpSums {
-    const GlobalVector* u = nullptr;  ///< a vector of grid()
-    const GlobalVector* a = nullptr;  ///< a vector of field_grid()
-    std::span<double> q;              ///< one entry per scalar parameter
-  };
+  /// The direction and the sums of vjp_tangent_add (operator_view.hpp).
+  using VjpDirection = pde::VjpDirection;
+  using VjpSums = pde::VjpSums;
 
   /// Second-order vector–Jacobian products, the per-step work of the
   /// second-order adjoint. With x = (u, a, q) moved along ε (u̇, ȧ, q̇) and
@@ -854,6 +845,43 @@ class Operator {
   Kokkos::View<double*, Kokkos::HostSpace> qcell_;
   StencilColouring colouring_{};
   std::vector<Offset> offsets_;
+};
+
+/// The OperatorView of an Operator (operator_view.hpp): each member the
+/// Operator's own. The one per-model template of the PDE integrators.
+template <class Op>
+class OperatorViewOf final : public OperatorView {
+  using M = typename Op::model_type;
+
+ public:
+  explicit OperatorViewOf(Op& op)
+      : OperatorView(Traits{.fields = Op::kFields,
+                            .scalars = Op::kScalars,
+                            .linear_in_state = M::linear_in_state,
+                            .autonomous = M::autonomous}),
+        op_(op) {}
+  const Grid& grid() const override { return op_.grid(); }
+  const Grid* field_grid() const override { return op_.field_grid(); }
+  void rhs(double t, const GlobalVector& u, const GlobalVector& f) override { op_.rhs(t, u, f); }
+  void jacobian(double t, const GlobalVector& u, Matrix& J) override { op_.jacobian(t, u, J); }
+  void jvp(double t, const GlobalVector& u, const GlobalVector& v, const GlobalVector& out) override {
+    op_.jvp(t, u, v, out);
+  }
+  void jvp_total(double t, const GlobalVector& u, const GlobalVector* u_dot, const GlobalVector* a_dot,
+                 std::span<const double> q_dot, const GlobalVector& out) override {
+    op_.jvp_total(t, u, u_dot, a_dot, q_dot, out);
+  }
+  void vjp_add(double t, const GlobalVector& u, const GlobalVector& w, const GlobalVector& a_bar,
+               std::span<double> q_bar) override {
+    op_.vjp_add(t, u, w, a_bar, q_bar);
+  }
+  void vjp_tangent_add(double t, const GlobalVector& u, const GlobalVector& w, const VjpDirection& d,
+                       const VjpSums& value, const VjpSums& tangent) override {
+    op_.vjp_tangent_add(t, u, w, d, value, tangent);
+  }
+
+ private:
+  Op& op_;
 };
 
 }  // namespace costate::pde

@@ -1,0 +1,132 @@
+#pragma once
+// What the compiled PDE integrators share (src/pde/theta.cpp,
+// src/pde/explicit_rk.cpp; private to the library): the snapshot adapter of
+// their reverse sweeps, the direction check, and the sums a sweep carries
+// back with the packing of its results — one piece for the θ method and the
+// explicit Runge–Kutta methods, first and second order.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/checkpointing.hpp"
+#include "costate/ode/snapshot_store.hpp"
+#include "costate/pde/integrator.hpp"
+#include "costate/pde/objective.hpp"
+#include "costate/pde/operator_view.hpp"
+#include "costate/pde/shared_snapshots.hpp"
+
+namespace costate::detail {
+
+/// The snapshot levels of a PDE reverse sweep (the θ and explicit RK
+/// integrators): RAM slots and Multilevel's disk slots (one file per rank,
+/// or one shared parallel HDF5 file), with the step index of each slot. A
+/// disk failure on one rank throws on every rank (one MPI_Allreduce per
+/// disk access; RAM slots: none). `who` prefixes its error messages.
+class SweepSnapshots {
+ public:
+  SweepSnapshots(MPI_Comm comm, int rank, std::size_t size, const ode::Checkpointing& c, bool shared_disk,
+                 const char* who = "pde::ThetaIntegrator")
+      : comm_(comm), who_(who), disk_slots_(disk_slots(c)), store_(size, disk_slots_, disk_path(c, rank)) {
+    if (shared_disk && disk_slots_ > 0)
+      shared_ = std::make_unique<pde::SharedDiskSnapshots>(comm, size, std::get<ode::Multilevel>(c).path);
+  }
+  void save(std::size_t slot, std::span<const double> state, std::int64_t index) {
+    if (shared_ && slot < disk_slots_)
+      shared_->save(slot, state);  // collective; throws on every rank
+    else
+      collective_disk(slot, "write", [&] { store_.save(slot, state); });
+    if (slot_index_.size() <= slot) slot_index_.resize(slot + 1);
+    slot_index_[slot] = index;
+  }
+  /// Loads `slot` into `state`; returns its step index.
+  std::int64_t restore(std::size_t slot, std::span<double> state) {
+    if (shared_ && slot < disk_slots_)
+      shared_->load(slot, state);
+    else
+      collective_disk(slot, "read", [&] { store_.load(slot, state); });
+    return slot_index_[slot];
+  }
+  std::int64_t disk_writes() const { return store_.disk_writes() + (shared_ ? shared_->writes() : 0); }
+
+ private:
+  static std::size_t disk_slots(const ode::Checkpointing& c) {
+    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return static_cast<std::size_t>(m->disk);
+    return 0;
+  }
+  static std::string disk_path(const ode::Checkpointing& c, int rank) {
+    if (const auto* m = std::get_if<ode::Multilevel>(&c)) return m->path + ".rank" + std::to_string(rank);
+    return {};
+  }
+  /// The schedule is the same on every rank, so all ranks reach each disk
+  /// save/load together and agree on the outcome.
+  template <class F>
+  void collective_disk(std::size_t slot, const char* what, F&& f) {
+    if (slot >= disk_slots_) {
+      f();
+      return;
+    }
+    std::string message;
+    try {
+      f();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    int bad = message.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_LOR, comm_);
+    if (bad) throw Error(std::string(who_) + ": " + message);
+    COSTATE_CHECK(!any, who_ << ": another rank could not " << what << " its disk checkpoint "
+                                                                         "(see its error); this rank's "
+                                                                         "file is fine");
+  }
+  MPI_Comm comm_;
+  const char* who_;
+  std::size_t disk_slots_ = 0;
+  ode::SnapshotStore store_;
+  std::unique_ptr<pde::SharedDiskSnapshots> shared_;
+  std::vector<std::int64_t> slot_index_;
+};
+
+/// Throws costate::Error on every rank when `direction` has a part of the
+/// wrong size on any rank (`where`: the member, e.g.
+/// "pde::ThetaIntegrator::tangent"). Collective.
+void check_direction(const pde::OperatorView& op, const pde::ThetaDirection& direction, const std::string& where);
+
+/// The adjoint a first-order reverse sweep carries back: λ (state grid), ā
+/// (field grid; empty without fields), q̄, the objective J(y_l) from the
+/// seed, and the sweep's forward step count.
+struct AdjointSums {
+  pde::GlobalVector lambda, a_bar;
+  std::vector<double> q_bar;
+  double objective_value = 0.0;
+  bool seeded = false;
+  std::int64_t advances = 0;
+  explicit AdjointSums(const pde::OperatorView& op);
+  /// `out`'s objective and gradient (J at y0 for a sweep of no steps: the
+  /// seed then is ∇J(y_0)), and its forward steps.
+  void into(pde::ThetaGradient& out, const pde::Objective& objective, const pde::Grid& g,
+            const pde::GlobalVector& y0, std::int64_t steps);
+};
+
+/// The second-order sweep's sums: AdjointSums and their tangents δλ, δā, δq̄.
+struct SecondOrderSums : AdjointSums {
+  pde::GlobalVector dlambda, da_bar;
+  std::vector<double> dq_bar;
+  explicit SecondOrderSums(const pde::OperatorView& op);
+  /// `out`'s objective, H v (δλ, δā, δq̄) and, for Exact, the gradient (λ,
+  /// ā, q̄; or `gradient` when given: a linearized point's); a sweep of no
+  /// steps seeds at (y0, dy0). Its forward steps.
+  void into(pde::ThetaHessianVector& out, const pde::Objective& objective, const pde::Grid& g,
+            const pde::GlobalVector& y0, const pde::GlobalVector& dy0, std::int64_t steps,
+            pde::HessianProduct product, const pde::ThetaGradient* gradient = nullptr);
+};
+
+/// The pair (y, δy) of a second-order sweep as one snapshot: `pack` ← (y, δy)
+/// and back.
+void pack_pair(const pde::GlobalVector& y, const pde::GlobalVector& dy, std::vector<double>& pack);
+void unpack_pair(const std::vector<double>& pack, const pde::GlobalVector& y, const pde::GlobalVector& dy);
+
+}  // namespace costate::detail
