@@ -39,7 +39,7 @@ SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
   if (!res.trajectory.summary.success())
     throw Error("integration of " + args.input + " failed: " + res.trajectory.summary.message +
                 " (no output written)");
-  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, {}, resume);
+  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, resume);
   const ode::GradientResult& r = res.gradient.result;
 
   io::SensitivityOutput& out = res.output;
