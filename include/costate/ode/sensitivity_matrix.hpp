@@ -116,7 +116,7 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
   COSTATE_CHECK_EQ(obs.n_states, n, "sensitivity_matrix: observations and problem disagree on the number of states");
   if (is_cvodes(options.method)) {
     // CVODES: its forward sensitivities at the observation times (compiled,
-    // src/ode/cvodes_gradient.cpp); step_times are not used.
+    // src/ode/cvodes_gradient.cpp); the step plan is not used.
     const System system = make_system(problem.model, obs, n, np,
                                       {.dense_max = cvodes::kBindingDenseMax});
     const detail::CvodesObserved o = detail::cvodes_observed_sensitivities(
