@@ -103,7 +103,7 @@ void check_against_fd(const char* name, const ode::Problem<M>& pr, const O& obj,
   auto grad = [&](double s) {
     ode::Problem<M> q = pr;
     for (std::size_t j = 0; j < q.p.size(); ++j) q.p[j] += s * v.parameters[j];
-    return ode::gradient(q, obj, ode::DiscreteAdjoint{}, opt, r.step_times, r.step_orders)
+    return ode::gradient(q, obj, ode::DiscreteAdjoint{}, opt, r.steps)
         .wrt_parameters;
   };
   // Central differences at h and h/2, Richardson-extrapolated (O(h⁴)); the

@@ -39,7 +39,7 @@ SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
   if (!res.trajectory.summary.success())
     throw Error("integration of " + args.input + " failed: " + res.trajectory.summary.message +
                 " (no output written)");
-  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, {}, resume);
+  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, resume);
   const ode::GradientResult& r = res.gradient.result;
 
   io::SensitivityOutput& out = res.output;
@@ -174,7 +174,7 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     if (args.output.empty()) cfg.output_file = args.resume;
     if (env.is_root() && !args.quiet)
       std::cerr << "  (resuming " << args.resume << ": the reverse sweep at step "
-                << resume.from->step << " of " << resume.from->times.size() - 1
+                << resume.from->step << " of " << resume.from->steps.steps()
                 << "; the steps below it replayed and reversed)\n";
   }
   const bool keep = resumable && env.is_root() && !cfg.output_file.empty();
@@ -191,7 +191,7 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
       io::write_sensitivity_partial(cfg.output_file, cfg, *resume.interrupted_at, e.signal());
       message += "; wrote the adjoint's place (reverse sweep at step " +
                  std::to_string(resume.interrupted_at->step) + " of " +
-                 std::to_string(resume.interrupted_at->times.size() - 1) + ") to " +
+                 std::to_string(resume.interrupted_at->steps.steps()) + ") to " +
                  cfg.output_file + ", marked partial; continue with: costate sensitivity " +
                  args.input + " --resume " + cfg.output_file + " (and the same --set options)";
     } else if (keep && resume.from) {

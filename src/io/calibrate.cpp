@@ -114,7 +114,7 @@ double CalibrationProblem::objective_and_gradient(std::span<const double> q, std
   const ode::GradientResult res = observation_gradient(c, obs, method);
   ++gradient_evaluations_;
   last_q_.assign(q.begin(), q.end());
-  last_steps_ = res.step_times;
+  last_steps_ = res.steps;
   std::vector<double> gp = res.wrt_parameters;
   const auto extra = initial_state_parameter_vjp(c, res.wrt_initial_state);
   for (std::size_t k = 0; k < gp.size(); ++k) gp[k] += extra[k];

@@ -57,8 +57,8 @@ ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
 }
 
 FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
-                           std::span<const double> y0, std::span<const double> replay_times,
-                           std::span<const int> replay_orders, const AdjointResumeLink& resume) {
+                           std::span<const double> y0, const ode::StepPlan& replay,
+                           const AdjointResumeLink& resume) {
   const ExpressionObjective objective(cfg);
   ode::SensitivityMethod method = sensitivity_method_of(cfg.sensitivity);
   if (resume.from || resume.interrupted_at) {
@@ -71,8 +71,7 @@ FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
   }
   FileGradient out;
   out.result = with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
-    return kernels.gradient(problem, objective, method, cfg.integrator, replay_times,
-                            replay_orders);
+    return kernels.gradient(problem, objective, method, cfg.integrator, replay);
   });
   out.gradient_p = out.result.wrt_parameters;
   const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
@@ -108,7 +107,7 @@ FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
       v.parameters[wrt[c]] = 1.0;
       v.initial_state = initial_state_parameter_jvp(cfg, v.parameters);
       const ode::HessianVectorResult r = kernels.hessian_vector(
-          problem, objective, v, method, cfg.integrator, g.step_times, g.step_orders);
+          problem, objective, v, method, cfg.integrator, g.steps);
       const std::vector<double> extra = initial_state_parameter_hvp(
           cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
       for (std::size_t i = 0; i < m; ++i)
@@ -147,8 +146,7 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
                                   "parameters and every initial value is an expression of t "
                                   "(give a parameter, or a number as an initial value)");
   const FileGradient base = file_gradient(cfg, cfg.parameters, cfg.initial_state);
-  const std::vector<double> times = base.result.step_times;
-  const std::vector<int> orders = base.result.step_orders;  // bdf's, replayed with the times
+  const ode::StepPlan& steps = base.result.steps;  // replayed by every evaluation
   std::vector<std::size_t> free_states;
   for (std::size_t i = 0; i < n; ++i)
     if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
@@ -167,7 +165,7 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
     c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
     evaluate_initial_state(c);
     for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
-    return file_gradient(c, c.parameters, c.initial_state, times, orders).result.objective;
+    return file_gradient(c, c.parameters, c.initial_state, steps).result.objective;
   };
   const std::vector<double>& x = out.x;
   // Direction: components scaled like x, signs from a fixed pattern.
@@ -218,11 +216,10 @@ ode::HessianVectorResult observation_hessian_vector(const RunConfig& cfg,
 
 ode::ResidualSensitivities residual_sensitivities(const RunConfig& cfg,
                                                   const ode::WeightedObservations& obs,
-                                                  std::span<const double> step_times) {
+                                                  const ode::StepPlan& steps) {
   return with_model(cfg, cfg.parameters, cfg.initial_state, false,
                     [&](const auto& problem, auto kernels) {
-                      return kernels.residual_sensitivities(problem, obs, cfg.integrator,
-                                                            step_times);
+                      return kernels.residual_sensitivities(problem, obs, cfg.integrator, steps);
                     });
 }
 

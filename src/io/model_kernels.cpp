@@ -22,9 +22,8 @@ ode::GradientResult ModelKernels<M>::gradient(const Problem& problem,
                                               const ExpressionObjective& objective,
                                               const ode::SensitivityMethod& method,
                                               const ode::IntegratorOptions& options,
-                                              std::span<const double> replay_times,
-                                              std::span<const int> replay_orders) {
-  return ode::gradient(problem, objective, method, options, replay_times, replay_orders);
+                                              const ode::StepPlan& replay) {
+  return ode::gradient(problem, objective, method, options, replay);
 }
 
 template <class M>
@@ -33,9 +32,8 @@ ode::HessianVectorResult ModelKernels<M>::hessian_vector(const Problem& problem,
                                                          const ode::HessianDirection& v,
                                                          const ode::SensitivityMethod& method,
                                                          const ode::IntegratorOptions& options,
-                                                         std::span<const double> replay_times,
-                                                         std::span<const int> replay_orders) {
-  return ode::hessian_vector(problem, objective, v, method, options, replay_times, replay_orders);
+                                                         const ode::StepPlan& replay) {
+  return ode::hessian_vector(problem, objective, v, method, options, replay);
 }
 
 template <class M>
@@ -56,8 +54,8 @@ ode::HessianVectorResult ModelKernels<M>::observation_hessian_vector(
 template <class M>
 ode::ResidualSensitivities ModelKernels<M>::residual_sensitivities(
     const Problem& problem, const ode::WeightedObservations& obs,
-    const ode::IntegratorOptions& options, std::span<const double> step_times) {
-  return ode::sensitivity_matrix(problem, obs, options, step_times);
+    const ode::IntegratorOptions& options, const ode::StepPlan& steps) {
+  return ode::sensitivity_matrix(problem, obs, options, steps);
 }
 
 template struct ModelKernels<ode::LotkaVolterra>;

@@ -27,15 +27,13 @@ struct ModelKernels {
   static ode::GradientResult gradient(const Problem& problem, const ExpressionObjective& objective,
                                       const ode::SensitivityMethod& method,
                                       const ode::IntegratorOptions& options,
-                                      std::span<const double> replay_times,
-                                      std::span<const int> replay_orders);
+                                      const ode::StepPlan& replay);
   static ode::HessianVectorResult hessian_vector(const Problem& problem,
                                                  const ExpressionObjective& objective,
                                                  const ode::HessianDirection& v,
                                                  const ode::SensitivityMethod& method,
                                                  const ode::IntegratorOptions& options,
-                                                 std::span<const double> replay_times,
-                                                 std::span<const int> replay_orders);
+                                                 const ode::StepPlan& replay);
   static ode::GradientResult observation_gradient(const Problem& problem,
                                                   const ode::WeightedObservations& obs,
                                                   const ode::SensitivityMethod& method,
@@ -50,7 +48,7 @@ struct ModelKernels {
   static ode::ResidualSensitivities residual_sensitivities(const Problem& problem,
                                                            const ode::WeightedObservations& obs,
                                                            const ode::IntegratorOptions& options,
-                                                           std::span<const double> step_times);
+                                                           const ode::StepPlan& steps);
 };
 
 extern template struct ModelKernels<ode::LotkaVolterra>;

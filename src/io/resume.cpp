@@ -584,14 +584,14 @@ void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
     write_string_attribute(file, "resume_settings", resume_settings(cfg), path);
     write_number_attribute(file, "resume_step", static_cast<double>(at.step), path);
     write_number_attribute(file, "resume_steps",
-                           static_cast<double>(at.times.empty() ? 0 : at.times.size() - 1), path);
+                           static_cast<double>(at.steps.steps()), path);
     Id group{H5Gcreate2(file, "sensitivity_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
              H5Gclose};
     if (group < 0) throw Error(path + ": cannot write the group /sensitivity_resume");
     write_dataset(group, "lambda", at.lambda, {at.lambda.size()}, path);
     write_dataset(group, "mu", at.mu, {at.mu.size()}, path);
-    write_dataset(group, "times", at.times, {at.times.size()}, path);
-    write_dataset(group, "orders", at.orders, {at.orders.size()}, path);
+    write_dataset(group, "times", at.steps.times(), {at.steps.times().size()}, path);
+    write_dataset(group, "orders", at.steps.orders(), {at.steps.orders().size()}, path);
     write_number_attribute(group, "objective", at.objective, path);
   }
   std::error_code ec;
@@ -610,14 +610,20 @@ ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunCo
   std::vector<hsize_t> dims;
   at.lambda = read_doubles(group, "lambda", dims, what);
   at.mu = read_doubles(group, "mu", dims, what);
-  at.times = read_doubles(group, "times", dims, what);
-  at.orders = read_ints(group, "orders", what, "sensitivity_resume");
+  std::vector<double> times = read_doubles(group, "times", dims, what);
+  std::vector<int> orders = read_ints(group, "orders", what, "sensitivity_resume");
+  const std::size_t n_times = times.size();
+  try {
+    at.steps = ode::StepPlan(std::move(times), std::move(orders));
+  } catch (const Error& e) {
+    throw Error(what + ": /sensitivity_resume/times and orders are not a step plan: " + e.what());
+  }
   at.objective = read_number_attribute(group, "objective", what);
   const double step = read_number_attribute(file, "resume_step", what);
-  if (!(step >= 0.0) || at.times.size() < 2 || step > static_cast<double>(at.times.size() - 1) ||
+  if (!(step >= 0.0) || step > static_cast<double>(at.steps.steps()) ||
       at.mu.size() != cfg.parameters.size() || at.lambda.size() < cfg.initial_state.size())
     throw Error(what + ": /sensitivity_resume is inconsistent (step " + std::to_string(step) +
-                " of " + std::to_string(at.times.size()) + " step times, " +
+                " of " + std::to_string(n_times) + " step times, " +
                 std::to_string(at.mu.size()) + " parameter adjoints for " +
                 std::to_string(cfg.parameters.size()) + " parameters)");
   at.step = static_cast<std::int64_t>(step);

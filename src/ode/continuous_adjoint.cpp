@@ -436,8 +436,7 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   result.rhs_evaluations =
       result.summary.rhs_evaluations + traj.rhs_evaluations + back_summary.rhs_evaluations;
   result.vjp_evaluations = adjoint_model->linearizations();
-  result.step_times = traj.times;
-  result.step_orders = traj.orders;
+  result.steps = StepPlan(traj.times, traj.orders);
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

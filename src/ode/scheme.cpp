@@ -278,7 +278,7 @@ class Hook {
   explicit Hook(const SweepHook& hook, std::span<const double> times) : hook_(hook), times_(times) {}
   void operator()(std::size_t i) {
     if (!hook_ || ++count_ % kSweepHookInterval != 0) return;
-    hook_(times_.empty() ? 0.0 : times_[std::min(i, times_.size() - 1)]);
+    hook_(times_[std::min(i, times_.size() - 1)]);
   }
 
  private:
@@ -286,6 +286,20 @@ class Hook {
   std::span<const double> times_;
   std::int64_t count_ = 0;
 };
+
+/// Where the System's observations land on the sweep's plan: obs_at[i] = k
+/// when observation k lands on step index i, −1 otherwise (l + 1 entries).
+/// Checks the plan is the scheme's (its step count).
+std::vector<std::int64_t> observations_on(const System& sys, const Scheme& scheme,
+                                          const StepPlan& steps, std::string_view who) {
+  COSTATE_CHECK_EQ(steps.steps(), scheme.steps(),
+                   who << ": the step plan is not the one the scheme replays");
+  std::vector<std::int64_t> obs_at(steps.steps() + 1, -1);
+  if (!sys.has_observations()) return obs_at;
+  const std::vector<std::size_t> at = steps.landing_steps(sys.observation_times(), who);
+  for (std::size_t k = 0; k < at.size(); ++k) obs_at[at[k]] = static_cast<std::int64_t>(k);
+  return obs_at;
+}
 
 /// The reverse sweep's state and the checkpoint adapter in one: the Ops of
 /// reverse_sweep (advance / save / restore / reverse_step / index).
@@ -418,17 +432,16 @@ CheckpointStats store_all(AdjointOps& ops, Scheme& scheme, std::span<const doubl
 
 std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method method,
                                                 std::span<const double> p,
-                                                std::span<const double> times) {
-  return std::make_unique<ExplicitRk>(system, method, p, times);
+                                                const StepPlan& steps) {
+  return std::make_unique<ExplicitRk>(system, method, p, steps.times());
 }
 
-SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
-                           std::span<const std::int64_t> obs_at, std::span<const double> x0,
+SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
+                           const Checkpointing& checkpointing, std::span<const double> x0,
                            std::span<const double> p, const SweepHook& hook,
-                           std::span<const double> times, const AdjointResume* resume_from,
-                           AdjointResume* interrupted_at) {
+                           const AdjointResume* resume_from, AdjointResume* interrupted_at) {
   const std::size_t l = scheme.steps();
-  COSTATE_CHECK_EQ(obs_at.size(), l + 1, "adjoint_sweep: obs_at needs one entry per step index");
+  const std::vector<std::int64_t> obs_at = observations_on(system, scheme, steps, "adjoint_sweep");
   COSTATE_CHECK_EQ(x0.size(), scheme.state_size(), "adjoint_sweep: x0 has the wrong size");
   if (resume_from) {
     COSTATE_CHECK(resume_from->step >= 0 && static_cast<std::size_t>(resume_from->step) <= l,
@@ -439,14 +452,14 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
     COSTATE_CHECK_EQ(resume_from->mu.size(), p.size(),
                      "adjoint_sweep: the resumed sweep's parameter adjoint has the wrong size");
   }
+  validate(checkpointing);  // once: reverse_sweep_valid below does not again
   std::size_t disk_slots = 0;
   std::string disk_path;
   if (const auto* ml = std::get_if<Multilevel>(&checkpointing)) {
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
-  validate(checkpointing);
-  Hook every(hook, times);
+  Hook every(hook, steps.times());
   const bool store_all_states = std::holds_alternative<StoreAll>(checkpointing);
   std::optional<SnapshotStore> store;
   if (!store_all_states) store.emplace(scheme.state_size(), disk_slots, disk_path);
@@ -458,7 +471,8 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
     else if (store_all_states)
       out.checkpoints = store_all(ops, scheme, x0, every);
     else
-      out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(ops.steps()));
+      out.checkpoints =
+          reverse_sweep_valid(checkpointing, ops, static_cast<std::int64_t>(ops.steps()));
   } catch (...) {
     if (interrupted_at && ops.reached() >= 0) {
       interrupted_at->step = ops.reached();
@@ -479,14 +493,13 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpoin
   return out;
 }
 
-SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
-                           std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p, const SweepHook& hook,
-                           std::span<const double> times) {
-  Hook every(hook, times);
+SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
+                           std::span<const double> x0, std::span<const double> p,
+                           const SweepHook& hook) {
+  Hook every(hook, steps.times());
   const std::size_t l = scheme.steps(), nx = scheme.state_size();
   const std::size_t n = system.n_model_states(), np = p.size(), m = np + n;
-  COSTATE_CHECK_EQ(obs_at.size(), l + 1, "tangent_sweep: obs_at needs one entry per step index");
+  const std::vector<std::int64_t> obs_at = observations_on(system, scheme, steps, "tangent_sweep");
   COSTATE_CHECK_EQ(x0.size(), nx, "tangent_sweep: x0 has the wrong size");
   std::vector<double> grad(m, 0.0), gy(n), gp(np);
   double J = 0.0;
@@ -693,25 +706,24 @@ CheckpointStats second_order_store_all(SecondOrderOps& ops, Scheme& scheme,
 }  // namespace
 
 SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
-                                      const Checkpointing& checkpointing,
-                                      std::span<const std::int64_t> obs_at,
+                                      const StepPlan& steps, const Checkpointing& checkpointing,
                                       std::span<const double> x0, std::span<const double> x0dot,
                                       std::span<const double> p, std::span<const double> pdot,
-                                      const SweepHook& hook, std::span<const double> times) {
+                                      const SweepHook& hook) {
   const std::size_t l = scheme.steps(), nx = scheme.state_size(), n = system.n_model_states();
-  COSTATE_CHECK_EQ(obs_at.size(), l + 1,
-                   "second_order_sweep: obs_at needs one entry per step index");
+  const std::vector<std::int64_t> obs_at =
+      observations_on(system, scheme, steps, "second_order_sweep");
   COSTATE_CHECK_EQ(x0.size(), nx, "second_order_sweep: x0 has the wrong size");
   COSTATE_CHECK_EQ(x0dot.size(), nx, "second_order_sweep: x0dot has the wrong size");
   COSTATE_CHECK_EQ(pdot.size(), p.size(), "second_order_sweep: pdot has the wrong size");
-  validate(checkpointing);
+  validate(checkpointing);  // once: reverse_sweep_valid below does not again
   std::size_t disk_slots = 0;
   std::string disk_path;
   if (const auto* ml = std::get_if<Multilevel>(&checkpointing)) {
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
-  Hook every(hook, times);
+  Hook every(hook, steps.times());
   SecondOrderOutcome out;
   std::optional<SnapshotStore> store;
   std::vector<double> s0;
@@ -723,7 +735,7 @@ SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
   }
   SecondOrderOps ops(system, scheme, obs_at, x0, x0dot, p, pdot, store ? &*store : nullptr, every);
   if (store) {
-    out.checkpoints = reverse_sweep(checkpointing, ops, static_cast<std::int64_t>(l));
+    out.checkpoints = reverse_sweep_valid(checkpointing, ops, static_cast<std::int64_t>(l));
     out.checkpoints.disk_snapshots = store->disk_writes();
   } else {
     out.checkpoints = second_order_store_all(ops, scheme, s0, every);

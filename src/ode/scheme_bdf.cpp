@@ -28,7 +28,7 @@ class Bdf final : public Scheme {
     COSTATE_CHECK(times.size() >= 2, "bdf scheme: needs at least one step");
     COSTATE_CHECK(orders.size() + 1 == times.size(),
                   "bdf scheme: replaying bdf steps needs one order per step "
-                  "(GradientResult::step_orders): got "
+                  "(StepPlan::orders): got "
                       << orders.size() << " for " << times.size() - 1 << " steps");
     COSTATE_CHECK_EQ(atol_.size(), nx_, "bdf scheme: integrator.atol_per_state needs one value per state");
     const std::size_t steps = times.size() - 1, width = nx_ * (nx_ + np_);
@@ -261,17 +261,16 @@ BdfForwardRecord& BdfForwardRecord::of_this_thread() {
 }
 
 std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
-                                        std::span<const double> times,
-                                        std::span<const int> orders,
-                                        const IntegratorOptions& options, bool keep_step_data,
-                                        const BdfForwardRecord* record) {
-  return std::make_unique<Bdf>(system, p, times, orders, options, keep_step_data, record);
+                                        const StepPlan& steps, const IntegratorOptions& options,
+                                        bool keep_step_data, const BdfForwardRecord* record) {
+  return std::make_unique<Bdf>(system, p, steps.times(), steps.orders(), options, keep_step_data,
+                               record);
 }
 
 namespace detail {
 
 /// The adaptive bdf run that chooses the steps and orders
-/// (plan_implicit_steps). Replay-identical steps (BdfStepper::set_replay):
+/// (plan_steps). Replay-identical steps (BdfStepper::set_replay):
 /// whatever the schedule, the accepted states are those the scheme's
 /// replays compute, so a StoreAll adjoint keeps them (and the step
 /// Jacobians, up to kForwardRecordBytes) instead of replaying the run.

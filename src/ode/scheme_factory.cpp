@@ -1,12 +1,73 @@
-// One entry to the schemes (make_scheme), the adaptive implicit runs that
-// choose the steps (plan_implicit_steps), and forward tangents with
-// observation outputs (observed_tangents) — compiled once.
+// The step plan (step_plan.hpp) and its one chooser (plan_steps), one entry
+// to the schemes (make_scheme), and forward tangents with observation
+// outputs (observed_tangents) — compiled once.
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/detail/gradient_support.hpp"
+#include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
+#include "costate/ode/steppers/bdf.hpp"
 
 namespace costate::ode {
+
+static_assert(StepPlan::kMaxOrder == kBdfMaxOrder, "StepPlan::kMaxOrder is bdf's highest order");
+
+StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders)
+    : times_(std::move(times)), orders_(std::move(orders)) {
+  using costate::detail::format_value;
+  COSTATE_CHECK(times_.size() >= 2, "step plan: needs at least one step (two times t_0 < t_1), got "
+                                        << times_.size() << " time" << (times_.size() == 1 ? "" : "s"));
+  for (std::size_t i = 0; i < times_.size(); ++i) {
+    COSTATE_CHECK(std::isfinite(times_[i]),
+                  "step plan: times[" << i << "] = " << format_value(times_[i]) << " is not finite");
+    if (i > 0)
+      COSTATE_CHECK(times_[i] > times_[i - 1],
+                    "step plan: the times must be strictly increasing: times["
+                        << i - 1 << "] = " << format_value(times_[i - 1]) << ", times[" << i
+                        << "] = " << format_value(times_[i]));
+  }
+  COSTATE_CHECK(orders_.empty() || orders_.size() == steps(),
+                "step plan: bdf's orders need one per step: got " << orders_.size() << " orders for "
+                                                                  << steps() << " steps");
+  for (std::size_t i = 0; i < orders_.size(); ++i)
+    COSTATE_CHECK(orders_[i] >= 1 && orders_[i] <= kMaxOrder,
+                  "step plan: orders[" << i << "] = " << orders_[i] << " is out of range 1 … "
+                                       << kMaxOrder);
+}
+
+void StepPlan::check_replay(Method method, double t0, double t1, std::string_view who) const {
+  using costate::detail::format_value;
+  COSTATE_CHECK(!empty(), who << ": the step plan is empty");
+  COSTATE_CHECK(times_.front() == t0 && times_.back() == t1,
+                who << ": the step plan runs from " << format_value(times_.front()) << " to "
+                    << format_value(times_.back()) << "; the problem from " << format_value(t0)
+                    << " to " << format_value(t1));
+  if (method == Method::Bdf)
+    COSTATE_CHECK(!orders_.empty(),
+                  who << ": replaying bdf steps needs their orders (one per step, as "
+                         "GradientResult::steps has them): the plan of "
+                      << steps() << " steps has none");
+  else
+    COSTATE_CHECK(orders_.empty(), who << ": the step plan has bdf's orders; integrator.method = "
+                                       << to_string(method) << " takes none");
+}
+
+std::vector<std::size_t> StepPlan::landing_steps(std::span<const double> at,
+                                                 std::string_view who) const {
+  std::vector<std::size_t> out(at.size());
+  for (std::size_t k = 0, i = 0; k < at.size(); ++k) {
+    while (i < times_.size() && times_[i] < at[k]) ++i;
+    COSTATE_CHECK(i < times_.size() && times_[i] == at[k],
+                  who << ": no step of the step plan lands on observation time "
+                      << costate::detail::format_value(at[k])
+                      << " (a replayed plan must include every observation time)");
+    out[k] = i;
+  }
+  return out;
+}
 
 namespace detail {
 void plan_sdirk3(const System& system, std::span<const double> p, std::span<double> x,
@@ -18,19 +79,17 @@ void plan_bdf(const System& system, std::span<const double> p, std::span<double>
 }  // namespace detail
 
 std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOptions& options,
-                                    std::span<const double> p, std::span<const double> times,
-                                    std::span<const int> orders, bool keep_step_data,
-                                    const BdfForwardRecord* record) {
+                                    std::span<const double> p, const StepPlan& steps,
+                                    bool keep_step_data, const BdfForwardRecord* record) {
   switch (options.method) {
     case Method::ExplicitEuler:
     case Method::RK4:
-    case Method::Dopri5: return make_explicit_rk_scheme(system, options.method, p, times);
+    case Method::Dopri5: return make_explicit_rk_scheme(system, options.method, p, steps);
     case Method::BackwardEuler:
     case Method::CrankNicolson:
-      return make_theta_scheme(system, theta_of(options.method), p, times, options);
-    case Method::Sdirk3: return make_sdirk3_scheme(system, p, times, options, keep_step_data);
-    case Method::Bdf:
-      return make_bdf_scheme(system, p, times, orders, options, keep_step_data, record);
+      return make_theta_scheme(system, theta_of(options.method), p, steps, options);
+    case Method::Sdirk3: return make_sdirk3_scheme(system, p, steps, options, keep_step_data);
+    case Method::Bdf: return make_bdf_scheme(system, p, steps, options, keep_step_data, record);
     case Method::CvodesBdf:
     case Method::CvodesAdams: break;
   }
@@ -38,45 +97,112 @@ std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOption
               " is not a replayable scheme (the CVODES backends differentiate themselves)");
 }
 
-ImplicitStepPlan plan_implicit_steps(const System& system, std::span<const double> p,
-                                     std::span<const double> x0, double t0, double t1,
-                                     const IntegratorOptions& options,
-                                     std::span<const double> stops, BdfForwardRecord* record) {
-  const std::size_t nx = system.n_states();
-  COSTATE_CHECK_EQ(x0.size(), nx, "plan_implicit_steps: x0 has the wrong size");
-  options.validate(nx);
-  ImplicitStepPlan plan;
-  plan.times.push_back(t0);
+namespace {
+
+/// sdirk3's or bdf's adaptive run that chooses the steps (and bdf's orders).
+StepPlan implicit_run(const System& system, std::span<const double> p, std::span<const double> x0,
+                      double t0, double t1, const IntegratorOptions& options,
+                      std::span<const double> stops, BdfForwardRecord* record, Summary& s) {
+  std::vector<double> times{t0};
+  std::vector<int> orders;
   IntegratorOptions opt = options;
   opt.on_step = [&](double t) {
-    plan.times.push_back(t);
+    times.push_back(t);
     if (options.on_step) options.on_step(t);
   };
   std::vector<double> x(x0.begin(), x0.end());
-  Summary& s = plan.summary;
   s.method = options.method;
   s.final_time = t0;
   if (options.method == Method::Sdirk3)
     detail::plan_sdirk3(system, p, x, t0, t1, opt, stops, s);
-  else if (options.method == Method::Bdf)
-    detail::plan_bdf(system, p, x, t0, t1, opt, stops, s, plan.orders, record);
   else
-    throw Error("plan_implicit_steps: integrator.method = " + to_string(options.method) +
-                " is not sdirk3 or bdf");
-  return plan;
+    detail::plan_bdf(system, p, x, t0, t1, opt, stops, s, orders, record);
+  if (!s.success()) return {};
+  return StepPlan(std::move(times), std::move(orders));
 }
 
-ObservedTangents observed_tangents(const System& system, Scheme& scheme,
-                                   std::span<const std::size_t> obs_step,
+}  // namespace
+
+ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::span<const double> p,
+                       double t0, double t1, IntegratorOptions options, const StepPlan& replay,
+                       std::string_view who, BdfForwardRecord* record) {
+  const std::size_t n = system.n_model_states(), nx = system.n_states();
+  COSTATE_CHECK_EQ(y0.size(), n, who << ": initial state and System disagree");
+  COSTATE_CHECK_EQ(p.size(), system.n_parameters(),
+                   who << ": parameters and System disagree");
+  // The stops: every observation time, then t1.
+  std::vector<double> stops;
+  if (system.has_observations()) stops = system.observation_times();
+  detail::validate_output_times(stops, t0, t1);
+  if (stops.empty() || stops.back() < t1) stops.push_back(t1);
+  // The options as the schemes replay them: the steps land on the stops; the
+  // running cost's z is a quadrature, not error-controlled (the implicit
+  // replays' Newton test reads these atol).
+  options.stop_at_outputs = true;
+  if (system.has_running() && !options.atol_per_state.empty())
+    options.atol_per_state.push_back(1e300);
+  if (system.has_running() && options.atol_per_state.empty() && !options.fixed_step()) {
+    options.atol_per_state.assign(nx, options.atol);
+    options.atol_per_state.back() = 1e300;
+  }
+  ReplaySetup out;
+  out.x0.assign(nx, 0.0);
+  std::copy(y0.begin(), y0.end(), out.x0.begin());
+  Summary& s = out.summary;
+  s.method = options.method;
+  if (!replay.empty()) {
+    replay.check_replay(options.method, t0, t1, who);
+    (void)replay.landing_steps(stops, who);  // every observation time (and t1) among its times
+    out.steps = replay;
+    s.steps = static_cast<std::int64_t>(replay.steps());
+    s.final_time = t1;
+    s.message = "replayed steps";
+  } else if (options.fixed_step()) {
+    // Fixed steps: known without integrating (run_fixed's landing rule); the
+    // sweeps' first pass is the forward run.
+    options.validate(nx);
+    std::vector<double> times = detail::fixed_step_times(t0, t1, options.dt, stops);
+    COSTATE_CHECK(static_cast<std::int64_t>(times.size()) - 1 <= options.max_steps,
+                  who << ": " << times.size() - 1 << " steps exceed integrator.max_steps = "
+                      << options.max_steps);
+    out.steps = StepPlan(std::move(times));
+    s.steps = static_cast<std::int64_t>(out.steps.steps());
+    s.final_time = t1;
+    s.message = "fixed steps";
+  } else if (options.method == Method::Sdirk3 || options.method == Method::Bdf) {
+    // The adaptive run chooses the steps and bdf's orders; bdf makes them
+    // replay-identical, so `record` (a StoreAll adjoint's) keeps its states.
+    options.validate(nx);
+    out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
+  } else {
+    // dopri5's adaptive run on the System's right-hand side, its accepted
+    // steps recorded.
+    std::vector<double> times{t0};
+    IntegratorOptions opt = options;
+    opt.on_step = [&](double t) {
+      times.push_back(t);
+      if (options.on_step) options.on_step(t);
+    };
+    s = detail::integrate_system(system, out.x0, p, t0, t1, stops, opt).summary;
+    if (s.success()) out.steps = StepPlan(std::move(times));
+  }
+  COSTATE_CHECK(s.success(), who << ": the forward integration failed: " << s.message);
+  out.options = std::move(options);
+  return out;
+}
+
+ObservedTangents observed_tangents(const System& system, Scheme& scheme, const StepPlan& steps,
                                    std::span<const double> x0, std::span<const double> p) {
-  const std::size_t l = scheme.steps(), nx = scheme.state_size();
+  const std::size_t nx = scheme.state_size();
   const std::size_t n = system.n_model_states(), np = p.size(), m = np + n;
-  const std::size_t K = obs_step.size();
+  COSTATE_CHECK_EQ(steps.steps(), scheme.steps(),
+                   "observed_tangents: the step plan is not the one the scheme replays");
   COSTATE_CHECK_EQ(x0.size(), nx, "observed_tangents: x0 has the wrong size");
-  for (std::size_t k = 0; k < K; ++k)
-    COSTATE_CHECK(obs_step[k] <= l && (k == 0 || obs_step[k] >= obs_step[k - 1]),
-                  "observed_tangents: output " << k << " at step index " << obs_step[k]
-                                               << " (ascending, at most " << l << ")");
+  const std::vector<std::size_t> obs_step =
+      system.has_observations()
+          ? steps.landing_steps(system.observation_times(), "observed_tangents")
+          : std::vector<std::size_t>{};
+  const std::size_t K = obs_step.size();
   ObservedTangents out;
   out.states.assign(K * n, 0.0);
   out.tangents.assign(K * n * m, 0.0);

@@ -216,15 +216,15 @@ class Sdirk3 final : public Scheme {
 }  // namespace
 
 std::unique_ptr<Scheme> make_sdirk3_scheme(const System& system, std::span<const double> p,
-                                           std::span<const double> times,
+                                           const StepPlan& steps,
                                            const IntegratorOptions& options,
                                            bool keep_step_data) {
-  return std::make_unique<Sdirk3>(system, p, times, options, keep_step_data);
+  return std::make_unique<Sdirk3>(system, p, steps.times(), options, keep_step_data);
 }
 
 namespace detail {
 
-/// The adaptive sdirk3 run that chooses the steps (plan_implicit_steps).
+/// The adaptive sdirk3 run that chooses the steps (plan_steps).
 void plan_sdirk3(const System& system, std::span<const double> p, std::span<double> x,
                  double t0, double t1, const IntegratorOptions& options,
                  std::span<const double> stops, Summary& s) {

@@ -193,10 +193,9 @@ class Theta final : public Scheme {
 }  // namespace
 
 std::unique_ptr<Scheme> make_theta_scheme(const System& system, double theta,
-                                          std::span<const double> p,
-                                          std::span<const double> times,
+                                          std::span<const double> p, const StepPlan& steps,
                                           const IntegratorOptions& options) {
-  return std::make_unique<Theta>(system, theta, p, times, options);
+  return std::make_unique<Theta>(system, theta, p, steps.times(), options);
 }
 
 }  // namespace costate::ode

@@ -150,7 +150,7 @@ double directional_error(const Problem_& pr, const MatrixFunctional& f,
                          const std::vector<double>& d) {
   const std::vector<double> grad = all_of(g);
   auto J = [&](double h) {
-    return gradient(moved(pr, d, h), f, DiscreteAdjoint{}, o, g.step_times, g.step_orders)
+    return gradient(moved(pr, d, h), f, DiscreteAdjoint{}, o, g.steps)
         .objective;
   };
   const double fd = (J(kFdStep) - J(-kFdStep)) / (2.0 * kFdStep);
@@ -203,7 +203,7 @@ TEST_P(CrossMethod, EverySupportedGradientAgrees) {
                                             : SensitivityKind::DiscreteAdjoint;
           const auto it = got.find(other);
           if (it != got.end()) {
-            EXPECT_EQ(g.step_times, it->second.step_times) << what;
+            EXPECT_EQ(g.steps.times(), it->second.steps.times()) << what;
             EXPECT_LT(max_rel_err(all_of(g), all_of(it->second)), kSameDiscreteRelTol) << what;
           }
           // Central differences of the same discrete objective (once per pair).
@@ -239,7 +239,7 @@ TEST_P(CrossMethod, CalibrationResidualJacobianMatchesDifferences) {
     const std::string what = to_string(mk) + " / " + to_string(m);
     const IntegratorOptions o = options_for(m, mk);
     const GradientResult g = gradient(pr, f, DiscreteAdjoint{}, o);
-    const ResidualSensitivities S = sensitivity_matrix(pr, f.obs, o, g.step_times, g.step_orders);
+    const ResidualSensitivities S = sensitivity_matrix(pr, f.obs, o, g.steps);
     const std::size_t rows = S.residuals.size(), cols = S.n_columns;
     ASSERT_EQ(rows, f.obs.n_residuals()) << what;
     ASSERT_EQ(cols, pr.p.size() + pr.y0.size()) << what;
@@ -256,7 +256,7 @@ TEST_P(CrossMethod, CalibrationResidualJacobianMatchesDifferences) {
     for (std::size_t c = 0; c < both.size(); ++c) both[c] = dirs[0][c] + dirs[1][c];
     for (const auto& d : {both}) {
       auto r_at = [&](double h) {
-        return sensitivity_matrix(moved(pr, d, h), f.obs, o, g.step_times, g.step_orders)
+        return sensitivity_matrix(moved(pr, d, h), f.obs, o, g.steps)
             .residuals;
       };
       const std::vector<double> rp = r_at(kFdStep), rm = r_at(-kFdStep);
@@ -327,7 +327,7 @@ std::vector<double> gradient_differences(const Problem_& pr, const MatrixFunctio
                                          const IntegratorOptions& o, const HessianVectorResult& r,
                                          const std::vector<double>& d, bool replay) {
   auto grad = [&](double h) {
-    return all_of(replay ? gradient(moved(pr, d, h), f, method, o, r.step_times, r.step_orders)
+    return all_of(replay ? gradient(moved(pr, d, h), f, method, o, r.steps)
                          : gradient(moved(pr, d, h), f, method, o));
   };
   const std::vector<double> a = grad(kHvFdStep), b = grad(-kHvFdStep);

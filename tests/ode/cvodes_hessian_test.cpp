@@ -212,7 +212,7 @@ TEST(CvodesHessian, RejectsBadSettings) {
       (void)hessian_vector(pr, obj, v, CvodesAdjoint{}, {.method = Method::RK4, .dt = 0.01}),
                costate::Error);
   // CVODES chooses its own steps.
-  const std::vector<double> times{0.0, 5.0};
+  const StepPlan times({0.0, 5.0});
   EXPECT_THROW((void)hessian_vector(pr, obj, v, CvodesAdjoint{},
                                     cvodes(Method::CvodesBdf, 1e-8, 1e-10), times),
                costate::Error);

@@ -216,7 +216,7 @@ TEST(ForwardSensitivities, AgreeWithTheDiscreteAdjoint) {
     const auto adj = gradient(pr, obj, DiscreteAdjoint{Binomial{.snapshots = 5}}, opt);
     const auto fwd = gradient(pr, obj, Forward{}, opt);
     SCOPED_TRACE(to_string(m));
-    EXPECT_EQ(fwd.step_times, adj.step_times);
+    EXPECT_EQ(fwd.steps.times(), adj.steps.times());
     EXPECT_NEAR(fwd.objective, adj.objective, 1e-14 * std::abs(adj.objective));
     expect_rel(fwd.wrt_parameters, adj.wrt_parameters, kForwardVsAdjointTol, "p");
     expect_rel(fwd.wrt_initial_state, adj.wrt_initial_state, kForwardVsAdjointTol, "y0");

@@ -87,29 +87,29 @@ struct ObservedAndRunning {
   }
 };
 
-/// J on the steps `times` (plain evaluation through ode::gradient's replay).
+/// J on the plan `steps` (plain evaluation through ode::gradient's replay).
 template <class M, class O>
 double objective_at(const Problem<M>& pr, const O& obj, const std::vector<double>& p,
                     const std::vector<double>& y0, const IntegratorOptions& opt,
-                    const std::vector<double>& times, const std::vector<int>& orders = {}) {
+                    const StepPlan& steps) {
   Problem<M> q = pr;
   q.p = p;
   q.y0 = y0;
-  return gradient(q, obj, DiscreteAdjoint{}, opt, times, orders).objective;
+  return gradient(q, obj, DiscreteAdjoint{}, opt, steps).objective;
 }
 
 /// Richardson-extrapolated central differences of the adjoint gradient
-/// (p then y0) along v, on the steps `times` (and bdf's `orders`).
+/// (p then y0) along v, on the plan `steps` (times and bdf's orders).
 template <class M, class O>
 std::vector<double> fd_hv(const Problem<M>& pr, const O& obj, const HessianDirection& v,
-                          const IntegratorOptions& opt, const std::vector<double>& times,
-                          const std::vector<int>& orders = {}, double step = kFdStep) {
+                          const IntegratorOptions& opt, const StepPlan& steps,
+                          double step = kFdStep) {
   auto at = [&](double s) {
     Problem<M> q = pr;
     for (std::size_t j = 0; j < q.p.size(); ++j) q.p[j] += s * v.parameters[j];
     if (!v.initial_state.empty())
       for (std::size_t i = 0; i < q.y0.size(); ++i) q.y0[i] += s * v.initial_state[i];
-    const GradientResult g = gradient(q, obj, DiscreteAdjoint{}, opt, times, orders);
+    const GradientResult g = gradient(q, obj, DiscreteAdjoint{}, opt, steps);
     std::vector<double> all = g.wrt_parameters;
     all.insert(all.end(), g.wrt_initial_state.begin(), g.wrt_initial_state.end());
     return all;
@@ -164,7 +164,7 @@ std::pair<double, double> taylor2(const Problem<M>& pr, const O& obj, const Hess
     for (std::size_t j = 0; j < p.size(); ++j) p[j] += h * v.parameters[j];
     if (!v.initial_state.empty())
       for (std::size_t i = 0; i < y0.size(); ++i) y0[i] += h * v.initial_state[i];
-    const double Jh = objective_at(pr, obj, p, y0, opt, r.step_times, r.step_orders);
+    const double Jh = objective_at(pr, obj, p, y0, opt, r.steps);
     const double rem = std::abs(Jh - J0 - h * dJ - 0.5 * h * h * vHv);
     if (rem <= floor_rel * std::abs(J0)) break;
     hs.push_back(h);
@@ -200,8 +200,8 @@ TEST(HessianVector, LotkaVolterraObservationsAgainstFiniteDifferences) {
   const IntegratorOptions opt{.method = Method::RK4, .dt = 0.01};
   const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
   const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
-  EXPECT_EQ(r.step_times.size(), 501u);
-  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times), kFdRelTol, "LV H v");
+  EXPECT_EQ(r.steps.times().size(), 501u);
+  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.steps), kFdRelTol, "LV H v");
 
   // The value parts are ode::gradient's computation: the same bits.
   const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
@@ -272,10 +272,10 @@ TEST(HessianVector, VanDerPolDopri5WithInitialState) {
   const IntegratorOptions opt{.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10};
   const HessianDirection v{{1.0}, {0.3, -0.6}};
   const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
-  EXPECT_GT(r.step_times.size(), 20u);
-  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times), kFdRelTol, "VdP H v");
+  EXPECT_GT(r.steps.times().size(), 20u);
+  expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.steps), kFdRelTol, "VdP H v");
   const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
-  EXPECT_EQ(g.step_times, r.step_times);
+  EXPECT_EQ(g.steps.times(), r.steps.times());
   // The HVP's gradient (its Dual sweep) and ode::gradient's (the compiled
   // explicit scheme on ode::System, issue 14) are the same discrete
   // gradient summed in another order: round-off only.
@@ -302,7 +302,7 @@ TEST(Hessian, FitzHughNagumoEulerSymmetricAndTaylor) {
   for (std::size_t j = 0; j < 4; ++j) {
     HessianDirection e{std::vector<double>(4, 0.0), {}};
     e.parameters[j] = 1.0;
-    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.step_times);
+    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.steps);
     fd.resize(4);
     std::vector<double> col(4);
     for (Eigen::Index i = 0; i < 4; ++i) col[static_cast<std::size_t>(i)] = H.hessian(i, static_cast<Eigen::Index>(j));
@@ -310,7 +310,7 @@ TEST(Hessian, FitzHughNagumoEulerSymmetricAndTaylor) {
   }
   // vᵀHv from the matrix in the Taylor test along a mixed direction.
   const HessianDirection v{{0.1, -0.2, 1.0, 0.3}, {}};
-  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, H.step_times);
+  const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, H.steps);
   Eigen::VectorXd vv = Eigen::Map<const Eigen::VectorXd>(v.parameters.data(), 4);
   const Eigen::VectorXd Hv = H.hessian * vv;
   for (int i = 0; i < 4; ++i)
@@ -358,7 +358,7 @@ TEST(HessianVector, ThetaMethodsAgainstFiniteDifferencesAndTaylor) {
     const LeastSquares obj = lv_data();
     const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
     const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, cn);
-    expect_close(hv_all(r), fd_hv(pr, obj, v, cn, r.step_times), kFdRelTol, "LV CN H v");
+    expect_close(hv_all(r), fd_hv(pr, obj, v, cn, r.steps), kFdRelTol, "LV CN H v");
     const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, cn);
     expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kThetaGradientTol, "LV CN gradient");
     const auto [fitted, min_order] = taylor2(pr, obj, v, cn, r, 0.02);
@@ -376,7 +376,7 @@ TEST(HessianVector, ThetaMethodsAgainstFiniteDifferencesAndTaylor) {
     const MixedObjective obj;
     const HessianDirection v{{1.0}, {0.3, -0.6}};
     const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, be);
-    expect_close(hv_all(r), fd_hv(pr, obj, v, be, r.step_times), kFdRelTol, "VdP BE H v");
+    expect_close(hv_all(r), fd_hv(pr, obj, v, be, r.steps), kFdRelTol, "VdP BE H v");
     const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, be);
     expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kThetaGradientTol, "VdP BE gradient");
     const auto [fitted, min_order] = taylor2(pr, obj, v, be, r, 0.05);
@@ -408,11 +408,11 @@ TEST(HessianVector, RejectsWhatItDoesNotSupport) {
         << msg;
   }
   // Replayed bdf steps need their orders.
-  const std::vector<double> times{0.0, 2.0, 5.0};
+  const StepPlan times(std::vector<double>{0.0, 2.0, 5.0});
   const std::string orders = message([&] {
     hessian_vector(pr, obj, v, DiscreteAdjoint{}, {.method = Method::Bdf}, times);
   });
-  EXPECT_NE(orders.find("replaying bdf steps needs replay_orders"), std::string::npos) << orders;
+  EXPECT_NE(orders.find("replaying bdf steps needs their orders"), std::string::npos) << orders;
   const std::string fwd = message([&] {
     hessian_vector(pr, obj, v, Forward{}, {.method = Method::RK4, .dt = 0.01});
   });
@@ -474,16 +474,16 @@ TEST(HessianVector, AdaptiveImplicitStiffVanDerPol) {
         hessian_vector(kStiffVdp, VdpStiffObjective{}, v, DiscreteAdjoint{}, opt);
     const GradientResult g = gradient(kStiffVdp, VdpStiffObjective{}, DiscreteAdjoint{}, opt);
     // The same adaptive run chose the same steps (and orders).
-    EXPECT_EQ(r.step_times, g.step_times);
-    EXPECT_EQ(r.step_orders, g.step_orders);
-    EXPECT_GT(r.step_times.size(), 20u);
-    EXPECT_EQ(r.step_orders.empty(), m == Method::Sdirk3);
+    EXPECT_EQ(r.steps.times(), g.steps.times());
+    EXPECT_EQ(r.steps.orders(), g.steps.orders());
+    EXPECT_GT(r.steps.times().size(), 20u);
+    EXPECT_EQ(r.steps.orders().empty(), m == Method::Sdirk3);
     EXPECT_NEAR(r.objective, g.objective, kImplicitGradientTol * std::abs(g.objective));
     expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kImplicitGradientTol, "VdP grad p");
     expect_close(r.gradient_wrt_initial_state, g.wrt_initial_state, kImplicitGradientTol,
                  "VdP grad y0");
     expect_close(hv_all(r),
-                 fd_hv(kStiffVdp, VdpStiffObjective{}, v, opt, r.step_times, r.step_orders),
+                 fd_hv(kStiffVdp, VdpStiffObjective{}, v, opt, r.steps),
                  kImplicitFdRelTol, "stiff VdP H v");
     const auto [fitted, min_order] =
         taylor2(kStiffVdp, VdpStiffObjective{}, v, opt, r, 0.2, kImplicitTaylorFloor);
@@ -501,7 +501,7 @@ TEST(HessianVector, AdaptiveImplicitLotkaVolterraObservations) {
     const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
     const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt);
     const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
-    EXPECT_EQ(r.step_times, g.step_times);
+    EXPECT_EQ(r.steps.times(), g.steps.times());
     EXPECT_NEAR(r.objective, g.objective, kImplicitGradientTol * std::abs(g.objective));
     expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kImplicitGradientTol, "LV grad p");
     expect_close(r.gradient_wrt_initial_state, g.wrt_initial_state, kImplicitGradientTol,
@@ -510,14 +510,14 @@ TEST(HessianVector, AdaptiveImplicitLotkaVolterraObservations) {
     const double dJ =
         dot(g.wrt_parameters, v.parameters) + dot(g.wrt_initial_state, v.initial_state);
     EXPECT_NEAR(r.directional_derivative, dJ, kImplicitGradientTol * std::abs(dJ));
-    expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times, r.step_orders),
+    expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.steps),
                  kImplicitFdRelTol, "LV H v");
     const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.02);
     EXPECT_GE(fitted, kRequiredOrder);
     (void)min_order;
     // Replaying the gradient's steps (and orders) gives the same bits.
     const HessianVectorResult rep =
-        hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, g.step_times, g.step_orders);
+        hessian_vector(pr, obj, v, DiscreteAdjoint{}, opt, g.steps);
     EXPECT_EQ(rep.hv_wrt_parameters, r.hv_wrt_parameters);
     EXPECT_EQ(rep.hv_wrt_initial_state, r.hv_wrt_initial_state);
   }
@@ -533,11 +533,11 @@ TEST(Hessian, AdaptiveImplicitSymmetricAndColumnsAgainstDifferences) {
     ASSERT_EQ(H.hessian.rows(), 4);
     EXPECT_GT(H.hessian.cwiseAbs().maxCoeff(), 0.0);
     EXPECT_LE(H.asymmetry, kSymmetryTol);
-    EXPECT_EQ(H.step_orders.empty(), m == Method::Sdirk3);
+    EXPECT_EQ(H.steps.orders().empty(), m == Method::Sdirk3);
     // Column 2 against differences of gradients on the same steps.
     HessianDirection e{std::vector<double>(4, 0.0), {}};
     e.parameters[2] = 1.0;
-    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.step_times, H.step_orders);
+    std::vector<double> fd = fd_hv(pr, obj, e, opt, H.steps);
     fd.resize(4);
     std::vector<double> col(4);
     for (Eigen::Index i = 0; i < 4; ++i) col[static_cast<std::size_t>(i)] = H.hessian(i, 2);
@@ -602,13 +602,13 @@ TEST(HessianVector, EveryNativeStepperLotkaVolterra) {
   for (const IntegratorOptions& opt : steppers) {
     SCOPED_TRACE(to_string(opt.method));
     const HessianVectorResult r = hessian_vector(pr, obj, v, DiscreteAdjoint{StoreAll{}}, opt);
-    expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.step_times, r.step_orders), kFdRelTol,
+    expect_close(hv_all(r), fd_hv(pr, obj, v, opt, r.steps), kFdRelTol,
                  "H v");
     const auto [fitted, min_order] = taylor2(pr, obj, v, opt, r, 0.02);
     EXPECT_GE(fitted, kRequiredOrder);
     (void)min_order;
     const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, opt);
-    EXPECT_EQ(r.step_times, g.step_times);
+    EXPECT_EQ(r.steps.times(), g.steps.times());
     EXPECT_NEAR(r.objective, g.objective, kGradientPartTol * std::abs(g.objective));
     expect_close(r.gradient_wrt_parameters, g.wrt_parameters, kGradientPartTol, "grad p");
     expect_close(r.gradient_wrt_initial_state, g.wrt_initial_state, kGradientPartTol, "grad y0");
@@ -641,7 +641,7 @@ TEST(HessianVector, EveryImplicitStepperStiffVanDerPol) {
     const HessianVectorResult r =
         hessian_vector(kStiffVdp, VdpStiffObjective{}, v, DiscreteAdjoint{}, opt);
     expect_close(hv_all(r),
-                 fd_hv(kStiffVdp, VdpStiffObjective{}, v, opt, r.step_times, r.step_orders),
+                 fd_hv(kStiffVdp, VdpStiffObjective{}, v, opt, r.steps),
                  kImplicitFdRelTol, "stiff VdP H v");
     const auto [fitted, min_order] =
         taylor2(kStiffVdp, VdpStiffObjective{}, v, opt, r, 0.2, kImplicitTaylorFloor);
@@ -684,7 +684,7 @@ TEST(HessianVector, TapeStrategyBrusselator) {
         IntegratorOptions{.method = Method::BackwardEuler, .dt = 0.01, .newton_tol = 1e-13}}) {
     SCOPED_TRACE(to_string(opt.method));
     const HessianVectorResult r = hessian_vector(pr, WeightedFinal{}, v, DiscreteAdjoint{}, opt);
-    expect_close(hv_all(r), fd_hv(pr, WeightedFinal{}, v, opt, r.step_times), kFdRelTol, "Brusselator H v");
+    expect_close(hv_all(r), fd_hv(pr, WeightedFinal{}, v, opt, r.steps), kFdRelTol, "Brusselator H v");
   }
 }
 

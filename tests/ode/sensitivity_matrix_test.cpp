@@ -13,6 +13,7 @@
 
 #include "../support/relative_error.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
@@ -23,6 +24,17 @@ namespace {
 
 using test::max_rel_err;
 using test::rel_err;
+
+/// The message of the costate::Error `f` throws ("no error" when none).
+template <class F>
+std::string message(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 // Central differences with h = 1e-6 relative: O(h²) ≈ 1e-12 truncation and
 // O(ε/h) ≈ 1e-10 round-off, plus the replayed Newton solves' residual
@@ -53,39 +65,23 @@ WeightedObservations observations() {
   return o;
 }
 
-struct Steps {
-  std::vector<double> times;
-  std::vector<int> orders;
-};
-
-std::vector<double> stops_of(const WeightedObservations& obs, double t1) {
-  std::vector<double> s = obs.times;
-  if (s.back() < t1) s.push_back(t1);
-  return s;
-}
-
 // The steps the gradient would take: fixed dt for the fixed-step methods, the
-// adaptive run for sdirk3/bdf; dopri5 replays sdirk3's steps (any step
-// sequence landing on the observations is a discrete solution to
+// adaptive run for sdirk3/bdf (plan_steps); dopri5 replays sdirk3's steps
+// (any step sequence landing on the observations is a discrete solution to
 // differentiate; the scheme is dopri5's 5th-order step on it).
-Steps steps_for(const IntegratorOptions& opt, const Problem<LotkaVolterra>& prob,
-                const WeightedObservations& obs) {
+StepPlan steps_for(const IntegratorOptions& opt, const Problem<LotkaVolterra>& prob,
+                   const WeightedObservations& obs) {
   const System sys = make_system(prob.model, obs, 2, 4);
-  const std::vector<double> stops = stops_of(obs, prob.t1());
   if (opt.method == Method::Sdirk3 || opt.method == Method::Bdf || opt.method == Method::Dopri5) {
     IntegratorOptions o = opt;
     if (o.method == Method::Dopri5) o.method = Method::Sdirk3;
-    o.stop_at_outputs = true;
-    ImplicitStepPlan plan = plan_implicit_steps(sys, prob.p, prob.y0, prob.t0(), prob.t1(), o, stops);
-    EXPECT_TRUE(plan.summary.success()) << plan.summary.message;
-    if (opt.method == Method::Dopri5) plan.orders.clear();
-    return {plan.times, plan.orders};
+    return plan_steps(sys, prob.y0, prob.p, prob.t0(), prob.t1(), o, {}, "steps_for").steps;
   }
-  Steps s;
+  std::vector<double> times;
   const double dt = opt.dt;
-  for (int i = 0; i <= static_cast<int>(std::lround(prob.t1() / dt)); ++i) s.times.push_back(i * dt);
-  s.times.back() = prob.t1();
-  return s;
+  for (int i = 0; i <= static_cast<int>(std::lround(prob.t1() / dt)); ++i) times.push_back(i * dt);
+  times.back() = prob.t1();
+  return StepPlan(std::move(times));
 }
 
 IntegratorOptions options_for(Method m) {
@@ -103,9 +99,9 @@ TEST_P(SensitivityMatrix, MatchesCentralDifferencesAndTheAdjoint) {
   const IntegratorOptions opt = options_for(method);
   const auto prob = problem();
   const auto obs = observations();
-  const Steps steps = steps_for(opt, prob, obs);
-  ASSERT_GE(steps.times.size(), 2u);
-  const ResidualSensitivities rs = sensitivity_matrix(prob, obs, opt, steps.times, steps.orders);
+  const StepPlan steps = steps_for(opt, prob, obs);
+  ASSERT_GE(steps.times().size(), 2u);
+  const ResidualSensitivities rs = sensitivity_matrix(prob, obs, opt, steps);
   const std::size_t np = 4, n = 2, m = np + n, rows = rs.residuals.size();
   ASSERT_EQ(rows, obs.n_residuals());
   ASSERT_EQ(rs.n_columns, m);
@@ -119,8 +115,8 @@ TEST_P(SensitivityMatrix, MatchesCentralDifferencesAndTheAdjoint) {
     const double h = kFdStep * std::max(1.0, std::abs(xp));
     xp += h;
     xm -= h;
-    const auto rp = sensitivity_matrix(plus, obs, opt, steps.times, steps.orders).residuals;
-    const auto rm = sensitivity_matrix(minus, obs, opt, steps.times, steps.orders).residuals;
+    const auto rp = sensitivity_matrix(plus, obs, opt, steps).residuals;
+    const auto rm = sensitivity_matrix(minus, obs, opt, steps).residuals;
     std::vector<double> col(rows), fd(rows);
     for (std::size_t r = 0; r < rows; ++r) {
       col[r] = rs.at(r, d);
@@ -135,15 +131,10 @@ TEST_P(SensitivityMatrix, MatchesCentralDifferencesAndTheAdjoint) {
   const System sys = make_system(prob.model, obs, n, np);
   IntegratorOptions replay = opt;
   replay.stop_at_outputs = true;
-  const auto scheme = make_scheme(sys, replay, prob.p, steps.times, steps.orders);
-  std::vector<std::int64_t> obs_at(steps.times.size(), -1);
-  for (std::size_t k = 0, i = 0; k < obs.times.size(); ++k) {
-    while (steps.times[i] < obs.times[k]) ++i;
-    obs_at[i] = static_cast<std::int64_t>(k);
-  }
+  const auto scheme = make_scheme(sys, replay, prob.p, steps);
   std::vector<double> x0(scheme->state_size(), 0.0);
   std::copy(prob.y0.begin(), prob.y0.end(), x0.begin());
-  const SweepOutcome adj = adjoint_sweep(sys, *scheme, StoreAll{}, obs_at, x0, prob.p);
+  const SweepOutcome adj = adjoint_sweep(sys, *scheme, steps, StoreAll{}, x0, prob.p);
   double half_rr = 0.0;
   std::vector<double> str(m, 0.0), grad = adj.wrt_parameters;
   grad.insert(grad.end(), adj.wrt_initial_state.begin(), adj.wrt_initial_state.end());
@@ -161,19 +152,29 @@ INSTANTIATE_TEST_SUITE_P(EveryStepper, SensitivityMatrix,
                                            Method::Sdirk3, Method::Bdf),
                          [](const auto& info) { return to_string(info.param); });
 
-// bdf without its orders: the run that chose the steps is made again to
-// recover them, with the same answer.
-TEST(SensitivityMatrixBdf, RecoversTheOrdersFromTheRun) {
+// bdf's steps replayed without their orders are refused (the plan carries
+// them: GradientResult::steps), as is a plan that misses an observation time;
+// an empty plan chooses the steps as the gradient does: the same bits.
+TEST(SensitivityMatrixBdf, NeedsThePlansOrders) {
   const IntegratorOptions opt = options_for(Method::Bdf);
   const auto prob = problem();
   const auto obs = observations();
-  const Steps steps = steps_for(opt, prob, obs);
-  const auto with = sensitivity_matrix(prob, obs, opt, steps.times, steps.orders);
-  const auto without = sensitivity_matrix(prob, obs, opt, steps.times);
-  EXPECT_EQ(with.jacobian, without.jacobian);  // the same replay: the same bits
-  std::vector<double> other = steps.times;
-  other.insert(other.begin() + 1, 0.5 * other[1]);
-  EXPECT_THROW((void)sensitivity_matrix(prob, obs, opt, other), Error);
+  const StepPlan steps = steps_for(opt, prob, obs);
+  const auto with = sensitivity_matrix(prob, obs, opt, steps);
+  const auto chosen = sensitivity_matrix(prob, obs, opt, {});
+  EXPECT_EQ(with.jacobian, chosen.jacobian);  // the same plan: the same bits
+  const std::string no_orders = message([&] {
+    (void)sensitivity_matrix(prob, obs, opt, StepPlan(steps.times()));
+  });
+  EXPECT_NE(no_orders.find("sensitivity_matrix: replaying bdf steps needs their orders"),
+            std::string::npos)
+      << no_orders;
+  const std::string missed = message([&] {
+    (void)sensitivity_matrix(prob, obs, {.method = Method::RK4}, StepPlan({0.0, 1.75, 4.0}));
+  });
+  EXPECT_NE(missed.find("no step of the step plan lands on observation time 0.5"),
+            std::string::npos)
+      << missed;
 }
 
 // CVODES (cvodes_bdf): S from CVODES' forward sensitivities at the
@@ -203,7 +204,7 @@ TEST(SensitivityMatrixCvodes, IsTheCvodesForwardGradientAndTheContinuousJacobian
   EXPECT_LE(max_rel_err(str, grad), kAdjointRelTol);
   const IntegratorOptions rk4{.method = Method::RK4, .dt = 1e-3};
   const ResidualSensitivities native =
-      sensitivity_matrix(prob, obs, rk4, steps_for(rk4, prob, obs).times);
+      sensitivity_matrix(prob, obs, rk4, steps_for(rk4, prob, obs));
   EXPECT_LE(max_rel_err(rs.jacobian, native.jacobian), kCvodesRelTol);
   EXPECT_LE(max_rel_err(rs.residuals, native.residuals), kCvodesRelTol);
   std::printf("# CVODES S vs rk4's: %.2e relative\n", max_rel_err(rs.jacobian, native.jacobian));
@@ -256,6 +257,114 @@ TEST(SensitivityMatrixCvodes, SeededDirectionsAreTheUnseededTimesTheSeed) {
   EXPECT_THROW((void)detail::cvodes_observed_sensitivities(system, prob.y0, prob.p, prob.t0(),
                                                            obs.times, cv, &seed),
                Error);
+}
+
+// ode::StepPlan refuses what is not a plan, and a plan that does not fit its
+// use, with a message naming what is wrong.
+TEST(StepPlan, ValidationNamesWhatIsWrong) {
+  auto expect_message = [](auto&& f, const std::string& want) {
+    const std::string got = message(f);
+    EXPECT_NE(got.find(want), std::string::npos) << "want: " << want << "\ngot:  " << got;
+  };
+  expect_message([] { StepPlan({0.0}); }, "step plan: needs at least one step");
+  expect_message([] { StepPlan(std::vector<double>{}); }, "step plan: needs at least one step");
+  expect_message([] { StepPlan({0.0, 1.0, 1.0}); },
+                 "step plan: the times must be strictly increasing: times[1] = 1, times[2] = 1");
+  expect_message([] { StepPlan({0.0, 2.0, 1.0}); }, "strictly increasing");
+  expect_message([] { StepPlan({0.0, NAN, 1.0}); }, "step plan: times[1] = nan is not finite");
+  expect_message([] { StepPlan({0.0, 1.0, 2.0}, {1}); },
+                 "step plan: bdf's orders need one per step: got 1 orders for 2 steps");
+  expect_message([] { StepPlan({0.0, 1.0, 2.0}, {1, 6}); },
+                 "step plan: orders[1] = 6 is out of range 1 … 5");
+  expect_message([] { StepPlan({0.0, 1.0, 2.0}, {0, 1}); }, "orders[0] = 0 is out of range");
+  // A valid plan.
+  const StepPlan plan({0.0, 0.5, 1.0}, {1, 2});
+  EXPECT_EQ(plan.steps(), 2u);
+  EXPECT_EQ(plan.orders(), (std::vector<int>{1, 2}));
+  // Checked against its use.
+  expect_message([&] { plan.check_replay(Method::Bdf, 0.0, 2.0, "who"); },
+                 "who: the step plan runs from 0 to 1; the problem from 0 to 2");
+  expect_message([&] { plan.check_replay(Method::RK4, 0.0, 1.0, "who"); },
+                 "who: the step plan has bdf's orders; integrator.method = rk4 takes none");
+  expect_message([&] { StepPlan({0.0, 1.0}).check_replay(Method::Bdf, 0.0, 1.0, "who"); },
+                 "who: replaying bdf steps needs their orders");
+  expect_message([&] { StepPlan().check_replay(Method::RK4, 0.0, 1.0, "who"); },
+                 "who: the step plan is empty");
+  EXPECT_NO_THROW(plan.check_replay(Method::Bdf, 0.0, 1.0, "who"));
+  const std::vector<double> on{0.5, 1.0}, off{0.25};
+  EXPECT_EQ(plan.landing_steps(on, "who"), (std::vector<std::size_t>{1, 2}));
+  expect_message([&] { (void)plan.landing_steps(off, "who"); },
+                 "who: no step of the step plan lands on observation time 0.25");
+  // Through the public entry points: the name of the entry in the message.
+  const auto prob = problem();
+  const auto obs = observations();
+  const IntegratorOptions rk4{.method = Method::RK4, .dt = 0.01};
+  expect_message([&] { (void)gradient(prob, obs, DiscreteAdjoint{}, rk4, StepPlan({0.0, 4.0})); },
+                 "gradient: no step of the step plan lands on observation time 0.5");
+  expect_message([&] { (void)gradient(prob, obs, Forward{}, rk4, StepPlan({0.0, 3.0})); },
+                 "gradient: the step plan runs from 0 to 3; the problem from 0 to 4");
+  const HessianDirection v{{1.0, 0.0, 0.0, 0.0}};
+  expect_message(
+      [&] {
+        (void)hessian_vector(prob, obs, v, DiscreteAdjoint{}, {.method = Method::Bdf},
+                             StepPlan({0.0, 4.0}));
+      },
+      "hessian_vector: replaying bdf steps needs their orders");
+}
+
+// A plan recorded by one path replays identically (bitwise) in the others:
+// the gradient's adaptive first run (bdf: its StoreAll adjoint takes the
+// run's own states; dopri5: the explicit scheme) records GradientResult::
+// steps; Forward, hessian_vector and sensitivity_matrix without a plan choose
+// the same steps by the same chooser (plan_steps); replayed by the tangent
+// sweep (Forward), the results are Forward's own, and by the Binomial adjoint
+// (which replays every step) and H·v, the recording run's bits (dopri5's H·v:
+// explicit RK with the dense strategy, whose gradient part is the
+// gradient's operations), and the residual Jacobian on the recorded plan is
+// the one on the plan chosen afresh, bit for bit.
+TEST(StepPlan, RecordedPlanReplaysBitwiseInTheOtherPaths) {
+  const auto prob = problem();
+  const auto obs = observations();
+  const HessianDirection v{{0.3, -0.2, 0.1, 0.4}, {0.5, -0.5}};
+  for (Method m : {Method::Dopri5, Method::Bdf}) {
+    SCOPED_TRACE(to_string(m));
+    const IntegratorOptions opt{.method = m, .rtol = 1e-7, .atol = 1e-9, .newton_tol = 1e-13};
+    const GradientResult g = gradient(prob, obs, DiscreteAdjoint{}, opt);
+    ASSERT_GT(g.steps.steps(), 20u);
+    EXPECT_EQ(g.steps.orders().empty(), m != Method::Bdf);
+    // Chosen again (no plan) by the H·v and the residual Jacobian: the same plan.
+    const HessianVectorResult h = hessian_vector(prob, obs, v, DiscreteAdjoint{}, opt);
+    const GradientResult f0 = gradient(prob, obs, Forward{}, opt);
+    EXPECT_EQ(h.steps, g.steps);
+    EXPECT_EQ(f0.steps, g.steps);
+    // Replayed.
+    const GradientResult f = gradient(prob, obs, Forward{}, opt, g.steps);
+    const GradientResult b =
+        gradient(prob, obs, DiscreteAdjoint{.checkpointing = Binomial{.snapshots = 3}}, opt, g.steps);
+    const HessianVectorResult hr = hessian_vector(prob, obs, v, DiscreteAdjoint{}, opt, g.steps);
+    EXPECT_EQ(f.steps, g.steps);
+    EXPECT_EQ(f.objective, f0.objective);
+    EXPECT_EQ(f.wrt_parameters, f0.wrt_parameters);
+    EXPECT_EQ(f.wrt_initial_state, f0.wrt_initial_state);
+    // The same 8 observation terms summed forward (tangents) and backward
+    // (adjoint): equal up to the sum's reordering, a few ulps.
+    EXPECT_LE(rel_err(f.objective, g.objective), 1e-14);
+    EXPECT_EQ(b.objective, g.objective);
+    EXPECT_EQ(b.wrt_parameters, g.wrt_parameters);
+    EXPECT_EQ(b.wrt_initial_state, g.wrt_initial_state);
+    EXPECT_EQ(hr.steps, g.steps);
+    EXPECT_EQ(hr.objective, h.objective);
+    EXPECT_EQ(hr.hv_wrt_parameters, h.hv_wrt_parameters);
+    EXPECT_EQ(hr.hv_wrt_initial_state, h.hv_wrt_initial_state);
+    if (m == Method::Dopri5) {
+      EXPECT_EQ(hr.objective, g.objective);
+      EXPECT_EQ(hr.gradient_wrt_parameters, g.wrt_parameters);
+    }
+    const ResidualSensitivities on_recorded = sensitivity_matrix(prob, obs, opt, g.steps);
+    const ResidualSensitivities chosen = sensitivity_matrix(prob, obs, opt, {});
+    EXPECT_EQ(on_recorded.jacobian, chosen.jacobian);
+    EXPECT_EQ(on_recorded.residuals, chosen.residuals);
+  }
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(StiffGradient, AdjointMatchesForwardOnTheSameSteps) {
     const IntegratorOptions opt{.method = m, .rtol = 1e-6, .atol = 1e-8};
     const auto a = gradient(vdp, VdpFinal{}, DiscreteAdjoint{Binomial{.snapshots = 6}}, opt);
     const auto f = gradient(vdp, VdpFinal{}, Forward{}, opt);
-    EXPECT_EQ(a.step_times, f.step_times);
+    EXPECT_EQ(a.steps.times(), f.steps.times());
     EXPECT_EQ(a.objective, f.objective);  // the same replayed steps, the same bits
     expect_rel(joined(f), joined(a), kForwardVsAdjointTol, "vdp");
     EXPECT_GT(a.checkpoints.steps, 10);
@@ -86,7 +86,7 @@ TEST(StiffGradient, AdjointMatchesForwardOnTheSameSteps) {
     const auto fo = gradient(lv, ls, Forward{}, opt);
     expect_rel(joined(fo), joined(ao), kForwardVsAdjointTol, "observations");
     for (double t : ls.times)
-      EXPECT_NE(std::find(ao.step_times.begin(), ao.step_times.end(), t), ao.step_times.end());
+      EXPECT_NE(std::find(ao.steps.times().begin(), ao.steps.times().end(), t), ao.steps.times().end());
   }
 }
 
@@ -187,7 +187,7 @@ TEST(StiffGradient, CentralDifferencesAndTaylorOfTheReplayedObjective) {
       Problem<VanDerPol> q = vdp;
       q.p = {x[0]};
       q.y0 = {x[1], x[2]};
-      return gradient(q, VdpFinal{}, DiscreteAdjoint{}, opt, r.step_times, r.step_orders).objective;
+      return gradient(q, VdpFinal{}, DiscreteAdjoint{}, opt, r.steps).objective;
     };
     const std::vector<double> x{1000.0, 2.0, -0.6666};
     const std::vector<double> g = joined(r);
@@ -252,7 +252,7 @@ TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
   // bdf's forward run makes replay-identical steps, and a StoreAll adjoint
   // takes its states and step Jacobians instead of replaying: the result
   // must be bit for bit the replayed one (the same steps and orders handed
-  // back as replay_times), and the Binomial schedule's, which replays.
+  // back as the replay plan), and the Binomial schedule's, which replays.
   const Problem<Robertson> rob{Robertson{}, {1.0, 0.0, 0.0}, {0.04, 1e4, 3e7}, {0.0, 4e5}};
   const IntegratorOptions ro{.method = Method::Bdf, .rtol = 1e-6,
                              .atol_per_state = {1e-8, 1e-14, 1e-6}};
@@ -261,13 +261,12 @@ TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
   const IntegratorOptions lo{.method = Method::Bdf, .rtol = 1e-8, .atol = 1e-10};
   auto check = [](auto&& grad, const char* what) {
     SCOPED_TRACE(what);
-    const GradientResult all = grad(Checkpointing{StoreAll{}}, std::vector<double>{}, std::vector<int>{});
-    const GradientResult replayed = grad(Checkpointing{StoreAll{}}, all.step_times, all.step_orders);
-    const GradientResult bin = grad(Checkpointing{Binomial{.snapshots = 4}}, std::vector<double>{},
-                                    std::vector<int>{});
+    const GradientResult all = grad(Checkpointing{StoreAll{}}, StepPlan{});
+    const GradientResult replayed = grad(Checkpointing{StoreAll{}}, all.steps);
+    const GradientResult bin = grad(Checkpointing{Binomial{.snapshots = 4}}, StepPlan{});
     EXPECT_GT(all.checkpoints.steps, 20);
-    EXPECT_EQ(bin.step_times, all.step_times);
-    EXPECT_EQ(bin.step_orders, all.step_orders);
+    EXPECT_EQ(bin.steps.times(), all.steps.times());
+    EXPECT_EQ(bin.steps.orders(), all.steps.orders());
     for (const GradientResult* r : {&replayed, &bin}) {
       EXPECT_EQ(r->objective, all.objective);
       EXPECT_EQ(r->wrt_parameters, all.wrt_parameters);
@@ -278,13 +277,13 @@ TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
     EXPECT_LT(all.rhs_evaluations, replayed.rhs_evaluations / 10);
   };
   check(
-      [&](const Checkpointing& c, const std::vector<double>& t, const std::vector<int>& k) {
-        return gradient(rob, RobertsonObjective{}, DiscreteAdjoint{c}, ro, t, k);
+      [&](const Checkpointing& c, const StepPlan& steps) {
+        return gradient(rob, RobertsonObjective{}, DiscreteAdjoint{c}, ro, steps);
       },
       "robertson, running cost");
   check(
-      [&](const Checkpointing& c, const std::vector<double>& t, const std::vector<int>& k) {
-        return gradient(lv, ls, DiscreteAdjoint{c}, lo, t, k);
+      [&](const Checkpointing& c, const StepPlan& steps) {
+        return gradient(lv, ls, DiscreteAdjoint{c}, lo, steps);
       },
       "lotka-volterra, observations");
 }
@@ -370,7 +369,7 @@ TEST(StiffGradient, InterruptedAdjointsResumeToTheSameBits) {
         // reverse): the same gradient on the recorded steps, no first run.
         std::int64_t sweep_calls = 0;
         opt.on_step = stop_at(0, sweep_calls);
-        gradient(lv, obj, DiscreteAdjoint{c}, opt, ref.step_times, ref.step_orders);
+        gradient(lv, obj, DiscreteAdjoint{c}, opt, ref.steps);
         ASSERT_GT(sweep_calls, 8) << "too few hook calls to interrupt";
         // Late in the reverse sweep, then in the resumed one; one stop early
         // (the sweep's forward pass: nothing to continue from, a restart).
@@ -404,14 +403,14 @@ TEST(StiffGradient, ResumeRefusesAnotherRunsPlace) {
   const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-2};
   auto bad = std::make_shared<AdjointResume>();
   bad->step = 5;  // beyond its 2 steps
-  bad->times = {0.0, 1.0, 2.0};
+  bad->steps = StepPlan({0.0, 1.0, 2.0});
   bad->lambda.assign(3, 0.0);
   bad->mu.assign(4, 0.0);
   DiscreteAdjoint m{StoreAll{}};
   m.resume_from = bad;
   EXPECT_THROW(gradient(lv, TerminalAndRunning{}, m, opt), costate::Error);
-  // replay_times and a place to resume from are exclusive.
-  const std::vector<double> times = {0.0, 1.0, 2.0};
+  // A replay plan and a place to resume from are exclusive.
+  const StepPlan times({0.0, 1.0, 2.0});
   bad->step = 1;
   EXPECT_THROW(gradient(lv, TerminalAndRunning{}, m, opt, times), costate::Error);
 }

@@ -228,7 +228,7 @@ TEST(Support, TheLibraryDoesWhatTheTableSays) {
         const std::vector<double> grad = all_of(g.wrt_parameters, g.wrt_initial_state);
         const bool discrete = is_discrete(k);
         auto J = [&](const LvProblem& q) {
-          return discrete ? gradient(q, obj, method, opt, g.step_times, g.step_orders).objective
+          return discrete ? gradient(q, obj, method, opt, g.steps).objective
                           : gradient(q, obj, method, opt).objective;
         };
         std::vector<double> fd(x0.size());
@@ -260,7 +260,7 @@ TEST(Support, TheLibraryDoesWhatTheTableSays) {
       const double h = discrete ? kHvStep : kAdaptiveHvStep;
       auto grad_at = [&](double s) {
         const GradientResult g =
-            discrete ? gradient(moved(pr, v, s), obj, method, opt, r.step_times, r.step_orders)
+            discrete ? gradient(moved(pr, v, s), obj, method, opt, r.steps)
                      : gradient(moved(pr, v, s), obj, method, opt);
         return all_of(g.wrt_parameters, g.wrt_initial_state);
       };

@@ -79,7 +79,8 @@ TEST(SystemFastPaths, FusedExplicitReverseMatchesTheGenericLoop) {
   const RunningAndTerminal obj;
   const System dense = make_system(model, obj, 2, 4);
   const System tape = make_system(model, obj, 2, 4, {.jacobian = JacobianStrategy::Tape});
-  const std::vector<double> p{1.5, 1.0, 3.0, 1.0}, times{0.0, 0.05, 0.12};
+  const std::vector<double> p{1.5, 1.0, 3.0, 1.0};
+  const StepPlan times({0.0, 0.05, 0.12});
   const std::vector<double> x{1.2, 0.7, 0.3};
   for (Method method : {Method::ExplicitEuler, Method::RK4, Method::Dopri5}) {
     SCOPED_TRACE(static_cast<int>(method));
@@ -101,7 +102,8 @@ TEST(SystemFastPaths, OneDirectionTangentOfSecondOrderSystemHasTheSameBits) {
   const RunningAndTerminal obj;
   const System first = make_system(model, obj, 2, 4);
   const System second = make_second_order_system(model, obj, 2, 4);
-  const std::vector<double> p{1.5, 1.0, 3.0, 1.0}, times{0.0, 0.05};
+  const std::vector<double> p{1.5, 1.0, 3.0, 1.0};
+  const StepPlan times({0.0, 0.05});
   const std::vector<double> x{1.2, 0.7, 0.3}, S{0.3, -0.2, 0.0}, P{0.1, 0.0, -0.4, 0.2};
   auto a = make_explicit_rk_scheme(first, Method::RK4, p, times);
   auto b = make_explicit_rk_scheme(second, Method::RK4, p, times);

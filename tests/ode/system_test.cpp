@@ -272,11 +272,11 @@ TEST(System, StrategyNames) {
   EXPECT_THROW((SystemOptions{.max_colours = 0}.validate()), costate::Error);
 }
 
-/// J(p, y0) of the replayed discrete solution (fixed steps or replay_times).
+/// J(p, y0) of the replayed discrete solution (the plan `steps`).
 template <class M, class O>
 double objective_at(const Problem<M>& pr, const O& obj, const IntegratorOptions& opt,
-                    const std::vector<double>& times) {
-  return gradient(pr, obj, Forward{}, opt, times).objective;
+                    const StepPlan& steps) {
+  return gradient(pr, obj, Forward{}, opt, steps).objective;
 }
 
 /// The adjoint against forward sensitivities and central differences of
@@ -285,7 +285,7 @@ template <class M, class O>
 void check_gradient(const Problem<M>& pr, const O& obj, const IntegratorOptions& opt,
                     const SensitivityMethod& adjoint) {
   const GradientResult a = gradient(pr, obj, adjoint, opt);
-  const GradientResult f = gradient(pr, obj, Forward{}, opt, a.step_times);
+  const GradientResult f = gradient(pr, obj, Forward{}, opt, a.steps);
   EXPECT_NEAR(f.objective, a.objective, 1e-12 * std::abs(a.objective));
   EXPECT_LE(max_rel_err(f.wrt_parameters, a.wrt_parameters), kAdjointVsTangent);
   EXPECT_LE(max_rel_err(f.wrt_initial_state, a.wrt_initial_state), kAdjointVsTangent);
@@ -298,8 +298,8 @@ void check_gradient(const Problem<M>& pr, const O& obj, const IntegratorOptions&
     const double h = 1e-6 * std::max(1.0, std::abs(vp));
     vp += h;
     vm -= h;
-    fd.push_back((objective_at(plus, obj, opt, a.step_times) -
-                  objective_at(minus, obj, opt, a.step_times)) /
+    fd.push_back((objective_at(plus, obj, opt, a.steps) -
+                  objective_at(minus, obj, opt, a.steps)) /
                  (2 * h));
   }
   EXPECT_LE(max_rel_err(ad, fd), kObjectiveDifference);
@@ -336,10 +336,10 @@ TEST(SystemGradient, BrusselatorSparseAndTapeAgree) {
   std::vector<double> times;
   for (int i = 0; i <= 200; ++i) times.push_back(i * 1e-3);
   times.back() = 0.2;
-  std::vector<std::int64_t> obs_at(times.size(), -1);
+  const StepPlan steps(std::move(times));
   auto run = [&](const System& sys) {
-    auto scheme = make_explicit_rk_scheme(sys, Method::RK4, pr.p, times);
-    return adjoint_sweep(sys, *scheme, StoreAll{}, obs_at, pr.y0, pr.p);
+    auto scheme = make_explicit_rk_scheme(sys, Method::RK4, pr.p, steps);
+    return adjoint_sweep(sys, *scheme, steps, StoreAll{}, pr.y0, pr.p);
   };
   const SweepOutcome a = run(sparse), b = run(tape);
   EXPECT_EQ(sparse.strategy(), JacobianStrategy::Sparse);

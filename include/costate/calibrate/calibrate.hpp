@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/ode/step_plan.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/io/input.hpp"
 
@@ -93,7 +94,8 @@ class CalibrationProblem {
   std::int64_t gradient_evaluations_ = 0;
   // The step times of the last evaluation (replayed by the sensitivity
   // matrix at the same point).
-  std::vector<double> last_q_, last_steps_;
+  std::vector<double> last_q_;
+  ode::StepPlan last_steps_;  ///< the last gradient's steps, replayed by the residual Jacobian
 };
 
 struct CalibrationReport {

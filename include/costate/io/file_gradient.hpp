@@ -54,11 +54,11 @@ struct AdjointResumeLink {
 };
 
 /// J and ∇J at parameters p and initial state y0 (the steps replayed when
-/// replay_times is given). A non-empty `resume` needs
-/// sensitivity.method discrete_adjoint (costate::Error otherwise).
+/// a `replay` plan is given: FileGradient::result.steps of an earlier call).
+/// A non-empty `resume` needs sensitivity.method discrete_adjoint
+/// (costate::Error otherwise).
 FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
-                           std::span<const double> y0, std::span<const double> replay_times = {},
-                           std::span<const int> replay_orders = {},
+                           std::span<const double> y0, const ode::StepPlan& replay = {},
                            const AdjointResumeLink& resume = {});
 
 /// What the Hessian supports, checked before any work is done; `input`
@@ -113,9 +113,10 @@ ode::HessianVectorResult observation_hessian_vector(const RunConfig& cfg,
                                                     const ode::SensitivityMethod& method);
 
 /// Calibration: the residuals of `obs` and their sensitivity matrix at cfg's
-/// parameters and initial state, along `step_times` (ode::sensitivity_matrix).
+/// parameters and initial state, on the gradient's step plan `steps`
+/// (ode::sensitivity_matrix).
 ode::ResidualSensitivities residual_sensitivities(const RunConfig& cfg,
                                                   const ode::WeightedObservations& obs,
-                                                  std::span<const double> step_times);
+                                                  const ode::StepPlan& steps);
 
 }  // namespace costate::io

@@ -202,10 +202,18 @@ class SweepRunner {
 /// starting from the current state x_0 of `ops` (index 0); returns what it
 /// did. The step count is known here; Online still decides its snapshots
 /// during the first sweep as if it were not (thinning), which is what an
-/// adaptive run does.
+/// adaptive run does. Validates `c` (validate) first; reverse_sweep_valid
+/// is the same sweep for a schedule its caller has validated.
+template <class Ops>
+CheckpointStats reverse_sweep_valid(const Checkpointing& c, Ops& ops, std::int64_t steps);
 template <class Ops>
 CheckpointStats reverse_sweep(const Checkpointing& c, Ops& ops, std::int64_t steps) {
   validate(c);
+  return reverse_sweep_valid(c, ops, steps);
+}
+
+template <class Ops>
+CheckpointStats reverse_sweep_valid(const Checkpointing& c, Ops& ops, std::int64_t steps) {
   COSTATE_CHECK_GE(steps, 0, "reverse_sweep: negative step count");
   COSTATE_CHECK_EQ(ops.index(), 0, "reverse_sweep: the current state must be x_0");
   CheckpointStats stats;

@@ -26,8 +26,9 @@
 /// (landing on observation times); an adaptive run (dopri5, sdirk3, bdf) is
 /// made first to choose the steps — and bdf's orders, hence its
 /// coefficients — landing exactly on observation times, and its accepted
-/// steps (GradientResult::step_times, step_orders) are then replayed by the
-/// adjoint's sweeps. The gradient is that of the replayed discrete solution:
+/// steps (GradientResult::steps, a StepPlan: step_plan.hpp, chosen by
+/// plan_steps) are then replayed by the adjoint's sweeps. The gradient is
+/// that of the replayed discrete solution:
 /// it ignores how the error control would move the steps if p changed.
 /// Steppers: explicit Runge–Kutta; the implicit θ-methods (backward Euler,
 /// Crank–Nicolson; the adjoint of a step is its transposed linear solve);
@@ -37,7 +38,7 @@
 /// states. Every stepper is a compiled Scheme on the same ode::System
 /// (scheme.hpp has each one's maths; src/ode/scheme*.cpp), run by the one
 /// adjoint_sweep / tangent_sweep; the adaptive first run of sdirk3/bdf is
-/// compiled too (plan_implicit_steps). Replayed implicit steps are converged to
+/// compiled too (plan_steps). Replayed implicit steps are converged to
 /// newton_tol (and, for sdirk3/bdf, to 10⁻⁶ of the error tolerance), since
 /// the adjoint assumes the implicit equations hold exactly. bdf's first run
 /// already makes its steps that way (BdfStepper::set_replay: the accepted
@@ -90,13 +91,13 @@ struct DiscreteAdjoint {
   bool coloured_jacobian = false;
   /// Continue the interrupted sweep recorded here (AdjointResume,
   /// scheme.hpp): its steps are replayed (no first run chooses them; the
-  /// call's replay_times must be empty) and only the reverse steps below
+  /// call's replay plan must be empty) and only the reverse steps below
   /// resume_from->step are run — the same bits as the uninterrupted gradient
   /// of the same problem, objective and settings.
   std::shared_ptr<const AdjointResume> resume_from{};
   /// When set and IntegratorOptions::on_step throws (an interrupt) once the
   /// reverse sweep has begun, the sweep's place is stored here (with the
-  /// step times and orders) before the exception propagates; its step stays
+  /// step plan) before the exception propagates; its step stays
   /// −1 when the throw came earlier (nothing to continue from).
   std::shared_ptr<AdjointResume> interrupted_at{};
 };
@@ -123,40 +124,37 @@ struct GradientResult {
   std::int64_t rhs_evaluations = 0;  ///< by the sweeps (forward and reverse)
   std::int64_t vjp_evaluations = 0;
   double wall_seconds = 0.0;
-  /// The step times t_0 … t_l the gradient belongs to (replay them to
-  /// evaluate the same discrete objective elsewhere, e.g. in a Taylor test).
-  std::vector<double> step_times;
-  /// bdf: the order of each step (replay them with step_times); empty for
-  /// the other methods.
-  std::vector<int> step_orders;
+  /// The steps t_0 … t_l (and bdf's orders) the gradient belongs to: pass
+  /// them back as `replay` to evaluate the same discrete objective elsewhere
+  /// (a Taylor test, hessian_vector, sensitivity_matrix). The continuous
+  /// adjoint's forward run's accepted steps; empty for the CVODES methods.
+  StepPlan steps;
   std::string brief_report() const;
 };
 
 
+namespace detail {
+/// ode::gradient with DiscreteAdjoint or Forward on the compiled System
+/// (src/ode/gradient.cpp): the step plan (plan_steps: fixed, the adaptive
+/// first run, or `replay`), the stepper's Scheme and the one adjoint or
+/// tangent sweep.
+GradientResult native_gradient(const System& system, std::span<const double> y0,
+                               std::span<const double> p, double t0, double t1,
+                               const SensitivityMethod& method, const IntegratorOptions& options,
+                               const StepPlan& replay);
+}  // namespace detail
+
 /// Objective value and gradient; see the file comment. Throws costate::Error
 /// on invalid settings and when the forward integration fails (the message
 /// says why: step-size underflow, non-finite state, …).
-/// With `replay_times` (t_0 … t_l, from an earlier GradientResult) no
+/// With a `replay` plan (GradientResult::steps of an earlier call) no
 /// forward integration chooses the steps: these are replayed, so that the
-/// objective is the same smooth function of p and y0 at every call (bdf also
-/// needs `replay_orders`, GradientResult::step_orders).
-namespace detail {
-/// ode::gradient with DiscreteAdjoint or Forward on the compiled System
-/// (src/ode/gradient.cpp): the step sequence (fixed, the adaptive first
-/// run, or replayed), the stepper's Scheme and the one adjoint or tangent
-/// sweep.
-GradientResult native_gradient(const System& system, std::span<const double> y0,
-                               std::span<const double> p, double t0, double t1,
-                               const SensitivityMethod& method, IntegratorOptions options,
-                               std::span<const double> replay_times,
-                               std::span<const int> replay_orders);
-}  // namespace detail
-
+/// objective is the same smooth function of p and y0 at every call
+/// (DiscreteAdjoint and Forward; the other methods choose their own steps).
 template <Model M, class O>
 GradientResult gradient(const Problem<M>& problem, const O& objective,
                         const SensitivityMethod& method, IntegratorOptions options = {},
-                        std::span<const double> replay_times = {},
-                        std::span<const int> replay_orders = {}) {
+                        const StepPlan& replay = {}) {
   require(supports(kind_of(method), options, 1), "ode::gradient");  // support.hpp's table
   // Continuous adjoint and the CVODES backend (their own headers).
   if (const auto* ca = std::get_if<ContinuousAdjoint>(&method))
@@ -175,7 +173,7 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
   const System system =
       make_system(problem.model, objective, problem.n_states(), problem.p.size(), system_options);
   return detail::native_gradient(system, problem.y0, problem.p, problem.t0(), problem.t1(), method,
-                                 std::move(options), replay_times, replay_orders);
+                                 options, replay);
 }
 
 }  // namespace costate::ode

@@ -27,9 +27,9 @@
 ///
 /// The step sizes are constants, as for the gradient: fixed-step methods use
 /// dt (landing on observation times); dopri5, sdirk3 and bdf first choose
-/// their steps (and bdf's orders) by ode::gradient's adaptive run (or take
-/// `replay_times`, `replay_orders` = GradientResult::step_times,
-/// step_orders) and the sweep replays them, so H is the derivative of the
+/// their steps (and bdf's orders) by ode::gradient's adaptive run
+/// (plan_steps), or take a `replay` plan (GradientResult::steps), and the
+/// sweep replays them, so H is the derivative of the
 /// replayed discrete gradient. Snapshots hold value and tangent (twice a
 /// gradient's memory per slot); every schedule gives the same bits.
 ///
@@ -52,7 +52,7 @@
 /// Limitations: the other sensitivity methods (forward,
 /// continuous_adjoint, cvodes_forward) are rejected with a costate::Error
 /// (ode::supports(method, integrator, 2), support.hpp).
-/// With CVODES: no replay_times (CVODES chooses its steps), dense linear
+/// With CVODES: no replay plan (CVODES chooses its steps), dense linear
 /// algebra in the second backward problem, and its Newton matrix is block
 /// diagonal (the λ→Λ coupling block is left out: more Newton iterations,
 /// same accuracy). Serial (host) vectors. The model and the objective must
@@ -90,9 +90,8 @@ struct HessianVectorResult {
   double directional_derivative = 0.0;
   std::string method;
   CheckpointStats checkpoints;
-  std::vector<double> step_times;
-  /// bdf: the order of each step (replay with step_times); else empty.
-  std::vector<int> step_orders;
+  /// The steps (and bdf's orders) replayed: GradientResult::steps' meaning.
+  StepPlan steps;
   std::int64_t rhs_evaluations = 0, vjp_evaluations = 0;
   double wall_seconds = 0.0;
 };
@@ -108,8 +107,7 @@ struct HessianResult {
   Eigen::MatrixXd hessian;
   /// max |H_ij − H_ji| / max |H_ij| (0 for a zero Hessian).
   double asymmetry = 0.0;
-  std::vector<double> step_times;
-  std::vector<int> step_orders;  ///< bdf's orders (else empty)
+  StepPlan steps;               ///< the steps of every product
   CheckpointStats checkpoints;  ///< of one product
   std::int64_t products = 0;
   double wall_seconds = 0.0;
@@ -125,34 +123,30 @@ HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const 
                                           IntegratorOptions options);
 
 /// hessian_vector for the native steppers, compiled once (src/ode/hessian.cpp):
-/// the steps as ode::gradient chooses them (fixed, dopri5's adaptive run,
-/// sdirk3/bdf's plan_implicit_steps, or `replay_times` / `replay_orders`),
-/// then second_order_sweep over make_scheme's scheme on `system`.
-/// `method_name` is to_string of the sensitivity method.
+/// the steps as ode::gradient chooses them (plan_steps: fixed, the adaptive
+/// run, or `replay`), then second_order_sweep over make_scheme's scheme on
+/// `system`. `method_name` is to_string of the sensitivity method.
 HessianVectorResult native_hessian_vector(const System& system, std::span<const double> y0,
                                           std::span<const double> p, double t0, double t1,
                                           const HessianDirection& v,
                                           const Checkpointing& checkpointing,
                                           const std::string& method_name,
-                                          IntegratorOptions options,
-                                          std::span<const double> replay_times,
-                                          std::span<const int> replay_orders);
+                                          const IntegratorOptions& options,
+                                          const StepPlan& replay);
 
 }  // namespace detail
 
 /// Objective, gradient and Hessian–vector product H v of the discrete
-/// objective (see the file comment). `replay_times` (t_0 … t_l from an
-/// earlier result) fixes the steps instead of choosing them (bdf also needs
-/// `replay_orders`, one per step: step_orders of a result). Throws
-/// costate::Error for unsupported methods, a direction of the wrong size and
-/// a failed forward integration.
+/// objective (see the file comment). A `replay` plan (the `steps` of an
+/// earlier result) fixes the steps instead of choosing them. Throws
+/// costate::Error for unsupported methods, a direction of the wrong size, a
+/// plan that does not fit and a failed forward integration.
 template <Model M, class O>
 HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective,
                                    const HessianDirection& v,
                                    const SensitivityMethod& method = DiscreteAdjoint{},
                                    IntegratorOptions options = {},
-                                   std::span<const double> replay_times = {},
-                                   std::span<const int> replay_orders = {}) {
+                                   const StepPlan& replay = {}) {
   const std::size_t n = problem.n_states(), np = problem.p.size();
   COSTATE_CHECK(n > 0, "hessian_vector: the problem has no states");
   COSTATE_CHECK(v.parameters.size() == np,
@@ -163,8 +157,8 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
                     << v.initial_state.size() << " entries; expected 0 or " << n);
   require(supports(kind_of(method), options, 2), "ode::hessian_vector");  // support.hpp's table
   if (const auto* cv = std::get_if<CvodesAdjoint>(&method)) {
-    COSTATE_CHECK(replay_times.empty(),
-                  "hessian_vector: replay_times are for the native steppers; "
+    COSTATE_CHECK(replay.empty(),
+                  "hessian_vector: a replay step plan is for the native steppers; "
                   "sensitivity.method = cvodes_adjoint chooses its own steps");
     // The System with its second-order evaluations; dense [f_y | f_p] up to
     // cvodes::kBindingDenseMax states + parameters, as cvodes_gradient's.
@@ -177,20 +171,18 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
   const System system = make_second_order_system(problem.model, objective, n, np);
   return detail::native_hessian_vector(system, problem.y0, problem.p, problem.t0(), problem.t1(),
                                        v, std::get<DiscreteAdjoint>(method).checkpointing,
-                                       to_string(method), std::move(options), replay_times,
-                                       replay_orders);
+                                       to_string(method), options, replay);
 }
 
 /// ∂²J/∂p² over the parameters `wrt` (indices; empty: all), one
 /// Hessian–vector product per column with the unit vectors, all on the same
-/// steps (chosen once, or `replay_times` and, for bdf, `replay_orders`).
+/// steps (chosen once by the first product, or the `replay` plan).
 /// For small parameter counts.
 template <Model M, class O>
 HessianResult hessian(const Problem<M>& problem, const O& objective,
                       const SensitivityMethod& method = DiscreteAdjoint{},
                       IntegratorOptions options = {}, std::span<const std::size_t> wrt = {},
-                      std::span<const double> replay_times = {},
-                      std::span<const int> replay_orders = {}) {
+                      const StepPlan& replay = {}) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t np = problem.p.size();
   HessianResult out;
@@ -203,19 +195,14 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
                                                            << np << " parameters)");
   const auto m = static_cast<Eigen::Index>(out.parameters.size());
   out.hessian = Eigen::MatrixXd::Zero(m, m);
-  std::vector<double> times(replay_times.begin(), replay_times.end());
-  std::vector<int> orders(replay_orders.begin(), replay_orders.end());
+  StepPlan steps = replay;
   HessianDirection v{std::vector<double>(np, 0.0), {}};
   for (Eigen::Index c = 0; c < m; ++c) {
     const std::size_t j = out.parameters[static_cast<std::size_t>(c)];
     v.parameters[j] = 1.0;
-    const HessianVectorResult r =
-        hessian_vector(problem, objective, v, method, options, times, orders);
+    const HessianVectorResult r = hessian_vector(problem, objective, v, method, options, steps);
     v.parameters[j] = 0.0;
-    if (times.empty()) {
-      times = r.step_times;
-      orders = r.step_orders;
-    }
+    if (steps.empty()) steps = r.steps;
     for (Eigen::Index i = 0; i < m; ++i)
       out.hessian(i, c) = r.hv_wrt_parameters[out.parameters[static_cast<std::size_t>(i)]];
     if (c == 0) {
@@ -228,8 +215,7 @@ HessianResult hessian(const Problem<M>& problem, const O& objective,
   const double scale = m > 0 ? out.hessian.cwiseAbs().maxCoeff() : 0.0;
   out.asymmetry =
       scale > 0.0 ? (out.hessian - out.hessian.transpose()).cwiseAbs().maxCoeff() / scale : 0.0;
-  out.step_times = std::move(times);
-  out.step_orders = std::move(orders);
+  out.steps = std::move(steps);
   out.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

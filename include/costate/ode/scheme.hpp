@@ -5,8 +5,9 @@
 /// the System).
 ///
 /// A scheme is a stepper family as a map x_i → x_{i+1} on a state x of
-/// fixed size (explicit RK: x = (y, z)) by step index, on replayed step
-/// times t_0 < … < t_l (constants of the derivative):
+/// fixed size (explicit RK: x = (y, z)) by step index, on the replayed
+/// steps of a StepPlan (step_plan.hpp: t_0 < … < t_l and bdf's orders,
+/// constants of the derivative; chosen once by plan_steps):
 ///   step(i, x_i, x_{i+1})                 the replayed step
 ///   adjoint(i, x_i, λ, μ)                 λ ← (∂x_{i+1}/∂x_i)ᵀ λ,  μ += (∂x_{i+1}/∂p)ᵀ λ
 ///   tangent(i, x_i, x_{i+1}, S_i, S_{i+1}, P)
@@ -66,8 +67,6 @@
 /// (explicit RK with the dense strategy: the same bits as the gradient);
 /// ε-parts are the exact derivative of the discrete gradient, i.e. the
 /// discrete objective's Hessian applied to (v_p, v_y0).
-///
-/// Later (issue 14): the StepPlan value in place of `times`/`orders`.
 
 #include <cstdint>
 #include <functional>
@@ -78,6 +77,7 @@
 
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/options.hpp"
+#include "costate/ode/step_plan.hpp"
 #include "costate/ode/system.hpp"
 
 namespace costate::ode {
@@ -114,26 +114,24 @@ class Scheme {
 };
 
 /// An explicit Runge–Kutta method (euler, rk4, dopri5) on `system` at
-/// parameters `p`, replaying the steps t_0 … t_l of `times`. The system, p
-/// and times are held by reference and must outlive the scheme.
+/// parameters `p`, replaying the steps t_0 … t_l of `steps`. The system, p
+/// and the plan are held by reference and must outlive the scheme.
 std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method method,
-                                                std::span<const double> p,
-                                                std::span<const double> times);
+                                                std::span<const double> p, const StepPlan& steps);
 
 /// The θ-method (backward Euler θ = 1, Crank–Nicolson θ = ½) on `system`
-/// replaying `times` (Newton to options.newton_tol, at most
+/// replaying `steps` (Newton to options.newton_tol, at most
 /// options.newton_max_iterations). References held: they must outlive it.
 std::unique_ptr<Scheme> make_theta_scheme(const System& system, double theta,
-                                          std::span<const double> p,
-                                          std::span<const double> times,
+                                          std::span<const double> p, const StepPlan& steps,
                                           const IntegratorOptions& options);
 
-/// sdirk3 replaying `times`; `options` are the gradient's (rtol, atol per
+/// sdirk3 replaying `steps`; `options` are the gradient's (rtol, atol per
 /// state of x, Newton settings: the replay's stopping test). With
 /// `keep_step_data` (a StoreAll sweep) each replayed step's stages and its
 /// start Jacobian are kept for its reverse step (up to kForwardRecordBytes).
 std::unique_ptr<Scheme> make_sdirk3_scheme(const System& system, std::span<const double> p,
-                                           std::span<const double> times,
+                                           const StepPlan& steps,
                                            const IntegratorOptions& options,
                                            bool keep_step_data = false);
 
@@ -154,51 +152,59 @@ struct BdfForwardRecord {
   static BdfForwardRecord& of_this_thread();
 };
 
-/// bdf (state: the window (y_i, …, y_{i−4}), 5 n_x) replaying `times` and
-/// `orders` (one per step). With `keep_step_data` (StoreAll) the step
+/// bdf (state: the window (y_i, …, y_{i−4}), 5 n_x) replaying `steps` and
+/// their orders (one per step). With `keep_step_data` (StoreAll) the step
 /// Jacobians are kept; with a `record` of this run's forward integration
-/// (plan_implicit_steps with keep_record, the same times and options) its
-/// states and Jacobians are used instead of replaying (the same bits).
+/// (plan_steps with a record, the same options) its states and Jacobians
+/// are used instead of replaying (the same bits).
 std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
-                                        std::span<const double> times,
-                                        std::span<const int> orders,
-                                        const IntegratorOptions& options,
+                                        const StepPlan& steps, const IntegratorOptions& options,
                                         bool keep_step_data = false,
                                         const BdfForwardRecord* record = nullptr);
 
 /// The scheme of options.method (explicit RK, θ, sdirk3, bdf) replaying
-/// `times` (and bdf's `orders`). Throws costate::Error for the CVODES
+/// `steps` (held by reference). Throws costate::Error for the CVODES
 /// methods (they are not schemes).
 std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOptions& options,
-                                    std::span<const double> p, std::span<const double> times,
-                                    std::span<const int> orders = {},
+                                    std::span<const double> p, const StepPlan& steps,
                                     bool keep_step_data = false,
                                     const BdfForwardRecord* record = nullptr);
 
-/// The adaptive sdirk3 / bdf run that chooses the steps t_0 … t_l (and bdf's
-/// orders), landing on `stops` (ascending, the last = t1), from x0 (size
-/// n_x) at p. `options` as the gradient replays them (stop_at_outputs,
-/// atol per state). bdf makes its accepted steps exactly as make_bdf_scheme
-/// replays them (BdfStepper::set_replay), so with `record` its states (and
-/// Jacobians, while they fit) are kept there for a StoreAll sweep.
-/// options.on_step is called per accepted step. The summary says whether the
-/// run succeeded (the caller checks).
-struct ImplicitStepPlan {
-  std::vector<double> times;
-  std::vector<int> orders;
-  Summary summary;
+/// What the native derivatives replay, chosen once by plan_steps.
+struct ReplaySetup {
+  /// The caller's options as the schemes replay them: stop_at_outputs; with
+  /// a running cost an atol per state of x = (y, z), z not error-controlled.
+  IntegratorOptions options;
+  std::vector<double> x0;  ///< (y0, z_0 = 0): System::n_states() entries
+  StepPlan steps;
+  Summary summary;  ///< the run that chose the steps (fixed or replayed: their count)
 };
-ImplicitStepPlan plan_implicit_steps(const System& system, std::span<const double> p,
-                                     std::span<const double> x0, double t0, double t1,
-                                     const IntegratorOptions& options,
-                                     std::span<const double> stops,
-                                     BdfForwardRecord* record = nullptr);
+
+/// The one step chooser of the discrete derivatives (ode::gradient,
+/// hessian_vector, sensitivity_matrix) on `system` from y0 (n_model_states)
+/// at p over [t0, t1], the steps landing on every observation time of the
+/// System (validated here) and on t1:
+///   - `replay` when it is not empty (check_replay: from t0 to t1, bdf's
+///     orders), the steps of an earlier result;
+///   - fixed dt (options.fixed_step(): run_fixed's landing rule), checked
+///     against integrator.max_steps;
+///   - sdirk3's or bdf's adaptive run (bdf's orders; steps converged as
+///     the schemes replay them: BdfStepper::set_replay makes bdf's
+///     replay-identical, so with `record` its states, and Jacobians while
+///     they fit, are kept there for a StoreAll sweep);
+///   - dopri5's adaptive run, its accepted steps recorded.
+/// options.on_step is called per accepted step of an adaptive run. Throws
+/// costate::Error prefixed by `who` when the run fails or the plan does not
+/// fit.
+ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::span<const double> p,
+                       double t0, double t1, IntegratorOptions options, const StepPlan& replay,
+                       std::string_view who, BdfForwardRecord* record = nullptr);
 
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
 /// Called by the sweeps every kSweepHookInterval steps, forward and reverse,
-/// with the time t_i of the step (0 when no times were given): the place for
+/// with the time t_i of the step: the place for
 /// a cancellation check (Ctrl-C: throw to end the sweep; the sweep's state
 /// is released by RAII) or a progress report. ode::gradient passes
 /// IntegratorOptions::on_step here.
@@ -209,7 +215,7 @@ inline constexpr std::int64_t kSweepHookInterval = 16;
 /// process (`costate sensitivity --resume`): its reverse sweep had reversed
 /// steps l−1 … `step` (λ = ∂J/∂x_step with every observation at or after
 /// t_step added, μ the parameters' part so far, `objective` J complete) on
-/// the steps `times` (bdf: `orders`). Resumed, the sweep reverses steps
+/// the plan `steps`. Resumed, the sweep reverses steps
 /// step−1 … 0 from the same λ, μ, J: each reverse step depends only on its
 /// replayed state x_i (the same bits under every schedule) and the sums run
 /// in the same order, so the gradient has the uninterrupted run's bits.
@@ -218,8 +224,7 @@ struct AdjointResume {
   double objective = 0.0;
   std::vector<double> lambda;  ///< scheme state size
   std::vector<double> mu;      ///< n_p
-  std::vector<double> times;   ///< t_0 … t_l
-  std::vector<int> orders;     ///< bdf's, one per step; empty otherwise
+  StepPlan steps;              ///< the steps (and bdf's orders) the sweep replays
 };
 
 /// What a sweep computed: J and its gradient (p, then y0), the schedule's
@@ -235,31 +240,29 @@ struct SweepOutcome {
 
 /// The discrete adjoint of the scheme's replayed solution from x_0 = x0
 /// (size state_size(); the running cost's z_0 = 0 included) at parameters
-/// p. obs_at[i] = k ≥ 0 when observation k lands on step index i (−1
-/// otherwise; size l + 1). `hook` (optional) as SweepHook says, with
-/// `times` (t_0 … t_l, optional) for its argument. StoreAll keeps x_0 …
+/// p, on `steps` (the plan the scheme replays: the sweep adds each
+/// observation term of the System at the step that lands on its time, and
+/// passes t_i to `hook`, optional, as SweepHook says). StoreAll keeps x_0 …
 /// x_{l−1} in one arena and reverses each step from its state in place (no
 /// slot pool, no copies); its counts are those of reverse_sweep's StoreAll.
 ///
 /// With `resume_from` the sweep continues that interrupted sweep (its step,
-/// λ, μ, J; scheme and obs_at as before): only steps resume_from->step − 1 …
+/// λ, μ, J; scheme and plan as before): only steps resume_from->step − 1 …
 /// 0 are run (forward from x0, then reversed). With `interrupted_at`, when
 /// `hook` throws after the reverse phase began (the seed made), the place
-/// reached (step, λ, μ, J; times and orders are the caller's) is stored there
+/// reached (step, λ, μ, J; the plan is the caller's) is stored there
 /// before the exception propagates; otherwise its step is left −1.
-SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const Checkpointing& checkpointing,
-                           std::span<const std::int64_t> obs_at, std::span<const double> x0,
+SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
+                           const Checkpointing& checkpointing, std::span<const double> x0,
                            std::span<const double> p, const SweepHook& hook = {},
-                           std::span<const double> times = {},
                            const AdjointResume* resume_from = nullptr,
                            AdjointResume* interrupted_at = nullptr);
 
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.
-SweepOutcome tangent_sweep(const System& system, Scheme& scheme,
-                           std::span<const std::int64_t> obs_at, std::span<const double> x0,
-                           std::span<const double> p, const SweepHook& hook = {},
-                           std::span<const double> times = {});
+SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
+                           std::span<const double> x0, std::span<const double> p,
+                           const SweepHook& hook = {});
 
 /// What second_order_sweep computed: J and its gradient (as SweepOutcome)
 /// with their derivatives along the direction: objective_dot = ∇J · v,
@@ -282,23 +285,21 @@ struct SecondOrderOutcome {
 /// the previous reverse step's x_{i+1}, so every schedule gives the same
 /// bits. Arguments otherwise as adjoint_sweep.
 SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
-                                      const Checkpointing& checkpointing,
-                                      std::span<const std::int64_t> obs_at,
+                                      const StepPlan& steps, const Checkpointing& checkpointing,
                                       std::span<const double> x0, std::span<const double> x0dot,
                                       std::span<const double> p, std::span<const double> pdot,
-                                      const SweepHook& hook = {},
-                                      std::span<const double> times = {});
+                                      const SweepHook& hook = {});
 
 /// Forward tangents with outputs: the model state y (n entries) and its
-/// tangents ∂y/∂(p, y0) (n × (n_p + n), row-major, parameters first) at the
-/// step index obs_step[k] of every output k — the residual Jacobian of a
-/// calibration (sensitivity_matrix). kTangentBlock directions per replay.
+/// tangents ∂y/∂(p, y0) (n × (n_p + n), row-major, parameters first) at
+/// every observation time of the System (the step of `steps` landing on it)
+/// — the residual Jacobian of a calibration (sensitivity_matrix).
+/// kTangentBlock directions per replay.
 struct ObservedTangents {
   std::vector<double> states;    ///< K × n
   std::vector<double> tangents;  ///< K × n × (n_p + n)
 };
-ObservedTangents observed_tangents(const System& system, Scheme& scheme,
-                                   std::span<const std::size_t> obs_step,
+ObservedTangents observed_tangents(const System& system, Scheme& scheme, const StepPlan& steps,
                                    std::span<const double> x0, std::span<const double> p);
 
 }  // namespace costate::ode

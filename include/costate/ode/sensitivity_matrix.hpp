@@ -17,14 +17,13 @@
 /// the discrete residuals: Sᵀ r equals the discrete adjoint's gradient to
 /// round-off, for every stepper.
 ///
-/// Contract: `step_times` are t0 … t1 with every observation time among them
-/// (ode::GradientResult::step_times of the same problem and objective, same
-/// `options`); for bdf also `step_orders` (GradientResult::step_orders) —
-/// without them the adaptive run that chose the steps is made again to
-/// recover them (one more forward integration; an error if its steps are not
-/// `step_times`). The CVODES integrators (cvodes_bdf, cvodes_adams) take
-/// their own forward sensitivities instead (CVodeSensInit, np + n
-/// directions, landing on each observation time; `step_times` unused): S is
+/// Contract: `steps` is the step plan of the gradient (ode::GradientResult::
+/// steps of the same problem and objective, same `options`: t0 … t1 with
+/// every observation time among them, bdf's orders); an empty plan chooses
+/// the steps as ode::gradient would (plan_steps). The CVODES integrators
+/// (cvodes_bdf, cvodes_adams) take their own forward sensitivities instead
+/// (CVodeSensInit, np + n directions, landing on each observation time;
+/// `steps` unused): S is
 /// then the Jacobian of the continuous residuals to CVODES' tolerances, as
 /// the CVODES gradient is that of the continuous objective. Serial (no MPI
 /// communication).
@@ -104,59 +103,38 @@ inline ResidualSensitivities residuals_of(const WeightedObservations& obs, std::
                                           const std::vector<double>& dstates);
 }  // namespace detail
 
-/// See the file comment. Throws costate::Error when an observation time is
-/// not among `step_times` (native steppers), an implicit step fails or
-/// CVODES' integration fails.
+/// See the file comment. Throws costate::Error when the plan does not fit
+/// (native steppers: StepPlan::check_replay, an observation time not among
+/// its times), an implicit step fails or CVODES' integration fails.
 template <Model M>
 ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
                                          const WeightedObservations& obs,
                                          const IntegratorOptions& options,
-                                         std::span<const double> step_times,
-                                         std::span<const int> step_orders = {}) {
+                                         const StepPlan& steps) {
   obs.validate();
   const std::size_t n = problem.n_states(), np = problem.p.size(), m = np + n;
   COSTATE_CHECK_EQ(obs.n_states, n, "sensitivity_matrix: observations and problem disagree on the number of states");
   if (is_cvodes(options.method)) {
     // CVODES: its forward sensitivities at the observation times (compiled,
-    // src/ode/cvodes_gradient.cpp); step_times are not used.
+    // src/ode/cvodes_gradient.cpp); the step plan is not used.
     const System system = make_system(problem.model, obs, n, np,
                                       {.dense_max = cvodes::kBindingDenseMax});
     const detail::CvodesObserved o = detail::cvodes_observed_sensitivities(
         system, problem.y0, problem.p, problem.t0(), obs.times, options);
     return detail::residuals_of(obs, n, m, o.states, o.tangents);
   }
-  COSTATE_CHECK(step_times.size() >= 2, "sensitivity_matrix: need the step times t0 … t1");
-  // Observation k is reached after step obs_at[k].
-  std::vector<std::size_t> obs_step(obs.times.size());
-  for (std::size_t k = 0, s = 0; k < obs.times.size(); ++k) {
-    while (s < step_times.size() && step_times[s] < obs.times[k]) ++s;
-    COSTATE_CHECK(s < step_times.size() && step_times[s] == obs.times[k],
-                  "sensitivity_matrix: no step lands on observation time " << obs.times[k]);
-    obs_step[k] = s;
-  }
   // states(k, i) and dstates(k, i, d) at the observation times: the
   // stepper's compiled scheme on the System of the model (x = y: the
-  // observations have no running cost), its tangents read at obs_step.
+  // observations have no running cost) on the plan, its tangents read at
+  // the steps landing on the observation times.
   const System system = make_system(problem.model, obs, n, np);
   const std::span<const double> p(problem.p);
-  IntegratorOptions replay = options;
-  replay.stop_at_outputs = true;  // as ode::gradient replays them
-  std::vector<int> orders(step_orders.begin(), step_orders.end());
-  if (options.method == Method::Bdf && orders.empty()) {
-    std::vector<double> stops = obs.times;
-    if (stops.empty() || stops.back() < problem.t1()) stops.push_back(problem.t1());
-    const ImplicitStepPlan plan = plan_implicit_steps(system, p, problem.y0, problem.t0(),
-                                                      problem.t1(), replay, stops);
-    COSTATE_CHECK(plan.summary.success() && std::equal(plan.times.begin(), plan.times.end(),
-                                                       step_times.begin(), step_times.end()),
-                  "sensitivity_matrix: bdf's step_times need their step_orders "
-                  "(GradientResult::step_orders); the run made to recover them took other steps");
-    orders = plan.orders;
-  }
-  const std::unique_ptr<Scheme> scheme = make_scheme(system, replay, p, step_times, orders);
+  const ReplaySetup setup = plan_steps(system, problem.y0, p, problem.t0(), problem.t1(), options,
+                                       steps, "sensitivity_matrix");
+  const std::unique_ptr<Scheme> scheme = make_scheme(system, setup.options, p, setup.steps);
   std::vector<double> x0(scheme->state_size(), 0.0);
-  std::copy(problem.y0.begin(), problem.y0.end(), x0.begin());
-  const ObservedTangents tangents = observed_tangents(system, *scheme, obs_step, x0, p);
+  std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
+  const ObservedTangents tangents = observed_tangents(system, *scheme, setup.steps, x0, p);
   return detail::residuals_of(obs, n, m, tangents.states, tangents.tangents);
 }
 
