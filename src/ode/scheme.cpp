@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "costate/core/error.hpp"
 #include "costate/ode/explicit_rk.hpp"
@@ -43,48 +44,35 @@ class ExplicitRk final : public Scheme {
   std::size_t steps() const override { return times_.size() - 1; }
 
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
-    const double t = times_[i], h = times_[i + 1] - t;
-    for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; });
-      sys_.rhs(t + tab_.c[j] * h, Y_, p_, std::span<double>(K_.data() + j * nx_, nx_));
-    }
-    rhs_ += static_cast<std::int64_t>(s_);
-    finish(h, x, xn, [&](std::size_t k) { return K_.data() + k * nx_; });
+    with_size([&](auto nx) { step_impl(i, x, xn, nx); });
   }
 
   void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
                std::span<double> mu) override {
-    const double t = times_[i], h = times_[i + 1] - t;
-    auto slope = [&](std::size_t k) { return vals_[k]; };
-    for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope);
-      lins_[j].at(t + tab_.c[j] * h, Y_, p_);
-    }
-    lin_ += static_cast<std::int64_t>(s_);
-    for (std::size_t j = 0; j < s_; ++j) {
-      const double c = h * tab_.b[j];
-      double* kb = Kbar_.data() + j * nx_;
-      for (std::size_t q = 0; q < nx_; ++q) kb[q] = c * lambda[q];
-    }
-    if (!rows_.empty() || lins_[0].dense_row(0) != nullptr) {
-      dense_reverse(h, lambda, mu);
-      return;
-    }
-    // λ ← λ + Σ Ȳ_j (the K̄_j above hold the incoming λ).
-    for (std::size_t j = s_; j-- > 0;) {
-      lins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_), ybar_, mu);
-      for (std::size_t q = 0; q < nx_; ++q) lambda[q] += ybar_[q];
-      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
-        const double c = h * a_terms_[e].a;
-        double* kb = Kbar_.data() + a_terms_[e].k * nx_;
-        for (std::size_t q = 0; q < nx_; ++q) kb[q] += c * ybar_[q];
-      }
-    }
+    with_size([&](auto nx) { adjoint_impl(i, x, lambda, mu, nx); });
   }
-
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
+    with_size([&](auto nx) { tangent_impl(i, x, xn, m, S, Sn, P, nx); });
+  }
+
+  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double>, std::span<const double>,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    with_size([&](auto nx) { adjoint_tangent_impl(i, x, xdot, pdot, lambda, lambda_dot, mu, mu_dot, nx); });
+  }
+
+  std::int64_t rhs_evaluations() const override { return rhs_; }
+  std::int64_t linearizations() const override { return lin_; }
+
+ private:
+  template <class Nx>
+  void tangent_impl(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
+                    std::span<const double> S, std::span<double> Sn, std::span<const double> P,
+                    Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
     if (tlins_.empty())
       for (std::size_t j = 0; j < s_; ++j) tlins_.emplace_back(sys_, true);
@@ -93,7 +81,7 @@ class ExplicitRk final : public Scheme {
     Kdot_.resize(s_ * w);
     auto slope = [&](std::size_t k) { return tlins_[k].value().data(); };
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope);
+      stage(j, h, x, slope, nx);
       std::copy(S.begin(), S.begin() + static_cast<std::ptrdiff_t>(w), Ydot_.begin());
       for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
         const double c = h * a_terms_[e].a;
@@ -104,7 +92,7 @@ class ExplicitRk final : public Scheme {
       tlins_[j].jvp_many(m, Ydot_, P, std::span<double>(Kdot_.data() + j * w, w));
     }
     lin_ += static_cast<std::int64_t>(s_);
-    finish(h, x, xn, slope);
+    finish(h, x, xn, slope, nx);
     std::copy(S.begin(), S.begin() + static_cast<std::ptrdiff_t>(w), Sn.begin());
     for (std::size_t j = 0; j < s_; ++j) {
       const double c = h * tab_.b[j];
@@ -117,11 +105,11 @@ class ExplicitRk final : public Scheme {
   // Second order: adjoint() with every stage at (Y_j + εẎ_j, p + εṗ):
   // Ẏ_j = ẋ + h Σ a_jk K̇_k, K̇_j = ḟ(Y_j); the reverse loop of adjoint()
   // on (value, ε-part) pairs.
-  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
-                       std::span<const double>, std::span<const double>,
-                       std::span<const double> pdot, std::span<double> lambda,
-                       std::span<double> lambda_dot, std::span<double> mu,
-                       std::span<double> mu_dot) override {
+  template <class Nx>
+  void adjoint_tangent_impl(std::size_t i, std::span<const double> x,
+                            std::span<const double> xdot, std::span<const double> pdot,
+                            std::span<double> lambda, std::span<double> lambda_dot,
+                            std::span<double> mu, std::span<double> mu_dot, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
     if (slins_.empty()) {
       for (std::size_t j = 0; j < s_; ++j) slins_.emplace_back(sys_);
@@ -133,9 +121,9 @@ class ExplicitRk final : public Scheme {
     auto slope = [&](std::size_t k) { return slins_[k].value().data(); };
     auto slope_dot = [&](std::size_t k) { return slins_[k].value_dot().data(); };
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope);
+      stage(j, h, x, slope, nx);
       combine(xdot, Ydot_, a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h,
-              slope_dot);
+              slope_dot, nx);
       slins_[j].at(t + tab_.c[j] * h, Y_, Ydot_, p_, pdot);
     }
     lin_ += static_cast<std::int64_t>(s_);
@@ -143,7 +131,7 @@ class ExplicitRk final : public Scheme {
       const double c = h * tab_.b[j];
       double* kb = Kbar_.data() + j * nx_;
       double* kbd = Kbard_.data() + j * nx_;
-      for (std::size_t q = 0; q < nx_; ++q) {
+      for (std::size_t q = 0; q < nx; ++q) {
         kb[q] = c * lambda[q];
         kbd[q] = c * lambda_dot[q];
       }
@@ -152,7 +140,7 @@ class ExplicitRk final : public Scheme {
       slins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_),
                     std::span<const double>(Kbard_.data() + j * nx_, nx_), ybar_, ybard_, mu,
                     mu_dot);
-      for (std::size_t q = 0; q < nx_; ++q) {
+      for (std::size_t q = 0; q < nx; ++q) {
         lambda[q] += ybar_[q];
         lambda_dot[q] += ybard_[q];
       }
@@ -160,7 +148,7 @@ class ExplicitRk final : public Scheme {
         const double c = h * a_terms_[e].a;
         double* kb = Kbar_.data() + a_terms_[e].k * nx_;
         double* kbd = Kbard_.data() + a_terms_[e].k * nx_;
-        for (std::size_t q = 0; q < nx_; ++q) {
+        for (std::size_t q = 0; q < nx; ++q) {
           kb[q] += c * ybar_[q];
           kbd[q] += c * ybard_[q];
         }
@@ -168,22 +156,76 @@ class ExplicitRk final : public Scheme {
     }
   }
 
-  std::int64_t rhs_evaluations() const override { return rhs_; }
-  std::int64_t linearizations() const override { return lin_; }
-
- private:
   struct Term {
     std::size_t k;
     double a;
   };
   static constexpr std::size_t kMaxStages = 16;
 
+  // The state size as a compile-time constant for the small systems (1–4
+  // entries of x), where the per-stage loops are all loop overhead, else
+  // nx_ itself: f(nx) with nx an std::integral_constant or a std::size_t.
+  // The same operations in the same order either way (the same bits).
+  template <class F>
+  void with_size(F&& f) {
+    switch (nx_) {
+      case 1: f(std::integral_constant<std::size_t, 1>{}); return;
+      case 2: f(std::integral_constant<std::size_t, 2>{}); return;
+      case 3: f(std::integral_constant<std::size_t, 3>{}); return;
+      case 4: f(std::integral_constant<std::size_t, 4>{}); return;
+      default: f(nx_);
+    }
+  }
+
+  template <class Nx>
+  void step_impl(std::size_t i, std::span<const double> x, std::span<double> xn, Nx nx) {
+    const double t = times_[i], h = times_[i + 1] - t;
+    for (std::size_t j = 0; j < s_; ++j) {
+      stage(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
+      sys_.rhs(t + tab_.c[j] * h, Y_, p_, std::span<double>(K_.data() + j * nx_, nx_));
+    }
+    rhs_ += static_cast<std::int64_t>(s_);
+    finish(h, x, xn, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
+  }
+
+  template <class Nx>
+  void adjoint_impl(std::size_t i, std::span<const double> x, std::span<double> lambda,
+                    std::span<double> mu, Nx nx) {
+    const double t = times_[i], h = times_[i + 1] - t;
+    auto slope = [&](std::size_t k) { return vals_[k]; };
+    for (std::size_t j = 0; j < s_; ++j) {
+      stage(j, h, x, slope, nx);
+      lins_[j].at(t + tab_.c[j] * h, Y_, p_);
+    }
+    lin_ += static_cast<std::int64_t>(s_);
+    for (std::size_t j = 0; j < s_; ++j) {
+      const double c = h * tab_.b[j];
+      double* kb = Kbar_.data() + j * nx_;
+      for (std::size_t q = 0; q < nx; ++q) kb[q] = c * lambda[q];
+    }
+    if (!rows_.empty() || lins_[0].dense_row(0) != nullptr) {
+      dense_reverse(h, lambda, mu, nx);
+      return;
+    }
+    // λ ← λ + Σ Ȳ_j (the K̄_j above hold the incoming λ).
+    for (std::size_t j = s_; j-- > 0;) {
+      lins_[j].vjp(std::span<const double>(Kbar_.data() + j * nx_, nx_), ybar_, mu);
+      for (std::size_t q = 0; q < nx; ++q) lambda[q] += ybar_[q];
+      for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e) {
+        const double c = h * a_terms_[e].a;
+        double* kb = Kbar_.data() + a_terms_[e].k * nx_;
+        for (std::size_t q = 0; q < nx; ++q) kb[q] += c * ybar_[q];
+      }
+    }
+  }
+
   // adjoint()'s reverse loop with the one-pass dense linearizations (n + n_p
   // ≤ Linearization::kRowLanes): each stage's vjp read from its rows and
   // fused with the λ and K̄ updates — the operations of the generic loop in
   // the same order (the same bits; the z entry of Ȳ_j, always 0, is not
   // added).
-  void dense_reverse(double h, std::span<double> lambda, std::span<double> mu) {
+  template <class Nx>
+  void dense_reverse(double h, std::span<double> lambda, std::span<double> mu, Nx nx) {
     constexpr std::size_t L = Linearization::kRowLanes;
     const std::size_t n = sys_.n_model_states(), nin = n + mu.size();
     if (rows_.empty()) {
@@ -197,7 +239,7 @@ class ExplicitRk final : public Scheme {
       const double* kb = Kbar_.data() + j * nx_;
       const double* const* row = rows_.data() + j * nx_;
       double acc[L] = {};
-      for (std::size_t i = 0; i < nx_; ++i) {
+      for (std::size_t i = 0; i < nx; ++i) {
         const double wi = kb[i];
         const double* r = row[i];
         for (std::size_t l = 0; l < L; ++l) acc[l] += wi * r[l];
@@ -213,19 +255,32 @@ class ExplicitRk final : public Scheme {
   }
 
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
+  template <class Slope, class Nx>
+  void stage(std::size_t j, double h, std::span<const double> x, Slope slope, Nx nx) {
+    combine(x, Y_, a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h, slope, nx);
+  }
   template <class Slope>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope) {
-    combine(x, Y_, a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h, slope);
+    stage(j, h, x, slope, nx_);
   }
   // xn = x + h Σ_j b_j K_j.
+  template <class Slope, class Nx>
+  void finish(double h, std::span<const double> x, std::span<double> xn, Slope slope, Nx nx) {
+    combine(x, xn, b_terms_.data(), b_terms_.size(), h, slope, nx);
+  }
   template <class Slope>
   void finish(double h, std::span<const double> x, std::span<double> xn, Slope slope) {
-    combine(x, xn, b_terms_.data(), b_terms_.size(), h, slope);
+    finish(h, x, xn, slope, nx_);
   }
   // out = x + Σ_t (h a_t) K_{k_t}, summed left to right.
   template <class Slope>
   void combine(std::span<const double> x, std::span<double> out, const Term* term,
                std::size_t terms, double h, Slope slope) {
+    combine(x, out, term, terms, h, slope, nx_);
+  }
+  template <class Slope, class Nx>
+  void combine(std::span<const double> x, std::span<double> out, const Term* term,
+               std::size_t terms, double h, Slope slope, Nx nx) {
     double c[kMaxStages];
     const double* k[kMaxStages];
     for (std::size_t t = 0; t < terms; ++t) {
@@ -236,20 +291,20 @@ class ExplicitRk final : public Scheme {
     const double* xi = x.data();
     switch (terms) {
       case 0:
-        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q];
+        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q];
         return;
       case 1:
-        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q] + c[0] * k[0][q];
+        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q] + c[0] * k[0][q];
         return;
       case 2:
-        for (std::size_t q = 0; q < nx_; ++q) o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q];
+        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q];
         return;
       case 4:
-        for (std::size_t q = 0; q < nx_; ++q)
+        for (std::size_t q = 0; q < nx; ++q)
           o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q] + c[2] * k[2][q] + c[3] * k[3][q];
         return;
       default:
-        for (std::size_t q = 0; q < nx_; ++q) {
+        for (std::size_t q = 0; q < nx; ++q) {
           double v = xi[q];
           for (std::size_t t = 0; t < terms; ++t) v += c[t] * k[t][q];
           o[q] = v;

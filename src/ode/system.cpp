@@ -870,7 +870,11 @@ struct SecondOrderLinearization::Impl {
 
   // ⌈nin/8⌉ passes on Dual<Dual<double, 1>, 8> at the stored point: f, ḟ,
   // [f_y | f_p] and its ε-part.
-  void dense_passes() {
+  void dense_passes() { dense_passes(x, xdot, p, pdot); }
+  // The same at (x, p) + ε (xdot, pdot), read now (at() with the dense
+  // strategy passes its arguments straight through: nothing is stored).
+  void dense_passes(std::span<const double> x0, std::span<const double> xdot0,
+                    std::span<const double> p0, std::span<const double> pdot0) {
     J.resize(nx * nin);
     Jdot.resize(nx * nin);
     const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
@@ -879,17 +883,17 @@ struct SecondOrderLinearization::Impl {
       if (passes == 1 && seeded) {
         // One pass: the unit seeds stay in place from call to call (as
         // Linearization's dense_at), only the values and their ε-parts change.
-        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x[i], {xdot[i]});
-        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p[j], {pdot[j]});
+        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x0[i], {xdot0[i]});
+        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p0[j], {pdot0[j]});
       } else {
         seeded = passes == 1;
         for (std::size_t i = 0; i < nx; ++i) {
-          xd[i] = i < n ? DualDual8(Dual1(x[i], {xdot[i]})) : DualDual8(Dual1(0.0));
+          xd[i] = i < n ? DualDual8(Dual1(x0[i], {xdot0[i]})) : DualDual8(Dual1(0.0));
           if (i < n && i >= first && i < last)
             xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
         }
         for (std::size_t j = 0; j < np; ++j) {
-          pd[j] = DualDual8(Dual1(p[j], {pdot[j]}));
+          pd[j] = DualDual8(Dual1(p0[j], {pdot0[j]}));
           if (n + j >= first && n + j < last)
             pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
         }
@@ -989,16 +993,18 @@ void SecondOrderLinearization::at(double t, std::span<const double> x,
                                   std::span<const double> pdot) {
   Impl& m = *impl_;
   m.t = t;
+  m.jacobian_ready = false;
+  m.in_outputs = false;
+  if (m.dense) {
+    // jacobian() reads the passes' outputs: the point is not kept.
+    m.dense_passes(x, xdot, p, pdot);
+    return;
+  }
   m.x.assign(x.begin(), x.end());
   m.xdot.assign(xdot.begin(), xdot.end());
   m.p.assign(p.begin(), p.end());
   m.pdot.assign(pdot.begin(), pdot.end());
-  m.jacobian_ready = false;
-  m.in_outputs = false;
-  if (m.dense)
-    m.dense_passes();
-  else
-    m.tape_at();
+  m.tape_at();
 }
 
 std::span<const double> SecondOrderLinearization::value() const { return impl_->value; }
