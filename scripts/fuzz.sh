@@ -134,6 +134,8 @@ fi
 # Leak detection stays on; Open MPI's start-up allocations (from
 # libcostate's dependencies, before the first input) are not inputs' leaks.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+# Leaks inside libsbml itself (tests/fuzz/lsan.supp says how each was confirmed).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/fuzz/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 dict=$root/tests/fuzz/${target}.dict
 extra=()
