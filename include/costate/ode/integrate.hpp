@@ -25,6 +25,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "costate/ode/detail/fixed_steps.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/steppers/dopri5.hpp"
@@ -92,13 +93,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
   V y_new = y.clone();
   std::size_t j = 0;
   double t = t0;
-  // Between landings the step times are anchor + k dt, not running sums
-  // t += dt, so round-off cannot drift over many steps (a drift of n ε t
-  // would leave a sliver step before the target, e.g. dt = T/N taking N + 1
-  // steps).
-  double anchor = t0;
-  std::int64_t k = 0;
-  const double eps = std::numeric_limits<double>::epsilon();
+  FixedStepClock clock{opt.dt, t0};
   while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
   auto advance = [&](auto& stepper) {
     while (t < t1) {
@@ -109,14 +104,8 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
         return;
       }
       const double target = j < outputs.size() ? outputs[j] : t1;
-      const double t_full = anchor + static_cast<double>(k + 1) * opt.dt;
-      // Land exactly on the target when a full step reaches it, with a slack
-      // (relative to dt, and a few ulps of the times) so that round-off in
-      // dt = T/N never leaves a sliver of a step.
-      const double slack =
-          1e-10 * opt.dt + 16.0 * eps * std::max(std::abs(target), std::abs(anchor));
-      const bool lands = t_full >= target - slack;
-      const double t_new = lands ? target : t_full;
+      const FixedStepClock::Next next = clock.next(target);
+      const double t_new = next.t;
       const double h = t_new - t;
       if (!(h > 0.0)) {
         std::ostringstream os;
@@ -141,12 +130,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       } else {
         stepper.step(f, t, h, y, y_new);
       }
-      if (lands) {
-        anchor = t_new;
-        k = 0;
-      } else {
-        ++k;
-      }
+      clock.take(next);
       ++s.steps;
       s.last_step = h;
       if (!finite_state(y_new)) {

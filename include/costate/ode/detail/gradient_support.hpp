@@ -16,6 +16,7 @@
 #include "costate/ad/reverse.hpp"
 #include "costate/ad/sparsity.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/detail/fixed_steps.hpp"
 #include "costate/ode/objective.hpp"
 
 namespace costate::ode {
@@ -37,29 +38,19 @@ struct Augmented {
 };
 
 /// t_0 … t_l of fixed steps dt from t0 to t1 that land on every stop time
-/// (ascending, the last = t1) — run_fixed's rule.
+/// (ascending, the last = t1) — the rule run_fixed steps by (FixedStepClock).
 inline std::vector<double> fixed_step_times(double t0, double t1, double dt,
                                             const std::vector<double>& stops) {
-  const double eps = std::numeric_limits<double>::epsilon();
   std::vector<double> times{t0};
-  double t = t0, anchor = t0;
-  std::int64_t k = 0;
+  FixedStepClock clock{dt, t0};
+  double t = t0;
   std::size_t j = 0;
   while (t < t1) {
     while (j < stops.size() && stops[j] <= t) ++j;
-    const double target = j < stops.size() ? stops[j] : t1;
-    const double t_full = anchor + static_cast<double>(k + 1) * dt;
-    const double slack = 1e-10 * dt + 16.0 * eps * std::max(std::abs(target), std::abs(anchor));
-    const bool lands = t_full >= target - slack;
-    const double t_new = lands ? target : t_full;
-    COSTATE_CHECK(t_new > t, "integrator.dt = " << dt << " is too small to advance from t = " << t);
-    if (lands) {
-      anchor = t_new;
-      k = 0;
-    } else {
-      ++k;
-    }
-    t = t_new;
+    const FixedStepClock::Next next = clock.next(j < stops.size() ? stops[j] : t1);
+    COSTATE_CHECK(next.t > t, "integrator.dt = " << dt << " is too small to advance from t = " << t);
+    clock.take(next);
+    t = next.t;
     times.push_back(t);
   }
   return times;
