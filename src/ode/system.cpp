@@ -1,6 +1,7 @@
 #include "costate/ode/system.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <sstream>
 
 #include "costate/ad/tape.hpp"
@@ -12,6 +13,8 @@ namespace {
 using Dual8 = ad::Dual<double, 8>;
 constexpr int kChunk = 8;
 static_assert(static_cast<std::size_t>(kChunk) == Linearization::kRowLanes);
+static_assert(sizeof(Dual8) == Linearization::kInputStride * sizeof(double),
+              "dense_input's stride: a Dual<double, 8> is its 8 tangents and its value");
 }  // namespace
 
 std::string to_string(JacobianStrategy s) {
@@ -355,6 +358,21 @@ const double* Linearization::dense_row(std::size_t i) const {
       i >= m.nx)
     return nullptr;
   return m.od[i].tangents();
+}
+
+double* Linearization::dense_input(std::size_t i) {
+  Impl& m = *impl_;
+  if (!m.seeded || dense_row(0) == nullptr || i >= m.nx) return nullptr;
+  return &m.xd[i].value();
+}
+
+void Linearization::evaluate(double t) {
+  Impl& m = *impl_;
+  assert(m.seeded && "Linearization::evaluate: no one-pass dense at() before");
+  m.sys->model().rhs(t, std::span<const Dual8>(m.xd), std::span<const Dual8>(m.pd),
+                     std::span<Dual8>(m.od));
+  for (std::size_t i = 0; i < m.nx; ++i) m.value[i] = m.od[i].value();
+  ++m.count;
 }
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
