@@ -54,6 +54,9 @@ struct System::Shared {
   /// of `pattern` in its row-major order, so that vjp reads [f_y | f_p]
   /// straight from the Dual outputs.
   std::vector<int> row_lane;
+  /// Sparse linearizations of every Linearization of this System (and its
+  /// copies), counted together: the pattern re-checks' clock.
+  std::int64_t sparse_linearizations = 0;
   ad::Tape tape;
 };
 
@@ -401,13 +404,17 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
     m.resolve(t, x, p);
   switch (m.strategy) {
     case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
-    case JacobianStrategy::Sparse:
-      // Re-detect at linearizations 1, 2, 4, …, 1024 and then every 1024th.
-      if (m.count > 0 && (m.count % kPatternCheckInterval == 0 ||
-                          (m.count < kPatternCheckInterval && (m.count & (m.count - 1)) == 0)))
+    case JacobianStrategy::Sparse: {
+      // Re-detect at the System's sparse linearizations 1, 2, 4, …, 1024 and
+      // then every 1024th (all its Linearizations together: an explicit RK
+      // scheme's s stages check s times less often than s separate clocks).
+      const std::int64_t c = m.sys->shared_->sparse_linearizations++;
+      if (c > 0 && (c % kPatternCheckInterval == 0 ||
+                    (c < kPatternCheckInterval && (c & (c - 1)) == 0)))
         m.check_pattern(t, x, p);
       m.sparse_at(t, x, p);
       break;
+    }
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic:
       if (m.xr.size() != m.nx) {

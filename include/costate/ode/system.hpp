@@ -36,7 +36,8 @@
 ///     whose pattern has ≤ max_colours colours. Valid only for right-hand
 ///     sides whose pattern does not change with the state: the pattern is
 ///     re-detected at linearizations 1, 2, 4, …, kPatternCheckInterval and
-///     every kPatternCheckInterval-th after, and a new entry throws
+///     every kPatternCheckInterval-th after (the System's linearizations,
+///     all its Linearization objects counted together), and a new entry throws
 ///     costate::Error (use JacobianStrategy::Tape for such models; a change
 ///     between two checks goes unnoticed).
 ///   - Tape: a short tape of one right-hand side per linearization
