@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costate/ode/integrate.hpp"
@@ -60,9 +61,9 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
 
   // 1. The step plan (plan_steps: fixed, the adaptive first run, or
   // replayed), landing on the observation times.
-  const ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options,
-                                       resume_from ? resume_from->steps : replay, "gradient",
-                                       keep_record ? &record : nullptr);
+  ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options,
+                                 resume_from ? resume_from->steps : replay, "gradient",
+                                 keep_record ? &record : nullptr);
   GradientResult result;
   result.summary = setup.summary;
 
@@ -86,7 +87,7 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);
   result.checkpoints = o.checkpoints;
-  result.steps = setup.steps;
+  result.steps = std::move(setup.steps);  // the scheme (which reads it) is done
   result.method = to_string(method);
   result.rhs_evaluations = o.rhs_evaluations;
   result.vjp_evaluations = o.linearizations;

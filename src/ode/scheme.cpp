@@ -38,6 +38,16 @@ class ExplicitRk final : public Scheme {
     }
     for (std::size_t j = 0; j < s_; ++j)
       if (tab_.b[j] != 0.0) b_terms_.push_back({j, tab_.b[j]});
+    // The same a_jk by columns: for stage k, the later stages j > k with
+    // a_jk ≠ 0, j decreasing (the order the reverse loop meets them).
+    col_first_.push_back(0);
+    for (std::size_t k = 0; k < s_; ++k) {
+      for (std::size_t j = s_; j-- > k + 1;) {
+        const double a = tab_.at(static_cast<int>(j), static_cast<int>(k));
+        if (a != 0.0) col_terms_.push_back({j, a});
+      }
+      col_first_.push_back(col_terms_.size());
+    }
   }
 
   std::size_t state_size() const override { return nx_; }
@@ -192,6 +202,10 @@ class ExplicitRk final : public Scheme {
   void adjoint_impl(std::size_t i, std::span<const double> x, std::span<double> lambda,
                     std::span<double> mu, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
+    if (!ins_.empty()) {
+      dense_adjoint(t, h, x, lambda, mu);
+      return;
+    }
     auto slope = [&](std::size_t k) { return vals_[k]; };
     for (std::size_t j = 0; j < s_; ++j) {
       stage(j, h, x, slope, nx);
@@ -205,6 +219,9 @@ class ExplicitRk final : public Scheme {
     }
     if (!rows_.empty() || lins_[0].dense_row(0) != nullptr) {
       dense_reverse(h, lambda, mu, nx);
+      // From the next step on, each stage is formed in its Linearization's
+      // inputs (dense_adjoint).
+      for (std::size_t j = 0; j < s_; ++j) ins_.push_back(lins_[j].dense_input(0));
       return;
     }
     // λ ← λ + Σ Ȳ_j (the K̄_j above hold the incoming λ).
@@ -254,6 +271,85 @@ class ExplicitRk final : public Scheme {
     }
   }
 
+  // adjoint() with the one-pass dense linearizations once their inputs are
+  // seeded (from the second step on): each stage Y_j formed straight into
+  // lins_[j]'s inputs and evaluated there; then the reverse loop of
+  // dense_reverse with each K̄_k formed when stage k is reached,
+  //     K̄_k = h b_k λ + Σ_{j>k, j decreasing} h a_jk Ȳ_j,
+  // the sum dense_reverse accumulates into K̄_k in the same order, from the
+  // Ȳ_j kept in a local array instead of updates of K̄ in memory; λ's model
+  // entries and μ are updated in the lanes of Ȳ_j (λ in [0, n), μ in [n,
+  // n + n_p)) as dense_reverse updates them: the same operations in the
+  // same order (the same bits). The sizes as compile-time constants:
+  // N = n (n + n_p ≤ kRowLanes), Z = a running cost's z entry.
+  void dense_adjoint(double t, double h, std::span<const double> x, std::span<double> lambda,
+                     std::span<double> mu) {
+    const bool z = nx_ > sys_.n_model_states();
+    auto with = [&](auto n) {
+      if (z)
+        dense_adjoint<decltype(n)::value, true>(t, h, x, lambda, mu);
+      else
+        dense_adjoint<decltype(n)::value, false>(t, h, x, lambda, mu);
+    };
+    switch (sys_.n_model_states()) {
+      case 1: return with(std::integral_constant<std::size_t, 1>{});
+      case 2: return with(std::integral_constant<std::size_t, 2>{});
+      case 3: return with(std::integral_constant<std::size_t, 3>{});
+      case 4: return with(std::integral_constant<std::size_t, 4>{});
+      case 5: return with(std::integral_constant<std::size_t, 5>{});
+      case 6: return with(std::integral_constant<std::size_t, 6>{});
+      case 7: return with(std::integral_constant<std::size_t, 7>{});
+      case 8: return with(std::integral_constant<std::size_t, 8>{});
+      default:
+        throw Error("explicit RK scheme: internal error, dense adjoint with n > kRowLanes");
+    }
+  }
+  template <std::size_t N, bool Z>
+  void dense_adjoint(double t, double h, std::span<const double> x, std::span<double> lambda,
+                     std::span<double> mu) {
+    constexpr std::size_t L = Linearization::kRowLanes, st = Linearization::kInputStride;
+    constexpr std::size_t NX = N + (Z ? 1 : 0);
+    static_assert(N <= L);
+    const std::size_t np = std::min(mu.size(), L - N);  // = mu.size(): n + n_p ≤ L
+    for (std::size_t j = 0; j < s_; ++j) {
+      combine_to<st>(x, ins_[j], a_terms_.data() + a_first_[j], a_first_[j + 1] - a_first_[j], h,
+                     [&](std::size_t k) { return vals_[k]; }, std::integral_constant<std::size_t, NX>{});
+      lins_[j].evaluate(t + tab_.c[j] * h);
+    }
+    lin_ += static_cast<std::int64_t>(s_);
+    double lm[L], lam_in[N], kb[N];
+    double ybar[kMaxStages][L];
+    for (std::size_t q = 0; q < N; ++q) lm[q] = lam_in[q] = lambda[q];
+    for (std::size_t q = 0; q < np; ++q) lm[N + q] = mu[q];
+    for (std::size_t q = N + np; q < L; ++q) lm[q] = 0.0;  // lanes never read back
+    const double lz = Z ? lambda[N] : 0.0;  // λ_z: unchanged by the step
+    for (std::size_t j = s_; j-- > 0;) {
+      const double c = h * tab_.b[j];
+      for (std::size_t q = 0; q < N; ++q) kb[q] = c * lam_in[q];
+      for (std::size_t e = col_first_[j]; e < col_first_[j + 1]; ++e) {
+        const double cj = h * col_terms_[e].a;
+        const double* yb = ybar[col_terms_[e].k];
+        for (std::size_t q = 0; q < N; ++q) kb[q] += cj * yb[q];
+      }
+      const double* const* row = rows_.data() + j * nx_;
+      double* acc = ybar[j];
+      for (std::size_t l = 0; l < L; ++l) acc[l] = 0.0;
+      for (std::size_t r = 0; r < N; ++r) {
+        const double wi = kb[r];
+        const double* ro = row[r];
+        for (std::size_t l = 0; l < L; ++l) acc[l] += wi * ro[l];
+      }
+      if constexpr (Z) {
+        const double wi = c * lz;
+        const double* ro = row[N];
+        for (std::size_t l = 0; l < L; ++l) acc[l] += wi * ro[l];
+      }
+      for (std::size_t l = 0; l < L; ++l) lm[l] += acc[l];
+    }
+    for (std::size_t q = 0; q < N; ++q) lambda[q] = lm[q];
+    for (std::size_t q = 0; q < np; ++q) mu[q] = lm[N + q];
+  }
+
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope, class Nx>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope, Nx nx) {
@@ -281,33 +377,41 @@ class ExplicitRk final : public Scheme {
   template <class Slope, class Nx>
   void combine(std::span<const double> x, std::span<double> out, const Term* term,
                std::size_t terms, double h, Slope slope, Nx nx) {
+    combine_to<1>(x, out.data(), term, terms, h, slope, nx);
+  }
+  // combine() into out[q · Stride].
+  template <std::size_t Stride, class Slope, class Nx>
+  void combine_to(std::span<const double> x, double* out, const Term* term, std::size_t terms,
+                  double h, Slope slope, Nx nx) {
     double c[kMaxStages];
     const double* k[kMaxStages];
     for (std::size_t t = 0; t < terms; ++t) {
       c[t] = h * term[t].a;
       k[t] = slope(term[t].k);
     }
-    double* o = out.data();
+    double* o = out;
     const double* xi = x.data();
     switch (terms) {
       case 0:
-        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q];
+        for (std::size_t q = 0; q < nx; ++q) o[q * Stride] = xi[q];
         return;
       case 1:
-        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q] + c[0] * k[0][q];
+        for (std::size_t q = 0; q < nx; ++q) o[q * Stride] = xi[q] + c[0] * k[0][q];
         return;
       case 2:
-        for (std::size_t q = 0; q < nx; ++q) o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q];
+        for (std::size_t q = 0; q < nx; ++q)
+          o[q * Stride] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q];
         return;
       case 4:
         for (std::size_t q = 0; q < nx; ++q)
-          o[q] = xi[q] + c[0] * k[0][q] + c[1] * k[1][q] + c[2] * k[2][q] + c[3] * k[3][q];
+          o[q * Stride] =
+              xi[q] + c[0] * k[0][q] + c[1] * k[1][q] + c[2] * k[2][q] + c[3] * k[3][q];
         return;
       default:
         for (std::size_t q = 0; q < nx; ++q) {
           double v = xi[q];
           for (std::size_t t = 0; t < terms; ++t) v += c[t] * k[t][q];
-          o[q] = v;
+          o[q * Stride] = v;
         }
     }
   }
@@ -320,9 +424,13 @@ class ExplicitRk final : public Scheme {
   std::vector<Linearization> lins_, tlins_;
   std::vector<const double*> rows_;  // dense_reverse: lins_[j].dense_row(i) at [j nx + i]
   std::vector<const double*> vals_;  // lins_[j].value().data()
+  std::vector<double*> ins_;         // dense_adjoint: lins_[j].dense_input(0)
   std::vector<SecondOrderLinearization> slins_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])
+  // By columns: stage k's later stages col_terms_[col_first_[k], col_first_[k+1]) (Term::k = j).
+  std::vector<Term> col_terms_;
+  std::vector<std::size_t> col_first_;
   std::int64_t rhs_ = 0, lin_ = 0;
 };
 

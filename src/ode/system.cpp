@@ -1,6 +1,7 @@
 #include "costate/ode/system.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <sstream>
 
 #include "costate/ad/tape.hpp"
@@ -12,6 +13,8 @@ namespace {
 using Dual8 = ad::Dual<double, 8>;
 constexpr int kChunk = 8;
 static_assert(static_cast<std::size_t>(kChunk) == Linearization::kRowLanes);
+static_assert(sizeof(Dual8) == Linearization::kInputStride * sizeof(double),
+              "dense_input's stride: a Dual<double, 8> is its 8 tangents and its value");
 }  // namespace
 
 std::string to_string(JacobianStrategy s) {
@@ -51,6 +54,9 @@ struct System::Shared {
   /// of `pattern` in its row-major order, so that vjp reads [f_y | f_p]
   /// straight from the Dual outputs.
   std::vector<int> row_lane;
+  /// Sparse linearizations of every Linearization of this System (and its
+  /// copies), counted together: the pattern re-checks' clock.
+  std::int64_t sparse_linearizations = 0;
   ad::Tape tape;
 };
 
@@ -357,6 +363,21 @@ const double* Linearization::dense_row(std::size_t i) const {
   return m.od[i].tangents();
 }
 
+double* Linearization::dense_input(std::size_t i) {
+  Impl& m = *impl_;
+  if (!m.seeded || dense_row(0) == nullptr || i >= m.nx) return nullptr;
+  return &m.xd[i].value();
+}
+
+void Linearization::evaluate(double t) {
+  Impl& m = *impl_;
+  assert(m.seeded && "Linearization::evaluate: no one-pass dense at() before");
+  m.sys->model().rhs(t, std::span<const Dual8>(m.xd), std::span<const Dual8>(m.pd),
+                     std::span<Dual8>(m.od));
+  for (std::size_t i = 0; i < m.nx; ++i) m.value[i] = m.od[i].value();
+  ++m.count;
+}
+
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
   if (m.use_own) {  // the model differentiates itself: keep its record
@@ -383,13 +404,17 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
     m.resolve(t, x, p);
   switch (m.strategy) {
     case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
-    case JacobianStrategy::Sparse:
-      // Re-detect at linearizations 1, 2, 4, …, 1024 and then every 1024th.
-      if (m.count > 0 && (m.count % kPatternCheckInterval == 0 ||
-                          (m.count < kPatternCheckInterval && (m.count & (m.count - 1)) == 0)))
+    case JacobianStrategy::Sparse: {
+      // Re-detect at the System's sparse linearizations 1, 2, 4, …, 1024 and
+      // then every 1024th (all its Linearizations together: an explicit RK
+      // scheme's s stages check s times less often than s separate clocks).
+      const std::int64_t c = m.sys->shared_->sparse_linearizations++;
+      if (c > 0 && (c % kPatternCheckInterval == 0 ||
+                    (c < kPatternCheckInterval && (c & (c - 1)) == 0)))
         m.check_pattern(t, x, p);
       m.sparse_at(t, x, p);
       break;
+    }
     case JacobianStrategy::Tape:
     case JacobianStrategy::Automatic:
       if (m.xr.size() != m.nx) {

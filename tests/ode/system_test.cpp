@@ -246,6 +246,31 @@ TEST(System, TermGradientsMatchCentralDifferences) {
   EXPECT_EQ(sys.observation_times(), obj.times);
 }
 
+// dense_input / evaluate (the explicit RK adjoint's in-place stages) are
+// at() by another door: the same Dual pass, so f and every row are equal
+// bit for bit (exact comparison), and the null cases are null.
+TEST(System, DenseInputEvaluateIsAt) {
+  const LotkaVolterra model;
+  const HalfNorm obj;
+  const System sys = make_system(model, obj, 2, 4);
+  const std::vector<double> p{1.5, 1.0, 3.0, 1.0}, x0{1.0, 0.5}, x1{0.7, 1.3};
+  Linearization in_place(sys), fresh(sys);
+  EXPECT_EQ(in_place.dense_input(0), nullptr);  // before the first at()
+  in_place.at(0.0, x0, p);
+  ASSERT_NE(in_place.dense_input(0), nullptr);
+  EXPECT_EQ(in_place.dense_input(2), nullptr);  // past n_x
+  for (std::size_t i = 0; i < 2; ++i) in_place.dense_input(0)[i * Linearization::kInputStride] = x1[i];
+  in_place.evaluate(0.25);
+  fresh.at(0.25, x1, p);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(in_place.value()[i], fresh.value()[i]);
+    for (std::size_t l = 0; l < 6; ++l) EXPECT_EQ(in_place.dense_row(i)[l], fresh.dense_row(i)[l]);
+  }
+  Linearization tangents(sys, true);
+  tangents.at(0.0, x0, p);
+  EXPECT_EQ(tangents.dense_input(0), nullptr);
+}
+
 TEST(System, SparsePatternChangeIsDetected) {
   const Switching model;
   const NoObjective obj;

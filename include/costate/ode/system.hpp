@@ -36,7 +36,8 @@
 ///     whose pattern has ≤ max_colours colours. Valid only for right-hand
 ///     sides whose pattern does not change with the state: the pattern is
 ///     re-detected at linearizations 1, 2, 4, …, kPatternCheckInterval and
-///     every kPatternCheckInterval-th after, and a new entry throws
+///     every kPatternCheckInterval-th after (the System's linearizations,
+///     all its Linearization objects counted together), and a new entry throws
 ///     costate::Error (use JacobianStrategy::Tape for such models; a change
 ///     between two checks goes unnoticed).
 ///   - Tape: a short tape of one right-hand side per linearization
@@ -395,6 +396,21 @@ class Linearization {
   /// for callers that fuse vjp into their own loops (the explicit RK
   /// adjoint). nullptr for every other strategy.
   const double* dense_row(std::size_t i) const;
+  /// Doubles between consecutive dense_input() entries.
+  static constexpr std::size_t kInputStride = kRowLanes + 1;
+  /// After a first at() with the one-pass dense strategy (dense_row() not
+  /// nullptr): where the next evaluate() reads x_i (i < n_x; entry i + 1 is
+  /// kInputStride doubles further on; the running cost's z entry is written
+  /// and ignored, as at() ignores it). For callers that form the point in
+  /// place (the explicit RK adjoint: each stage straight into its
+  /// Linearization). nullptr for every other strategy and before the first
+  /// at().
+  double* dense_input(std::size_t i);
+  /// at(t, x, p) with x already written through dense_input() and p the
+  /// parameters of the last at() (z, the running cost's entry, is never an
+  /// input): the same pass, the same bits. Only after dense_input()
+  /// returned non-null (a debug assert).
+  void evaluate(double t);
 
  private:
   struct Impl;

@@ -42,6 +42,10 @@ struct Augmented {
 inline std::vector<double> fixed_step_times(double t0, double t1, double dt,
                                             const std::vector<double>& stops) {
   std::vector<double> times{t0};
+  // Room for the steps (one more per stop at most): no regrowth copies.
+  const double expected = (t1 - t0) / dt;
+  if (expected > 0.0 && expected < 1e9)
+    times.reserve(static_cast<std::size_t>(expected) + stops.size() + 2);
   FixedStepClock clock{dt, t0};
   double t = t0;
   std::size_t j = 0;
