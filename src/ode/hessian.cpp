@@ -21,7 +21,13 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
   const ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options, replay, "hessian_vector");
 
   // 2. Forward over adjoint on the compiled scheme: x_0 + ε v_y0, p + ε v_p.
-  const std::unique_ptr<Scheme> scheme = make_scheme(system, setup.options, p, setup.steps);
+  // StoreAll: sdirk3 keeps each forward step's stages and start Jacobian for
+  // its reverse step, as under ode::gradient's StoreAll (bdf's
+  // adjoint_tangent reads no kept data: it keeps none).
+  const bool keep = std::holds_alternative<StoreAll>(checkpointing) &&
+                    setup.options.method == Method::Sdirk3;
+  const std::unique_ptr<Scheme> scheme =
+      make_scheme(system, setup.options, p, setup.steps, keep);
   std::vector<double> x0(scheme->state_size(), 0.0), x0dot(scheme->state_size(), 0.0);
   std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
   if (!v.initial_state.empty()) std::copy(v.initial_state.begin(), v.initial_state.end(), x0dot.begin());

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
@@ -110,19 +111,43 @@ class SystemJacobianTangent {
                                   static_cast<Eigen::Index>(nx_ + np_))),
         jp_dot_(jp_) {}
 
+  /// [J | f_p] and its ε-part at (x + εẋ, p + εṗ). A point bitwise equal to
+  /// the last one is not evaluated again: the reverse sweeps of the
+  /// two-point schemes ask for x_i at step i (its x) and at step i − 1 (its
+  /// x_{i+1}), one after the other — the same J, J̇ either way.
   void at(double t, std::span<const double> x, std::span<const double> xdot,
           std::span<const double> pdot) {
+    if (same_point(t, x, xdot, pdot)) return;
     lin_.at(t, x, xdot, p_, pdot);
     lin_.jacobian(flat_, flat_dot_);
     ++evaluations;
     lay_out(flat_, jp_);
     lay_out(flat_dot_, jp_dot_);
+    last_t_ = t;
+    last_.assign(x.begin(), x.end());
+    last_.insert(last_.end(), xdot.begin(), xdot.end());
+    last_.insert(last_.end(), pdot.begin(), pdot.end());
+    last_.insert(last_.end(), p_.begin(), p_.end());
+    have_last_ = true;
   }
   const Eigen::MatrixXd& jp() const { return jp_; }
   const Eigen::MatrixXd& jp_dot() const { return jp_dot_; }
   std::int64_t evaluations = 0;
 
  private:
+  bool same_point(double t, std::span<const double> x, std::span<const double> xdot,
+                  std::span<const double> pdot) const {
+    if (!have_last_ || std::memcmp(&t, &last_t_, sizeof t) != 0 ||
+        last_.size() != x.size() + xdot.size() + pdot.size() + p_.size())
+      return false;
+    const double* l = last_.data();
+    auto same = [&](std::span<const double> v) {
+      const bool eq = v.empty() || std::memcmp(v.data(), l, v.size() * sizeof(double)) == 0;
+      l += v.size();
+      return eq;
+    };
+    return same(x) && same(xdot) && same(pdot) && same(p_);
+  }
   void lay_out(const std::vector<double>& flat, Eigen::MatrixXd& out) const {
     double* o = out.data();
     for (std::size_t c = 0; c < nm_; ++c)
@@ -139,6 +164,9 @@ class SystemJacobianTangent {
   std::size_t nx_, nm_, np_;
   std::vector<double> flat_, flat_dot_;
   Eigen::MatrixXd jp_, jp_dot_;
+  double last_t_ = 0.0;
+  std::vector<double> last_;  // the last point: x, ẋ, ṗ, p
+  bool have_last_ = false;
 };
 
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error

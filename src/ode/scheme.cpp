@@ -64,6 +64,12 @@ class ExplicitRk final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
+    if (m == 1 && sys_.model().second_order()) {
+      // One direction on a second-order System (second_order_sweep's
+      // forward): the model on Dual<double, 1> directly.
+      with_size([&](auto nx) { tangent1_impl(i, x, xn, S, Sn, P, nx); });
+      return;
+    }
     with_size([&](auto nx) { tangent_impl(i, x, xn, m, S, Sn, P, nx); });
   }
 
@@ -109,6 +115,57 @@ class ExplicitRk final : public Scheme {
       if (c == 0.0) continue;
       const double* kd = Kdot_.data() + j * w;
       for (std::size_t q = 0; q < w; ++q) Sn[q] += c * kd[q];
+    }
+  }
+
+  // tangent_impl with m = 1 on a second-order System, without the
+  // Linearizations: each stage one Dual<double, 1> pass of the model at
+  // (Y_j + εẎ_j, p + εṗ), its value and ε-part kept as K_j, K̇_j. The
+  // operations of tangent_impl in the same order (the same bits: its
+  // jvp_many is this pass too, value() its value part).
+  template <class Nx>
+  void tangent1_impl(std::size_t i, std::span<const double> x, std::span<double> xn,
+                     std::span<const double> S, std::span<double> Sn,
+                     std::span<const double> P, Nx nx) {
+    using Dual1 = detail::SystemModel::Dual1;
+    const double t = times_[i], h = times_[i + 1] - t;
+    const std::size_t n = sys_.n_model_states(), np = P.size();
+    if (yd1_.size() != nx_) {
+      yd1_.resize(nx_);
+      pd1_.resize(np);
+      od1_.resize(nx_);
+      Kdot_.resize(s_ * nx_);
+    }
+    if (Kdot_.size() < s_ * nx_) Kdot_.resize(s_ * nx_);
+    for (std::size_t j = 0; j < np; ++j) pd1_[j] = Dual1(p_[j], {P[j]});
+    auto slope = [&](std::size_t k) { return K_.data() + k * nx_; };
+    for (std::size_t j = 0; j < s_; ++j) {
+      stage(j, h, x, slope, nx);
+      for (std::size_t q = 0; q < nx; ++q) {
+        double yd = S[q];
+        for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e)
+          yd += (h * a_terms_[e].a) * Kdot_[a_terms_[e].k * nx_ + q];
+        yd1_[q] = q < n ? Dual1(Y_[q], {yd}) : Dual1(0.0);
+      }
+      sys_.model().rhs(t + tab_.c[j] * h, std::span<const Dual1>(yd1_),
+                       std::span<const Dual1>(pd1_), std::span<Dual1>(od1_));
+      double* k = K_.data() + j * nx_;
+      double* kd = Kdot_.data() + j * nx_;
+      for (std::size_t q = 0; q < nx; ++q) {
+        k[q] = od1_[q].value();
+        kd[q] = od1_[q].tangent(0);
+      }
+    }
+    lin_ += static_cast<std::int64_t>(s_);
+    finish(h, x, xn, slope, nx);
+    for (std::size_t q = 0; q < nx; ++q) {
+      double v = S[q];
+      for (std::size_t j = 0; j < s_; ++j) {
+        const double c = h * tab_.b[j];
+        if (c == 0.0) continue;
+        v += c * Kdot_[j * nx_ + q];
+      }
+      Sn[q] = v;
     }
   }
 
@@ -422,6 +479,7 @@ class ExplicitRk final : public Scheme {
   std::size_t nx_, s_;
   std::vector<double> Y_, K_, Kbar_, ybar_, Ydot_, Kdot_, Kbard_, ybard_;
   std::vector<Linearization> lins_, tlins_;
+  std::vector<detail::SystemModel::Dual1> yd1_, pd1_, od1_;  // tangent1_impl
   std::vector<const double*> rows_;  // dense_reverse: lins_[j].dense_row(i) at [j nx + i]
   std::vector<const double*> vals_;  // lins_[j].value().data()
   std::vector<double*> ins_;         // dense_adjoint: lins_[j].dense_input(0)

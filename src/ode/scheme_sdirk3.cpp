@@ -128,13 +128,21 @@ class Sdirk3 final : public Scheme {
       for (int s = 0; s < 3; ++s) second_[static_cast<std::size_t>(s)].emplace(rhs_.system, p_);
       second_ready_ = true;
     }
-    step(i, x, tmp_);  // the stages
+    // The stages: kept by the forward's step() (StoreAll, as adjoint()), else re-solved.
+    const double* kept = cache_.get(i);
+    if (!kept) step(i, x, tmp_);
+    const double* kept_next = cache_.get(i + 1);
     const Eigen::Map<const Eigen::VectorXd> xd(xdot.data(), nn), pd(pdot.data(), npp);
     for (int s = 0; s < 3; ++s) {
       const auto ss = static_cast<std::size_t>(s);
       const double ts = t + c[s] * h;
-      const std::span<const double> Y = st_.stage(s);
-      const Eigen::MatrixXd& JP = jac_.state_parameters(ts, Y);
+      const std::span<const double> Y =
+          kept ? std::span<const double>(kept + s * nx_, nx_) : st_.stage(s);
+      // The last stage is x_{i+1} at t_{i+1}: its [J | f_p] kept by the next step.
+      const double* jp_data = s == 2 && kept_next && ts == times_[i + 1]
+                                  ? kept_next + 3 * nx_
+                                  : jac_.state_parameters(ts, Y).data();
+      const Eigen::Map<const Eigen::MatrixXd> JP(jp_data, nn, nn + npp);
       ++lin_;
       arg1_ = xd;
       for (int j = 0; j < s; ++j) arg1_ += h * a[s][j] * kd_[static_cast<std::size_t>(j)];
