@@ -11,7 +11,6 @@
 
 namespace costate::expr {
 
-template void Kernel::evaluate<double>(double*) const;
 template void Kernel::evaluate<ad::Dual<double, 1>>(ad::Dual<double, 1>*) const;
 template void Kernel::evaluate<ad::Dual<double, 8>>(ad::Dual<double, 8>*) const;
 template void Kernel::evaluate<ad::IndexSet>(ad::IndexSet*) const;
@@ -22,6 +21,135 @@ template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
     ad::Dual<ad::Dual<double, 1>, 8>*) const;
 
 namespace {
+
+/// The steps on double: every opcode a case of its own (apply<double> with
+/// a constant opcode folds to the one operation) and no default, so that
+/// the switch is one indirect jump without a range check (a Kernel's
+/// opcodes come from Programs: always valid).
+[[gnu::always_inline]] inline void run_steps(const Kernel::Step* s, const Kernel::Step* end,
+                                             double* r, double* o) {
+  for (; s != end; ++s, ++o) {
+    switch (s->op) {
+#define COSTATE_KERNEL_CASE(OP) \
+  case Op::OP: *o = Kernel::apply<double>(Op::OP, r[s->a], r[s->b], r[s->c]); break;
+      COSTATE_KERNEL_CASE(Constant) COSTATE_KERNEL_CASE(Variable)
+      COSTATE_KERNEL_CASE(Add) COSTATE_KERNEL_CASE(Sub) COSTATE_KERNEL_CASE(Mul)
+      COSTATE_KERNEL_CASE(Div) COSTATE_KERNEL_CASE(Pow) COSTATE_KERNEL_CASE(Neg)
+      COSTATE_KERNEL_CASE(Sqrt) COSTATE_KERNEL_CASE(Cbrt) COSTATE_KERNEL_CASE(Exp)
+      COSTATE_KERNEL_CASE(Expm1) COSTATE_KERNEL_CASE(Log) COSTATE_KERNEL_CASE(Log1p)
+      COSTATE_KERNEL_CASE(Log2) COSTATE_KERNEL_CASE(Log10) COSTATE_KERNEL_CASE(Sin)
+      COSTATE_KERNEL_CASE(Cos) COSTATE_KERNEL_CASE(Tan) COSTATE_KERNEL_CASE(Asin)
+      COSTATE_KERNEL_CASE(Acos) COSTATE_KERNEL_CASE(Atan) COSTATE_KERNEL_CASE(Sinh)
+      COSTATE_KERNEL_CASE(Cosh) COSTATE_KERNEL_CASE(Tanh) COSTATE_KERNEL_CASE(Asinh)
+      COSTATE_KERNEL_CASE(Acosh) COSTATE_KERNEL_CASE(Atanh) COSTATE_KERNEL_CASE(Erf)
+      COSTATE_KERNEL_CASE(Erfc) COSTATE_KERNEL_CASE(Abs) COSTATE_KERNEL_CASE(Floor)
+      COSTATE_KERNEL_CASE(Ceil) COSTATE_KERNEL_CASE(Round) COSTATE_KERNEL_CASE(Atan2)
+      COSTATE_KERNEL_CASE(Hypot) COSTATE_KERNEL_CASE(Min) COSTATE_KERNEL_CASE(Max)
+      COSTATE_KERNEL_CASE(Lt) COSTATE_KERNEL_CASE(Le) COSTATE_KERNEL_CASE(Gt)
+      COSTATE_KERNEL_CASE(Ge) COSTATE_KERNEL_CASE(Eq) COSTATE_KERNEL_CASE(Ne)
+      COSTATE_KERNEL_CASE(And) COSTATE_KERNEL_CASE(Or) COSTATE_KERNEL_CASE(Not)
+      COSTATE_KERNEL_CASE(Select)
+#undef COSTATE_KERNEL_CASE
+      default: __builtin_unreachable();
+    }
+  }
+}
+
+// The direct code (Kernel::direct_): the steps on double with each operand
+// read where it lies: in the registers (block 0: results, constants) or in
+// input block j − 1 of the gathered evaluate() (block j), without copying
+// the inputs. Add, Sub, Mul, Div and Neg have one opcode per combination of
+// their operands' blocks (code = 16 op + 4 block(a) + block(b), Neg 64 +
+// block(a)), so that the switch reads each operand with one load; every
+// other operation is code kGeneric + op with the block in each operand's top
+// two bits.
+constexpr std::uint32_t kBlockShift = 30, kIndexMask = (1u << kBlockShift) - 1;
+constexpr unsigned kNeg = 64, kGeneric = 128;
+
+[[gnu::noinline]] double generic_step(const Kernel::Step& s, const double* const* base) {
+  auto value = [&](std::uint32_t x) { return base[x >> kBlockShift][x & kIndexMask]; };
+  return Kernel::apply<double>(static_cast<Op>(static_cast<unsigned>(s.op) - kGeneric), value(s.a),
+                               value(s.b), value(s.c));
+}
+
+[[gnu::always_inline]] inline void run_direct(const Kernel::Step* s, const Kernel::Step* end,
+                                              const double* const* base, double* o) {
+  const double* const b0 = base[0];
+  const double* const b1 = base[1];
+  const double* const b2 = base[2];
+  const double* const b3 = base[3];
+  for (; s != end; ++s, ++o) {
+    switch (static_cast<unsigned>(s->op)) {
+#define COSTATE_VALUE(K, i) ((K) == 0 ? b0[i] : (K) == 1 ? b1[i] : (K) == 2 ? b2[i] : b3[i])
+#define COSTATE_BINARY(OPI, SYM, KA, KB) \
+  case 16 * (OPI) + 4 * (KA) + (KB): *o = COSTATE_VALUE(KA, s->a) SYM COSTATE_VALUE(KB, s->b); break;
+#define COSTATE_BINARY_A(OPI, SYM, KA)                                                     \
+  COSTATE_BINARY(OPI, SYM, KA, 0) COSTATE_BINARY(OPI, SYM, KA, 1) COSTATE_BINARY(OPI, SYM, KA, 2) \
+  COSTATE_BINARY(OPI, SYM, KA, 3)
+#define COSTATE_BINARY_ALL(OPI, SYM)                                               \
+  COSTATE_BINARY_A(OPI, SYM, 0) COSTATE_BINARY_A(OPI, SYM, 1) COSTATE_BINARY_A(OPI, SYM, 2) \
+  COSTATE_BINARY_A(OPI, SYM, 3)
+      COSTATE_BINARY_ALL(0, +) COSTATE_BINARY_ALL(1, -) COSTATE_BINARY_ALL(2, *)
+      COSTATE_BINARY_ALL(3, /)
+      case kNeg + 0: *o = -b0[s->a]; break;
+      case kNeg + 1: *o = -b1[s->a]; break;
+      case kNeg + 2: *o = -b2[s->a]; break;
+      case kNeg + 3: *o = -b3[s->a]; break;
+#undef COSTATE_BINARY_ALL
+#undef COSTATE_BINARY_A
+#undef COSTATE_BINARY
+#undef COSTATE_VALUE
+      default: *o = generic_step(*s, base); break;
+    }
+  }
+}
+
+/// The direct code of `steps` (see run_direct) for inputs in blocks of
+/// `block_size`; register numbers below n_inputs are inputs.
+std::uint32_t locate(std::uint32_t reg, std::span<const std::size_t> block_size) {
+  std::size_t offset = 0;
+  for (std::size_t j = 0; j < block_size.size(); ++j) {
+    if (reg < offset + block_size[j])
+      return static_cast<std::uint32_t>((j + 1) << kBlockShift | (reg - offset));
+    offset += block_size[j];
+  }
+  return reg;  // a register past the inputs: block 0, its own number
+}
+
+int arithmetic_index(Op op) {
+  switch (op) {
+    case Op::Add: return 0;
+    case Op::Sub: return 1;
+    case Op::Mul: return 2;
+    case Op::Div: return 3;
+    default: return -1;
+  }
+}
+
+std::vector<Kernel::Step> direct_code(const std::vector<Kernel::Step>& steps,
+                                      std::span<const std::size_t> block_size) {
+  std::vector<Kernel::Step> code;
+  for (const Kernel::Step& s : steps) {
+    const std::uint32_t a = locate(s.a, block_size), b = locate(s.b, block_size),
+                        c = locate(s.c, block_size);
+    const std::uint32_t ka = a >> kBlockShift, kb = b >> kBlockShift;
+    const int i = arithmetic_index(s.op);
+    if (i >= 0)
+      code.push_back({static_cast<Op>(16 * i + 4 * ka + kb), a & kIndexMask, b & kIndexMask, 0});
+    else if (s.op == Op::Neg)
+      code.push_back({static_cast<Op>(kNeg + ka), a & kIndexMask, 0, 0});
+    else
+      code.push_back({static_cast<Op>(kGeneric + static_cast<unsigned>(s.op)), a, b, c});
+  }
+  return code;
+}
+
+/// Registers of a kernel too large for the stack: one buffer per thread.
+double* thread_registers(std::size_t n) {
+  thread_local std::vector<double> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
 
 /// Builds the SSA code before dead-code elimination: registers are
 /// numbered inputs, then constants, then steps in emission order.
@@ -103,8 +231,63 @@ class Flattener {
 
 }  // namespace
 
+template <>
+void Kernel::evaluate<double>(double* r) const {
+  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = constants_[k];
+  run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
+}
+
+namespace {
+
+/// to[0 … n) = from[0 … n) for the few values of a model's inputs: the
+/// first four unrolled, the rest a plain loop (a memcpy call, or the
+/// vectorizer's checks, cost more than such a copy).
+[[gnu::always_inline]] inline double* copy_few(const double* from, std::size_t n, double* to) {
+  switch (n < 4 ? n : 4) {
+    case 4: to[3] = from[3]; [[fallthrough]];
+    case 3: to[2] = from[2]; [[fallthrough]];
+    case 2: to[1] = from[1]; [[fallthrough]];
+    case 1: to[0] = from[0]; [[fallthrough]];
+    default: break;
+  }
+  for (std::size_t i = 4; i < n; ++i) to[i] = from[i];
+  return to + n;
+}
+
+}  // namespace
+
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize")]]
+#endif
+void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
+                      double* r) const {
+  double stack[kStackRegisters];
+  const std::size_t nr = registers();
+  static_assert(kMaxBlocks == 3, "run_direct reads four bases");
+  bool direct = r == nullptr && !blocks_.empty() && inputs.size() == blocks_.size();
+  for (std::size_t j = 0; direct && j < inputs.size(); ++j) direct = inputs[j].size() == blocks_[j];
+  if (r == nullptr) r = nr <= kStackRegisters ? stack : thread_registers(nr);
+  if (direct) {
+    const double* base[kMaxBlocks + 1] = {r, nullptr, nullptr, nullptr};
+    for (std::size_t j = 0; j < inputs.size(); ++j) base[1 + j] = inputs[j].data();
+    copy_few(constants_.data(), constants_.size(), r + n_inputs_);
+    run_direct(direct_.data(), direct_.data() + direct_.size(), base, r + first_result_);
+    for (std::size_t i = 0; i < direct_outputs_.size(); ++i) {
+      const std::uint32_t x = direct_outputs_[i];
+      out[i] = base[x >> kBlockShift][x & kIndexMask];
+    }
+    return;
+  }
+  double* v = r;
+  for (const std::span<const double> block : inputs) v = copy_few(block.data(), block.size(), v);
+  v = copy_few(constants_.data(), constants_.size(), v);
+  run_steps(steps_.data(), steps_.data() + steps_.size(), r, v);
+  for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
+}
+
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
-                     std::span<const Program> outputs, std::string_view context) {
+                     std::span<const Program> outputs, std::string_view context,
+                     std::span<const std::size_t> input_blocks) {
   Flattener f(n_inputs, context);
   std::vector<std::uint32_t> var_reg(n_inputs);
   for (std::size_t j = 0; j < n_inputs; ++j) var_reg[j] = static_cast<std::uint32_t>(j);
@@ -139,6 +322,17 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
     k.steps_.push_back({s.op, final_reg(s.a), final_reg(s.b), final_reg(s.c)});
   }
   for (const std::uint32_t o : out) k.outputs_.push_back(final_reg(o));
+  if (!input_blocks.empty()) {
+    std::size_t total = 0;
+    for (const std::size_t b : input_blocks) total += b;
+    COSTATE_CHECK(input_blocks.size() <= kMaxBlocks && total == n_inputs,
+                  context << ": " << input_blocks.size() << " input blocks of " << total
+                          << " inputs for " << n_inputs << " (at most " << kMaxBlocks
+                          << " blocks, summing to the inputs)");
+    k.blocks_.assign(input_blocks.begin(), input_blocks.end());
+    k.direct_ = direct_code(k.steps_, input_blocks);
+    for (const std::uint32_t o : k.outputs_) k.direct_outputs_.push_back(locate(o, input_blocks));
+  }
   return k;
 }
 
