@@ -59,49 +59,77 @@ namespace {
 // read where it lies: in the registers (block 0: results, constants) or in
 // input block j − 1 of the gathered evaluate() (block j), without copying
 // the inputs. Add, Sub, Mul, Div and Neg have one opcode per combination of
-// their operands' blocks (code = 16 op + 4 block(a) + block(b), Neg 64 +
-// block(a)), so that the switch reads each operand with one load; every
-// other operation is code kGeneric + op with the block in each operand's top
-// two bits.
+// their operands' blocks (code = 16 op + 4 block(a) + block(b), Neg kNeg +
+// block(a)), so that each operand is one load; any other operation is two
+// entries, {kGeneric, a, b, c} with the block in each operand's top two
+// bits, then {op}. kHalt ends the code. Dispatch is threaded (GCC's labels
+// as values: one indirect jump per step, at the end of the step before, and
+// no range check).
 constexpr std::uint32_t kBlockShift = 30, kIndexMask = (1u << kBlockShift) - 1;
-constexpr unsigned kNeg = 64, kGeneric = 128;
+constexpr unsigned kNeg = 64, kGeneric = 68, kHalt = 69;
 
-[[gnu::noinline]] double generic_step(const Kernel::Step& s, const double* const* base) {
+[[gnu::noinline]] double generic_step(const Kernel::Step* s, const double* const* base) {
   auto value = [&](std::uint32_t x) { return base[x >> kBlockShift][x & kIndexMask]; };
-  return Kernel::apply<double>(static_cast<Op>(static_cast<unsigned>(s.op) - kGeneric), value(s.a),
-                               value(s.b), value(s.c));
+  return Kernel::apply<double>(s[1].op, value(s->a), value(s->b), value(s->c));
 }
 
-[[gnu::always_inline]] inline void run_direct(const Kernel::Step* s, const Kernel::Step* end,
-                                              const double* const* base, double* o) {
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-crossjumping", "no-gcse")]]
+#endif
+[[gnu::noinline]] void run_direct(const Kernel::Step* s, const double* const* base,
+                                              double* o) {
   const double* const b0 = base[0];
   const double* const b1 = base[1];
   const double* const b2 = base[2];
   const double* const b3 = base[3];
-  for (; s != end; ++s, ++o) {
-    switch (static_cast<unsigned>(s->op)) {
 #define COSTATE_VALUE(K, i) ((K) == 0 ? b0[i] : (K) == 1 ? b1[i] : (K) == 2 ? b2[i] : b3[i])
-#define COSTATE_BINARY(OPI, SYM, KA, KB) \
-  case 16 * (OPI) + 4 * (KA) + (KB): *o = COSTATE_VALUE(KA, s->a) SYM COSTATE_VALUE(KB, s->b); break;
-#define COSTATE_BINARY_A(OPI, SYM, KA)                                                     \
-  COSTATE_BINARY(OPI, SYM, KA, 0) COSTATE_BINARY(OPI, SYM, KA, 1) COSTATE_BINARY(OPI, SYM, KA, 2) \
-  COSTATE_BINARY(OPI, SYM, KA, 3)
-#define COSTATE_BINARY_ALL(OPI, SYM)                                               \
-  COSTATE_BINARY_A(OPI, SYM, 0) COSTATE_BINARY_A(OPI, SYM, 1) COSTATE_BINARY_A(OPI, SYM, 2) \
-  COSTATE_BINARY_A(OPI, SYM, 3)
-      COSTATE_BINARY_ALL(0, +) COSTATE_BINARY_ALL(1, -) COSTATE_BINARY_ALL(2, *)
-      COSTATE_BINARY_ALL(3, /)
-      case kNeg + 0: *o = -b0[s->a]; break;
-      case kNeg + 1: *o = -b1[s->a]; break;
-      case kNeg + 2: *o = -b2[s->a]; break;
-      case kNeg + 3: *o = -b3[s->a]; break;
-#undef COSTATE_BINARY_ALL
-#undef COSTATE_BINARY_A
-#undef COSTATE_BINARY
+#define COSTATE_FOR_B(F, OPI, SYM, KA) F(OPI, SYM, KA, 0) F(OPI, SYM, KA, 1) F(OPI, SYM, KA, 2) F(OPI, SYM, KA, 3)
+#define COSTATE_FOR_AB(F, OPI, SYM)                                                \
+  COSTATE_FOR_B(F, OPI, SYM, 0) COSTATE_FOR_B(F, OPI, SYM, 1) COSTATE_FOR_B(F, OPI, SYM, 2) \
+  COSTATE_FOR_B(F, OPI, SYM, 3)
+#define COSTATE_FOR_ALL(F) \
+  COSTATE_FOR_AB(F, 0, +) COSTATE_FOR_AB(F, 1, -) COSTATE_FOR_AB(F, 2, *) COSTATE_FOR_AB(F, 3, /)
+#define COSTATE_LABEL(OPI, SYM, KA, KB) &&op_##OPI##_##KA##_##KB,
+#define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
+#define COSTATE_HANDLER(OPI, SYM, KA, KB)                          \
+  op_##OPI##_##KA##_##KB:                                          \
+  *o++ = COSTATE_VALUE(KA, s->a) SYM COSTATE_VALUE(KB, s->b);      \
+  ++s;                                                             \
+  COSTATE_NEXT;
+  static const void* const table[] = {COSTATE_FOR_ALL(COSTATE_LABEL) && neg_0, &&neg_1,
+                                      &&neg_2, &&neg_3, &&generic, &&halt};
+  static_assert(sizeof table / sizeof table[0] == kHalt + 1);
+  COSTATE_NEXT;
+  COSTATE_FOR_ALL(COSTATE_HANDLER)
+neg_0:
+  *o++ = -b0[s->a];
+  ++s;
+  COSTATE_NEXT;
+neg_1:
+  *o++ = -b1[s->a];
+  ++s;
+  COSTATE_NEXT;
+neg_2:
+  *o++ = -b2[s->a];
+  ++s;
+  COSTATE_NEXT;
+neg_3:
+  *o++ = -b3[s->a];
+  ++s;
+  COSTATE_NEXT;
+generic:
+  *o++ = generic_step(s, base);
+  s += 2;
+  COSTATE_NEXT;
+halt:
+  return;
+#undef COSTATE_HANDLER
+#undef COSTATE_NEXT
+#undef COSTATE_LABEL
+#undef COSTATE_FOR_ALL
+#undef COSTATE_FOR_AB
+#undef COSTATE_FOR_B
 #undef COSTATE_VALUE
-      default: *o = generic_step(*s, base); break;
-    }
-  }
 }
 
 /// The direct code of `steps` (see run_direct) for inputs in blocks of
@@ -138,9 +166,12 @@ std::vector<Kernel::Step> direct_code(const std::vector<Kernel::Step>& steps,
       code.push_back({static_cast<Op>(16 * i + 4 * ka + kb), a & kIndexMask, b & kIndexMask, 0});
     else if (s.op == Op::Neg)
       code.push_back({static_cast<Op>(kNeg + ka), a & kIndexMask, 0, 0});
-    else
-      code.push_back({static_cast<Op>(kGeneric + static_cast<unsigned>(s.op)), a, b, c});
+    else {
+      code.push_back({static_cast<Op>(kGeneric), a, b, c});
+      code.push_back({s.op, 0, 0, 0});
+    }
   }
+  code.push_back({static_cast<Op>(kHalt), 0, 0, 0});
   return code;
 }
 
@@ -261,28 +292,31 @@ namespace {
 #endif
 void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
                       double* r) const {
-  double stack[kStackRegisters];
-  const std::size_t nr = registers();
   static_assert(kMaxBlocks == 3, "run_direct reads four bases");
-  bool direct = r == nullptr && !blocks_.empty() && inputs.size() == blocks_.size();
-  for (std::size_t j = 0; direct && j < inputs.size(); ++j) direct = inputs[j].size() == blocks_[j];
-  if (r == nullptr) r = nr <= kStackRegisters ? stack : thread_registers(nr);
-  if (direct) {
-    const double* base[kMaxBlocks + 1] = {r, nullptr, nullptr, nullptr};
-    for (std::size_t j = 0; j < inputs.size(); ++j) base[1 + j] = inputs[j].data();
-    copy_few(constants_.data(), constants_.size(), r + n_inputs_);
-    run_direct(direct_.data(), direct_.data() + direct_.size(), base, r + first_result_);
-    for (std::size_t i = 0; i < direct_outputs_.size(); ++i) {
-      const std::uint32_t x = direct_outputs_[i];
-      out[i] = base[x >> kBlockShift][x & kIndexMask];
-    }
+  const std::size_t nb = blocks_.size();
+  const bool direct = nb != 0 && inputs.size() == nb && inputs[0].size() == blocks_[0] &&
+                      (nb < 2 || inputs[1].size() == blocks_[1]) &&
+                      (nb < 3 || inputs[2].size() == blocks_[2]);
+  double stack[kStackRegisters];
+  const bool own = r == nullptr;
+  if (own) r = registers() <= kStackRegisters ? stack : thread_registers(registers());
+  if (!own || !direct) {  // the inputs' registers: the caller's (e.g. for vjp) or the steps' operands
+    double* v = r;
+    for (const std::span<const double> block : inputs) v = copy_few(block.data(), block.size(), v);
+  }
+  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = constants_[k];
+  if (!direct) {
+    run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
+    for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
     return;
   }
-  double* v = r;
-  for (const std::span<const double> block : inputs) v = copy_few(block.data(), block.size(), v);
-  v = copy_few(constants_.data(), constants_.size(), v);
-  run_steps(steps_.data(), steps_.data() + steps_.size(), r, v);
-  for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
+  const double* base[kMaxBlocks + 1] = {r, inputs[0].data(), nb > 1 ? inputs[1].data() : nullptr,
+                                        nb > 2 ? inputs[2].data() : nullptr};
+  run_direct(direct_.data(), base, r + first_result_);
+  for (std::size_t i = 0; i < direct_outputs_.size(); ++i) {
+    const std::uint32_t x = direct_outputs_[i];
+    out[i] = base[x >> kBlockShift][x & kIndexMask];
+  }
 }
 
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
