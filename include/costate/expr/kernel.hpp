@@ -116,12 +116,14 @@ class Kernel {
   std::vector<double> constants_;     // registers n_inputs … first_result − 1
   std::vector<Step> steps_;
   std::vector<std::uint32_t> outputs_;
-  // The double code reading the inputs in place (empty without
-  // input_blocks): steps_ with each operand's block (0 for a register, 1 +
-  // j for input block j) in the opcode or the top bits; see kernel.cpp.
+  // The double code reading the inputs and constants in place and writing
+  // the outputs (empty without input_blocks): see kernel.cpp.
   std::vector<Step> direct_;
-  std::vector<std::uint32_t> direct_outputs_;
   std::vector<std::size_t> blocks_;
+  // evaluate(inputs, out, r) with the inputs copied to registers (r or a
+  // buffer of its own); `direct`: the blocks fit the direct code.
+  void evaluate_into(std::span<const std::span<const double>> inputs, std::span<double> out,
+                     double* r, bool direct) const;
 };
 
 template <class T>
