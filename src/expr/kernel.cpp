@@ -11,7 +11,6 @@
 
 namespace costate::expr {
 
-template void Kernel::evaluate<double>(double*) const;
 template void Kernel::evaluate<ad::Dual<double, 1>>(ad::Dual<double, 1>*) const;
 template void Kernel::evaluate<ad::Dual<double, 8>>(ad::Dual<double, 8>*) const;
 template void Kernel::evaluate<ad::IndexSet>(ad::IndexSet*) const;
@@ -22,6 +21,209 @@ template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
     ad::Dual<ad::Dual<double, 1>, 8>*) const;
 
 namespace {
+
+/// The steps on double: every opcode a case of its own (apply<double> with
+/// a constant opcode folds to the one operation) and no default, so that
+/// the switch is one indirect jump without a range check (a Kernel's
+/// opcodes come from Programs: always valid).
+[[gnu::always_inline]] inline void run_steps(const Kernel::Step* s, const Kernel::Step* end,
+                                             double* r, double* o) {
+  for (; s != end; ++s, ++o) {
+    switch (s->op) {
+#define COSTATE_KERNEL_CASE(OP) \
+  case Op::OP: *o = Kernel::apply<double>(Op::OP, r[s->a], r[s->b], r[s->c]); break;
+      COSTATE_KERNEL_CASE(Constant) COSTATE_KERNEL_CASE(Variable)
+      COSTATE_KERNEL_CASE(Add) COSTATE_KERNEL_CASE(Sub) COSTATE_KERNEL_CASE(Mul)
+      COSTATE_KERNEL_CASE(Div) COSTATE_KERNEL_CASE(Pow) COSTATE_KERNEL_CASE(Neg)
+      COSTATE_KERNEL_CASE(Sqrt) COSTATE_KERNEL_CASE(Cbrt) COSTATE_KERNEL_CASE(Exp)
+      COSTATE_KERNEL_CASE(Expm1) COSTATE_KERNEL_CASE(Log) COSTATE_KERNEL_CASE(Log1p)
+      COSTATE_KERNEL_CASE(Log2) COSTATE_KERNEL_CASE(Log10) COSTATE_KERNEL_CASE(Sin)
+      COSTATE_KERNEL_CASE(Cos) COSTATE_KERNEL_CASE(Tan) COSTATE_KERNEL_CASE(Asin)
+      COSTATE_KERNEL_CASE(Acos) COSTATE_KERNEL_CASE(Atan) COSTATE_KERNEL_CASE(Sinh)
+      COSTATE_KERNEL_CASE(Cosh) COSTATE_KERNEL_CASE(Tanh) COSTATE_KERNEL_CASE(Asinh)
+      COSTATE_KERNEL_CASE(Acosh) COSTATE_KERNEL_CASE(Atanh) COSTATE_KERNEL_CASE(Erf)
+      COSTATE_KERNEL_CASE(Erfc) COSTATE_KERNEL_CASE(Abs) COSTATE_KERNEL_CASE(Floor)
+      COSTATE_KERNEL_CASE(Ceil) COSTATE_KERNEL_CASE(Round) COSTATE_KERNEL_CASE(Atan2)
+      COSTATE_KERNEL_CASE(Hypot) COSTATE_KERNEL_CASE(Min) COSTATE_KERNEL_CASE(Max)
+      COSTATE_KERNEL_CASE(Lt) COSTATE_KERNEL_CASE(Le) COSTATE_KERNEL_CASE(Gt)
+      COSTATE_KERNEL_CASE(Ge) COSTATE_KERNEL_CASE(Eq) COSTATE_KERNEL_CASE(Ne)
+      COSTATE_KERNEL_CASE(And) COSTATE_KERNEL_CASE(Or) COSTATE_KERNEL_CASE(Not)
+      COSTATE_KERNEL_CASE(Select)
+#undef COSTATE_KERNEL_CASE
+      default: __builtin_unreachable();
+    }
+  }
+}
+
+/// Registers of a kernel too large for the stack: one buffer per thread.
+double* thread_registers(std::size_t n) {
+  thread_local std::vector<double> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// The direct code (Kernel::direct_): the steps on double with each operand
+// read where it lies, in one of five places ("kinds"): 0 the registers (the
+// steps' results), 1 the constants, 2 + j input block j of the gathered
+// evaluate() — the inputs are not copied, the constants not loaded into
+// registers. Add, Sub, Mul, Div and Neg have an opcode per combination of
+// their operands' kinds (code = 25 op + 5 kind(a) + kind(b), Neg kNeg +
+// kind(a)), so that each operand is one load; any other operation is two
+// entries, {kGeneric, a, b, c} with the kind in each operand's top three
+// bits, then {op}. After the steps, one {kOutput + kind, index} per output
+// writes it to `out`; kHalt ends the code. Dispatch is threaded (labels as
+// values, a GNU extension GCC and Clang have): one indirect jump per step,
+// at the end of the step before, and no range check.
+constexpr unsigned kKinds = 5;
+constexpr std::uint32_t kKindShift = 29, kIndexMask = (1u << kKindShift) - 1;
+constexpr unsigned kNeg = 4 * kKinds * kKinds, kGeneric = kNeg + kKinds, kOutput = kGeneric + 1,
+                   kHalt = kOutput + kKinds;
+
+[[gnu::noinline]] double generic_step(const Kernel::Step* s, const double* const* base) {
+  auto value = [&](std::uint32_t x) { return base[x >> kKindShift][x & kIndexMask]; };
+  return Kernel::apply<double>(s[1].op, value(s->a), value(s->b), value(s->c));
+}
+
+/// Runs the direct code `s`: `r` the registers (null: a buffer of this
+/// call's own), `constants`, the input blocks, the outputs to `out`.
+#if defined(__GNUC__) && !defined(__clang__)
+// Keep one dispatch per handler (no cross-jumping to a shared tail).
+[[gnu::optimize("no-crossjumping")]]
+#endif
+[[gnu::noinline]] void run_direct(const Kernel::Step* s, double* r, std::size_t n_registers,
+                                  std::size_t first_result, const double* constants,
+                                  std::span<const std::span<const double>> inputs, double* out);
+
+}  // namespace
+
+namespace {
+
+void run_direct(const Kernel::Step* s, double* r, std::size_t n_registers,
+                std::size_t first_result, const double* constants,
+                std::span<const std::span<const double>> inputs, double* out) {
+  double stack[Kernel::kStackRegisters];
+  if (r == nullptr) r = n_registers <= Kernel::kStackRegisters ? stack : thread_registers(n_registers);
+  const std::size_t nb = inputs.size();
+  const double* const base[kKinds] = {r, constants, inputs[0].data(),
+                                      nb > 1 ? inputs[1].data() : nullptr,
+                                      nb > 2 ? inputs[2].data() : nullptr};
+  const double* const b0 = base[0];
+  const double* const b1 = base[1];
+  const double* const b2 = base[2];
+  const double* const b3 = base[3];
+  const double* const b4 = base[4];
+  double* o = r + first_result;
+#define COSTATE_VALUE(K, i) \
+  ((K) == 0 ? b0[i] : (K) == 1 ? b1[i] : (K) == 2 ? b2[i] : (K) == 3 ? b3[i] : b4[i])
+#define COSTATE_FOR_B(F, OPI, SYM, KA) \
+  F(OPI, SYM, KA, 0) F(OPI, SYM, KA, 1) F(OPI, SYM, KA, 2) F(OPI, SYM, KA, 3) F(OPI, SYM, KA, 4)
+#define COSTATE_FOR_AB(F, OPI, SYM)                                                \
+  COSTATE_FOR_B(F, OPI, SYM, 0) COSTATE_FOR_B(F, OPI, SYM, 1) COSTATE_FOR_B(F, OPI, SYM, 2) \
+  COSTATE_FOR_B(F, OPI, SYM, 3) COSTATE_FOR_B(F, OPI, SYM, 4)
+#define COSTATE_FOR_ALL(F) \
+  COSTATE_FOR_AB(F, 0, +) COSTATE_FOR_AB(F, 1, -) COSTATE_FOR_AB(F, 2, *) COSTATE_FOR_AB(F, 3, /)
+#define COSTATE_LABEL(OPI, SYM, KA, KB) &&op_##OPI##_##KA##_##KB,
+#define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
+#define COSTATE_HANDLER(OPI, SYM, KA, KB)                     \
+  op_##OPI##_##KA##_##KB:                                     \
+  *o++ = COSTATE_VALUE(KA, s->a) SYM COSTATE_VALUE(KB, s->b); \
+  ++s;                                                        \
+  COSTATE_NEXT;
+#define COSTATE_UNARY(NAME, K, EXPR) \
+  NAME##_##K : EXPR;                 \
+  ++s;                               \
+  COSTATE_NEXT;
+  static const void* const table[] = {COSTATE_FOR_ALL(COSTATE_LABEL) && neg_0,
+                                      &&neg_1,
+                                      &&neg_2,
+                                      &&neg_3,
+                                      &&neg_4,
+                                      &&generic,
+                                      &&output_0,
+                                      &&output_1,
+                                      &&output_2,
+                                      &&output_3,
+                                      &&output_4,
+                                      &&halt};
+  static_assert(sizeof table / sizeof table[0] == kHalt + 1);
+  COSTATE_NEXT;
+  COSTATE_FOR_ALL(COSTATE_HANDLER)
+  COSTATE_UNARY(neg, 0, *o++ = -b0[s->a])
+  COSTATE_UNARY(neg, 1, *o++ = -b1[s->a])
+  COSTATE_UNARY(neg, 2, *o++ = -b2[s->a])
+  COSTATE_UNARY(neg, 3, *o++ = -b3[s->a])
+  COSTATE_UNARY(neg, 4, *o++ = -b4[s->a])
+  COSTATE_UNARY(output, 0, *out++ = b0[s->a])
+  COSTATE_UNARY(output, 1, *out++ = b1[s->a])
+  COSTATE_UNARY(output, 2, *out++ = b2[s->a])
+  COSTATE_UNARY(output, 3, *out++ = b3[s->a])
+  COSTATE_UNARY(output, 4, *out++ = b4[s->a])
+generic:
+  *o++ = generic_step(s, base);
+  s += 2;
+  COSTATE_NEXT;
+halt:
+  return;
+#undef COSTATE_UNARY
+#undef COSTATE_HANDLER
+#undef COSTATE_NEXT
+#undef COSTATE_LABEL
+#undef COSTATE_FOR_ALL
+#undef COSTATE_FOR_AB
+#undef COSTATE_FOR_B
+#undef COSTATE_VALUE
+}
+
+/// Register `reg`'s place in the direct code: kind << kKindShift | index.
+std::uint32_t locate(std::uint32_t reg, std::size_t first_result,
+                     std::span<const std::size_t> block_size) {
+  std::size_t offset = 0;
+  for (std::size_t j = 0; j < block_size.size(); ++j) {
+    if (reg < offset + block_size[j])
+      return static_cast<std::uint32_t>((2 + j) << kKindShift | (reg - offset));
+    offset += block_size[j];
+  }
+  if (reg < first_result) return static_cast<std::uint32_t>(1u << kKindShift | (reg - offset));
+  return reg;  // a step's result: kind 0, its register
+}
+
+int arithmetic_index(Op op) {
+  switch (op) {
+    case Op::Add: return 0;
+    case Op::Sub: return 1;
+    case Op::Mul: return 2;
+    case Op::Div: return 3;
+    default: return -1;
+  }
+}
+
+std::vector<Kernel::Step> direct_code(const std::vector<Kernel::Step>& steps,
+                                      std::span<const std::uint32_t> outputs,
+                                      std::size_t first_result,
+                                      std::span<const std::size_t> block_size) {
+  std::vector<Kernel::Step> code;
+  auto at = [&](std::uint32_t reg) { return locate(reg, first_result, block_size); };
+  auto op = [](unsigned code) { return static_cast<Op>(code); };
+  for (const Kernel::Step& s : steps) {
+    const std::uint32_t a = at(s.a), b = at(s.b), c = at(s.c);
+    const std::uint32_t ka = a >> kKindShift, kb = b >> kKindShift;
+    const int i = arithmetic_index(s.op);
+    if (i >= 0)
+      code.push_back({op(kKinds * kKinds * i + kKinds * ka + kb), a & kIndexMask, b & kIndexMask, 0});
+    else if (s.op == Op::Neg)
+      code.push_back({op(kNeg + ka), a & kIndexMask, 0, 0});
+    else {
+      code.push_back({op(kGeneric), a, b, c});
+      code.push_back({s.op, 0, 0, 0});
+    }
+  }
+  for (const std::uint32_t o : outputs) {
+    const std::uint32_t x = at(o);
+    code.push_back({op(kOutput + (x >> kKindShift)), x & kIndexMask, 0, 0});
+  }
+  code.push_back({op(kHalt), 0, 0, 0});
+  return code;
+}
 
 /// Builds the SSA code before dead-code elimination: registers are
 /// numbered inputs, then constants, then steps in emission order.
@@ -103,8 +305,65 @@ class Flattener {
 
 }  // namespace
 
+template <>
+void Kernel::evaluate<double>(double* r) const {
+  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = constants_[k];
+  run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
+}
+
+namespace {
+
+/// to[0 … n) = from[0 … n) for the few values of a model's inputs: the
+/// first four unrolled, the rest a plain loop (a memcpy call, or the
+/// vectorizer's checks, cost more than such a copy).
+[[gnu::always_inline]] inline double* copy_few(const double* from, std::size_t n, double* to) {
+  switch (n < 4 ? n : 4) {
+    case 4: to[3] = from[3]; [[fallthrough]];
+    case 3: to[2] = from[2]; [[fallthrough]];
+    case 2: to[1] = from[1]; [[fallthrough]];
+    case 1: to[0] = from[0]; [[fallthrough]];
+    default: break;
+  }
+  for (std::size_t i = 4; i < n; ++i) to[i] = from[i];
+  return to + n;
+}
+
+}  // namespace
+
+void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
+                      double* r) const {
+  static_assert(kMaxBlocks == 3, "run_direct reads three input blocks");
+  const std::size_t nb = blocks_.size();
+  const bool direct = nb != 0 && inputs.size() == nb && inputs[0].size() == blocks_[0] &&
+                      (nb < 2 || inputs[1].size() == blocks_[1]) &&
+                      (nb < 3 || inputs[2].size() == blocks_[2]);
+  // The right-hand side's call: straight into the direct code (a tail call).
+  if (direct && r == nullptr)
+    return run_direct(direct_.data(), nullptr, registers(), first_result_, constants_.data(), inputs,
+                      out.data());
+  evaluate_into(inputs, out, r, direct);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize")]]
+#endif
+void Kernel::evaluate_into(std::span<const std::span<const double>> inputs, std::span<double> out,
+                           double* r, bool direct) const {
+  double stack[kStackRegisters];
+  if (r == nullptr) r = registers() <= kStackRegisters ? stack : thread_registers(registers());
+  double* v = r;  // the inputs' registers: the caller's (e.g. for vjp) or the steps' operands
+  for (const std::span<const double> block : inputs) v = copy_few(block.data(), block.size(), v);
+  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = constants_[k];
+  if (direct)
+    return run_direct(direct_.data(), r, registers(), first_result_, constants_.data(), inputs,
+                      out.data());
+  run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
+  for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
+}
+
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
-                     std::span<const Program> outputs, std::string_view context) {
+                     std::span<const Program> outputs, std::string_view context,
+                     std::span<const std::size_t> input_blocks) {
   Flattener f(n_inputs, context);
   std::vector<std::uint32_t> var_reg(n_inputs);
   for (std::size_t j = 0; j < n_inputs; ++j) var_reg[j] = static_cast<std::uint32_t>(j);
@@ -139,6 +398,16 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
     k.steps_.push_back({s.op, final_reg(s.a), final_reg(s.b), final_reg(s.c)});
   }
   for (const std::uint32_t o : out) k.outputs_.push_back(final_reg(o));
+  if (!input_blocks.empty()) {
+    std::size_t total = 0;
+    for (const std::size_t b : input_blocks) total += b;
+    COSTATE_CHECK(input_blocks.size() <= kMaxBlocks && total == n_inputs,
+                  context << ": " << input_blocks.size() << " input blocks of " << total
+                          << " inputs for " << n_inputs << " (at most " << kMaxBlocks
+                          << " blocks, summing to the inputs)");
+    k.blocks_.assign(input_blocks.begin(), input_blocks.end());
+    k.direct_ = direct_code(k.steps_, k.outputs_, k.first_result_, input_blocks);
+  }
   return k;
 }
 

@@ -26,7 +26,8 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
   }
   for (std::size_t i = 0; i < states_.size(); ++i)
     equations_.push_back(expr::Program::compile(equations[i], variables_, context + "." + states_[i]));
-  kernel_ = expr::Kernel::build(variables_.size(), {}, equations_, context);
+  const std::size_t blocks[] = {1, states_.size(), parameters_.size()};
+  kernel_ = expr::Kernel::build(variables_.size(), {}, equations_, context, blocks);
 }
 
 EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::string> parameters,
@@ -64,7 +65,8 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
       COSTATE_CHECK(u < variables_.size(), context << ": the equation of '" << states_[i]
                                                    << "' uses variable " << u << " of only "
                                                    << variables_.size());
-  kernel_ = expr::Kernel::build(base, intermediates_, equations_, context);
+  const std::size_t blocks[] = {1, states_.size(), parameters_.size()};
+  kernel_ = expr::Kernel::build(base, intermediates_, equations_, context, blocks);
 }
 
 void EquationModel::vjp(std::span<double> work, std::span<const double> w,

@@ -205,6 +205,64 @@ TEST(Kernel, SharesOperationsFoldsConstantsAndDropsUnusedSlots) {
   EXPECT_DOUBLE_EQ(bar[2], 2 * 1.5 + 0.5 * 6 * 1.5);
 }
 
+// The gathered evaluate (inputs in blocks {t}, {x1, x2}, {x3, x4, x5}, as
+// an ODE right-hand side passes t, y, p) runs the direct code: operands read
+// in place from the blocks and the constants, outputs written by the code.
+// It must give the register evaluation's outputs bit for bit (the same
+// operations on the same values) for every opcode, in each of its three
+// forms: registers of its own, the caller's registers (then every register
+// equals the register evaluation's, as vjp needs), and blocks of other sizes
+// than those built for (the copying path).
+TEST(Kernel, GatheredEvaluationMatchesTheRegistersBitForBit) {
+  const std::size_t blocks[] = {1, 2, 3};
+  int cases = 0;
+  for (int op = static_cast<int>(Op::Add); op <= static_cast<int>(Op::Select); ++op) {
+    for (unsigned seed = 1; seed <= 12; ++seed) {
+      const Case k = random_case(seed * 101 + static_cast<unsigned>(op), static_cast<Op>(op));
+      const Kernel plain = Kernel::build(kN, k.slots, k.outputs, "case");
+      const Kernel kernel = Kernel::build(kN, k.slots, k.outputs, "case", blocks);
+      Generator g(seed, kN);
+      std::vector<double> x(kN);
+      for (double& xi : x) xi = g.value();
+      std::vector<double> r(plain.registers()), ref(plain.n_outputs());
+      std::copy(x.begin(), x.end(), r.begin());
+      plain.evaluate(r.data(), std::span<double>(ref));
+
+      const std::span<const double> in[] = {{x.data(), 1}, {x.data() + 1, 2}, {x.data() + 3, 3}};
+      std::vector<double> out(kernel.n_outputs(), -1.0);
+      kernel.evaluate(in, out);
+      for (std::size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], ref[i]) << costate::expr::to_string(static_cast<Op>(op)) << " seed " << seed;
+
+      std::vector<double> mine(kernel.registers(), -1.0);
+      std::fill(out.begin(), out.end(), -1.0);
+      kernel.evaluate(in, out, mine.data());
+      for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]);
+      ASSERT_EQ(mine.size(), r.size());
+      for (std::size_t i = 0; i < r.size(); ++i) ASSERT_EQ(mine[i], r[i]) << "register " << i;
+
+      const std::span<const double> other[] = {{x.data(), 3}, {x.data() + 3, 3}};
+      std::fill(out.begin(), out.end(), -1.0);
+      kernel.evaluate(other, out);
+      for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]);
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 500);
+}
+
+TEST(Kernel, RefusesInputBlocksThatDoNotSumToTheInputs) {
+  const std::vector<Program> outputs{Program::build(ap(Op::Mul, {v(1), v(2)}), 3, "o0")};
+  const std::size_t blocks[] = {1, 1};
+  try {
+    (void)Kernel::build(3, {}, outputs, "model", blocks);
+    FAIL() << "expected an error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("input blocks"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Kernel, RefusesAVariableNotComputedBeforeIt) {
   // Slot 0 reading slot 0 (variable 3 of 3 inputs) is an error naming the expression.
   const std::vector<Program> slots{Program::build(ap(Op::Sin, {v(3)}), 4, "sin(s0)")};

@@ -56,8 +56,15 @@ class Kernel {
   /// v_0 … v_{n_inputs−1} then s_0, s_1, …: slots[k] may use the inputs and
   /// s_0 … s_{k−1}, outputs every input and slot. Throws costate::Error
   /// (with `context`) for a variable out of that range.
+  ///
+  /// `input_blocks` (optional: up to kMaxBlocks sizes summing to n_inputs,
+  /// e.g. {1, n_y, n_p}) says how the gathered evaluate() will receive the
+  /// inputs: it then reads them in place from those blocks instead of
+  /// copying them into registers.
   static Kernel build(std::size_t n_inputs, std::span<const Program> slots,
-                      std::span<const Program> outputs, std::string_view context = "expression");
+                      std::span<const Program> outputs, std::string_view context = "expression",
+                      std::span<const std::size_t> input_blocks = {});
+  static constexpr std::size_t kMaxBlocks = 3;
 
   std::size_t n_inputs() const { return n_inputs_; }
   std::size_t n_outputs() const { return outputs_.size(); }
@@ -79,6 +86,18 @@ class Kernel {
     evaluate(r);
     for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
   }
+  /// evaluate<double> with the inputs gathered from consecutive blocks (e.g.
+  /// {t}, y, p: sizes summing to n_inputs()) and the outputs written to
+  /// `out`, in one out-of-line call (what an ODE right-hand side runs per
+  /// step). `r` (≥ registers() values) receives every register as
+  /// evaluate(r) leaves them, e.g. for vjp(); if null, the call uses a buffer
+  /// of its own (on the stack for up to kStackRegisters registers, else one
+  /// per thread).
+  /// With `r` null and the blocks given at build(), the inputs are read in
+  /// place (the registers of the inputs are then not set).
+  void evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
+                double* r = nullptr) const;
+  static constexpr std::size_t kStackRegisters = 256;
 
   /// The reverse sweep at the point of an evaluate<double>(r): on return
   /// adjoint[j] = Σ_i w_i ∂o_i/∂v_j for each input j < n_inputs (the other
@@ -97,6 +116,14 @@ class Kernel {
   std::vector<double> constants_;     // registers n_inputs … first_result − 1
   std::vector<Step> steps_;
   std::vector<std::uint32_t> outputs_;
+  // The double code reading the inputs and constants in place and writing
+  // the outputs (empty without input_blocks): see kernel.cpp.
+  std::vector<Step> direct_;
+  std::vector<std::size_t> blocks_;
+  // evaluate(inputs, out, r) with the inputs copied to registers (r or a
+  // buffer of its own); `direct`: the blocks fit the direct code.
+  void evaluate_into(std::span<const std::span<const double>> inputs, std::span<double> out,
+                     double* r, bool direct) const;
 };
 
 template <class T>
@@ -165,8 +192,11 @@ void Kernel::evaluate(T* r) const {
   for (const Step& s : steps_) *out++ = apply<T>(s.op, r[s.a], r[s.b], r[s.c]);
 }
 
+// On double: a specialization in src/expr/kernel.cpp (one switch over the
+// opcodes without the range check, the form the hot ODE loops run).
+template <>
+void Kernel::evaluate<double>(double* r) const;
 // Instantiated once in src/expr/kernel.cpp (program.hpp lists why these types).
-extern template void Kernel::evaluate<double>(double*) const;
 extern template void Kernel::evaluate<ad::Dual<double, 1>>(ad::Dual<double, 1>*) const;
 extern template void Kernel::evaluate<ad::Dual<double, 8>>(ad::Dual<double, 8>*) const;
 extern template void Kernel::evaluate<ad::IndexSet>(ad::IndexSet*) const;

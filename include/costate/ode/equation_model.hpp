@@ -52,14 +52,18 @@ class EquationModel {
   const expr::Program& intermediate(std::size_t k) const { return intermediates_[k]; }
 
   /// dydt = f(t, y, p): one pass of the flattened register machine
-  /// (expr::Kernel) over the intermediates and the equations. On double and
-  /// ad::Dual the registers live in a per-thread buffer (no allocation after
-  /// the first call); on other scalar types (ad::IndexSet, ad::Real) in a
-  /// local vector.
+  /// (expr::Kernel) over the intermediates and the equations. On double one
+  /// out-of-line call reading t, y, p and writing dydt (registers on its
+  /// stack); on ad::Dual the registers live in a per-thread buffer (no
+  /// allocation after the first call); on other scalar types (ad::IndexSet,
+  /// ad::Real) in a local vector.
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
     const std::size_t nr = kernel_.registers();
-    if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
+    if constexpr (std::is_same_v<T, double>) {
+      const std::span<const double> inputs[] = {{&t, 1}, y, p};
+      kernel_.evaluate(inputs, dydt);
+    } else if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
       thread_local std::vector<T> registers;
       if (registers.size() < nr) registers.resize(nr);
       run(t, y, p, dydt, registers.data());
@@ -81,7 +85,8 @@ class EquationModel {
   /// f = f(t, y, p), every register kept in `work` (vjp_workspace() doubles).
   void linearize(double t, std::span<const double> y, std::span<const double> p,
                  std::span<double> f, std::span<double> work) const {
-    run(t, y, p, f, work.data());
+    const std::span<const double> inputs[] = {{&t, 1}, y, p};
+    kernel_.evaluate(inputs, f, work.data());
   }
   /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point of the last
   /// linearize(…, work).
