@@ -13,7 +13,10 @@
 # SANITIZE_TARGETS builds only those targets (default: all); the arguments
 # are passed to ctest (e.g. -R, -L unit, -E python). The Python module is
 # not built: the interpreter is not instrumented, so its tests would need
-# libasan preloaded into python3 (not done here).
+# libasan preloaded into python3 (not done here). Nor are the fuzz smoke
+# tests (COSTATE_FUZZ_CXX=OFF): they are clang ASan + UBSan builds of their
+# own, and clang's sanitizer runtime cannot load this gcc-sanitized
+# libcostate.
 #
 # Leaks: LeakSanitizer runs on every test; scripts/sanitize/lsan.supp lists
 # the few third-party allocations it must ignore (each line says why).
@@ -38,7 +41,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Sanitize \
   -DCMAKE_CXX_FLAGS_SANITIZE= -DCMAKE_C_FLAGS_SANITIZE= \
   -DCMAKE_CXX_FLAGS="-O1 -g1 $sanitize" -DCMAKE_C_FLAGS="-O1 -g1 $sanitize" \
   -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" \
-  -DCOSTATE_BUILD_BENCHMARKS=OFF -DCOSTATE_PYTHON=OFF "${launcher[@]}" \
+  -DCOSTATE_BUILD_BENCHMARKS=OFF -DCOSTATE_PYTHON=OFF -DCOSTATE_FUZZ_CXX=OFF "${launcher[@]}" \
   ${COSTATE_PETAB_DIR:+-DCOSTATE_PETAB_DIR="$COSTATE_PETAB_DIR"} > /dev/null
 
 if [[ -n ${SANITIZE_TARGETS:-} ]]; then
