@@ -25,6 +25,7 @@
 #
 #   scripts/fuzz.sh expr 60
 #   BUILD=build scripts/fuzz.sh input 600 -jobs=2
+#   FUZZ_CHUNK=240 scripts/fuzz.sh petab 3600   # in fresh 240-s processes
 set -euo pipefail
 
 target=${1:?usage: scripts/fuzz.sh expr|csv|input|sbml|petab SECONDS [libFuzzer options]}
@@ -153,5 +154,14 @@ if [[ ${FUZZ_REPLAY:-1} != 0 && -d $regressions && -n $(ls -A "$regressions") ]]
   echo "fuzz.sh: replaying $(ls "$regressions" | wc -l) regression input(s) of $target" >&2
   "$exe" -runs=1 -timeout=10 -rss_limit_mb=2048 "$regressions"/*
 fi
+# FUZZ_CHUNK=S: the SECONDS in fresh processes of S seconds each, on one
+# corpus (ASan's stack depot, and with it the time per allocation, grows
+# through a long process; see malloc_context_size above).
+chunk=${FUZZ_CHUNK:-$seconds}
+while ((seconds > chunk)); do
+  "$exe" "$corpus" -max_total_time="$chunk" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$out/crashes/$target/" -print_final_stats=1 "${extra[@]}" "$@"
+  seconds=$((seconds - chunk))
+done
 exec "$exe" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$out/crashes/$target/" -print_final_stats=1 "${extra[@]}" "$@"
