@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "costate/core/error.hpp"
@@ -74,11 +76,12 @@ std::vector<std::string> split(const std::string& line, char sep) {
   return out;
 }
 
-Table read_table(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the table");
+/// The tables' one parser: `text` is the table, `name` the file its
+/// messages name (with the line and column).
+Table parse_table(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
   Table t;
-  t.file = path;
+  t.file = name;
   std::string line;
   std::size_t n = 0;
   while (std::getline(in, line)) {
@@ -88,11 +91,11 @@ Table read_table(const std::string& path) {
       t.header = split(trim(line), '\t');
       for (std::size_t c = 0; c < t.header.size(); ++c) {
         if (t.header[c].empty())
-          throw Error(path + ":" + std::to_string(n) + ":" + std::to_string(c + 1) +
+          throw Error(name + ":" + std::to_string(n) + ":" + std::to_string(c + 1) +
                       ": empty column name in the header");
         for (std::size_t d = 0; d < c; ++d)
           if (t.header[d] == t.header[c])
-            throw Error(path + ":" + std::to_string(n) + ":" + std::to_string(c + 1) +
+            throw Error(name + ":" + std::to_string(n) + ":" + std::to_string(c + 1) +
                         ": column '" + t.header[c] + "' appears twice");
       }
       continue;
@@ -102,14 +105,40 @@ Table read_table(const std::string& path) {
     std::vector<std::string> cells = split(body, '\t');
     // Trailing empty cells may be left out.
     if (cells.size() > t.header.size())
-      throw Error(path + ":" + std::to_string(n) + ": " + std::to_string(cells.size()) +
+      throw Error(name + ":" + std::to_string(n) + ": " + std::to_string(cells.size()) +
                   " cells, but the header has " + std::to_string(t.header.size()) +
                   " columns (the tables are tab-separated)");
     cells.resize(t.header.size());
     t.rows.push_back({n, std::move(cells)});
   }
-  if (t.header.empty()) throw Error(path + ": the table is empty (no header line)");
+  if (t.header.empty()) throw Error(name + ": the table is empty (no header line)");
   return t;
+}
+
+/// A file's whole text; nullopt when it cannot be opened or read.
+std::optional<std::string> slurp(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return std::move(text).str();
+}
+
+/// Where read_from gets a file's text (by the path it would open): nullopt
+/// for a file that cannot be opened.
+using Loader = std::function<std::optional<std::string>(const std::string&)>;
+
+std::string load(const Loader& loader, const std::string& path, const std::string& what) {
+  std::optional<std::string> text = loader(path);
+  if (!text) throw Error(path + ": cannot open the " + what);
+  return std::move(*text);
+}
+
+Table read_table(const Loader& loader, const std::string& path) {
+  return parse_table(load(loader, path, "table"), path);
 }
 
 bool is_nan_text(const std::string& s) {
@@ -262,17 +291,23 @@ bool is_problem_file(const std::string& path) {
   }
 }
 
-Problem read(const std::string& yaml_path) {
+namespace {
+
+/// The one reader: read() and read_text() differ only in where `loader`
+/// finds the files' text.
+Problem read_from(const std::string& yaml_path, const Loader& loader) {
   Problem pb;
   pb.file = yaml_path;
   YAML::Node root;
-  try {
-    root = YAML::LoadFile(yaml_path);
-  } catch (const YAML::BadFile&) {
-    throw Error(yaml_path + ": cannot open the PEtab problem file");
-  } catch (const YAML::Exception& e) {
-    throw Error(yaml_path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                std::to_string(e.mark.column + 1) + ": " + e.msg);
+  {
+    const std::optional<std::string> text = loader(yaml_path);
+    if (!text) throw Error(yaml_path + ": cannot open the PEtab problem file");
+    try {
+      root = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      throw Error(yaml_path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                  std::to_string(e.mark.column + 1) + ": " + e.msg);
+    }
   }
   if (!root.IsMap()) throw Error(yaml_path + ": expected a YAML map (format_version, problems…)");
   const fs::path base = fs::path(yaml_path).parent_path();
@@ -317,14 +352,14 @@ Problem read(const std::string& yaml_path) {
                 "of one map of file lists)");
   }
 
-  pb.model = sbml::read_file(sbml);
+  pb.model = sbml::read_string(load(loader, sbml, "SBML file"), sbml);
   const sbml::Model& m = pb.model;
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();
   const std::vector<std::string>& inter = m.equations.intermediate_names();
 
   // ---- parameters
   {
-    const Table t = read_table(pb.parameter_file);
+    const Table t = read_table(loader, pb.parameter_file);
     const long c_id = t.required("parameterId"), c_scale = t.required("parameterScale"),
                c_lo = t.required("lowerBound"), c_hi = t.required("upperBound"),
                c_nom = t.required("nominalValue"), c_est = t.required("estimate");
@@ -413,7 +448,7 @@ Problem read(const std::string& yaml_path) {
   };
 
   // ---- observables (compiled below, once the placeholder counts are known)
-  const Table obs_table = read_table(pb.observable_file);
+  const Table obs_table = read_table(loader, pb.observable_file);
   {
     const Table& t = obs_table;
     const long c_id = t.required("observableId"), c_f = t.required("observableFormula"),
@@ -455,7 +490,7 @@ Problem read(const std::string& yaml_path) {
 
   // ---- conditions
   {
-    const Table t = read_table(pb.condition_file);
+    const Table t = read_table(loader, pb.condition_file);
     const long c_id = t.required("conditionId");
     std::vector<std::string> model_ids = m.parameter_names;
     model_ids.insert(model_ids.end(), m.state_names.begin(), m.state_names.end());
@@ -512,7 +547,7 @@ Problem read(const std::string& yaml_path) {
 
   // ---- measurements
   {
-    const Table t = read_table(pb.measurement_file);
+    const Table t = read_table(loader, pb.measurement_file);
     const long c_obs = t.required("observableId"), c_sim = t.required("simulationConditionId"),
                c_t = t.required("time"), c_m = t.required("measurement"),
                c_pre = t.column("preequilibrationConditionId"),
@@ -629,8 +664,22 @@ Problem read(const std::string& yaml_path) {
   return pb;
 }
 
+}  // namespace
+
+Problem read(const std::string& yaml_path) { return read_from(yaml_path, slurp); }
+
+Problem read_text(const std::string& yaml, const std::string& yaml_name,
+                  const std::map<std::string, std::string>& files) {
+  return read_from(yaml_name, [&](const std::string& path) -> std::optional<std::string> {
+    if (path == yaml_name) return yaml;
+    const auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
 void write_simulation_table(const Problem& pb, const Result& result, const std::string& path) {
-  const Table t = read_table(pb.measurement_file);
+  const Table t = read_table(slurp, pb.measurement_file);
   const long c_m = t.required("measurement");
   COSTATE_CHECK(t.rows.size() == pb.measurements.size() && result.simulations.size() == pb.measurements.size(),
                 pb.measurement_file << ": " << t.rows.size() << " rows now, but the problem was read with "

@@ -1,16 +1,15 @@
-// libFuzzer target: the PEtab reader (costate::petab::read). Input: the
-// problem's files as sections separated by lines "%%", in this order:
+// libFuzzer target: the PEtab reader (costate::petab::read_text, the
+// in-memory entry of petab::read: the same parser, no files written).
+// Input: the problem's files as sections separated by lines "%%", in this
+// order:
 //   model.xml, parameters.tsv, observables.tsv, measurements.tsv,
 //   conditions.tsv [, problem.yaml]
 // A missing section is a missing file; without the sixth section the
 // problem file is the standard one naming the other five. A problem read
 // must be self-consistent (indices within range, one override per model
 // parameter and state); only costate::Error may come out.
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
-#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,13 +18,6 @@
 
 namespace {
 
-void write(const std::string& path, const std::string& text) {
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
-}
-
 bool ref_ok(const costate::petab::Ref& r, std::size_t n_parameters) {
   return r.parameter < static_cast<long>(n_parameters);
 }
@@ -33,10 +25,6 @@ bool ref_ok(const costate::petab::Ref& r, std::size_t n_parameters) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace fs = std::filesystem;
-  static const std::string dir = "/tmp/costate_petab_fuzz_" + std::to_string(::getpid());
-  static const bool made = fs::create_directories(dir) || fs::is_directory(dir);
-  if (!made) return 0;
   static const char* const names[] = {"model.xml",        "parameters.tsv", "observables.tsv",
                                       "measurements.tsv", "conditions.tsv", "problem.yaml"};
   static const std::string standard_yaml =
@@ -57,18 +45,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (end == std::string::npos) break;
     pos = end + 1;
   }
-  for (std::size_t k = 0; k < 5; ++k) {
-    const std::string path = dir + "/" + names[k];
-    if (k < sections.size())
-      write(path, sections[k]);
-    else
-      fs::remove(path);
-  }
-  const std::string yaml = dir + "/problem.yaml";
-  write(yaml, sections.size() == 6 ? sections[5] : standard_yaml);
+  std::map<std::string, std::string> files;
+  for (std::size_t k = 0; k < 5 && k < sections.size(); ++k) files[names[k]] = sections[k];
 
   try {
-    const costate::petab::Problem pb = costate::petab::read(yaml);
+    const costate::petab::Problem pb = costate::petab::read_text(
+        sections.size() == 6 ? sections[5] : standard_yaml, names[5], files);
     const std::size_t np = pb.parameters.size(), ny = pb.model.state_names.size(),
                       nq = pb.model.parameter_names.size();
     if (pb.model_parameter_row.size() != nq) __builtin_trap();

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -285,6 +286,64 @@ TEST(PetabInput, WrongYamlKindsNameTheProblemFileAndLine) {
     EXPECT_HAS(e, cases[k].second);
     EXPECT_HAS(e, "not a PEtab problem file");
   }
+}
+
+// petab::read_text, the in-memory entry (the fuzz target's): the same
+// parser as petab::read, so the same problem from the same texts, and
+// messages that name the table by its path and line as read()'s do.
+std::map<std::string, std::string> texts_of(const Files& f, const std::string& dir) {
+  return {{dir + "model.xml", kModel},
+          {dir + "parameters.tsv", f.parameters},
+          {dir + "observables.tsv", f.observables},
+          {dir + "conditions.tsv", f.conditions},
+          {dir + "measurements.tsv", f.measurements}};
+}
+
+std::string read_text_error(const Files& f, const std::map<std::string, std::string>& files) {
+  try {
+    (void)petab::read_text(f.yaml, "in/memory/problem.yaml", files);
+  } catch (const costate::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+TEST(PetabReadText, SameProblemAsFromFiles) {
+  Files f("read_text");
+  const petab::Problem disk = petab::read(f.write());
+  const petab::Problem mem = petab::read_text(f.yaml, "in/memory/problem.yaml", texts_of(f, "in/memory/"));
+  EXPECT_EQ(mem.file, "in/memory/problem.yaml");
+  EXPECT_EQ(mem.measurement_file, "in/memory/measurements.tsv");
+  EXPECT_EQ(mem.brief_report().substr(mem.file.size()), disk.brief_report().substr(disk.file.size()));
+  EXPECT_EQ(mem.estimated_ids(), disk.estimated_ids());
+  EXPECT_EQ(mem.nominal_on_scale(), disk.nominal_on_scale());
+  EXPECT_EQ(mem.formula_variables, disk.formula_variables);
+  ASSERT_EQ(mem.measurements.size(), disk.measurements.size());
+  for (std::size_t i = 0; i < mem.measurements.size(); ++i) {
+    EXPECT_EQ(mem.measurements[i].value, disk.measurements[i].value);
+    EXPECT_EQ(mem.measurements[i].line, disk.measurements[i].line);
+  }
+  // Bit-identical likelihoods: one parser, one model, one evaluation.
+  EXPECT_EQ(petab::evaluate(mem, mem.nominal_on_scale()).llh,
+            petab::evaluate(disk, disk.nominal_on_scale()).llh);
+}
+
+TEST(PetabReadText, MessagesNameTheTableAndLine) {
+  Files f("read_text_errors");
+  f.measurements += "obs_a\tc0\t3\t0.2\tsigma\textra\n";
+  std::string e = read_text_error(f, texts_of(f, "in/memory/"));
+  EXPECT_HAS(e, "in/memory/measurements.tsv:5: 6 cells, but the header has 5 columns");
+  // A file the YAML names but `files` does not hold: a file that cannot be opened.
+  f = Files("read_text_missing");
+  std::map<std::string, std::string> files = texts_of(f, "in/memory/");
+  files.erase("in/memory/observables.tsv");
+  e = read_text_error(f, files);
+  EXPECT_HAS(e, "in/memory/observables.tsv: cannot open the table");
+  // The YAML's own errors name yaml_name and the line.
+  f.yaml = "format_version: [1]\nparameter_file: parameters.tsv\nproblems: []\n";
+  e = read_text_error(f, texts_of(f, "in/memory/"));
+  EXPECT_HAS(e, "in/memory/problem.yaml:1:17:");
 }
 
 }  // namespace

@@ -79,6 +79,7 @@
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,16 @@ struct Problem {
 /// for malformed tables, unknown ids (with a "did you mean"), formulas that
 /// do not compile (with the column) and unsupported features (by name).
 Problem read(const std::string& yaml_path);
+/// read() from memory: `yaml` is the problem file's text, `yaml_name` the
+/// name its messages give it (and the base of the relative names it
+/// lists), `files` the text of each file it names, keyed by the path read()
+/// would open: yaml_name's directory joined with the name, lexically
+/// normal ("dir/model.xml"; the bare name when yaml_name has no directory).
+/// A name missing from `files` is a file that cannot be opened. The same
+/// parser as read() — read() is this with the texts from disk — and the
+/// same messages, naming each table by its path and line.
+Problem read_text(const std::string& yaml, const std::string& yaml_name,
+                  const std::map<std::string, std::string>& files);
 /// True when `path` is a YAML map with the keys format_version and problems
 /// (a PEtab problem file); false for anything else, unreadable files too.
 bool is_problem_file(const std::string& path);
