@@ -603,4 +603,13 @@ ThetaHessianVector ThetaStepper::hessian_vector(const ThetaLinearization& lin, c
   return impl_->hessian_vector(lin, direction, product);
 }
 
+ThetaGradient ThetaStepper::linearize_point(const GlobalVector& y0, const Objective& objective) {
+  point_ = std::make_unique<ThetaLinearization>(impl_->linearize(y0, objective));
+  return point_->gradient;
+}
+ThetaHessianVector ThetaStepper::hessian_vector_at_point(const ThetaDirection& direction, HessianProduct product) {
+  COSTATE_CHECK(point_ != nullptr, "pde::ThetaIntegrator::hessian_vector_at_point: call linearize_point first");
+  return impl_->hessian_vector(*point_, direction, product);
+}
+
 }  // namespace costate::pde
