@@ -5,8 +5,8 @@
 // (pde::laplace_posterior: spectrum, variance field, eigenvectors, samples)
 // (docs/pde_inverse.md). One process or under mpiexec; reports from rank 0.
 //
-// Compile time: the inversion instantiates pde::ThetaMisfit (the θ
-// integrator's gradient and second-order adjoint) for one-component
+// Compile time: the inversion instantiates pde::Misfit (over the θ or the
+// explicit Runge–Kutta integrator, pde::TimeStepper) for one-component
 // equation models with one parameter field in 1-D and 2-D, linear and
 // nonlinear: four instantiations in this translation unit.
 #include <array>
@@ -94,7 +94,19 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   evaluate_cells(fg, compile_all({cc.prior_mean}, vars, "calibration.prior", {"mean"}), cfg.parameters, nullptr, 0,
                  mean);
   const pde::Prior prior(fg, cc.prior, mean);
-  pde::ThetaMisfit<Model> misfit(op, cfg.integrator, u0, pde::Objective::sensors(obs), cc.log_form);
+  // The integrator of integrator.method: the θ-method or explicit Runge–Kutta (one pde::Misfit).
+  pde::Misfit<Model> misfit = cfg.explicit_rk
+                                  ? pde::Misfit<Model>(op, *cfg.explicit_rk, u0, pde::Objective::sensors(obs), cc.log_form)
+                                  : pde::Misfit<Model>(op, cfg.integrator, u0, pde::Objective::sensors(obs), cc.log_form);
+  if (cfg.explicit_rk) {
+    // A step above the stability estimate (ρ(J) at the input's field and u0;
+    // the same on every rank): refused, since an inversion of a run that
+    // blows up has no meaning (`costate run` only warns).
+    pde::ExplicitRkIntegrator<Model> probe(op, *cfg.explicit_rk);
+    const std::string why = pde::stability_warning(*cfg.explicit_rk, probe.stability(u0), "integrator.dt");
+    if (!why.empty())
+      throw Error(args.input + ": " + why + "; costate calibrate with an explicit method needs a step under the limit");
+  }
   if (talk) {
     std::cerr << "  infer      " << (cc.log_form ? "m = log(" + cc.field + ")" : cc.field) << ", " << fg.global_size()
               << " unknowns\n  sensors    " << obs->size() << " of " << eq.fields[static_cast<std::size_t>(cc.sensors_component)]
@@ -284,11 +296,6 @@ int calibrate_pde(const Environment& env, const PdeArgs& args, const io::PdeConf
   if (!cc.present)
     throw Error(args.input + ": costate calibrate on a PDE input needs a 'calibration:' section (the parameter "
                              "field, the sensors, the prior and the optimizer; docs/pde_inverse.md)");
-  if (cfg.explicit_rk)
-    throw Error(args.input + ": costate calibrate runs the theta-method only (its Newton-CG keeps a "
-                             "pde::ThetaLinearization); integrator.method '" + cfg.method +
-                "' is explicit Runge-Kutta, supported by run, sensitivity and gradcheck. Use crank_nicolson or "
-                "backward_euler for the inversion");
   if (system->field_parameters() != 1)
     throw Error(args.input + ": costate calibrate infers one parameter field; this input has " +
                 std::to_string(system->field_parameters()) + " (add one under pde.parameter_fields)");

@@ -184,12 +184,8 @@ class ExplicitRkStepper::Impl {
     const Grid& g = op_.grid();
     linear_ready_ = false;
     HessianSweep sw(*this, objective, direction, checkpointing, product);
-    deep_copy(sw.current, y0);
-    if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
-    ThetaHessianVector out;
-    out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
-    out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
-    sw.into(out, objective, g, y0, sw.dcurrent, options_.steps, product);
+    ThetaHessianVector out =
+        detail::run_second_order_sweep(sw, g, y0, objective, direction, checkpointing, options_.steps, product);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return out;
   }
@@ -351,43 +347,29 @@ class ExplicitRkStepper::Impl {
 
   /// The Ops object of ode::reverse_sweep for the second-order adjoint: the
   /// swept state is the pair (y_n, δy_n), a snapshot holds both.
-  struct HessianSweep : detail::SecondOrderSums {
+  struct HessianSweep final : detail::SecondOrderSweep {
     Impl& in;
     const Objective& objective;
     const GlobalVector* a_dot;
     std::span<const double> q_dot;
     bool exact;
-    GlobalVector current, dcurrent, next, dnext;
-    std::vector<double> pack;
-    detail::SweepSnapshots snapshots;
-    std::int64_t i = 0;
+    GlobalVector next, dnext;
 
     HessianSweep(Impl& integrator, const Objective& obj, const ThetaDirection& d,
                  const ode::Checkpointing& c, HessianProduct product)
-        : SecondOrderSums(integrator.op_), in(integrator), objective(obj),
-          a_dot(d.fields.size() ? &d.fields : nullptr), q_dot(d.parameters), exact(product == HessianProduct::Exact),
-          snapshots(integrator.op_.grid().comm(), integrator.op_.grid().rank(),
-                    2 * integrator.op_.grid().owned_size(), c, integrator.options_.shared_disk_checkpoints,
-                    "pde::ExplicitRkIntegrator") {
+        : SecondOrderSweep(integrator.op_, c, integrator.options_.shared_disk_checkpoints,
+                           "pde::ExplicitRkIntegrator"),
+          in(integrator), objective(obj), a_dot(d.fields.size() ? &d.fields : nullptr), q_dot(d.parameters),
+          exact(product == HessianProduct::Exact) {
       const Grid& g = in.op_.grid();
-      for (GlobalVector* v : {&current, &dcurrent, &next, &dnext}) *v = g.create_global();
-      pack.resize(2 * g.owned_size());
+      for (GlobalVector* v : {&next, &dnext}) *v = g.create_global();
     }
-    std::int64_t index() const { return i; }
-    void advance() {
+    void advance() override {
       in.tangent_step(current, dcurrent, i, a_dot, q_dot);
       ++i;
       ++advances;
     }
-    void save(std::size_t slot) {
-      detail::pack_pair(current, dcurrent, pack);
-      snapshots.save(slot, pack, i);
-    }
-    void restore(std::size_t slot) {
-      i = snapshots.restore(slot, pack);
-      detail::unpack_pair(pack, current, dcurrent);
-    }
-    void reverse_step() {
+    void reverse_step() override {
       if (in.options_.on_step) in.options_.on_step(i);
       const Grid& g = in.op_.grid();
       in.tangent_stages(current, dcurrent, i, a_dot, q_dot);

@@ -90,4 +90,36 @@ void unpack_pair(const std::vector<double>& pack, const pde::GlobalVector& y, co
   }
 }
 
+SecondOrderSweep::SecondOrderSweep(const pde::OperatorView& op, const ode::Checkpointing& c, bool shared_disk,
+                                   const char* who)
+    : SecondOrderSums(op),
+      snapshots(op.grid().comm(), op.grid().rank(), 2 * op.grid().owned_size(), c, shared_disk, who) {
+  current = op.grid().create_global();
+  dcurrent = op.grid().create_global();
+  pack.resize(2 * op.grid().owned_size());
+}
+
+void SecondOrderSweep::save(std::size_t slot) {
+  pack_pair(current, dcurrent, pack);
+  snapshots.save(slot, pack, i);
+}
+
+void SecondOrderSweep::restore(std::size_t slot) {
+  i = snapshots.restore(slot, pack);
+  unpack_pair(pack, current, dcurrent);
+}
+
+pde::ThetaHessianVector run_second_order_sweep(SecondOrderSweep& sw, const pde::Grid& g, const pde::GlobalVector& y0,
+                                               const pde::Objective& objective,
+                                               const pde::ThetaDirection& direction, const ode::Checkpointing& c,
+                                               std::int64_t steps, pde::HessianProduct product) {
+  deep_copy(sw.current, y0);
+  if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
+  pde::ThetaHessianVector out;
+  out.checkpoints = ode::reverse_sweep(c, sw, steps);
+  out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
+  sw.into(out, objective, g, y0, sw.dcurrent, steps, product);
+  return out;
+}
+
 }  // namespace costate::detail

@@ -129,4 +129,37 @@ struct SecondOrderSums : AdjointSums {
 void pack_pair(const pde::GlobalVector& y, const pde::GlobalVector& dy, std::vector<double>& pack);
 void unpack_pair(const std::vector<double>& pack, const pde::GlobalVector& y, const pde::GlobalVector& dy);
 
+/// A second-order reverse sweep (the θ and explicit RK integrators'
+/// HessianSweep): the pair (y_i, δy_i) = (current, dcurrent) at step i, its
+/// snapshots, and the steps ode::reverse_sweep drives — advance and
+/// reverse_step by the integrator (virtual: the sweep loop is compiled once,
+/// in run_second_order_sweep).
+struct SecondOrderSweep : SecondOrderSums {
+  pde::GlobalVector current, dcurrent;
+  std::vector<double> pack;
+  SweepSnapshots snapshots;
+  std::int64_t i = 0;
+  /// Snapshots of (y, δy) with schedule `c` (`who` prefixes their errors).
+  SecondOrderSweep(const pde::OperatorView& op, const ode::Checkpointing& c, bool shared_disk, const char* who);
+  virtual ~SecondOrderSweep() = default;
+  SecondOrderSweep(const SecondOrderSweep&) = delete;
+  SecondOrderSweep& operator=(const SecondOrderSweep&) = delete;
+  std::int64_t index() const { return i; }
+  /// (current, dcurrent) ← one step from i; ++i.
+  virtual void advance() = 0;
+  /// The reverse step i → i − 1 of the sums, from (current, dcurrent) = (y_i, δy_i).
+  virtual void reverse_step() = 0;
+  void save(std::size_t slot);
+  void restore(std::size_t slot);
+};
+
+/// H v (or Gauss–Newton) by the whole second-order sweep `sw` over `steps`
+/// steps with schedule `c` from (y0, direction.initial_state): the
+/// hessian_vector of both integrators after their checks. Fills the
+/// product, the checkpoint counts and the forward steps of the result.
+pde::ThetaHessianVector run_second_order_sweep(SecondOrderSweep& sw, const pde::Grid& g, const pde::GlobalVector& y0,
+                                               const pde::Objective& objective,
+                                               const pde::ThetaDirection& direction, const ode::Checkpointing& c,
+                                               std::int64_t steps, pde::HessianProduct product);
+
 }  // namespace costate::detail

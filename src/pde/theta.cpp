@@ -150,13 +150,9 @@ class ThetaStepper::Impl {
     check_direction(direction, "hessian_vector");
     const Grid& g = op_.grid();
     HessianSweep sw(*this, objective, direction, checkpointing, product);
-    deep_copy(sw.current, y0);
-    if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
     const std::int64_t its0 = krylov_iterations_;
-    ThetaHessianVector out;
-    out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
-    out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
-    sw.into(out, objective, g, y0, sw.dcurrent, options_.steps, product);
+    ThetaHessianVector out =
+        detail::run_second_order_sweep(sw, g, y0, objective, direction, checkpointing, options_.steps, product);
     out.tangent_krylov_iterations = sw.tangent_iterations;
     out.adjoint_krylov_iterations = sw.adjoint_iterations;
     out.krylov_iterations = krylov_iterations_ - its0;
@@ -397,45 +393,30 @@ class ThetaStepper::Impl {
 
   /// The Ops object of ode::reverse_sweep for the second-order adjoint: the
   /// swept state is the pair (y_n, δy_n), a snapshot holds both.
-  struct HessianSweep : detail::SecondOrderSums {
+  struct HessianSweep final : detail::SecondOrderSweep {
     Impl& in;
     const Objective& objective;
     const GlobalVector* a_dot;
     std::span<const double> q_dot;
     bool exact;
-    GlobalVector current, dcurrent, next, dnext, cached, dcached;
+    GlobalVector next, dnext, cached, dcached;
     GlobalVector mu, dmu, rhs, tmp, tmp2, w, wd, ystar, dystar;
-    std::vector<double> pack;
-    detail::SweepSnapshots snapshots;
-    std::int64_t i = 0, cached_index = -1, adjoint_iterations = 0, tangent_iterations = 0;
+    std::int64_t cached_index = -1, adjoint_iterations = 0, tangent_iterations = 0;
     const GlobalVector* given_mu = nullptr;  ///< μ_n from a ThetaLinearization (no solve)
 
     HessianSweep(Impl& integrator, const Objective& obj, const ThetaDirection& d,
                  const ode::Checkpointing& c, HessianProduct product)
-        : SecondOrderSums(integrator.op_), in(integrator), objective(obj),
-          a_dot(d.fields.size() ? &d.fields : nullptr), q_dot(d.parameters),
-          exact(product == HessianProduct::Exact),
-          snapshots(integrator.op_.grid().comm(), integrator.op_.grid().rank(),
-                    2 * integrator.op_.grid().owned_size(), c, integrator.options_.shared_disk_checkpoints) {
+        : SecondOrderSweep(integrator.op_, c, integrator.options_.shared_disk_checkpoints, "pde::ThetaIntegrator"),
+          in(integrator), objective(obj), a_dot(d.fields.size() ? &d.fields : nullptr), q_dot(d.parameters),
+          exact(product == HessianProduct::Exact) {
       const Grid& g = in.op_.grid();
-      for (GlobalVector* v : {&current, &dcurrent, &next, &dnext, &cached, &dcached, &mu, &dmu, &rhs, &tmp, &tmp2,
-                              &w, &wd, &ystar, &dystar})
+      for (GlobalVector* v : {&next, &dnext, &cached, &dcached, &mu, &dmu, &rhs, &tmp, &tmp2, &w, &wd, &ystar, &dystar})
         *v = g.create_global();
-      pack.resize(2 * g.owned_size());
     }
-    std::int64_t index() const { return i; }
-    void advance() {
+    void advance() override {
       tangent_iterations += in.tangent_step(current, dcurrent, i, a_dot, q_dot, rhs, tmp);
       ++i;
       ++advances;
-    }
-    void save(std::size_t slot) {
-      detail::pack_pair(current, dcurrent, pack);
-      snapshots.save(slot, pack, i);
-    }
-    void restore(std::size_t slot) {
-      i = snapshots.restore(slot, pack);
-      detail::unpack_pair(pack, current, dcurrent);
     }
     void solve_transpose(const GlobalVector& b, const GlobalVector& x, const char* what) {
       const linear::Summary s = in.solver_.solve_transpose(b, x, false);
@@ -445,7 +426,7 @@ class ThetaStepper::Impl {
                                                                               << "; choose a stronger -pc_type or "
                                                                                  "raise KspOptions::max_iterations");
     }
-    void reverse_step() {
+    void reverse_step() override {
       const Grid& g = in.op_.grid();
       const double h = in.options_.dt, th = in.options_.theta;
       const double tn = in.options_.t0 + static_cast<double>(i) * h, tn1 = tn + h;
@@ -504,9 +485,7 @@ class ThetaStepper::Impl {
           if (exact) deep_copy(lambda, mu);
           deep_copy(dlambda, dmu);
         }
-        deep_copy(cached, current);
-        deep_copy(dcached, dcurrent);
-        cached_index = i;
+        cache_current();
         return;
       }
       if (exact) {
@@ -549,6 +528,12 @@ class ThetaStepper::Impl {
         if (exact) deep_copy(lambda, mu);
         deep_copy(dlambda, dmu);
       }
+      cache_current();
+    }
+
+   private:
+    /// (y_n, δy_n) kept as the next reverse step's (y_{n+1}, δy_{n+1}).
+    void cache_current() {
       deep_copy(cached, current);
       deep_copy(dcached, dcurrent);
       cached_index = i;
@@ -616,6 +601,15 @@ ThetaLinearization ThetaStepper::linearize(const GlobalVector& y0, const Objecti
 ThetaHessianVector ThetaStepper::hessian_vector(const ThetaLinearization& lin, const ThetaDirection& direction,
                                                 HessianProduct product) {
   return impl_->hessian_vector(lin, direction, product);
+}
+
+ThetaGradient ThetaStepper::linearize_point(const GlobalVector& y0, const Objective& objective) {
+  point_ = std::make_unique<ThetaLinearization>(impl_->linearize(y0, objective));
+  return point_->gradient;
+}
+ThetaHessianVector ThetaStepper::hessian_vector_at_point(const ThetaDirection& direction, HessianProduct product) {
+  COSTATE_CHECK(point_ != nullptr, "pde::ThetaIntegrator::hessian_vector_at_point: call linearize_point first");
+  return impl_->hessian_vector(*point_, direction, product);
 }
 
 }  // namespace costate::pde

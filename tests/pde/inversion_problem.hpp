@@ -52,6 +52,32 @@ inline pde::ThetaOptions theta_options(const std::string& pc = "") {
   return o;
 }
 
+/// u0 = sin πx sin πy and the true field m_true on the owned cells of `g`.
+inline void initial_and_truth(const pde::Grid& g, const pde::GlobalVector& u0, const pde::GlobalVector& truth) {
+  const pde::Box& o = g.owned();
+  std::size_t e = 0;
+  for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
+    for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i, ++e) {
+      const double x = g.coordinate(0, i), y = g.coordinate(1, j);
+      u0[e] = std::sin(M_PI * x) * std::sin(M_PI * y);
+      truth[e] = m_true(x, y);
+    }
+}
+
+/// Sensors on an n × n lattice at time `t`, noise σ (values unset).
+inline std::vector<pde::Sensor> sensor_lattice(int n, double sigma, double t) {
+  std::vector<pde::Sensor> sensors;
+  for (int b = 0; b < n; ++b)
+    for (int a = 0; a < n; ++a) {
+      pde::Sensor s;
+      s.position = {(a + 0.5) / n, (b + 0.5) / n, 0.0};
+      s.time = t;
+      s.sigma = sigma;
+      sensors.push_back(s);
+    }
+  return sensors;
+}
+
 /// The inverse problem on `comm`: operator, u0, sensors, prior.
 struct Problem {
   pde::Operator<pde::Heat2D> op;
@@ -76,24 +102,9 @@ struct Problem {
     const pde::Grid& fg = *op.field_grid();
     u0 = g.create_global();
     truth = fg.create_global();
-    const pde::Box& o = g.owned();
-    std::size_t e = 0;
-    for (std::int64_t j = o.start[1]; j < o.start[1] + o.count[1]; ++j)
-      for (std::int64_t i = o.start[0]; i < o.start[0] + o.count[0]; ++i, ++e) {
-        const double x = g.coordinate(0, i), y = g.coordinate(1, j);
-        u0[e] = std::sin(M_PI * x) * std::sin(M_PI * y);
-        truth[e] = m_true(x, y);
-      }
+    initial_and_truth(g, u0, truth);
     // Data: B u(κ_true) + σ ξ.
-    std::vector<pde::Sensor> sensors;
-    for (int b = 0; b < n; ++b)
-      for (int a = 0; a < n; ++a) {
-        pde::Sensor s;
-        s.position = {(a + 0.5) / n, (b + 0.5) / n, 0.0};
-        s.time = kDt * kSteps;
-        s.sigma = sigma;
-        sensors.push_back(s);
-      }
+    std::vector<pde::Sensor> sensors = sensor_lattice(n, sigma, kDt * kSteps);
     pde::Observations clean(g, sensors, 0.0, kDt * kSteps);
     pde::ThetaMisfit<pde::Heat2D> forward(op, theta_options(pc), u0, pde::Objective::integral(), true);
     forward.misfit(truth);
@@ -143,6 +154,43 @@ inline std::vector<double> smooth(const pde::Grid& g, double salt) {
       v[static_cast<std::size_t>(j * g.cells(0) + i)] =
           std::sin(salt + 2.0 * g.coordinate(0, i)) * std::cos(1.5 * g.coordinate(1, j) - salt);
   return v;
+}
+
+/// ∇Φ of `misfit` at m against central differences of Φ along `dir`, and
+/// the exact ∇²Φ v against central differences of ∇Φ (step `step`, relative
+/// tolerance `tol`); Φ from linearize and misfit agree bitwise. Calls, in
+/// order: linearize, misfit, the exact and the Gauss–Newton product,
+/// linearize twice. Returns (v, H v, GN v).
+struct MisfitProducts {
+  pde::GlobalVector v, hv, gn;
+};
+inline MisfitProducts check_misfit_derivatives(pde::MisfitModel& misfit, const std::vector<double>& m,
+                                               const std::vector<double>& dir, double step, double tol) {
+  const pde::Grid& fg = misfit.field_grid();
+  auto mv = fg.create_global(), dv = fg.create_global(), grad = fg.create_global();
+  fg.scatter(m, mv);
+  fg.scatter(dir, dv);
+  const double phi = misfit.linearize(mv, grad);
+  EXPECT_EQ(phi, misfit.misfit(mv));
+  auto hv = fg.create_global(), gn = fg.create_global();
+  misfit.hessian_vector(dv, hv, pde::HessianProduct::Exact);
+  misfit.hessian_vector(dv, gn, pde::HessianProduct::GaussNewton);
+  auto at = [&](double eps, const pde::GlobalVector& g) {
+    std::vector<double> x(m);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += eps * dir[i];
+    auto xv = fg.create_global();
+    fg.scatter(x, xv);
+    return misfit.linearize(xv, g);
+  };
+  auto gp = fg.create_global(), gm = fg.create_global();
+  const double fp = at(step, gp), fm = at(-step, gm);
+  const double gd = dot(grad, dv);
+  EXPECT_NEAR((fp - fm) / (2.0 * step), gd, tol * std::abs(gd));
+  const std::vector<double> gpn = fg.gather(gp), gmn = fg.gather(gm);
+  std::vector<double> hfd(gpn.size());
+  for (std::size_t i = 0; i < hfd.size(); ++i) hfd[i] = (gpn[i] - gmn[i]) / (2.0 * step);
+  EXPECT_LT(max_rel(fg.gather(hv), hfd), tol);
+  return {dv, hv, gn};
 }
 
 /// Expects f() to throw a costate::Error whose message contains `fragment`.

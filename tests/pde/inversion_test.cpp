@@ -134,29 +134,7 @@ TEST(ThetaMisfit, GradientAndHessianInLogForm) {
   // A point away from the truth (non-zero residual) and a direction.
   std::vector<double> m = fg.gather(p.prior->mean()), dir = smooth(fg, 0.7);
   for (std::size_t i = 0; i < m.size(); ++i) m[i] += 0.2 * smooth(fg, 1.9)[i];
-  auto mv = fg.create_global(), dv = fg.create_global(), grad = fg.create_global();
-  fg.scatter(m, mv);
-  fg.scatter(dir, dv);
-  const double phi = p.misfit->linearize(mv, grad);
-  EXPECT_EQ(phi, p.misfit->misfit(mv));
-  auto hv = fg.create_global(), gn = fg.create_global();
-  p.misfit->hessian_vector(dv, hv, pde::HessianProduct::Exact);
-  p.misfit->hessian_vector(dv, gn, pde::HessianProduct::GaussNewton);
-  auto at = [&](double eps, const pde::GlobalVector& g) {
-    std::vector<double> x(m);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += eps * dir[i];
-    auto xv = fg.create_global();
-    fg.scatter(x, xv);
-    return p.misfit->linearize(xv, g);
-  };
-  auto gp = fg.create_global(), gm = fg.create_global();
-  const double fp = at(kFdStep, gp), fm = at(-kFdStep, gm);
-  const double gd = dot(grad, dv);
-  EXPECT_NEAR((fp - fm) / (2.0 * kFdStep), gd, kFdTol * std::abs(gd));
-  const std::vector<double> gpn = fg.gather(gp), gmn = fg.gather(gm);
-  std::vector<double> hfd(gpn.size());
-  for (std::size_t i = 0; i < hfd.size(); ++i) hfd[i] = (gpn[i] - gmn[i]) / (2.0 * kFdStep);
-  EXPECT_LT(max_rel(fg.gather(hv), hfd), kFdTol);
+  const auto [dv, hv, gn] = check_misfit_derivatives(*p.misfit, m, dir, kFdStep, kFdTol);
   // Away from zero residual the Gauss–Newton product differs (the log
   // form's (κ ⊙ ∇_κΦ) ⊙ v term alone is O(|∇Φ|)); it is SPD: vᵀ GN v > 0.
   EXPECT_GT(max_rel(fg.gather(gn), fg.gather(hv)), 1e3 * kFdTol);

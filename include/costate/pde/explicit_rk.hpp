@@ -60,8 +60,9 @@
 /// rank-ordered reductions: a gradient is bitwise the same on every run
 /// with the same ranks; across rank counts it agrees to round-off (ghost
 /// sums in another order). Limitations: fixed steps; terminal objectives;
-/// no ThetaLinearization (the PDE inversion, `costate calibrate`, runs the
-/// θ-method).
+/// no stored trajectory for many products at one point: the PDE inversion
+/// (pde::Misfit) runs a whole second-order sweep per Hessian product
+/// (TimeStepper::linearize_point).
 
 #include <cstdint>
 #include <functional>

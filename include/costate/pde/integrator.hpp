@@ -11,6 +11,7 @@
 /// Every member of TimeStepper is collective over the operator's grid.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,34 @@ class TimeStepper {
                                             HessianProduct product = HessianProduct::Exact) = 0;
   /// Krylov iterations of the forward solves so far (0 for explicit methods).
   virtual std::int64_t krylov_iterations() const = 0;
+
+  /// Keeps the point (y0, objective) for many hessian_vector_at_point
+  /// products there (Newton-CG, the Laplace posterior: pde::Misfit) and
+  /// returns J and ∇J at it. This default keeps y0 and the objective: the
+  /// gradient by gradient() with StoreAll, each product a whole
+  /// second-order sweep from y0 (StoreAll). ThetaStepper keeps its
+  /// trajectory and adjoints (ThetaLinearization) instead, so that a
+  /// product costs the tangent and δμ solves only. Valid while the
+  /// operator's fields and parameters are those of the call. Collective.
+  virtual ThetaGradient linearize_point(const GlobalVector& y0, const Objective& objective) {
+    point_y0_ = y0.clone();
+    deep_copy(point_y0_, y0);
+    point_objective_.emplace(objective);
+    return gradient(point_y0_, *point_objective_, ode::StoreAll{});
+  }
+  /// True when hessian_vector_at_point reuses a stored trajectory (no
+  /// forward and first-order adjoint passes per product): ThetaStepper.
+  virtual bool keeps_point_trajectory() const { return false; }
+  /// H v (or the Gauss–Newton product) at the point of linearize_point;
+  /// without one, throws costate::Error. Collective.
+  virtual ThetaHessianVector hessian_vector_at_point(const ThetaDirection& direction, HessianProduct product) {
+    COSTATE_CHECK(point_objective_.has_value(), "pde::TimeStepper::hessian_vector_at_point: call linearize_point first");
+    return hessian_vector(point_y0_, *point_objective_, direction, ode::StoreAll{}, product);
+  }
+
+ private:
+  GlobalVector point_y0_;                     ///< linearize_point's y0 (the default)
+  std::optional<Objective> point_objective_;  ///< and its objective
 };
 
 /// The name io::pde_run and the tests use: the interface does not depend

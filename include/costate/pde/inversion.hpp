@@ -2,7 +2,8 @@
 /// \file
 /// PDE-constrained inversion for a parameter field m: the MAP point of
 ///     J(m) = Φ(m) + R(m),   Φ(m) = ½ Σ_i ((B u(m))_i − d_i)² / σ_i²,
-/// u(m) the θ-method solution at the end of the run (pde::ThetaIntegrator),
+/// u(m) the solution at the end of the run (any pde::TimeStepper: the
+/// θ-method or explicit Runge–Kutta; pde::Misfit),
 /// B the sensors (pde::Observations), R a pde::Prior. The field in the
 /// PDE is κ = m, or κ = exp(m) in log form (positivity):
 ///     ∇_m Φ = κ ⊙ ∇_κ Φ,
@@ -48,6 +49,7 @@
 
 #include "costate/pde/objective.hpp"
 #include "costate/pde/prior.hpp"
+#include "costate/pde/explicit_rk.hpp"
 #include "costate/pde/theta.hpp"
 
 namespace costate::pde {
@@ -62,7 +64,7 @@ struct PdeSolves {
 };
 
 /// The data misfit Φ(m) of a parameter field, with what Newton-CG needs.
-/// Implemented by ThetaMisfit<Model>; the solvers below are compiled once.
+/// Implemented by Misfit<Model>; the solvers below are compiled once.
 class MisfitModel {
  public:
   virtual ~MisfitModel() = default;
@@ -81,19 +83,32 @@ class MisfitModel {
   virtual PdeSolves solves() const = 0;
 };
 
-/// Φ(m) for a model with one parameter field through pde::ThetaIntegrator.
+/// Φ(m) for a model with one parameter field through any pde::TimeStepper:
+/// the θ-method (ThetaOptions: linearize keeps the trajectory and the
+/// adjoints, ThetaLinearization) or explicit Runge–Kutta
+/// (ExplicitRkOptions: each Hessian product is a whole second-order sweep
+/// from u0, TimeStepper::linearize_point), or a caller's factory.
 /// `op` (which must outlive this) holds the scalar parameters; its field is
 /// set from m on every evaluation. Holds `u0`, the objective (usually
 /// Objective::sensors) and the integrator options.
 template <class Model>
-class ThetaMisfit final : public MisfitModel {
-  static_assert(Model::field_parameters == 1, "pde::ThetaMisfit: a model with one parameter field");
+class Misfit final : public MisfitModel {
+  static_assert(Model::field_parameters == 1, "pde::Misfit: a model with one parameter field");
 
  public:
-  ThetaMisfit(Operator<Model>& op, const ThetaOptions& options, const GlobalVector& u0, Objective objective,
-              bool log_form)
-      : op_(op), options_(options), objective_(std::move(objective)), log_form_(log_form) {
-    options_.validate();
+  /// A fresh integrator of `op` (one per evaluation: a linear model's
+  /// I − hθJ depends on κ).
+  using Factory = std::function<std::unique_ptr<TimeStepper>(Operator<Model>&)>;
+
+  Misfit(Operator<Model>& op, const ThetaOptions& options, const GlobalVector& u0, Objective objective,
+         bool log_form)
+      : Misfit(op, theta_factory(options), u0, std::move(objective), log_form) {}
+  Misfit(Operator<Model>& op, const ExplicitRkOptions& options, const GlobalVector& u0, Objective objective,
+         bool log_form)
+      : Misfit(op, explicit_rk_factory(options), u0, std::move(objective), log_form) {}
+  Misfit(Operator<Model>& op, Factory make_integrator, const GlobalVector& u0, Objective objective, bool log_form)
+      : op_(op), make_integrator_(std::move(make_integrator)), objective_(std::move(objective)),
+        log_form_(log_form) {
     u0_ = op.grid().create_global("pde::inversion u0");
     deep_copy(u0_, u0);
     u_ = op.grid().create_global("pde::inversion u");
@@ -112,37 +127,41 @@ class ThetaMisfit final : public MisfitModel {
 
   double misfit(const GlobalVector& m) override {
     set_field(m);
-    // A fresh integrator: a linear model's I − hθJ depends on κ.
-    ThetaIntegrator<Model> integ(op_, options_);
+    const std::unique_ptr<TimeStepper> integ = make_integrator_(op_);
     deep_copy(u_, u0_);
-    integ.integrate(u_);
+    integ->integrate(u_);
     ++solves_.forward;
     return objective_.evaluate(op_.grid(), u_, nullptr);
   }
 
   double linearize(const GlobalVector& m, const GlobalVector& gradient) override {
     set_field(m);
-    integ_ = std::make_unique<ThetaIntegrator<Model>>(op_, options_);
-    lin_ = std::make_unique<ThetaLinearization>(integ_->linearize(u0_, objective_));
+    integ_ = make_integrator_(op_);
+    const ThetaGradient g = integ_->linearize_point(u0_, objective_);
     ++solves_.forward;
     ++solves_.adjoint;
-    deep_copy(gk_, lin_->gradient.wrt_fields);
+    deep_copy(gk_, g.wrt_fields);
     if (log_form_)
       product(gradient, kappa_, gk_);
     else
       deep_copy(gradient, gk_);
-    return lin_->gradient.objective;
+    return g.objective;
   }
 
   void hessian_vector(const GlobalVector& v, const GlobalVector& out, HessianProduct product_kind) override {
-    COSTATE_CHECK(lin_ != nullptr, "pde::ThetaMisfit::hessian_vector: call linearize first");
+    COSTATE_CHECK(integ_ != nullptr, "pde::Misfit::hessian_vector: call linearize first");
     if (log_form_)
       product(dir_, kappa_, v);
     else
       deep_copy(dir_, v);
-    const ThetaHessianVector r = integ_->hessian_vector(*lin_, ThetaDirection{.fields = dir_, .parameters = {}, .initial_state = {}}, product_kind);
+    const ThetaHessianVector r = integ_->hessian_vector_at_point(
+        ThetaDirection{.fields = dir_, .parameters = {}, .initial_state = {}}, product_kind);
     ++solves_.incremental_forward;
     ++solves_.incremental_adjoint;
+    if (!integ_->keeps_point_trajectory()) {  // the sweep ran the state (and for Exact its adjoint) again
+      ++solves_.forward;
+      if (product_kind == HessianProduct::Exact) ++solves_.adjoint;
+    }
     if (!log_form_) {
       deep_copy(out, r.wrt_fields);
       return;
@@ -160,19 +179,34 @@ class ThetaMisfit final : public MisfitModel {
   const GlobalVector& final_state() const { return u_; }
 
  private:
+  static Factory theta_factory(const ThetaOptions& options) {
+    options.validate();
+    return [options](Operator<Model>& op) -> std::unique_ptr<TimeStepper> {
+      return std::make_unique<ThetaIntegrator<Model>>(op, options);
+    };
+  }
+  static Factory explicit_rk_factory(const ExplicitRkOptions& options) {
+    options.validate();
+    return [options](Operator<Model>& op) -> std::unique_ptr<TimeStepper> {
+      return std::make_unique<ExplicitRkIntegrator<Model>>(op, options);
+    };
+  }
   void set_field(const GlobalVector& m) {
     parameter_field(m, kappa_);
     deep_copy(op_.fields(), kappa_);
   }
   Operator<Model>& op_;
-  ThetaOptions options_;
+  Factory make_integrator_;
   Objective objective_;
   bool log_form_;
   GlobalVector u0_, u_, kappa_, gk_, dir_;
-  std::unique_ptr<ThetaIntegrator<Model>> integ_;
-  std::unique_ptr<ThetaLinearization> lin_;
+  std::unique_ptr<TimeStepper> integ_;
   PdeSolves solves_;
 };
+
+/// The name of the θ-only misfit (the class is integrator-generic now).
+template <class Model>
+using ThetaMisfit = Misfit<Model>;
 
 enum class InversionMethod { NewtonCg, Lbfgs };
 std::string to_string(InversionMethod m);

@@ -202,10 +202,16 @@ class ThetaStepper : public TimeStepper {
   /// pass). Collective.
   ThetaHessianVector hessian_vector(const ThetaLinearization& lin, const ThetaDirection& direction,
                                     HessianProduct product = HessianProduct::Exact);
+  /// linearize() kept for hessian_vector_at_point (TimeStepper): a product
+  /// there is hessian_vector(lin, …). Collective.
+  ThetaGradient linearize_point(const GlobalVector& y0, const Objective& objective) override;
+  ThetaHessianVector hessian_vector_at_point(const ThetaDirection& direction, HessianProduct product) override;
+  bool keeps_point_trajectory() const override { return true; }
 
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ThetaLinearization> point_;  ///< linearize_point's
 };
 
 /// The θ-method for a model's Operator: ThetaStepper over the operator's
