@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "costate/core/error.hpp"
 #include "costate/ode/explicit_rk.hpp"
@@ -178,6 +179,10 @@ class ExplicitRk final : public Scheme {
                             std::span<double> lambda, std::span<double> lambda_dot,
                             std::span<double> mu, std::span<double> mu_dot, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
+    if (!sins_.empty() && std::equal(pdot.begin(), pdot.end(), spdot_.begin(), spdot_.end())) {
+      dense_adjoint_tangent(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      return;
+    }
     if (slins_.empty()) {
       for (std::size_t j = 0; j < s_; ++j) slins_.emplace_back(sys_);
       Ydot_.resize(nx_);
@@ -220,6 +225,127 @@ class ExplicitRk final : public Scheme {
           kbd[q] += c * ybard_[q];
         }
       }
+    }
+    if (sins_.empty() && slins_[0].dense_row(0) != nullptr) {
+      // From the next step on (with the same ṗ), each stage is formed in
+      // its linearization's inputs (dense_adjoint_tangent).
+      srows_.resize(s_ * nx_);
+      for (std::size_t j = 0; j < s_; ++j) {
+        sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0)});
+        for (std::size_t r = 0; r < nx_; ++r) srows_[j * nx_ + r] = slins_[j].dense_row(r);
+      }
+      spdot_.assign(pdot.begin(), pdot.end());
+    }
+  }
+
+  // adjoint_tangent() with the one-pass dense second-order linearizations
+  // once their inputs are seeded (from the second reverse step on), as
+  // dense_adjoint() is to adjoint(): each stage (Y_j, Ẏ_j) formed straight
+  // into slins_[j]'s inputs and evaluated there; then adjoint_tangent's
+  // reverse loop with each (K̄_k, K̄̇_k) formed when stage k is reached from
+  // the (Ȳ_j, Ȳ̇_j) kept in local arrays, and λ, λ̇, μ, μ̇ updated in their
+  // lanes: the operations of the generic loop (SecondOrderLinearization::vjp
+  // by rows) in the same order — the same bits. N = n, Z = a running cost.
+  void dense_adjoint_tangent(double t, double h, std::span<const double> x,
+                             std::span<const double> xdot, std::span<double> lambda,
+                             std::span<double> lambda_dot, std::span<double> mu,
+                             std::span<double> mu_dot) {
+    const bool z = nx_ > sys_.n_model_states();
+    auto with = [&](auto n) {
+      if (z)
+        dense_adjoint_tangent<decltype(n)::value, true>(t, h, x, xdot, lambda, lambda_dot, mu,
+                                                        mu_dot);
+      else
+        dense_adjoint_tangent<decltype(n)::value, false>(t, h, x, xdot, lambda, lambda_dot, mu,
+                                                         mu_dot);
+    };
+    switch (sys_.n_model_states()) {
+      case 1: return with(std::integral_constant<std::size_t, 1>{});
+      case 2: return with(std::integral_constant<std::size_t, 2>{});
+      case 3: return with(std::integral_constant<std::size_t, 3>{});
+      case 4: return with(std::integral_constant<std::size_t, 4>{});
+      case 5: return with(std::integral_constant<std::size_t, 5>{});
+      case 6: return with(std::integral_constant<std::size_t, 6>{});
+      case 7: return with(std::integral_constant<std::size_t, 7>{});
+      case 8: return with(std::integral_constant<std::size_t, 8>{});
+      default:
+        throw Error("explicit RK scheme: internal error, dense adjoint_tangent with n > 8 lanes");
+    }
+  }
+  template <std::size_t N, bool Z>
+  void dense_adjoint_tangent(double t, double h, std::span<const double> x,
+                             std::span<const double> xdot, std::span<double> lambda,
+                             std::span<double> lambda_dot, std::span<double> mu,
+                             std::span<double> mu_dot) {
+    constexpr std::size_t L = SecondOrderLinearization::kRowLanes;
+    constexpr std::size_t st = SecondOrderLinearization::kInputStride;
+    constexpr std::size_t NX = N + (Z ? 1 : 0);
+    static_assert(N <= L);
+    const std::size_t np = std::min(mu.size(), L - N);  // = mu.size(): n + n_p ≤ L
+    for (std::size_t j = 0; j < s_; ++j) {
+      const Term* a = a_terms_.data() + a_first_[j];
+      const std::size_t terms = a_first_[j + 1] - a_first_[j];
+      combine_to<st>(x, sins_[j].first, a, terms, h,
+                     [&](std::size_t k) { return slins_[k].value().data(); },
+                     std::integral_constant<std::size_t, NX>{});
+      combine_to<st>(xdot, sins_[j].second, a, terms, h,
+                     [&](std::size_t k) { return slins_[k].value_dot().data(); },
+                     std::integral_constant<std::size_t, NX>{});
+      slins_[j].evaluate(t + tab_.c[j] * h);
+    }
+    lin_ += static_cast<std::int64_t>(s_);
+    double lm[L], lmd[L], lam_in[N], lamd_in[N], kb[N], kbd[N];
+    double ybar[kMaxStages][L], ybard[kMaxStages][L];
+    for (std::size_t q = 0; q < N; ++q) {
+      lm[q] = lam_in[q] = lambda[q];
+      lmd[q] = lamd_in[q] = lambda_dot[q];
+    }
+    for (std::size_t q = 0; q < np; ++q) {
+      lm[N + q] = mu[q];
+      lmd[N + q] = mu_dot[q];
+    }
+    for (std::size_t q = N + np; q < L; ++q) lm[q] = lmd[q] = 0.0;  // lanes never read back
+    const double lz = Z ? lambda[N] : 0.0, lzd = Z ? lambda_dot[N] : 0.0;  // unchanged by the step
+    for (std::size_t j = s_; j-- > 0;) {
+      const double c = h * tab_.b[j];
+      for (std::size_t q = 0; q < N; ++q) {
+        kb[q] = c * lam_in[q];
+        kbd[q] = c * lamd_in[q];
+      }
+      for (std::size_t e = col_first_[j]; e < col_first_[j + 1]; ++e) {
+        const double cj = h * col_terms_[e].a;
+        const double* yb = ybar[col_terms_[e].k];
+        const double* ybd = ybard[col_terms_[e].k];
+        for (std::size_t q = 0; q < N; ++q) {
+          kb[q] += cj * yb[q];
+          kbd[q] += cj * ybd[q];
+        }
+      }
+      const ad::Dual<double, 1>* const* row = srows_.data() + j * nx_;
+      double* acc = ybar[j];
+      double* accd = ybard[j];
+      for (std::size_t l = 0; l < L; ++l) acc[l] = accd[l] = 0.0;
+      auto add_row = [&](double wi, double wdi, const ad::Dual<double, 1>* ro) {
+        for (std::size_t l = 0; l < L; ++l) {
+          const double av = ro[l].value(), ad = ro[l].tangent(0);
+          acc[l] += wi * av;
+          accd[l] += wdi * av + wi * ad;
+        }
+      };
+      for (std::size_t r = 0; r < N; ++r) add_row(kb[r], kbd[r], row[r]);
+      if constexpr (Z) add_row(c * lz, c * lzd, row[N]);
+      for (std::size_t l = 0; l < L; ++l) {
+        lm[l] += acc[l];
+        lmd[l] += accd[l];
+      }
+    }
+    for (std::size_t q = 0; q < N; ++q) {
+      lambda[q] = lm[q];
+      lambda_dot[q] = lmd[q];
+    }
+    for (std::size_t q = 0; q < np; ++q) {
+      mu[q] = lm[N + q];
+      mu_dot[q] = lmd[N + q];
     }
   }
 
@@ -484,6 +610,10 @@ class ExplicitRk final : public Scheme {
   std::vector<const double*> vals_;  // lins_[j].value().data()
   std::vector<double*> ins_;         // dense_adjoint: lins_[j].dense_input(0)
   std::vector<SecondOrderLinearization> slins_;
+  // dense_adjoint_tangent: slins_[j]'s inputs (x, ẋ), its rows at [j nx + i], the ṗ seeded.
+  std::vector<std::pair<double*, double*>> sins_;
+  std::vector<const ad::Dual<double, 1>*> srows_;
+  std::vector<double> spdot_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])
   // By columns: stage k's later stages col_terms_[col_first_[k], col_first_[k+1]) (Term::k = j).

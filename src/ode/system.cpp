@@ -1013,6 +1013,42 @@ SecondOrderLinearization& SecondOrderLinearization::operator=(SecondOrderLineari
 
 bool SecondOrderLinearization::dense() const { return impl_->dense; }
 
+static_assert(SecondOrderLinearization::kRowLanes == static_cast<std::size_t>(kChunk));
+static_assert(sizeof(DualDual8) == SecondOrderLinearization::kInputStride * sizeof(double),
+              "dense_input's stride: a Dual<Dual<double, 1>, 8> is 9 Dual<double, 1>");
+
+const Dual1* SecondOrderLinearization::dense_row(std::size_t i) const {
+  const Impl& m = *impl_;
+  if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
+  return m.od[i].tangents();
+}
+
+double* SecondOrderLinearization::dense_input(std::size_t i) {
+  Impl& m = *impl_;
+  if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
+  return &m.xd[i].value().value();
+}
+
+double* SecondOrderLinearization::dense_input_dot(std::size_t i) {
+  Impl& m = *impl_;
+  if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
+  return &m.xd[i].value().tangent(0);
+}
+
+void SecondOrderLinearization::evaluate(double t) {
+  Impl& m = *impl_;
+  assert(m.dense && m.seeded && "SecondOrderLinearization::evaluate: no one-pass dense at() before");
+  m.t = t;
+  m.sys->model().rhs(t, std::span<const DualDual8>(m.xd), std::span<const DualDual8>(m.pd),
+                     std::span<DualDual8>(m.od));
+  for (std::size_t i = 0; i < m.nx; ++i) {
+    m.value[i] = m.od[i].value().value();
+    m.value_dot[i] = m.od[i].value().tangent(0);
+  }
+  m.in_outputs = true;
+  m.jacobian_ready = false;
+}
+
 void SecondOrderLinearization::at(double t, std::span<const double> x,
                                   std::span<const double> xdot, std::span<const double> p,
                                   std::span<const double> pdot) {

@@ -480,6 +480,30 @@ class SecondOrderLinearization {
   /// True for the dense strategy, false for the tape.
   bool dense() const;
 
+  // The one-pass dense strategy (n + n_p ≤ kRowLanes) in place, as
+  // Linearization's dense_row / dense_input / evaluate: for callers that
+  // fuse the vjp into their own loops (the explicit RK adjoint_tangent).
+  /// Lanes of a dense_row.
+  static constexpr std::size_t kRowLanes = 8;
+  /// After at() with the one-pass dense strategy: row i < n_x of [f_y | f_p]
+  /// with its ε-part, lane l's entry (J(i, l), J̇(i, l)) = (row[l].value(),
+  /// row[l].tangent(0)) (lanes ≥ n + n_p unused), valid (and at the same
+  /// address) until the linearization is destroyed. nullptr for the tape,
+  /// for more than one pass and before the first at().
+  const ad::Dual<double, 1>* dense_row(std::size_t i) const;
+  /// Doubles between consecutive dense_input() (and dense_input_dot())
+  /// entries.
+  static constexpr std::size_t kInputStride = 2 * (kRowLanes + 1);
+  /// After a first at() (dense_row() not nullptr): where the next evaluate()
+  /// reads x_i and ẋ_i (i < n_x; entry i + 1 is kInputStride doubles further
+  /// on; a running cost's z entry is written and ignored). nullptr otherwise.
+  double* dense_input(std::size_t i);
+  double* dense_input_dot(std::size_t i);
+  /// at(t, x + ε ẋ, p + ε ṗ) with x, ẋ written through dense_input() /
+  /// dense_input_dot() and p, ṗ those of the last at(): the same pass, the
+  /// same bits. Only after dense_input() returned non-null (a debug assert).
+  void evaluate(double t);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
