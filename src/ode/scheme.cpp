@@ -300,11 +300,12 @@ class ExplicitRk final : public Scheme {
       lm[q] = lam_in[q] = lambda[q];
       lmd[q] = lamd_in[q] = lambda_dot[q];
     }
-    for (std::size_t q = 0; q < np; ++q) {
-      lm[N + q] = mu[q];
-      lmd[N + q] = mu_dot[q];
+    // The parameter lanes on a compile-time bound (the loop unrolls); lanes
+    // past n + n_p are never read back.
+    for (std::size_t q = 0; q < L - N; ++q) {
+      lm[N + q] = q < np ? mu[q] : 0.0;
+      lmd[N + q] = q < np ? mu_dot[q] : 0.0;
     }
-    for (std::size_t q = N + np; q < L; ++q) lm[q] = lmd[q] = 0.0;  // lanes never read back
     const double lz = Z ? lambda[N] : 0.0, lzd = Z ? lambda_dot[N] : 0.0;  // unchanged by the step
     for (std::size_t j = s_; j-- > 0;) {
       const double c = h * tab_.b[j];
@@ -343,10 +344,11 @@ class ExplicitRk final : public Scheme {
       lambda[q] = lm[q];
       lambda_dot[q] = lmd[q];
     }
-    for (std::size_t q = 0; q < np; ++q) {
-      mu[q] = lm[N + q];
-      mu_dot[q] = lmd[N + q];
-    }
+    for (std::size_t q = 0; q < L - N; ++q)
+      if (q < np) {
+        mu[q] = lm[N + q];
+        mu_dot[q] = lmd[N + q];
+      }
   }
 
   struct Term {
