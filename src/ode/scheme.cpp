@@ -250,27 +250,10 @@ class ExplicitRk final : public Scheme {
                              std::span<const double> xdot, std::span<double> lambda,
                              std::span<double> lambda_dot, std::span<double> mu,
                              std::span<double> mu_dot) {
-    const bool z = nx_ > sys_.n_model_states();
-    auto with = [&](auto n) {
-      if (z)
-        dense_adjoint_tangent<decltype(n)::value, true>(t, h, x, xdot, lambda, lambda_dot, mu,
-                                                        mu_dot);
-      else
-        dense_adjoint_tangent<decltype(n)::value, false>(t, h, x, xdot, lambda, lambda_dot, mu,
-                                                         mu_dot);
-    };
-    switch (sys_.n_model_states()) {
-      case 1: return with(std::integral_constant<std::size_t, 1>{});
-      case 2: return with(std::integral_constant<std::size_t, 2>{});
-      case 3: return with(std::integral_constant<std::size_t, 3>{});
-      case 4: return with(std::integral_constant<std::size_t, 4>{});
-      case 5: return with(std::integral_constant<std::size_t, 5>{});
-      case 6: return with(std::integral_constant<std::size_t, 6>{});
-      case 7: return with(std::integral_constant<std::size_t, 7>{});
-      case 8: return with(std::integral_constant<std::size_t, 8>{});
-      default:
-        throw Error("explicit RK scheme: internal error, dense adjoint_tangent with n > 8 lanes");
-    }
+    with_dense_size([&](auto n, auto z) {
+      dense_adjoint_tangent<decltype(n)::value, decltype(z)::value>(t, h, x, xdot, lambda,
+                                                                    lambda_dot, mu, mu_dot);
+    });
   }
   template <std::size_t N, bool Z>
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
@@ -469,12 +452,20 @@ class ExplicitRk final : public Scheme {
   // N = n (n + n_p ≤ kRowLanes), Z = a running cost's z entry.
   void dense_adjoint(double t, double h, std::span<const double> x, std::span<double> lambda,
                      std::span<double> mu) {
+    with_dense_size([&](auto n, auto z) {
+      dense_adjoint<decltype(n)::value, decltype(z)::value>(t, h, x, lambda, mu);
+    });
+  }
+  // f(N, Z) with N = n ∈ [1, 8] (std::integral_constant) and Z a running
+  // cost's entry (std::bool_constant): the one-pass dense paths' sizes.
+  template <class F>
+  void with_dense_size(F&& f) {
     const bool z = nx_ > sys_.n_model_states();
     auto with = [&](auto n) {
       if (z)
-        dense_adjoint<decltype(n)::value, true>(t, h, x, lambda, mu);
+        f(n, std::true_type{});
       else
-        dense_adjoint<decltype(n)::value, false>(t, h, x, lambda, mu);
+        f(n, std::false_type{});
     };
     switch (sys_.n_model_states()) {
       case 1: return with(std::integral_constant<std::size_t, 1>{});
@@ -486,7 +477,7 @@ class ExplicitRk final : public Scheme {
       case 7: return with(std::integral_constant<std::size_t, 7>{});
       case 8: return with(std::integral_constant<std::size_t, 8>{});
       default:
-        throw Error("explicit RK scheme: internal error, dense adjoint with n > kRowLanes");
+        throw Error("explicit RK scheme: internal error, a one-pass dense path with n > 8");
     }
   }
   template <std::size_t N, bool Z>
