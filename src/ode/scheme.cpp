@@ -1,6 +1,7 @@
 #include "costate/ode/scheme.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -238,6 +239,17 @@ class ExplicitRk final : public Scheme {
     }
   }
 
+  // dense_adjoint_tangent<N, Z> for N = 1, 2, … (the dispatch table below).
+  using DenseAdjointTangent = void (ExplicitRk::*)(double, double, std::span<const double>,
+                                                   std::span<const double>, std::span<double>,
+                                                   std::span<double>, std::span<double>,
+                                                   std::span<double>);
+  template <bool Z, std::size_t... I>
+  static constexpr std::array<DenseAdjointTangent, sizeof...(I)> dense_adjoint_tangents(
+      std::index_sequence<I...>) {
+    return {&ExplicitRk::dense_adjoint_tangent<I + 1, Z>...};
+  }
+
   // adjoint_tangent() with the one-pass dense second-order linearizations
   // once their inputs are seeded (from the second reverse step on), as
   // dense_adjoint() is to adjoint(): each stage (Y_j, Ẏ_j) formed straight
@@ -250,10 +262,14 @@ class ExplicitRk final : public Scheme {
                              std::span<const double> xdot, std::span<double> lambda,
                              std::span<double> lambda_dot, std::span<double> mu,
                              std::span<double> mu_dot) {
-    with_dense_size([&](auto n, auto z) {
-      dense_adjoint_tangent<decltype(n)::value, decltype(z)::value>(t, h, x, xdot, lambda,
-                                                                    lambda_dot, mu, mu_dot);
-    });
+    const std::size_t n = sys_.n_model_states();
+    COSTATE_CHECK(n >= 1 && n <= SecondOrderLinearization::kRowLanes,
+                  "explicit RK scheme: internal error, dense adjoint_tangent with n = " << n);
+    // dense_adjoint_tangent<N, Z> for N = 1 … kRowLanes, by [Z][N − 1].
+    constexpr auto lanes = std::make_index_sequence<SecondOrderLinearization::kRowLanes>{};
+    static constexpr std::array table{dense_adjoint_tangents<false>(lanes),
+                                      dense_adjoint_tangents<true>(lanes)};
+    (this->*table[nx_ > n ? 1 : 0][n - 1])(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
   }
   template <std::size_t N, bool Z>
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
@@ -452,20 +468,12 @@ class ExplicitRk final : public Scheme {
   // N = n (n + n_p ≤ kRowLanes), Z = a running cost's z entry.
   void dense_adjoint(double t, double h, std::span<const double> x, std::span<double> lambda,
                      std::span<double> mu) {
-    with_dense_size([&](auto n, auto z) {
-      dense_adjoint<decltype(n)::value, decltype(z)::value>(t, h, x, lambda, mu);
-    });
-  }
-  // f(N, Z) with N = n ∈ [1, 8] (std::integral_constant) and Z a running
-  // cost's entry (std::bool_constant): the one-pass dense paths' sizes.
-  template <class F>
-  void with_dense_size(F&& f) {
     const bool z = nx_ > sys_.n_model_states();
     auto with = [&](auto n) {
       if (z)
-        f(n, std::true_type{});
+        dense_adjoint<decltype(n)::value, true>(t, h, x, lambda, mu);
       else
-        f(n, std::false_type{});
+        dense_adjoint<decltype(n)::value, false>(t, h, x, lambda, mu);
     };
     switch (sys_.n_model_states()) {
       case 1: return with(std::integral_constant<std::size_t, 1>{});
@@ -477,7 +485,7 @@ class ExplicitRk final : public Scheme {
       case 7: return with(std::integral_constant<std::size_t, 7>{});
       case 8: return with(std::integral_constant<std::size_t, 8>{});
       default:
-        throw Error("explicit RK scheme: internal error, a one-pass dense path with n > 8");
+        throw Error("explicit RK scheme: internal error, dense adjoint with n > kRowLanes");
     }
   }
   template <std::size_t N, bool Z>
