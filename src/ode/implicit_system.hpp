@@ -169,6 +169,40 @@ class SystemJacobianTangent {
   bool have_last_ = false;
 };
 
+/// One tangent direction of f on a second-order System (the model on
+/// Dual<double, 1>, as ExplicitRk's one-direction tangent): the ε-part of
+/// f(t, x + ε ẋ, p + ε ṗ), i.e. f_x ẋ + f_p ṗ, without a Jacobian — the
+/// implicit schemes' one-direction forward tangents (second_order_sweep).
+class TangentPass {
+ public:
+  using Dual1 = SystemModel::Dual1;
+  TangentPass(const System& sys, std::span<const double> p)
+      : sys_(sys), n_(sys.n_model_states()), x_(sys.n_states()), out_(sys.n_states()),
+        p_(p.size()) {
+    for (std::size_t j = 0; j < p.size(); ++j) p_[j] = Dual1(p[j]);
+  }
+  /// Whether the System evaluates its model on Dual<double, 1> itself.
+  static bool available(const System& sys) { return sys.model().second_order(); }
+  /// dot = f_x ẋ + f_p ṗ at (t, x) (size n_x; the z entry of ẋ is not an
+  /// input); an empty xdot is 0. Parameters: the constructor's p, tangent ṗ.
+  void apply(double t, std::span<const double> x, std::span<const double> xdot,
+             std::span<const double> pdot, double* dot) {
+    for (std::size_t q = 0; q < x_.size(); ++q)
+      x_[q] = q < n_ ? Dual1(x[q], {xdot.empty() ? 0.0 : xdot[q]}) : Dual1(0.0);
+    for (std::size_t j = 0; j < p_.size(); ++j) p_[j].set_tangent(0, pdot[j]);
+    sys_.model().rhs(t, std::span<const Dual1>(x_), std::span<const Dual1>(p_),
+                     std::span<Dual1>(out_));
+    for (std::size_t q = 0; q < out_.size(); ++q) dot[q] = out_[q].tangent(0);
+    ++evaluations;
+  }
+  std::int64_t evaluations = 0;
+
+ private:
+  const System& sys_;
+  std::size_t n_;
+  std::vector<Dual1> x_, out_, p_;
+};
+
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error
 /// tolerance, but not below newton_tol relative (round-off would stall it).
 inline double replay_kappa(const IntegratorOptions& opt) {
