@@ -203,6 +203,31 @@ class TangentPass {
   std::vector<Dual1> x_, out_, p_;
 };
 
+/// [J | f_p] that a forward tangent of step i − 1 evaluated at its end
+/// (x_i at t_i), kept for step i, whose Newton starts there: found only for
+/// that step and a bitwise equal point (the same bits as evaluating it).
+class StartJacobian {
+ public:
+  const Eigen::MatrixXd& keep(std::size_t step, std::span<const double> y,
+                              const Eigen::MatrixXd& jp) {
+    jp_ = jp;
+    y_.assign(y.begin(), y.end());
+    step_ = static_cast<std::int64_t>(step);
+    return jp_;
+  }
+  const Eigen::MatrixXd* find(std::size_t step, std::span<const double> y) const {
+    if (step_ != static_cast<std::int64_t>(step) || y.size() != y_.size() ||
+        (!y.empty() && std::memcmp(y.data(), y_.data(), y.size() * sizeof(double)) != 0))
+      return nullptr;
+    return &jp_;
+  }
+
+ private:
+  Eigen::MatrixXd jp_;
+  std::vector<double> y_;
+  std::int64_t step_ = -1;
+};
+
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error
 /// tolerance, but not below newton_tol relative (round-off would stall it).
 inline double replay_kappa(const IntegratorOptions& opt) {
