@@ -19,12 +19,8 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
   const auto start = std::chrono::steady_clock::now();
   // bdf's forward run, for a StoreAll sweep (trimmed on every exit), as
   // ode::gradient keeps it.
-  BdfForwardRecord& record = BdfForwardRecord::of_this_thread();
-  record.clear();
-  struct Trim {
-    BdfForwardRecord& r;
-    ~Trim() { r.trim(); }
-  } trim_record{record};
+  BdfForwardRecord::ThisThread kept;
+  BdfForwardRecord& record = kept.record;
   const bool store_all = std::holds_alternative<StoreAll>(checkpointing);
   const bool keep_record = store_all && options.method == Method::Bdf;
 

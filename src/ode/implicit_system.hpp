@@ -119,15 +119,19 @@ class SystemJacobianTangent {
           std::span<const double> pdot) {
     if (same_point(t, x, xdot, pdot)) return;
     lin_.at(t, x, xdot, p_, pdot);
-    lin_.jacobian(flat_, flat_dot_);
     ++evaluations;
-    lay_out(flat_, jp_);
-    lay_out(flat_dot_, jp_dot_);
+    if (nm_ == nx_) {  // no running cost: the layouts agree
+      lin_.jacobian(std::span<double>(jp_.data(), flat_.size()),
+                    std::span<double>(jp_dot_.data(), flat_.size()));
+    } else {
+      lin_.jacobian(flat_, flat_dot_);
+      lay_out(flat_, jp_);
+      lay_out(flat_dot_, jp_dot_);
+    }
     last_t_ = t;
-    last_.assign(x.begin(), x.end());
-    last_.insert(last_.end(), xdot.begin(), xdot.end());
-    last_.insert(last_.end(), pdot.begin(), pdot.end());
-    last_.insert(last_.end(), p_.begin(), p_.end());
+    last_.resize(x.size() + xdot.size() + pdot.size() + p_.size());
+    double* l = last_.data();
+    for (std::span<const double> v : {x, xdot, pdot, p_}) l = std::copy(v.begin(), v.end(), l);
     have_last_ = true;
   }
   const Eigen::MatrixXd& jp() const { return jp_; }

@@ -150,6 +150,16 @@ struct BdfForwardRecord {
   void clear();
   void trim();
   static BdfForwardRecord& of_this_thread();
+  /// This thread's record, cleared now and trimmed when the guard ends (on
+  /// every exit of a derivative that keeps one: ode::gradient, hessian_vector).
+  class ThisThread {
+   public:
+    ThisThread() : record(of_this_thread()) { record.clear(); }
+    ~ThisThread() { record.trim(); }
+    ThisThread(const ThisThread&) = delete;
+    ThisThread& operator=(const ThisThread&) = delete;
+    BdfForwardRecord& record;
+  };
 };
 
 /// bdf (state: the window (y_i, …, y_{i−4}), 5 n_x) replaying `steps` and
