@@ -21,7 +21,7 @@ class Sdirk3 final : public Scheme {
             detail::atol_vector(opt, nx_), detail::replay_kappa(opt)),
         jac_(rhs_, p, nx_), times_(times), tmp_(nx_), solve_(nx_),
         kbar_(static_cast<Eigen::Index>(nx_), 3), ybar_(static_cast<Eigen::Index>(nx_)),
-        pbar_(static_cast<Eigen::Index>(np_)), kbard_(kbar_), ybard_(ybar_), pbard_(pbar_) {
+        pbar_(static_cast<Eigen::Index>(np_)) {
     COSTATE_CHECK(times.size() >= 2, "sdirk3 scheme: needs at least one step");
     COSTATE_CHECK_EQ(detail::atol_vector(opt, nx_).size(), nx_,
                      "sdirk3 scheme: integrator.atol_per_state needs one value per state");
@@ -221,40 +221,63 @@ class Sdirk3 final : public Scheme {
                                                 std::span<const double>(yd + off, nx_), pdot);
       ++lin_;
     }
-    Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nn), lamd(lambda_dot.data(), nn);
+    // The reverse loop on plain buffers (Eigen's dynamic-size set-up per
+    // operation dominated it on small systems): the same operations as with
+    // Eigen vectors, in the same order.
+    const std::size_t n = nx_;
+    kb_.resize(3 * n);
+    kbd_.resize(3 * n);
+    w1_.resize(n);
+    ybar1_.resize(2 * n);
+    pbar1_.assign(2 * np_, 0.0);
+    double* lam = lambda.data();
+    double* lamd = lambda_dot.data();
     for (int s = 0; s < 3; ++s) {
-      kbar_.col(s) = h * b[s] * lam;
-      kbard_.col(s) = h * b[s] * lamd;
+      const double cb = h * b[s];
+      for (std::size_t q = 0; q < n; ++q) {
+        kb_[static_cast<std::size_t>(s) * n + q] = cb * lam[q];
+        kbd_[static_cast<std::size_t>(s) * n + q] = cb * lamd[q];
+      }
     }
-    pbar_.setZero();
-    pbard_.setZero();
+    double* yb = ybar1_.data();
+    double* ybd = yb + n;
+    double* pb = pbar1_.data();
+    double* pbd = pb + np_;
     for (int s = 2; s >= 0; --s) {
       const detail::SystemJacobianTangent& jt = *second_[static_cast<std::size_t>(s)];
       const Eigen::MatrixXd& JP = jt.jp();
       const Eigen::MatrixXd& JPd = jt.jp_dot();
+      double* kbs = kb_.data() + static_cast<std::size_t>(s) * n;
+      double* kbds = kbd_.data() + static_cast<std::size_t>(s) * n;
       solve_.factor(h * gamma, JP);
-      w_ = solve_.solve(kbar_.col(s));
-      rd_ = kbard_.col(s);
-      detail::add_transposed_product(JPd, 0, nn, w_.data(), h * gamma, rd_.data());
-      wd_ = solve_.solve(rd_);
-      ybar_.setZero();
-      ybard_.setZero();
-      detail::add_transposed_product(JP, 0, nn, w_.data(), 1.0, ybar_.data());
-      detail::add_transposed_product(JP, nn, npp, w_.data(), 1.0, pbar_.data());
-      detail::add_transposed_product(JP, 0, nn, wd_.data(), 1.0, ybard_.data());
-      detail::add_transposed_product(JPd, 0, nn, w_.data(), 1.0, ybard_.data());
-      detail::add_transposed_product(JP, nn, npp, wd_.data(), 1.0, pbard_.data());
-      detail::add_transposed_product(JPd, nn, npp, w_.data(), 1.0, pbard_.data());
-      lam += ybar_;
-      lamd += ybard_;
+      const Eigen::VectorXd& w = solve_.solve(Eigen::Map<const Eigen::VectorXd>(kbs, nn));
+      std::copy(w.data(), w.data() + n, w1_.begin());
+      detail::add_transposed_product(JPd, 0, nn, w1_.data(), h * gamma, kbds);  // k̄̇_s is done with
+      const Eigen::VectorXd& wd = solve_.solve(Eigen::Map<const Eigen::VectorXd>(kbds, nn));
+      std::fill(yb, yb + 2 * n, 0.0);
+      detail::add_transposed_product(JP, 0, nn, w1_.data(), 1.0, yb);
+      detail::add_transposed_product(JP, nn, npp, w1_.data(), 1.0, pb);
+      detail::add_transposed_product(JP, 0, nn, wd.data(), 1.0, ybd);
+      detail::add_transposed_product(JPd, 0, nn, w1_.data(), 1.0, ybd);
+      detail::add_transposed_product(JP, nn, npp, wd.data(), 1.0, pbd);
+      detail::add_transposed_product(JPd, nn, npp, w1_.data(), 1.0, pbd);
+      for (std::size_t q = 0; q < n; ++q) {
+        lam[q] += yb[q];
+        lamd[q] += ybd[q];
+      }
       for (int j = 0; j < s; ++j) {
-        kbar_.col(j) += h * a[s][j] * ybar_;
-        kbard_.col(j) += h * a[s][j] * ybard_;
+        const double ca = h * a[s][j];
+        double* kbj = kb_.data() + static_cast<std::size_t>(j) * n;
+        double* kbdj = kbd_.data() + static_cast<std::size_t>(j) * n;
+        for (std::size_t q = 0; q < n; ++q) {
+          kbj[q] += ca * yb[q];
+          kbdj[q] += ca * ybd[q];
+        }
       }
     }
     for (std::size_t j = 0; j < np_; ++j) {
-      mu[j] += pbar_[static_cast<Eigen::Index>(j)];
-      mu_dot[j] += pbard_[static_cast<Eigen::Index>(j)];
+      mu[j] += pb[j];
+      mu_dot[j] += pbd[j];
     }
   }
 
@@ -280,8 +303,7 @@ class Sdirk3 final : public Scheme {
   std::array<Eigen::MatrixXd, 3> K_;
   Eigen::MatrixXd arg_, rhs_m_, M_;
   // Second order (adjoint_tangent).
-  Eigen::MatrixXd kbard_;
-  Eigen::VectorXd ybard_, pbard_, w_, wd_, rd_;
+  std::vector<double> kb_, kbd_, w1_, ybar1_, pbar1_;
   // One direction's stage tangents (stage_tangents): K̇_s, Ẏ_s; Ẏ_s kept
   // per step under StoreAll; x_{i+1}'s [J | f_p] for step i + 1.
   std::vector<double> kd1_, yd1_;
