@@ -50,12 +50,8 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
     COSTATE_CHECK(replay.empty(), "gradient: DiscreteAdjoint::resume_from replays its own steps; "
                                   "the replay step plan must be empty");
   // bdf's forward run, for a StoreAll adjoint (trimmed on every exit).
-  BdfForwardRecord& record = BdfForwardRecord::of_this_thread();
-  record.clear();
-  struct Trim {
-    BdfForwardRecord& r;
-    ~Trim() { r.trim(); }
-  } trim_record{record};
+  BdfForwardRecord::ThisThread kept;
+  BdfForwardRecord& record = kept.record;
   const bool store_all = dam && std::holds_alternative<StoreAll>(dam->checkpointing);
   const bool keep_record = store_all && options.method == Method::Bdf;
 

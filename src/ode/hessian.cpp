@@ -17,17 +17,24 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
                                           const IntegratorOptions& options,
                                           const StepPlan& replay) {
   const auto start = std::chrono::steady_clock::now();
+  // bdf's forward run, for a StoreAll sweep (trimmed on every exit), as
+  // ode::gradient keeps it.
+  BdfForwardRecord::ThisThread kept;
+  BdfForwardRecord& record = kept.record;
+  const bool store_all = std::holds_alternative<StoreAll>(checkpointing);
+  const bool keep_record = store_all && options.method == Method::Bdf;
+
   // 1. The step plan, as ode::gradient chooses it (plan_steps).
-  const ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options, replay, "hessian_vector");
+  const ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options, replay, "hessian_vector",
+                                       keep_record ? &record : nullptr);
 
   // 2. Forward over adjoint on the compiled scheme: x_0 + ε v_y0, p + ε v_p.
-  // StoreAll: sdirk3 keeps each forward step's stages and start Jacobian for
-  // its reverse step, as under ode::gradient's StoreAll (bdf's
-  // adjoint_tangent reads no kept data: it keeps none).
-  const bool keep = std::holds_alternative<StoreAll>(checkpointing) &&
-                    setup.options.method == Method::Sdirk3;
-  const std::unique_ptr<Scheme> scheme =
-      make_scheme(system, setup.options, p, setup.steps, keep);
+  // StoreAll: as under ode::gradient's StoreAll, sdirk3 keeps each forward
+  // step's stages and start Jacobian for its reverse step, and bdf replays
+  // its forward run's states (its forward tangents read the recorded
+  // Jacobians at y_{i+1}).
+  const std::unique_ptr<Scheme> scheme = make_scheme(
+      system, setup.options, p, setup.steps, store_all, keep_record ? &record : nullptr);
   std::vector<double> x0(scheme->state_size(), 0.0), x0dot(scheme->state_size(), 0.0);
   std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
   if (!v.initial_state.empty()) std::copy(v.initial_state.begin(), v.initial_state.end(), x0dot.begin());

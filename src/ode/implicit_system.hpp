@@ -119,15 +119,19 @@ class SystemJacobianTangent {
           std::span<const double> pdot) {
     if (same_point(t, x, xdot, pdot)) return;
     lin_.at(t, x, xdot, p_, pdot);
-    lin_.jacobian(flat_, flat_dot_);
     ++evaluations;
-    lay_out(flat_, jp_);
-    lay_out(flat_dot_, jp_dot_);
+    if (nm_ == nx_) {  // no running cost: the layouts agree
+      lin_.jacobian(std::span<double>(jp_.data(), flat_.size()),
+                    std::span<double>(jp_dot_.data(), flat_.size()));
+    } else {
+      lin_.jacobian(flat_, flat_dot_);
+      lay_out(flat_, jp_);
+      lay_out(flat_dot_, jp_dot_);
+    }
     last_t_ = t;
-    last_.assign(x.begin(), x.end());
-    last_.insert(last_.end(), xdot.begin(), xdot.end());
-    last_.insert(last_.end(), pdot.begin(), pdot.end());
-    last_.insert(last_.end(), p_.begin(), p_.end());
+    last_.resize(x.size() + xdot.size() + pdot.size() + p_.size());
+    double* l = last_.data();
+    for (std::span<const double> v : {x, xdot, pdot, p_}) l = std::copy(v.begin(), v.end(), l);
     have_last_ = true;
   }
   const Eigen::MatrixXd& jp() const { return jp_; }
@@ -167,6 +171,65 @@ class SystemJacobianTangent {
   double last_t_ = 0.0;
   std::vector<double> last_;  // the last point: x, ẋ, ṗ, p
   bool have_last_ = false;
+};
+
+/// One tangent direction of f on a second-order System (the model on
+/// Dual<double, 1>, as ExplicitRk's one-direction tangent): the ε-part of
+/// f(t, x + ε ẋ, p + ε ṗ), i.e. f_x ẋ + f_p ṗ, without a Jacobian — the
+/// implicit schemes' one-direction forward tangents (second_order_sweep).
+class TangentPass {
+ public:
+  using Dual1 = SystemModel::Dual1;
+  TangentPass(const System& sys, std::span<const double> p)
+      : sys_(sys), n_(sys.n_model_states()), x_(sys.n_states()), out_(sys.n_states()),
+        p_(p.size()) {
+    for (std::size_t j = 0; j < p.size(); ++j) p_[j] = Dual1(p[j]);
+  }
+  /// Whether the System evaluates its model on Dual<double, 1> itself.
+  static bool available(const System& sys) { return sys.model().second_order(); }
+  /// dot = f_x ẋ + f_p ṗ at (t, x) (size n_x; the z entry of ẋ is not an
+  /// input); an empty xdot is 0. Parameters: the constructor's p, tangent ṗ.
+  void apply(double t, std::span<const double> x, std::span<const double> xdot,
+             std::span<const double> pdot, double* dot) {
+    for (std::size_t q = 0; q < x_.size(); ++q)
+      x_[q] = q < n_ ? Dual1(x[q], {xdot.empty() ? 0.0 : xdot[q]}) : Dual1(0.0);
+    for (std::size_t j = 0; j < p_.size(); ++j) p_[j].set_tangent(0, pdot[j]);
+    sys_.model().rhs(t, std::span<const Dual1>(x_), std::span<const Dual1>(p_),
+                     std::span<Dual1>(out_));
+    for (std::size_t q = 0; q < out_.size(); ++q) dot[q] = out_[q].tangent(0);
+    ++evaluations;
+  }
+  std::int64_t evaluations = 0;
+
+ private:
+  const System& sys_;
+  std::size_t n_;
+  std::vector<Dual1> x_, out_, p_;
+};
+
+/// [J | f_p] that a forward tangent of step i − 1 evaluated at its end
+/// (x_i at t_i), kept for step i, whose Newton starts there: found only for
+/// that step and a bitwise equal point (the same bits as evaluating it).
+class StartJacobian {
+ public:
+  const Eigen::MatrixXd& keep(std::size_t step, std::span<const double> y,
+                              const Eigen::MatrixXd& jp) {
+    jp_ = jp;
+    y_.assign(y.begin(), y.end());
+    step_ = static_cast<std::int64_t>(step);
+    return jp_;
+  }
+  const Eigen::MatrixXd* find(std::size_t step, std::span<const double> y) const {
+    if (step_ != static_cast<std::int64_t>(step) || y.size() != y_.size() ||
+        (!y.empty() && std::memcmp(y.data(), y_.data(), y.size() * sizeof(double)) != 0))
+      return nullptr;
+    return &jp_;
+  }
+
+ private:
+  Eigen::MatrixXd jp_;
+  std::vector<double> y_;
+  std::int64_t step_ = -1;
 };
 
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error

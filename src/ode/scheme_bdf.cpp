@@ -82,13 +82,9 @@ class Bdf final : public Scheme {
     for (std::size_t q = 0; q < nx_; ++q) w_[q] = 1.0 / (atol_[q] + rtol_ * std::abs(x[q]));
     std::span<double> z = xn.first(nx_);
     std::copy(pred_.begin(), pred_.end(), z.begin());
-    if (cache_.enabled()) {
-      const Eigen::MatrixXd& jp = jac_.state_parameters(t, x.first(nx_));
-      std::copy(jp.data(), jp.data() + jp.size(), cache_.fill(i).begin());
-      newton_.set_jacobian(jp);
-    } else {
-      newton_.set_jacobian(jac_.state_parameters(t, x.first(nx_)));
-    }
+    const Eigen::MatrixXd& jp = start_jacobian(i, x.first(nx_));
+    if (cache_.enabled()) std::copy(jp.data(), jp.data() + jp.size(), cache_.fill(i).begin());
+    newton_.set_jacobian(jp);
     if (!newton_.solve(tn, r_, g, z, w_, kappa_)) {
       std::copy(pred_.begin(), pred_.end(), z.begin());
       newton_.evaluate_jacobian(tn, pred_);
@@ -144,6 +140,10 @@ class Bdf final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
+    if (m == 1) {
+      tangent1(i, x, xn, S, Sn, P);
+      return;
+    }
     step(i, x, xn);
     std::array<double, kBdfMaxOrder> alpha{};
     double g = 0.0;
@@ -160,6 +160,39 @@ class Bdf final : public Scheme {
     lu_.compute(M_);
     for (int s = kWindow - 1; s >= 1; --s) Snm.middleRows(s * nn, nn) = Sm.middleRows((s - 1) * nn, nn);
     Snm.topRows(nn) = lu_.solve(rhs_m_);
+  }
+
+  // tangent() with one direction (second_order_sweep's forward), without
+  // Eigen's dynamic-size set-up: M S'[0] = Σ_j α_j S[j−1] + hβ f_p P with
+  // [J | f_p] at y_{i+1} from the forward run's record (StoreAll), else
+  // evaluated and kept for step i + 1's Newton (the same point: its start).
+  void tangent1(std::size_t i, std::span<const double> x, std::span<double> xn,
+                std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    step(i, x, xn);
+    std::array<double, kBdfMaxOrder> alpha{};
+    double g = 0.0;
+    const int k = coefficients(i, alpha.data(), &g);
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    const double* jp = cache_.get(i + 1);
+    if (!jp) {
+      const std::span<const double> y = xn.first(nx_);
+      jp = start_.keep(i + 1, y, jac_.state_parameters(times_[i + 1], y)).data();
+    }
+    ++lin_;
+    const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
+    solve_.factor_untransposed(g, JP);
+    md_.resize(nn);
+    for (std::size_t q = 0; q < nx_; ++q) {
+      double r = 0.0;
+      for (int j = 1; j <= k; ++j)
+        r += alpha[static_cast<std::size_t>(j - 1)] * S[static_cast<std::size_t>(j - 1) * nx_ + q];
+      double fp = 0.0;
+      for (std::size_t c = 0; c < np_; ++c) fp += jp[(nx_ + c) * nx_ + q] * P[c];
+      md_[static_cast<Eigen::Index>(q)] = r + g * fp;
+    }
+    shift(S, Sn);
+    const Eigen::VectorXd& s0 = solve_.solve(md_);
+    for (std::size_t q = 0; q < nx_; ++q) Sn[q] = s0[static_cast<Eigen::Index>(q)];
   }
 
   // Second order: adjoint() at (y_{i+1} + εẏ_{i+1}, p + εṗ) with λ + ελ̇:
@@ -206,6 +239,12 @@ class Bdf final : public Scheme {
   std::int64_t linearizations() const override { return lin_; }
 
  private:
+  /// [J | f_p] at step i's start y_i: tangent1's at the same point (its
+  /// y_{i+1}, bitwise) when it evaluated one, else evaluated.
+  const Eigen::MatrixXd& start_jacobian(std::size_t i, std::span<const double> y) {
+    if (const Eigen::MatrixXd* kept = start_.find(i, y)) return *kept;
+    return jac_.state_parameters(times_[i], y);
+  }
   /// Order, α_j and hβ of step i.
   int coefficients(std::size_t i, double* alpha, double* g) const {
     const int k = orders_[i];
@@ -240,8 +279,10 @@ class Bdf final : public Scheme {
   Eigen::MatrixXd rhs_m_, M_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   std::int64_t lin_ = 0;
-  // Second order (adjoint_tangent).
+  // Second order (adjoint_tangent; tangent1's [J | f_p] at y_{i+1}, kept
+  // for step i + 1's start).
   std::optional<detail::SystemJacobianTangent> second_;
+  detail::StartJacobian start_;
   Eigen::VectorXd m_, md_, rd_;
 };
 

@@ -103,6 +103,10 @@ class Theta final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
+    if (m == 1 && detail::TangentPass::available(sys_)) {
+      tangent1(i, x, xn, S, Sn, P);
+      return;
+    }
     const double t = times_[i], h = times_[i + 1] - t;
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_),
                mm = static_cast<Eigen::Index>(m);
@@ -122,6 +126,58 @@ class Theta final : public Scheme {
     tjp_ = J1;
     tjp_index_ = static_cast<std::int64_t>(i) + 1;
   }
+
+  // tangent() with one direction on a second-order System (second_order_sweep's
+  // forward): S' solves (I − hθ J') S' = b₀ + hθ f_p' P, b₀ = S + h(1−θ)(J S +
+  // f_p P), J' at x_{i+1}, with every product a Dual<double, 1> pass of the
+  // model (no Jacobian) and, as the matrix, the LU step() left of I − hθ J_N
+  // at Newton's last iterate (within newton_tol of x_{i+1}) — refined,
+  //     S' ← S' + (I − hθ J_N)⁻¹ (b₀ + hθ (J' S' + f_p' P) − S'),  from S' = 0,
+  // one pass at (x_{i+1} + εS', p + εP) per residual. Each correction
+  // shrinks by ‖(I − hθ J_N)⁻¹ hθ (J' − J_N)‖ = O(newton_tol); stopped when
+  // the next one, estimated as ‖δ_k‖²/‖δ_{k−1}‖, is below round-off of S'
+  // (two passes at x_{i+1} with the default newton_tol; at most
+  // kMaxRefinements). The solution of the same linear equation as tangent()'s.
+  static constexpr int kMaxRefinements = 6;
+  void tangent1(std::size_t i, std::span<const double> x, std::span<double> xn,
+                std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    const double t = times_[i], h = times_[i + 1] - t;
+    if (!pass_) pass_.emplace(sys_, p_);
+    const std::int64_t passes = pass_->evaluations;
+    step(i, x, xn);
+    b_.resize(nx_);
+    d_.resize(nx_);
+    std::copy(S.begin(), S.begin() + static_cast<std::ptrdiff_t>(nx_), b_.begin());
+    if (theta_ < 1.0) {
+      pass_->apply(t, x, S.first(nx_), P, d_.data());
+      for (std::size_t q = 0; q < nx_; ++q) b_[q] += h * (1.0 - theta_) * d_[q];
+    }
+    if (theta_ == 0.0) {
+      std::copy(b_.begin(), b_.end(), Sn.begin());
+    } else {
+      std::fill(Sn.begin(), Sn.begin() + static_cast<std::ptrdiff_t>(nx_), 0.0);
+      double previous = 0.0;
+      for (int k = 0; k < kMaxRefinements; ++k) {
+        pass_->apply(t + h, xn, k == 0 ? std::span<const double>() : Sn.first(nx_), P,
+                     d_.data());
+        for (std::size_t q = 0; q < nx_; ++q)
+          g_[static_cast<Eigen::Index>(q)] = b_[q] + h * theta_ * d_[q] - Sn[q];
+        delta_ = lu_.solve(g_);
+        double change = 0.0, size = 0.0;
+        for (std::size_t q = 0; q < nx_; ++q) {
+          const double dq = delta_[static_cast<Eigen::Index>(q)];
+          Sn[q] += dq;
+          change = std::max(change, std::abs(dq));
+          size = std::max(size, std::abs(Sn[q]));
+        }
+        if (change == 0.0 || (k > 0 && change * change <= kRoundoff * size * previous)) break;
+        previous = change;
+      }
+    }
+    lin_ += pass_->evaluations - passes;
+    tjp_index_ = -1;  // tangent()'s kept [J | f_p] is not at this x_{i+1}
+  }
+  static constexpr double kRoundoff = 1e-16;
 
   // Second order: adjoint() at (x + εẋ, p + εṗ) with λ + ελ̇ (scheme.hpp):
   //   Aᵀ m = λ,  Aᵀ ṁ = λ̇ + hθ J̇'ᵀ m  (A = I − hθ J' at x_{i+1});
@@ -187,6 +243,8 @@ class Theta final : public Scheme {
   detail::TransposedSolve solve_;
   Eigen::VectorXd pbar_, pbard_, m_, md_, rd_;
   std::optional<detail::SystemJacobianTangent> second_;
+  std::optional<detail::TangentPass> pass_;  // tangent1
+  std::vector<double> b_, d_;
   std::int64_t jp_index_ = -1, tjp_index_ = -1, lin_ = 0;
 };
 

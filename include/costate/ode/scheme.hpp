@@ -63,7 +63,14 @@
 ///     Aᵀ ṁ = ṙ + g J̇ᵀ m,    J̇ = d/dε J(x + εẋ, p + εṗ),
 /// and the products Jᵀ m, f_pᵀ m gain J̇ᵀ m, ḟ_pᵀ m. The seeds and the
 /// observation terms add the terms' gradients and Hessian–vector products
-/// (System::*_hessian_vector). Value parts are the operations of adjoint()
+/// (System::*_hessian_vector). The implicit schemes' one-direction forward
+/// tangents solve the same linear equations as tangent() with small dense
+/// LUs and no Eigen dynamic-size set-up: θ from Dual<double, 1> passes of
+/// the model and Newton's LU, refined to round-off (no Jacobian per step);
+/// sdirk3 and bdf with [J | f_p] at the stages / y_{i+1}, handed to the
+/// next step's Newton (its start; StartJacobian) or read from the StoreAll
+/// record, and under StoreAll sdirk3 keeps the stages' Ẏ_s for
+/// adjoint_tangent. Value parts are the operations of adjoint()
 /// (explicit RK with the dense strategy: the same bits as the gradient);
 /// ε-parts are the exact derivative of the discrete gradient, i.e. the
 /// discrete objective's Hessian applied to (v_p, v_y0).
@@ -150,6 +157,16 @@ struct BdfForwardRecord {
   void clear();
   void trim();
   static BdfForwardRecord& of_this_thread();
+  /// This thread's record, cleared now and trimmed when the guard ends (on
+  /// every exit of a derivative that keeps one: ode::gradient, hessian_vector).
+  class ThisThread {
+   public:
+    ThisThread() : record(of_this_thread()) { record.clear(); }
+    ~ThisThread() { record.trim(); }
+    ThisThread(const ThisThread&) = delete;
+    ThisThread& operator=(const ThisThread&) = delete;
+    BdfForwardRecord& record;
+  };
 };
 
 /// bdf (state: the window (y_i, …, y_{i−4}), 5 n_x) replaying `steps` and

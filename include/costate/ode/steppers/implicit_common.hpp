@@ -159,10 +159,15 @@ class TransposedSolve {
   void factor(double g, const JP& jp) {
     A_.setIdentity();
     A_.noalias() -= g * jp.leftCols(n_).transpose();
-    if (n_ > static_cast<Eigen::Index>(kSmall))
-      lu_.compute(A_);
-    else
-      small_lu_factor(A_.data(), n_, piv_.data());
+    factor_matrix();
+  }
+  /// factor() of I − g J itself (not transposed): solve() then gives
+  /// (I − g J)⁻¹ b — the implicit steps' forward tangents.
+  template <class JP>
+  void factor_untransposed(double g, const JP& jp) {
+    A_.setIdentity();
+    A_.noalias() -= g * jp.leftCols(n_);
+    factor_matrix();
   }
   /// x = (I − g J)⁻ᵀ b with the last factor(); valid until the next solve.
   template <class B>
@@ -178,6 +183,12 @@ class TransposedSolve {
   Eigen::Index size() const { return n_; }
 
  private:
+  void factor_matrix() {
+    if (n_ > static_cast<Eigen::Index>(kSmall))
+      lu_.compute(A_);
+    else
+      small_lu_factor(A_.data(), n_, piv_.data());
+  }
   Eigen::Index n_;
   Eigen::MatrixXd A_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
