@@ -82,8 +82,10 @@ struct DiscreteAdjoint {
   Checkpointing checkpointing = StoreAll{};
   /// Explicit steppers: force the compressed coloured Jacobian
   /// (JacobianStrategy::Sparse) for each stage's f_yᵀw, f_pᵀw. Without it
-  /// the System picks (dense Dual Jacobian for n + n_p ≤ 16, else the
-  /// coloured one when the pattern has ≤ 16 colours, else a short tape).
+  /// the System picks (the model's own reverse rule when it has one, see
+  /// costate/ode/burgers.hpp; else a dense Dual Jacobian for n + n_p ≤ 16,
+  /// else the coloured one when the pattern has ≤ 16 colours, else a short
+  /// tape).
   /// Only for right-hand sides whose sparsity pattern does not depend on the
   /// state (no value-dependent branches changing which inputs an output
   /// reads): the pattern is re-checked every kPatternCheckInterval
