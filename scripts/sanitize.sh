@@ -30,6 +30,11 @@ build="${SANITIZE_BUILD_DIR:-$root/build-sanitize}"
 jobs="${COSTATE_JOBS:-$(nproc)}"
 
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# GCC 12 at -O1 with the sanitizers reports -Wmaybe-uninitialized inside
+# std::variant's copy (DiscreteAdjoint::checkpointing, tests/ode/cvodes_test.cpp)
+# that the Release build does not: a known false positive of that
+# combination, silenced here only (the Release build keeps -Wall -Wextra).
+nowarn="-Wno-maybe-uninitialized"
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 # -O1 -g1: line tables for the reports' stack traces at a fraction of -O2 -g's
@@ -39,7 +44,7 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache 
 # the sanitized build was an -O3 one, several times slower to compile.
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Sanitize \
   -DCMAKE_CXX_FLAGS_SANITIZE= -DCMAKE_C_FLAGS_SANITIZE= \
-  -DCMAKE_CXX_FLAGS="-O1 -g1 $sanitize" -DCMAKE_C_FLAGS="-O1 -g1 $sanitize" \
+  -DCMAKE_CXX_FLAGS="-O1 -g1 $sanitize $nowarn" -DCMAKE_C_FLAGS="-O1 -g1 $sanitize" \
   -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" \
   -DCOSTATE_BUILD_BENCHMARKS=OFF -DCOSTATE_PYTHON=OFF -DCOSTATE_FUZZ_CXX=OFF "${launcher[@]}" \
   ${COSTATE_PETAB_DIR:+-DCOSTATE_PETAB_DIR="$COSTATE_PETAB_DIR"} > /dev/null
