@@ -75,8 +75,6 @@ struct Burgers1D {
   void vjp(std::span<double> work, std::span<const double> w, std::span<double> ubar,
            std::span<double> pbar) const;
 
-  /// W1's initial state u_i = 1 + sin(2π i/N)/2.
-  static std::vector<double> initial_state(std::size_t cells);
 };
 
 
@@ -143,14 +141,6 @@ inline void Burgers1D::vjp(std::span<double> work, std::span<const double> wspan
   ubar[n - 1] += right_bar[n - 2] + c * (w[n - 2] - 2.0 * w[n - 1] + w[0]);
   nubar += w[n - 1] * (u[n - 2] - 2.0 * u[n - 1] + u[0]);
   pbar[0] += inv_h2 * nubar;
-}
-
-inline std::vector<double> Burgers1D::initial_state(std::size_t cells) {
-  std::vector<double> u(cells);
-  for (std::size_t i = 0; i < cells; ++i)
-    u[i] = 1.0 + 0.5 * std::sin(2.0 * 3.14159265358979323846 * static_cast<double>(i) /
-                                static_cast<double>(cells));
-  return u;
 }
 
 }  // namespace costate::ode
