@@ -59,7 +59,13 @@ fi
 # halt_on_error: the first report ends the process. detect_leaks: on, with
 # the suppressions. abort_on_error=0: exit code, not SIGABRT (mpiexec reports
 # a rank's non-zero exit either way). new_delete_type_mismatch: on (default).
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+# fast_unwind_on_malloc=0: allocation stacks by the DWARF unwinder, which
+# walks through Debian's frame-pointer-less Open MPI plugins up to MPI_Init,
+# where lsan.supp matches Open MPI's start-up state (the fast unwinder stops
+# inside the plugin, and a dlclose'd plugin has no name to suppress by).
+# The default depth (30 frames) is needed: a plugin's static constructors
+# run under dlopen, ~20 frames below the MPI_Init that loaded it.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$root/scripts/sanitize/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 
