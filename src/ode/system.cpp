@@ -69,6 +69,7 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
       shared_(std::make_shared<Shared>()) {
   options_.validate();
   COSTATE_CHECK(n_ > 0, "ode::System: the model has no states");
+  direct_ = model_->direct_calls();
   const std::size_t inputs = n_ + np_;
   if (options_.jacobian == JacobianStrategy::Dense ||
       (options_.jacobian == JacobianStrategy::Automatic &&
@@ -82,10 +83,6 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
 
 JacobianStrategy System::strategy() const { return shared_->strategy; }
 
-void System::rhs(double t, std::span<const double> x, std::span<const double> p,
-                 std::span<double> dxdt) const {
-  model_->rhs(t, x, p, dxdt);
-}
 
 namespace {
 
@@ -382,9 +379,20 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
   Impl& m = *impl_;
   if (m.use_own) {  // the model differentiates itself: keep its record
     m.t = t;
-    m.x.assign(x.begin(), x.end());
-    m.p.assign(p.begin(), p.end());
-    m.sys->model().own_linearize(t, x, p, std::span<double>(m.value), std::span<double>(m.own));
+    // The point, for jvp / jacobian (Dual passes): sizes fixed after the
+    // first call, plain copies (vector::assign cost more than the model's
+    // own linearization of a small system).
+    if (m.x.size() != x.size() || m.p.size() != p.size()) {
+      m.x.resize(x.size());
+      m.p.resize(p.size());
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) m.x[i] = x[i];
+    for (std::size_t j = 0; j < p.size(); ++j) m.p[j] = p[j];
+    const detail::DirectCalls& d = m.sys->direct_;
+    if (d.rhs != nullptr)
+      d.rhs(d.self, t, x.data(), p.data(), m.value.data(), m.own.data());
+    else
+      m.sys->model().own_linearize(t, x, p, std::span<double>(m.value), std::span<double>(m.own));
     m.value_ready = true;
     ++m.count;
     return;
@@ -443,7 +451,11 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
   const std::size_t n = m.n, nx = m.nx;
   COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
   if (m.use_own) {  // no running cost here: x = y
-    m.sys->model().own_vjp(std::span<double>(m.own), w, xbar, pbar);
+    const detail::DirectCalls& d = m.sys->direct_;
+    if (d.vjp != nullptr)
+      d.vjp(d.self, m.own.data(), w.data(), xbar.data(), pbar.data());
+    else
+      m.sys->model().own_vjp(std::span<double>(m.own), w, xbar, pbar);
     return;
   }
   switch (m.strategy) {
