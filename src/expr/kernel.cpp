@@ -201,15 +201,34 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
   }
 }
 
+/// to[0, 1] += from[0, 1], elementwise (the same bits as two scalar
+/// additions) in one 16-byte operation where the compiler has vectors.
+[[gnu::always_inline]] inline void add_two(double* to, const double* from) {
+#if defined(__GNUC__)
+  using V = double __attribute__((vector_size(16)));
+  V x, y;
+  std::memcpy(&x, to, sizeof x);
+  std::memcpy(&y, from, sizeof y);
+  x += y;
+  std::memcpy(to, &x, sizeof x);
+#else
+  to[0] += from[0];
+  to[1] += from[1];
+#endif
+}
+
 }  // namespace
 
 /// The fused code's interpreters (friends of Kernel; hidden: called inside
 /// the library without the PLT).
 struct [[gnu::visibility("hidden")]] KernelCode {
   static std::vector<Kernel::Step> build(Kernel& k);
-  static void forward(const Kernel& k, double t, const double* y, const double* p,
-                      const std::span<const double>* blocks, std::size_t n_blocks, double* out,
-                      double* r);
+  // The gathered evaluate's blocks (forward's last argument: null for the
+  // ODE form, so that its six integer arguments stay in registers and
+  // Kernel::evaluate_rhs is a jump).
+  using Blocks = std::span<const std::span<const double>>;
+  static void forward(const Kernel& k, double t, const double* y, const double* p, double* out,
+                      double* r, const Blocks* blocks);
   static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
                       double* pbar);
 };
@@ -304,16 +323,16 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
 #endif
 [[gnu::noinline]] void KernelCode::forward(const Kernel& k, double t, const double* y,
-                                           const double* p, const std::span<const double>* blocks,
-                                           std::size_t n_blocks, double* out, double* r) {
+                                           const double* p, double* out, double* r,
+                                           const Blocks* blocks) {
   double stack[Kernel::kStackRegisters];
   if (r == nullptr) r = k.on_stack_ ? stack : thread_registers(k.registers());
   const Kernel::Step* s = k.code_.data() + 1;  // the ODE form: its copies first
   if (blocks != nullptr) {
     double* v = r;
-    for (std::size_t j = 0; j < n_blocks; ++j) {
-      copy_few(blocks[j].data(), blocks[j].size(), v);
-      v += blocks[j].size();
+    for (const std::span<const double> b : *blocks) {
+      copy_few(b.data(), b.size(), v);
+      v += b.size();
     }
     s = k.code_.data() + k.consts_;
   }
@@ -409,8 +428,19 @@ end_0:
 #define COSTATE_REV_END \
   }                     \
   }
-#define COSTATE_REV_0(R, A, B) COSTATE_REV_BEGIN(R, A, B) ga += g; gb += g; COSTATE_REV_END
-#define COSTATE_REV_1(R, A, B) COSTATE_REV_BEGIN(R, A, B) ga += g; gb -= g; COSTATE_REV_END
+// + − and negation without reverse_one's test g ≠ 0: adding ±0 changes no
+// adjoint (each starts at +0 and is only ever updated by x + y or x − y,
+// which round to −0 only from −0, so no adjoint is −0; and x ± 0 = x for
+// every other x, infinities and NaNs included) — the same bits, one branch
+// fewer.
+#define COSTATE_REV_ALWAYS(R, A, B) \
+  {                                 \
+    const double g = adj[R];        \
+    double& ga = adj[A];            \
+    double& gb = adj[B];            \
+    (void)gb;
+#define COSTATE_REV_0(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga += g; gb += g; }
+#define COSTATE_REV_1(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga += g; gb -= g; }
 #define COSTATE_REV_2(R, A, B)                 \
   COSTATE_REV_BEGIN(R, A, B)                   \
   const double a_ = r[A], b_ = r[B];           \
@@ -424,7 +454,7 @@ end_0:
   ga += g * inv;                               \
   gb -= g * v_ * inv;                          \
   COSTATE_REV_END
-#define COSTATE_REV_4(R, A, B) COSTATE_REV_BEGIN(R, A, B) ga -= g; COSTATE_REV_END
+#define COSTATE_REV_4(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga -= g; }
 
 #if defined(__GNUC__) && !defined(__clang__)
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
@@ -432,9 +462,7 @@ end_0:
 [[gnu::noinline]] void KernelCode::reverse(const Kernel& k, const double* r, const double* w,
                                            double* adj, double* ybar, double* pbar) {
   const std::size_t nr = k.first_result_ + k.steps_.size();
-  std::size_t i0 = 0;
-  for (; i0 + 4 <= nr; i0 += 4) adj[i0] = adj[i0 + 1] = adj[i0 + 2] = adj[i0 + 3] = 0.0;
-  for (; i0 < nr; ++i0) adj[i0] = 0.0;
+  std::memset(adj, 0, nr * sizeof(double));
   const std::size_t no = k.outputs_.size();
   for (std::size_t i = 0; i < no; ++i) adj[k.outputs_[i]] += w[i];
   const Kernel::Step* s = k.code_.data() + k.last_;
@@ -445,7 +473,7 @@ end_0:
       COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
       COSTATE_REPEAT_64(&&generic)
       &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done,
-      &&done, COSTATE_REPEAT_8(&&done) &&done, &&done, &&done, &&done};
+      &&skip, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
   static_assert(std::size(table) == kOpcodes);
   COSTATE_NEXT;
 #define COSTATE_ARITH(I)               \
@@ -477,12 +505,41 @@ generic:
   --R;
   --s;
   COSTATE_NEXT;
+  // Past the steps: the copies backward. The constants' and t's: nothing;
+  // y's: ybar = its adjoints, p's: pbar += its adjoints (vjp_rhs; vjp()
+  // stops at the first of them).
+skip:
+  --s;
+  COSTATE_NEXT;
+#define COSTATE_EXTRACT(NAME, N, BODY)                     \
+  NAME##N : if (ybar == nullptr) goto done;                \
+  for (std::uint32_t i = 0; i < (N); i += 2) BODY(s->a + i, s->b + i); \
+  --s;                                                     \
+  COSTATE_NEXT;
+#define COSTATE_Y(I, J) std::memcpy(ybar + (I), adj + (J), 2 * sizeof(double))
+#define COSTATE_P(I, J) add_two(pbar + (I), adj + (J))
+y1:
+  if (ybar == nullptr) goto done;
+  ybar[s->a] = adj[s->b];
+  --s;
+  COSTATE_NEXT;
+p1:
+  if (ybar == nullptr) goto done;
+  pbar[s->a] += adj[s->b];
+  --s;
+  COSTATE_NEXT;
+  COSTATE_EXTRACT(y, 2, COSTATE_Y)
+  COSTATE_EXTRACT(y, 4, COSTATE_Y)
+  COSTATE_EXTRACT(y, 8, COSTATE_Y)
+  COSTATE_EXTRACT(p, 2, COSTATE_P)
+  COSTATE_EXTRACT(p, 4, COSTATE_P)
+  COSTATE_EXTRACT(p, 8, COSTATE_P)
+#undef COSTATE_P
+#undef COSTATE_Y
+#undef COSTATE_EXTRACT
 done:
 #undef COSTATE_NEXT
-  if (ybar == nullptr) return;
-  const std::size_t ny = k.blocks_[1], np = k.blocks_[2];
-  for (std::size_t i = 0; i < ny; ++i) ybar[i] = adj[1 + i];
-  for (std::size_t j = 0; j < np; ++j) pbar[j] += adj[1 + ny + j];
+  return;
 }
 
 #undef COSTATE_REV_0
@@ -490,6 +547,7 @@ done:
 #undef COSTATE_REV_2
 #undef COSTATE_REV_3
 #undef COSTATE_REV_4
+#undef COSTATE_REV_ALWAYS
 #undef COSTATE_REV_BEGIN
 #undef COSTATE_REV_END
 #undef COSTATE_REPEAT_64
@@ -593,12 +651,12 @@ void Kernel::evaluate<double>(double* r) const {
 
 void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
                       double* r) const {
-  KernelCode::forward(*this, 0.0, nullptr, nullptr, inputs.data(), inputs.size(), out.data(), r);
+  KernelCode::forward(*this, 0.0, nullptr, nullptr, out.data(), r, &inputs);
 }
 
 void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
                           double* out, double* r) {
-  KernelCode::forward(*static_cast<const Kernel*>(kernel), t, y, p, nullptr, 0, out, r);
+  KernelCode::forward(*static_cast<const Kernel*>(kernel), t, y, p, out, r, nullptr);
 }
 
 void Kernel::vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,

@@ -123,7 +123,8 @@ concept HasOwnVjp = requires(const M& m, double t, std::span<const double> c,
 /// own-vjp path of Linearization call them through these pointers — one
 /// indirect call per evaluation, no virtual adapter and no span in between.
 ///   rhs(self, t, y, p, f, work): f = f(t, y, p); `work` null, or
-///       own_vjp_workspace() doubles that then hold what vjp needs;
+///       own_vjp_workspace() doubles that then hold what vjp needs, and
+///       begin with y and p from work[1] on (work[1 … 1 + n + n_p));
 ///   vjp(self, work, w, ybar, pbar): ybar = f_yᵀ w (assigned), pbar += f_pᵀ w
 ///       at the point of the rhs call that filled `work`.
 /// y, p, f, ybar, pbar hold n and n_p values (the System's sizes).
