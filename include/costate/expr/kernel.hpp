@@ -14,7 +14,9 @@
 /// the postfix programs into three-operand instructions that read registers
 /// directly (no stack, no variable loads), shares identical constants and
 /// identical operations on identical operands (the same bits either way),
-/// folds operations on constants and drops what no output uses.
+/// folds operations on constants and drops what no output uses; a step read
+/// by one arithmetic step only is moved to just before it (see the fused
+/// code below).
 ///
 /// Derivatives (exact, no finite differences):
 ///   - forward: evaluate<T> on any scalar type, e.g. ad::Dual<double, N>;
@@ -28,6 +30,14 @@
 /// the points where Dual guards an infinite partial against a zero tangent
 /// (sqrt, cbrt at 0; pow at a zero base) the reverse sweep multiplies
 /// r̄ · ∞ instead (its guard is on r̄ = 0).
+///
+/// On double the hot calls (the gathered evaluate, the ODE form, vjp) run
+/// the *fused code*: the steps with each arithmetic step that the next
+/// arithmetic step reads fused with it into one superinstruction, threaded
+/// dispatch, the inputs' copies and the outputs as instructions (see
+/// "The fused code" below). Its results are bit for bit those of the
+/// register evaluation (evaluate<double>(r)) and of vjp_steps() — NaNs
+/// compare as NaNs, their sign and payload being the compiler's to choose.
 ///
 /// Thread safety: a Kernel is immutable after build(); every call takes the
 /// caller's workspace (registers() values), so one Kernel serves any number

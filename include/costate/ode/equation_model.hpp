@@ -53,10 +53,11 @@ class EquationModel {
 
   /// dydt = f(t, y, p): one pass of the flattened register machine
   /// (expr::Kernel) over the intermediates and the equations. On double one
-  /// out-of-line call reading t, y, p and writing dydt (registers on its
-  /// stack); on ad::Dual the registers live in a per-thread buffer (no
-  /// allocation after the first call); on other scalar types (ad::IndexSet,
-  /// ad::Real) in a local vector.
+  /// out-of-line call of the kernel's fused code (Kernel::evaluate_rhs:
+  /// registers on its stack; ode::System calls it directly through
+  /// direct_calls()); on ad::Dual the registers live in a per-thread buffer
+  /// (no allocation after the first call); on other scalar types
+  /// (ad::IndexSet, ad::Real) in a local vector.
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
     const std::size_t nr = kernel_.registers();
