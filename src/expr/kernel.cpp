@@ -201,22 +201,6 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
   }
 }
 
-/// to[0, 1] += from[0, 1], elementwise (the same bits as two scalar
-/// additions) in one 16-byte operation where the compiler has vectors.
-[[gnu::always_inline]] inline void add_two(double* to, const double* from) {
-#if defined(__GNUC__)
-  using V = double __attribute__((vector_size(16)));
-  V x, y;
-  std::memcpy(&x, to, sizeof x);
-  std::memcpy(&y, from, sizeof y);
-  x += y;
-  std::memcpy(to, &x, sizeof x);
-#else
-  to[0] += from[0];
-  to[1] += from[1];
-#endif
-}
-
 }  // namespace
 
 /// The fused code's interpreters (friends of Kernel; hidden: called inside
@@ -352,7 +336,18 @@ copy_t:
   r[0] = t;
   ++s;
   COSTATE_NEXT;
-#define COSTATE_TWO(SRC, I) std::memcpy(r + s->b + (I), (SRC) + s->a + (I), 2 * sizeof(double));
+  // y in 8-byte moves: the stepper has just written it that way, and a
+  // 16-byte load of two fresh 8-byte stores cannot be forwarded from them
+  // (it waits for both to reach the cache: a store-forwarding stall, a third
+  // of this function's time with 16-byte moves on Lotka–Volterra's
+  // gradient, perf). p and the constants: 16 bytes (written long before).
+#define COSTATE_TWO(SRC, I)                                         \
+  if ((SRC) == y) {                                                 \
+    r[s->b + (I)] = y[s->a + (I)];                                  \
+    r[s->b + (I) + 1] = y[s->a + (I) + 1];                          \
+  } else {                                                          \
+    std::memcpy(r + s->b + (I), (SRC) + s->a + (I), 2 * sizeof(double)); \
+  }
 #define COSTATE_COPY(NAME, SRC)  \
   NAME##1 : r[s->b] = (SRC)[s->a]; \
   ++s;                           \
@@ -516,8 +511,10 @@ skip:
   for (std::uint32_t i = 0; i < (N); i += 2) BODY(s->a + i, s->b + i); \
   --s;                                                     \
   COSTATE_NEXT;
-#define COSTATE_Y(I, J) std::memcpy(ybar + (I), adj + (J), 2 * sizeof(double))
-#define COSTATE_P(I, J) add_two(pbar + (I), adj + (J))
+  // 8-byte loads of the adjoints (just updated by 8-byte stores: a 16-byte
+  // load of them would stall, as y's copies above).
+#define COSTATE_Y(I, J) (ybar[I] = adj[J], ybar[(I) + 1] = adj[(J) + 1])
+#define COSTATE_P(I, J) (pbar[I] += adj[J], pbar[(I) + 1] += adj[(J) + 1])
 y1:
   if (ybar == nullptr) goto done;
   ybar[s->a] = adj[s->b];
