@@ -207,12 +207,6 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
 /// the library without the PLT).
 struct [[gnu::visibility("hidden")]] KernelCode {
   static std::vector<Kernel::Step> build(Kernel& k);
-  // The gathered evaluate's blocks (forward's last argument: null for the
-  // ODE form, so that its six integer arguments stay in registers and
-  // Kernel::evaluate_rhs is a jump).
-  using Blocks = std::span<const std::span<const double>>;
-  static void forward(const Kernel& k, double t, const double* y, const double* p, double* out,
-                      double* r, const Blocks* blocks);
   static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
                       double* pbar);
 };
@@ -241,7 +235,10 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
   };
   const std::vector<std::size_t>& b = k.blocks_;
   if (b.size() == 3 && b[0] == 1) {  // the ODE form {t}, y, p
-    code.push_back({code_op(kCopyT), 0, 0, 0});
+    // t only if read (an autonomous system's is not: its register stays unset).
+    bool reads_t = std::find(k.outputs_.begin(), k.outputs_.end(), 0u) != k.outputs_.end();
+    for (const Kernel::Step& st : k.steps_) reads_t = reads_t || st.a == 0 || st.b == 0 || st.c == 0;
+    if (reads_t) code.push_back({code_op(kCopyT), 0, 0, 0});
     copies(0, b[1], 1);
     copies(1, b[2], 1 + b[1]);
   }
@@ -306,20 +303,15 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
 // cross-jumping to a shared tail).
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
 #endif
-[[gnu::noinline]] void KernelCode::forward(const Kernel& k, double t, const double* y,
-                                           const double* p, double* out, double* r,
-                                           const Blocks* blocks) {
+// The forward interpreter itself (what ode::System calls: no trampoline).
+// y == nullptr: the inputs are already in r (the gathered evaluate copied
+// them), the code starts at the constants' copies.
+void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
+                          double* out, double* r) {
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
   double stack[Kernel::kStackRegisters];
   if (r == nullptr) r = k.on_stack_ ? stack : thread_registers(k.registers());
-  const Kernel::Step* s = k.code_.data() + 1;  // the ODE form: its copies first
-  if (blocks != nullptr) {
-    double* v = r;
-    for (const std::span<const double> b : *blocks) {
-      copy_few(b.data(), b.size(), v);
-      v += b.size();
-    }
-    s = k.code_.data() + k.consts_;
-  }
+  const Kernel::Step* s = k.code_.data() + (y != nullptr ? 1 : k.consts_);
   const double* const c = k.constants_.data();
   double* o = r + k.first_result_;
 #define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
@@ -341,31 +333,30 @@ copy_t:
   // (it waits for both to reach the cache: a store-forwarding stall, a third
   // of this function's time with 16-byte moves on Lotka–Volterra's
   // gradient, perf). p and the constants: 16 bytes (written long before).
-#define COSTATE_TWO(SRC, I)                                         \
-  if ((SRC) == y) {                                                 \
-    r[s->b + (I)] = y[s->a + (I)];                                  \
-    r[s->b + (I) + 1] = y[s->a + (I) + 1];                          \
-  } else {                                                          \
-    std::memcpy(r + s->b + (I), (SRC) + s->a + (I), 2 * sizeof(double)); \
-  }
-#define COSTATE_COPY(NAME, SRC)  \
+#define COSTATE_TWO_8(SRC, I)              \
+  r[s->b + (I)] = (SRC)[s->a + (I)];       \
+  r[s->b + (I) + 1] = (SRC)[s->a + (I) + 1];
+#define COSTATE_TWO_16(SRC, I) \
+  std::memcpy(r + s->b + (I), (SRC) + s->a + (I), 2 * sizeof(double));
+#define COSTATE_COPY(NAME, SRC, W)  \
   NAME##1 : r[s->b] = (SRC)[s->a]; \
   ++s;                           \
   COSTATE_NEXT;                  \
-  NAME##2 : COSTATE_TWO(SRC, 0)  \
+  NAME##2 : COSTATE_TWO_##W(SRC, 0)  \
   ++s;                           \
   COSTATE_NEXT;                  \
-  NAME##4 : COSTATE_TWO(SRC, 0) COSTATE_TWO(SRC, 2) \
+  NAME##4 : COSTATE_TWO_##W(SRC, 0) COSTATE_TWO_##W(SRC, 2) \
   ++s;                           \
   COSTATE_NEXT;                  \
-  NAME##8 : COSTATE_TWO(SRC, 0) COSTATE_TWO(SRC, 2) COSTATE_TWO(SRC, 4) COSTATE_TWO(SRC, 6) \
+  NAME##8 : COSTATE_TWO_##W(SRC, 0) COSTATE_TWO_##W(SRC, 2) COSTATE_TWO_##W(SRC, 4) COSTATE_TWO_##W(SRC, 6) \
   ++s;                           \
   COSTATE_NEXT;
-  COSTATE_COPY(copy_y, y)
-  COSTATE_COPY(copy_p, p)
-  COSTATE_COPY(copy_c, c)
+  COSTATE_COPY(copy_y, y, 8)
+  COSTATE_COPY(copy_p, p, 16)
+  COSTATE_COPY(copy_c, c, 16)
 #undef COSTATE_COPY
-#undef COSTATE_TWO
+#undef COSTATE_TWO_8
+#undef COSTATE_TWO_16
 #define COSTATE_ARITH(I)                         \
   arith_##I : *o++ = COSTATE_OP_##I(r[s->a], r[s->b]); \
   ++s;                                           \
@@ -457,6 +448,7 @@ end_0:
 [[gnu::noinline]] void KernelCode::reverse(const Kernel& k, const double* r, const double* w,
                                            double* adj, double* ybar, double* pbar) {
   const std::size_t nr = k.first_result_ + k.steps_.size();
+  if (adj == nullptr) adj = const_cast<double*>(r) + nr;  // vjp_rhs: work = [r | adjoints]
   std::memset(adj, 0, nr * sizeof(double));
   const std::size_t no = k.outputs_.size();
   for (std::size_t i = 0; i < no; ++i) adj[k.outputs_[i]] += w[i];
@@ -468,7 +460,7 @@ end_0:
       COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
       COSTATE_REPEAT_64(&&generic)
       &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done,
-      &&skip, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
+      &&done, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
   static_assert(std::size(table) == kOpcodes);
   COSTATE_NEXT;
 #define COSTATE_ARITH(I)               \
@@ -500,9 +492,9 @@ generic:
   --R;
   --s;
   COSTATE_NEXT;
-  // Past the steps: the copies backward. The constants' and t's: nothing;
-  // y's: ybar = its adjoints, p's: pbar += its adjoints (vjp_rhs; vjp()
-  // stops at the first of them).
+  // Past the steps: the copies backward. The constants': nothing; p's:
+  // pbar += its adjoints, y's: ybar = its adjoints (vjp_rhs; vjp() stops at
+  // the first of them); t's (the first copy): the end.
 skip:
   --s;
   COSTATE_NEXT;
@@ -646,20 +638,24 @@ void Kernel::evaluate<double>(double* r) const {
   run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize")]]
+#endif
 void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
                       double* r) const {
-  KernelCode::forward(*this, 0.0, nullptr, nullptr, out.data(), r, &inputs);
-}
-
-void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
-                          double* out, double* r) {
-  KernelCode::forward(*static_cast<const Kernel*>(kernel), t, y, p, out, r, nullptr);
+  double stack[kStackRegisters];
+  if (r == nullptr) r = on_stack_ ? stack : thread_registers(registers());
+  double* v = r;
+  for (const std::span<const double> b : inputs) {
+    copy_few(b.data(), b.size(), v);
+    v += b.size();
+  }
+  evaluate_rhs(this, 0.0, nullptr, nullptr, out.data(), r);
 }
 
 void Kernel::vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,
                      double* pbar) {
-  const Kernel& k = *static_cast<const Kernel*>(kernel);
-  KernelCode::reverse(k, work, w, work + k.registers(), ybar, pbar);
+  KernelCode::reverse(*static_cast<const Kernel*>(kernel), work, w, nullptr, ybar, pbar);
 }
 
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,

@@ -79,7 +79,10 @@ void check_kernel(const std::vector<std::string>& parts, const std::vector<doubl
   Kernel::evaluate_rhs(&k, values[0], values.data() + 1, values.data() + 3, out.data(),
                        work.data());
   for (std::size_t i = 0; i < no; ++i) check(same_bits(out[i], ref[i]));
-  for (std::size_t i = 0; i < nr; ++i) check(same_bits(work[i], r[i]));
+  bool reads_t = false;  // the ODE form leaves an unread t's register unset
+  for (const Kernel::Step& s : k.steps()) reads_t = reads_t || s.a == 0 || s.b == 0 || s.c == 0;
+  for (std::size_t i = 0; i < no; ++i) reads_t = reads_t || k.output_register(i) == 0;
+  for (std::size_t i = reads_t ? 0 : 1; i < nr; ++i) check(same_bits(work[i], r[i]));
 
   std::vector<double> w(no);
   for (std::size_t i = 0; i < no; ++i) w[i] = i % 3 == 2 ? 0.0 : 1.0 - 0.75 * static_cast<double>(i);
