@@ -643,6 +643,7 @@ void Kernel::evaluate<double>(double* r) const {
 #endif
 void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
                       double* r) const {
+  if (code_.empty()) return;  // a Kernel never built: no inputs, no outputs
   double stack[kStackRegisters];
   if (r == nullptr) r = on_stack_ ? stack : thread_registers(registers());
   double* v = r;
@@ -758,6 +759,7 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
 }
 
 void Kernel::vjp(const double* r, std::span<const double> w, double* adj) const {
+  if (code_.empty()) return;  // a Kernel never built: no registers
   KernelCode::reverse(*this, r, w.data(), adj, nullptr, nullptr);
 }
 

@@ -431,6 +431,14 @@ TEST(Kernel, TheOdeFormCopiesBlocksOfEveryWidth) {
   for (std::size_t j = 0; j < np; ++j) ASSERT_TRUE(same_bits(pbar[j], 0.0 + adj[1 + ny + j])) << j;
 }
 
+TEST(Kernel, ANeverBuiltKernelEvaluatesNothing) {
+  const Kernel k;
+  EXPECT_EQ(k.registers(), 0u);
+  EXPECT_EQ(k.n_outputs(), 0u);
+  k.evaluate(std::span<const std::span<const double>>{}, std::span<double>{});
+  k.vjp(nullptr, std::span<const double>{}, nullptr);
+}
+
 TEST(Kernel, RefusesInputBlocksThatDoNotSumToTheInputs) {
   const std::vector<Program> outputs{Program::build(ap(Op::Mul, {v(1), v(2)}), 3, "o0")};
   const std::size_t blocks[] = {1, 1};
