@@ -140,7 +140,8 @@ class Kernel {
   // the Kernel, y and p hold n_y and n_p values.
   /// out = the outputs at inputs (t, y, p); `r` as in the gathered
   /// evaluate (null: a buffer of the call's own; else registers() doubles
-  /// keeping every register, e.g. for vjp_rhs).
+  /// keeping every register, e.g. for vjp_rhs — except t's when no step
+  /// and no output reads t, which is then not copied).
   static void evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
                            double* out, double* r);
   /// At the point of an evaluate_rhs(…, r = work): with ā = (∂o/∂v)ᵀ w,
