@@ -722,13 +722,21 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
   }
   for (const std::uint32_t o : out)
     if (o & kStep) readers[o & ~kStep] += 2;  // an output: never deferred
+  // `emit` below recurses through chains of deferred steps, so a chain is
+  // cut at kMaxDeferred links (its next step keeps its place): a sum of
+  // 10⁵ terms, one single-use step after another, must not recurse 10⁵ deep.
+  constexpr std::size_t kMaxDeferred = 64;
   std::vector<char> deferred(ns, 0);
-  std::vector<std::size_t> size(ns, 1);  // steps of a deferred subtree
+  std::vector<std::size_t> size(ns, 1);    // steps of a deferred subtree
+  std::vector<std::size_t> height(ns, 1);  // its longest chain of deferred steps
   for (std::size_t i = 0; i < ns; ++i) {
     if (!live[i]) continue;
     for (const std::uint32_t o : operand_steps(i))
-      if (deferred[o]) size[i] += size[o];
-    deferred[i] = readers[i] == 1 && fusable(f.steps[i].op, true) &&
+      if (deferred[o]) {
+        size[i] += size[o];
+        height[i] = std::max(height[i], height[o] + 1);
+      }
+    deferred[i] = readers[i] == 1 && height[i] < kMaxDeferred && fusable(f.steps[i].op, true) &&
                   fusable(f.steps[reader[i]].op, false);
   }
   auto emit = [&](auto&& self, std::size_t i) -> void {

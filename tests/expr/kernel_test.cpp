@@ -431,6 +431,30 @@ TEST(Kernel, TheOdeFormCopiesBlocksOfEveryWidth) {
   for (std::size_t j = 0; j < np; ++j) ASSERT_TRUE(same_bits(pbar[j], 0.0 + adj[1 + ny + j])) << j;
 }
 
+// A sum of 200 000 terms is a chain of single-use steps, each read only by
+// the next: the fused code's ordering must not recurse once per link (it
+// overflowed the stack at ~10⁵ links before the chain was cut), and the
+// result is still the register evaluation's, bit for bit. Parsed from text
+// as an input file's equation is (the parser builds no deep recursion).
+TEST(Kernel, ALongChainOfSingleUseStepsBuildsAndMatches) {
+  constexpr std::size_t kTerms = 200000;
+  std::string text = "x1*x3";
+  for (std::size_t i = 1; i < kTerms; ++i) text += i % 2 ? " + x2*x4" : " - x1*x5";
+  const std::vector<std::string> names{"t", "x1", "x2", "x3", "x4", "x5"};
+  const std::vector<Program> outputs{Program::compile(text, names, "long")};
+  const std::size_t blocks[] = {1, 2, 3};
+  const Kernel k = Kernel::build(kN, {}, outputs, "long", blocks);
+  const std::vector<double> x{0.0, 0.5, -1.25, 2.0, 0.75, -3.0}, w{1.5};
+  expect_fused_matches_steps(k, x, w, "long chain");
+  // x1*x3 + (N/2)·x2*x4 − (N/2 − 1)·x1*x5, exact here (every product and
+  // partial sum is a multiple of 1/16 below 2^53).
+  std::vector<double> r(k.registers()), out(1);
+  std::copy(x.begin(), x.end(), r.begin());
+  k.evaluate(r.data(), std::span<double>(out));
+  const double half = kTerms / 2;
+  EXPECT_EQ(out[0], 0.5 * 2.0 + half * (-1.25 * 0.75) - (half - 1) * (0.5 * -3.0));
+}
+
 TEST(Kernel, ANeverBuiltKernelEvaluatesNothing) {
   const Kernel k;
   EXPECT_EQ(k.registers(), 0u);
