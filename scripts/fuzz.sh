@@ -2,7 +2,8 @@
 # scripts/fuzz.sh TARGET SECONDS [libFuzzer options...]
 #
 # Builds (when missing or stale) and runs one libFuzzer target for SECONDS:
-#   expr   the expression compiler and evaluator (src/expr/program.cpp)
+#   expr   the expression compiler and evaluator and the kernels built from
+#          them (src/expr/program.cpp, src/expr/kernel.cpp)
 #   csv    the CSV data reader (io::read_csv_data, src/io/input.cpp)
 #   input  the YAML input loader, ODE and PDE inputs with --set overrides
 #          (src/io/input.cpp)
@@ -39,7 +40,7 @@ command -v "$cxx" > /dev/null || cxx=clang++
 mkdir -p "$out/obj" "$out/corpus/$target" "$out/crashes/$target"
 
 case $target in
-  expr) sources=(src/expr/program.cpp src/io/input.cpp) ;;
+  expr) sources=(src/expr/program.cpp src/expr/kernel.cpp src/io/input.cpp) ;;
   csv | input) sources=(src/io/input.cpp src/expr/program.cpp) ;;
   sbml) sources=(src/sbml/model.cpp src/expr/program.cpp) ;;
   petab) sources=(src/petab/read.cpp src/sbml/model.cpp src/expr/program.cpp) ;;
@@ -53,7 +54,9 @@ includes=$(sed -n 's/^CXX_INCLUDES = //p' "$flags_make")
 [[ -f $build/libcostate.so ]] || { echo "fuzz.sh: build $build/libcostate.so first" >&2; exit 2; }
 
 sanitize="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-cflags="-std=c++20 -O1 -g -fno-omit-frame-pointer $sanitize"
+# -ffp-contract=off: as the library builds src/expr/kernel.cpp (its fused
+# code rounds step by step, like its register evaluation).
+cflags="-std=c++20 -O1 -g -fno-omit-frame-pointer -ffp-contract=off $sanitize"
 launcher=$(command -v ccache || true)
 objects=()
 for src in "${sources[@]}" "tests/fuzz/${target}_fuzz.cpp"; do
@@ -93,7 +96,9 @@ if [[ -z $(ls -A "$corpus") ]]; then
       grep -ho '"[^"]*"' "$root"/data/examples/*.yaml | tr -d '"' | sort -u |
         while read -r e; do printf '%s' "$e" > "$corpus/$(printf '%s' "$e" | md5sum | cut -c1-16)"; done
       for e in "sin(x)^2 + cos(y)*a" "exp(-t/b)*x" "x > 0 ? sqrt(x) : -y" "pow(abs(x), 1.5)" \
-               "min(x, max(y, a))" "-(-(-x))" "1e308*10" "log(0)" "tanh(x*a) / (1 + y^2)"; do
+               "min(x, max(y, a))" "-(-(-x))" "1e308*10" "log(0)" "tanh(x*a) / (1 + y^2)" \
+               "a*x - b*x*y;b*x*y - a*y" "x*y;w*a - w/b;-w + t;w*w;(x - y)/(a + w);w" \
+               "a*x;-(x*y) + a;t/(b*b);x - (a - y)"; do
         printf '%s' "$e" > "$corpus/$(printf '%s' "$e" | md5sum | cut -c1-16)"
       done
       ;;

@@ -1,6 +1,8 @@
 #include "costate/expr/kernel.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -62,168 +64,493 @@ double* thread_registers(std::size_t n) {
   return buffer.data();
 }
 
-// The direct code (Kernel::direct_): the steps on double with each operand
-// read where it lies, in one of five places ("kinds"): 0 the registers (the
-// steps' results), 1 the constants, 2 + j input block j of the gathered
-// evaluate() — the inputs are not copied, the constants not loaded into
-// registers. Add, Sub, Mul, Div and Neg have an opcode per combination of
-// their operands' kinds (code = 25 op + 5 kind(a) + kind(b), Neg kNeg +
-// kind(a)), so that each operand is one load; any other operation is two
-// entries, {kGeneric, a, b, c} with the kind in each operand's top three
-// bits, then {op}. After the steps, one {kOutput + kind, index} per output
-// writes it to `out`; kHalt ends the code. Dispatch is threaded (labels as
-// values, a GNU extension GCC and Clang have): one indirect jump per step,
-// at the end of the step before, and no range check.
-constexpr unsigned kKinds = 5;
-constexpr std::uint32_t kKindShift = 29, kIndexMask = (1u << kKindShift) - 1;
-constexpr unsigned kNeg = 4 * kKinds * kKinds, kGeneric = kNeg + kKinds, kOutput = kGeneric + 1,
-                   kHalt = kOutput + kKinds;
+// The fused code (Kernel::code_): instructions {opcode, a, b, c} over the
+// registers alone (the calls copy the inputs and constants in first).
+//   kArith + i          r = a ∘ b                   ∘ = + − × ÷ (i = 0 … 3)
+//   kNeg                r = −a
+//   kPair + 8f + 2g + s r₁ = a ∘_f b (f = 4: −a), r₂ = r₁ ∘_g c (s = 0)
+//                       or c ∘_g r₁ (s = 1): two steps, both registers
+//                       written
+//   kGeneric + op       r = apply(op, a, b, c): every other operation
+//   kOut + k            out ← a, b, c (the first k), then on
+//   kEnd + k            the same, then return (k = 0 … 3)
+//   kSentinel           code_[0]: the reverse sweep's end
+//   kCopyT              r_0 = t                        (the ODE form)
+//   kCopy + 4 src + w   r_b … = src[a …], 1, 2, 4 or 8 values (w = 0 … 3)
+//                       from y, p (the ODE form) or the constants (src = 0,
+//                       1, 2)
+// The copies come first: code_[1 …] those of the ODE form's inputs, from
+// code_[consts_] the constants', then the steps' instructions (result
+// registers in order: each instruction writes its step(s)' next), then the
+// outputs'. The reverse sweep runs the steps' instructions from
+// code_[last_] down to the first copy (or the sentinel), each step's
+// updates those of reverse_one below.
+constexpr unsigned kArith = 0, kNeg = 4, kPair = 5, kGeneric = kPair + 40,
+                   kOut = kGeneric + 64, kEnd = kOut + 4, kSentinel = kEnd + 4,
+                   kCopyT = kSentinel + 1, kCopy = kCopyT + 1, kOpcodes = kCopy + 12;
+static_assert(static_cast<unsigned>(Op::Select) < 64 && kOpcodes <= 256);
 
-[[gnu::noinline]] double generic_step(const Kernel::Step* s, const double* const* base) {
-  auto value = [&](std::uint32_t x) { return base[x >> kKindShift][x & kIndexMask]; };
-  return Kernel::apply<double>(s[1].op, value(s->a), value(s->b), value(s->c));
+[[gnu::noinline]] double generic_value(unsigned op, double a, double b, double c) {
+  return Kernel::apply<double>(static_cast<Op>(op), a, b, c);
 }
 
-/// Runs the direct code `s`: `r` the registers (null: a buffer of this
-/// call's own), `constants`, the input blocks, the outputs to `out`.
-#if defined(__GNUC__) && !defined(__clang__)
-// Keep one dispatch per handler (no cross-jumping to a shared tail).
-[[gnu::optimize("no-crossjumping")]]
-#endif
-[[gnu::noinline]] void run_direct(const Kernel::Step* s, double* r, std::size_t n_registers,
-                                  std::size_t first_result, const double* constants,
-                                  std::span<const std::span<const double>> inputs, double* out);
+constexpr double kLn2 = 0.69314718055994530941723212145818;
+constexpr double kLn10 = 2.30258509299404568401799145468437;
+constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
+
+/// One step of the reverse sweep: the step r = op(a, b, c) (registers
+/// A, B, C, R) adds its partials times adj[R] into adj[A], adj[B] (adj[C]),
+/// unless adj[R] is 0. The partials are those of ad::Dual (kernel.hpp).
+[[gnu::always_inline]] inline void reverse_one(Op op, std::uint32_t R, std::uint32_t A,
+                                               std::uint32_t B, std::uint32_t C, const double* r,
+                                               double* adj) {
+  const double g = adj[R];
+  if (g == 0.0) return;
+  const double a = r[A], b = r[B], v = r[R];
+  double& ga = adj[A];
+  double& gb = adj[B];
+  switch (op) {
+    case Op::Constant:
+    case Op::Variable: ga += g; break;
+    case Op::Add: ga += g; gb += g; break;
+    case Op::Sub: ga += g; gb -= g; break;
+    case Op::Mul: ga += g * b; gb += g * a; break;
+    case Op::Div: {
+      const double inv = 1.0 / b;
+      ga += g * inv;
+      gb -= g * v * inv;
+      break;
+    }
+    case Op::Pow: {
+      // As ad::Dual: ∂/∂a = b·a^(b−1) (0 for b = 0); ∂/∂b = v·log a for a > 0, else 0.
+      double da = 0.0;
+      if (b != 0.0) da = a != 0.0 ? b * v / a : b * std::pow(a, b - 1.0);
+      ga += g * da;
+      if (a > 0.0) gb += g * v * std::log(a);
+      break;
+    }
+    case Op::Atan2: {  // atan2(a, b): ∂/∂a = b/(a² + b²), ∂/∂b = −a/(a² + b²)
+      const double r2 = b * b + a * a;
+      const double inv = r2 == 0.0 ? 0.0 : 1.0 / r2;
+      ga += g * (b * inv);
+      gb += g * (-a * inv);
+      break;
+    }
+    case Op::Hypot: {
+      const double inv = v == 0.0 ? 0.0 : 1.0 / v;
+      ga += g * (a * inv);
+      gb += g * (b * inv);
+      break;
+    }
+    case Op::Min: (b < a ? gb : ga) += g; break;  // ties: the first argument
+    case Op::Max: (b > a ? gb : ga) += g; break;
+    case Op::Neg: ga -= g; break;
+    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+    case Op::And: case Op::Or: case Op::Not:
+    case Op::Floor: case Op::Ceil: case Op::Round: break;
+    case Op::Select: (a != 0.0 ? gb : adj[C]) += g; break;
+    case Op::Sqrt: ga += g * (v == 0.0 ? HUGE_VAL : 0.5 / v); break;
+    case Op::Cbrt: ga += g * (v == 0.0 ? HUGE_VAL : 1.0 / (3 * v * v)); break;
+    case Op::Exp: ga += g * v; break;
+    case Op::Expm1: ga += g * (v + 1); break;
+    case Op::Log: ga += g * (1.0 / a); break;
+    case Op::Log1p: ga += g * (1.0 / (1 + a)); break;
+    case Op::Log2: ga += g * (1.0 / (a * kLn2)); break;
+    case Op::Log10: ga += g * (1.0 / (a * kLn10)); break;
+    case Op::Sin: ga += g * std::cos(a); break;
+    case Op::Cos: ga += g * -std::sin(a); break;
+    case Op::Tan: ga += g * (1 + v * v); break;
+    case Op::Asin: ga += g * (1.0 / std::sqrt((1 - a) * (1 + a))); break;
+    case Op::Acos: ga += g * (-1.0 / std::sqrt((1 - a) * (1 + a))); break;
+    case Op::Atan: ga += g * (1.0 / (1 + a * a)); break;
+    case Op::Sinh: ga += g * std::cosh(a); break;
+    case Op::Cosh: ga += g * std::sinh(a); break;
+    case Op::Tanh: ga += g * (1 - v * v); break;
+    case Op::Asinh: ga += g * (1.0 / std::sqrt(a * a + 1)); break;
+    case Op::Acosh: ga += g * (1.0 / std::sqrt((a - 1) * (a + 1))); break;
+    case Op::Atanh: ga += g * (1.0 / ((1 - a) * (1 + a))); break;
+    case Op::Erf: ga += g * (k2OverSqrtPi * std::exp(-(a * a))); break;
+    case Op::Erfc: ga += g * (-k2OverSqrtPi * std::exp(-(a * a))); break;
+    case Op::Abs: ga += a > 0.0 ? g : a < 0.0 ? -g : 0.0; break;
+  }
+}
+
+[[gnu::noinline]] void reverse_generic(unsigned op, std::uint32_t R, const Kernel::Step& s,
+                                       const double* r, double* adj) {
+  reverse_one(static_cast<Op>(op), R, s.a, s.b, s.c, r, adj);
+}
+
+/// to[0 … n) = from[0 … n) for the few values of a model's inputs: up to
+/// eight in straight-line 16-byte moves (a memcpy call, or a loop's
+/// overhead, cost more than such a copy), more eight at a time.
+[[gnu::always_inline]] inline void copy_few(const double* from, std::size_t n, double* to) {
+  auto two = [&](std::size_t i) { std::memcpy(to + i, from + i, 2 * sizeof(double)); };
+  for (; n > 8; n -= 8, from += 8, to += 8) {
+    two(0);
+    two(2);
+    two(4);
+    two(6);
+  }
+  if (n & 1) to[n - 1] = from[n - 1];
+  switch (n >> 1) {
+    case 4: two(6); [[fallthrough]];
+    case 3: two(4); [[fallthrough]];
+    case 2: two(2); [[fallthrough]];
+    case 1: two(0); [[fallthrough]];
+    default: break;
+  }
+}
 
 }  // namespace
 
-namespace {
+/// The fused code's interpreters (friends of Kernel; hidden: called inside
+/// the library without the PLT).
+struct [[gnu::visibility("hidden")]] KernelCode {
+  static std::vector<Kernel::Step> build(Kernel& k);
+  static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
+                      double* pbar);
+};
 
-void run_direct(const Kernel::Step* s, double* r, std::size_t n_registers,
-                std::size_t first_result, const double* constants,
-                std::span<const std::span<const double>> inputs, double* out) {
-  double stack[Kernel::kStackRegisters];
-  if (r == nullptr) r = n_registers <= Kernel::kStackRegisters ? stack : thread_registers(n_registers);
-  const std::size_t nb = inputs.size();
-  const double* const base[kKinds] = {r, constants, inputs[0].data(),
-                                      nb > 1 ? inputs[1].data() : nullptr,
-                                      nb > 2 ? inputs[2].data() : nullptr};
-  const double* const b0 = base[0];
-  const double* const b1 = base[1];
-  const double* const b2 = base[2];
-  const double* const b3 = base[3];
-  const double* const b4 = base[4];
-  double* o = r + first_result;
-#define COSTATE_VALUE(K, i) \
-  ((K) == 0 ? b0[i] : (K) == 1 ? b1[i] : (K) == 2 ? b2[i] : (K) == 3 ? b3[i] : b4[i])
-#define COSTATE_FOR_B(F, OPI, SYM, KA) \
-  F(OPI, SYM, KA, 0) F(OPI, SYM, KA, 1) F(OPI, SYM, KA, 2) F(OPI, SYM, KA, 3) F(OPI, SYM, KA, 4)
-#define COSTATE_FOR_AB(F, OPI, SYM)                                                \
-  COSTATE_FOR_B(F, OPI, SYM, 0) COSTATE_FOR_B(F, OPI, SYM, 1) COSTATE_FOR_B(F, OPI, SYM, 2) \
-  COSTATE_FOR_B(F, OPI, SYM, 3) COSTATE_FOR_B(F, OPI, SYM, 4)
-#define COSTATE_FOR_ALL(F) \
-  COSTATE_FOR_AB(F, 0, +) COSTATE_FOR_AB(F, 1, -) COSTATE_FOR_AB(F, 2, *) COSTATE_FOR_AB(F, 3, /)
-#define COSTATE_LABEL(OPI, SYM, KA, KB) &&op_##OPI##_##KA##_##KB,
-#define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
-#define COSTATE_HANDLER(OPI, SYM, KA, KB)                     \
-  op_##OPI##_##KA##_##KB:                                     \
-  *o++ = COSTATE_VALUE(KA, s->a) SYM COSTATE_VALUE(KB, s->b); \
-  ++s;                                                        \
-  COSTATE_NEXT;
-#define COSTATE_UNARY(NAME, K, EXPR) \
-  NAME##_##K : EXPR;                 \
-  ++s;                               \
-  COSTATE_NEXT;
-  static const void* const table[] = {COSTATE_FOR_ALL(COSTATE_LABEL) && neg_0,
-                                      &&neg_1,
-                                      &&neg_2,
-                                      &&neg_3,
-                                      &&neg_4,
-                                      &&generic,
-                                      &&output_0,
-                                      &&output_1,
-                                      &&output_2,
-                                      &&output_3,
-                                      &&output_4,
-                                      &&halt};
-  static_assert(sizeof table / sizeof table[0] == kHalt + 1);
-  COSTATE_NEXT;
-  COSTATE_FOR_ALL(COSTATE_HANDLER)
-  COSTATE_UNARY(neg, 0, *o++ = -b0[s->a])
-  COSTATE_UNARY(neg, 1, *o++ = -b1[s->a])
-  COSTATE_UNARY(neg, 2, *o++ = -b2[s->a])
-  COSTATE_UNARY(neg, 3, *o++ = -b3[s->a])
-  COSTATE_UNARY(neg, 4, *o++ = -b4[s->a])
-  COSTATE_UNARY(output, 0, *out++ = b0[s->a])
-  COSTATE_UNARY(output, 1, *out++ = b1[s->a])
-  COSTATE_UNARY(output, 2, *out++ = b2[s->a])
-  COSTATE_UNARY(output, 3, *out++ = b3[s->a])
-  COSTATE_UNARY(output, 4, *out++ = b4[s->a])
-generic:
-  *o++ = generic_step(s, base);
-  s += 2;
-  COSTATE_NEXT;
-halt:
-  return;
-#undef COSTATE_UNARY
-#undef COSTATE_HANDLER
-#undef COSTATE_NEXT
-#undef COSTATE_LABEL
-#undef COSTATE_FOR_ALL
-#undef COSTATE_FOR_AB
-#undef COSTATE_FOR_B
-#undef COSTATE_VALUE
-}
-
-/// Register `reg`'s place in the direct code: kind << kKindShift | index.
-std::uint32_t locate(std::uint32_t reg, std::size_t first_result,
-                     std::span<const std::size_t> block_size) {
-  std::size_t offset = 0;
-  for (std::size_t j = 0; j < block_size.size(); ++j) {
-    if (reg < offset + block_size[j])
-      return static_cast<std::uint32_t>((2 + j) << kKindShift | (reg - offset));
-    offset += block_size[j];
-  }
-  if (reg < first_result) return static_cast<std::uint32_t>(1u << kKindShift | (reg - offset));
-  return reg;  // a step's result: kind 0, its register
-}
-
-int arithmetic_index(Op op) {
-  switch (op) {
-    case Op::Add: return 0;
-    case Op::Sub: return 1;
-    case Op::Mul: return 2;
-    case Op::Div: return 3;
-    default: return -1;
-  }
-}
-
-std::vector<Kernel::Step> direct_code(const std::vector<Kernel::Step>& steps,
-                                      std::span<const std::uint32_t> outputs,
-                                      std::size_t first_result,
-                                      std::span<const std::size_t> block_size) {
-  std::vector<Kernel::Step> code;
-  auto at = [&](std::uint32_t reg) { return locate(reg, first_result, block_size); };
-  auto op = [](unsigned code) { return static_cast<Op>(code); };
-  for (const Kernel::Step& s : steps) {
-    const std::uint32_t a = at(s.a), b = at(s.b), c = at(s.c);
-    const std::uint32_t ka = a >> kKindShift, kb = b >> kKindShift;
-    const int i = arithmetic_index(s.op);
-    if (i >= 0)
-      code.push_back({op(kKinds * kKinds * i + kKinds * ka + kb), a & kIndexMask, b & kIndexMask, 0});
-    else if (s.op == Op::Neg)
-      code.push_back({op(kNeg + ka), a & kIndexMask, 0, 0});
-    else {
-      code.push_back({op(kGeneric), a, b, c});
-      code.push_back({s.op, 0, 0, 0});
+std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
+  auto arith = [](Op op) -> int {
+    switch (op) {
+      case Op::Add: return 0;
+      case Op::Sub: return 1;
+      case Op::Mul: return 2;
+      case Op::Div: return 3;
+      case Op::Neg: return 4;
+      default: return -1;
     }
+  };
+  auto code_op = [](unsigned c) { return static_cast<Op>(c); };
+  std::vector<Kernel::Step> code{{code_op(kSentinel), 0, 0, 0}};
+  // Copies of n values from source src into registers from `to` on: chunks of 8, 4, 2, 1.
+  auto copies = [&](unsigned src, std::size_t n, std::size_t to) {
+    for (std::size_t i = 0; i < n;) {
+      const unsigned w = n - i >= 8 ? 3 : n - i >= 4 ? 2 : n - i >= 2 ? 1 : 0;
+      code.push_back({code_op(kCopy + 4 * src + w), static_cast<std::uint32_t>(i),
+                      static_cast<std::uint32_t>(to + i), 0});
+      i += std::size_t{1} << w;
+    }
+  };
+  const std::vector<std::size_t>& b = k.blocks_;
+  if (b.size() == 3 && b[0] == 1) {  // the ODE form {t}, y, p
+    // t only if read (an autonomous system's is not: its register stays unset).
+    bool reads_t = std::find(k.outputs_.begin(), k.outputs_.end(), 0u) != k.outputs_.end();
+    for (const Kernel::Step& st : k.steps_) reads_t = reads_t || st.a == 0 || st.b == 0 || st.c == 0;
+    if (reads_t) code.push_back({code_op(kCopyT), 0, 0, 0});
+    copies(0, b[1], 1);
+    copies(1, b[2], 1 + b[1]);
   }
-  for (const std::uint32_t o : outputs) {
-    const std::uint32_t x = at(o);
-    code.push_back({op(kOutput + (x >> kKindShift)), x & kIndexMask, 0, 0});
+  k.consts_ = code.size();
+  copies(2, k.constants_.size(), k.n_inputs_);
+  k.first_steps_ = code.size();
+  const std::vector<Kernel::Step>& steps = k.steps_;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Kernel::Step& s = steps[i];
+    const int f = arith(s.op);
+    if (f >= 0 && i + 1 < steps.size()) {
+      // Fuse with the next step if that is + − × ÷ reading this result.
+      const Kernel::Step& n = steps[i + 1];
+      const int g = arith(n.op);
+      const auto reg = static_cast<std::uint32_t>(k.first_result_ + i);
+      if (g >= 0 && g < 4 && (n.a == reg || n.b == reg)) {
+        const unsigned side = n.a == reg ? 0 : 1;
+        code.push_back({code_op(kPair + 8 * static_cast<unsigned>(f) + 2 * static_cast<unsigned>(g) + side),
+                        s.a, s.b, side == 0 ? n.b : n.a});
+        ++i;
+        continue;
+      }
+    }
+    if (f >= 0 && f < 4)
+      code.push_back({code_op(kArith + static_cast<unsigned>(f)), s.a, s.b, 0});
+    else if (f == 4)
+      code.push_back({code_op(kNeg), s.a, s.a, 0});
+    else
+      code.push_back({code_op(kGeneric + static_cast<unsigned>(s.op)), s.a, s.b, s.c});
   }
-  code.push_back({op(kHalt), 0, 0, 0});
+  k.last_ = code.size() - 1;
+  const std::size_t no = k.outputs_.size();
+  for (std::size_t i = 0; i < no || i == 0; i += 3) {
+    const std::size_t m = std::min<std::size_t>(3, no - i);
+    const bool end = i + 3 >= no;
+    auto o = [&](std::size_t j) { return j < m ? k.outputs_[i + j] : 0u; };
+    code.push_back({code_op((end ? kEnd : kOut) + static_cast<unsigned>(m)), o(0), o(1), o(2)});
+  }
   return code;
 }
+
+// Handlers: COSTATE_OP_<i>(x, y) is the arithmetic operation i (0 … 3: + − × ÷,
+// 4: −x); the reverse bodies are reverse_one's cases for the same operations.
+#define COSTATE_OP_0(x, y) ((x) + (y))
+#define COSTATE_OP_1(x, y) ((x) - (y))
+#define COSTATE_OP_2(x, y) ((x) * (y))
+#define COSTATE_OP_3(x, y) ((x) / (y))
+#define COSTATE_OP_4(x, y) (-(x))
+#define COSTATE_FOR_G(F, FI)                                                    \
+  F(FI, 0, 0) F(FI, 0, 1) F(FI, 1, 0) F(FI, 1, 1) F(FI, 2, 0) F(FI, 2, 1) F(FI, 3, 0) \
+  F(FI, 3, 1)
+#define COSTATE_FOR_PAIRS(F) \
+  COSTATE_FOR_G(F, 0) COSTATE_FOR_G(F, 1) COSTATE_FOR_G(F, 2) COSTATE_FOR_G(F, 3) COSTATE_FOR_G(F, 4)
+#define COSTATE_PAIR_LABEL(FI, GI, S) &&pair_##FI##_##GI##_##S,
+#define COSTATE_REPEAT_8(L) L, L, L, L, L, L, L, L,
+#define COSTATE_REPEAT_64(L)                                                               \
+  COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) \
+  COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L)
+
+#if defined(__GNUC__) && !defined(__clang__)
+// Copy loops stay loops (no memcpy call), one dispatch per handler (no
+// cross-jumping to a shared tail).
+[[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
+#endif
+// The forward interpreter itself (what ode::System calls: no trampoline).
+// y == nullptr: the inputs are already in r (the gathered evaluate copied
+// them), the code starts at the constants' copies.
+void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
+                          double* out, double* r) {
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
+  double stack[Kernel::kStackRegisters];
+  if (r == nullptr) r = k.on_stack_ ? stack : thread_registers(k.registers());
+  const Kernel::Step* s = k.code_.data() + (y != nullptr ? 1 : k.consts_);
+  const double* const c = k.constants_.data();
+  double* o = r + k.first_result_;
+#define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
+  static const void* const table[] = {
+      &&arith_0, &&arith_1, &&arith_2, &&arith_3, &&neg,
+      COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
+      COSTATE_REPEAT_64(&&generic)
+      &&out_0, &&out_1, &&out_2, &&out_3, &&end_0, &&end_1, &&end_2, &&end_3, &&end_0,
+      &&copy_t, &&copy_y1, &&copy_y2, &&copy_y4, &&copy_y8, &&copy_p1, &&copy_p2, &&copy_p4,
+      &&copy_p8, &&copy_c1, &&copy_c2, &&copy_c4, &&copy_c8};
+  static_assert(std::size(table) == kOpcodes);
+  COSTATE_NEXT;
+copy_t:
+  r[0] = t;
+  ++s;
+  COSTATE_NEXT;
+  // y in 8-byte moves: the stepper has just written it that way, and a
+  // 16-byte load of two fresh 8-byte stores cannot be forwarded from them
+  // (it waits for both to reach the cache: a store-forwarding stall, a third
+  // of this function's time with 16-byte moves on Lotka–Volterra's
+  // gradient, perf). p and the constants: 16 bytes (written long before).
+#define COSTATE_TWO_8(SRC, I)              \
+  r[s->b + (I)] = (SRC)[s->a + (I)];       \
+  r[s->b + (I) + 1] = (SRC)[s->a + (I) + 1];
+#define COSTATE_TWO_16(SRC, I) \
+  std::memcpy(r + s->b + (I), (SRC) + s->a + (I), 2 * sizeof(double));
+#define COSTATE_COPY(NAME, SRC, W)  \
+  NAME##1 : r[s->b] = (SRC)[s->a]; \
+  ++s;                           \
+  COSTATE_NEXT;                  \
+  NAME##2 : COSTATE_TWO_##W(SRC, 0)  \
+  ++s;                           \
+  COSTATE_NEXT;                  \
+  NAME##4 : COSTATE_TWO_##W(SRC, 0) COSTATE_TWO_##W(SRC, 2) \
+  ++s;                           \
+  COSTATE_NEXT;                  \
+  NAME##8 : COSTATE_TWO_##W(SRC, 0) COSTATE_TWO_##W(SRC, 2) COSTATE_TWO_##W(SRC, 4) COSTATE_TWO_##W(SRC, 6) \
+  ++s;                           \
+  COSTATE_NEXT;
+  COSTATE_COPY(copy_y, y, 8)
+  COSTATE_COPY(copy_p, p, 16)
+  COSTATE_COPY(copy_c, c, 16)
+#undef COSTATE_COPY
+#undef COSTATE_TWO_8
+#undef COSTATE_TWO_16
+#define COSTATE_ARITH(I)                         \
+  arith_##I : *o++ = COSTATE_OP_##I(r[s->a], r[s->b]); \
+  ++s;                                           \
+  COSTATE_NEXT;
+  COSTATE_ARITH(0) COSTATE_ARITH(1) COSTATE_ARITH(2) COSTATE_ARITH(3)
+#undef COSTATE_ARITH
+neg:
+  *o++ = -r[s->a];
+  ++s;
+  COSTATE_NEXT;
+#define COSTATE_PAIR(FI, GI, S)                                              \
+  pair_##FI##_##GI##_##S : {                                                 \
+    const double v = COSTATE_OP_##FI(r[s->a], r[s->b]);                      \
+    o[0] = v;                                                                \
+    o[1] = (S) == 0 ? COSTATE_OP_##GI(v, r[s->c]) : COSTATE_OP_##GI(r[s->c], v); \
+    o += 2;                                                                  \
+    ++s;                                                                     \
+    COSTATE_NEXT;                                                            \
+  }
+  COSTATE_FOR_PAIRS(COSTATE_PAIR)
+#undef COSTATE_PAIR
+generic:
+  *o++ = generic_value(static_cast<unsigned>(s->op) - kGeneric, r[s->a], r[s->b], r[s->c]);
+  ++s;
+  COSTATE_NEXT;
+out_3:
+  out[2] = r[s->c];
+out_2:
+  out[1] = r[s->b];
+out_1:
+  out[0] = r[s->a];
+out_0:
+  out += static_cast<unsigned>(s->op) - kOut;
+  ++s;
+  COSTATE_NEXT;
+end_3:
+  out[2] = r[s->c];
+end_2:
+  out[1] = r[s->b];
+end_1:
+  out[0] = r[s->a];
+end_0:
+  return;
+#undef COSTATE_NEXT
+}
+
+// The reverse bodies: step R = a ∘ b (registers A, B) as reverse_one.
+#define COSTATE_REV_BEGIN(R, A, B)       \
+  {                                      \
+    const double g = adj[R];             \
+    if (g != 0.0) {                      \
+      double& ga = adj[A];               \
+      double& gb = adj[B];               \
+      (void)gb;
+#define COSTATE_REV_END \
+  }                     \
+  }
+// + − and negation without reverse_one's test g ≠ 0: adding ±0 changes no
+// adjoint (each starts at +0 and is only ever updated by x + y or x − y,
+// which round to −0 only from −0, so no adjoint is −0; and x ± 0 = x for
+// every other x, infinities and NaNs included) — the same bits, one branch
+// fewer.
+#define COSTATE_REV_ALWAYS(R, A, B) \
+  {                                 \
+    const double g = adj[R];        \
+    double& ga = adj[A];            \
+    double& gb = adj[B];            \
+    (void)gb;
+#define COSTATE_REV_0(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga += g; gb += g; }
+#define COSTATE_REV_1(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga += g; gb -= g; }
+#define COSTATE_REV_2(R, A, B)                 \
+  COSTATE_REV_BEGIN(R, A, B)                   \
+  const double a_ = r[A], b_ = r[B];           \
+  ga += g * b_;                                \
+  gb += g * a_;                                \
+  COSTATE_REV_END
+#define COSTATE_REV_3(R, A, B)                 \
+  COSTATE_REV_BEGIN(R, A, B)                   \
+  const double inv = 1.0 / r[B];               \
+  const double v_ = r[R];                      \
+  ga += g * inv;                               \
+  gb -= g * v_ * inv;                          \
+  COSTATE_REV_END
+#define COSTATE_REV_4(R, A, B) COSTATE_REV_ALWAYS(R, A, B) ga -= g; }
+
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
+#endif
+[[gnu::noinline]] void KernelCode::reverse(const Kernel& k, const double* r, const double* w,
+                                           double* adj, double* ybar, double* pbar) {
+  const std::size_t nr = k.first_result_ + k.steps_.size();
+  if (adj == nullptr) adj = const_cast<double*>(r) + nr;  // vjp_rhs: work = [r | adjoints]
+  std::memset(adj, 0, nr * sizeof(double));
+  const std::size_t no = k.outputs_.size();
+  for (std::size_t i = 0; i < no; ++i) adj[k.outputs_[i]] += w[i];
+  const Kernel::Step* s = k.code_.data() + k.last_;
+  std::uint32_t R = static_cast<std::uint32_t>(nr - 1);  // the (last) register s writes
+#define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
+  static const void* const table[] = {
+      &&arith_0, &&arith_1, &&arith_2, &&arith_3, &&neg,
+      COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
+      COSTATE_REPEAT_64(&&generic)
+      &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done,
+      &&done, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
+  static_assert(std::size(table) == kOpcodes);
+  COSTATE_NEXT;
+#define COSTATE_ARITH(I)               \
+  arith_##I : COSTATE_REV_##I(R, s->a, s->b) \
+  --R;                                 \
+  --s;                                 \
+  COSTATE_NEXT;
+  COSTATE_ARITH(0) COSTATE_ARITH(1) COSTATE_ARITH(2) COSTATE_ARITH(3)
+#undef COSTATE_ARITH
+neg:
+  COSTATE_REV_4(R, s->a, s->a)
+  --R;
+  --s;
+  COSTATE_NEXT;
+  // A pair: its second step (R = r₁ ∘_g c or c ∘_g r₁, r₁ = R − 1) first.
+#define COSTATE_PAIR(FI, GI, S)                                              \
+  pair_##FI##_##GI##_##S : {                                                 \
+    const std::uint32_t R1 = R - 1;                                          \
+    COSTATE_REV_##GI(R, (S) == 0 ? R1 : s->c, (S) == 0 ? s->c : R1)          \
+    COSTATE_REV_##FI(R1, s->a, (FI) == 4 ? s->a : s->b)                      \
+    R -= 2;                                                                  \
+    --s;                                                                     \
+    COSTATE_NEXT;                                                            \
+  }
+  COSTATE_FOR_PAIRS(COSTATE_PAIR)
+#undef COSTATE_PAIR
+generic:
+  reverse_generic(static_cast<unsigned>(s->op) - kGeneric, R, *s, r, adj);
+  --R;
+  --s;
+  COSTATE_NEXT;
+  // Past the steps: the copies backward. The constants': nothing; p's:
+  // pbar += its adjoints, y's: ybar = its adjoints (vjp_rhs; vjp() stops at
+  // the first of them); t's (the first copy): the end.
+skip:
+  --s;
+  COSTATE_NEXT;
+#define COSTATE_EXTRACT(NAME, N, BODY)                     \
+  NAME##N : if (ybar == nullptr) goto done;                \
+  for (std::uint32_t i = 0; i < (N); i += 2) BODY(s->a + i, s->b + i); \
+  --s;                                                     \
+  COSTATE_NEXT;
+  // 8-byte loads of the adjoints (just updated by 8-byte stores: a 16-byte
+  // load of them would stall, as y's copies above).
+#define COSTATE_Y(I, J) (ybar[I] = adj[J], ybar[(I) + 1] = adj[(J) + 1])
+#define COSTATE_P(I, J) (pbar[I] += adj[J], pbar[(I) + 1] += adj[(J) + 1])
+y1:
+  if (ybar == nullptr) goto done;
+  ybar[s->a] = adj[s->b];
+  --s;
+  COSTATE_NEXT;
+p1:
+  if (ybar == nullptr) goto done;
+  pbar[s->a] += adj[s->b];
+  --s;
+  COSTATE_NEXT;
+  COSTATE_EXTRACT(y, 2, COSTATE_Y)
+  COSTATE_EXTRACT(y, 4, COSTATE_Y)
+  COSTATE_EXTRACT(y, 8, COSTATE_Y)
+  COSTATE_EXTRACT(p, 2, COSTATE_P)
+  COSTATE_EXTRACT(p, 4, COSTATE_P)
+  COSTATE_EXTRACT(p, 8, COSTATE_P)
+#undef COSTATE_P
+#undef COSTATE_Y
+#undef COSTATE_EXTRACT
+done:
+#undef COSTATE_NEXT
+  return;
+}
+
+#undef COSTATE_REV_0
+#undef COSTATE_REV_1
+#undef COSTATE_REV_2
+#undef COSTATE_REV_3
+#undef COSTATE_REV_4
+#undef COSTATE_REV_ALWAYS
+#undef COSTATE_REV_BEGIN
+#undef COSTATE_REV_END
+#undef COSTATE_REPEAT_64
+#undef COSTATE_REPEAT_8
+#undef COSTATE_PAIR_LABEL
+#undef COSTATE_FOR_PAIRS
+#undef COSTATE_FOR_G
+#undef COSTATE_OP_0
+#undef COSTATE_OP_1
+#undef COSTATE_OP_2
+#undef COSTATE_OP_3
+#undef COSTATE_OP_4
+
+namespace {
 
 /// Builds the SSA code before dead-code elimination: registers are
 /// numbered inputs, then constants, then steps in emission order.
@@ -311,54 +638,25 @@ void Kernel::evaluate<double>(double* r) const {
   run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
 }
 
-namespace {
-
-/// to[0 … n) = from[0 … n) for the few values of a model's inputs: the
-/// first four unrolled, the rest a plain loop (a memcpy call, or the
-/// vectorizer's checks, cost more than such a copy).
-[[gnu::always_inline]] inline double* copy_few(const double* from, std::size_t n, double* to) {
-  switch (n < 4 ? n : 4) {
-    case 4: to[3] = from[3]; [[fallthrough]];
-    case 3: to[2] = from[2]; [[fallthrough]];
-    case 2: to[1] = from[1]; [[fallthrough]];
-    case 1: to[0] = from[0]; [[fallthrough]];
-    default: break;
-  }
-  for (std::size_t i = 4; i < n; ++i) to[i] = from[i];
-  return to + n;
-}
-
-}  // namespace
-
-void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
-                      double* r) const {
-  static_assert(kMaxBlocks == 3, "run_direct reads three input blocks");
-  const std::size_t nb = blocks_.size();
-  const bool direct = nb != 0 && inputs.size() == nb && inputs[0].size() == blocks_[0] &&
-                      (nb < 2 || inputs[1].size() == blocks_[1]) &&
-                      (nb < 3 || inputs[2].size() == blocks_[2]);
-  // The right-hand side's call: straight into the direct code (a tail call).
-  if (direct && r == nullptr)
-    return run_direct(direct_.data(), nullptr, registers(), first_result_, constants_.data(), inputs,
-                      out.data());
-  evaluate_into(inputs, out, r, direct);
-}
-
 #if defined(__GNUC__) && !defined(__clang__)
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize")]]
 #endif
-void Kernel::evaluate_into(std::span<const std::span<const double>> inputs, std::span<double> out,
-                           double* r, bool direct) const {
+void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
+                      double* r) const {
+  if (code_.empty()) return;  // a Kernel never built: no inputs, no outputs
   double stack[kStackRegisters];
-  if (r == nullptr) r = registers() <= kStackRegisters ? stack : thread_registers(registers());
-  double* v = r;  // the inputs' registers: the caller's (e.g. for vjp) or the steps' operands
-  for (const std::span<const double> block : inputs) v = copy_few(block.data(), block.size(), v);
-  for (std::size_t k = 0; k < constants_.size(); ++k) r[n_inputs_ + k] = constants_[k];
-  if (direct)
-    return run_direct(direct_.data(), r, registers(), first_result_, constants_.data(), inputs,
-                      out.data());
-  run_steps(steps_.data(), steps_.data() + steps_.size(), r, r + first_result_);
-  for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
+  if (r == nullptr) r = on_stack_ ? stack : thread_registers(registers());
+  double* v = r;
+  for (const std::span<const double> b : inputs) {
+    copy_few(b.data(), b.size(), v);
+    v += b.size();
+  }
+  evaluate_rhs(this, 0.0, nullptr, nullptr, out.data(), r);
+}
+
+void Kernel::vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,
+                     double* pbar) {
+  KernelCode::reverse(*static_cast<const Kernel*>(kernel), work, w, nullptr, ybar, pbar);
 }
 
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
@@ -391,12 +689,68 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
     if (reg & kConst) return static_cast<std::uint32_t>(n_inputs) + (reg & ~kConst);
     return reg;
   };
-  for (std::size_t i = 0; i < f.steps.size(); ++i) {
+  // The order of the steps, for the fused code's pairs (KernelCode::build
+  // fuses a step with the next one when that reads it): an arithmetic step
+  // read by one arithmetic step only (and not an output) is deferred to just
+  // before that step, its deferred operands before it, the larger of two
+  // such operand subtrees first — so that the smaller, often one step,
+  // pairs with their consumer, e.g. a*x - b*x*y runs as (b*x, ·*y), (a*x,
+  // · − ·) instead of a*x, (b*x, ·*y), · − ·. Every other step keeps its
+  // place. Operands still come before their uses; each step computes what
+  // it did (the order changes no value).
+  auto fusable = [](Op op, bool first) {
+    return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div ||
+           (first && op == Op::Neg);
+  };
+  const std::size_t ns = f.steps.size();
+  auto operand_steps = [&](std::size_t i) {  // distinct step operands of step i
+    std::uint32_t o[3];
+    int m = 0;
+    for (const std::uint32_t reg : {f.steps[i].a, f.steps[i].b, f.steps[i].c})
+      if ((reg & kStep) && (m == 0 || o[0] != (reg & ~kStep)) && (m < 2 || o[1] != (reg & ~kStep)))
+        o[m++] = reg & ~kStep;
+    return std::vector<std::uint32_t>(o, o + m);
+  };
+  std::vector<int> readers(ns, 0);
+  std::vector<std::size_t> reader(ns, 0);
+  for (std::size_t j = 0; j < ns; ++j) {
+    if (!live[j]) continue;
+    for (const std::uint32_t o : operand_steps(j)) {
+      ++readers[o];
+      reader[o] = j;
+    }
+  }
+  for (const std::uint32_t o : out)
+    if (o & kStep) readers[o & ~kStep] += 2;  // an output: never deferred
+  // `emit` below recurses through chains of deferred steps, so a chain is
+  // cut at kMaxDeferred links (its next step keeps its place): a sum of
+  // 10⁵ terms, one single-use step after another, must not recurse 10⁵ deep.
+  constexpr std::size_t kMaxDeferred = 64;
+  std::vector<char> deferred(ns, 0);
+  std::vector<std::size_t> size(ns, 1);    // steps of a deferred subtree
+  std::vector<std::size_t> height(ns, 1);  // its longest chain of deferred steps
+  for (std::size_t i = 0; i < ns; ++i) {
     if (!live[i]) continue;
+    for (const std::uint32_t o : operand_steps(i))
+      if (deferred[o]) {
+        size[i] += size[o];
+        height[i] = std::max(height[i], height[o] + 1);
+      }
+    deferred[i] = readers[i] == 1 && height[i] < kMaxDeferred && fusable(f.steps[i].op, true) &&
+                  fusable(f.steps[reader[i]].op, false);
+  }
+  auto emit = [&](auto&& self, std::size_t i) -> void {
+    std::vector<std::uint32_t> ops = operand_steps(i);
+    std::stable_sort(ops.begin(), ops.end(),
+                     [&](std::uint32_t x, std::uint32_t y) { return size[x] > size[y]; });
+    for (const std::uint32_t o : ops)
+      if (deferred[o]) self(self, o);
     const Step& s = f.steps[i];
     renumber[i] = static_cast<std::uint32_t>(k.steps_.size());
     k.steps_.push_back({s.op, final_reg(s.a), final_reg(s.b), final_reg(s.c)});
-  }
+  };
+  for (std::size_t i = 0; i < ns; ++i)
+    if (live[i] && !deferred[i]) emit(emit, i);
   for (const std::uint32_t o : out) k.outputs_.push_back(final_reg(o));
   if (!input_blocks.empty()) {
     std::size_t total = 0;
@@ -406,89 +760,24 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
                           << " inputs for " << n_inputs << " (at most " << kMaxBlocks
                           << " blocks, summing to the inputs)");
     k.blocks_.assign(input_blocks.begin(), input_blocks.end());
-    k.direct_ = direct_code(k.steps_, k.outputs_, k.first_result_, input_blocks);
   }
+  k.code_ = KernelCode::build(k);
+  k.on_stack_ = k.registers() <= kStackRegisters;
   return k;
 }
 
 void Kernel::vjp(const double* r, std::span<const double> w, double* adj) const {
+  if (code_.empty()) return;  // a Kernel never built: no registers
+  KernelCode::reverse(*this, r, w.data(), adj, nullptr, nullptr);
+}
+
+void Kernel::vjp_steps(const double* r, std::span<const double> w, double* adj) const {
   const std::size_t nr = registers();
   for (std::size_t i = 0; i < nr; ++i) adj[i] = 0.0;
   for (std::size_t i = 0; i < outputs_.size(); ++i) adj[outputs_[i]] += w[i];
-  constexpr double kLn2 = 0.69314718055994530941723212145818;
-  constexpr double kLn10 = 2.30258509299404568401799145468437;
-  constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
   for (std::size_t i = steps_.size(); i-- > 0;) {
-    const double g = adj[first_result_ + i];
-    if (g == 0.0) continue;
     const Step& s = steps_[i];
-    const double a = r[s.a], b = r[s.b], v = r[first_result_ + i];
-    double& ga = adj[s.a];
-    double& gb = adj[s.b];
-    switch (s.op) {
-      case Op::Constant:
-      case Op::Variable: ga += g; break;
-      case Op::Add: ga += g; gb += g; break;
-      case Op::Sub: ga += g; gb -= g; break;
-      case Op::Mul: ga += g * b; gb += g * a; break;
-      case Op::Div: {
-        const double inv = 1.0 / b;
-        ga += g * inv;
-        gb -= g * v * inv;
-        break;
-      }
-      case Op::Pow: {
-        // As ad::Dual: ∂/∂a = b·a^(b−1) (0 for b = 0); ∂/∂b = v·log a for a > 0, else 0.
-        double da = 0.0;
-        if (b != 0.0) da = a != 0.0 ? b * v / a : b * std::pow(a, b - 1.0);
-        ga += g * da;
-        if (a > 0.0) gb += g * v * std::log(a);
-        break;
-      }
-      case Op::Atan2: {  // atan2(a, b): ∂/∂a = b/(a² + b²), ∂/∂b = −a/(a² + b²)
-        const double r2 = b * b + a * a;
-        const double inv = r2 == 0.0 ? 0.0 : 1.0 / r2;
-        ga += g * (b * inv);
-        gb += g * (-a * inv);
-        break;
-      }
-      case Op::Hypot: {
-        const double inv = v == 0.0 ? 0.0 : 1.0 / v;
-        ga += g * (a * inv);
-        gb += g * (b * inv);
-        break;
-      }
-      case Op::Min: (b < a ? gb : ga) += g; break;  // ties: the first argument
-      case Op::Max: (b > a ? gb : ga) += g; break;
-      case Op::Neg: ga -= g; break;
-      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
-      case Op::And: case Op::Or: case Op::Not:
-      case Op::Floor: case Op::Ceil: case Op::Round: break;
-      case Op::Select: (a != 0.0 ? gb : adj[s.c]) += g; break;
-      case Op::Sqrt: ga += g * (v == 0.0 ? HUGE_VAL : 0.5 / v); break;
-      case Op::Cbrt: ga += g * (v == 0.0 ? HUGE_VAL : 1.0 / (3 * v * v)); break;
-      case Op::Exp: ga += g * v; break;
-      case Op::Expm1: ga += g * (v + 1); break;
-      case Op::Log: ga += g * (1.0 / a); break;
-      case Op::Log1p: ga += g * (1.0 / (1 + a)); break;
-      case Op::Log2: ga += g * (1.0 / (a * kLn2)); break;
-      case Op::Log10: ga += g * (1.0 / (a * kLn10)); break;
-      case Op::Sin: ga += g * std::cos(a); break;
-      case Op::Cos: ga += g * -std::sin(a); break;
-      case Op::Tan: ga += g * (1 + v * v); break;
-      case Op::Asin: ga += g * (1.0 / std::sqrt((1 - a) * (1 + a))); break;
-      case Op::Acos: ga += g * (-1.0 / std::sqrt((1 - a) * (1 + a))); break;
-      case Op::Atan: ga += g * (1.0 / (1 + a * a)); break;
-      case Op::Sinh: ga += g * std::cosh(a); break;
-      case Op::Cosh: ga += g * std::sinh(a); break;
-      case Op::Tanh: ga += g * (1 - v * v); break;
-      case Op::Asinh: ga += g * (1.0 / std::sqrt(a * a + 1)); break;
-      case Op::Acosh: ga += g * (1.0 / std::sqrt((a - 1) * (a + 1))); break;
-      case Op::Atanh: ga += g * (1.0 / ((1 - a) * (1 + a))); break;
-      case Op::Erf: ga += g * (k2OverSqrtPi * std::exp(-(a * a))); break;
-      case Op::Erfc: ga += g * (-k2OverSqrtPi * std::exp(-(a * a))); break;
-      case Op::Abs: ga += a > 0.0 ? g : a < 0.0 ? -g : 0.0; break;
-    }
+    reverse_one(s.op, static_cast<std::uint32_t>(first_result_ + i), s.a, s.b, s.c, r, adj);
   }
 }
 

@@ -69,13 +69,4 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
   kernel_ = expr::Kernel::build(base, intermediates_, equations_, context, blocks);
 }
 
-void EquationModel::vjp(std::span<double> work, std::span<const double> w,
-                        std::span<double> ybar, std::span<double> pbar) const {
-  const std::size_t nr = kernel_.registers(), n = states_.size();
-  double* adjoint = work.data() + nr;
-  kernel_.vjp(work.data(), w, adjoint);
-  for (std::size_t i = 0; i < n; ++i) ybar[i] = adjoint[1 + i];
-  for (std::size_t j = 0; j < parameters_.size(); ++j) pbar[j] += adjoint[1 + n + j];
-}
-
 }  // namespace costate::ode

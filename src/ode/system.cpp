@@ -69,6 +69,7 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
       shared_(std::make_shared<Shared>()) {
   options_.validate();
   COSTATE_CHECK(n_ > 0, "ode::System: the model has no states");
+  direct_ = model_->direct_calls();
   const std::size_t inputs = n_ + np_;
   if (options_.jacobian == JacobianStrategy::Dense ||
       (options_.jacobian == JacobianStrategy::Automatic &&
@@ -82,10 +83,6 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
 
 JacobianStrategy System::strategy() const { return shared_->strategy; }
 
-void System::rhs(double t, std::span<const double> x, std::span<const double> p,
-                 std::span<double> dxdt) const {
-  model_->rhs(t, x, p, dxdt);
-}
 
 namespace {
 
@@ -137,6 +134,23 @@ struct Linearization::Impl {
   // The model's own reverse derivatives (SystemModel::own_vjp_workspace).
   bool use_own = false;
   std::vector<double> own;
+  bool point_in_own = false;  // x, p not copied: own[1 …] holds them (DirectCalls)
+
+  // at() and vjp() past the model's DirectCalls (out of line: the public
+  // entries then keep no frame on that path).
+  [[gnu::noinline]] static void at_general(Impl& m, double t, std::span<const double> x,
+                                           std::span<const double> p);
+  [[gnu::noinline]] static void vjp_general(Impl& m, std::span<const double> w,
+                                            std::span<double> xbar, std::span<double> pbar);
+
+  /// x, p of the last at() (from the model's record when left there).
+  void point() {
+    if (!point_in_own) return;
+    x.assign(own.begin() + 1, own.begin() + 1 + static_cast<std::ptrdiff_t>(n));
+    p.assign(own.begin() + 1 + static_cast<std::ptrdiff_t>(n),
+             own.begin() + 1 + static_cast<std::ptrdiff_t>(n + np));
+    point_in_own = false;
+  }
 
   void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
     System::Shared& sh = *sys->shared_;
@@ -380,13 +394,30 @@ void Linearization::evaluate(double t) {
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
+  const detail::DirectCalls& d = m.sys->direct_;
+  if (m.use_own && d.rhs != nullptr) {
+    // The model's own record through its DirectCalls (a tail call: this
+    // entry keeps no frame). The point (for jvp / jacobian's Dual passes)
+    // stays in the record, read back only if asked for (DirectCalls: work
+    // begins with t, y, p).
+    m.t = t;
+    m.value_ready = true;
+    m.point_in_own = true;
+    ++m.count;
+    return d.rhs(d.self, t, x.data(), p.data(), m.value.data(), m.own.data());
+  }
+  Impl::at_general(m, t, x, p);
+}
+
+void Linearization::Impl::at_general(Impl& m, double t, std::span<const double> x,
+                                     std::span<const double> p) {
   if (m.use_own) {  // the model differentiates itself: keep its record
     m.t = t;
+    m.value_ready = true;
+    ++m.count;
     m.x.assign(x.begin(), x.end());
     m.p.assign(p.begin(), p.end());
     m.sys->model().own_linearize(t, x, p, std::span<double>(m.value), std::span<double>(m.own));
-    m.value_ready = true;
-    ++m.count;
     return;
   }
   if (m.tangents_only) {
@@ -440,12 +471,20 @@ std::span<const double> Linearization::value() const {
 void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
                         std::span<double> pbar) {
   Impl& m = *impl_;
-  const std::size_t n = m.n, nx = m.nx;
-  COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
+  const detail::DirectCalls& d = m.sys->direct_;
+  if (m.use_own && d.vjp != nullptr)  // no running cost here: x = y (a tail call, no frame)
+    return d.vjp(d.self, m.own.data(), w.data(), xbar.data(), pbar.data());
+  Impl::vjp_general(m, w, xbar, pbar);
+}
+
+void Linearization::Impl::vjp_general(Impl& m, std::span<const double> w, std::span<double> xbar,
+                                      std::span<double> pbar) {
   if (m.use_own) {  // no running cost here: x = y
     m.sys->model().own_vjp(std::span<double>(m.own), w, xbar, pbar);
     return;
   }
+  const std::size_t n = m.n, nx = m.nx;
+  COSTATE_CHECK(!m.tangents_only, "Linearization::vjp: this linearization was made for tangents only");
   switch (m.strategy) {
     case JacobianStrategy::Dense: {
       if (m.one_pass()) {
@@ -528,6 +567,7 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
 void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
                              std::span<const double> Q, std::span<double> out) {
   Impl& m = *impl_;
+  m.point();
   const std::size_t n = m.n, nx = m.nx;
   std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
   const JacobianStrategy strategy =
@@ -641,6 +681,7 @@ void Linearization::jacobian(std::span<double> out) {
   Impl& m = *impl_;
   const std::size_t nx = m.nx;
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
+  m.point();
   if (m.tangents_only || m.use_own) {
     m.dense_at(m.t, m.x, m.p);
     if (m.one_pass()) m.dense_from_rows();

@@ -5,7 +5,9 @@
 // products the Dual evaluation gives.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -205,14 +207,65 @@ TEST(Kernel, SharesOperationsFoldsConstantsAndDropsUnusedSlots) {
   EXPECT_DOUBLE_EQ(bar[2], 2 * 1.5 + 0.5 * 6 * 1.5);
 }
 
+/// Bit for bit (signed zeros and infinities included); any NaN equals any
+/// NaN: a NaN's sign and payload are not reproducible between two compiled
+/// paths (the compiler may commute the operands of + and ×, and x86 keeps
+/// the first operand's NaN; IEEE 754 leaves the payload open).
+bool same_bits(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+/// The fused code against the register evaluation (evaluate<double>(r))
+/// and its reverse sweep against vjp_steps, bit for bit, through every
+/// entry: the gathered evaluate with and without registers of the caller's,
+/// the ODE form evaluate_rhs / vjp_rhs (blocks {t}, {x1, x2}, {x3, x4, x5}).
+void expect_fused_matches_steps(const Kernel& kernel, const std::vector<double>& x,
+                                const std::vector<double>& w, const std::string& what) {
+  const std::size_t nr = kernel.registers(), no = kernel.n_outputs();
+  std::vector<double> r(nr), ref(no);
+  std::copy(x.begin(), x.end(), r.begin());
+  kernel.evaluate(r.data(), std::span<double>(ref));
+
+  const std::span<const double> in[] = {{x.data(), 1}, {x.data() + 1, 2}, {x.data() + 3, 3}};
+  std::vector<double> out(no, -1.0);
+  kernel.evaluate(in, out);
+  for (std::size_t i = 0; i < no; ++i)
+    ASSERT_TRUE(same_bits(out[i], ref[i])) << what << ": output " << i << " " << out[i] << " vs " << ref[i];
+  std::vector<double> work(2 * nr, -1.0);
+  std::fill(out.begin(), out.end(), -1.0);
+  Kernel::evaluate_rhs(&kernel, x[0], x.data() + 1, x.data() + 3, out.data(), work.data());
+  for (std::size_t i = 0; i < no; ++i) ASSERT_TRUE(same_bits(out[i], ref[i])) << what;
+  // Every register (t's only if read: the ODE form leaves an unread t unset).
+  bool reads_t = false;
+  for (const Kernel::Step& s : kernel.steps()) reads_t = reads_t || s.a == 0 || s.b == 0 || s.c == 0;
+  for (std::size_t i = 0; i < no; ++i) reads_t = reads_t || kernel.output_register(i) == 0;
+  for (std::size_t i = reads_t ? 0 : 1; i < nr; ++i)
+    ASSERT_TRUE(same_bits(work[i], r[i])) << what << ": register " << i;
+  std::fill(out.begin(), out.end(), -1.0);
+  Kernel::evaluate_rhs(&kernel, x[0], x.data() + 1, x.data() + 3, out.data(), nullptr);
+  for (std::size_t i = 0; i < no; ++i) ASSERT_TRUE(same_bits(out[i], ref[i])) << what;
+
+  std::vector<double> adj_ref(nr), adj(nr, -1.0);
+  kernel.vjp_steps(r.data(), w, adj_ref.data());
+  kernel.vjp(r.data(), w, adj.data());
+  for (std::size_t j = 0; j < kN; ++j)
+    ASSERT_TRUE(same_bits(adj[j], adj_ref[j])) << what << ": input adjoint " << j;
+  std::vector<double> ybar(2, -1.0), pbar{0.25, -0.5, 1.0};
+  Kernel::vjp_rhs(&kernel, work.data(), w.data(), ybar.data(), pbar.data());
+  for (std::size_t i = 0; i < 2; ++i) ASSERT_TRUE(same_bits(ybar[i], adj_ref[1 + i])) << what;
+  const double p0[] = {0.25, -0.5, 1.0};
+  for (std::size_t j = 0; j < 3; ++j) ASSERT_TRUE(same_bits(pbar[j], p0[j] + adj_ref[3 + j])) << what;
+}
+
 // The gathered evaluate (inputs in blocks {t}, {x1, x2}, {x3, x4, x5}, as
-// an ODE right-hand side passes t, y, p) runs the direct code: operands read
-// in place from the blocks and the constants, outputs written by the code.
+// an ODE right-hand side passes t, y, p) runs the fused code: the inputs
+// copied in, fused pairs of steps, outputs written by the code.
 // It must give the register evaluation's outputs bit for bit (the same
-// operations on the same values) for every opcode, in each of its three
-// forms: registers of its own, the caller's registers (then every register
-// equals the register evaluation's, as vjp needs), and blocks of other sizes
-// than those built for (the copying path).
+// operations on the same values) for every opcode, in each of its forms:
+// registers of its own, the caller's registers (then every register
+// equals the register evaluation's, as vjp needs), other blocks than those
+// built for, the ODE form; and the fused reverse sweep vjp_steps' adjoints.
 TEST(Kernel, GatheredEvaluationMatchesTheRegistersBitForBit) {
   const std::size_t blocks[] = {1, 2, 3};
   int cases = 0;
@@ -245,10 +298,169 @@ TEST(Kernel, GatheredEvaluationMatchesTheRegistersBitForBit) {
       std::fill(out.begin(), out.end(), -1.0);
       kernel.evaluate(other, out);
       for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]);
+
+      // The ODE form and the reverse sweep (fused) against the steps'.
+      std::vector<double> w(kernel.n_outputs());
+      for (double& wi : w) wi = g.value();
+      expect_fused_matches_steps(kernel, x, w, costate::expr::to_string(static_cast<Op>(op)));
       ++cases;
     }
   }
   EXPECT_GT(cases, 500);
+}
+
+// Every superinstruction, forced: the tree g(f(u, v), c) or g(c, f(u, v))
+// for each arithmetic f (+ − × ÷ and negation), g (+ − × ÷) and side, with
+// c a variable, a constant, the intermediate f(u, v) itself or another
+// subtree; 1 … 7 outputs (the output instructions write three at a time).
+TEST(Kernel, EverySuperinstructionMatchesTheRegistersBitForBit) {
+  const std::size_t blocks[] = {1, 2, 3};
+  const Op ops[] = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Neg};
+  int pairs = 0;
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    Generator g(seed, kN);
+    std::vector<Program> outputs;
+    std::size_t steps_fused = 0;
+    for (const Op f : ops) {
+      for (int gi = 0; gi < 4; ++gi) {
+        for (int side = 0; side < 2; ++side) {
+          for (int kind = 0; kind < 4; ++kind) {
+            const Node u = g.tree(seed % 3), v = g.tree(1);
+            const Node inner = f == Op::Neg ? ap(Op::Neg, {u}) : ap(f, {u, v});
+            const Node other = kind == 0 ? Node::var(seed % kN)
+                               : kind == 1 ? c(0.75)
+                               : kind == 2 ? inner
+                                           : ap(Op::Sin, {g.tree(2)});
+            const Op go = ops[gi];
+            // Divisors kept away from 0: c ÷ (1.5 + (f(u, v))²) and f(u, v) ÷ c' with c' = 2 + c².
+            Node e = ap(go, {inner, other});
+            if (go == Op::Div && side == 0)
+              e = ap(go, {inner, ap(Op::Add, {c(2.0), ap(Op::Mul, {other, other})})});
+            if (side == 1)
+              e = go == Op::Div ? ap(go, {other, ap(Op::Add, {c(1.5), ap(Op::Mul, {inner, inner})})})
+                                : ap(go, {other, inner});
+            outputs.push_back(Program::build(e, kN, "pair"));
+          }
+        }
+      }
+    }
+    // Kernels of 1 … 7 of these outputs, and of all of them.
+    for (std::size_t m = 1; m <= 7; ++m) {
+      const std::vector<Program> some(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(m));
+      const Kernel k = Kernel::build(kN, {}, some, "pairs", blocks);
+      std::vector<double> x(kN), w(m);
+      for (double& xi : x) xi = g.value();
+      for (double& wi : w) wi = g.value();
+      expect_fused_matches_steps(k, x, w, "outputs " + std::to_string(m) + " seed " + std::to_string(seed));
+    }
+    const Kernel k = Kernel::build(kN, {}, outputs, "pairs", blocks);
+    steps_fused = k.steps().size() - k.fused_instructions();
+    pairs += static_cast<int>(steps_fused);
+    EXPECT_GE(steps_fused, 40u) << "seed " << seed;  // at least one per (f, g, side)
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<double> x(kN), w(outputs.size());
+      for (double& xi : x) xi = g.value();
+      for (double& wi : w) wi = g.value();
+      // Some adjoints exactly 0 (the sweep skips those steps).
+      for (std::size_t i = 0; i < w.size(); i += 3 + static_cast<std::size_t>(trial)) w[i] = 0.0;
+      expect_fused_matches_steps(k, x, w, "all, seed " + std::to_string(seed));
+    }
+    // Non-finite values take the same path bit for bit (inf − inf, 0 · inf).
+    std::vector<double> x(kN, 0.0), w(outputs.size(), 1.0);
+    x[1] = HUGE_VAL;
+    x[2] = -HUGE_VAL;
+    x[4] = std::nan("");
+    expect_fused_matches_steps(k, x, w, "non-finite, seed " + std::to_string(seed));
+  }
+  std::printf("fused pairs: %d over 6 seeds\n", pairs);
+
+  // Each (f, g, side) alone over leaves: two steps, one fused instruction.
+  int alone = 0;
+  for (const Op f : ops) {
+    for (int gi = 0; gi < 4; ++gi) {
+      for (int side = 0; side < 2; ++side) {
+        for (int kind = 0; kind < 3; ++kind) {
+          const Node inner = f == Op::Neg ? ap(Op::Neg, {v(1)}) : ap(f, {v(1), v(4)});
+          const Node other = kind == 0 ? v(3) : kind == 1 ? c(0.75) : inner;
+          const Node e = side == 0 ? ap(ops[gi], {inner, other}) : ap(ops[gi], {other, inner});
+          const std::vector<Program> one{Program::build(e, kN, "pair")};
+          const Kernel k = Kernel::build(kN, {}, one, "pair", blocks);
+          ASSERT_EQ(k.steps().size(), 2u);
+          ASSERT_EQ(k.fused_instructions(), 1u) << to_string(f) << " " << gi << " " << side;
+          for (unsigned seed = 1; seed <= 4; ++seed) {
+            Generator g(seed, kN);
+            std::vector<double> x(kN), w{g.value()};
+            for (double& xi : x) xi = g.value();
+            expect_fused_matches_steps(k, x, w, "alone, seed " + std::to_string(seed));
+          }
+          ++alone;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(alone, 5 * 4 * 2 * 3);
+}
+
+// The ODE form with blocks of every copy width (y: 13 = 8 + 4 + 1 values,
+// p: 22 = 8 + 8 + 4 + 2) and 11 constants (8 + 2 + 1): each output reads
+// inputs from every chunk, so a value copied to a wrong register shows.
+TEST(Kernel, TheOdeFormCopiesBlocksOfEveryWidth) {
+  constexpr std::size_t ny = 13, np = 22, n = 1 + ny + np;
+  const std::size_t blocks[] = {1, ny, np};
+  std::vector<Program> outputs;
+  for (std::uint32_t i = 0; i < ny; ++i) {
+    Node e = ap(Op::Mul, {c(1.0 + 0.125 * i), v(0)});
+    for (std::uint32_t j = i % 3; j < n; j += 3)
+      e = ap(j % 2 ? Op::Sub : Op::Add, {e, ap(Op::Mul, {c(0.5 + 0.25 * (j % 11)), v(j)})});
+    outputs.push_back(Program::build(e, n, "out"));
+  }
+  const Kernel k = Kernel::build(n, {}, outputs, "wide", blocks);
+  std::vector<double> x(n);
+  for (std::size_t j = 0; j < n; ++j) x[j] = 0.3 + 0.7 * std::sin(static_cast<double>(j));
+  std::vector<double> r(k.registers()), ref(ny), out(ny), work(2 * k.registers());
+  std::copy(x.begin(), x.end(), r.begin());
+  k.evaluate(r.data(), std::span<double>(ref));
+  Kernel::evaluate_rhs(&k, x[0], x.data() + 1, x.data() + 1 + ny, out.data(), work.data());
+  for (std::size_t i = 0; i < ny; ++i) ASSERT_TRUE(same_bits(out[i], ref[i])) << i;
+  for (std::size_t i = 0; i < r.size(); ++i) ASSERT_TRUE(same_bits(work[i], r[i])) << i;  // t read
+  std::vector<double> w(ny), adj(k.registers()), ybar(ny), pbar(np, 0.0);
+  for (std::size_t i = 0; i < ny; ++i) w[i] = 1.0 - 0.1 * static_cast<double>(i);
+  k.vjp_steps(r.data(), w, adj.data());
+  Kernel::vjp_rhs(&k, work.data(), w.data(), ybar.data(), pbar.data());
+  for (std::size_t i = 0; i < ny; ++i) ASSERT_TRUE(same_bits(ybar[i], adj[1 + i])) << i;
+  for (std::size_t j = 0; j < np; ++j) ASSERT_TRUE(same_bits(pbar[j], 0.0 + adj[1 + ny + j])) << j;
+}
+
+// A sum of 200 000 terms is a chain of single-use steps, each read only by
+// the next: the fused code's ordering must not recurse once per link (it
+// overflowed the stack at ~10⁵ links before the chain was cut), and the
+// result is still the register evaluation's, bit for bit. Parsed from text
+// as an input file's equation is (the parser builds no deep recursion).
+TEST(Kernel, ALongChainOfSingleUseStepsBuildsAndMatches) {
+  constexpr std::size_t kTerms = 200000;
+  std::string text = "x1*x3";
+  for (std::size_t i = 1; i < kTerms; ++i) text += i % 2 ? " + x2*x4" : " - x1*x5";
+  const std::vector<std::string> names{"t", "x1", "x2", "x3", "x4", "x5"};
+  const std::vector<Program> outputs{Program::compile(text, names, "long")};
+  const std::size_t blocks[] = {1, 2, 3};
+  const Kernel k = Kernel::build(kN, {}, outputs, "long", blocks);
+  const std::vector<double> x{0.0, 0.5, -1.25, 2.0, 0.75, -3.0}, w{1.5};
+  expect_fused_matches_steps(k, x, w, "long chain");
+  // x1*x3 + (N/2)·x2*x4 − (N/2 − 1)·x1*x5, exact here (every product and
+  // partial sum is a multiple of 1/16 below 2^53).
+  std::vector<double> r(k.registers()), out(1);
+  std::copy(x.begin(), x.end(), r.begin());
+  k.evaluate(r.data(), std::span<double>(out));
+  const double half = kTerms / 2;
+  EXPECT_EQ(out[0], 0.5 * 2.0 + half * (-1.25 * 0.75) - (half - 1) * (0.5 * -3.0));
+}
+
+TEST(Kernel, ANeverBuiltKernelEvaluatesNothing) {
+  const Kernel k;
+  EXPECT_EQ(k.registers(), 0u);
+  EXPECT_EQ(k.n_outputs(), 0u);
+  k.evaluate(std::span<const std::span<const double>>{}, std::span<double>{});
+  k.vjp(nullptr, std::span<const double>{}, nullptr);
 }
 
 TEST(Kernel, RefusesInputBlocksThatDoNotSumToTheInputs) {

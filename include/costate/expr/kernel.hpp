@@ -14,7 +14,9 @@
 /// the postfix programs into three-operand instructions that read registers
 /// directly (no stack, no variable loads), shares identical constants and
 /// identical operations on identical operands (the same bits either way),
-/// folds operations on constants and drops what no output uses.
+/// folds operations on constants and drops what no output uses; a step read
+/// by one arithmetic step only is moved to just before it (see the fused
+/// code below).
 ///
 /// Derivatives (exact, no finite differences):
 ///   - forward: evaluate<T> on any scalar type, e.g. ad::Dual<double, N>;
@@ -28,6 +30,14 @@
 /// the points where Dual guards an infinite partial against a zero tangent
 /// (sqrt, cbrt at 0; pow at a zero base) the reverse sweep multiplies
 /// r̄ · ∞ instead (its guard is on r̄ = 0).
+///
+/// On double the hot calls (the gathered evaluate, the ODE form, vjp) run
+/// the *fused code*: the steps with each arithmetic step that the next
+/// arithmetic step reads fused with it into one superinstruction, threaded
+/// dispatch, the inputs' copies and the outputs as instructions (see
+/// "The fused code" below). Its results are bit for bit those of the
+/// register evaluation (evaluate<double>(r)) and of vjp_steps() — NaNs
+/// compare as NaNs, their sign and payload being the compiler's to choose.
 ///
 /// Thread safety: a Kernel is immutable after build(); every call takes the
 /// caller's workspace (registers() values), so one Kernel serves any number
@@ -57,10 +67,9 @@ class Kernel {
   /// s_0 … s_{k−1}, outputs every input and slot. Throws costate::Error
   /// (with `context`) for a variable out of that range.
   ///
-  /// `input_blocks` (optional: up to kMaxBlocks sizes summing to n_inputs,
-  /// e.g. {1, n_y, n_p}) says how the gathered evaluate() will receive the
-  /// inputs: it then reads them in place from those blocks instead of
-  /// copying them into registers.
+  /// `input_blocks` (optional: up to kMaxBlocks sizes summing to n_inputs)
+  /// says how the gathered evaluate() receives the inputs; the ODE form
+  /// (evaluate_rhs / vjp_rhs below) needs the three blocks {1, n_y, n_p}.
   static Kernel build(std::size_t n_inputs, std::span<const Program> slots,
                       std::span<const Program> outputs, std::string_view context = "expression",
                       std::span<const std::size_t> input_blocks = {});
@@ -77,7 +86,9 @@ class Kernel {
 
   /// Evaluates in place: `r` (≥ registers() values) holds the inputs in
   /// r[0 … n_inputs); on return every register is set and output i is
-  /// r[output_register(i)].
+  /// r[output_register(i)]. On double this is the *register evaluation*:
+  /// one step at a time through a switch — the reference the fused code
+  /// below must reproduce bit for bit.
   template <class T>
   void evaluate(T* r) const;
   /// The same, the outputs copied to `out` (n_outputs() values).
@@ -86,23 +97,58 @@ class Kernel {
     evaluate(r);
     for (std::size_t i = 0; i < outputs_.size(); ++i) out[i] = r[outputs_[i]];
   }
+
+  // ---- The fused code (double): what the ODE loops run.
+  // Built once with the steps: each arithmetic step (+ − × ÷, negation)
+  // whose result the next arithmetic step reads is fused with it into one
+  // instruction (a superinstruction: r₁ = a ∘ b, r₂ = r₁ ⋆ c or c ⋆ r₁,
+  // both written to their registers); the outputs are written by the code
+  // itself, three per instruction; every other operation is one
+  // instruction. Dispatch is threaded (one indirect jump per instruction).
+  // The fused code performs the steps' operations in the steps' order on
+  // the same values, so every register and output is bit for bit the
+  // register evaluation's (kernel.cpp is compiled with -ffp-contract=off:
+  // no fused multiply–add changes a rounding). The reverse sweep runs the
+  // same instructions backward, each step's updates those of vjp_steps().
+
   /// evaluate<double> with the inputs gathered from consecutive blocks (e.g.
   /// {t}, y, p: sizes summing to n_inputs()) and the outputs written to
-  /// `out`, in one out-of-line call (what an ODE right-hand side runs per
-  /// step). `r` (≥ registers() values) receives every register as
-  /// evaluate(r) leaves them, e.g. for vjp(); if null, the call uses a buffer
-  /// of its own (on the stack for up to kStackRegisters registers, else one
-  /// per thread).
-  /// With `r` null and the blocks given at build(), the inputs are read in
-  /// place (the registers of the inputs are then not set).
+  /// `out`, by the fused code. `r` (≥ registers() values) receives every
+  /// register as evaluate(r) leaves them, e.g. for vjp(); if null, the call
+  /// uses a buffer of its own (on the stack for up to kStackRegisters
+  /// registers, else one per thread).
   void evaluate(std::span<const std::span<const double>> inputs, std::span<double> out,
                 double* r = nullptr) const;
   static constexpr std::size_t kStackRegisters = 256;
+  /// Instructions the fused code runs for the steps (a fused pair counts
+  /// once; the outputs' instructions not counted): steps().size() minus the
+  /// number of fused pairs.
+  std::size_t fused_instructions() const { return first_steps_ > last_ ? 0 : last_ + 1 - first_steps_; }
 
-  /// The reverse sweep at the point of an evaluate<double>(r): on return
-  /// adjoint[j] = Σ_i w_i ∂o_i/∂v_j for each input j < n_inputs (the other
-  /// registers() − n_inputs entries are scratch).
+  /// The reverse sweep at the point of an evaluate<double>(r) (or of the
+  /// gathered evaluate with `r`): on return adjoint[j] = Σ_i w_i ∂o_i/∂v_j
+  /// for each input j < n_inputs (the other registers() − n_inputs entries
+  /// are scratch). Runs the fused code backward.
   void vjp(const double* r, std::span<const double> w, double* adjoint) const;
+  /// The same, one step at a time through a switch: the reference vjp()
+  /// reproduces bit for bit.
+  void vjp_steps(const double* r, std::span<const double> w, double* adjoint) const;
+
+  // ---- The ODE form, as plain functions (what ode::System calls per step,
+  // through a function pointer: no virtual call, no span, no size check).
+  // Only for a kernel built with input_blocks {1, n_y, n_p}; `kernel` is
+  // the Kernel, y and p hold n_y and n_p values.
+  /// out = the outputs at inputs (t, y, p); `r` as in the gathered
+  /// evaluate (null: a buffer of the call's own; else registers() doubles
+  /// keeping every register, e.g. for vjp_rhs — except t's when no step
+  /// and no output reads t, which is then not copied).
+  static void evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
+                           double* out, double* r);
+  /// At the point of an evaluate_rhs(…, r = work): with ā = (∂o/∂v)ᵀ w,
+  /// ybar[i] = ā_{y_i} (assigned), pbar[j] += ā_{p_j}. `work`: 2·registers()
+  /// doubles, the registers then the adjoints' scratch.
+  static void vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,
+                      double* pbar);
 
   /// The operation of one step on values (double, ad::Dual, …): what
   /// evaluate() runs, as Program::evaluate computes it.
@@ -116,14 +162,16 @@ class Kernel {
   std::vector<double> constants_;     // registers n_inputs … first_result − 1
   std::vector<Step> steps_;
   std::vector<std::uint32_t> outputs_;
-  // The double code reading the inputs and constants in place and writing
-  // the outputs (empty without input_blocks): see kernel.cpp.
-  std::vector<Step> direct_;
   std::vector<std::size_t> blocks_;
-  // evaluate(inputs, out, r) with the inputs copied to registers (r or a
-  // buffer of its own); `direct`: the blocks fit the direct code.
-  void evaluate_into(std::span<const std::span<const double>> inputs, std::span<double> out,
-                     double* r, bool direct) const;
+  // The fused code (kernel.cpp): code_[0] a sentinel (where the reverse
+  // sweep stops), the copies of the inputs (ODE form) and, from
+  // code_[consts_], of the constants, then one instruction per step or
+  // fused pair, then the outputs' instructions; code_[last_] is the last
+  // step's instruction.
+  std::vector<Step> code_;
+  std::size_t consts_ = 1, first_steps_ = 1, last_ = 0;
+  bool on_stack_ = true;  // registers() ≤ kStackRegisters
+  friend struct KernelCode;  // src/expr/kernel.cpp
 };
 
 template <class T>

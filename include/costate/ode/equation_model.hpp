@@ -53,16 +53,16 @@ class EquationModel {
 
   /// dydt = f(t, y, p): one pass of the flattened register machine
   /// (expr::Kernel) over the intermediates and the equations. On double one
-  /// out-of-line call reading t, y, p and writing dydt (registers on its
-  /// stack); on ad::Dual the registers live in a per-thread buffer (no
-  /// allocation after the first call); on other scalar types (ad::IndexSet,
-  /// ad::Real) in a local vector.
+  /// out-of-line call of the kernel's fused code (Kernel::evaluate_rhs:
+  /// registers on its stack; ode::System calls it directly through
+  /// direct_calls()); on ad::Dual the registers live in a per-thread buffer
+  /// (no allocation after the first call); on other scalar types
+  /// (ad::IndexSet, ad::Real) in a local vector.
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
     const std::size_t nr = kernel_.registers();
     if constexpr (std::is_same_v<T, double>) {
-      const std::span<const double> inputs[] = {{&t, 1}, y, p};
-      kernel_.evaluate(inputs, dydt);
+      expr::Kernel::evaluate_rhs(&kernel_, t, y.data(), p.data(), dydt.data(), nullptr);
     } else if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
       thread_local std::vector<T> registers;
       if (registers.size() < nr) registers.resize(nr);
@@ -85,13 +85,24 @@ class EquationModel {
   /// f = f(t, y, p), every register kept in `work` (vjp_workspace() doubles).
   void linearize(double t, std::span<const double> y, std::span<const double> p,
                  std::span<double> f, std::span<double> work) const {
-    const std::span<const double> inputs[] = {{&t, 1}, y, p};
-    kernel_.evaluate(inputs, f, work.data());
+    expr::Kernel::evaluate_rhs(&kernel_, t, y.data(), p.data(), f.data(), work.data());
   }
   /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point of the last
   /// linearize(…, work).
   void vjp(std::span<double> work, std::span<const double> w, std::span<double> ybar,
-           std::span<double> pbar) const;
+           std::span<double> pbar) const {
+    expr::Kernel::vjp_rhs(&kernel_, work.data(), w.data(), ybar.data(), pbar.data());
+  }
+  /// rhs<double>, linearize and vjp as plain functions of the kernel
+  /// (ode::detail::DirectCalls: what ode::System calls per step).
+  struct DirectCalls {
+    const void* self;
+    decltype(&expr::Kernel::evaluate_rhs) rhs;
+    decltype(&expr::Kernel::vjp_rhs) vjp;
+  };
+  DirectCalls direct_calls() const {
+    return {&kernel_, &expr::Kernel::evaluate_rhs, &expr::Kernel::vjp_rhs};
+  }
 
  private:
   template <class T>

@@ -118,6 +118,29 @@ concept HasOwnVjp = requires(const M& m, double t, std::span<const double> c,
   m.vjp(d, c, d, d);
 };
 
+/// A model's double right-hand side and reverse rule as plain functions
+/// (optional; ode::EquationModel's compiled kernel): System::rhs and the
+/// own-vjp path of Linearization call them through these pointers — one
+/// indirect call per evaluation, no virtual adapter and no span in between.
+///   rhs(self, t, y, p, f, work): f = f(t, y, p); `work` null, or
+///       own_vjp_workspace() doubles that then hold what vjp needs, and
+///       begin with y and p from work[1] on (work[1 … 1 + n + n_p));
+///   vjp(self, work, w, ybar, pbar): ybar = f_yᵀ w (assigned), pbar += f_pᵀ w
+///       at the point of the rhs call that filled `work`.
+/// y, p, f, ybar, pbar hold n and n_p values (the System's sizes).
+struct DirectCalls {
+  const void* self = nullptr;
+  void (*rhs)(const void*, double, const double*, const double*, double*, double*) = nullptr;
+  void (*vjp)(const void*, double*, const double*, double*, double*) = nullptr;
+};
+
+/// A model offering DirectCalls: `direct_calls()` returns a value with the
+/// members self, rhs and vjp of DirectCalls' types.
+template <class M>
+concept HasDirectCalls = HasOwnVjp<M> && requires(const M& m) {
+  DirectCalls{m.direct_calls().self, m.direct_calls().rhs, m.direct_calls().vjp};
+};
+
 /// The per-model part: evaluations on the scalar types the library uses.
 /// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
 class SystemModel {
@@ -171,6 +194,9 @@ class SystemModel {
   /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point `work` holds.
   virtual void own_vjp(std::span<double>, std::span<const double>, std::span<double>,
                        std::span<double>) const {}
+  /// The model's DirectCalls (HasDirectCalls, without a running cost), else
+  /// null pointers.
+  virtual DirectCalls direct_calls() const { return {}; }
 };
 
 template <class M, class O>
@@ -223,6 +249,14 @@ class SystemAdapter : public SystemModel {
                [[maybe_unused]] std::span<double> ybar,
                [[maybe_unused]] std::span<double> pbar) const override {
     if constexpr (kOwnVjp) model_.vjp(work, w, ybar, pbar);
+  }
+  DirectCalls direct_calls() const override {
+    if constexpr (HasDirectCalls<M> && !HasRunning<O>) {
+      const auto c = model_.direct_calls();
+      return DirectCalls{c.self, c.rhs, c.vjp};
+    } else {
+      return {};
+    }
   }
   std::vector<double> observation_times() const override {
     if constexpr (HasObservations<O>) {
@@ -309,9 +343,14 @@ class System {
   JacobianStrategy strategy() const;
   const SystemOptions& options() const { return options_; }
 
-  /// dxdt = (f, q)(t, x, p).
+  /// dxdt = (f, q)(t, x, p). Inline: the model's DirectCalls::rhs when it
+  /// has one (one indirect call from the stepper into the model).
   void rhs(double t, std::span<const double> x, std::span<const double> p,
-           std::span<double> dxdt) const;
+           std::span<double> dxdt) const {
+    if (direct_.rhs != nullptr)
+      return direct_.rhs(direct_.self, t, x.data(), p.data(), dxdt.data(), nullptr);
+    model_->rhs(t, x, p, dxdt);
+  }
   /// The dense [f_y | f_p] (n_x × (n + n_p), column-major) at (t, x).
   void jacobian(double t, std::span<const double> x, std::span<const double> p,
                 std::span<double> out) const;
@@ -358,6 +397,7 @@ class System {
   std::size_t n_ = 0, nx_ = 0, np_ = 0;
   bool has_terminal_ = false, has_running_ = false, has_observations_ = false;
   SystemOptions options_;
+  detail::DirectCalls direct_;  // the model's (null pointers for none)
   std::shared_ptr<Shared> shared_;
 };
 
