@@ -393,7 +393,13 @@ class ExplicitRk final : public Scheme {
     auto slope = [&](std::size_t k) { return vals_[k]; };
     for (std::size_t j = 0; j < s_; ++j) {
       stage(j, h, x, slope, nx);
-      lins_[j].at(t + tab_.c[j] * h, Y_, p_);
+      // A stage no later stage reads (col_terms_ empty: the last one) needs
+      // no slope here, only its derivative (at_point: a model's own rule
+      // may then skip f).
+      if (col_first_[j + 1] > col_first_[j])
+        lins_[j].at(t + tab_.c[j] * h, Y_, p_);
+      else
+        lins_[j].at_point(t + tab_.c[j] * h, Y_, p_);
     }
     lin_ += static_cast<std::int64_t>(s_);
     for (std::size_t j = 0; j < s_; ++j) {

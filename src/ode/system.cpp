@@ -428,6 +428,21 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
   ++m.count;
 }
 
+void Linearization::at_point(double t, std::span<const double> x, std::span<const double> p) {
+  Impl& m = *impl_;
+  if (m.use_own) {
+    m.t = t;
+    m.x.assign(x.begin(), x.end());
+    m.p.assign(p.begin(), p.end());
+    if (m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
+      m.value_ready = false;  // value() forms f from (t, x, p) if asked after all
+      ++m.count;
+      return;
+    }
+  }
+  at(t, x, p);
+}
+
 std::span<const double> Linearization::value() const {
   Impl& m = *impl_;
   if (!m.value_ready) {
