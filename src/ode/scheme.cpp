@@ -374,10 +374,10 @@ class ExplicitRk final : public Scheme {
   template <class Nx>
   void step_impl(std::size_t i, std::span<const double> x, std::span<double> xn, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
-    for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
-      sys_.rhs(t + tab_.c[j] * h, Y_, p_, std::span<double>(K_.data() + j * nx_, nx_));
-    }
+    for (std::size_t j = 0; j < s_; ++j)
+      sys_.rhs(t + tab_.c[j] * h,
+               stage_point(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; }, nx),
+               p_, std::span<double>(K_.data() + j * nx_, nx_));
     rhs_ += static_cast<std::int64_t>(s_);
     finish(h, x, xn, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
   }
@@ -392,14 +392,14 @@ class ExplicitRk final : public Scheme {
     }
     auto slope = [&](std::size_t k) { return vals_[k]; };
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope, nx);
+      const std::span<const double> y = stage_point(j, h, x, slope, nx);
       // A stage no later stage reads (col_terms_ empty: the last one) needs
-      // no slope here, only its derivative (at_point: a model's own rule
-      // may then skip f).
+      // no slope here, only its vjp (at_point: a model's own rule may then
+      // skip f).
       if (col_first_[j + 1] > col_first_[j])
-        lins_[j].at(t + tab_.c[j] * h, Y_, p_);
+        lins_[j].at(t + tab_.c[j] * h, y, p_);
       else
-        lins_[j].at_point(t + tab_.c[j] * h, Y_, p_);
+        lins_[j].at_point(t + tab_.c[j] * h, y, p_);
     }
     lin_ += static_cast<std::int64_t>(s_);
     for (std::size_t j = 0; j < s_; ++j) {
@@ -540,6 +540,15 @@ class ExplicitRk final : public Scheme {
     for (std::size_t q = 0; q < np; ++q) mu[q] = lm[N + q];
   }
 
+  // Stage j's point Y_j: x itself when the stage has no a_jk (the first),
+  // else stage() into Y_ (the same values either way).
+  template <class Slope, class Nx>
+  std::span<const double> stage_point(std::size_t j, double h, std::span<const double> x,
+                                      Slope slope, Nx nx) {
+    if (a_first_[j + 1] == a_first_[j]) return x.first(nx_);
+    stage(j, h, x, slope, nx);
+    return Y_;
+  }
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope, class Nx>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope, Nx nx) {

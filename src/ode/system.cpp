@@ -137,6 +137,7 @@ struct Linearization::Impl {
   // The model's own reverse derivatives (SystemModel::own_vjp_workspace).
   bool use_own = false;
   std::vector<double> own;
+  bool point_only = false;  // the last linearization was at_point's (own rule without f)
 
   void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
     System::Shared& sh = *sys->shared_;
@@ -380,6 +381,7 @@ void Linearization::evaluate(double t) {
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
+  m.point_only = false;
   if (m.use_own) {  // the model differentiates itself: keep its record
     m.t = t;
     m.x.assign(x.begin(), x.end());
@@ -430,21 +432,18 @@ void Linearization::at(double t, std::span<const double> x, std::span<const doub
 
 void Linearization::at_point(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
-  if (m.use_own) {
-    m.t = t;
-    m.x.assign(x.begin(), x.end());
-    m.p.assign(p.begin(), p.end());
-    if (m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
-      m.value_ready = false;  // value() forms f from (t, x, p) if asked after all
-      ++m.count;
-      return;
-    }
+  if (m.use_own && m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
+    m.point_only = true;  // no copy of (t, x, p): value(), jvp, jacobian refuse
+    ++m.count;
+    return;
   }
   at(t, x, p);
 }
 
 std::span<const double> Linearization::value() const {
   Impl& m = *impl_;
+  COSTATE_CHECK(!m.point_only, "Linearization::value: the last linearization was at_point's "
+                               "(no f there); use at()");
   if (!m.value_ready) {
     m.sys->model().rhs(m.t, m.x, m.p, std::span<double>(m.value));
     m.value_ready = true;
@@ -543,6 +542,8 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
 void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
                              std::span<const double> Q, std::span<double> out) {
   Impl& m = *impl_;
+  COSTATE_CHECK(!m.point_only, "Linearization::jvp_many: the last linearization was at_point's "
+                               "(vjp only); use at()");
   const std::size_t n = m.n, nx = m.nx;
   std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
   const JacobianStrategy strategy =
@@ -656,6 +657,8 @@ void Linearization::jacobian(std::span<double> out) {
   Impl& m = *impl_;
   const std::size_t nx = m.nx;
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
+  COSTATE_CHECK(!m.point_only, "Linearization::jacobian: the last linearization was at_point's "
+                               "(vjp only); use at()");
   if (m.tangents_only || m.use_own) {
     m.dense_at(m.t, m.x, m.p);
     if (m.one_pass()) m.dense_from_rows();

@@ -400,10 +400,11 @@ class Linearization {
 
   /// Evaluates f and its derivative at (t, x, p); the spans are read now.
   void at(double t, std::span<const double> x, std::span<const double> p);
-  /// at(t, x, p) for a caller that will not ask for value() before the
-  /// next at(): a model's own rule with linearize_point (HasOwnVjpPoint)
-  /// then skips f (value() would form it by a right-hand side); every
-  /// other strategy is at() itself. The same products, the same bits.
+  /// at(t, x, p) for a caller that asks only for vjp before the next at():
+  /// a model's own rule with linearize_point (HasOwnVjpPoint) then skips f
+  /// and keeps no copy of the point (value(), jvp and jacobian() throw
+  /// costate::Error until the next at()); every other strategy is at()
+  /// itself. The same vjp, the same bits.
   void at_point(double t, std::span<const double> x, std::span<const double> p);
   /// f(t, x, p) of the last at().
   std::span<const double> value() const;
