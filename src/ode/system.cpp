@@ -50,10 +50,6 @@ struct System::Shared {
   ad::SparsityPattern columns;  // its transpose: the rows of each input column
   std::vector<int> colour;
   int colours = 0;
-  /// One-pass sparse (colours ≤ 8): the colour (Dual lane) of each non-zero
-  /// of `pattern` in its row-major order, so that vjp reads [f_y | f_p]
-  /// straight from the Dual outputs.
-  std::vector<int> row_lane;
   /// Sparse linearizations of every Linearization of this System (and its
   /// copies), counted together: the pattern re-checks' clock.
   std::int64_t sparse_linearizations = 0;
@@ -125,7 +121,6 @@ struct Linearization::Impl {
   bool sparse_ready = true;    // one-pass sparse: `sparse` formed (lazily) from od
   std::vector<Dual8> xd, pd, od;
   std::vector<detail::SystemModel::Dual1> xd1, pd1, od1;  // jvp_many with one direction
-  std::vector<double> acc;  // Sparse vjp: one sum per input column
   std::int64_t count = 0;
   // Tape
   ad::Tape tape;
@@ -153,9 +148,6 @@ struct Linearization::Impl {
           sh.colours = std::max(1, c.colors);
           sh.colour = c.color;
           sh.columns = pat.transpose();
-          sh.row_lane.resize(pat.col_idx.size());
-          for (std::size_t k = 0; k < pat.col_idx.size(); ++k)
-            sh.row_lane[k] = sh.colour[static_cast<std::size_t>(pat.col_idx[k])];
         }
       }
     }
@@ -490,24 +482,31 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
     }
     case JacobianStrategy::Sparse: {
       if (m.sparse_one_pass()) {
-        // By rows over the Dual outputs: each entry j sums w_i J(i, j) over i
-        // in increasing order, as the column-wise (CSC) loop below does.
+        // By columns over the Dual outputs (entry J(i, j) is lane colour(j)
+        // of od[i]): each entry j sums w_i J(i, j) over i in increasing
+        // order, as the CSC loop below does (the same bits), in a register
+        // — a sum by rows into memory would chain each entry's updates
+        // through store-to-load forwarding (a parameter read by every row:
+        // n such updates in a row).
         const System::Shared& sh = *m.sys->shared_;
-        const ad::SparsityPattern& pat = sh.pattern;
-        m.acc.assign(m.nin, 0.0);
-        double* acc = m.acc.data();
-        const int* col = pat.col_idx.data();
-        const int* lane = sh.row_lane.data();
-        for (std::size_t i = 0; i < nx; ++i) {
-          const double wi = w[i];
-          const double* row = m.od[i].tangents();
-          const auto b = static_cast<std::size_t>(pat.row_ptr[i]);
-          const auto e = static_cast<std::size_t>(pat.row_ptr[i + 1]);
-          for (std::size_t k = b; k < e; ++k)
-            acc[static_cast<std::size_t>(col[k])] += wi * row[lane[k]];
+        const ad::SparsityPattern& cols = sh.columns;
+        const int* first = cols.row_ptr.data();
+        const int* rows = cols.col_idx.data();
+        const Dual8* od = m.od.data();
+        const double* wv = w.data();
+        for (std::size_t j = 0; j < m.nin; ++j) {
+          const int c = sh.colour[j];
+          double acc = 0.0;
+          for (auto k = static_cast<std::size_t>(first[j]); k < static_cast<std::size_t>(first[j + 1]);
+               ++k) {
+            const auto i = static_cast<std::size_t>(rows[k]);
+            acc += wv[i] * od[i].tangent(c);
+          }
+          if (j < n)
+            xbar[j] = acc;
+          else
+            pbar[j - n] += acc;
         }
-        for (std::size_t j = 0; j < n; ++j) xbar[j] = acc[j];
-        for (std::size_t j = n; j < m.nin; ++j) pbar[j - n] += acc[j];
         break;
       }
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
