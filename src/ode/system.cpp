@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <sstream>
+#include <type_traits>
 
 #include "costate/ad/tape.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
@@ -50,6 +51,8 @@ struct System::Shared {
   ad::SparsityPattern columns;  // its transpose: the rows of each input column
   std::vector<int> colour;
   int colours = 0;
+  /// K when every state column of `columns` has K rows, else 0.
+  std::size_t state_column_length = 0;
   /// Sparse linearizations of every Linearization of this System (and its
   /// copies), counted together: the pattern re-checks' clock.
   std::int64_t sparse_linearizations = 0;
@@ -148,6 +151,11 @@ struct Linearization::Impl {
           sh.colours = std::max(1, c.colors);
           sh.colour = c.color;
           sh.columns = pat.transpose();
+          const std::size_t n = sys->n_model_states();
+          sh.state_column_length = sh.columns.row(0).size();
+          for (std::size_t j = 0; j < n; ++j)
+            if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
+              sh.state_column_length = 0;
         }
       }
     }
@@ -494,7 +502,31 @@ void Linearization::vjp(std::span<const double> w, std::span<double> xbar,
         const int* rows = cols.col_idx.data();
         const Dual8* od = m.od.data();
         const double* wv = w.data();
-        for (std::size_t j = 0; j < m.nin; ++j) {
+        // State columns all of one length K (banded models: Lorenz-96,
+        // stencils) with K a compile-time constant: the same sums, unrolled.
+        auto uniform = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+          for (std::size_t j = 0; j < n; ++j) {
+            const int c = sh.colour[j];
+            const int* r = rows + j * K;
+            double acc = 0.0;
+            for (std::size_t k = 0; k < K; ++k) {
+              const auto i = static_cast<std::size_t>(r[k]);
+              acc += wv[i] * od[i].tangent(c);
+            }
+            xbar[j] = acc;
+          }
+          return n;
+        };
+        std::size_t done = 0;  // state columns summed by `uniform`
+        switch (sh.state_column_length) {
+          case 2: done = uniform(std::integral_constant<std::size_t, 2>{}); break;
+          case 3: done = uniform(std::integral_constant<std::size_t, 3>{}); break;
+          case 4: done = uniform(std::integral_constant<std::size_t, 4>{}); break;
+          case 5: done = uniform(std::integral_constant<std::size_t, 5>{}); break;
+          case 6: done = uniform(std::integral_constant<std::size_t, 6>{}); break;
+          default: break;
+        }
+        for (std::size_t j = done; j < m.nin; ++j) {
           const int c = sh.colour[j];
           double acc = 0.0;
           for (auto k = static_cast<std::size_t>(first[j]); k < static_cast<std::size_t>(first[j + 1]);
