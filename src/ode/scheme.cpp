@@ -510,8 +510,11 @@ class ExplicitRk final : public Scheme {
     double lm[L], lam_in[N], kb[N];
     double ybar[kMaxStages][L];
     for (std::size_t q = 0; q < N; ++q) lm[q] = lam_in[q] = lambda[q];
-    for (std::size_t q = 0; q < np; ++q) lm[N + q] = mu[q];
-    for (std::size_t q = N + np; q < L; ++q) lm[q] = 0.0;  // lanes never read back
+    // The parameter lanes on a compile-time bound, as dense_adjoint_tangent
+    // (the loop unrolls and lm stays in registers; a run-time count left a
+    // store loop whose 8-byte stores the lanes' 16-byte loads then read);
+    // lanes past n + n_p are never read back.
+    for (std::size_t q = 0; q < L - N; ++q) lm[N + q] = q < np ? mu[q] : 0.0;
     const double lz = Z ? lambda[N] : 0.0;  // λ_z: unchanged by the step
     for (std::size_t j = s_; j-- > 0;) {
       const double c = h * tab_.b[j];
@@ -537,7 +540,8 @@ class ExplicitRk final : public Scheme {
       for (std::size_t l = 0; l < L; ++l) lm[l] += acc[l];
     }
     for (std::size_t q = 0; q < N; ++q) lambda[q] = lm[q];
-    for (std::size_t q = 0; q < np; ++q) mu[q] = lm[N + q];
+    for (std::size_t q = 0; q < L - N; ++q)
+      if (q < np) mu[q] = lm[N + q];
   }
 
   // Stage j's point Y_j: x itself when the stage has no a_jk (the first),
