@@ -408,7 +408,8 @@ int main(int argc, char** argv) {
   std::printf("load average before: %s\n", load_average().c_str());
   bool ok = true;
   // "profile-lv", "profile-lv-integral", "profile-l96": one gradient row
-  // only (store all), `repeats` times, for perf record.
+  // only (store all), `repeats` times, for perf record or callgrind;
+  // "profile-integrate-…" the forward integration instead.
   if (only.rfind("profile", 0) == 0) {
     const IntegratorOptions opt{.method = Method::RK4, .dt = 1e-4};
     Problem<LotkaVolterra> lv{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 100.0}};
@@ -418,6 +419,22 @@ int main(int argc, char** argv) {
         only.find("forward") != std::string::npos ? SensitivityMethod(Forward{})
                                                    : SensitivityMethod(DiscreteAdjoint{});
     double sum = 0.0;
+    if (only.find("integrate") != std::string::npos) {
+      // "profile-integrate-lv", "…-l96", "…-lv-integral" (z' = q as a 3rd
+      // state): the forward integrations the gradient rows are divided by.
+      const Problem<LotkaVolterraWithCost> lvq{LotkaVolterraWithCost{}, {1.0, 1.0, 0.0}, lv.p,
+                                               {0.0, 100.0}};
+      for (int r = 0; r < repeats; ++r) {
+        if (only.find("l96") != std::string::npos)
+          sum += integrate(l96, IntegratorOptions{.method = Method::RK4, .dt = 1e-3}).y.back();
+        else if (only.find("integral") != std::string::npos)
+          sum += integrate(lvq, opt).y.back();
+        else
+          sum += integrate(lv, opt).y.back();
+      }
+      std::printf("%s: sum %.16g\n", only.c_str(), sum);
+      return 0;
+    }
     for (int r = 0; r < repeats; ++r) {
       GradientResult g;
       if (only.find("l96") != std::string::npos)

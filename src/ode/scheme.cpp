@@ -374,10 +374,10 @@ class ExplicitRk final : public Scheme {
   template <class Nx>
   void step_impl(std::size_t i, std::span<const double> x, std::span<double> xn, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
-    for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
-      sys_.rhs(t + tab_.c[j] * h, Y_, p_, std::span<double>(K_.data() + j * nx_, nx_));
-    }
+    for (std::size_t j = 0; j < s_; ++j)
+      sys_.rhs(t + tab_.c[j] * h,
+               stage_point(j, h, x, [&](std::size_t k) { return K_.data() + k * nx_; }, nx),
+               p_, std::span<double>(K_.data() + j * nx_, nx_));
     rhs_ += static_cast<std::int64_t>(s_);
     finish(h, x, xn, [&](std::size_t k) { return K_.data() + k * nx_; }, nx);
   }
@@ -392,8 +392,14 @@ class ExplicitRk final : public Scheme {
     }
     auto slope = [&](std::size_t k) { return vals_[k]; };
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope, nx);
-      lins_[j].at(t + tab_.c[j] * h, Y_, p_);
+      const std::span<const double> y = stage_point(j, h, x, slope, nx);
+      // A stage no later stage reads (col_terms_ empty: the last one) needs
+      // no slope here, only its vjp (at_point: a model's own rule may then
+      // skip f).
+      if (col_first_[j + 1] > col_first_[j])
+        lins_[j].at(t + tab_.c[j] * h, y, p_);
+      else
+        lins_[j].at_point(t + tab_.c[j] * h, y, p_);
     }
     lin_ += static_cast<std::int64_t>(s_);
     for (std::size_t j = 0; j < s_; ++j) {
@@ -504,8 +510,11 @@ class ExplicitRk final : public Scheme {
     double lm[L], lam_in[N], kb[N];
     double ybar[kMaxStages][L];
     for (std::size_t q = 0; q < N; ++q) lm[q] = lam_in[q] = lambda[q];
-    for (std::size_t q = 0; q < np; ++q) lm[N + q] = mu[q];
-    for (std::size_t q = N + np; q < L; ++q) lm[q] = 0.0;  // lanes never read back
+    // The parameter lanes on a compile-time bound, as dense_adjoint_tangent
+    // (the loop unrolls and lm stays in registers; a run-time count left a
+    // store loop whose 8-byte stores the lanes' 16-byte loads then read);
+    // lanes past n + n_p are never read back.
+    for (std::size_t q = 0; q < L - N; ++q) lm[N + q] = q < np ? mu[q] : 0.0;
     const double lz = Z ? lambda[N] : 0.0;  // λ_z: unchanged by the step
     for (std::size_t j = s_; j-- > 0;) {
       const double c = h * tab_.b[j];
@@ -531,9 +540,19 @@ class ExplicitRk final : public Scheme {
       for (std::size_t l = 0; l < L; ++l) lm[l] += acc[l];
     }
     for (std::size_t q = 0; q < N; ++q) lambda[q] = lm[q];
-    for (std::size_t q = 0; q < np; ++q) mu[q] = lm[N + q];
+    for (std::size_t q = 0; q < L - N; ++q)
+      if (q < np) mu[q] = lm[N + q];
   }
 
+  // Stage j's point Y_j: x itself when the stage has no a_jk (the first),
+  // else stage() into Y_ (the same values either way).
+  template <class Slope, class Nx>
+  std::span<const double> stage_point(std::size_t j, double h, std::span<const double> x,
+                                      Slope slope, Nx nx) {
+    if (a_first_[j + 1] == a_first_[j]) return x.first(nx_);
+    stage(j, h, x, slope, nx);
+    return Y_;
+  }
   // Y_ = x + h Σ_{k<j} a_jk K_k (one fused pass over the state).
   template <class Slope, class Nx>
   void stage(std::size_t j, double h, std::span<const double> x, Slope slope, Nx nx) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <sstream>
+#include <type_traits>
 
 #include "costate/ad/tape.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
@@ -50,10 +51,8 @@ struct System::Shared {
   ad::SparsityPattern columns;  // its transpose: the rows of each input column
   std::vector<int> colour;
   int colours = 0;
-  /// One-pass sparse (colours ≤ 8): the colour (Dual lane) of each non-zero
-  /// of `pattern` in its row-major order, so that vjp reads [f_y | f_p]
-  /// straight from the Dual outputs.
-  std::vector<int> row_lane;
+  /// K when every state column of `columns` has K rows, else 0.
+  std::size_t state_column_length = 0;
   /// Sparse linearizations of every Linearization of this System (and its
   /// copies), counted together: the pattern re-checks' clock.
   std::int64_t sparse_linearizations = 0;
@@ -122,7 +121,6 @@ struct Linearization::Impl {
   bool sparse_ready = true;    // one-pass sparse: `sparse` formed (lazily) from od
   std::vector<Dual8> xd, pd, od;
   std::vector<detail::SystemModel::Dual1> xd1, pd1, od1;  // jvp_many with one direction
-  std::vector<double> acc;  // Sparse vjp: one sum per input column
   std::int64_t count = 0;
   // Tape
   ad::Tape tape;
@@ -134,6 +132,7 @@ struct Linearization::Impl {
   // The model's own reverse derivatives (SystemModel::own_vjp_workspace).
   bool use_own = false;
   std::vector<double> own;
+  bool point_only = false;  // the last linearization was at_point's (own rule without f)
   bool point_in_own = false;  // x, p not copied: own[1 …] holds them (DirectCalls)
 
   // at() and vjp() past the model's DirectCalls (out of line: the public
@@ -166,9 +165,11 @@ struct Linearization::Impl {
           sh.colours = std::max(1, c.colors);
           sh.colour = c.color;
           sh.columns = pat.transpose();
-          sh.row_lane.resize(pat.col_idx.size());
-          for (std::size_t k = 0; k < pat.col_idx.size(); ++k)
-            sh.row_lane[k] = sh.colour[static_cast<std::size_t>(pat.col_idx[k])];
+          const std::size_t n = sys->n_model_states();
+          sh.state_column_length = sh.columns.row(0).size();
+          for (std::size_t j = 0; j < n; ++j)
+            if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
+              sh.state_column_length = 0;
         }
       }
     }
@@ -394,6 +395,7 @@ void Linearization::evaluate(double t) {
 
 void Linearization::at(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
+  m.point_only = false;
   const detail::DirectCalls& d = m.sys->direct_;
   if (m.use_own && d.rhs != nullptr) {
     // The model's own record through its DirectCalls (a tail call: this
@@ -459,8 +461,21 @@ void Linearization::Impl::at_general(Impl& m, double t, std::span<const double> 
   ++m.count;
 }
 
+void Linearization::at_point(double t, std::span<const double> x, std::span<const double> p) {
+  Impl& m = *impl_;
+  if (m.use_own && m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
+    m.point_only = true;  // no copy of (t, x, p): value(), jvp, jacobian refuse
+    m.point_in_own = false;
+    ++m.count;
+    return;
+  }
+  at(t, x, p);
+}
+
 std::span<const double> Linearization::value() const {
   Impl& m = *impl_;
+  COSTATE_CHECK(!m.point_only, "Linearization::value: the last linearization was at_point's "
+                               "(no f there); use at()");
   if (!m.value_ready) {
     m.sys->model().rhs(m.t, m.x, m.p, std::span<double>(m.value));
     m.value_ready = true;
@@ -515,24 +530,55 @@ void Linearization::Impl::vjp_general(Impl& m, std::span<const double> w, std::s
     }
     case JacobianStrategy::Sparse: {
       if (m.sparse_one_pass()) {
-        // By rows over the Dual outputs: each entry j sums w_i J(i, j) over i
-        // in increasing order, as the column-wise (CSC) loop below does.
+        // By columns over the Dual outputs (entry J(i, j) is lane colour(j)
+        // of od[i]): each entry j sums w_i J(i, j) over i in increasing
+        // order, as the CSC loop below does (the same bits), in a register
+        // — a sum by rows into memory would chain each entry's updates
+        // through store-to-load forwarding (a parameter read by every row:
+        // n such updates in a row).
         const System::Shared& sh = *m.sys->shared_;
-        const ad::SparsityPattern& pat = sh.pattern;
-        m.acc.assign(m.nin, 0.0);
-        double* acc = m.acc.data();
-        const int* col = pat.col_idx.data();
-        const int* lane = sh.row_lane.data();
-        for (std::size_t i = 0; i < nx; ++i) {
-          const double wi = w[i];
-          const double* row = m.od[i].tangents();
-          const auto b = static_cast<std::size_t>(pat.row_ptr[i]);
-          const auto e = static_cast<std::size_t>(pat.row_ptr[i + 1]);
-          for (std::size_t k = b; k < e; ++k)
-            acc[static_cast<std::size_t>(col[k])] += wi * row[lane[k]];
+        const ad::SparsityPattern& cols = sh.columns;
+        const int* first = cols.row_ptr.data();
+        const int* rows = cols.col_idx.data();
+        const Dual8* od = m.od.data();
+        const double* wv = w.data();
+        // State columns all of one length K (banded models: Lorenz-96,
+        // stencils) with K a compile-time constant: the same sums, unrolled.
+        auto uniform = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+          for (std::size_t j = 0; j < n; ++j) {
+            const int c = sh.colour[j];
+            const int* r = rows + j * K;
+            double acc = 0.0;
+            for (std::size_t k = 0; k < K; ++k) {
+              const auto i = static_cast<std::size_t>(r[k]);
+              acc += wv[i] * od[i].tangent(c);
+            }
+            xbar[j] = acc;
+          }
+          return n;
+        };
+        std::size_t done = 0;  // state columns summed by `uniform`
+        switch (sh.state_column_length) {
+          case 2: done = uniform(std::integral_constant<std::size_t, 2>{}); break;
+          case 3: done = uniform(std::integral_constant<std::size_t, 3>{}); break;
+          case 4: done = uniform(std::integral_constant<std::size_t, 4>{}); break;
+          case 5: done = uniform(std::integral_constant<std::size_t, 5>{}); break;
+          case 6: done = uniform(std::integral_constant<std::size_t, 6>{}); break;
+          default: break;
         }
-        for (std::size_t j = 0; j < n; ++j) xbar[j] = acc[j];
-        for (std::size_t j = n; j < m.nin; ++j) pbar[j - n] += acc[j];
+        for (std::size_t j = done; j < m.nin; ++j) {
+          const int c = sh.colour[j];
+          double acc = 0.0;
+          for (auto k = static_cast<std::size_t>(first[j]); k < static_cast<std::size_t>(first[j + 1]);
+               ++k) {
+            const auto i = static_cast<std::size_t>(rows[k]);
+            acc += wv[i] * od[i].tangent(c);
+          }
+          if (j < n)
+            xbar[j] = acc;
+          else
+            pbar[j - n] += acc;
+        }
         break;
       }
       const ad::SparsityPattern& cols = m.sys->shared_->columns;
@@ -567,6 +613,8 @@ void Linearization::Impl::vjp_general(Impl& m, std::span<const double> w, std::s
 void Linearization::jvp_many(std::size_t mdir, std::span<const double> V,
                              std::span<const double> Q, std::span<double> out) {
   Impl& m = *impl_;
+  COSTATE_CHECK(!m.point_only, "Linearization::jvp_many: the last linearization was at_point's "
+                               "(vjp only); use at()");
   m.point();
   const std::size_t n = m.n, nx = m.nx;
   std::fill(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(nx * mdir), 0.0);
@@ -681,6 +729,8 @@ void Linearization::jacobian(std::span<double> out) {
   Impl& m = *impl_;
   const std::size_t nx = m.nx;
   COSTATE_CHECK_EQ(out.size(), nx * m.nin, "Linearization::jacobian: out must be n_x × (n + n_p)");
+  COSTATE_CHECK(!m.point_only, "Linearization::jacobian: the last linearization was at_point's "
+                               "(vjp only); use at()");
   m.point();
   if (m.tangents_only || m.use_own) {
     m.dense_at(m.t, m.x, m.p);

@@ -4,13 +4,17 @@
 // with the tape strategy's vjp (the generic loop); the second-order System's
 // one-direction tangent pass (Dual<double, 1>) against the first-order
 // System's (Dual<double, 8>, one lane used); the coloured strategy's vjp by
-// rows against the tape's.
+// rows against the tape's; a model's own rule linearized without f
+// (linearize_point, Linearization::at_point) against the same rule with f.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "costate/core/error.hpp"
+#include "costate/ode/burgers.hpp"
+#include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/system.hpp"
@@ -163,6 +167,77 @@ TEST(SystemFastPaths, ColouredVjpByRowsMatchesTheTape) {
     EXPECT_LE(max_rel_err(oc, ot), kSameProduct) << k;
   }
   EXPECT_EQ(coloured.strategy(), JacobianStrategy::Sparse);
+}
+
+/// Burgers1D's own rule without linearize_point: every linearization forms
+/// f (Linearization::at_point falls back to at()).
+struct BurgersWithoutPoint {
+  Burgers1D m;
+  template <class T>
+  void rhs(double t, std::span<const T> u, std::span<const T> p, std::span<T> dudt) const {
+    m.rhs<T>(t, u, p, dudt);
+  }
+  std::size_t vjp_workspace() const { return m.vjp_workspace(); }
+  void linearize(double t, std::span<const double> u, std::span<const double> p,
+                 std::span<double> f, std::span<double> work) const {
+    m.linearize(t, u, p, f, work);
+  }
+  void vjp(std::span<double> work, std::span<const double> w, std::span<double> ubar,
+           std::span<double> pbar) const {
+    m.vjp(work, w, ubar, pbar);
+  }
+};
+struct HalfSquare {
+  template <class T>
+  T terminal(std::span<const T> u, std::span<const T>) const {
+    T s = 0.0;
+    for (const T& v : u) s = T(s + v * v);
+    return T(0.5 * s);
+  }
+};
+
+TEST(SystemFastPaths, OwnRuleWithoutFHasTheSameBits) {
+  static_assert(detail::HasOwnVjpPoint<Burgers1D>);
+  static_assert(!detail::HasOwnVjpPoint<BurgersWithoutPoint>);
+  constexpr std::size_t n = 16;
+  const Burgers1D model{n};
+  std::vector<double> u0(n);
+  for (std::size_t i = 0; i < n; ++i) u0[i] = std::sin(0.4 * static_cast<double>(i)) + 0.3;
+  const std::vector<double> nu{0.03};
+  // The products: at_point's vjp is at()'s, bit for bit; its f is refused.
+  {
+    const System sys = make_system(model, HalfSquare{}, n, 1);
+    Linearization a(sys), b(sys);
+    a.at_point(0.0, u0, nu);
+    b.at(0.0, u0, nu);
+    std::vector<double> w(n), ua(n), ub(n), pa{0.5}, pb{0.5};
+    for (std::size_t i = 0; i < n; ++i) w[i] = std::cos(1.7 * static_cast<double>(i));
+    a.vjp(w, ua, pa);
+    b.vjp(w, ub, pb);
+    EXPECT_EQ(ua, ub);
+    EXPECT_EQ(pa, pb);
+    EXPECT_THROW((void)a.value(), costate::Error);
+    a.at(0.0, u0, nu);  // at() again: f is there
+    EXPECT_EQ(std::vector<double>(a.value().begin(), a.value().end()),
+              std::vector<double>(b.value().begin(), b.value().end()));
+  }
+  // Whole gradients: the explicit RK reverse linearizes its last stage with
+  // at_point (every step for Euler), under every schedule.
+  const Problem<Burgers1D> with{model, u0, nu, {0.0, 0.04}};
+  const Problem<BurgersWithoutPoint> without{BurgersWithoutPoint{model}, u0, nu, {0.0, 0.04}};
+  for (const Method method : {Method::ExplicitEuler, Method::RK4, Method::Dopri5}) {
+    for (const Checkpointing& c : {Checkpointing(StoreAll{}), Checkpointing(Binomial{.snapshots = 3})}) {
+      SCOPED_TRACE(to_string(method) + ", " + to_string(c));
+      const IntegratorOptions opt{.method = method, .dt = 1e-3};
+      const GradientResult a = gradient(with, HalfSquare{}, DiscreteAdjoint{.checkpointing = c}, opt);
+      const GradientResult b =
+          gradient(without, HalfSquare{}, DiscreteAdjoint{.checkpointing = c}, opt);
+      EXPECT_EQ(a.objective, b.objective);
+      EXPECT_EQ(a.wrt_initial_state, b.wrt_initial_state);
+      EXPECT_EQ(a.wrt_parameters, b.wrt_parameters);
+      EXPECT_EQ(a.vjp_evaluations, b.vjp_evaluations);
+    }
+  }
 }
 
 }  // namespace

@@ -24,7 +24,14 @@
 ///            std::span<double> ybar, std::span<double> pbar) const;
 ///            // ybar = f_yᵀ w (assigned), pbar += f_pᵀ w, at the point `work` holds
 ///
-/// (ode::detail::HasOwnVjp). ode::System then forms every f_yᵀ w and f_pᵀ w
+/// (ode::detail::HasOwnVjp), and optionally
+///
+///   void linearize_point(double t, std::span<const double> y, std::span<const double> p,
+///                        std::span<double> work) const;  // linearize without f
+///
+/// (ode::detail::HasOwnVjpPoint: the reverse sweep of an explicit RK step
+/// does not use the last stage's slope, so it linearizes there without
+/// one — for explicit Euler, every reverse step). ode::System then forms every f_yᵀ w and f_pᵀ w
 /// of a discrete adjoint with these — no Dual Jacobian, colouring or tape —
 /// whenever SystemOptions::jacobian is Automatic and the objective has no
 /// running cost (a running cost's integrand joins f, which the model's rule
@@ -72,6 +79,8 @@ struct Burgers1D {
   std::size_t vjp_workspace() const { return 2 * cells + 1; }
   void linearize(double t, std::span<const double> u, std::span<const double> p,
                  std::span<double> f, std::span<double> work) const;
+  void linearize_point(double t, std::span<const double> u, std::span<const double> p,
+                       std::span<double> work) const;
   void vjp(std::span<double> work, std::span<const double> w, std::span<double> ubar,
            std::span<double> pbar) const;
 
@@ -101,10 +110,15 @@ inline void burgers_flux_adjoint(double a, double b, double fbar, double& abar, 
 
 inline void Burgers1D::linearize(double t, std::span<const double> u, std::span<const double> p,
                           std::span<double> f, std::span<double> work) const {
+  linearize_point(t, u, p, work);
+  rhs<double>(t, u, p, f);
+}
+
+inline void Burgers1D::linearize_point(double, std::span<const double> u,
+                                       std::span<const double> p, std::span<double> work) const {
   COSTATE_CHECK(u.size() == cells && cells >= 3 && p.size() == 1 && work.size() == 2 * cells + 1,
                 "Burgers1D: " << u.size() << " states for " << cells
                               << " cells (at least 3) and " << p.size() << " parameters (1: nu)");
-  rhs<double>(t, u, p, f);
   for (std::size_t i = 0; i < cells; ++i) work[i] = u[i];
   work[cells] = p[0];
 }

@@ -141,6 +141,15 @@ concept HasDirectCalls = HasOwnVjp<M> && requires(const M& m) {
   DirectCalls{m.direct_calls().self, m.direct_calls().rhs, m.direct_calls().vjp};
 };
 
+/// Optional with HasOwnVjp: `linearize_point(t, y, p, work)` keeps in work
+/// what vjp needs without forming f (burgers.hpp) — for callers that ask
+/// for no f at that point (Linearization::at_point: the stages of an
+/// explicit RK step whose slope the reverse step does not use).
+template <class M>
+concept HasOwnVjpPoint =
+    HasOwnVjp<M> && requires(const M& m, double t, std::span<const double> c,
+                             std::span<double> d) { m.linearize_point(t, c, c, d); };
+
 /// The per-model part: evaluations on the scalar types the library uses.
 /// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
 class SystemModel {
@@ -191,6 +200,12 @@ class SystemModel {
   /// f(t, y, p) into f; keeps in `work` what own_vjp needs.
   virtual void own_linearize(double, std::span<const double>, std::span<const double>,
                              std::span<double>, std::span<double>) const {}
+  /// own_linearize without f (HasOwnVjpPoint); false when the model has no
+  /// such member (the caller then calls own_linearize).
+  virtual bool own_linearize_point(double, std::span<const double>, std::span<const double>,
+                                   std::span<double>) const {
+    return false;
+  }
   /// ybar = f_yᵀ w (assigned), pbar += f_pᵀ w at the point `work` holds.
   virtual void own_vjp(std::span<double>, std::span<const double>, std::span<double>,
                        std::span<double>) const {}
@@ -244,6 +259,16 @@ class SystemAdapter : public SystemModel {
                      [[maybe_unused]] std::span<double> f,
                      [[maybe_unused]] std::span<double> work) const override {
     if constexpr (kOwnVjp) model_.linearize(t, y, p, f, work);
+  }
+  bool own_linearize_point([[maybe_unused]] double t, [[maybe_unused]] std::span<const double> y,
+                           [[maybe_unused]] std::span<const double> p,
+                           [[maybe_unused]] std::span<double> work) const override {
+    if constexpr (kOwnVjp && HasOwnVjpPoint<M>) {
+      model_.linearize_point(t, y, p, work);
+      return true;
+    } else {
+      return false;
+    }
   }
   void own_vjp([[maybe_unused]] std::span<double> work, [[maybe_unused]] std::span<const double> w,
                [[maybe_unused]] std::span<double> ybar,
@@ -415,6 +440,12 @@ class Linearization {
 
   /// Evaluates f and its derivative at (t, x, p); the spans are read now.
   void at(double t, std::span<const double> x, std::span<const double> p);
+  /// at(t, x, p) for a caller that asks only for vjp before the next at():
+  /// a model's own rule with linearize_point (HasOwnVjpPoint) then skips f
+  /// and keeps no copy of the point (value(), jvp and jacobian() throw
+  /// costate::Error until the next at()); every other strategy is at()
+  /// itself. The same vjp, the same bits.
+  void at_point(double t, std::span<const double> x, std::span<const double> p);
   /// f(t, x, p) of the last at().
   std::span<const double> value() const;
   /// xbar = f_xᵀ w (size n_x; the z entry is 0), pbar += f_pᵀ w.
