@@ -19,7 +19,11 @@ foreach(f include/costate/costate.hpp include/costate/config.hpp
   endif()
 endforeach()
 step("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build
-     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE})
+     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
+     # The library's own compile and link flags (e.g. scripts/sanitize.sh's
+     # -fsanitize=…): a consumer of a sanitized libcostate must link the
+     # sanitizer runtime too, or it crashes at start-up.
+     "-DCMAKE_CXX_FLAGS=${CONSUMER_CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_LINKER_FLAGS}")
 step("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 step("run consumer" ${WORK_DIR}/build/consumer)
 message(STATUS "${step_output}")

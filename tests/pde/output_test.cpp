@@ -119,7 +119,10 @@ std::vector<double> component(const std::vector<double>& natural, int dof, int c
 }
 
 bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  // memcmp's pointers must not be null even for 0 bytes (an empty vector's
+  // data() may be: UBSan reports it).
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
 /// Every HDF dataset reference of the sidecar: must exist in `file` with
