@@ -463,7 +463,10 @@ void Linearization::Impl::at_general(Impl& m, double t, std::span<const double> 
 
 void Linearization::at_point(double t, std::span<const double> x, std::span<const double> p) {
   Impl& m = *impl_;
-  if (m.use_own && m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
+  // A model with DirectCalls (an equation model's kernel) has no
+  // linearize_point: straight to at()'s direct path, no virtual call.
+  if (m.use_own && m.sys->direct_.rhs == nullptr &&
+      m.sys->model().own_linearize_point(t, x, p, std::span<double>(m.own))) {
     m.point_only = true;  // no copy of (t, x, p): value(), jvp, jacobian refuse
     m.point_in_own = false;
     ++m.count;
