@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -82,7 +85,8 @@ double* thread_registers(std::size_t n) {
 // The copies come first: code_[1 …] those of the ODE form's inputs, from
 // code_[consts_] the constants', then the steps' instructions (result
 // registers in order: each instruction writes its step(s)' next), then the
-// outputs'. The reverse sweep runs the steps' instructions from
+// outputs'. The reverse sweep seeds the outputs' adjoints from their
+// instructions (forward), then runs the steps' instructions from
 // code_[last_] down to the first copy (or the sentinel), each step's
 // updates those of reverse_one below.
 constexpr unsigned kArith = 0, kNeg = 4, kPair = 5, kGeneric = kPair + 40,
@@ -178,6 +182,31 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
 [[gnu::noinline]] void reverse_generic(unsigned op, std::uint32_t R, const Kernel::Step& s,
                                        const double* r, double* adj) {
   reverse_one(static_cast<Op>(op), R, s.a, s.b, s.c, r, adj);
+}
+
+/// z[0 … n) = 0 for the few registers of a model: four at a time in a
+/// loop whose branch repeats every call (a memset call, or a jump table
+/// into straight-line stores, cost more), the last four overlapping.
+[[gnu::always_inline]] inline void zero_few(double* z, std::size_t n) {
+#if defined(__SSE2__)
+  // One register for every store (opaque, or GCC rematerializes the zero
+  // before each).
+  __m128d zero = _mm_setzero_pd();
+  asm("" : "+x"(zero));
+  auto four = [&](double* at) {
+    _mm_storeu_pd(at, zero);
+    _mm_storeu_pd(at + 2, zero);
+  };
+#else
+  auto four = [](double* at) { std::memset(at, 0, 4 * sizeof(double)); };
+#endif
+  if (n < 4) {
+    for (std::size_t i = 0; i < n; ++i) z[i] = 0.0;
+    return;
+  }
+  double* const last = z + (n - 4);
+  for (; z < last; z += 4) four(z);
+  four(last);
 }
 
 /// to[0 … n) = from[0 … n) for the few values of a model's inputs: up to
@@ -407,7 +436,7 @@ end_0:
 #define COSTATE_REV_BEGIN(R, A, B)       \
   {                                      \
     const double g = adj[R];             \
-    if (g != 0.0) {                      \
+    if (g != kZero) {                    \
       double& ga = adj[A];               \
       double& gb = adj[B];               \
       (void)gb;
@@ -449,19 +478,50 @@ end_0:
                                            double* adj, double* ybar, double* pbar) {
   const std::size_t nr = k.first_result_ + k.steps_.size();
   if (adj == nullptr) adj = const_cast<double*>(r) + nr;  // vjp_rhs: work = [r | adjoints]
-  std::memset(adj, 0, nr * sizeof(double));
-  const std::size_t no = k.outputs_.size();
-  for (std::size_t i = 0; i < no; ++i) adj[k.outputs_[i]] += w[i];
-  const Kernel::Step* s = k.code_.data() + k.last_;
+  zero_few(adj, nr);
+  // The tests g ≠ 0 below against a zero held in a register (a literal 0.0
+  // is rematerialized, one instruction more, before each).
+  double kZero = 0.0;
+#if defined(__GNUC__) && defined(__SSE2__)
+  asm("" : "+x"(kZero));
+#endif
+  // The outputs' instructions first, forward (the seeds ā_out += w in the
+  // order of vjp_steps' loop: the same sums when an output repeats); the
+  // last of them (kEnd) starts the sweep at code_[last_].
+  const Kernel::Step* s = k.code_.data() + k.last_ + 1;
   std::uint32_t R = static_cast<std::uint32_t>(nr - 1);  // the (last) register s writes
 #define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
   static const void* const table[] = {
       &&arith_0, &&arith_1, &&arith_2, &&arith_3, &&neg,
       COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
       COSTATE_REPEAT_64(&&generic)
-      &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done, &&done,
+      &&seed_3, &&seed_3, &&seed_3, &&seed_3, &&last_0, &&last_1, &&last_2, &&last_3, &&done,
       &&done, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
   static_assert(std::size(table) == kOpcodes);
+  COSTATE_NEXT;
+  // kOut (always three outputs: KernelCode::build), then kEnd + m.
+seed_3:
+  adj[s->a] += w[0];
+  adj[s->b] += w[1];
+  adj[s->c] += w[2];
+  w += 3;
+  ++s;
+  COSTATE_NEXT;
+last_3:
+  adj[s->a] += w[0];
+  adj[s->b] += w[1];
+  adj[s->c] += w[2];
+  s = k.code_.data() + k.last_;
+  COSTATE_NEXT;
+last_2:
+  adj[s->a] += w[0];
+  adj[s->b] += w[1];
+  s = k.code_.data() + k.last_;
+  COSTATE_NEXT;
+last_1:
+  adj[s->a] += w[0];
+last_0:
+  s = k.code_.data() + k.last_;
   COSTATE_NEXT;
 #define COSTATE_ARITH(I)               \
   arith_##I : COSTATE_REV_##I(R, s->a, s->b) \
@@ -499,14 +559,18 @@ skip:
   --s;
   COSTATE_NEXT;
 #define COSTATE_EXTRACT(NAME, N, BODY)                     \
-  NAME##N : if (ybar == nullptr) goto done;                \
-  for (std::uint32_t i = 0; i < (N); i += 2) BODY(s->a + i, s->b + i); \
-  --s;                                                     \
-  COSTATE_NEXT;
+  NAME##N : {                                              \
+    if (ybar == nullptr) goto done;                        \
+    const double* const from = adj + s->b;                 \
+    double* const to = (NAME##bar) + s->a;                 \
+    for (std::uint32_t i = 0; i < (N); i += 2) BODY(i);    \
+    --s;                                                   \
+    COSTATE_NEXT;                                          \
+  }
   // 8-byte loads of the adjoints (just updated by 8-byte stores: a 16-byte
   // load of them would stall, as y's copies above).
-#define COSTATE_Y(I, J) (ybar[I] = adj[J], ybar[(I) + 1] = adj[(J) + 1])
-#define COSTATE_P(I, J) (pbar[I] += adj[J], pbar[(I) + 1] += adj[(J) + 1])
+#define COSTATE_Y(I) (to[I] = from[I], to[(I) + 1] = from[(I) + 1])
+#define COSTATE_P(I) (to[I] += from[I], to[(I) + 1] += from[(I) + 1])
 y1:
   if (ybar == nullptr) goto done;
   ybar[s->a] = adj[s->b];
