@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -239,15 +240,15 @@ class ExplicitRk final : public Scheme {
     }
   }
 
-  // dense_adjoint_tangent<N, Z> for N = 1, 2, … (the dispatch table below).
+  // dense_adjoint_tangent<N, Z, L> for N = 1, 2, … (the dispatch table below).
   using DenseAdjointTangent = void (ExplicitRk::*)(double, double, std::span<const double>,
                                                    std::span<const double>, std::span<double>,
                                                    std::span<double>, std::span<double>,
                                                    std::span<double>);
-  template <bool Z, std::size_t... I>
+  template <bool Z, std::size_t L, std::size_t... I>
   static constexpr std::array<DenseAdjointTangent, sizeof...(I)> dense_adjoint_tangents(
       std::index_sequence<I...>) {
-    return {&ExplicitRk::dense_adjoint_tangent<I + 1, Z>...};
+    return {&ExplicitRk::dense_adjoint_tangent<I + 1, Z, L>...};
   }
 
   // adjoint_tangent() with the one-pass dense second-order linearizations
@@ -257,27 +258,41 @@ class ExplicitRk final : public Scheme {
   // reverse loop with each (K̄_k, K̄̇_k) formed when stage k is reached from
   // the (Ȳ_j, Ȳ̇_j) kept in local arrays, and λ, λ̇, μ, μ̇ updated in their
   // lanes: the operations of the generic loop (SecondOrderLinearization::vjp
-  // by rows) in the same order — the same bits. N = n, Z = a running cost.
+  // by rows) in the same order — the same bits. N = n, Z = a running cost,
+  // L = the linearizations' row_lanes() (4, 6 or 8).
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
                              std::span<const double> xdot, std::span<double> lambda,
                              std::span<double> lambda_dot, std::span<double> mu,
                              std::span<double> mu_dot) {
+    switch (slins_[0].row_lanes()) {
+      case 4: return dense_adjoint_tangent_on<4>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      case 6: return dense_adjoint_tangent_on<6>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      case 8: return dense_adjoint_tangent_on<8>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      default:
+        throw Error("explicit RK scheme: internal error, dense adjoint_tangent with " +
+                    std::to_string(slins_[0].row_lanes()) + " lanes");
+    }
+  }
+  template <std::size_t L>
+  void dense_adjoint_tangent_on(double t, double h, std::span<const double> x,
+                                std::span<const double> xdot, std::span<double> lambda,
+                                std::span<double> lambda_dot, std::span<double> mu,
+                                std::span<double> mu_dot) {
     const std::size_t n = sys_.n_model_states();
-    COSTATE_CHECK(n >= 1 && n <= SecondOrderLinearization::kRowLanes,
+    COSTATE_CHECK(n >= 1 && n <= L,
                   "explicit RK scheme: internal error, dense adjoint_tangent with n = " << n);
-    // dense_adjoint_tangent<N, Z> for N = 1 … kRowLanes, by [Z][N − 1].
-    constexpr auto lanes = std::make_index_sequence<SecondOrderLinearization::kRowLanes>{};
-    static constexpr std::array table{dense_adjoint_tangents<false>(lanes),
-                                      dense_adjoint_tangents<true>(lanes)};
+    // dense_adjoint_tangent<N, Z, L> for N = 1 … L, by [Z][N − 1].
+    constexpr auto lanes = std::make_index_sequence<L>{};
+    static constexpr std::array table{dense_adjoint_tangents<false, L>(lanes),
+                                      dense_adjoint_tangents<true, L>(lanes)};
     (this->*table[nx_ > n ? 1 : 0][n - 1])(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
   }
-  template <std::size_t N, bool Z>
+  template <std::size_t N, bool Z, std::size_t L>
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
                              std::span<const double> xdot, std::span<double> lambda,
                              std::span<double> lambda_dot, std::span<double> mu,
                              std::span<double> mu_dot) {
-    constexpr std::size_t L = SecondOrderLinearization::kRowLanes;
-    constexpr std::size_t st = SecondOrderLinearization::kInputStride;
+    constexpr std::size_t st = 2 * (L + 1);  // SecondOrderLinearization::input_stride()
     constexpr std::size_t NX = N + (Z ? 1 : 0);
     static_assert(N <= L);
     const std::size_t np = std::min(mu.size(), L - N);  // = mu.size(): n + n_p ≤ L

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <sstream>
 #include <type_traits>
+#include <variant>
 
 #include "costate/ad/tape.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
@@ -822,7 +823,6 @@ namespace costate::ode {
 namespace {
 
 using Dual1 = ad::Dual<double, 1>;
-using DualDual8 = ad::Dual<Dual1, 8>;
 using Reverse1 = ad::Reverse<Dual1>;
 
 /// The second-order terms' tape: private to this file and to the thread
@@ -927,6 +927,14 @@ void SystemModel::rhs(double t, std::span<const Dual1> y, std::span<const Dual1>
   for (std::size_t i = 0; i < dxdt.size(); ++i) dxdt[i] = Dual1(ow[i].value(), {ow[i].tangent(0)});
 }
 
+void SystemModel::rhs(double, std::span<const DualDual4>, std::span<const DualDual4>,
+                      std::span<DualDual4>) const {
+  no_second_order();
+}
+void SystemModel::rhs(double, std::span<const DualDual6>, std::span<const DualDual6>,
+                      std::span<DualDual6>) const {
+  no_second_order();
+}
 void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
                       std::span<DualDual8>) const {
   no_second_order();
@@ -966,6 +974,16 @@ std::unique_ptr<ad::BasicTape<Dual1>> acquire_tape() {
 
 }  // namespace
 
+/// The Dual outputs and inputs of the dense passes on K lanes.
+template <int K>
+struct SecondOrderPasses {
+  static constexpr int kLanes = K;
+  using Scalar = ad::Dual<Dual1, K>;
+  static_assert(sizeof(Scalar) == 2 * (K + 1) * sizeof(double),
+                "dense_input's stride: a Dual<Dual<double, 1>, K> is K + 1 Dual<double, 1>");
+  std::vector<Scalar> xd, pd, od;
+};
+
 struct SecondOrderLinearization::Impl {
   ~Impl() {
     if (tape_ptr && tape_pool().size() < kKeptTapes) tape_pool().push_back(std::move(tape_ptr));
@@ -979,7 +997,8 @@ struct SecondOrderLinearization::Impl {
   bool jacobian_ready = false;
   bool in_outputs = false;  // one dense pass: J and J̇ are read from od
   bool seeded = false;  // one pass: xd, pd hold the unit seeds
-  std::vector<DualDual8> xd, pd, od;
+  // The passes' lanes: the narrowest K that holds nin in one pass, else 8.
+  std::variant<SecondOrderPasses<4>, SecondOrderPasses<6>, SecondOrderPasses<8>> passes;
   // Tape: the recording at the point (a pooled tape, only for this strategy).
   std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
   std::vector<Reverse1> xr, pr, outr;
@@ -987,64 +1006,111 @@ struct SecondOrderLinearization::Impl {
   double t = 0.0;
   std::vector<double> x, xdot, p, pdot;  // the point (for jacobian())
 
-  // ⌈nin/8⌉ passes on Dual<Dual<double, 1>, 8> at the stored point: f, ḟ,
+  template <class F>
+  decltype(auto) with_passes(F&& f) {
+    return std::visit(std::forward<F>(f), passes);
+  }
+  template <class F>
+  decltype(auto) with_passes(F&& f) const {
+    return std::visit(std::forward<F>(f), passes);
+  }
+
+  // ⌈nin/K⌉ passes on Dual<Dual<double, 1>, K> at the stored point: f, ḟ,
   // [f_y | f_p] and its ε-part.
   void dense_passes() { dense_passes(x, xdot, p, pdot); }
   // The same at (x, p) + ε (xdot, pdot), read now (at() with the dense
   // strategy passes its arguments straight through: nothing is stored).
   void dense_passes(std::span<const double> x0, std::span<const double> xdot0,
                     std::span<const double> p0, std::span<const double> pdot0) {
+    with_passes([&](auto& ps) { dense_passes(ps, x0, xdot0, p0, pdot0); });
+  }
+  template <class Passes>
+  void dense_passes(Passes& ps, std::span<const double> x0, std::span<const double> xdot0,
+                    std::span<const double> p0, std::span<const double> pdot0) {
+    using DD = typename Passes::Scalar;
+    constexpr std::size_t K = Passes::kLanes;
+    auto& xd = ps.xd;
+    auto& pd = ps.pd;
+    auto& od = ps.od;
     J.resize(nx * nin);
     Jdot.resize(nx * nin);
-    const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
-    for (std::size_t pass = 0; pass < passes; ++pass) {
-      const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
-      if (passes == 1 && seeded) {
+    const std::size_t npass = std::max<std::size_t>(1, (nin + K - 1) / K);
+    for (std::size_t pass = 0; pass < npass; ++pass) {
+      const std::size_t first = pass * K, last = std::min(nin, first + K);
+      if (npass == 1 && seeded) {
         // One pass: the unit seeds stay in place from call to call (as
         // Linearization's dense_at), only the values and their ε-parts change.
         for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x0[i], {xdot0[i]});
         for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p0[j], {pdot0[j]});
       } else {
-        seeded = passes == 1;
+        seeded = npass == 1;
         for (std::size_t i = 0; i < nx; ++i) {
-          xd[i] = i < n ? DualDual8(Dual1(x0[i], {xdot0[i]})) : DualDual8(Dual1(0.0));
+          xd[i] = i < n ? DD(Dual1(x0[i], {xdot0[i]})) : DD(Dual1(0.0));
           if (i < n && i >= first && i < last)
             xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
         }
         for (std::size_t j = 0; j < np; ++j) {
-          pd[j] = DualDual8(Dual1(p0[j], {pdot0[j]}));
+          pd[j] = DD(Dual1(p0[j], {pdot0[j]}));
           if (n + j >= first && n + j < last)
             pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
         }
       }
-      sys->model().rhs(t, std::span<const DualDual8>(xd), std::span<const DualDual8>(pd),
-                       std::span<DualDual8>(od));
+      sys->model().rhs(t, std::span<const DD>(xd), std::span<const DD>(pd), std::span<DD>(od));
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) {
           value[i] = od[i].value().value();
           value_dot[i] = od[i].value().tangent(0);
         }
-      if (passes == 1) {
+      if (npass == 1) {
         // One pass: [f_y | f_p] and its ε-part stay in the Dual outputs (vjp
         // reads them by rows); J, Jdot are formed only for jacobian().
         in_outputs = true;
         jacobian_ready = false;
         return;
       }
-      from_outputs(first, last);
+      from_outputs(ps, first, last);
     }
     in_outputs = false;
     jacobian_ready = true;
   }
 
   // Columns [first, last) of J, Jdot from the Dual outputs of their pass.
-  void from_outputs(std::size_t first, std::size_t last) {
+  template <class Passes>
+  void from_outputs(const Passes& ps, std::size_t first, std::size_t last) {
     for (std::size_t j = first; j < last; ++j) {
       const int c = static_cast<int>(j - first);
       for (std::size_t i = 0; i < nx; ++i) {
-        J[j * nx + i] = od[i].tangent(c).value();
-        Jdot[j * nx + i] = od[i].tangent(c).tangent(0);
+        J[j * nx + i] = ps.od[i].tangent(c).value();
+        Jdot[j * nx + i] = ps.od[i].tangent(c).tangent(0);
       }
+    }
+  }
+
+  // vjp by rows of the one pass's Dual outputs; each entry sums over i in
+  // increasing order (as the column loop of vjp, and as Linearization::vjp's
+  // value sums).
+  template <class Passes>
+  void vjp_by_rows(const Passes& ps, std::span<const double> w, std::span<const double> wdot,
+                   std::span<double> xbar, std::span<double> xbar_dot, std::span<double> pbar,
+                   std::span<double> pbar_dot) const {
+    constexpr std::size_t K = Passes::kLanes;
+    double acc[K] = {}, accd[K] = {};
+    for (std::size_t i = 0; i < nx; ++i) {
+      const double wi = w[i], wdi = wdot[i];
+      const Dual1* row = ps.od[i].tangents();
+      for (std::size_t j = 0; j < K; ++j) {
+        const double a = row[j].value(), adot = row[j].tangent(0);
+        acc[j] += wi * a;
+        accd[j] += wdi * a + wi * adot;
+      }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      xbar[j] = acc[j];
+      xbar_dot[j] = accd[j];
+    }
+    for (std::size_t j = n; j < nin; ++j) {
+      pbar[j - n] += acc[j];
+      pbar_dot[j - n] += accd[j];
     }
   }
 
@@ -1090,9 +1156,17 @@ SecondOrderLinearization::SecondOrderLinearization(const System& system)
              m.nin <= static_cast<std::size_t>(o.dense_max));
   m.value.assign(m.nx, 0.0);
   m.value_dot.assign(m.nx, 0.0);
-  m.xd.resize(m.nx);
-  m.pd.resize(m.np);
-  m.od.resize(m.nx);
+  if (m.nin <= 4)
+    m.passes.emplace<SecondOrderPasses<4>>();
+  else if (m.nin <= 6)
+    m.passes.emplace<SecondOrderPasses<6>>();
+  else
+    m.passes.emplace<SecondOrderPasses<8>>();
+  m.with_passes([&](auto& ps) {
+    ps.xd.resize(m.nx);
+    ps.pd.resize(m.np);
+    ps.od.resize(m.nx);
+  });
   if (!m.dense) {
     m.tape_ptr = acquire_tape();
     m.xr.resize(m.nx);
@@ -1107,38 +1181,43 @@ SecondOrderLinearization& SecondOrderLinearization::operator=(SecondOrderLineari
 
 bool SecondOrderLinearization::dense() const { return impl_->dense; }
 
+std::size_t SecondOrderLinearization::row_lanes() const {
+  return impl_->with_passes([](const auto& ps) -> std::size_t { return ps.kLanes; });
+}
+
 static_assert(SecondOrderLinearization::kRowLanes == static_cast<std::size_t>(kChunk));
-static_assert(sizeof(DualDual8) == SecondOrderLinearization::kInputStride * sizeof(double),
-              "dense_input's stride: a Dual<Dual<double, 1>, 8> is 9 Dual<double, 1>");
 
 const Dual1* SecondOrderLinearization::dense_row(std::size_t i) const {
   const Impl& m = *impl_;
   if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
-  return m.od[i].tangents();
+  return m.with_passes([&](const auto& ps) { return ps.od[i].tangents(); });
 }
 
 double* SecondOrderLinearization::dense_input(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return &m.xd[i].value().value();
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value().value(); });
 }
 
 double* SecondOrderLinearization::dense_input_dot(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return &m.xd[i].value().tangent(0);
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value().tangent(0); });
 }
 
 void SecondOrderLinearization::evaluate(double t) {
   Impl& m = *impl_;
   assert(m.dense && m.seeded && "SecondOrderLinearization::evaluate: no one-pass dense at() before");
   m.t = t;
-  m.sys->model().rhs(t, std::span<const DualDual8>(m.xd), std::span<const DualDual8>(m.pd),
-                     std::span<DualDual8>(m.od));
-  for (std::size_t i = 0; i < m.nx; ++i) {
-    m.value[i] = m.od[i].value().value();
-    m.value_dot[i] = m.od[i].value().tangent(0);
-  }
+  m.with_passes([&](auto& ps) {
+    using DD = typename std::remove_cvref_t<decltype(ps)>::Scalar;
+    m.sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
+                       std::span<DD>(ps.od));
+    for (std::size_t i = 0; i < m.nx; ++i) {
+      m.value[i] = ps.od[i].value().value();
+      m.value_dot[i] = ps.od[i].value().tangent(0);
+    }
+  });
   m.in_outputs = true;
   m.jacobian_ready = false;
 }
@@ -1171,26 +1250,8 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
   if (m.dense && m.in_outputs) {
-    // By rows of the Dual outputs; each entry sums over i in increasing
-    // order (as below, and as Linearization::vjp's value sums).
-    double acc[kChunk] = {}, accd[kChunk] = {};
-    for (std::size_t i = 0; i < nx; ++i) {
-      const double wi = w[i], wdi = wdot[i];
-      const Dual1* row = m.od[i].tangents();
-      for (std::size_t j = 0; j < static_cast<std::size_t>(kChunk); ++j) {
-        const double a = row[j].value(), adot = row[j].tangent(0);
-        acc[j] += wi * a;
-        accd[j] += wdi * a + wi * adot;
-      }
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-      xbar[j] = acc[j];
-      xbar_dot[j] = accd[j];
-    }
-    for (std::size_t j = n; j < m.nin; ++j) {
-      pbar[j - n] += acc[j];
-      pbar_dot[j - n] += accd[j];
-    }
+    m.with_passes(
+        [&](const auto& ps) { m.vjp_by_rows(ps, w, wdot, xbar, xbar_dot, pbar, pbar_dot); });
   } else if (m.dense) {
     // Each value entry sums over i in Linearization::vjp's dense order.
     for (std::size_t j = 0; j < m.nin; ++j) {
@@ -1244,7 +1305,7 @@ void SecondOrderLinearization::jacobian(std::span<double> out, std::span<double>
       m.value_dot = vd;
     }
     if (!m.jacobian_ready) {
-      m.from_outputs(0, m.nin);
+      m.with_passes([&](const auto& ps) { m.from_outputs(ps, 0, m.nin); });
       m.jacobian_ready = true;
     }
   }

@@ -171,10 +171,13 @@ class SystemModel {
   virtual std::vector<double> observation_times() const = 0;
   // Second order (SecondOrderLinearization, the *_hessian_vector terms;
   // only from make_second_order_system, SecondOrderAdapter): f on
-  // Dual<Dual<double, 1>, 8> (dense) and Reverse<Dual<double, 1>> (tape),
-  // the objective's terms on Reverse<Dual<double, 1>>. The defaults throw
+  // Dual<Dual<double, 1>, K> for K = 4, 6, 8 (dense: the narrowest K ≥
+  // n + n_p, else 8 per pass) and Reverse<Dual<double, 1>> (tape), the
+  // objective's terms on Reverse<Dual<double, 1>>. The defaults throw
   // costate::Error (a System made by make_system).
   using Dual1 = ad::Dual<double, 1>;
+  using DualDual4 = ad::Dual<Dual1, 4>;
+  using DualDual6 = ad::Dual<Dual1, 6>;
   using DualDual8 = ad::Dual<Dual1, 8>;
   using Reverse1 = ad::Reverse<Dual1>;
   virtual bool second_order() const { return false; }
@@ -183,6 +186,10 @@ class SystemModel {
   /// SecondOrderAdapter evaluates the model on Dual<double, 1> itself.
   virtual void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
                    std::span<Dual1> dxdt) const;
+  virtual void rhs(double t, std::span<const DualDual4> y, std::span<const DualDual4> p,
+                   std::span<DualDual4> dxdt) const;
+  virtual void rhs(double t, std::span<const DualDual6> y, std::span<const DualDual6> p,
+                   std::span<DualDual6> dxdt) const;
   virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
                    std::span<DualDual8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
@@ -312,12 +319,22 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
  public:
   using SystemAdapter<M, O>::SystemAdapter;
   using Dual1 = SystemModel::Dual1;
+  using DualDual4 = SystemModel::DualDual4;
+  using DualDual6 = SystemModel::DualDual6;
   using DualDual8 = SystemModel::DualDual8;
   using Reverse1 = SystemModel::Reverse1;
   using SystemAdapter<M, O>::rhs;
   bool second_order() const override { return true; }
   void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
            std::span<Dual1> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const DualDual4> y, std::span<const DualDual4> p,
+           std::span<DualDual4> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const DualDual6> y, std::span<const DualDual6> p,
+           std::span<DualDual6> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
   void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
@@ -523,10 +540,14 @@ System make_second_order_system(const M& model, const O& objective, std::size_t 
 ///           xbar_dot = f_xᵀ ẇ + ḟ_xᵀ w,    pbar_dot += f_pᵀ ẇ + ḟ_pᵀ w,
 /// with ḟ_x = f_xx[ẋ] + f_xp[ṗ], ḟ_p = f_px[ẋ] + f_pp[ṗ] (i.e.
 /// (w·f)''[ẋ, ṗ] read by rows). Strategies (SystemOptions, as first order):
-///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): ⌈(n + n_p)/8⌉
-///     passes on Dual<Dual<double, 1>, 8> give f, ḟ, [f_y | f_p] and its
-///     ε-part; products are dense mat-vecs (the value parts sum in the
-///     first-order dense order: the same bits as Linearization::vjp);
+///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): one pass on
+///     Dual<Dual<double, 1>, K> with K the narrowest of 4, 6, 8 that holds
+///     n + n_p (a lane's work is one product pair per operation, so the
+///     lanes past n + n_p would be pure cost), else ⌈(n + n_p)/8⌉ passes on
+///     K = 8, give f, ḟ, [f_y | f_p] and its ε-part; products are dense
+///     mat-vecs (the value parts sum in the first-order dense order: the
+///     same bits as Linearization::vjp; every lane's arithmetic is its own,
+///     so K changes no bit);
 ///   - tape otherwise: one recording of f on Reverse<Dual<double, 1>>
 ///     (inputs x + εẋ, p + εṗ) per at(); each vjp is one reverse sweep
 ///     seeded with w + εẇ.
@@ -554,20 +575,24 @@ class SecondOrderLinearization {
   // The one-pass dense strategy (n + n_p ≤ kRowLanes) in place, as
   // Linearization's dense_row / dense_input / evaluate: for callers that
   // fuse the vjp into their own loops (the explicit RK adjoint_tangent).
-  /// Lanes of a dense_row.
+  /// Lanes of a pass at most (one pass when n + n_p ≤ kRowLanes).
   static constexpr std::size_t kRowLanes = 8;
+  /// Lanes of this linearization's passes: 4, 6 or 8 (fixed at
+  /// construction; see the class comment).
+  std::size_t row_lanes() const;
   /// After at() with the one-pass dense strategy: row i < n_x of [f_y | f_p]
   /// with its ε-part, lane l's entry (J(i, l), J̇(i, l)) = (row[l].value(),
-  /// row[l].tangent(0)) (lanes ≥ n + n_p unused), valid (and at the same
-  /// address) until the linearization is destroyed. nullptr for the tape,
-  /// for more than one pass and before the first at().
+  /// row[l].tangent(0)) for l < row_lanes() (lanes ≥ n + n_p unused), valid
+  /// (and at the same address) until the linearization is destroyed.
+  /// nullptr for the tape, for more than one pass and before the first at().
   const ad::Dual<double, 1>* dense_row(std::size_t i) const;
   /// Doubles between consecutive dense_input() (and dense_input_dot())
-  /// entries.
-  static constexpr std::size_t kInputStride = 2 * (kRowLanes + 1);
+  /// entries: 2 (row_lanes() + 1).
+  std::size_t input_stride() const { return 2 * (row_lanes() + 1); }
   /// After a first at() (dense_row() not nullptr): where the next evaluate()
-  /// reads x_i and ẋ_i (i < n_x; entry i + 1 is kInputStride doubles further
-  /// on; a running cost's z entry is written and ignored). nullptr otherwise.
+  /// reads x_i and ẋ_i (i < n_x; entry i + 1 is input_stride() doubles
+  /// further on; a running cost's z entry is written and ignored). nullptr
+  /// otherwise.
   double* dense_input(std::size_t i);
   double* dense_input_dot(std::size_t i);
   /// at(t, x + ε ẋ, p + ε ṗ) with x, ẋ written through dense_input() /
