@@ -123,16 +123,21 @@ class ExplicitRk final : public Scheme {
 
   // tangent_impl with m = 1 on a second-order System, without the
   // Linearizations: each stage one Dual<double, 1> pass of the model at
-  // (Y_j + εẎ_j, p + εṗ), its value and ε-part kept as K_j, K̇_j. The
-  // operations of tangent_impl in the same order (the same bits: its
-  // jvp_many is this pass too, value() its value part).
+  // (Y_j + εẎ_j, p + εṗ), Y_j and Ẏ_j formed straight into the pass's
+  // inputs (combine_to with the Dual<double, 1> stride; the z entry, which
+  // the model does not read, holds its own combination), its value and
+  // ε-part kept as K_j, K̇_j. The operations of tangent_impl in the same
+  // order (the same bits: its jvp_many is this pass too, value() its value
+  // part; Ṡ sums the non-zero b_j as finish() does — tangent_impl skips a
+  // zero h b_j, the same terms unless h b_j underflows to 0).
   template <class Nx>
   void tangent1_impl(std::size_t i, std::span<const double> x, std::span<double> xn,
                      std::span<const double> S, std::span<double> Sn,
                      std::span<const double> P, Nx nx) {
     using Dual1 = detail::SystemModel::Dual1;
+    static_assert(sizeof(Dual1) == 2 * sizeof(double));
     const double t = times_[i], h = times_[i + 1] - t;
-    const std::size_t n = sys_.n_model_states(), np = P.size();
+    const std::size_t np = P.size();
     if (yd1_.size() != nx_) {
       yd1_.resize(nx_);
       pd1_.resize(np);
@@ -142,14 +147,14 @@ class ExplicitRk final : public Scheme {
     if (Kdot_.size() < s_ * nx_) Kdot_.resize(s_ * nx_);
     for (std::size_t j = 0; j < np; ++j) pd1_[j] = Dual1(p_[j], {P[j]});
     auto slope = [&](std::size_t k) { return K_.data() + k * nx_; };
+    auto slope_dot = [&](std::size_t k) { return Kdot_.data() + k * nx_; };
+    double* yv = &yd1_[0].value();
+    double* yt = &yd1_[0].tangent(0);
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope, nx);
-      for (std::size_t q = 0; q < nx; ++q) {
-        double yd = S[q];
-        for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e)
-          yd += (h * a_terms_[e].a) * Kdot_[a_terms_[e].k * nx_ + q];
-        yd1_[q] = q < n ? Dual1(Y_[q], {yd}) : Dual1(0.0);
-      }
+      const Term* a = a_terms_.data() + a_first_[j];
+      const std::size_t terms = a_first_[j + 1] - a_first_[j];
+      combine_to<2>(x, yv, a, terms, h, slope, nx);
+      combine_to<2>(S, yt, a, terms, h, slope_dot, nx);
       sys_.model().rhs(t + tab_.c[j] * h, std::span<const Dual1>(yd1_),
                        std::span<const Dual1>(pd1_), std::span<Dual1>(od1_));
       double* k = K_.data() + j * nx_;
@@ -161,15 +166,7 @@ class ExplicitRk final : public Scheme {
     }
     lin_ += static_cast<std::int64_t>(s_);
     finish(h, x, xn, slope, nx);
-    for (std::size_t q = 0; q < nx; ++q) {
-      double v = S[q];
-      for (std::size_t j = 0; j < s_; ++j) {
-        const double c = h * tab_.b[j];
-        if (c == 0.0) continue;
-        v += c * Kdot_[j * nx_ + q];
-      }
-      Sn[q] = v;
-    }
+    finish(h, S, Sn, slope_dot, nx);
   }
 
   // Second order: adjoint() with every stage at (Y_j + εẎ_j, p + εṗ):
@@ -233,7 +230,8 @@ class ExplicitRk final : public Scheme {
       // its linearization's inputs (dense_adjoint_tangent).
       srows_.resize(s_ * nx_);
       for (std::size_t j = 0; j < s_; ++j) {
-        sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0)});
+        sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0),
+                         slins_[j].value().data(), slins_[j].value_dot().data()});
         for (std::size_t r = 0; r < nx_; ++r) srows_[j * nx_ + r] = slins_[j].dense_row(r);
       }
       spdot_.assign(pdot.begin(), pdot.end());
@@ -299,11 +297,10 @@ class ExplicitRk final : public Scheme {
     for (std::size_t j = 0; j < s_; ++j) {
       const Term* a = a_terms_.data() + a_first_[j];
       const std::size_t terms = a_first_[j + 1] - a_first_[j];
-      combine_to<st>(x, sins_[j].first, a, terms, h,
-                     [&](std::size_t k) { return slins_[k].value().data(); },
+      combine_to<st>(x, sins_[j].in, a, terms, h, [&](std::size_t k) { return sins_[k].value; },
                      std::integral_constant<std::size_t, NX>{});
-      combine_to<st>(xdot, sins_[j].second, a, terms, h,
-                     [&](std::size_t k) { return slins_[k].value_dot().data(); },
+      combine_to<st>(xdot, sins_[j].in_dot, a, terms, h,
+                     [&](std::size_t k) { return sins_[k].value_dot; },
                      std::integral_constant<std::size_t, NX>{});
       slins_[j].evaluate(t + tab_.c[j] * h);
     }
@@ -645,8 +642,14 @@ class ExplicitRk final : public Scheme {
   std::vector<const double*> vals_;  // lins_[j].value().data()
   std::vector<double*> ins_;         // dense_adjoint: lins_[j].dense_input(0)
   std::vector<SecondOrderLinearization> slins_;
-  // dense_adjoint_tangent: slins_[j]'s inputs (x, ẋ), its rows at [j nx + i], the ṗ seeded.
-  std::vector<std::pair<double*, double*>> sins_;
+  // dense_adjoint_tangent: slins_[j]'s inputs (x, ẋ) and its value() and
+  // value_dot() (each stays at one address), its rows at [j nx + i], the ṗ
+  // seeded.
+  struct StageIo {
+    double *in, *in_dot;
+    const double *value, *value_dot;
+  };
+  std::vector<StageIo> sins_;
   std::vector<const ad::Dual<double, 1>*> srows_;
   std::vector<double> spdot_;
   std::vector<Term> a_terms_, b_terms_;
