@@ -21,7 +21,7 @@ class ExplicitRk final : public Scheme {
  public:
   ExplicitRk(const System& sys, Method method, std::span<const double> p,
              std::span<const double> times)
-      : sys_(sys), tab_(explicit_tableau(method)), p_(p), times_(times), nx_(sys.n_states()),
+      : sys_(sys), second_order_(sys.model().second_order()), tab_(explicit_tableau(method)), p_(p), times_(times), nx_(sys.n_states()),
         s_(static_cast<std::size_t>(tab_.stages)), Y_(nx_), K_(s_ * nx_), Kbar_(s_ * nx_),
         ybar_(nx_) {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
@@ -67,7 +67,7 @@ class ExplicitRk final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
-    if (m == 1 && sys_.model().second_order()) {
+    if (m == 1 && second_order_) {
       // One direction on a second-order System (second_order_sweep's
       // forward): the model on Dual<double, 1> directly.
       with_size([&](auto nx) { tangent1_impl(i, x, xn, S, Sn, P, nx); });
@@ -81,6 +81,13 @@ class ExplicitRk final : public Scheme {
                        std::span<const double> pdot, std::span<double> lambda,
                        std::span<double> lambda_dot, std::span<double> mu,
                        std::span<double> mu_dot) override {
+    if (dense_at_ != nullptr && std::equal(pdot.begin(), pdot.end(), spdot_.begin(), spdot_.end())) {
+      // The one-pass dense linearizations, seeded with this ṗ (set up by
+      // the first step below): dense_adjoint_tangent<N, Z, L>.
+      const double t = times_[i], h = times_[i + 1] - t;
+      (this->*dense_at_)(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      return;
+    }
     with_size([&](auto nx) { adjoint_tangent_impl(i, x, xdot, pdot, lambda, lambda_dot, mu, mu_dot, nx); });
   }
 
@@ -178,10 +185,6 @@ class ExplicitRk final : public Scheme {
                             std::span<double> lambda, std::span<double> lambda_dot,
                             std::span<double> mu, std::span<double> mu_dot, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
-    if (!sins_.empty() && std::equal(pdot.begin(), pdot.end(), spdot_.begin(), spdot_.end())) {
-      dense_adjoint_tangent(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
-      return;
-    }
     if (slins_.empty()) {
       for (std::size_t j = 0; j < s_; ++j) slins_.emplace_back(sys_);
       Ydot_.resize(nx_);
@@ -235,6 +238,7 @@ class ExplicitRk final : public Scheme {
         for (std::size_t r = 0; r < nx_; ++r) srows_[j * nx_ + r] = slins_[j].dense_row(r);
       }
       spdot_.assign(pdot.begin(), pdot.end());
+      dense_at_ = dense_adjoint_tangent();
     }
   }
 
@@ -258,24 +262,20 @@ class ExplicitRk final : public Scheme {
   // lanes: the operations of the generic loop (SecondOrderLinearization::vjp
   // by rows) in the same order — the same bits. N = n, Z = a running cost,
   // L = the linearizations' row_lanes() (4, 6 or 8).
-  void dense_adjoint_tangent(double t, double h, std::span<const double> x,
-                             std::span<const double> xdot, std::span<double> lambda,
-                             std::span<double> lambda_dot, std::span<double> mu,
-                             std::span<double> mu_dot) {
+  // dense_adjoint_tangent<N, Z, L> for this System and the linearizations'
+  // lanes (chosen once, when the stages' inputs are first seeded).
+  DenseAdjointTangent dense_adjoint_tangent() const {
     switch (slins_[0].row_lanes()) {
-      case 4: return dense_adjoint_tangent_on<4>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
-      case 6: return dense_adjoint_tangent_on<6>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
-      case 8: return dense_adjoint_tangent_on<8>(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      case 4: return dense_adjoint_tangent_on<4>();
+      case 6: return dense_adjoint_tangent_on<6>();
+      case 8: return dense_adjoint_tangent_on<8>();
       default:
         throw Error("explicit RK scheme: internal error, dense adjoint_tangent with " +
                     std::to_string(slins_[0].row_lanes()) + " lanes");
     }
   }
   template <std::size_t L>
-  void dense_adjoint_tangent_on(double t, double h, std::span<const double> x,
-                                std::span<const double> xdot, std::span<double> lambda,
-                                std::span<double> lambda_dot, std::span<double> mu,
-                                std::span<double> mu_dot) {
+  DenseAdjointTangent dense_adjoint_tangent_on() const {
     const std::size_t n = sys_.n_model_states();
     COSTATE_CHECK(n >= 1 && n <= L,
                   "explicit RK scheme: internal error, dense adjoint_tangent with n = " << n);
@@ -283,7 +283,7 @@ class ExplicitRk final : public Scheme {
     constexpr auto lanes = std::make_index_sequence<L>{};
     static constexpr std::array table{dense_adjoint_tangents<false, L>(lanes),
                                       dense_adjoint_tangents<true, L>(lanes)};
-    (this->*table[nx_ > n ? 1 : 0][n - 1])(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+    return table[nx_ > n ? 1 : 0][n - 1];
   }
   template <std::size_t N, bool Z, std::size_t L>
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
@@ -632,6 +632,7 @@ class ExplicitRk final : public Scheme {
   }
 
   const System& sys_;
+  bool second_order_;  // sys_.model().second_order()
   ButcherTableau tab_;
   std::span<const double> p_, times_;
   std::size_t nx_, s_;
@@ -650,6 +651,7 @@ class ExplicitRk final : public Scheme {
     const double *value, *value_dot;
   };
   std::vector<StageIo> sins_;
+  DenseAdjointTangent dense_at_ = nullptr;  // set with sins_
   std::vector<const ad::Dual<double, 1>*> srows_;
   std::vector<double> spdot_;
   std::vector<Term> a_terms_, b_terms_;
