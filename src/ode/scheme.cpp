@@ -235,7 +235,8 @@ class ExplicitRk final : public Scheme {
       for (std::size_t j = 0; j < s_; ++j) {
         sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0),
                          slins_[j].value().data(), slins_[j].value_dot().data()});
-        for (std::size_t r = 0; r < nx_; ++r) srows_[j * nx_ + r] = slins_[j].dense_row(r);
+        for (std::size_t r = 0; r < nx_; ++r)
+          srows_[j * nx_ + r] = {slins_[j].dense_row(r), slins_[j].dense_row_dot(r)};
       }
       spdot_.assign(pdot.begin(), pdot.end());
       dense_at_ = dense_adjoint_tangent();
@@ -333,13 +334,13 @@ class ExplicitRk final : public Scheme {
           kbd[q] += cj * ybd[q];
         }
       }
-      const ad::Dual<double, 1>* const* row = srows_.data() + j * nx_;
+      const std::pair<const double*, const double*>* row = srows_.data() + j * nx_;
       double* acc = ybar[j];
       double* accd = ybard[j];
       for (std::size_t l = 0; l < L; ++l) acc[l] = accd[l] = 0.0;
-      auto add_row = [&](double wi, double wdi, const ad::Dual<double, 1>* ro) {
+      auto add_row = [&](double wi, double wdi, std::pair<const double*, const double*> ro) {
         for (std::size_t l = 0; l < L; ++l) {
-          const double av = ro[l].value(), ad = ro[l].tangent(0);
+          const double av = ro.first[l], ad = ro.second[l];
           acc[l] += wi * av;
           accd[l] += wdi * av + wi * ad;
         }
@@ -652,7 +653,7 @@ class ExplicitRk final : public Scheme {
   };
   std::vector<StageIo> sins_;
   DenseAdjointTangent dense_at_ = nullptr;  // set with sins_
-  std::vector<const ad::Dual<double, 1>*> srows_;
+  std::vector<std::pair<const double*, const double*>> srows_;  // (dense_row, dense_row_dot)
   std::vector<double> spdot_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])

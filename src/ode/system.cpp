@@ -927,16 +927,16 @@ void SystemModel::rhs(double t, std::span<const Dual1> y, std::span<const Dual1>
   for (std::size_t i = 0; i < dxdt.size(); ++i) dxdt[i] = Dual1(ow[i].value(), {ow[i].tangent(0)});
 }
 
-void SystemModel::rhs(double, std::span<const DualDual4>, std::span<const DualDual4>,
-                      std::span<DualDual4>) const {
+void SystemModel::rhs(double, std::span<const SecondOrder4>, std::span<const SecondOrder4>,
+                      std::span<SecondOrder4>) const {
   no_second_order();
 }
-void SystemModel::rhs(double, std::span<const DualDual6>, std::span<const DualDual6>,
-                      std::span<DualDual6>) const {
+void SystemModel::rhs(double, std::span<const SecondOrder6>, std::span<const SecondOrder6>,
+                      std::span<SecondOrder6>) const {
   no_second_order();
 }
-void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
-                      std::span<DualDual8>) const {
+void SystemModel::rhs(double, std::span<const SecondOrder8>, std::span<const SecondOrder8>,
+                      std::span<SecondOrder8>) const {
   no_second_order();
 }
 void SystemModel::rhs(double, std::span<const Reverse1>, std::span<const Reverse1>,
@@ -974,15 +974,24 @@ std::unique_ptr<ad::BasicTape<Dual1>> acquire_tape() {
 
 }  // namespace
 
-/// The Dual outputs and inputs of the dense passes on K lanes.
+/// The outputs and inputs of the dense passes on K lanes.
 template <int K>
 struct SecondOrderPasses {
   static constexpr int kLanes = K;
-  using Scalar = ad::Dual<Dual1, K>;
+  using Scalar = ad::SecondOrderDual<K>;
   static_assert(sizeof(Scalar) == 2 * (K + 1) * sizeof(double),
-                "dense_input's stride: a Dual<Dual<double, 1>, K> is K + 1 Dual<double, 1>");
+                "dense_input's stride: a SecondOrderDual<K> is 2 (K + 1) doubles");
   std::vector<Scalar> xd, pd, od;
 };
+
+/// x + ε ẋ, every lane 0, or lane l's 1 (a unit seed).
+template <int K>
+ad::SecondOrderDual<K> second_order_input(double x, double xdot, int seed = -1) {
+  ad::SecondOrderDual<K> r(x);
+  r.value_dot() = xdot;
+  if (seed >= 0) r.lanes_value()[seed] = 1.0;
+  return r;
+}
 
 struct SecondOrderLinearization::Impl {
   ~Impl() {
@@ -1028,7 +1037,7 @@ struct SecondOrderLinearization::Impl {
   void dense_passes(Passes& ps, std::span<const double> x0, std::span<const double> xdot0,
                     std::span<const double> p0, std::span<const double> pdot0) {
     using DD = typename Passes::Scalar;
-    constexpr std::size_t K = Passes::kLanes;
+    constexpr int K = Passes::kLanes;
     auto& xd = ps.xd;
     auto& pd = ps.pd;
     auto& od = ps.od;
@@ -1036,30 +1045,33 @@ struct SecondOrderLinearization::Impl {
     Jdot.resize(nx * nin);
     const std::size_t npass = std::max<std::size_t>(1, (nin + K - 1) / K);
     for (std::size_t pass = 0; pass < npass; ++pass) {
-      const std::size_t first = pass * K, last = std::min(nin, first + K);
+      const std::size_t first = pass * K, last = std::min<std::size_t>(nin, first + K);
       if (npass == 1 && seeded) {
         // One pass: the unit seeds stay in place from call to call (as
         // Linearization's dense_at), only the values and their ε-parts change.
-        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x0[i], {xdot0[i]});
-        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p0[j], {pdot0[j]});
-      } else {
-        seeded = npass == 1;
-        for (std::size_t i = 0; i < nx; ++i) {
-          xd[i] = i < n ? DD(Dual1(x0[i], {xdot0[i]})) : DD(Dual1(0.0));
-          if (i < n && i >= first && i < last)
-            xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
+        for (std::size_t i = 0; i < n; ++i) {
+          xd[i].value() = x0[i];
+          xd[i].value_dot() = xdot0[i];
         }
         for (std::size_t j = 0; j < np; ++j) {
-          pd[j] = DD(Dual1(p0[j], {pdot0[j]}));
-          if (n + j >= first && n + j < last)
-            pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
+          pd[j].value() = p0[j];
+          pd[j].value_dot() = pdot0[j];
         }
+      } else {
+        seeded = npass == 1;
+        auto seed = [&](std::size_t e) {
+          return e >= first && e < last ? static_cast<int>(e - first) : -1;
+        };
+        for (std::size_t i = 0; i < nx; ++i)
+          xd[i] = i < n ? second_order_input<K>(x0[i], xdot0[i], seed(i)) : DD(0.0);
+        for (std::size_t j = 0; j < np; ++j)
+          pd[j] = second_order_input<K>(p0[j], pdot0[j], seed(n + j));
       }
       sys->model().rhs(t, std::span<const DD>(xd), std::span<const DD>(pd), std::span<DD>(od));
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) {
-          value[i] = od[i].value().value();
-          value_dot[i] = od[i].value().tangent(0);
+          value[i] = od[i].value();
+          value_dot[i] = od[i].value_dot();
         }
       if (npass == 1) {
         // One pass: [f_y | f_p] and its ε-part stay in the Dual outputs (vjp
@@ -1080,8 +1092,8 @@ struct SecondOrderLinearization::Impl {
     for (std::size_t j = first; j < last; ++j) {
       const int c = static_cast<int>(j - first);
       for (std::size_t i = 0; i < nx; ++i) {
-        J[j * nx + i] = ps.od[i].tangent(c).value();
-        Jdot[j * nx + i] = ps.od[i].tangent(c).tangent(0);
+        J[j * nx + i] = ps.od[i].lanes_value()[c];
+        Jdot[j * nx + i] = ps.od[i].lanes_dot()[c];
       }
     }
   }
@@ -1097,9 +1109,10 @@ struct SecondOrderLinearization::Impl {
     double acc[K] = {}, accd[K] = {};
     for (std::size_t i = 0; i < nx; ++i) {
       const double wi = w[i], wdi = wdot[i];
-      const Dual1* row = ps.od[i].tangents();
+      const double* row = ps.od[i].lanes_value();
+      const double* row_dot = ps.od[i].lanes_dot();
       for (std::size_t j = 0; j < K; ++j) {
-        const double a = row[j].value(), adot = row[j].tangent(0);
+        const double a = row[j], adot = row_dot[j];
         acc[j] += wi * a;
         accd[j] += wdi * a + wi * adot;
       }
@@ -1187,22 +1200,28 @@ std::size_t SecondOrderLinearization::row_lanes() const {
 
 static_assert(SecondOrderLinearization::kRowLanes == static_cast<std::size_t>(kChunk));
 
-const Dual1* SecondOrderLinearization::dense_row(std::size_t i) const {
+const double* SecondOrderLinearization::dense_row(std::size_t i) const {
   const Impl& m = *impl_;
   if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
-  return m.with_passes([&](const auto& ps) { return ps.od[i].tangents(); });
+  return m.with_passes([&](const auto& ps) { return ps.od[i].lanes_value(); });
+}
+
+const double* SecondOrderLinearization::dense_row_dot(std::size_t i) const {
+  const Impl& m = *impl_;
+  if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
+  return m.with_passes([&](const auto& ps) { return ps.od[i].lanes_dot(); });
 }
 
 double* SecondOrderLinearization::dense_input(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return m.with_passes([&](auto& ps) { return &ps.xd[i].value().value(); });
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value(); });
 }
 
 double* SecondOrderLinearization::dense_input_dot(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return m.with_passes([&](auto& ps) { return &ps.xd[i].value().tangent(0); });
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value_dot(); });
 }
 
 void SecondOrderLinearization::evaluate(double t) {
@@ -1214,8 +1233,8 @@ void SecondOrderLinearization::evaluate(double t) {
     m.sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
                        std::span<DD>(ps.od));
     for (std::size_t i = 0; i < m.nx; ++i) {
-      m.value[i] = ps.od[i].value().value();
-      m.value_dot[i] = ps.od[i].value().tangent(0);
+      m.value[i] = ps.od[i].value();
+      m.value_dot[i] = ps.od[i].value_dot();
     }
   });
   m.in_outputs = true;

@@ -10,7 +10,7 @@
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
 /// the tape's ad::Real; make_second_order_system adds ad::Dual<double, 1>,
-/// ad::Dual<ad::Dual<double, 1>, 8> and ad::Reverse<ad::Dual<double, 1>>);
+/// ad::SecondOrderDual<4, 6, 8> and ad::Reverse<ad::Dual<double, 1>>);
 /// everything behind it — the
 /// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
@@ -80,6 +80,7 @@
 
 #include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"
+#include "costate/ad/second_order_dual.hpp"
 #include "costate/ad/sparsity.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/objective.hpp"
@@ -171,14 +172,15 @@ class SystemModel {
   virtual std::vector<double> observation_times() const = 0;
   // Second order (SecondOrderLinearization, the *_hessian_vector terms;
   // only from make_second_order_system, SecondOrderAdapter): f on
-  // Dual<Dual<double, 1>, K> for K = 4, 6, 8 (dense: the narrowest K ≥
+  // ad::SecondOrderDual<K> (the numbers of Dual<Dual<double, 1>, K>, bit for
+  // bit, stored by component) for K = 4, 6, 8 (dense: the narrowest K ≥
   // n + n_p, else 8 per pass) and Reverse<Dual<double, 1>> (tape), the
   // objective's terms on Reverse<Dual<double, 1>>. The defaults throw
   // costate::Error (a System made by make_system).
   using Dual1 = ad::Dual<double, 1>;
-  using DualDual4 = ad::Dual<Dual1, 4>;
-  using DualDual6 = ad::Dual<Dual1, 6>;
-  using DualDual8 = ad::Dual<Dual1, 8>;
+  using SecondOrder4 = ad::SecondOrderDual<4>;
+  using SecondOrder6 = ad::SecondOrderDual<6>;
+  using SecondOrder8 = ad::SecondOrderDual<8>;
   using Reverse1 = ad::Reverse<Dual1>;
   virtual bool second_order() const { return false; }
   /// f on Dual<double, 1>: one tangent direction (second-order sweeps carry
@@ -186,12 +188,12 @@ class SystemModel {
   /// SecondOrderAdapter evaluates the model on Dual<double, 1> itself.
   virtual void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
                    std::span<Dual1> dxdt) const;
-  virtual void rhs(double t, std::span<const DualDual4> y, std::span<const DualDual4> p,
-                   std::span<DualDual4> dxdt) const;
-  virtual void rhs(double t, std::span<const DualDual6> y, std::span<const DualDual6> p,
-                   std::span<DualDual6> dxdt) const;
-  virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-                   std::span<DualDual8> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder4> y, std::span<const SecondOrder4> p,
+                   std::span<SecondOrder4> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder6> y, std::span<const SecondOrder6> p,
+                   std::span<SecondOrder6> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder8> y, std::span<const SecondOrder8> p,
+                   std::span<SecondOrder8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
                    std::span<Reverse1> dxdt) const;
   virtual Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const;
@@ -319,9 +321,9 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
  public:
   using SystemAdapter<M, O>::SystemAdapter;
   using Dual1 = SystemModel::Dual1;
-  using DualDual4 = SystemModel::DualDual4;
-  using DualDual6 = SystemModel::DualDual6;
-  using DualDual8 = SystemModel::DualDual8;
+  using SecondOrder4 = SystemModel::SecondOrder4;
+  using SecondOrder6 = SystemModel::SecondOrder6;
+  using SecondOrder8 = SystemModel::SecondOrder8;
   using Reverse1 = SystemModel::Reverse1;
   using SystemAdapter<M, O>::rhs;
   bool second_order() const override { return true; }
@@ -329,16 +331,16 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
            std::span<Dual1> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
-  void rhs(double t, std::span<const DualDual4> y, std::span<const DualDual4> p,
-           std::span<DualDual4> dxdt) const override {
+  void rhs(double t, std::span<const SecondOrder4> y, std::span<const SecondOrder4> p,
+           std::span<SecondOrder4> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
-  void rhs(double t, std::span<const DualDual6> y, std::span<const DualDual6> p,
-           std::span<DualDual6> dxdt) const override {
+  void rhs(double t, std::span<const SecondOrder6> y, std::span<const SecondOrder6> p,
+           std::span<SecondOrder6> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
-  void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-           std::span<DualDual8> dxdt) const override {
+  void rhs(double t, std::span<const SecondOrder8> y, std::span<const SecondOrder8> p,
+           std::span<SecondOrder8> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
   void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
@@ -517,8 +519,8 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
 
 /// make_system with the second-order evaluations (SecondOrderLinearization,
 /// System::*_hessian_vector; the last section of this header): the model and
-/// objective must accept ad::Dual<double, 1> (the model only),
-/// ad::Dual<ad::Dual<double, 1>, 8> and
+/// objective must accept ad::Dual<double, 1> and ad::SecondOrderDual<K>
+/// (the model only; it has dual.hpp's operations and functions) and
 /// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
 /// (costate::Error), so gradient-only callers do not instantiate them.
 template <class M, class O>
@@ -541,13 +543,14 @@ System make_second_order_system(const M& model, const O& objective, std::size_t 
 /// with ḟ_x = f_xx[ẋ] + f_xp[ṗ], ḟ_p = f_px[ẋ] + f_pp[ṗ] (i.e.
 /// (w·f)''[ẋ, ṗ] read by rows). Strategies (SystemOptions, as first order):
 ///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): one pass on
-///     Dual<Dual<double, 1>, K> with K the narrowest of 4, 6, 8 that holds
-///     n + n_p (a lane's work is one product pair per operation, so the
-///     lanes past n + n_p would be pure cost), else ⌈(n + n_p)/8⌉ passes on
-///     K = 8, give f, ḟ, [f_y | f_p] and its ε-part; products are dense
-///     mat-vecs (the value parts sum in the first-order dense order: the
-///     same bits as Linearization::vjp; every lane's arithmetic is its own,
-///     so K changes no bit);
+///     ad::SecondOrderDual<K> (Dual<Dual<double, 1>, K>'s numbers and bits,
+///     stored by component) with K the narrowest of 4, 6, 8 that holds
+///     n + n_p (each lane costs its share of every operation, so lanes past
+///     n + n_p would be pure cost), else ⌈(n + n_p)/8⌉ passes on K = 8,
+///     give f, ḟ, [f_y | f_p] and its ε-part; products are dense mat-vecs
+///     (the value parts sum in the first-order dense order: the same bits as
+///     Linearization::vjp; every lane's arithmetic is its own, so K changes
+///     no bit);
 ///   - tape otherwise: one recording of f on Reverse<Dual<double, 1>>
 ///     (inputs x + εẋ, p + εṗ) per at(); each vjp is one reverse sweep
 ///     seeded with w + εẇ.
@@ -581,11 +584,12 @@ class SecondOrderLinearization {
   /// construction; see the class comment).
   std::size_t row_lanes() const;
   /// After at() with the one-pass dense strategy: row i < n_x of [f_y | f_p]
-  /// with its ε-part, lane l's entry (J(i, l), J̇(i, l)) = (row[l].value(),
-  /// row[l].tangent(0)) for l < row_lanes() (lanes ≥ n + n_p unused), valid
-  /// (and at the same address) until the linearization is destroyed.
-  /// nullptr for the tape, for more than one pass and before the first at().
-  const ad::Dual<double, 1>* dense_row(std::size_t i) const;
+  /// (dense_row) and of its ε-part J̇ (dense_row_dot) as row_lanes() doubles
+  /// each (lanes ≥ n + n_p unused), valid (and at the same address) until
+  /// the linearization is destroyed. nullptr for the tape, for more than one
+  /// pass and before the first at().
+  const double* dense_row(std::size_t i) const;
+  const double* dense_row_dot(std::size_t i) const;
   /// Doubles between consecutive dense_input() (and dense_input_dot())
   /// entries: 2 (row_lanes() + 1).
   std::size_t input_stride() const { return 2 * (row_lanes() + 1); }
