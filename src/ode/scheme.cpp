@@ -26,6 +26,7 @@ class ExplicitRk final : public Scheme {
         ybar_(nx_) {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
     COSTATE_CHECK(s_ <= kMaxStages, "explicit RK scheme: at most " << kMaxStages << " stages");
+    tangent1_ = tangent1_for();
     for (std::size_t j = 0; j < s_; ++j) lins_.emplace_back(sys);
     // f at each stage: Linearization::value() of a non-tangent linearization
     // is always ready and stays at one address.
@@ -69,8 +70,9 @@ class ExplicitRk final : public Scheme {
                std::span<const double> P) override {
     if (m == 1 && second_order_) {
       // One direction on a second-order System (second_order_sweep's
-      // forward): the model on Dual<double, 1> directly.
-      with_size([&](auto nx) { tangent1_impl(i, x, xn, S, Sn, P, nx); });
+      // forward): the model on Dual<double, 1> directly, tangent1_impl on
+      // the state size chosen once.
+      (this->*tangent1_)(i, x, xn, S, Sn, P);
       return;
     }
     with_size([&](auto nx) { tangent_impl(i, x, xn, m, S, Sn, P, nx); });
@@ -174,6 +176,29 @@ class ExplicitRk final : public Scheme {
     lin_ += static_cast<std::int64_t>(s_);
     finish(h, x, xn, slope, nx);
     finish(h, S, Sn, slope_dot, nx);
+  }
+
+  // tangent1_impl for nx_ (with_size's choice, made once).
+  using Tangent1 = void (ExplicitRk::*)(std::size_t, std::span<const double>, std::span<double>,
+                                        std::span<const double>, std::span<double>,
+                                        std::span<const double>);
+  template <std::size_t Nx>
+  void tangent1_on(std::size_t i, std::span<const double> x, std::span<double> xn,
+                   std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    tangent1_impl(i, x, xn, S, Sn, P, std::integral_constant<std::size_t, Nx>{});
+  }
+  void tangent1_any(std::size_t i, std::span<const double> x, std::span<double> xn,
+                    std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    tangent1_impl(i, x, xn, S, Sn, P, nx_);
+  }
+  Tangent1 tangent1_for() const {
+    switch (nx_) {
+      case 1: return &ExplicitRk::tangent1_on<1>;
+      case 2: return &ExplicitRk::tangent1_on<2>;
+      case 3: return &ExplicitRk::tangent1_on<3>;
+      case 4: return &ExplicitRk::tangent1_on<4>;
+      default: return &ExplicitRk::tangent1_any;
+    }
   }
 
   // Second order: adjoint() with every stage at (Y_j + εẎ_j, p + εṗ):
@@ -634,6 +659,7 @@ class ExplicitRk final : public Scheme {
 
   const System& sys_;
   bool second_order_;  // sys_.model().second_order()
+  Tangent1 tangent1_ = nullptr;  // tangent1_for()
   ButcherTableau tab_;
   std::span<const double> p_, times_;
   std::size_t nx_, s_;
