@@ -110,6 +110,63 @@ const ad::SparsityPattern& System::sparsity(double t, std::span<const double> x,
   return shared_->pattern;
 }
 
+/// Automatic (and Sparse before its first linearization) detect the pattern
+/// at (t, x, p) and colour it: Sparse with ≤ max_colours colours, else Tape.
+JacobianStrategy System::resolve_strategy(double t0, std::span<const double> x0,
+                                          std::span<const double> p0) const {
+  const System& sys = *this;
+  System::Shared& sh = *sys.shared_;
+  if (sh.strategy == JacobianStrategy::Automatic ||
+      (sh.strategy == JacobianStrategy::Sparse && sh.colours == 0)) {
+    const ad::SparsityPattern& pat = sys.sparsity(t0, x0, p0);
+    const int limit = sys.options().max_colours;
+    sh.strategy = JacobianStrategy::Tape;
+    if (pat.max_row_nnz() <= limit) {
+      const ad::ColumnColoring c = ad::color_columns(pat);
+      if (c.colors <= limit) {
+        sh.strategy = JacobianStrategy::Sparse;
+        sh.colours = std::max(1, c.colors);
+        sh.colour = c.color;
+        sh.columns = pat.transpose();
+        const std::size_t n = sys.n_model_states();
+        sh.state_column_length = sh.columns.row(0).size();
+        for (std::size_t j = 0; j < n; ++j)
+          if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
+            sh.state_column_length = 0;
+      }
+    }
+  }
+  return sh.strategy;
+}
+
+/// The System's sparse linearizations 1, 2, 4, …, 1024 and then every
+/// 1024th (all its linearizations together: an explicit RK scheme's s stages
+/// check s times less often than s separate clocks).
+bool System::pattern_check_due() const {
+  const std::int64_t c = shared_->sparse_linearizations++;
+  return c > 0 &&
+         (c % kPatternCheckInterval == 0 || (c < kPatternCheckInterval && (c & (c - 1)) == 0));
+}
+
+/// Throws when [f_y | f_p] at (t, x, p) has an entry outside the pattern.
+void System::check_sparsity_pattern(double t0, std::span<const double> x0,
+                                    std::span<const double> p0) const {
+  const System& sys = *this;
+  const ad::SparsityPattern now = detect(sys.model(), sys.n_model_states(), sys.n_states(),
+                                         sys.n_parameters(), t0, x0, p0);
+  const ad::SparsityPattern& known = sys.shared_->pattern;
+  for (int i = 0; i < now.rows; ++i)
+    for (int j : now.row(i))
+      COSTATE_CHECK(known.contains(i, j),
+                    "ode::System: the right-hand side's sparsity pattern changed with the "
+                    "state: entry ("
+                        << i << ", " << j << ") of [f_y | f_p] appeared at t = " << t0
+                        << " (not in the pattern detected at the first linearization). The "
+                           "coloured Jacobian is invalid for this model: use "
+                           "SystemOptions::jacobian = JacobianStrategy::Tape (or "
+                           "DiscreteAdjoint::coloured_jacobian = false)");
+}
+
 // ------------------------------------------------------------ Linearization
 
 struct Linearization::Impl {
@@ -153,28 +210,7 @@ struct Linearization::Impl {
   }
 
   void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
-    System::Shared& sh = *sys->shared_;
-    if (sh.strategy == JacobianStrategy::Automatic || (sh.strategy == JacobianStrategy::Sparse &&
-                                                       sh.colours == 0)) {
-      const ad::SparsityPattern& pat = sys->sparsity(t0, x0, p0);
-      const int limit = sys->options().max_colours;
-      sh.strategy = JacobianStrategy::Tape;
-      if (pat.max_row_nnz() <= limit) {
-        const ad::ColumnColoring c = ad::color_columns(pat);
-        if (c.colors <= limit) {
-          sh.strategy = JacobianStrategy::Sparse;
-          sh.colours = std::max(1, c.colors);
-          sh.colour = c.color;
-          sh.columns = pat.transpose();
-          const std::size_t n = sys->n_model_states();
-          sh.state_column_length = sh.columns.row(0).size();
-          for (std::size_t j = 0; j < n; ++j)
-            if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
-              sh.state_column_length = 0;
-        }
-      }
-    }
-    strategy = sh.strategy;
+    strategy = sys->resolve_strategy(t0, x0, p0);
   }
 
   // One Dual pass seeding input j with tangent seed(j) ∈ [0, 8) or -1.
@@ -307,18 +343,7 @@ struct Linearization::Impl {
   }
 
   void check_pattern(double t0, std::span<const double> x0, std::span<const double> p0) {
-    const ad::SparsityPattern now = detect(sys->model(), n, nx, np, t0, x0, p0);
-    const ad::SparsityPattern& known = sys->shared_->pattern;
-    for (int i = 0; i < now.rows; ++i)
-      for (int j : now.row(i))
-        COSTATE_CHECK(known.contains(i, j),
-                      "ode::System: the right-hand side's sparsity pattern changed with the "
-                      "state: entry ("
-                          << i << ", " << j << ") of [f_y | f_p] appeared at t = " << t0
-                          << " (not in the pattern detected at the first linearization). The "
-                             "coloured Jacobian is invalid for this model: use "
-                             "SystemOptions::jacobian = JacobianStrategy::Tape (or "
-                             "DiscreteAdjoint::coloured_jacobian = false)");
+    sys->check_sparsity_pattern(t0, x0, p0);
   }
 
   void tape_at(double t0, std::span<const double> x0, std::span<const double> p0) {
@@ -439,13 +464,7 @@ void Linearization::Impl::at_general(Impl& m, double t, std::span<const double> 
   switch (m.strategy) {
     case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
     case JacobianStrategy::Sparse: {
-      // Re-detect at the System's sparse linearizations 1, 2, 4, …, 1024 and
-      // then every 1024th (all its Linearizations together: an explicit RK
-      // scheme's s stages check s times less often than s separate clocks).
-      const std::int64_t c = m.sys->shared_->sparse_linearizations++;
-      if (c > 0 && (c % kPatternCheckInterval == 0 ||
-                    (c < kPatternCheckInterval && (c & (c - 1)) == 0)))
-        m.check_pattern(t, x, p);
+      if (m.sys->pattern_check_due()) m.check_pattern(t, x, p);
       m.sparse_at(t, x, p);
       break;
     }
@@ -1006,8 +1025,13 @@ struct SecondOrderLinearization::Impl {
   bool jacobian_ready = false;
   bool in_outputs = false;  // one dense pass: J and J̇ are read from od
   bool seeded = false;  // one pass: xd, pd hold the unit seeds
-  // The passes' lanes: the narrowest K that holds nin in one pass, else 8.
+  // The passes' lanes: the narrowest K that holds nin (sparse: the colours)
+  // in one pass, else 8.
   std::variant<SecondOrderPasses<4>, SecondOrderPasses<6>, SecondOrderPasses<8>> passes;
+  // Sparse (the System's coloured strategy, resolved at the first at()):
+  // [f_y | f_p] and J̇ by the System's columns (CSC, as `columns`).
+  bool resolved = false, sparse = false, sparse_seeded = false;
+  std::vector<double> sp, spd;
   // Tape: the recording at the point (a pooled tape, only for this strategy).
   std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
   std::vector<Reverse1> xr, pr, outr;
@@ -1098,6 +1122,76 @@ struct SecondOrderLinearization::Impl {
     }
   }
 
+  // K lanes for `lanes` columns per pass: the narrowest of 4, 6, 8.
+  void choose_lanes(std::size_t lanes) {
+    if (lanes <= 4)
+      passes.emplace<SecondOrderPasses<4>>();
+    else if (lanes <= 6)
+      passes.emplace<SecondOrderPasses<6>>();
+    else
+      passes.emplace<SecondOrderPasses<8>>();
+    with_passes([&](auto& ps) {
+      ps.xd.resize(nx);
+      ps.pd.resize(np);
+      ps.od.resize(nx);
+    });
+  }
+
+  // The coloured passes at the stored point: input j seeded in lane
+  // colour(j) of its pass (⌈colours/K⌉ passes), each non-zero read from its
+  // row's output in its column's lane.
+  template <class Passes>
+  void sparse_passes(Passes& ps) {
+    using DD = typename Passes::Scalar;
+    constexpr int K = Passes::kLanes;
+    const System::Shared& sh = *sys->shared_;
+    const ad::SparsityPattern& cols = sh.columns;
+    sp.resize(static_cast<std::size_t>(cols.nnz()));
+    spd.resize(sp.size());
+    const int npass = std::max(1, (sh.colours + K - 1) / K);
+    for (int pass = 0; pass < npass; ++pass) {
+      const int first = pass * K;
+      if (npass == 1 && sparse_seeded) {
+        for (std::size_t i = 0; i < n; ++i) {
+          ps.xd[i].value() = x[i];
+          ps.xd[i].value_dot() = xdot[i];
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          ps.pd[j].value() = p[j];
+          ps.pd[j].value_dot() = pdot[j];
+        }
+      } else {
+        sparse_seeded = npass == 1;
+        auto seed = [&](std::size_t e) {
+          const int c = sh.colour[e] - first;
+          return c >= 0 && c < K ? c : -1;
+        };
+        for (std::size_t i = 0; i < nx; ++i)
+          ps.xd[i] = i < n ? second_order_input<K>(x[i], xdot[i], seed(i)) : DD(0.0);
+        for (std::size_t j = 0; j < np; ++j)
+          ps.pd[j] = second_order_input<K>(p[j], pdot[j], seed(n + j));
+      }
+      sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
+                       std::span<DD>(ps.od));
+      if (pass == 0)
+        for (std::size_t i = 0; i < nx; ++i) {
+          value[i] = ps.od[i].value();
+          value_dot[i] = ps.od[i].value_dot();
+        }
+      for (std::size_t j = 0; j < nin; ++j) {
+        const int c = sh.colour[j] - first;
+        if (c < 0 || c >= K) continue;
+        const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+        for (std::size_t k = b; k < e; ++k) {
+          const auto& o = ps.od[static_cast<std::size_t>(cols.col_idx[k])];
+          sp[k] = o.lanes_value()[c];
+          spd[k] = o.lanes_dot()[c];
+        }
+      }
+    }
+  }
+
   // vjp by rows of the one pass's Dual outputs; each entry sums over i in
   // increasing order (as the column loop of vjp, and as Linearization::vjp's
   // value sums).
@@ -1169,17 +1263,7 @@ SecondOrderLinearization::SecondOrderLinearization(const System& system)
              m.nin <= static_cast<std::size_t>(o.dense_max));
   m.value.assign(m.nx, 0.0);
   m.value_dot.assign(m.nx, 0.0);
-  if (m.nin <= 4)
-    m.passes.emplace<SecondOrderPasses<4>>();
-  else if (m.nin <= 6)
-    m.passes.emplace<SecondOrderPasses<6>>();
-  else
-    m.passes.emplace<SecondOrderPasses<8>>();
-  m.with_passes([&](auto& ps) {
-    ps.xd.resize(m.nx);
-    ps.pd.resize(m.np);
-    ps.od.resize(m.nx);
-  });
+  m.choose_lanes(m.nin);
   if (!m.dense) {
     m.tape_ptr = acquire_tape();
     m.xr.resize(m.nx);
@@ -1257,6 +1341,20 @@ void SecondOrderLinearization::at(double t, std::span<const double> x,
   m.xdot.assign(xdot.begin(), xdot.end());
   m.p.assign(p.begin(), p.end());
   m.pdot.assign(pdot.begin(), pdot.end());
+  if (!m.resolved) {
+    // Beyond dense_max: the System's coloured strategy when it has one (the
+    // pattern detected and coloured once for all its linearizations), else
+    // the tape.
+    m.resolved = true;
+    m.sparse = m.sys->options().jacobian != JacobianStrategy::Tape &&
+               m.sys->resolve_strategy(t, x, p) == JacobianStrategy::Sparse;
+    if (m.sparse) m.choose_lanes(static_cast<std::size_t>(m.sys->shared_->colours));
+  }
+  if (m.sparse) {
+    if (m.sys->pattern_check_due()) m.sys->check_sparsity_pattern(t, x, p);
+    m.with_passes([&](auto& ps) { m.sparse_passes(ps); });
+    return;
+  }
   m.tape_at();
 }
 
@@ -1280,6 +1378,26 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
       for (std::size_t i = 0; i < nx; ++i) {
         acc += w[i] * col[i];
         accd += wdot[i] * col[i] + w[i] * cold[i];
+      }
+      if (j < n) {
+        xbar[j] = acc;
+        xbar_dot[j] = accd;
+      } else {
+        pbar[j - n] += acc;
+        pbar_dot[j - n] += accd;
+      }
+    }
+  } else if (m.sparse) {
+    // By columns: each entry sums over its column's rows in increasing order.
+    const ad::SparsityPattern& cols = m.sys->shared_->columns;
+    for (std::size_t j = 0; j < m.nin; ++j) {
+      double acc = 0.0, accd = 0.0;
+      const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+      const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+      for (std::size_t k = b; k < e; ++k) {
+        const auto i = static_cast<std::size_t>(cols.col_idx[k]);
+        acc += w[i] * m.sp[k];
+        accd += wdot[i] * m.sp[k] + w[i] * m.spd[k];
       }
       if (j < n) {
         xbar[j] = acc;
@@ -1317,11 +1435,13 @@ void SecondOrderLinearization::jacobian(std::span<double> out, std::span<double>
   Impl& m = *impl_;
   if (!m.jacobian_ready) {
     if (!m.in_outputs) {
-      // Tape: the dense passes keep the tape's f (the same values).
+      // Tape or sparse: the dense passes keep their f (the same values);
+      // they overwrite the sparse passes' seeds.
       const std::vector<double> v = m.value, vd = m.value_dot;
       m.dense_passes();
       m.value = v;
       m.value_dot = vd;
+      m.sparse_seeded = false;
     }
     if (!m.jacobian_ready) {
       m.with_passes([&](const auto& ps) { m.from_outputs(ps, 0, m.nin); });

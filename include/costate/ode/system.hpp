@@ -437,6 +437,17 @@ class System {
   friend class Linearization;
   friend class SecondOrderLinearization;
   struct Shared;  // the resolved strategy, pattern and colouring (src/ode/system.cpp)
+  // The coloured strategy's pieces, for Linearization and
+  // SecondOrderLinearization alike (src/ode/system.cpp): the strategy
+  // resolved at the first linearization (pattern detected and coloured:
+  // Sparse, or Tape beyond max_colours), whether this sparse linearization
+  // re-detects the pattern (kPatternCheckInterval's schedule, on the clock
+  // all of them share), and that re-detection (throws on a new entry).
+  JacobianStrategy resolve_strategy(double t, std::span<const double> x,
+                                    std::span<const double> p) const;
+  bool pattern_check_due() const;
+  void check_sparsity_pattern(double t, std::span<const double> x,
+                              std::span<const double> p) const;
   std::shared_ptr<const detail::SystemModel> model_;
   std::size_t n_ = 0, nx_ = 0, np_ = 0;
   bool has_terminal_ = false, has_running_ = false, has_observations_ = false;
@@ -551,9 +562,17 @@ System make_second_order_system(const M& model, const O& objective, std::size_t 
 ///     (the value parts sum in the first-order dense order: the same bits as
 ///     Linearization::vjp; every lane's arithmetic is its own, so K changes
 ///     no bit);
-///   - tape otherwise: one recording of f on Reverse<Dual<double, 1>>
-///     (inputs x + εẋ, p + εṗ) per at(); each vjp is one reverse sweep
-///     seeded with w + εẇ.
+///   - sparse (beyond dense_max, when the System resolves to its coloured
+///     strategy at the first at(): the same pattern, colouring and pattern
+///     re-checks as Linearization's, shared): ⌈colours/K⌉ passes on
+///     SecondOrderDual<K>, input j seeded in lane colour(j), K the narrowest
+///     of 4, 6, 8 that holds the colours; the non-zeros of [f_y | f_p] and
+///     J̇ kept by columns, vjp by columns (each value entry summed over its
+///     rows in increasing order, as Linearization's coloured vjp: the same
+///     bits);
+///   - tape otherwise (JacobianStrategy::Tape, or too many colours): one
+///     recording of f on Reverse<Dual<double, 1>> (inputs x + εẋ, p + εṗ)
+///     per at(); each vjp is one reverse sweep seeded with w + εẇ.
 /// jacobian(J, J_dot) (dense [f_y | f_p] and its ε-part, column-major
 /// n_x × (n + n_p); for the implicit schemes' solves) is formed by Dual
 /// passes with every strategy. The z entry of xbar (running cost) is 0.
@@ -572,7 +591,7 @@ class SecondOrderLinearization {
   void vjp(std::span<const double> w, std::span<const double> wdot, std::span<double> xbar,
            std::span<double> xbar_dot, std::span<double> pbar, std::span<double> pbar_dot);
   void jacobian(std::span<double> out, std::span<double> out_dot);
-  /// True for the dense strategy, false for the tape.
+  /// True for the dense strategy, false for the sparse one and the tape.
   bool dense() const;
 
   // The one-pass dense strategy (n + n_p ≤ kRowLanes) in place, as
