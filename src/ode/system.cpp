@@ -142,7 +142,7 @@ JacobianStrategy System::resolve_strategy(double t0, std::span<const double> x0,
 /// The System's sparse linearizations 1, 2, 4, …, 1024 and then every
 /// 1024th (all its linearizations together: an explicit RK scheme's s stages
 /// check s times less often than s separate clocks).
-bool System::pattern_check_due() const {
+inline bool System::pattern_check_due() const {
   const std::int64_t c = shared_->sparse_linearizations++;
   return c > 0 &&
          (c % kPatternCheckInterval == 0 || (c < kPatternCheckInterval && (c & (c - 1)) == 0));
@@ -304,7 +304,8 @@ struct Linearization::Impl {
 
   void sparse_at(double t0, std::span<const double> x0, std::span<const double> p0) {
     const System::Shared& sh = *sys->shared_;
-    sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
+    if (sparse.size() != static_cast<std::size_t>(sh.columns.nnz()))
+      sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
     if (sparse_one_pass()) {
       // One pass: the colour seeds stay in place from call to call (as
       // dense_at's), only the values change.
@@ -1146,8 +1147,10 @@ struct SecondOrderLinearization::Impl {
     constexpr int K = Passes::kLanes;
     const System::Shared& sh = *sys->shared_;
     const ad::SparsityPattern& cols = sh.columns;
-    sp.resize(static_cast<std::size_t>(cols.nnz()));
-    spd.resize(sp.size());
+    if (sp.size() != static_cast<std::size_t>(cols.nnz())) {
+      sp.resize(static_cast<std::size_t>(cols.nnz()));
+      spd.resize(sp.size());
+    }
     const int npass = std::max(1, (sh.colours + K - 1) / K);
     for (int pass = 0; pass < npass; ++pass) {
       const int first = pass * K;
