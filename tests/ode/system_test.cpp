@@ -457,7 +457,7 @@ TEST(SystemGradient, SweepHookSeesForwardAndReverseSteps) {
 }  // namespace
 
 // ---------------------------------------------------------------- second order
-// SecondOrderLinearization (dense Dual<Dual<double,1>,8> passes and the
+// SecondOrderLinearization (dense and coloured SecondOrderDual<K> passes and the
 // Reverse<Dual<double,1>> tape) against central differences of the
 // first-order products along (ẋ, ṗ), against each other, and the objective
 // terms' Hessian–vector pieces against differences of their gradients.

@@ -56,7 +56,7 @@
 /// Second order (the last section; issue 14): SecondOrderLinearization —
 /// f and its derivative with their ε-parts along (ẋ, ṗ), for
 /// hessian_vector's forward-over-adjoint on the compiled schemes (rhs on
-/// Dual<Dual<double,1>, 8>, Reverse<Dual<double,1>>: make_second_order_system)
+/// ad::SecondOrderDual<K>, Reverse<Dual<double,1>>: make_second_order_system)
 /// — and the objective terms' Hessian–vector pieces (*_hessian_vector).
 /// Built on this header: the implicit schemes' Newton (Linearization::
 /// jacobian, dense LU; src/ode/scheme_*.cpp), the second-order products of
