@@ -24,6 +24,9 @@ template void Kernel::evaluate<ad::Reverse<ad::Dual<double, 1>>>(
     ad::Reverse<ad::Dual<double, 1>>*) const;
 template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
     ad::Dual<ad::Dual<double, 1>, 8>*) const;
+template void Kernel::evaluate<ad::SecondOrderDual<4>>(ad::SecondOrderDual<4>*) const;
+template void Kernel::evaluate<ad::SecondOrderDual<6>>(ad::SecondOrderDual<6>*) const;
+template void Kernel::evaluate<ad::SecondOrderDual<8>>(ad::SecondOrderDual<8>*) const;
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -20,11 +21,12 @@ class ExplicitRk final : public Scheme {
  public:
   ExplicitRk(const System& sys, Method method, std::span<const double> p,
              std::span<const double> times)
-      : sys_(sys), tab_(explicit_tableau(method)), p_(p), times_(times), nx_(sys.n_states()),
+      : sys_(sys), second_order_(sys.model().second_order()), tab_(explicit_tableau(method)), p_(p), times_(times), nx_(sys.n_states()),
         s_(static_cast<std::size_t>(tab_.stages)), Y_(nx_), K_(s_ * nx_), Kbar_(s_ * nx_),
         ybar_(nx_) {
     COSTATE_CHECK(times.size() >= 2, "explicit RK scheme: needs at least one step");
     COSTATE_CHECK(s_ <= kMaxStages, "explicit RK scheme: at most " << kMaxStages << " stages");
+    tangent1_ = tangent1_for();
     for (std::size_t j = 0; j < s_; ++j) lins_.emplace_back(sys);
     // f at each stage: Linearization::value() of a non-tangent linearization
     // is always ready and stays at one address.
@@ -66,10 +68,11 @@ class ExplicitRk final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
-    if (m == 1 && sys_.model().second_order()) {
+    if (m == 1 && second_order_) {
       // One direction on a second-order System (second_order_sweep's
-      // forward): the model on Dual<double, 1> directly.
-      with_size([&](auto nx) { tangent1_impl(i, x, xn, S, Sn, P, nx); });
+      // forward): the model on Dual<double, 1> directly, tangent1_impl on
+      // the state size chosen once.
+      (this->*tangent1_)(i, x, xn, S, Sn, P);
       return;
     }
     with_size([&](auto nx) { tangent_impl(i, x, xn, m, S, Sn, P, nx); });
@@ -80,6 +83,13 @@ class ExplicitRk final : public Scheme {
                        std::span<const double> pdot, std::span<double> lambda,
                        std::span<double> lambda_dot, std::span<double> mu,
                        std::span<double> mu_dot) override {
+    if (dense_at_ != nullptr && std::equal(pdot.begin(), pdot.end(), spdot_.begin(), spdot_.end())) {
+      // The one-pass dense linearizations, seeded with this ṗ (set up by
+      // the first step below): dense_adjoint_tangent<N, Z, L>.
+      const double t = times_[i], h = times_[i + 1] - t;
+      (this->*dense_at_)(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+      return;
+    }
     with_size([&](auto nx) { adjoint_tangent_impl(i, x, xdot, pdot, lambda, lambda_dot, mu, mu_dot, nx); });
   }
 
@@ -122,16 +132,21 @@ class ExplicitRk final : public Scheme {
 
   // tangent_impl with m = 1 on a second-order System, without the
   // Linearizations: each stage one Dual<double, 1> pass of the model at
-  // (Y_j + εẎ_j, p + εṗ), its value and ε-part kept as K_j, K̇_j. The
-  // operations of tangent_impl in the same order (the same bits: its
-  // jvp_many is this pass too, value() its value part).
+  // (Y_j + εẎ_j, p + εṗ), Y_j and Ẏ_j formed straight into the pass's
+  // inputs (combine_to with the Dual<double, 1> stride; the z entry, which
+  // the model does not read, holds its own combination), its value and
+  // ε-part kept as K_j, K̇_j. The operations of tangent_impl in the same
+  // order (the same bits: its jvp_many is this pass too, value() its value
+  // part; Ṡ sums the non-zero b_j as finish() does — tangent_impl skips a
+  // zero h b_j, the same terms unless h b_j underflows to 0).
   template <class Nx>
   void tangent1_impl(std::size_t i, std::span<const double> x, std::span<double> xn,
                      std::span<const double> S, std::span<double> Sn,
                      std::span<const double> P, Nx nx) {
     using Dual1 = detail::SystemModel::Dual1;
+    static_assert(sizeof(Dual1) == 2 * sizeof(double));
     const double t = times_[i], h = times_[i + 1] - t;
-    const std::size_t n = sys_.n_model_states(), np = P.size();
+    const std::size_t np = P.size();
     if (yd1_.size() != nx_) {
       yd1_.resize(nx_);
       pd1_.resize(np);
@@ -141,14 +156,14 @@ class ExplicitRk final : public Scheme {
     if (Kdot_.size() < s_ * nx_) Kdot_.resize(s_ * nx_);
     for (std::size_t j = 0; j < np; ++j) pd1_[j] = Dual1(p_[j], {P[j]});
     auto slope = [&](std::size_t k) { return K_.data() + k * nx_; };
+    auto slope_dot = [&](std::size_t k) { return Kdot_.data() + k * nx_; };
+    double* yv = &yd1_[0].value();
+    double* yt = &yd1_[0].tangent(0);
     for (std::size_t j = 0; j < s_; ++j) {
-      stage(j, h, x, slope, nx);
-      for (std::size_t q = 0; q < nx; ++q) {
-        double yd = S[q];
-        for (std::size_t e = a_first_[j]; e < a_first_[j + 1]; ++e)
-          yd += (h * a_terms_[e].a) * Kdot_[a_terms_[e].k * nx_ + q];
-        yd1_[q] = q < n ? Dual1(Y_[q], {yd}) : Dual1(0.0);
-      }
+      const Term* a = a_terms_.data() + a_first_[j];
+      const std::size_t terms = a_first_[j + 1] - a_first_[j];
+      combine_to<2>(x, yv, a, terms, h, slope, nx);
+      combine_to<2>(S, yt, a, terms, h, slope_dot, nx);
       sys_.model().rhs(t + tab_.c[j] * h, std::span<const Dual1>(yd1_),
                        std::span<const Dual1>(pd1_), std::span<Dual1>(od1_));
       double* k = K_.data() + j * nx_;
@@ -160,14 +175,29 @@ class ExplicitRk final : public Scheme {
     }
     lin_ += static_cast<std::int64_t>(s_);
     finish(h, x, xn, slope, nx);
-    for (std::size_t q = 0; q < nx; ++q) {
-      double v = S[q];
-      for (std::size_t j = 0; j < s_; ++j) {
-        const double c = h * tab_.b[j];
-        if (c == 0.0) continue;
-        v += c * Kdot_[j * nx_ + q];
-      }
-      Sn[q] = v;
+    finish(h, S, Sn, slope_dot, nx);
+  }
+
+  // tangent1_impl for nx_ (with_size's choice, made once).
+  using Tangent1 = void (ExplicitRk::*)(std::size_t, std::span<const double>, std::span<double>,
+                                        std::span<const double>, std::span<double>,
+                                        std::span<const double>);
+  template <std::size_t Nx>
+  void tangent1_on(std::size_t i, std::span<const double> x, std::span<double> xn,
+                   std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    tangent1_impl(i, x, xn, S, Sn, P, std::integral_constant<std::size_t, Nx>{});
+  }
+  void tangent1_any(std::size_t i, std::span<const double> x, std::span<double> xn,
+                    std::span<const double> S, std::span<double> Sn, std::span<const double> P) {
+    tangent1_impl(i, x, xn, S, Sn, P, nx_);
+  }
+  Tangent1 tangent1_for() const {
+    switch (nx_) {
+      case 1: return &ExplicitRk::tangent1_on<1>;
+      case 2: return &ExplicitRk::tangent1_on<2>;
+      case 3: return &ExplicitRk::tangent1_on<3>;
+      case 4: return &ExplicitRk::tangent1_on<4>;
+      default: return &ExplicitRk::tangent1_any;
     }
   }
 
@@ -180,10 +210,6 @@ class ExplicitRk final : public Scheme {
                             std::span<double> lambda, std::span<double> lambda_dot,
                             std::span<double> mu, std::span<double> mu_dot, Nx nx) {
     const double t = times_[i], h = times_[i + 1] - t;
-    if (!sins_.empty() && std::equal(pdot.begin(), pdot.end(), spdot_.begin(), spdot_.end())) {
-      dense_adjoint_tangent(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
-      return;
-    }
     if (slins_.empty()) {
       for (std::size_t j = 0; j < s_; ++j) slins_.emplace_back(sys_);
       Ydot_.resize(nx_);
@@ -232,22 +258,25 @@ class ExplicitRk final : public Scheme {
       // its linearization's inputs (dense_adjoint_tangent).
       srows_.resize(s_ * nx_);
       for (std::size_t j = 0; j < s_; ++j) {
-        sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0)});
-        for (std::size_t r = 0; r < nx_; ++r) srows_[j * nx_ + r] = slins_[j].dense_row(r);
+        sins_.push_back({slins_[j].dense_input(0), slins_[j].dense_input_dot(0),
+                         slins_[j].value().data(), slins_[j].value_dot().data()});
+        for (std::size_t r = 0; r < nx_; ++r)
+          srows_[j * nx_ + r] = {slins_[j].dense_row(r), slins_[j].dense_row_dot(r)};
       }
       spdot_.assign(pdot.begin(), pdot.end());
+      dense_at_ = dense_adjoint_tangent();
     }
   }
 
-  // dense_adjoint_tangent<N, Z> for N = 1, 2, … (the dispatch table below).
+  // dense_adjoint_tangent<N, Z, L> for N = 1, 2, … (the dispatch table below).
   using DenseAdjointTangent = void (ExplicitRk::*)(double, double, std::span<const double>,
                                                    std::span<const double>, std::span<double>,
                                                    std::span<double>, std::span<double>,
                                                    std::span<double>);
-  template <bool Z, std::size_t... I>
+  template <bool Z, std::size_t L, std::size_t... I>
   static constexpr std::array<DenseAdjointTangent, sizeof...(I)> dense_adjoint_tangents(
       std::index_sequence<I...>) {
-    return {&ExplicitRk::dense_adjoint_tangent<I + 1, Z>...};
+    return {&ExplicitRk::dense_adjoint_tangent<I + 1, Z, L>...};
   }
 
   // adjoint_tangent() with the one-pass dense second-order linearizations
@@ -257,38 +286,47 @@ class ExplicitRk final : public Scheme {
   // reverse loop with each (K̄_k, K̄̇_k) formed when stage k is reached from
   // the (Ȳ_j, Ȳ̇_j) kept in local arrays, and λ, λ̇, μ, μ̇ updated in their
   // lanes: the operations of the generic loop (SecondOrderLinearization::vjp
-  // by rows) in the same order — the same bits. N = n, Z = a running cost.
-  void dense_adjoint_tangent(double t, double h, std::span<const double> x,
-                             std::span<const double> xdot, std::span<double> lambda,
-                             std::span<double> lambda_dot, std::span<double> mu,
-                             std::span<double> mu_dot) {
-    const std::size_t n = sys_.n_model_states();
-    COSTATE_CHECK(n >= 1 && n <= SecondOrderLinearization::kRowLanes,
-                  "explicit RK scheme: internal error, dense adjoint_tangent with n = " << n);
-    // dense_adjoint_tangent<N, Z> for N = 1 … kRowLanes, by [Z][N − 1].
-    constexpr auto lanes = std::make_index_sequence<SecondOrderLinearization::kRowLanes>{};
-    static constexpr std::array table{dense_adjoint_tangents<false>(lanes),
-                                      dense_adjoint_tangents<true>(lanes)};
-    (this->*table[nx_ > n ? 1 : 0][n - 1])(t, h, x, xdot, lambda, lambda_dot, mu, mu_dot);
+  // by rows) in the same order — the same bits. N = n, Z = a running cost,
+  // L = the linearizations' row_lanes() (4, 6 or 8).
+  // dense_adjoint_tangent<N, Z, L> for this System and the linearizations'
+  // lanes (chosen once, when the stages' inputs are first seeded).
+  DenseAdjointTangent dense_adjoint_tangent() const {
+    switch (slins_[0].row_lanes()) {
+      case 4: return dense_adjoint_tangent_on<4>();
+      case 6: return dense_adjoint_tangent_on<6>();
+      case 8: return dense_adjoint_tangent_on<8>();
+      default:
+        throw Error("explicit RK scheme: internal error, dense adjoint_tangent with " +
+                    std::to_string(slins_[0].row_lanes()) + " lanes");
+    }
   }
-  template <std::size_t N, bool Z>
+  template <std::size_t L>
+  DenseAdjointTangent dense_adjoint_tangent_on() const {
+    const std::size_t n = sys_.n_model_states();
+    COSTATE_CHECK(n >= 1 && n <= L,
+                  "explicit RK scheme: internal error, dense adjoint_tangent with n = " << n);
+    // dense_adjoint_tangent<N, Z, L> for N = 1 … L, by [Z][N − 1].
+    constexpr auto lanes = std::make_index_sequence<L>{};
+    static constexpr std::array table{dense_adjoint_tangents<false, L>(lanes),
+                                      dense_adjoint_tangents<true, L>(lanes)};
+    return table[nx_ > n ? 1 : 0][n - 1];
+  }
+  template <std::size_t N, bool Z, std::size_t L>
   void dense_adjoint_tangent(double t, double h, std::span<const double> x,
                              std::span<const double> xdot, std::span<double> lambda,
                              std::span<double> lambda_dot, std::span<double> mu,
                              std::span<double> mu_dot) {
-    constexpr std::size_t L = SecondOrderLinearization::kRowLanes;
-    constexpr std::size_t st = SecondOrderLinearization::kInputStride;
+    constexpr std::size_t st = 2 * (L + 1);  // SecondOrderLinearization::input_stride()
     constexpr std::size_t NX = N + (Z ? 1 : 0);
     static_assert(N <= L);
     const std::size_t np = std::min(mu.size(), L - N);  // = mu.size(): n + n_p ≤ L
     for (std::size_t j = 0; j < s_; ++j) {
       const Term* a = a_terms_.data() + a_first_[j];
       const std::size_t terms = a_first_[j + 1] - a_first_[j];
-      combine_to<st>(x, sins_[j].first, a, terms, h,
-                     [&](std::size_t k) { return slins_[k].value().data(); },
+      combine_to<st>(x, sins_[j].in, a, terms, h, [&](std::size_t k) { return sins_[k].value; },
                      std::integral_constant<std::size_t, NX>{});
-      combine_to<st>(xdot, sins_[j].second, a, terms, h,
-                     [&](std::size_t k) { return slins_[k].value_dot().data(); },
+      combine_to<st>(xdot, sins_[j].in_dot, a, terms, h,
+                     [&](std::size_t k) { return sins_[k].value_dot; },
                      std::integral_constant<std::size_t, NX>{});
       slins_[j].evaluate(t + tab_.c[j] * h);
     }
@@ -321,13 +359,13 @@ class ExplicitRk final : public Scheme {
           kbd[q] += cj * ybd[q];
         }
       }
-      const ad::Dual<double, 1>* const* row = srows_.data() + j * nx_;
+      const std::pair<const double*, const double*>* row = srows_.data() + j * nx_;
       double* acc = ybar[j];
       double* accd = ybard[j];
       for (std::size_t l = 0; l < L; ++l) acc[l] = accd[l] = 0.0;
-      auto add_row = [&](double wi, double wdi, const ad::Dual<double, 1>* ro) {
+      auto add_row = [&](double wi, double wdi, std::pair<const double*, const double*> ro) {
         for (std::size_t l = 0; l < L; ++l) {
-          const double av = ro[l].value(), ad = ro[l].tangent(0);
+          const double av = ro.first[l], ad = ro.second[l];
           acc[l] += wi * av;
           accd[l] += wdi * av + wi * ad;
         }
@@ -620,6 +658,8 @@ class ExplicitRk final : public Scheme {
   }
 
   const System& sys_;
+  bool second_order_;  // sys_.model().second_order()
+  Tangent1 tangent1_ = nullptr;  // tangent1_for()
   ButcherTableau tab_;
   std::span<const double> p_, times_;
   std::size_t nx_, s_;
@@ -630,9 +670,16 @@ class ExplicitRk final : public Scheme {
   std::vector<const double*> vals_;  // lins_[j].value().data()
   std::vector<double*> ins_;         // dense_adjoint: lins_[j].dense_input(0)
   std::vector<SecondOrderLinearization> slins_;
-  // dense_adjoint_tangent: slins_[j]'s inputs (x, ẋ), its rows at [j nx + i], the ṗ seeded.
-  std::vector<std::pair<double*, double*>> sins_;
-  std::vector<const ad::Dual<double, 1>*> srows_;
+  // dense_adjoint_tangent: slins_[j]'s inputs (x, ẋ) and its value() and
+  // value_dot() (each stays at one address), its rows at [j nx + i], the ṗ
+  // seeded.
+  struct StageIo {
+    double *in, *in_dot;
+    const double *value, *value_dot;
+  };
+  std::vector<StageIo> sins_;
+  DenseAdjointTangent dense_at_ = nullptr;  // set with sins_
+  std::vector<std::pair<const double*, const double*>> srows_;  // (dense_row, dense_row_dot)
   std::vector<double> spdot_;
   std::vector<Term> a_terms_, b_terms_;
   std::vector<std::size_t> a_first_;  // stage j's terms: a_terms_[a_first_[j], a_first_[j+1])

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <sstream>
 #include <type_traits>
+#include <variant>
 
 #include "costate/ad/tape.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
@@ -109,6 +110,63 @@ const ad::SparsityPattern& System::sparsity(double t, std::span<const double> x,
   return shared_->pattern;
 }
 
+/// Automatic (and Sparse before its first linearization) detect the pattern
+/// at (t, x, p) and colour it: Sparse with ≤ max_colours colours, else Tape.
+JacobianStrategy System::resolve_strategy(double t0, std::span<const double> x0,
+                                          std::span<const double> p0) const {
+  const System& sys = *this;
+  System::Shared& sh = *sys.shared_;
+  if (sh.strategy == JacobianStrategy::Automatic ||
+      (sh.strategy == JacobianStrategy::Sparse && sh.colours == 0)) {
+    const ad::SparsityPattern& pat = sys.sparsity(t0, x0, p0);
+    const int limit = sys.options().max_colours;
+    sh.strategy = JacobianStrategy::Tape;
+    if (pat.max_row_nnz() <= limit) {
+      const ad::ColumnColoring c = ad::color_columns(pat);
+      if (c.colors <= limit) {
+        sh.strategy = JacobianStrategy::Sparse;
+        sh.colours = std::max(1, c.colors);
+        sh.colour = c.color;
+        sh.columns = pat.transpose();
+        const std::size_t n = sys.n_model_states();
+        sh.state_column_length = sh.columns.row(0).size();
+        for (std::size_t j = 0; j < n; ++j)
+          if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
+            sh.state_column_length = 0;
+      }
+    }
+  }
+  return sh.strategy;
+}
+
+/// The System's sparse linearizations 1, 2, 4, …, 1024 and then every
+/// 1024th (all its linearizations together: an explicit RK scheme's s stages
+/// check s times less often than s separate clocks).
+inline bool System::pattern_check_due() const {
+  const std::int64_t c = shared_->sparse_linearizations++;
+  return c > 0 &&
+         (c % kPatternCheckInterval == 0 || (c < kPatternCheckInterval && (c & (c - 1)) == 0));
+}
+
+/// Throws when [f_y | f_p] at (t, x, p) has an entry outside the pattern.
+void System::check_sparsity_pattern(double t0, std::span<const double> x0,
+                                    std::span<const double> p0) const {
+  const System& sys = *this;
+  const ad::SparsityPattern now = detect(sys.model(), sys.n_model_states(), sys.n_states(),
+                                         sys.n_parameters(), t0, x0, p0);
+  const ad::SparsityPattern& known = sys.shared_->pattern;
+  for (int i = 0; i < now.rows; ++i)
+    for (int j : now.row(i))
+      COSTATE_CHECK(known.contains(i, j),
+                    "ode::System: the right-hand side's sparsity pattern changed with the "
+                    "state: entry ("
+                        << i << ", " << j << ") of [f_y | f_p] appeared at t = " << t0
+                        << " (not in the pattern detected at the first linearization). The "
+                           "coloured Jacobian is invalid for this model: use "
+                           "SystemOptions::jacobian = JacobianStrategy::Tape (or "
+                           "DiscreteAdjoint::coloured_jacobian = false)");
+}
+
 // ------------------------------------------------------------ Linearization
 
 struct Linearization::Impl {
@@ -152,28 +210,7 @@ struct Linearization::Impl {
   }
 
   void resolve(double t0, std::span<const double> x0, std::span<const double> p0) {
-    System::Shared& sh = *sys->shared_;
-    if (sh.strategy == JacobianStrategy::Automatic || (sh.strategy == JacobianStrategy::Sparse &&
-                                                       sh.colours == 0)) {
-      const ad::SparsityPattern& pat = sys->sparsity(t0, x0, p0);
-      const int limit = sys->options().max_colours;
-      sh.strategy = JacobianStrategy::Tape;
-      if (pat.max_row_nnz() <= limit) {
-        const ad::ColumnColoring c = ad::color_columns(pat);
-        if (c.colors <= limit) {
-          sh.strategy = JacobianStrategy::Sparse;
-          sh.colours = std::max(1, c.colors);
-          sh.colour = c.color;
-          sh.columns = pat.transpose();
-          const std::size_t n = sys->n_model_states();
-          sh.state_column_length = sh.columns.row(0).size();
-          for (std::size_t j = 0; j < n; ++j)
-            if (sh.columns.row(static_cast<int>(j)).size() != sh.state_column_length)
-              sh.state_column_length = 0;
-        }
-      }
-    }
-    strategy = sh.strategy;
+    strategy = sys->resolve_strategy(t0, x0, p0);
   }
 
   // One Dual pass seeding input j with tangent seed(j) ∈ [0, 8) or -1.
@@ -267,7 +304,8 @@ struct Linearization::Impl {
 
   void sparse_at(double t0, std::span<const double> x0, std::span<const double> p0) {
     const System::Shared& sh = *sys->shared_;
-    sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
+    if (sparse.size() != static_cast<std::size_t>(sh.columns.nnz()))
+      sparse.resize(static_cast<std::size_t>(sh.columns.nnz()));
     if (sparse_one_pass()) {
       // One pass: the colour seeds stay in place from call to call (as
       // dense_at's), only the values change.
@@ -306,18 +344,7 @@ struct Linearization::Impl {
   }
 
   void check_pattern(double t0, std::span<const double> x0, std::span<const double> p0) {
-    const ad::SparsityPattern now = detect(sys->model(), n, nx, np, t0, x0, p0);
-    const ad::SparsityPattern& known = sys->shared_->pattern;
-    for (int i = 0; i < now.rows; ++i)
-      for (int j : now.row(i))
-        COSTATE_CHECK(known.contains(i, j),
-                      "ode::System: the right-hand side's sparsity pattern changed with the "
-                      "state: entry ("
-                          << i << ", " << j << ") of [f_y | f_p] appeared at t = " << t0
-                          << " (not in the pattern detected at the first linearization). The "
-                             "coloured Jacobian is invalid for this model: use "
-                             "SystemOptions::jacobian = JacobianStrategy::Tape (or "
-                             "DiscreteAdjoint::coloured_jacobian = false)");
+    sys->check_sparsity_pattern(t0, x0, p0);
   }
 
   void tape_at(double t0, std::span<const double> x0, std::span<const double> p0) {
@@ -438,13 +465,7 @@ void Linearization::Impl::at_general(Impl& m, double t, std::span<const double> 
   switch (m.strategy) {
     case JacobianStrategy::Dense: m.dense_at(t, x, p); break;
     case JacobianStrategy::Sparse: {
-      // Re-detect at the System's sparse linearizations 1, 2, 4, …, 1024 and
-      // then every 1024th (all its Linearizations together: an explicit RK
-      // scheme's s stages check s times less often than s separate clocks).
-      const std::int64_t c = m.sys->shared_->sparse_linearizations++;
-      if (c > 0 && (c % kPatternCheckInterval == 0 ||
-                    (c < kPatternCheckInterval && (c & (c - 1)) == 0)))
-        m.check_pattern(t, x, p);
+      if (m.sys->pattern_check_due()) m.check_pattern(t, x, p);
       m.sparse_at(t, x, p);
       break;
     }
@@ -822,7 +843,6 @@ namespace costate::ode {
 namespace {
 
 using Dual1 = ad::Dual<double, 1>;
-using DualDual8 = ad::Dual<Dual1, 8>;
 using Reverse1 = ad::Reverse<Dual1>;
 
 /// The second-order terms' tape: private to this file and to the thread
@@ -927,8 +947,16 @@ void SystemModel::rhs(double t, std::span<const Dual1> y, std::span<const Dual1>
   for (std::size_t i = 0; i < dxdt.size(); ++i) dxdt[i] = Dual1(ow[i].value(), {ow[i].tangent(0)});
 }
 
-void SystemModel::rhs(double, std::span<const DualDual8>, std::span<const DualDual8>,
-                      std::span<DualDual8>) const {
+void SystemModel::rhs(double, std::span<const SecondOrder4>, std::span<const SecondOrder4>,
+                      std::span<SecondOrder4>) const {
+  no_second_order();
+}
+void SystemModel::rhs(double, std::span<const SecondOrder6>, std::span<const SecondOrder6>,
+                      std::span<SecondOrder6>) const {
+  no_second_order();
+}
+void SystemModel::rhs(double, std::span<const SecondOrder8>, std::span<const SecondOrder8>,
+                      std::span<SecondOrder8>) const {
   no_second_order();
 }
 void SystemModel::rhs(double, std::span<const Reverse1>, std::span<const Reverse1>,
@@ -966,6 +994,25 @@ std::unique_ptr<ad::BasicTape<Dual1>> acquire_tape() {
 
 }  // namespace
 
+/// The outputs and inputs of the dense passes on K lanes.
+template <int K>
+struct SecondOrderPasses {
+  static constexpr int kLanes = K;
+  using Scalar = ad::SecondOrderDual<K>;
+  static_assert(sizeof(Scalar) == 2 * (K + 1) * sizeof(double),
+                "dense_input's stride: a SecondOrderDual<K> is 2 (K + 1) doubles");
+  std::vector<Scalar> xd, pd, od;
+};
+
+/// x + ε ẋ, every lane 0, or lane l's 1 (a unit seed).
+template <int K>
+ad::SecondOrderDual<K> second_order_input(double x, double xdot, int seed = -1) {
+  ad::SecondOrderDual<K> r(x);
+  r.value_dot() = xdot;
+  if (seed >= 0) r.lanes_value()[seed] = 1.0;
+  return r;
+}
+
 struct SecondOrderLinearization::Impl {
   ~Impl() {
     if (tape_ptr && tape_pool().size() < kKeptTapes) tape_pool().push_back(std::move(tape_ptr));
@@ -979,7 +1026,13 @@ struct SecondOrderLinearization::Impl {
   bool jacobian_ready = false;
   bool in_outputs = false;  // one dense pass: J and J̇ are read from od
   bool seeded = false;  // one pass: xd, pd hold the unit seeds
-  std::vector<DualDual8> xd, pd, od;
+  // The passes' lanes: the narrowest K that holds nin (sparse: the colours)
+  // in one pass, else 8.
+  std::variant<SecondOrderPasses<4>, SecondOrderPasses<6>, SecondOrderPasses<8>> passes;
+  // Sparse (the System's coloured strategy, resolved at the first at()):
+  // [f_y | f_p] and J̇ by the System's columns (CSC, as `columns`).
+  bool resolved = false, sparse = false, sparse_seeded = false;
+  std::vector<double> sp, spd;
   // Tape: the recording at the point (a pooled tape, only for this strategy).
   std::unique_ptr<ad::BasicTape<Dual1>> tape_ptr;
   std::vector<Reverse1> xr, pr, outr;
@@ -987,64 +1040,187 @@ struct SecondOrderLinearization::Impl {
   double t = 0.0;
   std::vector<double> x, xdot, p, pdot;  // the point (for jacobian())
 
-  // ⌈nin/8⌉ passes on Dual<Dual<double, 1>, 8> at the stored point: f, ḟ,
+  template <class F>
+  decltype(auto) with_passes(F&& f) {
+    return std::visit(std::forward<F>(f), passes);
+  }
+  template <class F>
+  decltype(auto) with_passes(F&& f) const {
+    return std::visit(std::forward<F>(f), passes);
+  }
+
+  // ⌈nin/K⌉ passes on Dual<Dual<double, 1>, K> at the stored point: f, ḟ,
   // [f_y | f_p] and its ε-part.
   void dense_passes() { dense_passes(x, xdot, p, pdot); }
   // The same at (x, p) + ε (xdot, pdot), read now (at() with the dense
   // strategy passes its arguments straight through: nothing is stored).
   void dense_passes(std::span<const double> x0, std::span<const double> xdot0,
                     std::span<const double> p0, std::span<const double> pdot0) {
+    with_passes([&](auto& ps) { dense_passes(ps, x0, xdot0, p0, pdot0); });
+  }
+  template <class Passes>
+  void dense_passes(Passes& ps, std::span<const double> x0, std::span<const double> xdot0,
+                    std::span<const double> p0, std::span<const double> pdot0) {
+    using DD = typename Passes::Scalar;
+    constexpr int K = Passes::kLanes;
+    auto& xd = ps.xd;
+    auto& pd = ps.pd;
+    auto& od = ps.od;
     J.resize(nx * nin);
     Jdot.resize(nx * nin);
-    const std::size_t passes = std::max<std::size_t>(1, (nin + kChunk - 1) / kChunk);
-    for (std::size_t pass = 0; pass < passes; ++pass) {
-      const std::size_t first = pass * kChunk, last = std::min(nin, first + kChunk);
-      if (passes == 1 && seeded) {
+    const std::size_t npass = std::max<std::size_t>(1, (nin + K - 1) / K);
+    for (std::size_t pass = 0; pass < npass; ++pass) {
+      const std::size_t first = pass * K, last = std::min<std::size_t>(nin, first + K);
+      if (npass == 1 && seeded) {
         // One pass: the unit seeds stay in place from call to call (as
         // Linearization's dense_at), only the values and their ε-parts change.
-        for (std::size_t i = 0; i < n; ++i) xd[i].value() = Dual1(x0[i], {xdot0[i]});
-        for (std::size_t j = 0; j < np; ++j) pd[j].value() = Dual1(p0[j], {pdot0[j]});
-      } else {
-        seeded = passes == 1;
-        for (std::size_t i = 0; i < nx; ++i) {
-          xd[i] = i < n ? DualDual8(Dual1(x0[i], {xdot0[i]})) : DualDual8(Dual1(0.0));
-          if (i < n && i >= first && i < last)
-            xd[i].set_tangent(static_cast<int>(i - first), Dual1(1.0));
+        for (std::size_t i = 0; i < n; ++i) {
+          xd[i].value() = x0[i];
+          xd[i].value_dot() = xdot0[i];
         }
         for (std::size_t j = 0; j < np; ++j) {
-          pd[j] = DualDual8(Dual1(p0[j], {pdot0[j]}));
-          if (n + j >= first && n + j < last)
-            pd[j].set_tangent(static_cast<int>(n + j - first), Dual1(1.0));
+          pd[j].value() = p0[j];
+          pd[j].value_dot() = pdot0[j];
         }
+      } else {
+        seeded = npass == 1;
+        auto seed = [&](std::size_t e) {
+          return e >= first && e < last ? static_cast<int>(e - first) : -1;
+        };
+        for (std::size_t i = 0; i < nx; ++i)
+          xd[i] = i < n ? second_order_input<K>(x0[i], xdot0[i], seed(i)) : DD(0.0);
+        for (std::size_t j = 0; j < np; ++j)
+          pd[j] = second_order_input<K>(p0[j], pdot0[j], seed(n + j));
       }
-      sys->model().rhs(t, std::span<const DualDual8>(xd), std::span<const DualDual8>(pd),
-                       std::span<DualDual8>(od));
+      sys->model().rhs(t, std::span<const DD>(xd), std::span<const DD>(pd), std::span<DD>(od));
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) {
-          value[i] = od[i].value().value();
-          value_dot[i] = od[i].value().tangent(0);
+          value[i] = od[i].value();
+          value_dot[i] = od[i].value_dot();
         }
-      if (passes == 1) {
+      if (npass == 1) {
         // One pass: [f_y | f_p] and its ε-part stay in the Dual outputs (vjp
         // reads them by rows); J, Jdot are formed only for jacobian().
         in_outputs = true;
         jacobian_ready = false;
         return;
       }
-      from_outputs(first, last);
+      from_outputs(ps, first, last);
     }
     in_outputs = false;
     jacobian_ready = true;
   }
 
   // Columns [first, last) of J, Jdot from the Dual outputs of their pass.
-  void from_outputs(std::size_t first, std::size_t last) {
+  template <class Passes>
+  void from_outputs(const Passes& ps, std::size_t first, std::size_t last) {
     for (std::size_t j = first; j < last; ++j) {
       const int c = static_cast<int>(j - first);
       for (std::size_t i = 0; i < nx; ++i) {
-        J[j * nx + i] = od[i].tangent(c).value();
-        Jdot[j * nx + i] = od[i].tangent(c).tangent(0);
+        J[j * nx + i] = ps.od[i].lanes_value()[c];
+        Jdot[j * nx + i] = ps.od[i].lanes_dot()[c];
       }
+    }
+  }
+
+  // K lanes for `lanes` columns per pass: the narrowest of 4, 6, 8.
+  void choose_lanes(std::size_t lanes) {
+    if (lanes <= 4)
+      passes.emplace<SecondOrderPasses<4>>();
+    else if (lanes <= 6)
+      passes.emplace<SecondOrderPasses<6>>();
+    else
+      passes.emplace<SecondOrderPasses<8>>();
+    with_passes([&](auto& ps) {
+      ps.xd.resize(nx);
+      ps.pd.resize(np);
+      ps.od.resize(nx);
+    });
+  }
+
+  // The coloured passes at the stored point: input j seeded in lane
+  // colour(j) of its pass (⌈colours/K⌉ passes), each non-zero read from its
+  // row's output in its column's lane.
+  template <class Passes>
+  void sparse_passes(Passes& ps) {
+    using DD = typename Passes::Scalar;
+    constexpr int K = Passes::kLanes;
+    const System::Shared& sh = *sys->shared_;
+    const ad::SparsityPattern& cols = sh.columns;
+    if (sp.size() != static_cast<std::size_t>(cols.nnz())) {
+      sp.resize(static_cast<std::size_t>(cols.nnz()));
+      spd.resize(sp.size());
+    }
+    const int npass = std::max(1, (sh.colours + K - 1) / K);
+    for (int pass = 0; pass < npass; ++pass) {
+      const int first = pass * K;
+      if (npass == 1 && sparse_seeded) {
+        for (std::size_t i = 0; i < n; ++i) {
+          ps.xd[i].value() = x[i];
+          ps.xd[i].value_dot() = xdot[i];
+        }
+        for (std::size_t j = 0; j < np; ++j) {
+          ps.pd[j].value() = p[j];
+          ps.pd[j].value_dot() = pdot[j];
+        }
+      } else {
+        sparse_seeded = npass == 1;
+        auto seed = [&](std::size_t e) {
+          const int c = sh.colour[e] - first;
+          return c >= 0 && c < K ? c : -1;
+        };
+        for (std::size_t i = 0; i < nx; ++i)
+          ps.xd[i] = i < n ? second_order_input<K>(x[i], xdot[i], seed(i)) : DD(0.0);
+        for (std::size_t j = 0; j < np; ++j)
+          ps.pd[j] = second_order_input<K>(p[j], pdot[j], seed(n + j));
+      }
+      sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
+                       std::span<DD>(ps.od));
+      if (pass == 0)
+        for (std::size_t i = 0; i < nx; ++i) {
+          value[i] = ps.od[i].value();
+          value_dot[i] = ps.od[i].value_dot();
+        }
+      for (std::size_t j = 0; j < nin; ++j) {
+        const int c = sh.colour[j] - first;
+        if (c < 0 || c >= K) continue;
+        const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+        const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+        for (std::size_t k = b; k < e; ++k) {
+          const auto& o = ps.od[static_cast<std::size_t>(cols.col_idx[k])];
+          sp[k] = o.lanes_value()[c];
+          spd[k] = o.lanes_dot()[c];
+        }
+      }
+    }
+  }
+
+  // vjp by rows of the one pass's Dual outputs; each entry sums over i in
+  // increasing order (as the column loop of vjp, and as Linearization::vjp's
+  // value sums).
+  template <class Passes>
+  void vjp_by_rows(const Passes& ps, std::span<const double> w, std::span<const double> wdot,
+                   std::span<double> xbar, std::span<double> xbar_dot, std::span<double> pbar,
+                   std::span<double> pbar_dot) const {
+    constexpr std::size_t K = Passes::kLanes;
+    double acc[K] = {}, accd[K] = {};
+    for (std::size_t i = 0; i < nx; ++i) {
+      const double wi = w[i], wdi = wdot[i];
+      const double* row = ps.od[i].lanes_value();
+      const double* row_dot = ps.od[i].lanes_dot();
+      for (std::size_t j = 0; j < K; ++j) {
+        const double a = row[j], adot = row_dot[j];
+        acc[j] += wi * a;
+        accd[j] += wdi * a + wi * adot;
+      }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+      xbar[j] = acc[j];
+      xbar_dot[j] = accd[j];
+    }
+    for (std::size_t j = n; j < nin; ++j) {
+      pbar[j - n] += acc[j];
+      pbar_dot[j - n] += accd[j];
     }
   }
 
@@ -1090,9 +1266,7 @@ SecondOrderLinearization::SecondOrderLinearization(const System& system)
              m.nin <= static_cast<std::size_t>(o.dense_max));
   m.value.assign(m.nx, 0.0);
   m.value_dot.assign(m.nx, 0.0);
-  m.xd.resize(m.nx);
-  m.pd.resize(m.np);
-  m.od.resize(m.nx);
+  m.choose_lanes(m.nin);
   if (!m.dense) {
     m.tape_ptr = acquire_tape();
     m.xr.resize(m.nx);
@@ -1107,38 +1281,49 @@ SecondOrderLinearization& SecondOrderLinearization::operator=(SecondOrderLineari
 
 bool SecondOrderLinearization::dense() const { return impl_->dense; }
 
-static_assert(SecondOrderLinearization::kRowLanes == static_cast<std::size_t>(kChunk));
-static_assert(sizeof(DualDual8) == SecondOrderLinearization::kInputStride * sizeof(double),
-              "dense_input's stride: a Dual<Dual<double, 1>, 8> is 9 Dual<double, 1>");
+std::size_t SecondOrderLinearization::row_lanes() const {
+  return impl_->with_passes([](const auto& ps) -> std::size_t { return ps.kLanes; });
+}
 
-const Dual1* SecondOrderLinearization::dense_row(std::size_t i) const {
+static_assert(SecondOrderLinearization::kRowLanes == static_cast<std::size_t>(kChunk));
+
+const double* SecondOrderLinearization::dense_row(std::size_t i) const {
   const Impl& m = *impl_;
   if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
-  return m.od[i].tangents();
+  return m.with_passes([&](const auto& ps) { return ps.od[i].lanes_value(); });
+}
+
+const double* SecondOrderLinearization::dense_row_dot(std::size_t i) const {
+  const Impl& m = *impl_;
+  if (!m.dense || !m.seeded || i >= m.nx) return nullptr;
+  return m.with_passes([&](const auto& ps) { return ps.od[i].lanes_dot(); });
 }
 
 double* SecondOrderLinearization::dense_input(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return &m.xd[i].value().value();
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value(); });
 }
 
 double* SecondOrderLinearization::dense_input_dot(std::size_t i) {
   Impl& m = *impl_;
   if (dense_row(0) == nullptr || i >= m.nx) return nullptr;
-  return &m.xd[i].value().tangent(0);
+  return m.with_passes([&](auto& ps) { return &ps.xd[i].value_dot(); });
 }
 
 void SecondOrderLinearization::evaluate(double t) {
   Impl& m = *impl_;
   assert(m.dense && m.seeded && "SecondOrderLinearization::evaluate: no one-pass dense at() before");
   m.t = t;
-  m.sys->model().rhs(t, std::span<const DualDual8>(m.xd), std::span<const DualDual8>(m.pd),
-                     std::span<DualDual8>(m.od));
-  for (std::size_t i = 0; i < m.nx; ++i) {
-    m.value[i] = m.od[i].value().value();
-    m.value_dot[i] = m.od[i].value().tangent(0);
-  }
+  m.with_passes([&](auto& ps) {
+    using DD = typename std::remove_cvref_t<decltype(ps)>::Scalar;
+    m.sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
+                       std::span<DD>(ps.od));
+    for (std::size_t i = 0; i < m.nx; ++i) {
+      m.value[i] = ps.od[i].value();
+      m.value_dot[i] = ps.od[i].value_dot();
+    }
+  });
   m.in_outputs = true;
   m.jacobian_ready = false;
 }
@@ -1159,6 +1344,20 @@ void SecondOrderLinearization::at(double t, std::span<const double> x,
   m.xdot.assign(xdot.begin(), xdot.end());
   m.p.assign(p.begin(), p.end());
   m.pdot.assign(pdot.begin(), pdot.end());
+  if (!m.resolved) {
+    // Beyond dense_max: the System's coloured strategy when it has one (the
+    // pattern detected and coloured once for all its linearizations), else
+    // the tape.
+    m.resolved = true;
+    m.sparse = m.sys->options().jacobian != JacobianStrategy::Tape &&
+               m.sys->resolve_strategy(t, x, p) == JacobianStrategy::Sparse;
+    if (m.sparse) m.choose_lanes(static_cast<std::size_t>(m.sys->shared_->colours));
+  }
+  if (m.sparse) {
+    if (m.sys->pattern_check_due()) m.sys->check_sparsity_pattern(t, x, p);
+    m.with_passes([&](auto& ps) { m.sparse_passes(ps); });
+    return;
+  }
   m.tape_at();
 }
 
@@ -1171,26 +1370,8 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
   Impl& m = *impl_;
   const std::size_t n = m.n, nx = m.nx;
   if (m.dense && m.in_outputs) {
-    // By rows of the Dual outputs; each entry sums over i in increasing
-    // order (as below, and as Linearization::vjp's value sums).
-    double acc[kChunk] = {}, accd[kChunk] = {};
-    for (std::size_t i = 0; i < nx; ++i) {
-      const double wi = w[i], wdi = wdot[i];
-      const Dual1* row = m.od[i].tangents();
-      for (std::size_t j = 0; j < static_cast<std::size_t>(kChunk); ++j) {
-        const double a = row[j].value(), adot = row[j].tangent(0);
-        acc[j] += wi * a;
-        accd[j] += wdi * a + wi * adot;
-      }
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-      xbar[j] = acc[j];
-      xbar_dot[j] = accd[j];
-    }
-    for (std::size_t j = n; j < m.nin; ++j) {
-      pbar[j - n] += acc[j];
-      pbar_dot[j - n] += accd[j];
-    }
+    m.with_passes(
+        [&](const auto& ps) { m.vjp_by_rows(ps, w, wdot, xbar, xbar_dot, pbar, pbar_dot); });
   } else if (m.dense) {
     // Each value entry sums over i in Linearization::vjp's dense order.
     for (std::size_t j = 0; j < m.nin; ++j) {
@@ -1200,6 +1381,26 @@ void SecondOrderLinearization::vjp(std::span<const double> w, std::span<const do
       for (std::size_t i = 0; i < nx; ++i) {
         acc += w[i] * col[i];
         accd += wdot[i] * col[i] + w[i] * cold[i];
+      }
+      if (j < n) {
+        xbar[j] = acc;
+        xbar_dot[j] = accd;
+      } else {
+        pbar[j - n] += acc;
+        pbar_dot[j - n] += accd;
+      }
+    }
+  } else if (m.sparse) {
+    // By columns: each entry sums over its column's rows in increasing order.
+    const ad::SparsityPattern& cols = m.sys->shared_->columns;
+    for (std::size_t j = 0; j < m.nin; ++j) {
+      double acc = 0.0, accd = 0.0;
+      const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+      const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+      for (std::size_t k = b; k < e; ++k) {
+        const auto i = static_cast<std::size_t>(cols.col_idx[k]);
+        acc += w[i] * m.sp[k];
+        accd += wdot[i] * m.sp[k] + w[i] * m.spd[k];
       }
       if (j < n) {
         xbar[j] = acc;
@@ -1237,14 +1438,16 @@ void SecondOrderLinearization::jacobian(std::span<double> out, std::span<double>
   Impl& m = *impl_;
   if (!m.jacobian_ready) {
     if (!m.in_outputs) {
-      // Tape: the dense passes keep the tape's f (the same values).
+      // Tape or sparse: the dense passes keep their f (the same values);
+      // they overwrite the sparse passes' seeds.
       const std::vector<double> v = m.value, vd = m.value_dot;
       m.dense_passes();
       m.value = v;
       m.value_dot = vd;
+      m.sparse_seeded = false;
     }
     if (!m.jacobian_ready) {
-      m.from_outputs(0, m.nin);
+      m.with_passes([&](const auto& ps) { m.from_outputs(ps, 0, m.nin); });
       m.jacobian_ready = true;
     }
   }

@@ -48,6 +48,7 @@
 #include <span>
 #include <vector>
 
+#include "costate/ad/second_order_dual.hpp"
 #include "costate/expr/program.hpp"
 
 namespace costate::expr {
@@ -253,5 +254,9 @@ extern template void Kernel::evaluate<ad::Reverse<ad::Dual<double, 1>>>(
     ad::Reverse<ad::Dual<double, 1>>*) const;
 extern template void Kernel::evaluate<ad::Dual<ad::Dual<double, 1>, 8>>(
     ad::Dual<ad::Dual<double, 1>, 8>*) const;
+// The second-order dense linearization's scalars (ode::SecondOrderLinearization).
+extern template void Kernel::evaluate<ad::SecondOrderDual<4>>(ad::SecondOrderDual<4>*) const;
+extern template void Kernel::evaluate<ad::SecondOrderDual<6>>(ad::SecondOrderDual<6>*) const;
+extern template void Kernel::evaluate<ad::SecondOrderDual<8>>(ad::SecondOrderDual<8>*) const;
 
 }  // namespace costate::expr

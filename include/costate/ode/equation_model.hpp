@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "costate/ad/dual.hpp"
+#include "costate/ad/second_order_dual.hpp"
 #include "costate/core/error.hpp"
 #include "costate/expr/kernel.hpp"
 #include "costate/expr/program.hpp"
@@ -55,15 +56,16 @@ class EquationModel {
   /// (expr::Kernel) over the intermediates and the equations. On double one
   /// out-of-line call of the kernel's fused code (Kernel::evaluate_rhs:
   /// registers on its stack; ode::System calls it directly through
-  /// direct_calls()); on ad::Dual the registers live in a per-thread buffer
-  /// (no allocation after the first call); on other scalar types
-  /// (ad::IndexSet, ad::Real) in a local vector.
+  /// direct_calls()); on ad::Dual and ad::SecondOrderDual the registers live
+  /// in a per-thread buffer (no allocation after the first call); on other
+  /// scalar types (ad::IndexSet, ad::Real) in a local vector.
   template <class T>
   void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt) const {
     const std::size_t nr = kernel_.registers();
     if constexpr (std::is_same_v<T, double>) {
       expr::Kernel::evaluate_rhs(&kernel_, t, y.data(), p.data(), dydt.data(), nullptr);
-    } else if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T>) {
+    } else if constexpr (std::is_floating_point_v<T> || ad::is_dual_v<T> ||
+                         ad::is_second_order_dual_v<T>) {
       thread_local std::vector<T> registers;
       if (registers.size() < nr) registers.resize(nr);
       run(t, y, p, dydt, registers.data());

@@ -17,13 +17,14 @@
 /// the exact Hessian of the discrete objective applied to v (not an
 /// approximation of the continuous one). The native steppers run on the
 /// compiled ode::System (make_second_order_system is the only per-model
-/// template: make_system's adapter plus the model on Dual<Dual<double, 1>, 8>
+/// template: make_system's adapter plus the model on ad::SecondOrderDual<K>
 /// and Reverse<Dual<double, 1>>): the compiled schemes' tangent steps
 /// carry x_i + εẋ_i forward, and each reverse step is the scheme's
 /// adjoint_tangent — adjoint() with its ε-parts from the System's
 /// SecondOrderLinearization (f_xᵀẇ + ḟ_xᵀw; dense Dual passes for small
-/// n + n_p, a tape otherwise) — under second_order_sweep (scheme.hpp), the
-/// same checkpoint schedules as the gradient. The time loop is never taped.
+/// n + n_p, coloured ones for a sparse f, a tape otherwise) — under
+/// second_order_sweep (scheme.hpp), the same checkpoint schedules as the
+/// gradient. The time loop is never taped.
 ///
 /// The step sizes are constants, as for the gradient: fixed-step methods use
 /// dt (landing on observation times); dopri5, sdirk3 and bdf first choose

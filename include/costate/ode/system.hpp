@@ -10,7 +10,7 @@
 /// per-model template (one adapter evaluating the model on the few scalar
 /// types the library needs: double, ad::Dual<double, 8>, ad::IndexSet and
 /// the tape's ad::Real; make_second_order_system adds ad::Dual<double, 1>,
-/// ad::Dual<ad::Dual<double, 1>, 8> and ad::Reverse<ad::Dual<double, 1>>);
+/// ad::SecondOrderDual<4, 6, 8> and ad::Reverse<ad::Dual<double, 1>>);
 /// everything behind it — the
 /// Jacobian strategies, the schemes and the sweeps — is compiled in src/ode/.
 ///
@@ -56,7 +56,7 @@
 /// Second order (the last section; issue 14): SecondOrderLinearization —
 /// f and its derivative with their ε-parts along (ẋ, ṗ), for
 /// hessian_vector's forward-over-adjoint on the compiled schemes (rhs on
-/// Dual<Dual<double,1>, 8>, Reverse<Dual<double,1>>: make_second_order_system)
+/// ad::SecondOrderDual<K>, Reverse<Dual<double,1>>: make_second_order_system)
 /// — and the objective terms' Hessian–vector pieces (*_hessian_vector).
 /// Built on this header: the implicit schemes' Newton (Linearization::
 /// jacobian, dense LU; src/ode/scheme_*.cpp), the second-order products of
@@ -80,6 +80,7 @@
 
 #include "costate/ad/dual.hpp"
 #include "costate/ad/reverse.hpp"
+#include "costate/ad/second_order_dual.hpp"
 #include "costate/ad/sparsity.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/objective.hpp"
@@ -171,11 +172,15 @@ class SystemModel {
   virtual std::vector<double> observation_times() const = 0;
   // Second order (SecondOrderLinearization, the *_hessian_vector terms;
   // only from make_second_order_system, SecondOrderAdapter): f on
-  // Dual<Dual<double, 1>, 8> (dense) and Reverse<Dual<double, 1>> (tape),
-  // the objective's terms on Reverse<Dual<double, 1>>. The defaults throw
+  // ad::SecondOrderDual<K> (the numbers of Dual<Dual<double, 1>, K>, bit for
+  // bit, stored by component) for K = 4, 6, 8 (dense: the narrowest K ≥
+  // n + n_p, else 8 per pass) and Reverse<Dual<double, 1>> (tape), the
+  // objective's terms on Reverse<Dual<double, 1>>. The defaults throw
   // costate::Error (a System made by make_system).
   using Dual1 = ad::Dual<double, 1>;
-  using DualDual8 = ad::Dual<Dual1, 8>;
+  using SecondOrder4 = ad::SecondOrderDual<4>;
+  using SecondOrder6 = ad::SecondOrderDual<6>;
+  using SecondOrder8 = ad::SecondOrderDual<8>;
   using Reverse1 = ad::Reverse<Dual1>;
   virtual bool second_order() const { return false; }
   /// f on Dual<double, 1>: one tangent direction (second-order sweeps carry
@@ -183,8 +188,12 @@ class SystemModel {
   /// SecondOrderAdapter evaluates the model on Dual<double, 1> itself.
   virtual void rhs(double t, std::span<const Dual1> y, std::span<const Dual1> p,
                    std::span<Dual1> dxdt) const;
-  virtual void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-                   std::span<DualDual8> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder4> y, std::span<const SecondOrder4> p,
+                   std::span<SecondOrder4> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder6> y, std::span<const SecondOrder6> p,
+                   std::span<SecondOrder6> dxdt) const;
+  virtual void rhs(double t, std::span<const SecondOrder8> y, std::span<const SecondOrder8> p,
+                   std::span<SecondOrder8> dxdt) const;
   virtual void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
                    std::span<Reverse1> dxdt) const;
   virtual Reverse1 terminal(std::span<const Reverse1> y, std::span<const Reverse1> p) const;
@@ -312,7 +321,9 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
  public:
   using SystemAdapter<M, O>::SystemAdapter;
   using Dual1 = SystemModel::Dual1;
-  using DualDual8 = SystemModel::DualDual8;
+  using SecondOrder4 = SystemModel::SecondOrder4;
+  using SecondOrder6 = SystemModel::SecondOrder6;
+  using SecondOrder8 = SystemModel::SecondOrder8;
   using Reverse1 = SystemModel::Reverse1;
   using SystemAdapter<M, O>::rhs;
   bool second_order() const override { return true; }
@@ -320,8 +331,16 @@ class SecondOrderAdapter final : public SystemAdapter<M, O> {
            std::span<Dual1> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
-  void rhs(double t, std::span<const DualDual8> y, std::span<const DualDual8> p,
-           std::span<DualDual8> dxdt) const override {
+  void rhs(double t, std::span<const SecondOrder4> y, std::span<const SecondOrder4> p,
+           std::span<SecondOrder4> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const SecondOrder6> y, std::span<const SecondOrder6> p,
+           std::span<SecondOrder6> dxdt) const override {
+    this->eval(t, y, p, dxdt);
+  }
+  void rhs(double t, std::span<const SecondOrder8> y, std::span<const SecondOrder8> p,
+           std::span<SecondOrder8> dxdt) const override {
     this->eval(t, y, p, dxdt);
   }
   void rhs(double t, std::span<const Reverse1> y, std::span<const Reverse1> p,
@@ -418,6 +437,17 @@ class System {
   friend class Linearization;
   friend class SecondOrderLinearization;
   struct Shared;  // the resolved strategy, pattern and colouring (src/ode/system.cpp)
+  // The coloured strategy's pieces, for Linearization and
+  // SecondOrderLinearization alike (src/ode/system.cpp): the strategy
+  // resolved at the first linearization (pattern detected and coloured:
+  // Sparse, or Tape beyond max_colours), whether this sparse linearization
+  // re-detects the pattern (kPatternCheckInterval's schedule, on the clock
+  // all of them share), and that re-detection (throws on a new entry).
+  JacobianStrategy resolve_strategy(double t, std::span<const double> x,
+                                    std::span<const double> p) const;
+  bool pattern_check_due() const;
+  void check_sparsity_pattern(double t, std::span<const double> x,
+                              std::span<const double> p) const;
   std::shared_ptr<const detail::SystemModel> model_;
   std::size_t n_ = 0, nx_ = 0, np_ = 0;
   bool has_terminal_ = false, has_running_ = false, has_observations_ = false;
@@ -500,8 +530,8 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
 
 /// make_system with the second-order evaluations (SecondOrderLinearization,
 /// System::*_hessian_vector; the last section of this header): the model and
-/// objective must accept ad::Dual<double, 1> (the model only),
-/// ad::Dual<ad::Dual<double, 1>, 8> and
+/// objective must accept ad::Dual<double, 1> and ad::SecondOrderDual<K>
+/// (the model only; it has dual.hpp's operations and functions) and
 /// ad::Reverse<ad::Dual<double, 1>>. A System from make_system refuses them
 /// (costate::Error), so gradient-only callers do not instantiate them.
 template <class M, class O>
@@ -523,13 +553,26 @@ System make_second_order_system(const M& model, const O& objective, std::size_t 
 ///           xbar_dot = f_xᵀ ẇ + ḟ_xᵀ w,    pbar_dot += f_pᵀ ẇ + ḟ_pᵀ w,
 /// with ḟ_x = f_xx[ẋ] + f_xp[ṗ], ḟ_p = f_px[ẋ] + f_pp[ṗ] (i.e.
 /// (w·f)''[ẋ, ṗ] read by rows). Strategies (SystemOptions, as first order):
-///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): ⌈(n + n_p)/8⌉
-///     passes on Dual<Dual<double, 1>, 8> give f, ḟ, [f_y | f_p] and its
-///     ε-part; products are dense mat-vecs (the value parts sum in the
-///     first-order dense order: the same bits as Linearization::vjp);
-///   - tape otherwise: one recording of f on Reverse<Dual<double, 1>>
-///     (inputs x + εẋ, p + εṗ) per at(); each vjp is one reverse sweep
-///     seeded with w + εẇ.
+///   - dense (n + n_p ≤ dense_max, or JacobianStrategy::Dense): one pass on
+///     ad::SecondOrderDual<K> (Dual<Dual<double, 1>, K>'s numbers and bits,
+///     stored by component) with K the narrowest of 4, 6, 8 that holds
+///     n + n_p (each lane costs its share of every operation, so lanes past
+///     n + n_p would be pure cost), else ⌈(n + n_p)/8⌉ passes on K = 8,
+///     give f, ḟ, [f_y | f_p] and its ε-part; products are dense mat-vecs
+///     (the value parts sum in the first-order dense order: the same bits as
+///     Linearization::vjp; every lane's arithmetic is its own, so K changes
+///     no bit);
+///   - sparse (beyond dense_max, when the System resolves to its coloured
+///     strategy at the first at(): the same pattern, colouring and pattern
+///     re-checks as Linearization's, shared): ⌈colours/K⌉ passes on
+///     SecondOrderDual<K>, input j seeded in lane colour(j), K the narrowest
+///     of 4, 6, 8 that holds the colours; the non-zeros of [f_y | f_p] and
+///     J̇ kept by columns, vjp by columns (each value entry summed over its
+///     rows in increasing order, as Linearization's coloured vjp: the same
+///     bits);
+///   - tape otherwise (JacobianStrategy::Tape, or too many colours): one
+///     recording of f on Reverse<Dual<double, 1>> (inputs x + εẋ, p + εṗ)
+///     per at(); each vjp is one reverse sweep seeded with w + εẇ.
 /// jacobian(J, J_dot) (dense [f_y | f_p] and its ε-part, column-major
 /// n_x × (n + n_p); for the implicit schemes' solves) is formed by Dual
 /// passes with every strategy. The z entry of xbar (running cost) is 0.
@@ -548,26 +591,31 @@ class SecondOrderLinearization {
   void vjp(std::span<const double> w, std::span<const double> wdot, std::span<double> xbar,
            std::span<double> xbar_dot, std::span<double> pbar, std::span<double> pbar_dot);
   void jacobian(std::span<double> out, std::span<double> out_dot);
-  /// True for the dense strategy, false for the tape.
+  /// True for the dense strategy, false for the sparse one and the tape.
   bool dense() const;
 
   // The one-pass dense strategy (n + n_p ≤ kRowLanes) in place, as
   // Linearization's dense_row / dense_input / evaluate: for callers that
   // fuse the vjp into their own loops (the explicit RK adjoint_tangent).
-  /// Lanes of a dense_row.
+  /// Lanes of a pass at most (one pass when n + n_p ≤ kRowLanes).
   static constexpr std::size_t kRowLanes = 8;
+  /// Lanes of this linearization's passes: 4, 6 or 8 (fixed at
+  /// construction; see the class comment).
+  std::size_t row_lanes() const;
   /// After at() with the one-pass dense strategy: row i < n_x of [f_y | f_p]
-  /// with its ε-part, lane l's entry (J(i, l), J̇(i, l)) = (row[l].value(),
-  /// row[l].tangent(0)) (lanes ≥ n + n_p unused), valid (and at the same
-  /// address) until the linearization is destroyed. nullptr for the tape,
-  /// for more than one pass and before the first at().
-  const ad::Dual<double, 1>* dense_row(std::size_t i) const;
+  /// (dense_row) and of its ε-part J̇ (dense_row_dot) as row_lanes() doubles
+  /// each (lanes ≥ n + n_p unused), valid (and at the same address) until
+  /// the linearization is destroyed. nullptr for the tape, for more than one
+  /// pass and before the first at().
+  const double* dense_row(std::size_t i) const;
+  const double* dense_row_dot(std::size_t i) const;
   /// Doubles between consecutive dense_input() (and dense_input_dot())
-  /// entries.
-  static constexpr std::size_t kInputStride = 2 * (kRowLanes + 1);
+  /// entries: 2 (row_lanes() + 1).
+  std::size_t input_stride() const { return 2 * (row_lanes() + 1); }
   /// After a first at() (dense_row() not nullptr): where the next evaluate()
-  /// reads x_i and ẋ_i (i < n_x; entry i + 1 is kInputStride doubles further
-  /// on; a running cost's z entry is written and ignored). nullptr otherwise.
+  /// reads x_i and ẋ_i (i < n_x; entry i + 1 is input_stride() doubles
+  /// further on; a running cost's z entry is written and ignored). nullptr
+  /// otherwise.
   double* dense_input(std::size_t i);
   double* dense_input_dot(std::size_t i);
   /// at(t, x + ε ẋ, p + ε ṗ) with x, ẋ written through dense_input() /
