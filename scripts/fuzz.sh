@@ -47,10 +47,20 @@ case $target in
   *) echo "fuzz.sh: unknown target '$target' (expr, csv, input, sbml, petab)" >&2; exit 2 ;;
 esac
 
-# The library's include directories and definitions, from the CMake build.
+# The library's include directories, from the CMake build: flags.make
+# (Makefiles generator) or the first library object's edge in build.ninja
+# (Ninja).
 flags_make=$build/CMakeFiles/costate.dir/flags.make
-[[ -f $flags_make ]] || { echo "fuzz.sh: $flags_make not found: configure and build $build first" >&2; exit 2; }
-includes=$(sed -n 's/^CXX_INCLUDES = //p' "$flags_make")
+if [[ -f $flags_make ]]; then
+  includes=$(sed -n 's/^CXX_INCLUDES = //p' "$flags_make")
+elif [[ -f $build/build.ninja ]]; then
+  includes=$(awk '/^build CMakeFiles\/costate\.dir\/src\/.*\.o:/ {f = 1}
+                  f && /^  INCLUDES = / {sub(/^  INCLUDES = /, ""); print; exit}' "$build/build.ninja")
+else
+  echo "fuzz.sh: neither $flags_make nor $build/build.ninja found: configure and build $build first" >&2
+  exit 2
+fi
+[[ -n $includes ]] || { echo "fuzz.sh: no include directories found for the library in $build" >&2; exit 2; }
 [[ -f $build/libcostate.so ]] || { echo "fuzz.sh: build $build/libcostate.so first" >&2; exit 2; }
 
 sanitize="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
