@@ -5,6 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
+  # the quick start's generator (scripts/quickstart.sh: Ninja compiles the CLI
+  # while the library's last objects build; 3 min 51 s against 4 min 12 s)
+  ninja-build
   libopenmpi-dev openmpi-bin
   petsc-dev
   # the SLEPc cross-check of the Laplace posterior (tests/pde/laplace_slepc_test; skipped without it)

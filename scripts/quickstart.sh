@@ -8,7 +8,11 @@ build="${COSTATE_BUILD_DIR:-$root/build}"
 jobs="${COSTATE_JOBS:-$(nproc)}"
 
 "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Ninja for a new build directory (it starts the CLI's objects before the
+# library is linked); an existing one keeps the generator it was made with.
+generator=()
+if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$jobs" --target costate_cli
 "$build/bin/costate" run "$root/data/examples/lotka_volterra.yaml"
 echo
