@@ -1061,54 +1061,67 @@ struct SecondOrderLinearization::Impl {
   template <class Passes>
   void dense_passes(Passes& ps, std::span<const double> x0, std::span<const double> xdot0,
                     std::span<const double> p0, std::span<const double> pdot0) {
-    using DD = typename Passes::Scalar;
     constexpr int K = Passes::kLanes;
-    auto& xd = ps.xd;
-    auto& pd = ps.pd;
-    auto& od = ps.od;
     J.resize(nx * nin);
     Jdot.resize(nx * nin);
-    const std::size_t npass = std::max<std::size_t>(1, (nin + K - 1) / K);
-    for (std::size_t pass = 0; pass < npass; ++pass) {
-      const std::size_t first = pass * K, last = std::min<std::size_t>(nin, first + K);
-      if (npass == 1 && seeded) {
-        // One pass: the unit seeds stay in place from call to call (as
-        // Linearization's dense_at), only the values and their ε-parts change.
+    const int npass = static_cast<int>(std::max<std::size_t>(1, (nin + K - 1) / K));
+    // Input e in lane e − first of its pass; one pass: [f_y | f_p] and its
+    // ε-part stay in the Dual outputs (vjp reads them by rows), J, Jdot are
+    // formed only for jacobian().
+    run_passes(
+        ps, npass, seeded, x0, xdot0, p0, pdot0,
+        [&](std::size_t e, int first) {
+          const auto c = static_cast<std::ptrdiff_t>(e) - first;
+          return c >= 0 && c < K ? static_cast<int>(c) : -1;
+        },
+        [&](int first) {
+          if (npass > 1)
+            from_outputs(ps, static_cast<std::size_t>(first),
+                         std::min<std::size_t>(nin, static_cast<std::size_t>(first + K)));
+        });
+    in_outputs = npass == 1;
+    jacobian_ready = npass > 1;
+  }
+
+  // The passes of the dense and coloured strategies at (x0, p0) + ε (xdot0,
+  // pdot0): pass k seeds input e in lane lane(e, k K) (−1: none), runs the
+  // model, keeps f, ḟ from the first pass and hands the outputs to
+  // read(k K). One pass (npass = 1): the unit seeds stay in place from call
+  // to call once `seeded_once` (as Linearization's dense_at), only the values
+  // and their ε-parts change.
+  template <class Passes, class Lane, class Read>
+  void run_passes(Passes& ps, int npass, bool& seeded_once, std::span<const double> x0,
+                  std::span<const double> xdot0, std::span<const double> p0,
+                  std::span<const double> pdot0, Lane lane, Read read) {
+    using DD = typename Passes::Scalar;
+    constexpr int K = Passes::kLanes;
+    for (int pass = 0; pass < npass; ++pass) {
+      const int first = pass * K;
+      if (npass == 1 && seeded_once) {
         for (std::size_t i = 0; i < n; ++i) {
-          xd[i].value() = x0[i];
-          xd[i].value_dot() = xdot0[i];
+          ps.xd[i].value() = x0[i];
+          ps.xd[i].value_dot() = xdot0[i];
         }
         for (std::size_t j = 0; j < np; ++j) {
-          pd[j].value() = p0[j];
-          pd[j].value_dot() = pdot0[j];
+          ps.pd[j].value() = p0[j];
+          ps.pd[j].value_dot() = pdot0[j];
         }
       } else {
-        seeded = npass == 1;
-        auto seed = [&](std::size_t e) {
-          return e >= first && e < last ? static_cast<int>(e - first) : -1;
-        };
+        seeded_once = npass == 1;
         for (std::size_t i = 0; i < nx; ++i)
-          xd[i] = i < n ? second_order_input<K>(x0[i], xdot0[i], seed(i)) : DD(0.0);
+          ps.xd[i] = i < n ? second_order_input<K>(x0[i], xdot0[i], lane(i, first)) : DD(0.0);
         for (std::size_t j = 0; j < np; ++j)
-          pd[j] = second_order_input<K>(p0[j], pdot0[j], seed(n + j));
+          ps.pd[j] = second_order_input<K>(p0[j], pdot0[j], lane(n + j, first));
       }
-      sys->model().rhs(t, std::span<const DD>(xd), std::span<const DD>(pd), std::span<DD>(od));
+      sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
+                       std::span<DD>(ps.od));
       if (pass == 0)
         for (std::size_t i = 0; i < nx; ++i) {
-          value[i] = od[i].value();
-          value_dot[i] = od[i].value_dot();
+          value[i] = ps.od[i].value();
+          value_dot[i] = ps.od[i].value_dot();
         }
-      if (npass == 1) {
-        // One pass: [f_y | f_p] and its ε-part stay in the Dual outputs (vjp
-        // reads them by rows); J, Jdot are formed only for jacobian().
-        in_outputs = true;
-        jacobian_ready = false;
-        return;
-      }
-      from_outputs(ps, first, last);
+      read(first);
     }
-    in_outputs = false;
-    jacobian_ready = true;
   }
 
   // Columns [first, last) of J, Jdot from the Dual outputs of their pass.
@@ -1143,7 +1156,6 @@ struct SecondOrderLinearization::Impl {
   // row's output in its column's lane.
   template <class Passes>
   void sparse_passes(Passes& ps) {
-    using DD = typename Passes::Scalar;
     constexpr int K = Passes::kLanes;
     const System::Shared& sh = *sys->shared_;
     const ad::SparsityPattern& cols = sh.columns;
@@ -1151,48 +1163,25 @@ struct SecondOrderLinearization::Impl {
       sp.resize(static_cast<std::size_t>(cols.nnz()));
       spd.resize(sp.size());
     }
-    const int npass = std::max(1, (sh.colours + K - 1) / K);
-    for (int pass = 0; pass < npass; ++pass) {
-      const int first = pass * K;
-      if (npass == 1 && sparse_seeded) {
-        for (std::size_t i = 0; i < n; ++i) {
-          ps.xd[i].value() = x[i];
-          ps.xd[i].value_dot() = xdot[i];
-        }
-        for (std::size_t j = 0; j < np; ++j) {
-          ps.pd[j].value() = p[j];
-          ps.pd[j].value_dot() = pdot[j];
-        }
-      } else {
-        sparse_seeded = npass == 1;
-        auto seed = [&](std::size_t e) {
+    run_passes(
+        ps, std::max(1, (sh.colours + K - 1) / K), sparse_seeded, x, xdot, p, pdot,
+        [&](std::size_t e, int first) {
           const int c = sh.colour[e] - first;
           return c >= 0 && c < K ? c : -1;
-        };
-        for (std::size_t i = 0; i < nx; ++i)
-          ps.xd[i] = i < n ? second_order_input<K>(x[i], xdot[i], seed(i)) : DD(0.0);
-        for (std::size_t j = 0; j < np; ++j)
-          ps.pd[j] = second_order_input<K>(p[j], pdot[j], seed(n + j));
-      }
-      sys->model().rhs(t, std::span<const DD>(ps.xd), std::span<const DD>(ps.pd),
-                       std::span<DD>(ps.od));
-      if (pass == 0)
-        for (std::size_t i = 0; i < nx; ++i) {
-          value[i] = ps.od[i].value();
-          value_dot[i] = ps.od[i].value_dot();
-        }
-      for (std::size_t j = 0; j < nin; ++j) {
-        const int c = sh.colour[j] - first;
-        if (c < 0 || c >= K) continue;
-        const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
-        const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
-        for (std::size_t k = b; k < e; ++k) {
-          const auto& o = ps.od[static_cast<std::size_t>(cols.col_idx[k])];
-          sp[k] = o.lanes_value()[c];
-          spd[k] = o.lanes_dot()[c];
-        }
-      }
-    }
+        },
+        [&](int first) {
+          for (std::size_t j = 0; j < nin; ++j) {
+            const int c = sh.colour[j] - first;
+            if (c < 0 || c >= K) continue;
+            const auto b = static_cast<std::size_t>(cols.row_ptr[j]);
+            const auto e = static_cast<std::size_t>(cols.row_ptr[j + 1]);
+            for (std::size_t k = b; k < e; ++k) {
+              const auto& o = ps.od[static_cast<std::size_t>(cols.col_idx[k])];
+              sp[k] = o.lanes_value()[c];
+              spd[k] = o.lanes_dot()[c];
+            }
+          }
+        });
   }
 
   // vjp by rows of the one pass's Dual outputs; each entry sums over i in
