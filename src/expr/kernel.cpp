@@ -241,6 +241,11 @@ struct [[gnu::visibility("hidden")]] KernelCode {
   static std::vector<Kernel::Step> build(Kernel& k);
   static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
                       double* pbar);
+  /// The Kernel of a Flattener's steps with outputs `out` (its registers,
+  /// tagged): dead-code elimination, the order of the steps, the fused code.
+  template <class Flat>
+  static Kernel assemble(const Flat& f, const std::vector<std::uint32_t>& out,
+                         std::string_view context, std::span<const std::size_t> input_blocks);
 };
 
 std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
@@ -665,7 +670,7 @@ class Flattener {
   std::vector<double> constants;
   std::vector<Kernel::Step> steps;  // operands tagged
 
- private:
+  /// The register of constant v (shared by bits).
   std::uint32_t constant(double v) {
     const auto bits = std::bit_cast<std::uint64_t>(v);
     const auto [it, fresh] = const_index_.try_emplace(bits, static_cast<std::uint32_t>(constants.size()));
@@ -675,6 +680,9 @@ class Flattener {
   bool is_constant(std::uint32_t reg) const {
     return (reg & kConstTag) != 0 && (reg & kStepTag) == 0;
   }
+  double constant_value(std::uint32_t reg) const { return constants[reg & ~kConstTag]; }
+  /// The register of op on a, b, c (n of them read): folded when every
+  /// operand is a constant, shared with an identical earlier step.
   std::uint32_t operation(Op op, std::uint32_t a, std::uint32_t b, std::uint32_t c, int n) {
     bool all_constant = true;
     for (int k = 0; k < n; ++k) all_constant = all_constant && is_constant(k == 0 ? a : k == 1 ? b : c);
@@ -693,6 +701,7 @@ class Flattener {
     return kStepTag | it->second;
   }
 
+ private:
   std::unordered_map<std::uint64_t, std::uint32_t> const_index_;
   std::map<std::tuple<int, std::uint32_t, std::uint32_t, std::uint32_t>, std::uint32_t> shared_;
 };
@@ -726,16 +735,232 @@ void Kernel::vjp_rhs(const void* kernel, double* work, const double* w, double* 
   KernelCode::reverse(*static_cast<const Kernel*>(kernel), work, w, nullptr, ybar, pbar);
 }
 
+namespace {
+
+/// Forward-mode derivatives of a Flattener's steps along one input v_j, as
+/// registers of the same Flattener (so its folding and sharing apply: a
+/// partial common to several columns, or equal to a value the outputs
+/// compute, is one step). Each step's tangent follows ad::Dual's formula
+/// for the operation (dual.hpp), in its order of operations, with the
+/// structurally zero terms left out and products by a tangent 1 reduced to
+/// the other factor (Kernel::build_rows).
+class Tangents {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;  // structurally zero
+
+  Tangents(Flattener& f, std::uint32_t input)
+      : f_(f), input_(input), n_(f.steps.size()), tangent_(n_, kNone) {
+    for (std::size_t i = 0; i < n_; ++i) tangent_[i] = step(i);
+  }
+  /// The tangent of register `reg` (tagged), or the constant 0.
+  std::uint32_t of_or_zero(std::uint32_t reg) const {
+    const std::uint32_t t = of(reg);
+    return t == kNone ? f_.constant(0.0) : t;
+  }
+
+ private:
+  static constexpr std::uint32_t kStep = Flattener::kStepTag, kConst = Flattener::kConstTag;
+
+  std::uint32_t of(std::uint32_t reg) const {
+    if (reg & kStep) return tangent_[reg & ~kStep];
+    if (reg & kConst) return kNone;
+    return reg == input_ ? f_.constant(1.0) : kNone;
+  }
+  std::uint32_t k(double v) const { return f_.constant(v); }
+  bool is(std::uint32_t x, double v) const {
+    return x != kNone && f_.is_constant(x) && f_.constant_value(x) == v;
+  }
+  std::uint32_t op1(Op op, std::uint32_t a) const { return f_.operation(op, a, a, a, 1); }
+  std::uint32_t op2(Op op, std::uint32_t a, std::uint32_t b) const {
+    return f_.operation(op, a, b, a, 2);
+  }
+  // On tangents (kNone for zero):
+  std::uint32_t mul(std::uint32_t x, std::uint32_t y) const {
+    if (x == kNone || y == kNone || is(x, 0.0) || is(y, 0.0)) return kNone;
+    if (is(x, 1.0)) return y;
+    if (is(y, 1.0)) return x;
+    return op2(Op::Mul, x, y);
+  }
+  std::uint32_t add(std::uint32_t x, std::uint32_t y) const {
+    if (x == kNone) return y;
+    if (y == kNone) return x;
+    return op2(Op::Add, x, y);
+  }
+  std::uint32_t sub(std::uint32_t x, std::uint32_t y) const {
+    if (y == kNone) return x;
+    if (x == kNone) return op1(Op::Neg, y);
+    return op2(Op::Sub, x, y);
+  }
+  std::uint32_t neg(std::uint32_t x) const { return x == kNone ? kNone : op1(Op::Neg, x); }
+  /// c ≠ 0 ? x : y (x, y tangents or partials).
+  std::uint32_t select(std::uint32_t c, std::uint32_t x, std::uint32_t y) const {
+    if (x == y) return x;
+    if (f_.is_constant(c)) return f_.constant_value(c) != 0.0 ? x : y;
+    return f_.operation(Op::Select, c, x == kNone ? k(0.0) : x, y == kNone ? k(0.0) : y, 3);
+  }
+  /// d · ẋ, 0 where ẋ = 0 whatever d (ad::Dual's guard for an infinite
+  /// partial: sqrt, cbrt at 0, pow at a zero base).
+  std::uint32_t guarded(std::uint32_t d, std::uint32_t x) const {
+    if (x == kNone || f_.is_constant(x)) return mul(d, x);
+    return select(op2(Op::Eq, x, k(0.0)), kNone, mul(d, x));
+  }
+
+  std::uint32_t step(std::size_t i) {
+    const Kernel::Step s = f_.steps[i];  // a copy: the steps grow below
+    const std::uint32_t v = kStep | static_cast<std::uint32_t>(i);
+    const std::uint32_t a = s.a, b = s.b;
+    const std::uint32_t da = of(a), db = of(b);
+    if (da == kNone && db == kNone && (s.op != Op::Select || of(s.c) == kNone)) return kNone;
+    const std::uint32_t one = k(1.0), zero = k(0.0);
+    // A function of one operand: d(a) · ȧ (ad::Dual's unary: d times the tangent).
+    auto unary = [&](auto partial) { return da == kNone ? kNone : mul(partial(), da); };
+    auto reciprocal = [&](std::uint32_t x) { return op2(Op::Div, one, x); };
+    switch (s.op) {
+      case Op::Constant:
+      case Op::Variable: return da;
+      case Op::Add: return add(da, db);
+      case Op::Sub: return sub(da, db);
+      case Op::Mul: return add(mul(b, da), mul(a, db));  // b ȧ + a ḃ
+      case Op::Div:  // (ȧ − v ḃ) · (1/b)
+        return mul(sub(da, mul(v, db)), reciprocal(b));
+      case Op::Pow: {
+        // ∂/∂a = 0 for b = 0, b v / a for a ≠ 0, else b a^(b−1); ∂/∂b = v log a for a > 0, else 0.
+        const std::uint32_t dx =
+            da == kNone ? kNone
+                        : select(op2(Op::Eq, b, zero), zero,
+                                 select(op2(Op::Ne, a, zero), op2(Op::Div, op2(Op::Mul, b, v), a),
+                                        op2(Op::Mul, b, op2(Op::Pow, a, op2(Op::Sub, b, one)))));
+        const std::uint32_t dy =
+            db == kNone ? kNone
+                        : select(op2(Op::Gt, a, zero), op2(Op::Mul, v, op1(Op::Log, a)), zero);
+        return add(guarded(dx, da), mul(dy, db));
+      }
+      case Op::Atan2: {  // atan2(a, b): (b ȧ − a ḃ) / (b² + a²), 0 at the origin
+        const std::uint32_t r2 = op2(Op::Add, op2(Op::Mul, b, b), op2(Op::Mul, a, a));
+        const std::uint32_t inv = select(op2(Op::Eq, r2, zero), zero, reciprocal(r2));
+        return add(mul(op2(Op::Mul, b, inv), da), mul(op2(Op::Mul, op1(Op::Neg, a), inv), db));
+      }
+      case Op::Hypot: {  // (a ȧ + b ḃ) / v, 0 at the origin
+        const std::uint32_t inv = select(op2(Op::Eq, v, zero), zero, reciprocal(v));
+        return add(mul(op2(Op::Mul, a, inv), da), mul(op2(Op::Mul, b, inv), db));
+      }
+      case Op::Min: return select(op2(Op::Lt, b, a), db, da);  // ties: the first argument
+      case Op::Max: return select(op2(Op::Gt, b, a), db, da);
+      case Op::Neg: return neg(da);
+      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+      case Op::And: case Op::Or: case Op::Not:
+      case Op::Floor: case Op::Ceil: case Op::Round: return kNone;
+      case Op::Select: return select(a, db, of(s.c));
+      case Op::Sqrt:
+        return guarded(select(op2(Op::Eq, v, zero), k(HUGE_VAL), op2(Op::Div, k(0.5), v)), da);
+      case Op::Cbrt:
+        return guarded(select(op2(Op::Eq, v, zero), k(HUGE_VAL),
+                              reciprocal(op2(Op::Mul, op2(Op::Mul, k(3.0), v), v))),
+                       da);
+      case Op::Exp: return unary([&] { return v; });
+      case Op::Expm1: return unary([&] { return op2(Op::Add, v, one); });
+      case Op::Log: return unary([&] { return reciprocal(a); });
+      case Op::Log1p: return unary([&] { return reciprocal(op2(Op::Add, one, a)); });
+      case Op::Log2: return unary([&] { return reciprocal(op2(Op::Mul, a, k(kLn2))); });
+      case Op::Log10: return unary([&] { return reciprocal(op2(Op::Mul, a, k(kLn10))); });
+      case Op::Sin: return unary([&] { return op1(Op::Cos, a); });
+      case Op::Cos: return unary([&] { return op1(Op::Neg, op1(Op::Sin, a)); });
+      case Op::Tan: return unary([&] { return op2(Op::Add, one, op2(Op::Mul, v, v)); });
+      case Op::Asin:
+      case Op::Acos:
+        return unary([&] {
+          return op2(Op::Div, k(s.op == Op::Asin ? 1.0 : -1.0),
+                     op1(Op::Sqrt, op2(Op::Mul, op2(Op::Sub, one, a), op2(Op::Add, one, a))));
+        });
+      case Op::Atan:
+        return unary([&] { return reciprocal(op2(Op::Add, one, op2(Op::Mul, a, a))); });
+      case Op::Sinh: return unary([&] { return op1(Op::Cosh, a); });
+      case Op::Cosh: return unary([&] { return op1(Op::Sinh, a); });
+      case Op::Tanh: return unary([&] { return op2(Op::Sub, one, op2(Op::Mul, v, v)); });
+      case Op::Asinh:
+        return unary(
+            [&] { return reciprocal(op1(Op::Sqrt, op2(Op::Add, op2(Op::Mul, a, a), one))); });
+      case Op::Acosh:
+        return unary([&] {
+          return reciprocal(
+              op1(Op::Sqrt, op2(Op::Mul, op2(Op::Sub, a, one), op2(Op::Add, a, one))));
+        });
+      case Op::Atanh:
+        return unary([&] {
+          return reciprocal(op2(Op::Mul, op2(Op::Sub, one, a), op2(Op::Add, one, a)));
+        });
+      case Op::Erf:
+      case Op::Erfc:
+        return unary([&] {
+          return op2(Op::Mul, k(s.op == Op::Erf ? k2OverSqrtPi : -k2OverSqrtPi),
+                     op1(Op::Exp, op1(Op::Neg, op2(Op::Mul, a, a))));
+        });
+      case Op::Abs:  // ȧ for a > 0, −ȧ for a < 0, 0 at 0
+        return select(op2(Op::Gt, a, zero), da,
+                      select(op2(Op::Lt, a, zero), neg(da), kNone));
+    }
+    return kNone;
+  }
+
+  Flattener& f_;
+  std::uint32_t input_;
+  std::size_t n_;
+  std::vector<std::uint32_t> tangent_;  // of steps 0 … n_ − 1
+};
+
+/// The slots' and the outputs' programs into `f`; returns the outputs'
+/// registers.
+std::vector<std::uint32_t> flatten(Flattener& f, std::span<const Program> slots,
+                                   std::span<const Program> outputs) {
+  std::vector<std::uint32_t> var_reg(f.n_inputs_);
+  for (std::size_t j = 0; j < f.n_inputs_; ++j) var_reg[j] = static_cast<std::uint32_t>(j);
+  for (const Program& s : slots) var_reg.push_back(f.emit(s, var_reg));
+  std::vector<std::uint32_t> out;
+  for (const Program& o : outputs) out.push_back(f.emit(o, var_reg));
+  return out;
+}
+
+}  // namespace
+
 Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
                      std::span<const Program> outputs, std::string_view context,
                      std::span<const std::size_t> input_blocks) {
   Flattener f(n_inputs, context);
-  std::vector<std::uint32_t> var_reg(n_inputs);
-  for (std::size_t j = 0; j < n_inputs; ++j) var_reg[j] = static_cast<std::uint32_t>(j);
-  for (const Program& s : slots) var_reg.push_back(f.emit(s, var_reg));
-  std::vector<std::uint32_t> out;
-  for (const Program& o : outputs) out.push_back(f.emit(o, var_reg));
+  const std::vector<std::uint32_t> out = flatten(f, slots, outputs);
+  return KernelCode::assemble(f, out, context, input_blocks);
+}
 
+Kernel Kernel::build_rows(std::size_t n_inputs, std::span<const Program> slots,
+                          std::span<const Program> outputs, std::size_t first_column,
+                          std::size_t columns, std::size_t lanes, std::string_view context,
+                          std::span<const std::size_t> input_blocks) {
+  COSTATE_CHECK(first_column + columns <= n_inputs && columns <= lanes,
+                context << ": derivative rows of " << columns << " columns from input "
+                        << first_column << " in " << lanes << " lanes (" << n_inputs
+                        << " inputs; the columns must be inputs and fit the lanes)");
+  Flattener f(n_inputs, context);
+  const std::vector<std::uint32_t> values = flatten(f, slots, outputs);
+  std::vector<std::vector<std::uint32_t>> tangent;  // [column][output]
+  for (std::size_t l = 0; l < columns; ++l) {
+    const Tangents d(f, static_cast<std::uint32_t>(first_column + l));
+    tangent.emplace_back();
+    for (const std::uint32_t o : values) tangent.back().push_back(d.of_or_zero(o));
+  }
+  const std::uint32_t zero = f.constant(0.0);
+  std::vector<std::uint32_t> out;
+  out.reserve(values.size() * (lanes + 1));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    for (std::size_t l = 0; l < lanes; ++l) out.push_back(l < columns ? tangent[l][i] : zero);
+    out.push_back(values[i]);
+  }
+  return KernelCode::assemble(f, out, context, input_blocks);
+}
+
+template <class Flat>
+Kernel KernelCode::assemble(const Flat& f, const std::vector<std::uint32_t>& out,
+                            std::string_view context, std::span<const std::size_t> input_blocks) {
+  using Step = Kernel::Step;
+  const std::size_t n_inputs = f.n_inputs_;
   // Keep what the outputs use (steps are in dependency order: one backward pass).
   constexpr std::uint32_t kStep = Flattener::kStepTag, kConst = Flattener::kConstTag;
   std::vector<char> live(f.steps.size(), 0);
@@ -822,14 +1047,14 @@ Kernel Kernel::build(std::size_t n_inputs, std::span<const Program> slots,
   if (!input_blocks.empty()) {
     std::size_t total = 0;
     for (const std::size_t b : input_blocks) total += b;
-    COSTATE_CHECK(input_blocks.size() <= kMaxBlocks && total == n_inputs,
+    COSTATE_CHECK(input_blocks.size() <= Kernel::kMaxBlocks && total == n_inputs,
                   context << ": " << input_blocks.size() << " input blocks of " << total
-                          << " inputs for " << n_inputs << " (at most " << kMaxBlocks
+                          << " inputs for " << n_inputs << " (at most " << Kernel::kMaxBlocks
                           << " blocks, summing to the inputs)");
     k.blocks_.assign(input_blocks.begin(), input_blocks.end());
   }
   k.code_ = KernelCode::build(k);
-  k.on_stack_ = k.registers() <= kStackRegisters;
+  k.on_stack_ = k.registers() <= Kernel::kStackRegisters;
   return k;
 }
 

@@ -455,6 +455,92 @@ TEST(Kernel, ALongChainOfSingleUseStepsBuildsAndMatches) {
   EXPECT_EQ(out[0], 0.5 * 2.0 + half * (-1.25 * 0.75) - (half - 1) * (0.5 * -3.0));
 }
 
+/// The rows kernel's lanes against a unit-seeded Dual pass: equal (as
+/// numbers: a zero's sign may differ where Dual adds a −0 product of a zero
+/// tangent; any NaN equals any NaN).
+bool same_number(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+using D8 = costate::ad::Dual<double, 8>;
+
+/// Kernel::build_rows (columns x1 … x5 in lanes 0 … 4 of 8; t not a column)
+/// by the fused code against evaluate<Dual<double, 8>> with unit seeds, for
+/// random expressions forcing every opcode: the same formulas in the same
+/// order, so the same numbers; lanes 5 … 7 are 0 and the last is the value.
+TEST(Kernel, DerivativeRowsMatchAUnitSeededDualPass) {
+  constexpr std::size_t kLanes = 8, kColumns = kN - 1;
+  const std::size_t blocks[] = {1, 2, 3};
+  int cases = 0;
+  for (int op = static_cast<int>(Op::Add); op <= static_cast<int>(Op::Select); ++op) {
+    for (unsigned seed = 1; seed <= 12; ++seed) {
+      const Case k = random_case(seed * 101 + static_cast<unsigned>(op), static_cast<Op>(op));
+      const Kernel plain = Kernel::build(kN, k.slots, k.outputs, "case", blocks);
+      const Kernel rows = Kernel::build_rows(kN, k.slots, k.outputs, 1, kColumns, kLanes, "case", blocks);
+      ASSERT_EQ(rows.n_outputs(), (kLanes + 1) * plain.n_outputs());
+      Generator g(seed, kN);
+      std::vector<double> x(kN);
+      for (double& xi : x) xi = g.value();
+      std::vector<D8> rd(plain.registers()), outd(plain.n_outputs());
+      for (int j = 0; j < kN; ++j) {
+        rd[j] = D8(x[j]);
+        if (j > 0) rd[j].set_tangent(j - 1, 1.0);
+      }
+      plain.evaluate(rd.data(), std::span<D8>(outd));
+      std::vector<double> out(rows.n_outputs(), -1.0);
+      Kernel::evaluate_rhs(&rows, x[0], x.data() + 1, x.data() + 3, out.data(), nullptr);
+      const std::string what = std::string(costate::expr::to_string(static_cast<Op>(op))) +
+                               " seed " + std::to_string(seed);
+      for (std::size_t i = 0; i < outd.size(); ++i) {
+        const double* row = out.data() + i * (kLanes + 1);
+        ASSERT_TRUE(same_bits(row[kLanes], outd[i].value())) << what << ": output " << i;
+        for (std::size_t l = 0; l < kLanes; ++l)
+          ASSERT_TRUE(same_number(row[l], l < kColumns ? outd[i].tangent(static_cast<int>(l)) : 0.0))
+              << what << ": output " << i << " lane " << l << ": " << row[l] << " vs "
+              << outd[i].tangent(static_cast<int>(l));
+      }
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 500);
+}
+
+// Where a partial is infinite (sqrt at 0) a zero tangent gives 0, as Dual's
+// guard: sqrt(a·y) at a = 0, y = 2 has ∂/∂a = +∞ and ∂/∂y = 0; pow(a, 0.5)
+// the same at a = 0. And a derivative no path reaches is the constant 0
+// (here ∂/∂t: t is not a column; ∂/∂z: z unused).
+TEST(Kernel, DerivativeRowsGuardInfinitePartialsAsDualDoes) {
+  // Inputs t, a, y, z; columns a, y, z.
+  const std::vector<Program> outputs{
+      Program::build(ap(Op::Sqrt, {ap(Op::Mul, {v(1), v(2)})}), 4, "sqrt(a*y)"),
+      Program::build(ap(Op::Add, {ap(Op::Pow, {v(1), c(0.5)}), ap(Op::Mul, {v(0), v(2)})}), 4,
+                     "a^0.5 + t*y")};
+  const Kernel rows = Kernel::build_rows(4, {}, outputs, 1, 3, 4, "corner");
+  std::vector<double> r(rows.registers());
+  const double x[] = {3.0, 0.0, 2.0, 5.0};
+  std::copy(std::begin(x), std::end(x), r.begin());
+  std::vector<double> out(rows.n_outputs());
+  rows.evaluate(r.data(), std::span<double>(out));
+  const double inf = HUGE_VAL;
+  const std::vector<double> expect{inf, 0.0, 0.0, 0.0, 0.0,  // sqrt(a y): lanes a, y, z, pad, value
+                                   inf, 3.0, 0.0, 0.0, 6.0};  // a^0.5 + t y: value 0 + 3·2
+  for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_EQ(out[i], expect[i]) << i;
+  // The same through a Dual pass (lanes a, y, z).
+  using D4 = costate::ad::Dual<double, 4>;
+  const Kernel plain = Kernel::build(4, {}, outputs, "corner");
+  std::vector<D4> rd(plain.registers()), outd(2);
+  for (int j = 0; j < 4; ++j) {
+    rd[j] = D4(x[j]);
+    if (j > 0) rd[j].set_tangent(j - 1, 1.0);
+  }
+  plain.evaluate(rd.data(), std::span<D4>(outd));
+  for (int i = 0; i < 2; ++i)
+    for (int l = 0; l < 3; ++l) EXPECT_EQ(out[i * 5 + l], outd[i].tangent(l)) << i << " " << l;
+}
+
+TEST(Kernel, RefusesDerivativeRowsOutsideTheInputsOrLanes) {
+  const std::vector<Program> outputs{Program::build(ap(Op::Mul, {v(1), v(2)}), 3, "o0")};
+  EXPECT_THROW((void)Kernel::build_rows(3, {}, outputs, 1, 3, 8, "model"), costate::Error);
+  EXPECT_THROW((void)Kernel::build_rows(3, {}, outputs, 1, 2, 1, "model"), costate::Error);
+}
+
 TEST(Kernel, ANeverBuiltKernelEvaluatesNothing) {
   const Kernel k;
   EXPECT_EQ(k.registers(), 0u);

@@ -76,6 +76,32 @@ class Kernel {
                       std::span<const std::size_t> input_blocks = {});
   static constexpr std::size_t kMaxBlocks = 3;
 
+  /// The outputs together with their first derivatives, as one kernel of
+  /// (lanes + 1) · outputs.size() outputs in *rows*: row i holds
+  ///     lane l < columns:            ∂o_i/∂v_{first_column + l}
+  ///     lane l ∈ [columns, lanes):   0
+  ///     lane `lanes`:                o_i
+  /// — the layout of ad::Dual<double, lanes> (tangents, then the value), so
+  /// that a caller evaluates straight into Dual outputs (ode::EquationModel:
+  /// the dense Jacobian rows of ode::Linearization). The derivative
+  /// expressions are formed once, here, by forward-mode differentiation of
+  /// the steps, one column at a time, with ad::Dual's formulas in its order
+  /// of operations; the outputs' expressions and theirs share the sharing,
+  /// folding and fused code of build(). A derivative structurally zero
+  /// along a column (no path from that input) is the constant 0, and a
+  /// product with a tangent 1 is its other factor. So each entry is what a
+  /// unit-seeded Dual pass (evaluate<ad::Dual<double, lanes>>) computes,
+  /// except where that pass multiplies a structurally zero tangent by an
+  /// infinite or NaN partial (the entry is then 0, not NaN), and except the
+  /// sign of a zero; where sqrt, cbrt or pow has an infinite partial the
+  /// entry is 0 for a zero tangent, as Dual's guard gives it (here at any
+  /// base). Requires first_column + columns ≤ n_inputs and columns ≤ lanes.
+  static Kernel build_rows(std::size_t n_inputs, std::span<const Program> slots,
+                           std::span<const Program> outputs, std::size_t first_column,
+                           std::size_t columns, std::size_t lanes,
+                           std::string_view context = "expression",
+                           std::span<const std::size_t> input_blocks = {});
+
   std::size_t n_inputs() const { return n_inputs_; }
   std::size_t n_outputs() const { return outputs_.size(); }
   /// Size of the workspace evaluate() and vjp() take.
