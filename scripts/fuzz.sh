@@ -71,7 +71,11 @@ launcher=$(command -v ccache || true)
 objects=()
 for src in "${sources[@]}" "tests/fuzz/${target}_fuzz.cpp"; do
   obj=$out/obj/$(echo "$src" | tr '/' '_').o
-  if [[ ! -f $obj || $root/$src -nt $obj ]]; then
+  # Stale when the source or any of the library's headers is newer (a
+  # header change alters what the fuzzed sources compile to: an object
+  # built against an old class layout crashes against the new library).
+  if [[ ! -f $obj || $root/$src -nt $obj ||
+        -n $(find "$root/include" -name '*.hpp' -newer "$obj" -print -quit) ]]; then
     echo "fuzz.sh: compiling $src" >&2
     # shellcheck disable=SC2086
     $launcher "$cxx" $cflags $includes -c "$root/$src" -o "$obj"

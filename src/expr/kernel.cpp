@@ -6,6 +6,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -85,6 +86,14 @@ double* thread_registers(std::size_t n) {
 //   kCopy + 4 src + w   r_b … = src[a …], 1, 2, 4 or 8 values (w = 0 … 3)
 //                       from y, p (the ODE form) or the constants (src = 0,
 //                       1, 2)
+// Placed outputs (Kernel::placed_, build_rows' kernels), output k written at
+// out[k] by the instruction computing it:
+//   kArithAt + i, kNegAt, kPairAt + 8f + 2g + s
+//                       as kArith, kNeg, kPair, and out[at] ← r (a pair:
+//                       its second result)
+//   kOutAt + m          out[at] ← a, then (m = 1) out[c] ← b
+// (the constant outputs before code_[first_steps_], the rest after the
+// steps, then kEnd: return).
 // The copies come first: code_[1 …] those of the ODE form's inputs, from
 // code_[consts_] the constants', then the steps' instructions (result
 // registers in order: each instruction writes its step(s)' next), then the
@@ -94,7 +103,9 @@ double* thread_registers(std::size_t n) {
 // updates those of reverse_one below.
 constexpr unsigned kArith = 0, kNeg = 4, kPair = 5, kGeneric = kPair + 40,
                    kOut = kGeneric + 64, kEnd = kOut + 4, kSentinel = kEnd + 4,
-                   kCopyT = kSentinel + 1, kCopy = kCopyT + 1, kOpcodes = kCopy + 12;
+                   kCopyT = kSentinel + 1, kCopy = kCopyT + 1, kArithAt = kCopy + 12,
+                   kNegAt = kArithAt + 4, kPairAt = kNegAt + 1, kOutAt = kPairAt + 40,
+                   kOpcodes = kOutAt + 2;
 static_assert(static_cast<unsigned>(Op::Select) < 64 && kOpcodes <= 256);
 
 [[gnu::noinline]] double generic_value(unsigned op, double a, double b, double c) {
@@ -182,9 +193,10 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
   }
 }
 
-[[gnu::noinline]] void reverse_generic(unsigned op, std::uint32_t R, const Kernel::Step& s,
-                                       const double* r, double* adj) {
-  reverse_one(static_cast<Op>(op), R, s.a, s.b, s.c, r, adj);
+[[gnu::noinline]] void reverse_generic(unsigned op, std::uint32_t R, std::uint32_t a,
+                                       std::uint32_t b, std::uint32_t c, const double* r,
+                                       double* adj) {
+  reverse_one(static_cast<Op>(op), R, a, b, c, r, adj);
 }
 
 /// z[0 … n) = 0 for the few registers of a model: four at a time in a
@@ -238,17 +250,22 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
 /// The fused code's interpreters (friends of Kernel; hidden: called inside
 /// the library without the PLT).
 struct [[gnu::visibility("hidden")]] KernelCode {
-  static std::vector<Kernel::Step> build(Kernel& k);
+  static std::vector<Kernel::Code> build(Kernel& k);
+  static void forward(const Kernel& k, const Kernel::Code* s, double t, const double* y,
+                      const double* p, double* out, double* r);
   static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
                       double* pbar);
   /// The Kernel of a Flattener's steps with outputs `out` (its registers,
   /// tagged): dead-code elimination, the order of the steps, the fused code.
+  /// `placed`: outputs written at their places by the instructions that
+  /// compute them (Kernel::placed_; if there are fewer than 2^16).
   template <class Flat>
   static Kernel assemble(const Flat& f, const std::vector<std::uint32_t>& out,
-                         std::string_view context, std::span<const std::size_t> input_blocks);
+                         std::string_view context, std::span<const std::size_t> input_blocks,
+                         bool placed = false);
 };
 
-std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
+std::vector<Kernel::Code> KernelCode::build(Kernel& k) {
   auto arith = [](Op op) -> int {
     switch (op) {
       case Op::Add: return 0;
@@ -259,14 +276,17 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
       default: return -1;
     }
   };
-  auto code_op = [](unsigned c) { return static_cast<Op>(c); };
-  std::vector<Kernel::Step> code{{code_op(kSentinel), 0, 0, 0}};
+  std::vector<Kernel::Code> code;
+  auto emit = [&](unsigned op, std::uint32_t a, std::uint32_t b, std::uint32_t c,
+                  std::size_t at = 0) {
+    code.push_back({static_cast<Op>(op), static_cast<std::uint16_t>(at), a, b, c});
+  };
+  emit(kSentinel, 0, 0, 0);
   // Copies of n values from source src into registers from `to` on: chunks of 8, 4, 2, 1.
   auto copies = [&](unsigned src, std::size_t n, std::size_t to) {
     for (std::size_t i = 0; i < n;) {
       const unsigned w = n - i >= 8 ? 3 : n - i >= 4 ? 2 : n - i >= 2 ? 1 : 0;
-      code.push_back({code_op(kCopy + 4 * src + w), static_cast<std::uint32_t>(i),
-                      static_cast<std::uint32_t>(to + i), 0});
+      emit(kCopy + 4 * src + w, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(to + i), 0);
       i += std::size_t{1} << w;
     }
   };
@@ -275,13 +295,52 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
     // t only if read (an autonomous system's is not: its register stays unset).
     bool reads_t = std::find(k.outputs_.begin(), k.outputs_.end(), 0u) != k.outputs_.end();
     for (const Kernel::Step& st : k.steps_) reads_t = reads_t || st.a == 0 || st.b == 0 || st.c == 0;
-    if (reads_t) code.push_back({code_op(kCopyT), 0, 0, 0});
+    if (reads_t) emit(kCopyT, 0, 0, 0);
     copies(0, b[1], 1);
     copies(1, b[2], 1 + b[1]);
   }
   k.consts_ = code.size();
   copies(2, k.constants_.size(), k.n_inputs_);
+  const std::size_t no = k.outputs_.size();
+  // Placed outputs: the first place of each step's result is written by
+  // its instruction (at[step] = place + 1); the others (inputs, results of
+  // a pair's first step or of another operation, repeats) by kOutAt after
+  // the steps; the constants' before the steps (prepare() writes those).
+  std::vector<std::size_t> at;
+  std::vector<std::pair<std::uint32_t, std::size_t>> rest;  // (register, place)
+  auto places = [&](const std::vector<std::pair<std::uint32_t, std::size_t>>& outs) {
+    for (std::size_t i = 0; i < outs.size(); i += 2) {
+      if (i + 1 < outs.size())
+        emit(kOutAt + 1, outs[i].first, outs[i + 1].first, static_cast<std::uint32_t>(outs[i + 1].second),
+             outs[i].second);
+      else
+        emit(kOutAt, outs[i].first, 0, 0, outs[i].second);
+    }
+  };
+  if (k.placed_) {
+    at.assign(k.steps_.size(), 0);
+    std::vector<std::pair<std::uint32_t, std::size_t>> constant;
+    for (std::size_t i = 0; i < no; ++i) {
+      const std::uint32_t reg = k.outputs_[i];
+      if (reg >= k.n_inputs_ && reg < k.first_result_)
+        constant.emplace_back(reg, i);
+      else if (reg >= k.first_result_ && at[reg - k.first_result_] == 0)
+        at[reg - k.first_result_] = i + 1;
+      else
+        rest.emplace_back(reg, i);
+    }
+    places(constant);
+  }
   k.first_steps_ = code.size();
+  // The place of step i's result if its instruction writes it (else 0), and
+  // the outputs of step i left to kOutAt.
+  auto take = [&](std::size_t i, bool written) -> std::size_t {
+    if (!k.placed_ || at[i] == 0) return 0;
+    if (written) return at[i] - 1;
+    rest.emplace_back(static_cast<std::uint32_t>(k.first_result_ + i), at[i] - 1);
+    return 0;
+  };
+  auto placed = [&](std::size_t i) { return k.placed_ && at[i] != 0; };
   const std::vector<Kernel::Step>& steps = k.steps_;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Kernel::Step& s = steps[i];
@@ -293,26 +352,35 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
       const auto reg = static_cast<std::uint32_t>(k.first_result_ + i);
       if (g >= 0 && g < 4 && (n.a == reg || n.b == reg)) {
         const unsigned side = n.a == reg ? 0 : 1;
-        code.push_back({code_op(kPair + 8 * static_cast<unsigned>(f) + 2 * static_cast<unsigned>(g) + side),
-                        s.a, s.b, side == 0 ? n.b : n.a});
+        const unsigned form = 8 * static_cast<unsigned>(f) + 2 * static_cast<unsigned>(g) + side;
+        take(i, false);
+        const bool out = placed(i + 1);
+        emit((out ? kPairAt : kPair) + form, s.a, s.b, side == 0 ? n.b : n.a, take(i + 1, true));
         ++i;
         continue;
       }
     }
+    const bool out = placed(i);
     if (f >= 0 && f < 4)
-      code.push_back({code_op(kArith + static_cast<unsigned>(f)), s.a, s.b, 0});
+      emit((out ? kArithAt : kArith) + static_cast<unsigned>(f), s.a, s.b, 0, take(i, true));
     else if (f == 4)
-      code.push_back({code_op(kNeg), s.a, s.a, 0});
-    else
-      code.push_back({code_op(kGeneric + static_cast<unsigned>(s.op)), s.a, s.b, s.c});
+      emit(out ? kNegAt : kNeg, s.a, s.a, 0, take(i, true));
+    else {
+      take(i, false);
+      emit(kGeneric + static_cast<unsigned>(s.op), s.a, s.b, s.c);
+    }
   }
   k.last_ = code.size() - 1;
-  const std::size_t no = k.outputs_.size();
+  if (k.placed_) {
+    places(rest);
+    emit(kEnd, 0, 0, 0);
+    return code;
+  }
   for (std::size_t i = 0; i < no || i == 0; i += 3) {
     const std::size_t m = std::min<std::size_t>(3, no - i);
     const bool end = i + 3 >= no;
     auto o = [&](std::size_t j) { return j < m ? k.outputs_[i + j] : 0u; };
-    code.push_back({code_op((end ? kEnd : kOut) + static_cast<unsigned>(m)), o(0), o(1), o(2)});
+    emit((end ? kEnd : kOut) + static_cast<unsigned>(m), o(0), o(1), o(2));
   }
   return code;
 }
@@ -330,6 +398,7 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
 #define COSTATE_FOR_PAIRS(F) \
   COSTATE_FOR_G(F, 0) COSTATE_FOR_G(F, 1) COSTATE_FOR_G(F, 2) COSTATE_FOR_G(F, 3) COSTATE_FOR_G(F, 4)
 #define COSTATE_PAIR_LABEL(FI, GI, S) &&pair_##FI##_##GI##_##S,
+#define COSTATE_PAIR_AT_LABEL(FI, GI, S) &&pair_at_##FI##_##GI##_##S,
 #define COSTATE_REPEAT_8(L) L, L, L, L, L, L, L, L,
 #define COSTATE_REPEAT_64(L)                                                               \
   COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) COSTATE_REPEAT_8(L) \
@@ -340,17 +409,16 @@ std::vector<Kernel::Step> KernelCode::build(Kernel& k) {
 // cross-jumping to a shared tail).
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
 #endif
-// The forward interpreter itself (what ode::System calls: no trampoline).
-// y == nullptr: the inputs are already in r (the gathered evaluate copied
-// them), the code starts at the constants' copies.
-void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
-                          double* out, double* r) {
-  const Kernel& k = *static_cast<const Kernel*>(kernel);
+// The forward interpreter, from instruction s on (evaluate_rhs: the
+// inputs' copies, or the constants' when the inputs are in r already;
+// evaluate_prepared: the steps).
+void KernelCode::forward(const Kernel& k, const Kernel::Code* s, double t, const double* y,
+                         const double* p, double* out, double* r) {
   double stack[Kernel::kStackRegisters];
   if (r == nullptr) r = k.on_stack_ ? stack : thread_registers(k.registers());
-  const Kernel::Step* s = k.code_.data() + (y != nullptr ? 1 : k.consts_);
   const double* const c = k.constants_.data();
   double* o = r + k.first_result_;
+  double* const placed = out;  // placed outputs: out[at]
 #define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
   static const void* const table[] = {
       &&arith_0, &&arith_1, &&arith_2, &&arith_3, &&neg,
@@ -358,7 +426,10 @@ void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const d
       COSTATE_REPEAT_64(&&generic)
       &&out_0, &&out_1, &&out_2, &&out_3, &&end_0, &&end_1, &&end_2, &&end_3, &&end_0,
       &&copy_t, &&copy_y1, &&copy_y2, &&copy_y4, &&copy_y8, &&copy_p1, &&copy_p2, &&copy_p4,
-      &&copy_p8, &&copy_c1, &&copy_c2, &&copy_c4, &&copy_c8};
+      &&copy_p8, &&copy_c1, &&copy_c2, &&copy_c4, &&copy_c8,
+      &&arith_at_0, &&arith_at_1, &&arith_at_2, &&arith_at_3, &&neg_at,
+      COSTATE_FOR_PAIRS(COSTATE_PAIR_AT_LABEL)
+      &&out_at_1, &&out_at_2};
   static_assert(std::size(table) == kOpcodes);
   COSTATE_NEXT;
 copy_t:
@@ -419,6 +490,43 @@ generic:
   *o++ = generic_value(static_cast<unsigned>(s->op) - kGeneric, r[s->a], r[s->b], r[s->c]);
   ++s;
   COSTATE_NEXT;
+  // Placed outputs: as above, the result also written at out[at].
+#define COSTATE_ARITH_AT(I)                                  \
+  arith_at_##I : {                                           \
+    const double v = COSTATE_OP_##I(r[s->a], r[s->b]);       \
+    *o++ = v;                                                \
+    placed[s->at] = v;                                       \
+    ++s;                                                     \
+    COSTATE_NEXT;                                            \
+  }
+  COSTATE_ARITH_AT(0) COSTATE_ARITH_AT(1) COSTATE_ARITH_AT(2) COSTATE_ARITH_AT(3)
+#undef COSTATE_ARITH_AT
+neg_at : {
+  const double v = -r[s->a];
+  *o++ = v;
+  placed[s->at] = v;
+  ++s;
+  COSTATE_NEXT;
+}
+#define COSTATE_PAIR_AT(FI, GI, S)                                                    \
+  pair_at_##FI##_##GI##_##S : {                                                       \
+    const double v = COSTATE_OP_##FI(r[s->a], r[s->b]);                               \
+    o[0] = v; /* first: c may be r₁ itself (x·y + x·y) */                            \
+    const double v2 = (S) == 0 ? COSTATE_OP_##GI(v, r[s->c]) : COSTATE_OP_##GI(r[s->c], v); \
+    o[1] = v2;                                                                        \
+    placed[s->at] = v2;                                                               \
+    o += 2;                                                                           \
+    ++s;                                                                              \
+    COSTATE_NEXT;                                                                     \
+  }
+  COSTATE_FOR_PAIRS(COSTATE_PAIR_AT)
+#undef COSTATE_PAIR_AT
+out_at_2:
+  placed[s->c] = r[s->b];
+out_at_1:
+  placed[s->at] = r[s->a];
+  ++s;
+  COSTATE_NEXT;
 out_3:
   out[2] = r[s->c];
 out_2:
@@ -438,6 +546,23 @@ end_1:
 end_0:
   return;
 #undef COSTATE_NEXT
+}
+
+void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
+                          double* out, double* r) {
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
+  KernelCode::forward(k, k.code_.data() + (y != nullptr ? 1 : k.consts_), t, y, p, out, r);
+}
+
+void Kernel::evaluate_prepared(const void* kernel, double* r, double* out) {
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
+  KernelCode::forward(k, k.code_.data() + k.first_steps_, 0.0, nullptr, nullptr, out, r);
+}
+
+void Kernel::prepare(double* r, double* out) const {
+  for (std::size_t j = 0; j < constants_.size(); ++j) r[n_inputs_ + j] = constants_[j];
+  for (std::size_t i = 0; i < outputs_.size(); ++i)
+    if (outputs_[i] >= n_inputs_ && outputs_[i] < first_result_) out[i] = r[outputs_[i]];
 }
 
 // The reverse bodies: step R = a ∘ b (registers A, B) as reverse_one.
@@ -496,7 +621,7 @@ end_0:
   // The outputs' instructions first, forward (the seeds ā_out += w in the
   // order of vjp_steps' loop: the same sums when an output repeats); the
   // last of them (kEnd) starts the sweep at code_[last_].
-  const Kernel::Step* s = k.code_.data() + k.last_ + 1;
+  const Kernel::Code* s = k.code_.data() + k.last_ + 1;
   std::uint32_t R = static_cast<std::uint32_t>(nr - 1);  // the (last) register s writes
 #define COSTATE_NEXT goto* table[static_cast<unsigned>(s->op)]
   static const void* const table[] = {
@@ -504,7 +629,11 @@ end_0:
       COSTATE_FOR_PAIRS(COSTATE_PAIR_LABEL)
       COSTATE_REPEAT_64(&&generic)
       &&seed_3, &&seed_3, &&seed_3, &&seed_3, &&last_0, &&last_1, &&last_2, &&last_3, &&done,
-      &&done, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip};
+      &&done, &&y1, &&y2, &&y4, &&y8, &&p1, &&p2, &&p4, &&p8, &&skip, &&skip, &&skip, &&skip,
+      // Placed outputs: never swept (Kernel::vjp and vjp_rhs take vjp_steps).
+      COSTATE_REPEAT_8(&&done) COSTATE_REPEAT_8(&&done) COSTATE_REPEAT_8(&&done)
+      COSTATE_REPEAT_8(&&done) COSTATE_REPEAT_8(&&done) &&done, &&done, &&done, &&done, &&done,
+      &&done, &&done};
   static_assert(std::size(table) == kOpcodes);
   COSTATE_NEXT;
   // kOut (always three outputs: KernelCode::build), then kEnd + m.
@@ -556,7 +685,7 @@ neg:
   COSTATE_FOR_PAIRS(COSTATE_PAIR)
 #undef COSTATE_PAIR
 generic:
-  reverse_generic(static_cast<unsigned>(s->op) - kGeneric, R, *s, r, adj);
+  reverse_generic(static_cast<unsigned>(s->op) - kGeneric, R, s->a, s->b, s->c, r, adj);
   --R;
   --s;
   COSTATE_NEXT;
@@ -614,6 +743,7 @@ done:
 #undef COSTATE_REPEAT_64
 #undef COSTATE_REPEAT_8
 #undef COSTATE_PAIR_LABEL
+#undef COSTATE_PAIR_AT_LABEL
 #undef COSTATE_FOR_PAIRS
 #undef COSTATE_FOR_G
 #undef COSTATE_OP_0
@@ -732,7 +862,15 @@ void Kernel::evaluate(std::span<const std::span<const double>> inputs, std::span
 
 void Kernel::vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,
                      double* pbar) {
-  KernelCode::reverse(*static_cast<const Kernel*>(kernel), work, w, nullptr, ybar, pbar);
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
+  if (k.placed_) {  // a derivative kernel's reverse: step by step (a second derivative)
+    double* adj = work + k.registers();
+    k.vjp_steps(work, std::span<const double>(w, k.n_outputs()), adj);
+    for (std::size_t i = 0; i < k.blocks_[1]; ++i) ybar[i] = adj[1 + i];
+    for (std::size_t j = 0; j < k.blocks_[2]; ++j) pbar[j] += adj[1 + k.blocks_[1] + j];
+    return;
+  }
+  KernelCode::reverse(k, work, w, nullptr, ybar, pbar);
 }
 
 namespace {
@@ -953,12 +1091,13 @@ Kernel Kernel::build_rows(std::size_t n_inputs, std::span<const Program> slots,
     for (std::size_t l = 0; l < lanes; ++l) out.push_back(l < columns ? tangent[l][i] : zero);
     out.push_back(values[i]);
   }
-  return KernelCode::assemble(f, out, context, input_blocks);
+  return KernelCode::assemble(f, out, context, input_blocks, true);
 }
 
 template <class Flat>
 Kernel KernelCode::assemble(const Flat& f, const std::vector<std::uint32_t>& out,
-                            std::string_view context, std::span<const std::size_t> input_blocks) {
+                            std::string_view context, std::span<const std::size_t> input_blocks,
+                            bool placed) {
   using Step = Kernel::Step;
   const std::size_t n_inputs = f.n_inputs_;
   // Keep what the outputs use (steps are in dependency order: one backward pass).
@@ -1053,6 +1192,7 @@ Kernel KernelCode::assemble(const Flat& f, const std::vector<std::uint32_t>& out
                           << " blocks, summing to the inputs)");
     k.blocks_.assign(input_blocks.begin(), input_blocks.end());
   }
+  k.placed_ = placed && k.outputs_.size() <= std::numeric_limits<std::uint16_t>::max();
   k.code_ = KernelCode::build(k);
   k.on_stack_ = k.registers() <= Kernel::kStackRegisters;
   return k;
@@ -1060,6 +1200,7 @@ Kernel KernelCode::assemble(const Flat& f, const std::vector<std::uint32_t>& out
 
 void Kernel::vjp(const double* r, std::span<const double> w, double* adj) const {
   if (code_.empty()) return;  // a Kernel never built: no registers
+  if (placed_) return vjp_steps(r, w, adj);  // a derivative kernel: step by step
   KernelCode::reverse(*this, r, w.data(), adj, nullptr, nullptr);
 }
 

@@ -26,8 +26,7 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
   }
   for (std::size_t i = 0; i < states_.size(); ++i)
     equations_.push_back(expr::Program::compile(equations[i], variables_, context + "." + states_[i]));
-  const std::size_t blocks[] = {1, states_.size(), parameters_.size()};
-  kernel_ = expr::Kernel::build(variables_.size(), {}, equations_, context, blocks);
+  build_kernels(context);
 }
 
 EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::string> parameters,
@@ -65,8 +64,16 @@ EquationModel::EquationModel(std::vector<std::string> states, std::vector<std::s
       COSTATE_CHECK(u < variables_.size(), context << ": the equation of '" << states_[i]
                                                    << "' uses variable " << u << " of only "
                                                    << variables_.size());
-  const std::size_t blocks[] = {1, states_.size(), parameters_.size()};
-  kernel_ = expr::Kernel::build(base, intermediates_, equations_, context, blocks);
+  build_kernels(context);
+}
+
+void EquationModel::build_kernels(const std::string& context) {
+  const std::size_t n = states_.size(), np = parameters_.size(), inputs = 1 + n + np;
+  const std::size_t blocks[] = {1, n, np};
+  kernel_ = expr::Kernel::build(inputs, intermediates_, equations_, context, blocks);
+  if (n + np <= kRowLanes)
+    rows_ = expr::Kernel::build_rows(inputs, intermediates_, equations_, 1, n + np, kRowLanes,
+                                     context, blocks);
 }
 
 }  // namespace costate::ode

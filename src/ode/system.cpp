@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "costate/ad/tape.hpp"
+#include "costate/expr/kernel.hpp"
 #include "costate/ode/detail/gradient_support.hpp"
 
 namespace costate::ode {
@@ -190,6 +191,10 @@ struct Linearization::Impl {
   // The model's own reverse derivatives (SystemModel::own_vjp_workspace).
   bool use_own = false;
   std::vector<double> own;
+  // The model's Jacobian rows (DirectCalls::rows): the one-pass dense
+  // strategy evaluates them instead of a Dual pass of the model.
+  bool use_rows = false;
+  std::vector<double> rows_r;  // the rows kernel's registers (prepared)
   bool point_only = false;  // the last linearization was at_point's (own rule without f)
   bool point_in_own = false;  // x, p not copied: own[1 …] holds them (DirectCalls)
 
@@ -233,6 +238,21 @@ struct Linearization::Impl {
                      std::span<Dual8>(od));
   }
 
+  // The one-pass dense evaluation at xd's and pd's values (their seeds are
+  // the unit ones): the model's Jacobian rows into the Dual outputs when it
+  // has them (the same layout), else a Dual pass.
+  void dense_pass(double t0) {
+    if (use_rows) {  // rows_r holds p (dense_at) and the constants (prepared)
+      double* r = rows_r.data();
+      r[0] = t0;
+      for (std::size_t i = 0; i < n; ++i) r[1 + i] = xd[i].value();
+      expr::Kernel::evaluate_prepared(sys->direct_.rows, r, od.front().tangents());
+      return;
+    }
+    sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
+                     std::span<Dual8>(od));
+  }
+
   // One-pass dense (n + n_p ≤ 8): the Jacobian stays in the Dual outputs,
   // row i of [f_y | f_p] being od[i]'s tangents (no copy); `dense` is formed
   // only when jacobian() asks for it.
@@ -255,8 +275,8 @@ struct Linearization::Impl {
       }
       for (std::size_t i = 0; i < n; ++i) xd[i].value() = x0[i];
       for (std::size_t j = 0; j < np; ++j) pd[j].value() = p0[j];
-      sys->model().rhs(t0, std::span<const Dual8>(xd), std::span<const Dual8>(pd),
-                       std::span<Dual8>(od));
+      if (use_rows) std::copy(p0.begin(), p0.end(), rows_r.begin() + 1 + static_cast<std::ptrdiff_t>(n));
+      dense_pass(t0);
       for (std::size_t i = 0; i < nx; ++i) value[i] = od[i].value();
       return;
     }
@@ -386,9 +406,19 @@ Linearization::Linearization(const System& system, bool tangents_only)
   m.od.resize(m.nx);
   m.strategy = system.strategy();
   const std::size_t own = system.model().own_vjp_workspace();
-  if (own > 0 && !tangents_only && system.options().jacobian == JacobianStrategy::Automatic) {
-    m.use_own = true;
-    m.own.resize(own);
+  if (!tangents_only && system.options().jacobian == JacobianStrategy::Automatic) {
+    // The model's Jacobian rows (one call for f and [f_y | f_p], dense
+    // products fused into the explicit RK adjoint) before its own vjp.
+    if (system.direct_.rows != nullptr && m.one_pass() && m.nx == m.n &&
+        m.strategy == JacobianStrategy::Dense) {
+      m.use_rows = true;
+      const expr::Kernel& rows = *system.direct_.rows;
+      m.rows_r.assign(rows.registers(), 0.0);
+      rows.prepare(m.rows_r.data(), m.od.front().tangents());
+    } else if (own > 0) {
+      m.use_own = true;
+      m.own.resize(own);
+    }
   }
 }
 Linearization::~Linearization() = default;
@@ -414,8 +444,7 @@ double* Linearization::dense_input(std::size_t i) {
 void Linearization::evaluate(double t) {
   Impl& m = *impl_;
   assert(m.seeded && "Linearization::evaluate: no one-pass dense at() before");
-  m.sys->model().rhs(t, std::span<const Dual8>(m.xd), std::span<const Dual8>(m.pd),
-                     std::span<Dual8>(m.od));
+  m.dense_pass(t);
   for (std::size_t i = 0; i < m.nx; ++i) m.value[i] = m.od[i].value();
   ++m.count;
 }

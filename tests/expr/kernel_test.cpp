@@ -488,6 +488,30 @@ TEST(Kernel, DerivativeRowsMatchAUnitSeededDualPass) {
       Kernel::evaluate_rhs(&rows, x[0], x.data() + 1, x.data() + 3, out.data(), nullptr);
       const std::string what = std::string(costate::expr::to_string(static_cast<Op>(op))) +
                                " seed " + std::to_string(seed);
+      // The register evaluation, the gathered one and a prepared caller's
+      // registers give the same outputs, bit for bit (each output is written
+      // by the instruction computing it: check every place is written).
+      std::vector<double> r(rows.registers()), ref(rows.n_outputs());
+      std::copy(x.begin(), x.end(), r.begin());
+      rows.evaluate(r.data(), std::span<double>(ref));
+      std::vector<double> rp(rows.registers(), -1.0), outp(rows.n_outputs(), -1.0);
+      rows.prepare(rp.data(), outp.data());
+      std::copy(x.begin(), x.end(), rp.begin());
+      Kernel::evaluate_prepared(&rows, rp.data(), outp.data());
+      const std::span<const double> in[] = {{x.data(), 1}, {x.data() + 1, 2}, {x.data() + 3, 3}};
+      std::vector<double> outg(rows.n_outputs(), -1.0);
+      rows.evaluate(in, outg);
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_TRUE(same_bits(out[i], ref[i])) << what << ": place " << i;
+        ASSERT_TRUE(same_bits(outp[i], ref[i])) << what << ": prepared, place " << i;
+        ASSERT_TRUE(same_bits(outg[i], ref[i])) << what << ": gathered, place " << i;
+      }
+      // Its reverse sweep (a second derivative; step by step) is vjp_steps'.
+      std::vector<double> w(rows.n_outputs()), adj(rows.registers()), adj_ref(rows.registers());
+      for (double& wi : w) wi = g.value();
+      rows.vjp_steps(r.data(), w, adj_ref.data());
+      rows.vjp(r.data(), w, adj.data());
+      for (int j = 0; j < kN; ++j) ASSERT_TRUE(same_bits(adj[j], adj_ref[j])) << what;
       for (std::size_t i = 0; i < outd.size(); ++i) {
         const double* row = out.data() + i * (kLanes + 1);
         ASSERT_TRUE(same_bits(row[kLanes], outd[i].value())) << what << ": output " << i;

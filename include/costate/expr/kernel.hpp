@@ -177,6 +177,18 @@ class Kernel {
   static void vjp_rhs(const void* kernel, double* work, const double* w, double* ybar,
                       double* pbar);
 
+  // ---- A caller's own registers, prepared once (what ode::Linearization
+  // does with an equation model's Jacobian rows: the parameters and the
+  // constants stay in place from call to call, only t and y change).
+  /// Writes the constants into r (registers() doubles) and the outputs
+  /// that are constants into out (n_outputs() doubles): what
+  /// evaluate_prepared leaves to the caller.
+  void prepare(double* r, double* out) const;
+  /// evaluate_rhs with the inputs written by the caller into r[0 …
+  /// n_inputs()) and r, out prepared (prepare()) — the same outputs, the
+  /// same bits; only the steps and the non-constant outputs run.
+  static void evaluate_prepared(const void* kernel, double* r, double* out);
+
   /// The operation of one step on values (double, ad::Dual, …): what
   /// evaluate() runs, as Program::evaluate computes it.
   /// Always inlined into evaluate(): a call per step (through the shared
@@ -194,9 +206,18 @@ class Kernel {
   // sweep stops), the copies of the inputs (ODE form) and, from
   // code_[consts_], of the constants, then one instruction per step or
   // fused pair, then the outputs' instructions; code_[last_] is the last
-  // step's instruction.
-  std::vector<Step> code_;
+  // step's instruction. With placed_ outputs (build_rows' kernels), an
+  // instruction whose result is an output also writes it at its place
+  // (`at`), the constant outputs are written before code_[first_steps_]
+  // and the others after the steps, each at its place.
+  struct Code {
+    Op op = Op::Add;
+    std::uint16_t at = 0;  // placed_: the output written (arithmetic, pairs, outputs)
+    std::uint32_t a = 0, b = 0, c = 0;
+  };
+  std::vector<Code> code_;
   std::size_t consts_ = 1, first_steps_ = 1, last_ = 0;
+  bool placed_ = false;
   bool on_stack_ = true;  // registers() ≤ kStackRegisters
   friend struct KernelCode;  // src/expr/kernel.cpp
 };

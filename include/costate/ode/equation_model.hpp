@@ -95,15 +95,27 @@ class EquationModel {
            std::span<double> pbar) const {
     expr::Kernel::vjp_rhs(&kernel_, work.data(), w.data(), ybar.data(), pbar.data());
   }
-  /// rhs<double>, linearize and vjp as plain functions of the kernel
-  /// (ode::detail::DirectCalls: what ode::System calls per step).
+  /// Lanes of jacobian_rows()' rows: ode::Linearization::kRowLanes.
+  static constexpr std::size_t kRowLanes = 8;
+  /// f and its Jacobian [f_y | f_p] in one kernel (expr::Kernel::build_rows:
+  /// the derivative expressions formed once, at construction): output row i
+  /// is ∂f_i/∂y_0 … ∂f_i/∂y_{n−1}, ∂f_i/∂p_0 …, zeros up to kRowLanes lanes,
+  /// then f_i — the layout of ad::Dual<double, kRowLanes> outputs, what a
+  /// unit-seeded Dual pass computes (kernel.hpp says where they differ).
+  /// Built when n + n_p ≤ kRowLanes, else nullptr.
+  const expr::Kernel* jacobian_rows() const { return rows_.n_outputs() > 0 ? &rows_ : nullptr; }
+
+  /// rhs<double>, linearize and vjp as plain functions of the kernel, and
+  /// the Jacobian rows' kernel (ode::detail::DirectCalls: what ode::System
+  /// calls per step; rows null without jacobian_rows()).
   struct DirectCalls {
     const void* self;
     decltype(&expr::Kernel::evaluate_rhs) rhs;
     decltype(&expr::Kernel::vjp_rhs) vjp;
+    const expr::Kernel* rows;
   };
   DirectCalls direct_calls() const {
-    return {&kernel_, &expr::Kernel::evaluate_rhs, &expr::Kernel::vjp_rhs};
+    return {&kernel_, &expr::Kernel::evaluate_rhs, &expr::Kernel::vjp_rhs, jacobian_rows()};
   }
 
  private:
@@ -119,6 +131,8 @@ class EquationModel {
   std::vector<expr::Program> intermediates_;
   std::vector<expr::Program> equations_;
   expr::Kernel kernel_;
+  expr::Kernel rows_;  // jacobian_rows(): never built for n + n_p > kRowLanes
+  void build_kernels(const std::string& context);
 };
 
 }  // namespace costate::ode

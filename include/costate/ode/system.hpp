@@ -85,6 +85,10 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/objective.hpp"
 
+namespace costate::expr {
+class Kernel;  // expr/kernel.hpp: an equation model's compiled Jacobian rows (DirectCalls)
+}  // namespace costate::expr
+
 namespace costate::ode {
 
 /// How a System forms f's derivatives (see the file comment).
@@ -129,17 +133,29 @@ concept HasOwnVjp = requires(const M& m, double t, std::span<const double> c,
 ///   vjp(self, work, w, ybar, pbar): ybar = f_yᵀ w (assigned), pbar += f_pᵀ w
 ///       at the point of the rhs call that filled `work`.
 /// y, p, f, ybar, pbar hold n and n_p values (the System's sizes).
+///   rows (optional: null for none; only for n + n_p ≤
+///       Linearization::kRowLanes): a kernel of f and [f_y | f_p] on the
+///       inputs (t, y, p) (expr::Kernel::build_rows: n rows of
+///       Linearization::kInputStride outputs, row i's Jacobian entries in
+///       its first n + n_p lanes, zeros up to kRowLanes, then f_i — the
+///       layout of ad::Dual<double, 8> outputs). Linearization's one-pass
+///       dense strategy then evaluates it, in registers of its own
+///       (Kernel::evaluate_prepared), instead of a Dual pass of the model,
+///       and prefers it to the model's own vjp: its products are then the
+///       dense ones, fused into the explicit RK adjoint's loops.
 struct DirectCalls {
   const void* self = nullptr;
   void (*rhs)(const void*, double, const double*, const double*, double*, double*) = nullptr;
   void (*vjp)(const void*, double*, const double*, double*, double*) = nullptr;
+  const expr::Kernel* rows = nullptr;
 };
 
 /// A model offering DirectCalls: `direct_calls()` returns a value with the
-/// members self, rhs and vjp of DirectCalls' types.
+/// members self, rhs, vjp and rows of DirectCalls' types.
 template <class M>
 concept HasDirectCalls = HasOwnVjp<M> && requires(const M& m) {
-  DirectCalls{m.direct_calls().self, m.direct_calls().rhs, m.direct_calls().vjp};
+  DirectCalls{m.direct_calls().self, m.direct_calls().rhs, m.direct_calls().vjp,
+              m.direct_calls().rows};
 };
 
 /// Optional with HasOwnVjp: `linearize_point(t, y, p, work)` keeps in work
@@ -287,7 +303,7 @@ class SystemAdapter : public SystemModel {
   DirectCalls direct_calls() const override {
     if constexpr (HasDirectCalls<M> && !HasRunning<O>) {
       const auto c = model_.direct_calls();
-      return DirectCalls{c.self, c.rhs, c.vjp};
+      return DirectCalls{c.self, c.rhs, c.vjp, c.rows};
     } else {
       return {};
     }
