@@ -1,6 +1,7 @@
-// ode::EquationModel on ode::System: the model's own reverse derivatives
-// (the expression kernel interpreted backward, SystemModel::own_vjp) give
-// the products the System's Dual Jacobian gives, and the discrete-adjoint
+// ode::EquationModel on ode::System: its compiled Jacobian rows (n + n_p ≤
+// 8) give the numbers of the System's Dual Jacobian, its own reverse
+// derivatives (the expression kernel interpreted backward,
+// SystemModel::own_vjp) the same products to round-off, and the discrete-adjoint
 // gradient of an equation model equals the one of the same model in C++;
 // a C++ model with its own reverse rule (ode::Burgers1D) likewise.
 #include <gtest/gtest.h>
@@ -67,10 +68,51 @@ EquationModel network() {
                        std::move(eq));
 }
 
+// n + n_p ≤ 8: the System's default linearization evaluates the model's
+// compiled Jacobian rows (EquationModel::jacobian_rows), the same formulas
+// as the Dual pass of JacobianStrategy::Dense in the same order: every
+// value, product and Jacobian entry equal.
+TEST(EquationModelSystem, JacobianRowsGiveTheDualPassNumbers) {
+  const EquationModel model = network();
+  ASSERT_NE(model.jacobian_rows(), nullptr);
+  const HalfNorm obj;
+  const System rows = make_system(model, obj, 3, 4);
+  const System dense = make_system(model, obj, 3, 4, {.jacobian = JacobianStrategy::Dense});
+  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6}, w{0.9, -1.1, 0.4};
+  const std::vector<double> v{0.3, -0.2, 0.5}, q{0.1, 0.2, -0.4, 0.7};
+  Linearization a(rows), b(dense);
+  for (const double t : {0.25, 1.5}) {  // twice: the prepared registers are reused
+    a.at(t, x, p);
+    b.at(t, x, p);
+    EXPECT_EQ(std::vector<double>(a.value().begin(), a.value().end()),
+              std::vector<double>(b.value().begin(), b.value().end()));
+    ASSERT_NE(a.dense_row(0), nullptr);  // the explicit RK adjoint's fused rows
+    std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
+    a.vjp(w, xa, pa);
+    b.vjp(w, xb, pb);
+    EXPECT_EQ(xa, xb);
+    EXPECT_EQ(pa, pb);
+    std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
+    a.jvp(v, q, ja);
+    b.jvp(v, q, jb);
+    EXPECT_EQ(ja, jb);
+    a.jacobian(Ja);
+    b.jacobian(Jb);
+    EXPECT_EQ(Ja, Jb);
+  }
+  // More than 8 inputs: no rows kernel (the model's own reverse below).
+  const EquationModel wide({"x", "y"}, {"a", "b", "c", "d", "e", "f", "g"},
+                           {"a*x + b*y + c + d", "e*x*y - f + g"});
+  EXPECT_EQ(wide.jacobian_rows(), nullptr);
+}
+
+// The model's own reverse derivatives (the kernel interpreted backward):
+// what the System uses when the rows are not (here: dense_max = 0 asks for
+// the coloured strategy, under which the model's own vjp serves).
 TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
   const EquationModel model = network();
   const HalfNorm obj;
-  const System own = make_system(model, obj, 3, 4);
+  const System own = make_system(model, obj, 3, 4, {.dense_max = 0});
   const System dense = make_system(model, obj, 3, 4, {.jacobian = JacobianStrategy::Dense});
   ASSERT_GT(own.model().own_vjp_workspace(), 0u);
   const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6}, w{0.9, -1.1, 0.4};
@@ -78,6 +120,7 @@ TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
   Linearization a(own), b(dense);
   a.at(0.25, x, p);
   b.at(0.25, x, p);
+  EXPECT_EQ(a.dense_row(0), nullptr);  // the model's own record, not rows
   EXPECT_LE(max_rel_err({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
             kSameProduct);
   std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
