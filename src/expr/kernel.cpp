@@ -112,6 +112,9 @@ static_assert(static_cast<unsigned>(Op::Select) < 64 && kOpcodes <= 256);
   return Kernel::apply<double>(static_cast<Op>(op), a, b, c);
 }
 
+/// evaluate_prepared's tag for evaluate_rhs (its p): start at the steps.
+constexpr double kPrepared = 0.0;
+
 constexpr double kLn2 = 0.69314718055994530941723212145818;
 constexpr double kLn10 = 2.30258509299404568401799145468437;
 constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
@@ -251,8 +254,6 @@ constexpr double k2OverSqrtPi = 1.12837916709551257389615890312154;
 /// the library without the PLT).
 struct [[gnu::visibility("hidden")]] KernelCode {
   static std::vector<Kernel::Code> build(Kernel& k);
-  static void forward(const Kernel& k, const Kernel::Code* s, double t, const double* y,
-                      const double* p, double* out, double* r);
   static void reverse(const Kernel& k, const double* r, const double* w, double* adj, double* ybar,
                       double* pbar);
   /// The Kernel of a Flattener's steps with outputs `out` (its registers,
@@ -409,11 +410,15 @@ std::vector<Kernel::Code> KernelCode::build(Kernel& k) {
 // cross-jumping to a shared tail).
 [[gnu::optimize("no-tree-loop-distribute-patterns", "no-tree-vectorize", "no-crossjumping")]]
 #endif
-// The forward interpreter, from instruction s on (evaluate_rhs: the
-// inputs' copies, or the constants' when the inputs are in r already;
-// evaluate_prepared: the steps).
-void KernelCode::forward(const Kernel& k, const Kernel::Code* s, double t, const double* y,
-                         const double* p, double* out, double* r) {
+// The forward interpreter itself (what ode::System calls: no trampoline).
+// y == nullptr: the inputs are already in r (the gathered evaluate copied
+// them), the code starts at the constants' copies — or, with p ==
+// &kPrepared (evaluate_prepared), at the steps.
+void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
+                          double* out, double* r) {
+  const Kernel& k = *static_cast<const Kernel*>(kernel);
+  const Kernel::Code* s =
+      k.code_.data() + (y != nullptr ? 1 : p == &kPrepared ? k.first_steps_ : k.consts_);
   double stack[Kernel::kStackRegisters];
   if (r == nullptr) r = k.on_stack_ ? stack : thread_registers(k.registers());
   const double* const c = k.constants_.data();
@@ -548,15 +553,8 @@ end_0:
 #undef COSTATE_NEXT
 }
 
-void Kernel::evaluate_rhs(const void* kernel, double t, const double* y, const double* p,
-                          double* out, double* r) {
-  const Kernel& k = *static_cast<const Kernel*>(kernel);
-  KernelCode::forward(k, k.code_.data() + (y != nullptr ? 1 : k.consts_), t, y, p, out, r);
-}
-
 void Kernel::evaluate_prepared(const void* kernel, double* r, double* out) {
-  const Kernel& k = *static_cast<const Kernel*>(kernel);
-  KernelCode::forward(k, k.code_.data() + k.first_steps_, 0.0, nullptr, nullptr, out, r);
+  evaluate_rhs(kernel, 0.0, nullptr, &kPrepared, out, r);
 }
 
 void Kernel::prepare(double* r, double* out) const {
