@@ -792,6 +792,7 @@ class Flattener {
   // numbers depend on how many constants there are).
   static constexpr std::uint32_t kStepTag = 1u << 31;
   static constexpr std::uint32_t kConstTag = 1u << 30;
+  static constexpr std::uint32_t kNotNegated = ~0u;
 
   std::size_t n_inputs_;
   std::string_view context_;
@@ -818,6 +819,39 @@ class Flattener {
       auto value = [&](std::uint32_t reg) { return constants[reg & ~kConstTag]; };
       return constant(Kernel::apply<double>(op, value(a), n > 1 ? value(b) : 0.0,
                                             n > 2 ? value(c) : 0.0));
+    }
+    // Negations moved to where they cost nothing, each rewrite exact (in
+    // round-to-nearest, x − y is x + (−y) and −x·y is −(x·y), bit for bit,
+    // on double and on every AD type's value and tangents alike):
+    //   −(−u) → u,  (−u) + v, v + (−u) → v − u,  v − (−u) → v + u,
+    //   (−u)·v, u·(−v) → −(u·v),  (−u)/v, u/(−v) → −(u/v)
+    // e.g. −c·y + d·x·y becomes d·x·y − c·y: one step fewer, two fused pairs.
+    auto negated = [&](std::uint32_t reg) -> std::uint32_t {  // u if reg = −u, else none
+      if ((reg & kStepTag) == 0) return kNotNegated;
+      const Kernel::Step& st = steps[reg & ~kStepTag];
+      return st.op == Op::Neg ? st.a : kNotNegated;
+    };
+    switch (op) {
+      case Op::Neg:
+        if (const std::uint32_t u = negated(a); u != kNotNegated) return u;
+        break;
+      case Op::Add:
+        if (const std::uint32_t u = negated(a); u != kNotNegated) return operation(Op::Sub, b, u, b, 2);
+        if (const std::uint32_t u = negated(b); u != kNotNegated) return operation(Op::Sub, a, u, a, 2);
+        break;
+      case Op::Sub:
+        if (const std::uint32_t u = negated(b); u != kNotNegated) return operation(Op::Add, a, u, a, 2);
+        break;
+      case Op::Mul:
+      case Op::Div: {
+        const std::uint32_t u = negated(a), v = negated(b);
+        if ((u == kNotNegated) != (v == kNotNegated)) {
+          const std::uint32_t x = u != kNotNegated ? u : a, y = v != kNotNegated ? v : b;
+          return operation(Op::Neg, operation(op, x, y, x, 2), 0, 0, 1);
+        }
+        break;
+      }
+      default: break;
     }
     // Operands a step does not read point at a fixed register (input 0 or
     // constant 0 would do): use a itself, so that sharing sees equal keys.

@@ -14,7 +14,10 @@
 /// the postfix programs into three-operand instructions that read registers
 /// directly (no stack, no variable loads), shares identical constants and
 /// identical operations on identical operands (the same bits either way),
-/// folds operations on constants and drops what no output uses; a step read
+/// folds operations on constants, moves negations into their readers
+/// (−(−u) → u, (−u) + v → v − u, v − (−u) → v + u, (−u)·v → −(u·v), the
+/// same for ÷: the same values bit for bit; on AD types the same
+/// derivatives, a zero's sign aside) and drops what no output uses; a step read
 /// by one arithmetic step only is moved to just before it (see the fused
 /// code below).
 ///
