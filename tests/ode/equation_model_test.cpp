@@ -68,6 +68,31 @@ EquationModel network() {
                        std::move(eq));
 }
 
+/// Two linearizations of the network at their last point: f, f_xᵀ w (twice:
+/// the record is reused), f_x v + f_p q and the Jacobian agree to `tol`
+/// relative (0: equal).
+void expect_same_products(Linearization& a, Linearization& b, double tol) {
+  const std::vector<double> w{0.9, -1.1, 0.4}, v{0.3, -0.2, 0.5}, q{0.1, 0.2, -0.4, 0.7};
+  EXPECT_LE(max_rel_err({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
+            tol);
+  std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
+  a.vjp(w, xa, pa);
+  b.vjp(w, xb, pb);
+  EXPECT_LE(max_rel_err(xa, xb), tol);
+  EXPECT_LE(max_rel_err(pa, pb), tol);
+  std::vector<double> xa2(3), pa2(4, 0.5);
+  a.vjp(w, xa2, pa2);
+  EXPECT_EQ(xa2, xa);
+  EXPECT_EQ(pa2, pa);
+  std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
+  a.jvp(v, q, ja);
+  b.jvp(v, q, jb);
+  EXPECT_LE(max_rel_err(ja, jb), tol);
+  a.jacobian(Ja);
+  b.jacobian(Jb);
+  EXPECT_LE(max_rel_err(Ja, Jb), tol);
+}
+
 // n + n_p ≤ 8: the System's default linearization evaluates the model's
 // compiled Jacobian rows (EquationModel::jacobian_rows), the same formulas
 // as the Dual pass of JacobianStrategy::Dense in the same order: every
@@ -78,27 +103,13 @@ TEST(EquationModelSystem, JacobianRowsGiveTheDualPassNumbers) {
   const HalfNorm obj;
   const System rows = make_system(model, obj, 3, 4);
   const System dense = make_system(model, obj, 3, 4, {.jacobian = JacobianStrategy::Dense});
-  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6}, w{0.9, -1.1, 0.4};
-  const std::vector<double> v{0.3, -0.2, 0.5}, q{0.1, 0.2, -0.4, 0.7};
+  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6};
   Linearization a(rows), b(dense);
   for (const double t : {0.25, 1.5}) {  // twice: the prepared registers are reused
     a.at(t, x, p);
     b.at(t, x, p);
-    EXPECT_EQ(std::vector<double>(a.value().begin(), a.value().end()),
-              std::vector<double>(b.value().begin(), b.value().end()));
     ASSERT_NE(a.dense_row(0), nullptr);  // the explicit RK adjoint's fused rows
-    std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
-    a.vjp(w, xa, pa);
-    b.vjp(w, xb, pb);
-    EXPECT_EQ(xa, xb);
-    EXPECT_EQ(pa, pb);
-    std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
-    a.jvp(v, q, ja);
-    b.jvp(v, q, jb);
-    EXPECT_EQ(ja, jb);
-    a.jacobian(Ja);
-    b.jacobian(Jb);
-    EXPECT_EQ(Ja, Jb);
+    expect_same_products(a, b, 0.0);
   }
   // More than 8 inputs: no rows kernel (the model's own reverse below).
   const EquationModel wide({"x", "y"}, {"a", "b", "c", "d", "e", "f", "g"},
@@ -115,31 +126,12 @@ TEST(EquationModelSystem, OwnReverseProductsMatchTheDualJacobian) {
   const System own = make_system(model, obj, 3, 4, {.dense_max = 0});
   const System dense = make_system(model, obj, 3, 4, {.jacobian = JacobianStrategy::Dense});
   ASSERT_GT(own.model().own_vjp_workspace(), 0u);
-  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6}, w{0.9, -1.1, 0.4};
-  const std::vector<double> v{0.3, -0.2, 0.5}, q{0.1, 0.2, -0.4, 0.7};
+  const std::vector<double> x{1.2, 0.7, 0.4}, p{1.5, 0.8, 0.3, 0.6};
   Linearization a(own), b(dense);
   a.at(0.25, x, p);
   b.at(0.25, x, p);
   EXPECT_EQ(a.dense_row(0), nullptr);  // the model's own record, not rows
-  EXPECT_LE(max_rel_err({a.value().begin(), a.value().end()}, {b.value().begin(), b.value().end()}),
-            kSameProduct);
-  std::vector<double> xa(3), xb(3), pa(4, 0.5), pb(4, 0.5);
-  a.vjp(w, xa, pa);
-  b.vjp(w, xb, pb);
-  EXPECT_LE(max_rel_err(xa, xb), kSameProduct);
-  EXPECT_LE(max_rel_err(pa, pb), kSameProduct);
-  // Products through the same linearization again (the record is reused).
-  std::vector<double> xa2(3), pa2(4, 0.5);
-  a.vjp(w, xa2, pa2);
-  EXPECT_EQ(xa2, xa);
-  EXPECT_EQ(pa2, pa);
-  std::vector<double> ja(3), jb(3), Ja(3 * 7), Jb(3 * 7);
-  a.jvp(v, q, ja);
-  b.jvp(v, q, jb);
-  EXPECT_LE(max_rel_err(ja, jb), kSameProduct);
-  a.jacobian(Ja);
-  b.jacobian(Jb);
-  EXPECT_LE(max_rel_err(Ja, Jb), kSameProduct);
+  expect_same_products(a, b, kSameProduct);
   // With a running cost the System's own strategies handle f and q together.
   const Running run;
   EXPECT_EQ(make_system(model, run, 3, 4).model().own_vjp_workspace(), 0u);
