@@ -815,14 +815,14 @@ class Flattener {
   std::uint32_t operation(Op op, std::uint32_t a, std::uint32_t b, std::uint32_t c, int n) {
     bool all_constant = true;
     for (int k = 0; k < n; ++k) all_constant = all_constant && is_constant(k == 0 ? a : k == 1 ? b : c);
-    if (all_constant) {
-      auto value = [&](std::uint32_t reg) { return constants[reg & ~kConstTag]; };
-      return constant(Kernel::apply<double>(op, value(a), n > 1 ? value(b) : 0.0,
-                                            n > 2 ? value(c) : 0.0));
-    }
-    // Negations moved to where they cost nothing, each rewrite exact (in
-    // round-to-nearest, x − y is x + (−y) and −x·y is −(x·y), bit for bit,
-    // on double and on every AD type's value and tangents alike):
+    if (all_constant)
+      return constant(Kernel::apply<double>(op, constant_value(a),
+                                            n > 1 ? constant_value(b) : 0.0,
+                                            n > 2 ? constant_value(c) : 0.0));
+    // Negations moved to where they cost nothing, each rewrite exact on
+    // values (in round-to-nearest, x − y is x + (−y) and −x·y is −(x·y),
+    // bit for bit; an AD type's derivatives are the same numbers, a zero's
+    // sign aside: kernel.hpp):
     //   −(−u) → u,  (−u) + v, v + (−u) → v − u,  v − (−u) → v + u,
     //   (−u)·v, u·(−v) → −(u·v),  (−u)/v, u/(−v) → −(u/v)
     // e.g. −c·y + d·x·y becomes d·x·y − c·y: one step fewer, two fused pairs.
@@ -919,8 +919,8 @@ class Tangents {
   static constexpr std::uint32_t kNone = 0xffffffffu;  // structurally zero
 
   Tangents(Flattener& f, std::uint32_t input)
-      : f_(f), input_(input), n_(f.steps.size()), tangent_(n_, kNone) {
-    for (std::size_t i = 0; i < n_; ++i) tangent_[i] = step(i);
+      : f_(f), input_(input), tangent_(f.steps.size(), kNone) {
+    for (std::size_t i = 0; i < tangent_.size(); ++i) tangent_[i] = step(i);
   }
   /// The tangent of register `reg` (tagged), or the constant 0.
   std::uint32_t of_or_zero(std::uint32_t reg) const {
@@ -1074,8 +1074,7 @@ class Tangents {
 
   Flattener& f_;
   std::uint32_t input_;
-  std::size_t n_;
-  std::vector<std::uint32_t> tangent_;  // of steps 0 … n_ − 1
+  std::vector<std::uint32_t> tangent_;  // of the steps there were before this column's
 };
 
 /// The slots' and the outputs' programs into `f`; returns the outputs'

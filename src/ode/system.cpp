@@ -413,6 +413,7 @@ Linearization::Linearization(const System& system, bool tangents_only)
         m.strategy == JacobianStrategy::Dense) {
       m.use_rows = true;
       const expr::Kernel& rows = *system.direct_.rows;
+      assert(rows.n_outputs() == m.nx * kInputStride && "DirectCalls::rows: Dual<double, 8> rows");
       m.rows_r.assign(rows.registers(), 0.0);
       rows.prepare(m.rows_r.data(), m.od.front().tangents());
     } else if (own > 0) {
