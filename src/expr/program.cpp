@@ -50,6 +50,23 @@ constexpr Function kFunctions[] = {
     {"max", Op::Max, 2},
 };
 
+/// The deepest nesting the parser accepts: parentheses, function calls,
+/// unary signs and powers each open one level. The parser descends one C++
+/// call chain per level (about 0.4 KB of stack for a parenthesis), so
+/// 30 000 nested parentheses or 100 000 unary minus signs would overflow the
+/// stack of a thread, an MPI rank or the Python interpreter; 1000 levels stay
+/// below 1 MB and far above any hand-written or generated model seen so far.
+constexpr std::size_t kMaxNesting = 1000;
+
+/// The expression as quoted in an error: whole when short, else its start
+/// and its length (a 100 000-character expression is not repeated back).
+std::string quoted(std::string_view text) {
+  constexpr std::size_t kShown = 80;
+  if (text.size() <= kShown) return "'" + std::string(text) + "'";
+  return "'" + std::string(text.substr(0, kShown)) + "...' (" + std::to_string(text.size()) +
+         " characters)";
+}
+
 const Function* find_function(std::string_view name) {
   for (const auto& f : kFunctions)
     if (name == f.name) return &f;
@@ -84,9 +101,27 @@ class Parser {
 
  private:
   [[noreturn]] void fail(std::size_t column, const std::string& message) const {
-    throw Error(std::string(context_) + ": '" + std::string(text_) + "': column " +
+    throw Error(std::string(context_) + ": " + quoted(text_) + ": column " +
                 std::to_string(column + 1) + ": " + message);
   }
+
+  /// One level deeper for the duration of a scope (see kMaxNesting).
+  class Nested {
+   public:
+    Nested(Parser& p, std::size_t column) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting)
+        p_.fail(column, "nesting deeper than " + std::to_string(kMaxNesting) +
+                            " levels (parentheses, function calls, unary signs and powers each "
+                            "count one); write the expression with less nesting, e.g. through "
+                            "intermediate quantities");
+    }
+    ~Nested() { --p_.nesting_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   void skip_space() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -141,9 +176,11 @@ class Parser {
   }
   void unary() {
     if (accept('-')) {
+      const Nested level(*this, pos_ - 1);
       unary();
       emit(Op::Neg);
     } else if (accept('+')) {
+      const Nested level(*this, pos_ - 1);
       unary();
     } else {
       power();
@@ -152,6 +189,7 @@ class Parser {
   void power() {
     primary();
     if (accept('^')) {
+      const Nested level(*this, pos_ - 1);
       unary();
       emit(Op::Pow);
     }
@@ -166,6 +204,7 @@ class Parser {
       name();
     } else if (c == '(') {
       const std::size_t open = pos_;
+      const Nested level(*this, open);
       ++pos_;
       expr();
       if (!accept(')')) fail(open, "unbalanced '(': no matching ')'");
@@ -223,6 +262,7 @@ class Parser {
         if (!near.empty()) msg += "; did you mean '" + near + "'?";
         fail(start, msg);
       }
+      const Nested level(*this, pos_);
       ++pos_;  // '('
       int args = 0;
       skip_space();
@@ -303,6 +343,7 @@ class Parser {
   const CallHook* hook_ = nullptr;
   std::size_t pos_ = 0;
   std::size_t depth_ = 0;
+  std::size_t nesting_ = 0;
   Program prog_;
 };
 
@@ -324,7 +365,7 @@ class TreeCompiler {
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
-    throw Error(std::string(context_) + ": '" + prog_.text_ + "': " + message);
+    throw Error(std::string(context_) + ": " + quoted(prog_.text_) + ": " + message);
   }
   /// A copy of `n` with every all-constant operation replaced by its value.
   Node fold(const Node& n) const {
@@ -422,7 +463,11 @@ const char* to_string(Op op) {
 
 namespace {
 
-void write_text(const Node& n, const std::vector<std::string>& variables, std::string& out) {
+/// `bare`: n is the left operand of an operation of its own precedence level
+/// (a + b − c, a * b / c parse left to right), so its parentheses are left
+/// out — a sum of n terms is then not n parentheses deep when parsed back.
+void write_text(const Node& n, const std::vector<std::string>& variables, std::string& out,
+                bool bare = false) {
   switch (n.kind) {
     case Node::Kind::Constant: {
       char buf[32];
@@ -455,11 +500,17 @@ void write_text(const Node& n, const std::vector<std::string>& variables, std::s
     default: break;
   }
   if (infix) {
-    out += '(';
-    write_text(n.args.at(0), variables, out);
+    const bool additive = n.op == Op::Add || n.op == Op::Sub;
+    const Node& left = n.args.at(0);
+    const bool left_same_level =
+        left.kind == Node::Kind::Apply &&
+        (additive ? (left.op == Op::Add || left.op == Op::Sub)
+                  : (left.op == Op::Mul || left.op == Op::Div));
+    if (!bare) out += '(';
+    write_text(left, variables, out, left_same_level);
     out += infix;
     write_text(n.args.at(1), variables, out);
-    out += ')';
+    if (!bare) out += ')';
     return;
   }
   const Function* f = nullptr;

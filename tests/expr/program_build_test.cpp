@@ -101,4 +101,17 @@ TEST(ProgramBuild, BadTreesAreErrors) {
   }
 }
 
+TEST(ProgramBuild, LongSumsWrittenAsTextParseBackWithoutDeepNesting) {
+  // A left-deep sum of 1500 terms (SBML's n-ary plus as a binary tree): its
+  // text must parse back (at most 1000 levels of nesting) to the same value.
+  Node sum = v(1);
+  for (int i = 0; i < 1500; ++i)
+    sum = ap(i % 3 == 2 ? Op::Sub : Op::Add, {std::move(sum), ap(Op::Mul, {v(i % 2), v(2)})});
+  const std::string text = costate::expr::to_text(sum, kVars);
+  const Program from_text = Program::compile(text, kVars);
+  const Program from_tree = Program::build(sum, kVars.size(), text);
+  const std::span<const double> values(kValues);
+  EXPECT_EQ(from_text.evaluate(values), from_tree.evaluate(values));
+}
+
 }  // namespace

@@ -2,6 +2,7 @@
 // C++, derivatives through the AD types, precedence rules, and one test per
 // kind of error message.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <cmath>
 #include <string>
@@ -140,6 +141,57 @@ TEST(Program, SyntaxErrorsGiveTheColumn) {
     EXPECT_NE(msg.find(c.fragment), std::string::npos) << "'" << c.text << "' gave: " << msg;
     EXPECT_EQ(msg.rfind("model.equations.x: '", 0), 0u) << msg;
   }
+}
+
+/// Runs `f` on a thread with a 1 MiB stack (an MPI rank's or a Python
+/// thread's can be that small): a parser that recursed without bound would
+/// overflow it long before 30 000 levels.
+template <class F>
+void on_small_stack(F f) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 1024 * 1024), 0);
+  pthread_t thread;
+  auto body = [](void* p) -> void* {
+    (*static_cast<F*>(p))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, body, &f), 0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(Program, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string parens = std::string(30000, '(') + "x" + std::string(30000, ')');
+  const std::string minus = std::string(100000, '-') + "x";
+  std::string powers = "x";
+  for (int i = 0; i < 5000; ++i) powers += "^x";
+  std::string calls;
+  for (int i = 0; i < 5000; ++i) calls += "sin(";
+  calls += "x" + std::string(5000, ')');
+  // The column where the 1001st level opens.
+  const std::vector<std::pair<const std::string*, std::string>> cases = {
+      {&parens, "column 1001:"}, {&minus, "column 1001:"}, {&powers, "column 2002:"},
+      {&calls, "column 4004:"}};
+  for (const auto& [text, column] : cases) {
+    std::string message;
+    on_small_stack([&] { message = error_of(*text); });
+    EXPECT_NE(message.find("model.equations.x"), std::string::npos) << message;
+    EXPECT_NE(message.find("nesting deeper than 1000 levels"), std::string::npos) << message;
+    EXPECT_NE(message.find(column), std::string::npos) << message;
+    // The expression is quoted by its start and length, not repeated whole.
+    EXPECT_LT(message.size(), 600u) << message.substr(0, 600);
+    EXPECT_NE(message.find(std::to_string(text->size()) + " characters"), std::string::npos)
+        << message.substr(0, 600);
+  }
+}
+
+TEST(Program, NestingUpToTheLimitEvaluates) {
+  // 999 parentheses around one unary minus: 1000 levels, accepted.
+  const std::string text = std::string(999, '(') + "-x" + std::string(999, ')') + " * a";
+  double value = 0.0;
+  on_small_stack([&] { value = eval(text); });
+  EXPECT_EQ(value, -1.25 * 1.5);
 }
 
 }  // namespace
