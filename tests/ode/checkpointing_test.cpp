@@ -4,6 +4,8 @@
 // a brute-force dynamic program over all split points.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <map>
 #include <vector>
 
@@ -143,6 +145,104 @@ TEST(Checkpointing, BinomialCoefficients) {
   EXPECT_EQ(binomial_coefficient(5, 7), 0);
   EXPECT_EQ(binomial_repetitions(15, 5), 2);
   EXPECT_EQ(binomial_coefficient(200, 100), INT64_MAX);  // saturates
+}
+
+/// Every call a schedule makes, in order: what a replay depends on.
+struct LoggingOps {
+  std::int64_t current = 0;
+  std::map<std::size_t, std::int64_t> slots;
+  std::vector<std::int64_t> log;  // kind * 2^40 + argument
+  static constexpr std::int64_t kShift = std::int64_t{1} << 40;
+  void advance() { log.push_back(0 * kShift + ++current); }
+  void save(std::size_t slot) {
+    slots[slot] = current;
+    log.push_back(1 * kShift + static_cast<std::int64_t>(slot));
+  }
+  void restore(std::size_t slot) {
+    current = slots.at(slot);
+    log.push_back(2 * kShift + static_cast<std::int64_t>(slot));
+  }
+  void reverse_step() { log.push_back(3 * kShift + current); }
+  std::int64_t index() const { return current; }
+};
+
+/// The recursive formulation the schedule had before it became a loop: the
+/// reference its decisions are compared against.
+struct RecursiveBinomial {
+  LoggingOps& ops;
+  costate::ode::detail::SlotPool pool;
+  void advance_to(std::int64_t target) {
+    while (ops.index() < target) ops.advance();
+  }
+  void run(std::int64_t a, std::int64_t l, std::int64_t s, std::int64_t slot) {
+    while (l > 0) {
+      if (l == 1) {
+        if (ops.index() != a) ops.restore(static_cast<std::size_t>(slot));
+        ops.reverse_step();
+        return;
+      }
+      if (s <= 1) {
+        for (std::int64_t i = a + l - 1; i >= a; --i) {
+          if (ops.index() != a) ops.restore(static_cast<std::size_t>(slot));
+          advance_to(i);
+          ops.reverse_step();
+        }
+        return;
+      }
+      const std::int64_t r = binomial_repetitions(l, s);
+      std::int64_t m = std::min(binomial_coefficient(s + r - 1, s),
+                                l - binomial_coefficient(s + r - 2, s - 1));
+      if (m >= l) m = l - 1;
+      if (m < 1) m = 1;
+      if (ops.index() != a) ops.restore(static_cast<std::size_t>(slot));
+      advance_to(a + m);
+      const std::int64_t right = pool.acquire();
+      ops.save(static_cast<std::size_t>(right));
+      run(a + m, l - m, s - 1, right);
+      pool.release(right);
+      l = m;
+    }
+  }
+};
+
+TEST(Checkpointing, BinomialMakesTheRecursiveFormulationsDecisions) {
+  for (std::int64_t s = 1; s <= 12; ++s) {
+    for (std::int64_t l = 1; l <= 300; l += (l < 60 ? 1 : 7)) {
+      LoggingOps ref_ops;
+      RecursiveBinomial ref{ref_ops, {}};
+      const std::int64_t first = ref.pool.acquire();
+      ref_ops.save(static_cast<std::size_t>(first));
+      ref.run(0, l, s, first);
+      LoggingOps ops;
+      reverse_sweep(Binomial{.snapshots = s}, ops, l);
+      ASSERT_EQ(ops.log, ref_ops.log) << "l = " << l << ", s = " << s;
+    }
+  }
+}
+
+/// 50 000 snapshots over 200 000 steps nest the split 50 000 deep; on a
+/// 256 KiB stack (a recursion of that depth needs megabytes) the sweep must
+/// still reverse every step in order, at the optimal cost.
+TEST(Checkpointing, BinomialWithFiftyThousandSnapshotsRunsOnASmallStack) {
+  struct Job {
+    IndexOps ops;
+    CheckpointStats stats;
+  } job;
+  auto body = [](void* p) -> void* {
+    auto* j = static_cast<Job*>(p);
+    j->stats = reverse_sweep(Binomial{.snapshots = 50000}, j->ops, 200000);
+    return nullptr;
+  };
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, &attr, body, &job), 0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  expect_reversed_in_order(job.ops, 200000, "l = 200000, s = 50000");
+  EXPECT_EQ(job.stats.forward_steps, binomial_forward_steps(200000, 50000));
+  EXPECT_LE(job.stats.peak_snapshots, 50000);
 }
 
 }  // namespace

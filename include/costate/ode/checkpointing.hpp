@@ -157,36 +157,55 @@ class SweepRunner {
 
   /// Reverses steps [a, a + l) with x_a in `slot`, using at most s slots
   /// (that one included).
+  ///
+  /// Written as a loop over an explicit stack, not as recursion: the right
+  /// part of a split is reversed first (with s − 1 slots), then its snapshot
+  /// is released and the left part continues with s slots. Nesting is up to
+  /// s deep (50 000 snapshots would be 50 000 stack frames), so the pending
+  /// left parts live on the heap; the order of every advance, save, restore,
+  /// release and reverse step is that of the recursive formulation.
   void binomial(std::int64_t a, std::int64_t l, std::int64_t s, std::int64_t slot) {
-    while (l > 0) {
-      if (l == 1) {
-        if (ops_.index() != a) restore(slot);
-        ops_.reverse_step();
-        return;
-      }
-      if (s <= 1) {
-        for (std::int64_t i = a + l - 1; i >= a; --i) {
-          if (ops_.index() != a) restore(slot);
-          advance_to(i);
+    struct Part {
+      std::int64_t a, l, s, slot;
+      std::int64_t release_first;  // the right part's snapshot, or −1
+    };
+    std::vector<Part> pending;
+    Part cur{a, l, s, slot, -1};
+    for (;;) {
+      if (cur.release_first >= 0) release(cur.release_first);
+      while (cur.l > 0) {
+        if (cur.l == 1) {
+          if (ops_.index() != cur.a) restore(cur.slot);
           ops_.reverse_step();
+          break;
         }
-        return;
+        if (cur.s <= 1) {
+          for (std::int64_t i = cur.a + cur.l - 1; i >= cur.a; --i) {
+            if (ops_.index() != cur.a) restore(cur.slot);
+            advance_to(i);
+            ops_.reverse_step();
+          }
+          break;
+        }
+        // Optimal split: the left part [a, a+m) must need exactly r − 1
+        // repetitions with s slots and the right part exactly r with s − 1:
+        //   C(s+r−2, s) ≤ m ≤ C(s+r−1, s),  C(s+r−2, s−1) ≤ l − m ≤ C(s+r−1, s−1).
+        // Take the largest such m.
+        const std::int64_t r = binomial_repetitions(cur.l, cur.s);
+        std::int64_t m = std::min(binomial_coefficient(cur.s + r - 1, cur.s),
+                                  cur.l - binomial_coefficient(cur.s + r - 2, cur.s - 1));
+        if (m >= cur.l) m = cur.l - 1;
+        if (m < 1) m = 1;
+        if (ops_.index() != cur.a) restore(cur.slot);
+        advance_to(cur.a + m);
+        const std::int64_t right = save();
+        // The left part [a, a + m) with the same s slots, after the right one.
+        pending.push_back({cur.a, m, cur.s, cur.slot, right});
+        cur = {cur.a + m, cur.l - m, cur.s - 1, right, -1};
       }
-      // Optimal split: the left part [a, a+m) must need exactly r − 1
-      // repetitions with s slots and the right part exactly r with s − 1:
-      //   C(s+r−2, s) ≤ m ≤ C(s+r−1, s),  C(s+r−2, s−1) ≤ l − m ≤ C(s+r−1, s−1).
-      // Take the largest such m.
-      const std::int64_t r = binomial_repetitions(l, s);
-      std::int64_t m = std::min(binomial_coefficient(s + r - 1, s),
-                                l - binomial_coefficient(s + r - 2, s - 1));
-      if (m >= l) m = l - 1;
-      if (m < 1) m = 1;
-      if (ops_.index() != a) restore(slot);
-      advance_to(a + m);
-      const std::int64_t right = save();
-      binomial(a + m, l - m, s - 1, right);
-      release(right);
-      l = m;  // the left part [a, a + m) with the same s slots
+      if (pending.empty()) return;
+      cur = pending.back();
+      pending.pop_back();
     }
   }
 
