@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/io/xml_depth.hpp"
 
 // Debian builds libsbml without its C++ namespace (the classes are global);
 // other builds put them in namespace libsbml. Name them libsbml:: either way.
@@ -963,6 +964,7 @@ std::vector<double> Model::initial_values(const std::vector<double>& p, double t
 
 Model read_file(const std::string& path) {
   if (!std::ifstream(path)) throw Error(path + ": cannot open the SBML file");
+  io::check_xml_file_nesting(path);
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromFile(path));
   if (!doc) throw Error(path + ": libsbml returned no document");
@@ -970,6 +972,7 @@ Model read_file(const std::string& path) {
 }
 
 Model read_string(const std::string& xml, const std::string& name) {
+  io::check_xml_nesting(xml, name);
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
