@@ -1,5 +1,6 @@
 #include "costate/io/input.hpp"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "costate/io/pde_calibration.hpp"
 #include "costate/io/pde_input.hpp"
 #include "costate/io/resources.hpp"
+#include "costate/io/yaml_document.hpp"
 
 namespace costate::io {
 
@@ -550,6 +552,76 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return load_run_config_text(text.str(), path, overrides);
 }
 
+namespace {
+
+std::string line_of(const YAML::Mark& m) { return std::to_string(m.line + 1); }
+
+/// A key's text for duplicate detection: scalars by their text, other keys
+/// (rare: a map or list used as a key) are not compared.
+void refuse_duplicate_keys(const YAML::Node& root, const std::string& path) {
+  struct Item {
+    YAML::Node node;
+    std::string where;  // dotted key path, for the message
+  };
+  std::vector<Item> todo{{root, ""}};
+  while (!todo.empty()) {
+    Item item = std::move(todo.back());
+    todo.pop_back();
+    if (item.node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (auto it = item.node.begin(); it != item.node.end(); ++it) {
+        const std::string child_path =
+            it->first.IsScalar()
+                ? (item.where.empty() ? it->first.Scalar() : item.where + "." + it->first.Scalar())
+                : item.where;
+        if (it->first.IsScalar()) {
+          const auto [pos, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark());
+          if (!fresh)
+            throw Error(path + ":" + line_of(it->first.Mark()) + ": the key '" + child_path +
+                        "' appears twice in the same map (lines " + line_of(pos->second) +
+                        " and " + line_of(it->first.Mark()) +
+                        "); YAML would silently keep one of them — remove the other");
+        }
+        todo.push_back({it->second, child_path});
+      }
+    } else if (item.node.IsSequence()) {
+      std::size_t i = 0;
+      for (auto it = item.node.begin(); it != item.node.end(); ++it, ++i)
+        todo.push_back({*it, item.where + "[" + std::to_string(i) + "]"});
+    }
+  }
+}
+
+}  // namespace
+
+YAML::Node load_yaml_document(const std::string& text, const std::string& path) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::DeepRecursion& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": the YAML nests deeper than " +
+                std::to_string(e.depth()) +
+                " levels, the most its parser (yaml-cpp) accepts; costate's inputs need a few");
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  }
+  if (docs.empty()) return YAML::Node();
+  for (std::size_t i = 1; i < docs.size(); ++i) {
+    const YAML::Mark first = docs[0].Mark(), second = docs[i].Mark();
+    const std::string at_second = second.is_null() ? path : path + ":" + line_of(second);
+    throw Error(at_second + ": a second YAML document" +
+                (second.is_null() ? std::string() : " (line " + line_of(second) + ")") +
+                " follows the first" +
+                (first.is_null() ? std::string() : " (line " + line_of(first) + ")") +
+                "; costate reads one document per input file — remove the '---' separator "
+                "and merge the settings, or split them into two files");
+  }
+  refuse_duplicate_keys(docs[0], path);
+  return docs[0];
+}
+
 RunConfig load_run_config_text(const std::string& text, const std::string& path,
                                const std::vector<std::string>& overrides) {
   Context ctx;
@@ -558,13 +630,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
   cfg.input_path = path;
 
   // 1. Parse.
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
-  }
+  YAML::Node root = load_yaml_document(text, path);
   if (root.IsNull())
     throw Error(path + ": the file is empty; expected a map with at least 'model' and 'time'");
   if (!root.IsMap())
@@ -1258,13 +1324,7 @@ PdeConfig load_pde_config_text(const std::string& text, const std::string& path,
   ctx.path = path;
   PdeConfig cfg;
   cfg.input_path = path;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                ": malformed YAML: " + e.msg);
-  }
+  YAML::Node root = load_yaml_document(text, path);
   if (!root.IsMap()) throw Error(path + ": expected a map of settings at the top level");
   for (const auto& o : overrides) apply_override(root, o, ctx);
   ctx.check_keys(root, "", {"description", "pde", "integrator", "objective", "sensitivity", "output", "calibration"});

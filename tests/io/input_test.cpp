@@ -271,4 +271,47 @@ TEST_F(InputTest, CvodesLinearSolverKey) {
   EXPECT_NE(msg.find("integrator.cvodes_linear_solver"), std::string::npos) << msg;
   EXPECT_THROW((void)costate::ode::cvodes_linear_solver_from_string("klu"), costate::Error);
 }
+TEST_F(InputTest, DuplicateKeysAtAnyDepthNameBothLines) {
+  struct Case {
+    std::string text, key, lines;
+  };
+  const std::vector<Case> cases = {
+      {std::string(kValid) + "parameters: {alpha: 2.0}\n", "'parameters'", "lines 2 and 7"},
+      {"model: lotka_volterra\ntime:\n  start: 0.0\n  end: 10.0\n  end: 20.0\n", "'time.end'",
+       "lines 4 and 5"},
+      {"model:\n  states: [x]\n  parameters: [k]\n  equations:\n    x: -k*x\n    x: k*x\n"
+       "parameters: {k: 1.0}\ninitial_state: {x: 1.0}\ntime: {end: 1.0}\n",
+       "'model.equations.x'", "lines 5 and 6"},
+      {"model: lotka_volterra\ninitial_state: {x: 1.0, y: 2.0, x: 3.0}\ntime: {end: 1.0}\n",
+       "'initial_state.x'", "lines 2 and 2"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = error_of(c.text);
+    EXPECT_NE(msg.find("input.yaml:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.key + " appears twice"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.lines), std::string::npos) << msg;
+  }
+}
+
+TEST_F(InputTest, SecondYamlDocumentIsRefused) {
+  const std::string msg = error_of(std::string(kValid) + "---\nparameters: {alpha: 9.0}\n");
+  EXPECT_NE(msg.find("input.yaml:8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("second YAML document (line 8)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the first (line 1)"), std::string::npos) << msg;
+}
+
+TEST_F(InputTest, DeepYamlNestingIsRefusedByName) {
+  const std::string flow = "model: lotka_volterra\ndescription: " + std::string(100000, '[') + "1" +
+                           std::string(100000, ']') + "\n";
+  std::string block = "model: lotka_volterra\ndescription:\n  ";
+  for (int i = 0; i < 10000; ++i) block += "- ";
+  block += "1\n";
+  for (const auto& [text, where] : std::vector<std::pair<const std::string*, std::string>>{
+           {&flow, "input.yaml:2:"}, {&block, "input.yaml:3:"}}) {
+    const std::string msg = error_of(*text);
+    EXPECT_NE(msg.find(where), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nests deeper than"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
