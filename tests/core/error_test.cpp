@@ -224,4 +224,34 @@ TEST(CheckOp, OperandsAreEvaluatedExactlyOnce) {
   EXPECT_EQ(calls, 2);
 }
 
+// ------------------------------------------------ messages for users
+
+TEST(UserMessage, RemovesEveryCheckReportEvenInsideWrappedMessages) {
+  std::string inner;
+  try {
+    COSTATE_CHECK(1 > 2, "model.equations: the name 'x' is used twice");
+  } catch (const Error& e) {
+    inner = e.what();
+  }
+  ASSERT_TRUE(contains(inner, "[check failed: 1 > 2 at ")) << inner;
+  EXPECT_EQ(costate::detail::user_message(inner), "model.equations: the name 'x' is used twice");
+  const std::string wrapped = "input.yaml: cannot build the model (" + inner + "); check it";
+  EXPECT_EQ(costate::detail::user_message(wrapped),
+            "input.yaml: cannot build the model (model.equations: the name 'x' is used twice); "
+            "check it");
+  // A condition with brackets of its own: the report ends at ":<line>]".
+  const std::string indexed = "bad value [check failed: v[i] > 0 with v[i] = -1 at /src/a.cpp:12]";
+  EXPECT_EQ(costate::detail::user_message(indexed), "bad value");
+  // A check without a message says only that an internal check failed.
+  std::string bare;
+  try {
+    COSTATE_CHECK(1 + 1 == 3, "");
+  } catch (const Error& e) {
+    bare = e.what();
+  }
+  EXPECT_EQ(costate::detail::user_message(bare),
+            "an internal check failed (run with --debug for details)");
+  EXPECT_EQ(costate::detail::user_message("plain message"), "plain message");
+}
+
 }  // namespace

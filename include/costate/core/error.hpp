@@ -58,6 +58,13 @@ std::string format_value(const T& value) {
   return os.str();
 }
 
+/// `message` as a user reads it: every "[check failed: CONDITION at
+/// FILE:LINE]" report a check appended (also inside messages that wrap
+/// another) is removed; a message that was only such a report becomes "an
+/// internal check failed". The command line prints this; the full text is
+/// its --debug trace.
+std::string user_message(const std::string& message);
+
 [[noreturn]] void throw_check_failure(const char* condition, const char* file, int line,
                                       const std::string& values, const std::string& message);
 
