@@ -36,8 +36,13 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -47,6 +52,7 @@
 #include "costate/config.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
 #include "plot_command.hpp"
@@ -55,8 +61,14 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-void report_error(const costate::Environment* env, const std::string& message, bool json) {
+/// Set by --debug: errors keep the internal check reports (condition,
+/// source file and line) that users otherwise never see.
+bool g_debug = false;
+
+void report_error(const costate::Environment* env, const std::string& full_message, bool json) {
   const int rank = env ? env->rank() : 0;
+  const std::string message =
+      g_debug ? full_message : costate::detail::user_message(full_message);
   if (rank == 0) {
     std::cerr << "costate: error: " << message << std::endl;
     if (json) std::cout << Json{{"status", "error"}, {"message", message}}.dump() << std::endl;
@@ -72,6 +84,21 @@ void report_error(const costate::Environment* env, const std::string& message, b
     }
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+}
+
+/// Throws when anything written to stdout was lost (a full disk, /dev/full):
+/// the result of a command that printed it is gone, so it cannot exit 0.
+void check_stdout() {
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  // The stream does not keep the reason: write one byte to learn it.
+  errno = 0;
+  const int err = ::write(STDOUT_FILENO, "\n", 1) < 0 ? errno : 0;
+  std::cout.clear();
+  std::clearerr(stdout);
+  throw costate::Error(std::string("cannot write the result to standard output: ") +
+                       (err ? std::strerror(err) : "write error") +
+                       " (the result was computed but is lost; check the disk or the pipe)");
 }
 
 }  // namespace
@@ -98,6 +125,8 @@ int main(int argc, char** argv) {
       cmd->add_option("--set", a.sets, "override a setting: --set integrator.rtol=1e-10")
           ->allow_extra_args(false);
       cmd->add_flag("-q,--quiet", a.quiet, "no settings echo or progress on stderr");
+      cmd->add_flag("--debug", g_debug,
+                    "errors also show the internal check that failed (condition, source line)");
     } else {
       cmd->add_flag("--json", a.json, "print one JSON object on stdout");
     }
@@ -142,8 +171,16 @@ int main(int argc, char** argv) {
         costate::EnvironmentOptions{.petsc = command.petsc || pde_input,
                                     .kokkos = command.kokkos,
                                     .mpi = costate::MpiStart::when_launched});
-    // 3. Run it.
-    return command.run(*env, a);
+    // 3. Refuse an -o that would destroy a file or hide its format, before
+    // any work (io/output_file.hpp; the writers check again when writing).
+    if (command.writes_output && !a.output.empty()) {
+      costate::io::check_output_path(a.output, {a.input});
+      (void)costate::io::output_format(a.output, command.name, std::string(command.name) == "run");
+    }
+    // 4. Run it; a result that could not be written to stdout is an error.
+    const int status = command.run(*env, a);
+    check_stdout();
+    return status;
   } catch (const costate::io::Interrupted& e) {
     return costate::io::report_interrupted(e, env ? env->rank() : 0, env ? env->size() : 1, a.json);
   } catch (const costate::Error& e) {

@@ -1,6 +1,11 @@
 #include "costate/io/hdf5_writer.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstdio>
 #include <filesystem>
@@ -10,9 +15,51 @@
 #include "costate/config.hpp"
 #include "costate/core/error.hpp"
 #include "costate/calibrate/calibrate.hpp"
+#include "costate/io/output_file.hpp"
+#include "hdf5_memory.hpp"
 #include "costate/io/resume.hpp"
 
 namespace costate::io {
+
+namespace detail {
+
+hid_t create_in_memory(const std::string& name) {
+  const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) return -1;
+  // Grows in 1 MiB increments; backing_store = false: nothing is written.
+  hid_t file = -1;
+  if (H5Pset_fapl_core(fapl, std::size_t{1} << 20, false) >= 0)
+    file = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  H5Pclose(fapl);
+  return file;
+}
+
+void save_image(hid_t file, const std::string& path) {
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw Error(path + ": HDF5 could not finish the file");
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  if (size < 0) throw Error(path + ": HDF5 could not give the file's image");
+  std::vector<char> image(static_cast<std::size_t>(size));
+  if (H5Fget_file_image(file, image.data(), image.size()) != size)
+    throw Error(path + ": HDF5 could not give the file's image");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < image.size()) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw Error(path + ": cannot write " + std::to_string(image.size()) + " bytes: " +
+                  std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) throw Error(path + ": cannot write: " + std::strerror(errno));
+}
+
+}  // namespace detail
+
 namespace {
 
 /// Owns one HDF5 identifier; closes it with the matching H5?close.
@@ -29,6 +76,13 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   Handle& operator=(Handle&&) = delete;
   operator hid_t() const { return id_; }
+  /// Closes now; throws when HDF5 reports a failure (a full disk shows
+  /// here, when the last buffers are written).
+  void close(const std::string& what) {
+    const hid_t id = id_;
+    id_ = -1;
+    if (close_(id) < 0) throw Error("HDF5: could not " + what);
+  }
 
  private:
   hid_t id_;
@@ -114,8 +168,7 @@ void write_scalar_attribute(hid_t loc, const std::string& name, T value) {
 void write_file(const std::string& path, const RunConfig& cfg, const ode::Solution& sol,
                 const SensitivityOutput* sens, const std::string& command,
                 const std::function<void(hid_t)>& extra = {}, const std::string& status = "complete") {
-  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-              "create file '" + path + "'");
+  Handle file(detail::create_in_memory(path), H5Fclose, "create file '" + path + "'");
   const hsize_t n = sol.t.size();
   const hsize_t m = sol.n_states;
   write_doubles(file, "time", sol.t, {n});
@@ -180,30 +233,26 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
   write_string_scalar(file, "input_file", cfg.input_path, true);
   if (extra) extra(file);
   write_string_scalar(file, "status", status, true);
-  check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush '" + path + "'");
+  detail::save_image(file, path);
+  file.close("close '" + path + "'");
 }
 
-/// Writes `path` by `write(partial)` into path + ".partial" and renames it
-/// into place, so that a file at `path` is always complete; a failure
-/// removes the partial file and throws naming `path`.
+/// The files a run reads: an output must not be one of them.
+std::vector<std::string> input_files(const RunConfig& cfg) {
+  std::vector<std::string> files{cfg.input_path, cfg.sbml_file, cfg.objective.data_file};
+  files.insert(files.end(), cfg.calibration.data_files.begin(), cfg.calibration.data_files.end());
+  return files;
+}
+
+/// Writes `path` by `write(temporary)` through io::write_output_file (a
+/// locked temporary file, fsynced and renamed into place: a file at `path`
+/// is always complete, a previous one survives any failure).
 template <class Write>
-void write_atomically(const std::string& path, Write&& write) {
-  COSTATE_CHECK(!path.empty(), "HDF5 output: empty output path");
+void write_atomically(const std::string& path, const RunConfig& cfg, const std::string& command,
+                      Write&& write) {
+  (void)output_format(path, command, false);  // no HDF5 under a .csv or .json name
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors come back as costate::Error
-  const std::string partial = path + ".partial";
-  try {
-    write(partial);
-  } catch (const Error& e) {
-    std::error_code ec;
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot write the HDF5 output (" + e.what() + ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    throw Error(path + ": cannot move the finished output into place: " + ec.message());
-  }
+  write_output_file(path, write, input_files(cfg));
 }
 
 }  // namespace
@@ -211,9 +260,34 @@ void write_atomically(const std::string& path, Write&& write) {
 void write_run_hdf5(const std::string& path, const RunConfig& config,
                     const ode::Solution& solution, const SensitivityOutput* sensitivity,
                     const std::string& command) {
-  write_atomically(path, [&](const std::string& partial) {
+  write_atomically(path, config, command, [&](const std::string& partial) {
     write_file(partial, config, solution, sensitivity, command);
   });
+}
+
+void write_run_table(const std::string& path, const RunConfig& config,
+                     const ode::Solution& solution, char separator) {
+  write_output_file(path, [&](const std::string& temporary) {
+    std::FILE* f = std::fopen(temporary.c_str(), "w");
+    if (!f) throw Error("cannot open " + temporary + " for writing");
+    std::string text = "t";
+    for (const auto& name : config.state_names) text += separator + name;
+    text += '\n';
+    char buf[32];
+    for (std::size_t k = 0; k < solution.n_outputs(); ++k) {
+      std::snprintf(buf, sizeof buf, "%.17g", solution.t[k]);
+      text += buf;
+      for (double v : solution.state(k)) {
+        std::snprintf(buf, sizeof buf, "%.17g", v);
+        text += separator;
+        text += buf;
+      }
+      text += '\n';
+    }
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const bool closed = std::fclose(f) == 0;
+    if (!written || !closed) throw Error("cannot write " + temporary + " (disk full or I/O error)");
+  }, input_files(config));
 }
 
 void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
@@ -228,7 +302,7 @@ void write_marked_run_hdf5(const std::string& path, const RunConfig& config,
       write_string_scalar(summary, "termination", marks.termination, true);
     }
   };
-  write_atomically(path, [&](const std::string& partial) {
+  write_atomically(path, config, command, [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, command, extra, marks.status);
   });
 }
@@ -295,7 +369,7 @@ void write_calibration_group(hid_t file, const CalibrationReport& r) {
 
 void write_calibration_hdf5(const std::string& path, const RunConfig& config,
                             const ode::Solution& solution, const CalibrationReport& report) {
-  write_atomically(path, [&](const std::string& partial) {
+  write_atomically(path, config, "calibrate", [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, "calibrate",
                [&](hid_t file) { write_calibration_group(file, report); },
                report.converged ? "complete" : "partial");

@@ -19,6 +19,8 @@
 #include "costate/ode/scheme.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/io/output_file.hpp"
+#include "hdf5_memory.hpp"
 
 namespace costate::io {
 namespace {
@@ -58,6 +60,15 @@ struct Id {
   }
   operator hid_t() const { return id; }
 };
+
+/// Closes `id` now and throws when HDF5 reports a failure (a full disk
+/// shows here, when the last buffers are written).
+void close_checked(Id& id, const std::string& path) {
+  const hid_t h = id.id;
+  id.id = -1;
+  if (h >= 0 && id.close(h) < 0)
+    throw Error(path + ": HDF5 could not finish writing the file (disk full or I/O error)");
+}
 
 /// What integrate_run needs back from a partial file.
 struct PartialRun {
@@ -368,6 +379,10 @@ int finish_interrupted_run(const RunConfig& cfg, const RunOutcome& outcome, bool
 }
 
 void write_finished_run(const RunConfig& cfg, const RunOutcome& outcome) {
+  const OutputFormat format = output_format(cfg.output_file, "run", true);
+  if (format != OutputFormat::Hdf5)
+    return write_run_table(cfg.output_file, cfg, outcome.solution,
+                           format == OutputFormat::Csv ? ',' : '\t');
   RunFileMarks marks;
   if (!std::isnan(outcome.resumed_from)) marks.numbers = {{"resumed_from_time", outcome.resumed_from}};
   write_marked_run_hdf5(cfg.output_file, cfg, outcome.solution, "run", marks);
@@ -457,10 +472,9 @@ constexpr char kSeparator = '\x1e';
 void write_calibration_partial(const std::string& path, const RunConfig& cfg,
                                const CalibrationJournal& journal, int signal) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const std::string tmp = path + ".partial";
   const std::size_t n = journal.n, k = journal.entries.size();
-  {
-    Id file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+  write_output_file(path, [&](const std::string& tmp) {
+    Id file{detail::create_in_memory(tmp), H5Fclose};
     if (file < 0) throw Error(path + ": cannot create the partial calibration file " + tmp);
     write_string_attribute(file, "status", "partial", path);
     write_string_attribute(file, "command", "calibrate", path);
@@ -489,10 +503,10 @@ void write_calibration_partial(const std::string& path, const RunConfig& cfg,
     write_dataset(group, "out", out, {out.size()}, path);
     write_dataset(group, "last_iterate", journal.last_iterate, {journal.last_iterate.size()}, path);
     write_string_attribute(group, "errors", errors, path);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(path + ": cannot move the partial calibration file into place (" + ec.message() + ")");
+    close_checked(group, path);
+    detail::save_image(file, tmp);
+    close_checked(file, path);
+  }, {cfg.input_path});
 }
 
 CalibrationJournal read_calibration_partial(const std::string& path, const RunConfig& cfg) {
@@ -574,9 +588,8 @@ bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
 void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
                                const ode::AdjointResume& at, int signal) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const std::string tmp = path + ".partial";
-  {
-    Id file{H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+  write_output_file(path, [&](const std::string& tmp) {
+    Id file{detail::create_in_memory(tmp), H5Fclose};
     if (file < 0) throw Error(path + ": cannot create the partial sensitivity file " + tmp);
     write_string_attribute(file, "status", "partial", path);
     write_string_attribute(file, "command", "sensitivity", path);
@@ -593,11 +606,10 @@ void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
     write_dataset(group, "times", at.steps.times(), {at.steps.times().size()}, path);
     write_dataset(group, "orders", at.steps.orders(), {at.steps.orders().size()}, path);
     write_number_attribute(group, "objective", at.objective, path);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw Error(path + ": cannot move the partial sensitivity file into place (" + ec.message() + ")");
+    close_checked(group, path);
+    detail::save_image(file, tmp);
+    close_checked(file, path);
+  }, {cfg.input_path});
 }
 
 ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunConfig& cfg) {

@@ -64,6 +64,13 @@ struct SensitivityOutput {
 void write_run_hdf5(const std::string& path, const RunConfig& config, const ode::Solution& solution,
                     const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
 
+/// `costate run -o x.csv|x.tsv`: the trajectory as a table — a header
+/// `t,<state>...` and one row per output time, numbers with 17 significant
+/// digits (they read back to the same doubles) — written like the HDF5
+/// files (io/output_file.hpp).
+void write_run_table(const std::string& path, const RunConfig& config,
+                     const ode::Solution& solution, char separator);
+
 struct CalibrationReport;
 
 /// Writes the fitted run (trajectory at the fitted values, `solution`) and
