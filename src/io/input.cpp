@@ -250,7 +250,8 @@ void evaluate_initial_state(RunConfig& cfg) {
 }
 
 void read_csv_data(const std::string& path, const std::vector<std::string>& states,
-                   std::vector<double>& times, std::vector<double>& data) {
+                   std::vector<double>& times, std::vector<double>& data,
+                   std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open the data file");
   auto trim = [](std::string s) {
@@ -289,8 +290,18 @@ void read_csv_data(const std::string& path, const std::vector<std::string>& stat
       if (!near.empty()) msg += "; did you mean '" + near + "'?";
       throw Error(msg);
     }
+    for (std::size_t d = 1; d < c; ++d)
+      if (header[d] == header[c])
+        throw Error(path + ":" + std::to_string(lineno) + ": column '" + header[c] +
+                    "' appears twice in the header (columns " + std::to_string(d + 1) + " and " +
+                    std::to_string(c + 1) + "); each state takes one column");
     column_state.push_back(static_cast<std::size_t>(it - states.begin()));
   }
+  if (column_state.empty())
+    throw Error(path + ":" + std::to_string(lineno) +
+                ": the header names no state, only the time; expected 't,<state>,...' with at "
+                "least one of: " + join(states));
+  const std::size_t header_line = lineno;
   times.clear();
   data.clear();
   while (std::getline(in, line)) {
@@ -321,6 +332,24 @@ void read_csv_data(const std::string& path, const std::vector<std::string>& stat
       data[(times.size() - 1) * states.size() + column_state[c - 1]] = parse(cells[c], c, true);
   }
   if (times.empty()) throw Error(path + ": no data rows after the header");
+  for (std::size_t c = 0; c < column_state.size(); ++c) {
+    bool any = false;
+    for (std::size_t k = 0; k < times.size() && !any; ++k)
+      any = !std::isnan(data[k * states.size() + column_state[c]]);
+    if (!any)
+      throw Error(path + ":" + std::to_string(header_line) + ": column '" + header[c + 1] +
+                  "' has no value in any row; remove it or fill it in");
+  }
+  if (warnings) {
+    std::vector<std::string> unobserved;
+    for (std::size_t i = 0; i < states.size(); ++i)
+      if (std::find(column_state.begin(), column_state.end(), i) == column_state.end())
+        unobserved.push_back(states[i]);
+    if (!unobserved.empty())
+      warnings->push_back(path + ":" + std::to_string(header_line) + ": no column for " +
+                          (unobserved.size() == 1 ? "state " : "states ") + join(unobserved) +
+                          ": not observed by this data file");
+  }
 }
 
 namespace {
@@ -425,7 +454,7 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
     cc.data_files.push_back(file);
     std::vector<double> times, values;
     try {
-      read_csv_data(file, cfg.state_names, times, values);
+      read_csv_data(file, cfg.state_names, times, values, &cfg.warnings);
     } catch (const Error& e) {
       ctx.fail(set["file"], key + ".file", e.what());
     }
@@ -621,6 +650,87 @@ YAML::Node load_yaml_document(const std::string& text, const std::string& path) 
   refuse_duplicate_keys(docs[0], path);
   return docs[0];
 }
+
+namespace {
+
+/// "t = 0, x = 1, k = 2": the point an expression was evaluated at.
+std::string describe_point(const std::vector<std::string>& names, const std::vector<double>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i ? ", " : "") + names[i] + " = " + fmt(values[i]);
+  return out;
+}
+
+/// Initial values and, for a model typed as equations, the right-hand sides
+/// at the initial point must be finite: a NaN or an infinity there is an
+/// error at the expression's line (before any integrator blames its step).
+void check_initial_point(const YAML::Node& root, const Context& ctx, const RunConfig& cfg) {
+  const YAML::Node y0 = root["initial_state"];
+  for (std::size_t i = 0; i < cfg.initial_state.size(); ++i) {
+    if (std::isfinite(cfg.initial_state[i])) continue;
+    const std::string& name = cfg.state_names[i];
+    YAML::Node at = y0;
+    if (y0 && y0.IsMap() && y0[name]) at = y0[name];
+    if (y0 && y0.IsSequence() && i < y0.size()) at = y0[i];
+    ctx.fail(at, "initial_state." + name,
+             "the initial value of '" + name + "' is " + fmt(cfg.initial_state[i]) +
+                 " (not a finite number) at t = " + fmt(cfg.t_start) +
+                 "; check the expression and the parameters it uses");
+  }
+  if (!cfg.equation_model() || cfg.sbml) return;
+  std::vector<std::string> vars{"t"};
+  vars.insert(vars.end(), cfg.state_names.begin(), cfg.state_names.end());
+  vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+  std::vector<double> values{cfg.t_start};
+  values.insert(values.end(), cfg.initial_state.begin(), cfg.initial_state.end());
+  values.insert(values.end(), cfg.parameters.begin(), cfg.parameters.end());
+  const YAML::Node eqs = root["model"]["equations"];
+  for (std::size_t i = 0; i < cfg.equations.size(); ++i) {
+    const std::string& name = cfg.state_names[i];
+    const std::string key = "model.equations." + name;
+    const double v = expr::Program::compile(cfg.equations[i], vars, key)
+                         .evaluate(std::span<const double>(values));
+    if (std::isfinite(v)) continue;
+    ctx.fail(eqs && eqs[name] ? eqs[name] : eqs, key,
+             "'" + cfg.equations[i] + "' evaluates to " + fmt(v) + " at the initial point (" +
+                 describe_point(vars, values) +
+                 "); every right-hand side must be finite there — check for a division by zero, "
+                 "log or sqrt of a non-positive value, or an overflow");
+  }
+}
+
+/// A parameter that no equation, initial value or objective of a model typed
+/// as equations uses: a warning (its gradient is zero; a typo is likely).
+void warn_unused_parameters(const YAML::Node& root, const Context& ctx, RunConfig& cfg) {
+  if (!cfg.equation_model() || cfg.sbml || cfg.parameter_names.empty()) return;
+  std::vector<std::string> vars{"t"};
+  vars.insert(vars.end(), cfg.state_names.begin(), cfg.state_names.end());
+  vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+  std::vector<std::string> texts = cfg.equations;
+  texts.push_back(cfg.objective.terminal);
+  texts.push_back(cfg.objective.integral);
+  for (const auto& e : cfg.initial_state_expressions) texts.push_back(e);
+  std::vector<bool> used(cfg.parameter_names.size(), false);
+  for (const auto& text : texts) {
+    if (text.empty()) continue;
+    // Initial values use t and the parameters only: the same names, shifted.
+    const expr::Program p = expr::Program::compile(text, vars, "parameter use");
+    for (std::size_t j = 0; j < used.size(); ++j)
+      if (p.uses(static_cast<std::uint32_t>(1 + cfg.state_names.size() + j))) used[j] = true;
+  }
+  const YAML::Node params = root["parameters"];
+  for (std::size_t j = 0; j < used.size(); ++j) {
+    if (used[j]) continue;
+    const std::string& name = cfg.parameter_names[j];
+    cfg.warnings.push_back(ctx.where(params && params.IsMap() ? params[name] : params,
+                                     "parameters." + name) +
+                           ": parameter '" + name +
+                           "' is used by no equation, initial value or objective (its gradient "
+                           "is zero; a misspelt name?)");
+  }
+}
+
+}  // namespace
 
 RunConfig load_run_config_text(const std::string& text, const std::string& path,
                                const std::vector<std::string>& overrides) {
@@ -830,6 +940,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
   }
 
   evaluate_initial_state(cfg);
+  check_initial_point(root, ctx, cfg);
 
   // 6. Integrator.
   ode::IntegratorOptions& opt = cfg.integrator;
@@ -958,7 +1069,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
       if (fp.is_relative()) file = (std::filesystem::path(path).parent_path() / fp).string();
       oc.data_file = file;
       try {
-        read_csv_data(file, cfg.state_names, oc.data_times, oc.data);
+        read_csv_data(file, cfg.state_names, oc.data_times, oc.data, &cfg.warnings);
       } catch (const Error& e) {
         ctx.fail(data["file"], "objective.data.file", e.what());
       }
@@ -1097,6 +1208,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
 
   // 9. Calibration (used by `costate calibrate`).
   if (const YAML::Node cal = root["calibration"]) parse_calibration(cal, ctx, path, cfg);
+  warn_unused_parameters(root, ctx, cfg);
   return cfg;
 }
 

@@ -314,4 +314,69 @@ TEST_F(InputTest, DeepYamlNestingIsRefusedByName) {
   }
 }
 
+const char* kEquations =
+    "model:\n"
+    "  states: [x, y]\n"
+    "  equations: {x: \"-a*x\", y: \"a*x - b*y\"}\n"
+    "parameters: {a: 1.0, b: 0.5}\n"
+    "initial_state: {x: 1.0, y: 0.0}\n"
+    "time: {end: 2.0}\n";
+
+TEST_F(InputTest, CsvColumnsNamedTwiceOrNoStateAreRefused) {
+  std::ofstream(dir_ / "dup.csv") << "t,x,y,x\n0.5,1,2,3\n1.0,1,2,3\n";
+  std::ofstream(dir_ / "only_t.csv") << "t\n0.5\n1.0\n";
+  std::ofstream(dir_ / "empty_col.csv") << "t,x,y\n0.5,1,\n1.0,2,NA\n";
+  const std::string base = std::string(kEquations) + "objective:\n  data: {file: ";
+  std::string msg = error_of(base + "dup.csv}\n");
+  EXPECT_NE(msg.find("dup.csv:1: column 'x' appears twice in the header (columns 2 and 4)"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("input.yaml:8:"), std::string::npos) << msg;  // and the key that names it
+  msg = error_of(base + "only_t.csv}\n");
+  EXPECT_NE(msg.find("only_t.csv:1: the header names no state"), std::string::npos) << msg;
+  msg = error_of(base + "empty_col.csv}\n");
+  EXPECT_NE(msg.find("empty_col.csv:1: column 'y' has no value in any row"), std::string::npos)
+      << msg;
+}
+
+TEST_F(InputTest, CsvWithoutAStatesColumnWarns) {
+  std::ofstream(dir_ / "x_only.csv") << "t,x\n0.5,0.6\n1.0,0.37\n";
+  const auto cfg = load_run_config(
+      write(std::string(kEquations) + "objective:\n  data: {file: x_only.csv}\n"));
+  ASSERT_EQ(cfg.warnings.size(), 1u);
+  EXPECT_NE(cfg.warnings[0].find("x_only.csv:1: no column for state y"), std::string::npos)
+      << cfg.warnings[0];
+}
+
+TEST_F(InputTest, ParameterThatNothingUsesWarnsWithItsLine) {
+  const auto cfg = load_run_config(write(
+      "model:\n  states: [x]\n  equations: {x: \"-k*x\"}\n"
+      "parameters: {k: 1.0, kk: 2.0}\ninitial_state: {x: 1.0}\ntime: {end: 1.0}\n"));
+  ASSERT_EQ(cfg.warnings.size(), 1u);
+  EXPECT_NE(cfg.warnings[0].find("input.yaml:4:"), std::string::npos) << cfg.warnings[0];
+  EXPECT_NE(cfg.warnings[0].find("parameter 'kk' is used by no equation"), std::string::npos)
+      << cfg.warnings[0];
+  // A parameter used only by an initial value or by the objective is used.
+  const auto used = load_run_config(write(
+      "model:\n  states: [x]\n  equations: {x: \"-k*x\"}\n"
+      "parameters: {k: 1.0, x0: 2.0, w: 3.0}\ninitial_state: {x: \"x0\"}\ntime: {end: 1.0}\n"
+      "objective: {terminal: \"w*x^2\"}\n"));
+  EXPECT_TRUE(used.warnings.empty()) << used.warnings.front();
+}
+
+TEST_F(InputTest, NonFiniteValuesAtTheInitialPointNameTheExpressionAndLine) {
+  std::string msg = error_of(
+      "model:\n  states: [x, y]\n  equations:\n    x: \"-x\"\n    y: \"log(x) * y\"\n"
+      "parameters: {}\ninitial_state: {x: 0.0, y: 1.0}\ntime: {end: 1.0}\n");
+  EXPECT_NE(msg.find("input.yaml:5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.equations.y: 'log(x) * y' evaluates to -inf at the initial point"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("x = 0, y = 1"), std::string::npos) << msg;
+  msg = error_of(
+      "model:\n  states: [x]\n  equations: {x: \"-k*x\"}\n"
+      "parameters: {k: 1.0}\ninitial_state: {x: \"log(-k)\"}\ntime: {end: 1.0}\n");
+  EXPECT_NE(msg.find("input.yaml:5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("initial_state.x: the initial value of 'x' is"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(not a finite number)"), std::string::npos) << msg;
+}
+
 }  // namespace

@@ -114,6 +114,10 @@ struct RunConfig {
   ObjectiveConfig objective;
   SensitivityConfig sensitivity;
   CalibrationConfig calibration;
+  /// What loading found suspicious but not wrong (a parameter nothing uses,
+  /// a state without data): every command prints these and lists them in
+  /// its JSON `warnings`.
+  std::vector<std::string> warnings;
 
   /// The resolved settings as YAML (what the run actually used); written
   /// into the HDF5 output and printed by `costate run`.
@@ -142,8 +146,12 @@ decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
 /// subset of `states` in any order, then one row per time (ascending);
 /// empty cells, "nan" and "NA" are missing values. Errors name the file and
 /// line. Returns times and a times × states matrix (NaN where missing).
+/// Refused: a column named twice, a header with no state column, a state
+/// column with no value in any row. A state without a column is observed
+/// nowhere: a warning appended to `warnings` (when given).
 void read_csv_data(const std::string& path, const std::vector<std::string>& states,
-                   std::vector<double>& times, std::vector<double>& data);
+                   std::vector<double>& times, std::vector<double>& data,
+                   std::vector<std::string>* warnings = nullptr);
 
 /// Levenshtein edit distance (for "did you mean" suggestions).
 std::size_t edit_distance(const std::string& a, const std::string& b);
