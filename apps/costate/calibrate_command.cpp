@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "costate/io/results_check.hpp"
 #include "pde_commands.hpp"
 #include "petab_command.hpp"
 #include "costate/calibrate/calibrate.hpp"
@@ -91,6 +92,7 @@ void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   j["sigma2"] = number(rep.sigma2);
   j["sigma_estimated"] = rep.sigma_estimated;
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+  j["warnings"] = cfg.warnings;
   std::cout << j.dump() << std::endl;
 }
 
@@ -132,6 +134,7 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
     os << "\n";
   }
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (/calibration: residuals per observation, histories)\n";
+  os << warnings_text(cfg.warnings);
   std::cout << os.str();
 }
 
@@ -209,6 +212,13 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   // 2. The trajectory at the fitted values, and the HDF5 output.
   const io::RunConfig& fit = rep.fitted;
   const ode::Solution sol = io::integrate_file(fit);
+  // "ok" means finite: a fit whose objective or trajectory is not is no result.
+  if (!std::isfinite(rep.objective))
+    throw Error(cfg.input_path + ": the calibration's objective at its last point is " +
+                costate::detail::format_value(rep.objective) +
+                " — not a result; check the bounds of the fitted parameters and the model "
+                "(try an implicit method, integrator.method: bdf, if it is stiff)");
+  if (sol.summary.success()) io::check_finite_trajectory(fit, sol, "the model at the fitted values");
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())

@@ -83,6 +83,12 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+std::string warnings_text(const std::vector<std::string>& warnings) {
+  std::string out;
+  for (const auto& w : warnings) out += "warning: " + w + "\n";
+  return out.empty() ? out : "\n" + out;
+}
+
 int pde(const Environment& env, const CommandArgs& args, const char* command) {
   return pde_command(env, {.command = command, .input = args.input, .output = args.output,
                            .sets = args.sets, .json = args.json, .quiet = args.quiet});

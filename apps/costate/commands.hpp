@@ -68,6 +68,10 @@ int info_command(const Environment& env, const CommandArgs& args);
 /// "a, b, c".
 std::string join(const std::vector<std::string>& v);
 
+/// The input's warnings (io::RunConfig::warnings) as text lines for a
+/// command's text output ("" when none); its JSON lists them as `warnings`.
+std::string warnings_text(const std::vector<std::string>& warnings);
+
 /// A PDE input (a `pde:` section) runs through pde_commands.cpp.
 int pde(const Environment& env, const CommandArgs& args, const char* command);
 

@@ -10,6 +10,7 @@
 #include "costate/core/error.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/io/results_check.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
 #include "petab_command.hpp"
@@ -50,6 +51,7 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
   j["outputs"] = sol.n_outputs();
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
   j["wall_seconds"] = s.wall_seconds;
+  j["warnings"] = cfg.warnings;
   std::cout << j.dump() << std::endl;
 }
 
@@ -70,6 +72,7 @@ void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
   if (rows < n) os << "  (" << n << " output times in all; every one is in the HDF5 file)\n";
   os << "\n";
   if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << "\n";
+  os << warnings_text(cfg.warnings);
   std::cout << os.str();
 }
 
@@ -99,6 +102,7 @@ int run_command(const Environment& env, const CommandArgs& args) {
   if (!sol.summary.success())
     throw Error("integration of " + args.input + " failed: " + sol.summary.message +
                 " (no output written)");
+  io::check_finite_trajectory(cfg, sol, "run");  // "ok" means finite
 
   // 3. Write the HDF5 output (one writer: rank 0).
   if (env.is_root() && !cfg.output_file.empty()) io::write_finished_run(cfg, outcome);

@@ -13,6 +13,7 @@
 #include "costate/io/resume.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/io/results_check.hpp"
 #include "costate/ode/scheme.hpp"
 #include "pde_commands.hpp"
 #include "petab_command.hpp"
@@ -102,6 +103,7 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
                     {"wall_seconds", res.hessian.wall_seconds}};
   }
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+  j["warnings"] = cfg.warnings;
   std::cout << j.dump() << std::endl;
 }
 
@@ -135,6 +137,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   os << "\n  wall time: gradient " << std::setprecision(3) << r.wall_seconds
      << " s, forward integration " << res.trajectory.summary.wall_seconds << " s\n";
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
+  os << warnings_text(cfg.warnings);
   std::cout << os.str();
 }
 
@@ -205,6 +208,7 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     }
     throw io::Interrupted(e.signal(), message);
   }
+  io::check_sensitivity_results(cfg, res.trajectory, res.output);  // "ok" means finite
   if (env.is_root() && !cfg.output_file.empty())
     io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
   if (!env.is_root()) return 0;

@@ -74,4 +74,56 @@ TEST_F(RefusalsTest, MessagesCarryNoCheckReportsUnlessDebug) {
   EXPECT_TRUE(has(d.err, ".cpp:")) << d.err;
 }
 
+// ------------------------------------------------ "ok" means finite
+
+TEST_F(RefusalsTest, NonFiniteGradientIsAnErrorAndNoFileIsWritten) {
+  // Lorenz to t = 1000 with rk4: J is finite, the adjoint overflows.
+  write("lorenz.yaml",
+        "model: lorenz\nparameters: {sigma: 10.0, rho: 28.0, beta: 2.6666666666666667}\n"
+        "initial_state: [1.0, 1.0, 1.0]\ntime: {start: 0.0, end: 1000.0}\n"
+        "integrator: {method: rk4, dt: 0.01}\nobjective: {terminal: \"x^2\"}\n");
+  const Result r = run("sensitivity lorenz.yaml -q --json -o lorenz.h5");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "dJ/dsigma is NaN while J = ")) << r.err;
+  EXPECT_TRUE(has(r.err, "the adjoint overflowed")) << r.err;
+  EXPECT_TRUE(has(r.err, "shorter time span")) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "error");
+  EXPECT_FALSE(fs::exists(dir_ / "lorenz.h5"));  // nothing marked complete
+}
+
+TEST_F(RefusalsTest, NonFiniteObjectiveIsAnError) {
+  write("log.yaml",
+        "model:\n  states: [y]\n  equations: {y: \"-k*y\"}\nparameters: {k: 1.0}\n"
+        "initial_state: {y: 1.0}\ntime: {end: 2.0}\nobjective: {terminal: \"log(y - 1)\"}\n");
+  const Result r = run("sensitivity log.yaml -q");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "the objective J is NaN")) << r.err;
+}
+
+TEST_F(RefusalsTest, WarningsAreListedInJsonAndShownInText) {
+  write("unused.yaml",
+        "model:\n  states: [y]\n  equations: {y: \"-k*y\"}\nparameters: {k: 1.0, kk: 2.0}\n"
+        "initial_state: {y: 1.0}\ntime: {end: 1.0}\nobjective: {terminal: \"y\"}\n");
+  for (const char* command : {"run", "sensitivity"}) {
+    const Result j = run(std::string(command) + " unused.yaml -q --json");
+    ASSERT_EQ(j.code, 0) << j.err;
+    const Json out = Json::parse(j.out);
+    ASSERT_EQ(out["warnings"].size(), 1u) << j.out;
+    EXPECT_TRUE(has(out["warnings"][0].get<std::string>(), "parameter 'kk' is used by no equation"))
+        << j.out;
+    const Result t = run(std::string(command) + " unused.yaml -q");
+    ASSERT_EQ(t.code, 0) << t.err;
+    EXPECT_TRUE(has(t.out, "warning: ")) << t.out;
+    EXPECT_TRUE(has(t.out, "parameter 'kk' is used by no equation")) << t.out;
+  }
+  // No warnings: an empty list, not a missing key.
+  write("clean.yaml",
+        "model:\n  states: [y]\n  equations: {y: \"-k*y\"}\nparameters: {k: 1.0}\n"
+        "initial_state: {y: 1.0}\ntime: {end: 1.0}\n");
+  const Result c = run("run clean.yaml -q --json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(Json::parse(c.out)["warnings"].empty()) << c.out;
+}
+
 }  // namespace
