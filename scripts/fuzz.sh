@@ -151,6 +151,31 @@ if [[ -z $(ls -A "$corpus") ]]; then
   esac
 fi
 
+# Seeds at the nesting bounds (issue 35): 30 000 parentheses, 100 000 unary
+# minus signs, YAML and MathML nested 10 000 deep. Reaching 10⁵ levels needs
+# inputs of 10⁵+ bytes, so -max_len is 2^18 unless the caller gives one.
+repeat() { printf "%${2}s" '' | sed "s/ /$1/g"; }
+deep=$corpus/deep_nesting
+case $target in
+  expr)
+    [[ -f ${deep}_parens ]] || { repeat '(' 30000; printf 'x'; repeat ')' 30000; } > "${deep}_parens"
+    [[ -f ${deep}_minus ]] || { repeat '-' 100000; printf 'x'; } > "${deep}_minus"
+    ;;
+  input)
+    [[ -f ${deep}_equation ]] || {
+      printf 'model:\n  states: [x]\n  equations: {x: "'; repeat '(' 30000; printf -- '-x'
+      repeat ')' 30000; printf '"}\ninitial_state: {x: 1}\ntime: {end: 1}\n'; } > "${deep}_equation"
+    [[ -f ${deep}_yaml ]] || { printf 'model: lotka_volterra\ndescription: '; repeat '[' 10000
+      repeat ']' 10000; printf '\n'; } > "${deep}_yaml"
+    ;;
+  sbml)
+    [[ -f ${deep}_mathml ]] || { printf '<sbml><model><listOfRules><assignmentRule variable="x"><math>'
+      repeat '<apply><minus\/>' 10000; printf '<ci>x</ci>'; repeat '<\/apply>' 10000
+      printf '</math></assignmentRule></listOfRules></model></sbml>\n'; } > "${deep}_mathml"
+    ;;
+esac
+[[ " $* " == *" -max_len="* ]] || set -- "$@" -max_len=262144
+
 # Leak detection stays on; Open MPI's start-up allocations (from
 # libcostate's dependencies, before the first input) are not inputs' leaks.
 # malloc_context_size=10 (default 30): allocation stacks 10 frames deep.
