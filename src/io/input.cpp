@@ -1,6 +1,7 @@
 #include "costate/io/input.hpp"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -623,10 +624,45 @@ void refuse_duplicate_keys(const YAML::Node& root, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+/// Where each document of a YAML stream starts (no nodes are built).
+struct DocumentMarks : YAML::EventHandler {
+  YAML::Mark start = YAML::Mark::null_mark();
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
 YAML::Node load_yaml_document(const std::string& text, const std::string& path) {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    // A second document? Asked of the parser directly, one document at a
+    // time: YAML::LoadAll can loop without end on malformed text (found by
+    // fuzzing, yaml-cpp 0.7).
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentMarks first, second;
+    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second)) {
+      const std::string at = second.start.is_null() ? path : path + ":" + line_of(second.start);
+      throw Error(at + ": a second YAML document" +
+                  (second.start.is_null() ? std::string() : " (line " + line_of(second.start) + ")") +
+                  " follows the first" +
+                  (first.start.is_null() ? std::string() : " (line " + line_of(first.start) + ")") +
+                  "; costate reads one document per input file — remove the '---' separator "
+                  "and merge the settings, or split them into two files");
+    }
   } catch (const YAML::DeepRecursion& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": the YAML nests deeper than " +
@@ -636,19 +672,8 @@ YAML::Node load_yaml_document(const std::string& text, const std::string& path) 
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
   }
-  if (docs.empty()) return YAML::Node();
-  for (std::size_t i = 1; i < docs.size(); ++i) {
-    const YAML::Mark first = docs[0].Mark(), second = docs[i].Mark();
-    const std::string at_second = second.is_null() ? path : path + ":" + line_of(second);
-    throw Error(at_second + ": a second YAML document" +
-                (second.is_null() ? std::string() : " (line " + line_of(second) + ")") +
-                " follows the first" +
-                (first.is_null() ? std::string() : " (line " + line_of(first) + ")") +
-                "; costate reads one document per input file — remove the '---' separator "
-                "and merge the settings, or split them into two files");
-  }
-  refuse_duplicate_keys(docs[0], path);
-  return docs[0];
+  refuse_duplicate_keys(root, path);
+  return root;
 }
 
 namespace {
