@@ -17,6 +17,7 @@
 #include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 #include "costate/io/input.hpp"  // io::nearest: "did you mean" suggestions
+#include "costate/io/yaml_document.hpp"
 
 namespace costate::petab {
 namespace {
@@ -303,7 +304,7 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
     const std::optional<std::string> text = loader(yaml_path);
     if (!text) throw Error(yaml_path + ": cannot open the PEtab problem file");
     try {
-      root = YAML::Load(*text);
+      root = io::load_yaml_document(*text, yaml_path);  // one document, no key twice
     } catch (const YAML::Exception& e) {
       throw Error(yaml_path + ":" + std::to_string(e.mark.line + 1) + ":" +
                   std::to_string(e.mark.column + 1) + ": " + e.msg);
