@@ -55,6 +55,7 @@
 #include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
+#include "petab_command.hpp"
 #include "plot_command.hpp"
 
 namespace {
@@ -175,7 +176,11 @@ int main(int argc, char** argv) {
     // any work (io/output_file.hpp; the writers check again when writing).
     if (command.writes_output && !a.output.empty()) {
       costate::io::check_output_path(a.output, {a.input});
-      (void)costate::io::output_format(a.output, command.name, std::string(command.name) == "run");
+      // ODE inputs: HDF5, or a table for `run` (PEtab and PDE commands name
+      // their own formats).
+      if (!pde_input && !cli::is_petab_input(a.input))
+        (void)costate::io::output_format(a.output, command.name,
+                                         std::string(command.name) == "run");
     }
     // 4. Run it; a result that could not be written to stdout is an error.
     const int status = command.run(*env, a);

@@ -71,10 +71,13 @@ class Temporary {
                     "output name");
       throw Error(target + ": cannot lock the temporary output file " + path_ + ": " + reason(err));
     }
-    if (::ftruncate(fd_, 0) != 0)
-      throw Error(target + ": cannot empty the temporary output file " + path_ + ": " +
-                  reason(errno));
-    owned_ = true;
+    owned_ = true;  // ours now: the destructor removes it
+    if (::ftruncate(fd_, 0) != 0) {
+      const int err = errno;
+      ::unlink(path_.c_str());
+      ::close(fd_);
+      throw Error(target + ": cannot empty the temporary output file " + path_ + ": " + reason(err));
+    }
   }
   ~Temporary() {
     if (owned_) ::unlink(path_.c_str());
