@@ -117,6 +117,12 @@ TEST_F(RefusalsTest, WarningsAreListedInJsonAndShownInText) {
     EXPECT_TRUE(has(t.out, "warning: ")) << t.out;
     EXPECT_TRUE(has(t.out, "parameter 'kk' is used by no equation")) << t.out;
   }
+  // calibrate lists them too (none for the example): an empty list.
+  const Result cal = run("calibrate '" COSTATE_EXAMPLES_DIR "/van_der_pol_calibration.yaml' -q --json");
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  const Json cal_json = Json::parse(cal.out);
+  ASSERT_TRUE(cal_json.contains("warnings")) << cal.out;
+  EXPECT_TRUE(cal_json["warnings"].is_array() && cal_json["warnings"].empty()) << cal.out;
   // No warnings: an empty list, not a missing key.
   write("clean.yaml",
         "model:\n  states: [y]\n  equations: {y: \"-k*y\"}\nparameters: {k: 1.0}\n"
