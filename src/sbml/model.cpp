@@ -902,6 +902,10 @@ class Importer {
     for (std::uint32_t k : intermediates_) switches(syms_[k].value, syms_[k].where);
     for (std::uint32_t i : states) switches(syms_[i].rhs, syms_[i].where);
 
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      out.species.push_back({sp->getId(), sp->getCompartment(), sp->getHasOnlySubstanceUnits()});
+    }
     out.counts.species = m_->getNumSpecies();
     out.counts.reactions = m_->getNumReactions();
     out.counts.rules = m_->getNumRules();
@@ -947,6 +951,25 @@ long Model::parameter_index(const std::string& name) const {
   for (std::size_t i = 0; i < parameter_names.size(); ++i)
     if (parameter_names[i] == name) return static_cast<long>(i);
   return -1;
+}
+
+std::vector<std::string> Model::symbol_names() const {
+  const std::vector<std::string>& v = equations.variables();
+  return {v.begin() + 1, v.end()};
+}
+
+std::vector<double> Model::symbol_values(double t, std::span<const double> y,
+                                         std::span<const double> p) const {
+  COSTATE_CHECK_EQ(y.size(), state_names.size(), file << ": symbol_values needs one value per state");
+  COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
+                   file << ": symbol_values needs one value per parameter");
+  std::vector<double> v{t};
+  v.insert(v.end(), y.begin(), y.end());
+  v.insert(v.end(), p.begin(), p.end());
+  const std::size_t n = equations.intermediate_names().size();
+  for (std::size_t k = 0; k < n; ++k)
+    v.push_back(equations.intermediate(k).evaluate(std::span<const double>(v)));
+  return {v.begin() + 1, v.end()};
 }
 
 std::vector<double> Model::initial_values(const std::vector<double>& p, double t0) const {

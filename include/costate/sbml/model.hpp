@@ -50,6 +50,7 @@
 /// avogadro), recursive function definitions, and the SBML id "t" (costate's
 /// name for time).
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,25 @@ struct Model {
 
   /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …".
   std::string brief_report() const;
+
+  /// Every species of the document, in document order: what the suite's
+  /// and a modeller's "amount" or "concentration" of it means.
+  struct Species {
+    std::string id;
+    std::string compartment;  ///< its compartment's id (a symbol below)
+    bool amount = false;      ///< hasOnlySubstanceUnits: its symbol is its amount
+  };
+  std::vector<Species> species;
+
+  /// Every SBML symbol with a value at a time: the states, the parameters,
+  /// then the intermediates (assignment-rule targets, reaction ids (their
+  /// fluxes), symbols held at an initial assignment's value, …) — the
+  /// variables of `equations` after t. A species is in the unit its math
+  /// uses (Species::amount says which; its compartment is a symbol too).
+  std::vector<std::string> symbol_names() const;
+  /// Their values at (t, y, p), in the order of symbol_names().
+  std::vector<double> symbol_values(double t, std::span<const double> y,
+                                    std::span<const double> p) const;
 
   /// Index of a state or parameter by SBML id (or local "<reaction>_<id>"
   /// name); -1 when absent.
