@@ -1,11 +1,14 @@
 #include "costate/sbml/model.hpp"
 
 #include <sbml/SBMLTypes.h>
+#include <sbml/conversion/ConversionProperties.h>
+#include <sbml/xml/XMLNamespaces.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -36,6 +39,9 @@ using ::Rule;
 using ::SBMLDocument;
 using ::SBMLError;
 using ::SBMLReader;
+using ::ConversionProperties;
+using ::XMLNamespaces;
+using ::LIBSBML_OPERATION_SUCCESS;
 using ::Species;
 using ::SpeciesReference;
 using ::SBML_formulaToL3String;
@@ -106,16 +112,19 @@ void collect_variables(const Node& n, std::set<std::uint32_t>& out) {
 
 class Importer {
  public:
-  explicit Importer(std::string file) : file_(std::move(file)) {}
+  /// `base` is the folder external model definitions (comp) are read from.
+  Importer(std::string file, std::string base) : file_(std::move(file)), base_(std::move(base)) {}
 
   Model run(libsbml::SBMLDocument& doc) {
     check_read_errors(doc);
+    resolve_packages(doc);
     m_ = doc.getModel();
     if (!m_) throw Error(file_ + ": the SBML document has no <model>");
     refuse_unsupported();
     collect_rules();
     register_symbols();
     define_symbols();
+    hold_initial_assignments();
     order_intermediates();
     check_discontinuities();
     return assemble();
@@ -138,6 +147,44 @@ class Importer {
     if (shown)
       throw Error(file_ + ": libsbml cannot read the document (" + std::to_string(shown) +
                   " error" + (shown == 1 ? "" : "s") + "):" + messages);
+  }
+
+  /// SBML Level 3 packages: `comp` is flattened into one model (libsbml's
+  /// CompFlatteningConverter: submodels, ports, deletions, replacements);
+  /// any other package the document marks required is refused by name (its
+  /// constructs would change the math). Packages marked not required do not
+  /// change the math (SBML L3 core, section 4.1.3) and are ignored.
+  void resolve_packages(libsbml::SBMLDocument& doc) {
+    const libsbml::XMLNamespaces* ns = doc.getNamespaces();
+    bool comp = false;
+    for (int i = 0; ns && i < ns->getNumNamespaces(); ++i) {
+      const std::string uri = ns->getURI(i), prefix = ns->getPrefix(i);
+      if (prefix.empty() || uri.find("sbml.org/sbml/level3/") == std::string::npos) continue;
+      if (prefix == "comp" || uri.find("/comp/") != std::string::npos) {
+        comp = true;
+        continue;
+      }
+      if (doc.getPackageRequired(uri))
+        refuse("package '" + prefix + "' (" + uri + ")",
+               "the document marks it required and costate does not implement it");
+    }
+    if (!comp) return;
+    libsbml::ConversionProperties props;
+    props.addOption("flatten comp", true);
+    props.addOption("basePath", base_);
+    props.addOption("performValidation", false);
+    props.addOption("abortIfUnflattenable", std::string("requiredOnly"));
+    if (doc.convert(props) != libsbml::LIBSBML_OPERATION_SUCCESS) {
+      std::string messages;
+      for (unsigned i = 0, shown = 0; i < doc.getNumErrors() && shown < 5; ++i) {
+        const libsbml::SBMLError* e = doc.getError(i);
+        if (e->getSeverity() < libsbml::LIBSBML_SEV_ERROR) continue;
+        messages += "\n  line " + std::to_string(e->getLine()) + ": " + e->getMessage();
+        ++shown;
+      }
+      refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
+                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages));
+    }
   }
 
   void refuse_unsupported() const {
@@ -190,6 +237,15 @@ class Importer {
     }
   }
 
+  /// Level 1's default volume is 1; a 0-D compartment has no size, and its
+  /// species' math is their amount: 1 makes the conversions the identity.
+  bool has_size(const libsbml::Compartment* c) const {
+    return c->isSetSize() || m_->getLevel() == 1 || c->getSpatialDimensions() == 0;
+  }
+  double compartment_size(const libsbml::Compartment* c) const {
+    return c->isSetSize() ? c->getSize() : has_size(c) ? 1.0 : 0.0;
+  }
+
   std::uint32_t add_symbol(Symbol s) {
     if (s.id == "t")
       refuse(s.what + " 't'", "the id 't' is costate's name for time; rename it in the SBML file");
@@ -233,7 +289,7 @@ class Importer {
       s.id = c->getId();
       s.what = "compartment";
       s.state_kind = StateKind::Compartment;
-      classify(s, c->getSize(), c->isSetSize());
+      classify(s, compartment_size(c), has_size(c));
       add_symbol(std::move(s));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
@@ -259,6 +315,10 @@ class Importer {
       if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
+        s.kind = Kind::State;
+      } else if (sp->getConstant() && !s.hosu && rate_.count(s.compartment)) {
+        // Its amount is constant; its concentration dilutes as the
+        // compartment changes: a state, dC/dt = −C V'/V (define()).
         s.kind = Kind::State;
       } else if (sp->getConstant()) {
         // Constant in time: a parameter when its stated value is in the
@@ -362,7 +422,8 @@ class Importer {
   void define_symbols() {
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
-      define(sym(c->getId(), "compartment " + std::to_string(i + 1)), Node::constant(c->getSize()));
+      define(sym(c->getId(), "compartment " + std::to_string(i + 1)),
+             Node::constant(compartment_size(c)));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
@@ -506,9 +567,54 @@ class Importer {
         s.rhs = convert(r->getMath(), s.where);
         s.text = formula(r->getMath());
       } else if (!s.by_reactions) {
-        s.rhs = Node::constant(0.0);  // a boundary species without rules
-        s.where = "boundary " + label;
+        // A boundary or constant species without rules: its amount is
+        // constant; in concentration in a changing compartment it dilutes.
+        s.rhs = Node::constant(0.0);
+        s.where = "constant amount of " + label;
+        if (s.what == "species" && !s.hosu) {
+          const std::uint32_t c = index_of(s.compartment, label, "compartment");
+          const Symbol& comp = syms_[c];
+          if (comp.kind == Kind::State)
+            s.rhs = Node::apply(Op::Neg, {div(mul(Node::var(index_of(s.id, label, "id")), comp.rhs),
+                                              Node::var(c))});
+        }
       }
+    }
+  }
+
+  /// An initial assignment is evaluated once, at the start time. A symbol
+  /// it sets that no rule changes keeps that value; when the value depends
+  /// on time or on a state (directly or through intermediates), the symbol
+  /// becomes a state with a zero derivative and that initial value.
+  void hold_initial_assignments() {
+    std::vector<int> memo(syms_.size(), -1);  // -1 unknown, 0 no, 1 yes, 2 visiting
+    std::function<bool(std::uint32_t)> varies = [&](std::uint32_t i) -> bool {
+      if (memo[i] >= 0) return memo[i] == 1;
+      const Symbol& s = syms_[i];
+      if (s.kind == Kind::Time || s.kind == Kind::State) return (memo[i] = 1) == 1;
+      if (s.kind == Kind::Parameter) return (memo[i] = 0) == 1;
+      memo[i] = 2;  // a cycle is reported by order_intermediates
+      std::set<std::uint32_t> deps;
+      collect_variables(s.value, deps);
+      bool v = false;
+      for (std::uint32_t d : deps)
+        if (memo[d] != 2 && varies(d)) v = true;
+      memo[i] = v ? 1 : 0;
+      return v;
+    };
+    std::vector<std::uint32_t> held;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i) {
+      const Symbol& s = syms_[i];
+      if (s.kind == Kind::Intermediate && !s.assignment_rule && s.what != "reaction" &&
+          initial_assignment_.count(s.id) && varies(i))
+        held.push_back(i);
+    }
+    for (std::uint32_t i : held) {
+      Symbol& s = syms_[i];
+      s.kind = Kind::State;
+      s.initial = std::move(s.value);
+      s.value = Node{};
+      s.rhs = Node::constant(0.0);
     }
   }
 
@@ -785,9 +891,6 @@ class Importer {
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::Parameter && syms_[i].what == what) params.push_back(i);
     const std::size_t ny = states.size(), np = params.size();
-    if (ny == 0)
-      refuse("model '" + m_->getId() + "'",
-             "has no state (no species, parameter or compartment changes in time)");
     std::vector<std::uint32_t> remap(syms_.size(), 0);
     for (std::size_t i = 0; i < ny; ++i) remap[states[i]] = static_cast<std::uint32_t>(1 + i);
     for (std::size_t j = 0; j < np; ++j) remap[params[j]] = static_cast<std::uint32_t>(1 + ny + j);
@@ -916,6 +1019,7 @@ class Importer {
   }
 
   std::string file_;
+  std::string base_;
   const libsbml::Model* m_ = nullptr;
   std::vector<Symbol> syms_;
   std::map<std::string, std::uint32_t> by_id_;
@@ -989,14 +1093,15 @@ Model read_file(const std::string& path) {
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromFile(path));
   if (!doc) throw Error(path + ": libsbml returned no document");
-  return Importer(path).run(*doc);
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return Importer(path, base.empty() ? "." : base).run(*doc);
 }
 
 Model read_string(const std::string& xml, const std::string& name) {
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
-  return Importer(name).run(*doc);
+  return Importer(name, ".").run(*doc);
 }
 
 }  // namespace costate::sbml

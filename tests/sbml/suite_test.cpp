@@ -147,8 +147,20 @@ std::string refusal_class(const std::string& message, const std::string& file) {
   return m;
 }
 
+/// Files that do not state what their case tests (checked by hand): the
+/// result is set aside with this reason instead of being compared.
+const std::map<std::string, std::string> kSuiteDefects = {
+    {"01399-sbml-l2v5.xml",
+     "suite defect: the file lacks the fast=\"true\" its case tests (its l2v4 twin has it)"},
+};
+
 FileResult run_file(const Case& c, const fs::path& xml) {
   FileResult r;
+  if (const auto d = kSuiteDefects.find(xml.filename().string()); d != kSuiteDefects.end()) {
+    r.outcome = Outcome::Refused;
+    r.reason = r.detail = d->second;
+    return r;
+  }
   costate::sbml::Model m;
   try {
     m = costate::sbml::read_file(xml.string());
@@ -200,7 +212,11 @@ FileResult run_file(const Case& c, const fs::path& xml) {
   std::vector<Column> columns;
   for (const std::string& v : c.variables) {
     Column col;
-    col.csv = std::find(c.columns.begin(), c.columns.end(), v) - c.columns.begin();
+    // Column 0 is time, whatever its header says (case 01821 has a
+    // parameter "Time" too).
+    col.csv = c.columns.empty() ? 0
+                                : std::find(c.columns.begin() + 1, c.columns.end(), v) -
+                                      c.columns.begin();
     if (col.csv >= static_cast<long>(c.columns.size())) {
       r.outcome = Outcome::Fail;
       r.reason = "the suite's results lack a column";
