@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -87,7 +88,9 @@ struct Symbol {
   Node initial;         ///< State: its initial value
   std::string where;    ///< what `value`/`rhs` came from, for messages
   std::string text;     ///< the formula (libsbml's L3 infix), for messages
-  std::vector<std::pair<double, std::uint32_t>> terms;  ///< species: (ν, reaction symbol)
+  std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
+  std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
+  std::string rate_of;            ///< a rateOf(x) placeholder: x's id
   bool state_dependent = false;
   long index = -1;  ///< within its kind, after ordering
 };
@@ -125,6 +128,7 @@ class Importer {
     register_symbols();
     define_symbols();
     hold_initial_assignments();
+    resolve_rates();
     order_intermediates();
     check_discontinuities();
     return assemble();
@@ -204,15 +208,13 @@ class Importer {
         refuse("algebraic rule " + std::to_string(i + 1) + " ('" + formula(r->getMath()) + " = 0')",
                "algebraic rules (differential-algebraic models) are not supported");
     }
-    if (m_->isSetConversionFactor())
-      refuse("model '" + m_->getId() + "'", "the model's conversionFactor '" +
-                                                m_->getConversionFactor() + "' is not supported");
   }
 
   void collect_rules() {
     for (unsigned i = 0; i < m_->getNumRules(); ++i) {
       const libsbml::Rule* r = m_->getRule(i);
       if (!r->isAssignment() && !r->isRate()) continue;  // algebraic: refused before
+      if (!r->isSetMath()) continue;  // Level 3 Version 2: a rule without math is ignored
       const std::string kind = r->isAssignment() ? "assignment rule" : "rate rule";
       const std::string& v = r->getVariable();
       if (assignment_.count(v) || rate_.count(v))
@@ -224,6 +226,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
+      if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
       if (!initial_assignment_.emplace(a->getSymbol(), a).second)
         refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
                "the symbol already has an initial assignment; one per symbol (invalid SBML)");
@@ -235,6 +238,14 @@ class Importer {
       const libsbml::FunctionDefinition* f = m_->getFunctionDefinition(i);
       functions_[f->getId()] = f;
     }
+  }
+
+  /// A species reference's stated stoichiometry (Level 1: over its
+  /// denominator; Level 3 without the attribute: 1).
+  double stoichiometry_of(const libsbml::SpeciesReference* sr) const {
+    double nu = sr->isSetStoichiometry() || m_->getLevel() < 3 ? sr->getStoichiometry() : 1.0;
+    if (m_->getLevel() == 1) nu /= sr->getDenominator();
+    return nu;
   }
 
   /// Level 1's default volume is 1; a 0-D compartment has no size, and its
@@ -301,9 +312,8 @@ class Importer {
       s.hosu = sp->getHasOnlySubstanceUnits();
       s.boundary = sp->getBoundaryCondition();
       s.state_kind = s.hosu ? StateKind::SpeciesAmount : StateKind::SpeciesConcentration;
-      if (sp->isSetConversionFactor())
-        refuse("species '" + s.id + "'",
-               "conversionFactor '" + sp->getConversionFactor() + "' is not supported");
+      if (sp->isSetConversionFactor()) s.conversion_factor = sp->getConversionFactor();
+      else if (m_->isSetConversionFactor()) s.conversion_factor = m_->getConversionFactor();
       if (auto c = by_id_.find(s.compartment); c == by_id_.end())
         refuse("species '" + s.id + "'", "its compartment '" + s.compartment + "' does not exist");
       else if (syms_[c->second].state_kind != StateKind::Compartment)
@@ -358,10 +368,20 @@ class Importer {
       if (!r->isSetKineticLaw() || !r->getKineticLaw()->isSetMath())
         refuse("reaction '" + s.id + "'", "has no kinetic law (costate needs its rate)");
       add_symbol(std::move(s));
+    }
+    // Species references with an id: their stoichiometry is a symbol (a
+    // value in math, possibly set by an initial assignment or a rule).
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
       for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
-          if (sr->isSetId()) species_references_[sr->getId()] = r->getId();
+          if (!sr->isSetId()) continue;
+          Symbol ref;
+          ref.id = sr->getId();
+          ref.what = "species reference";
+          classify(ref, stoichiometry_of(sr), true);
+          add_symbol(std::move(ref));
         }
     }
     // Local parameters: global parameters "<reaction>_<local>".
@@ -387,16 +407,17 @@ class Importer {
     // or parameter (a speciesReference's stoichiometry is refused later by
     // name); anything else would be dropped silently.
     auto check_target = [&](const std::string& element, const std::string& id) {
-      if (species_references_.count(id)) return;
       const auto it = by_id_.find(id);
       if (it == by_id_.end())
         refuse(element + " (variable '" + id + "')",
                "no compartment, species, parameter or speciesReference has this id");
       const Symbol& target = syms_[it->second];
-      if (target.what != "compartment" && target.what != "species" && target.what != "parameter")
+      if (target.what != "compartment" && target.what != "species" &&
+          target.what != "parameter" && target.what != "species reference")
         refuse(element + " (variable '" + id + "')",
                "'" + id + "' is a " + target.what +
-                   "; rules and initial assignments set compartments, species and parameters");
+                   "; rules and initial assignments set compartments, species, parameters "
+                   "and species references");
     };
     for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
     for (const auto& [id, r] : rate_) check_target("rate rule", id);
@@ -446,6 +467,14 @@ class Importer {
       const libsbml::Parameter* p = m_->getParameter(i);
       define(sym(p->getId(), "parameter " + std::to_string(i + 1)), Node::constant(p->getValue()));
     }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i)
+      for (const auto* list : {m_->getReaction(i)->getListOfReactants(),
+                               m_->getReaction(i)->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          if (sr->isSetId())
+            define(sym(sr->getId(), "species reference"), Node::constant(stoichiometry_of(sr)));
+        }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
       const std::uint32_t self = index_of(r->getId(), "reaction " + std::to_string(i + 1), "id");
@@ -463,15 +492,23 @@ class Importer {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
           const std::string element = "species reference to '" + sr->getSpecies() +
                                       "' in reaction '" + r->getId() + "'";
-          if (sr->isSetStoichiometryMath())
-            refuse(element, "stoichiometryMath (a variable stoichiometry) is not supported");
-          if (sr->isSetId() && (assignment_.count(sr->getId()) || rate_.count(sr->getId()) ||
-                                initial_assignment_.count(sr->getId())))
-            refuse("speciesReference '" + sr->getId() + "' in reaction '" + r->getId() + "'",
-                   "a stoichiometry set by a rule or an initial assignment is not supported");
-          if (m_->getLevel() >= 3 && sr->isSetConstant() && !sr->getConstant())
-            refuse("speciesReference to '" + sr->getSpecies() + "' in reaction '" + r->getId() + "'",
-                   "a non-constant stoichiometry is not supported");
+          // ν: stoichiometryMath (Level 2), the reference's own symbol
+          // (its id: constant, or set by an initial assignment or a rule),
+          // else the stated number.
+          Node nu;
+          if (sr->isSetStoichiometryMath()) {
+            if (!sr->getStoichiometryMath()->isSetMath())
+              refuse(element, "its stoichiometryMath has no math");
+            nu = convert(sr->getStoichiometryMath()->getMath(), "stoichiometryMath of the " + element);
+          } else if (sr->isSetId()) {
+            nu = Node::var(index_of(sr->getId(), element, "id"));
+          } else {
+            nu = Node::constant(stoichiometry_of(sr));
+          }
+          if (sign < 0) {
+            nu = nu.kind == Node::Kind::Constant ? Node::constant(-nu.value)
+                                                 : Node::apply(Op::Neg, {std::move(nu)});
+          }
           if (!by_id_.count(sr->getSpecies()))
             refuse(element, "the species does not exist");
           Symbol& s = sym(sr->getSpecies(), element);
@@ -482,15 +519,15 @@ class Importer {
                        (s.assignment_rule ? "set by an assignment rule"
                                           : s.rate_rule ? "set by a rate rule" : "constant") +
                        " and not a boundary species (invalid SBML)");
-          double nu = sr->isSetStoichiometry() || m_->getLevel() < 3 ? sr->getStoichiometry() : 1.0;
-          if (m_->getLevel() == 1) nu /= sr->getDenominator();
           bool merged = false;
           for (auto& term : s.terms)
             if (term.second == self) {
-              term.first += sign * nu;
+              term.first = term.first.kind == Node::Kind::Constant && nu.kind == Node::Kind::Constant
+                               ? Node::constant(term.first.value + nu.value)
+                               : add(std::move(term.first), nu);
               merged = true;
             }
-          if (!merged) s.terms.emplace_back(sign * nu, self);
+          if (!merged) s.terms.emplace_back(std::move(nu), self);
         }
       };
       stoichiometry(r->getListOfReactants(), -1.0);
@@ -502,14 +539,24 @@ class Importer {
       Node sum = Node::constant(0.0);
       bool first = true;
       for (const auto& [nu, reaction] : s.terms) {
-        if (nu == 0.0) continue;
         Node term = Node::var(reaction);
-        if (nu == -1.0) term = Node::apply(Op::Neg, {std::move(term)});
-        else if (nu != 1.0) term = mul(Node::constant(nu), std::move(term));
+        if (nu.kind != Node::Kind::Constant) {
+          term = mul(nu, std::move(term));
+        } else if (nu.value == 0.0) {
+          continue;
+        } else if (nu.value == -1.0) {
+          term = Node::apply(Op::Neg, {std::move(term)});
+        } else if (nu.value != 1.0) {
+          term = mul(nu, std::move(term));
+        }
         sum = first ? std::move(term) : add(std::move(sum), std::move(term));
         first = false;
       }
       s.where = "reactions changing species '" + s.id + "'";
+      if (!s.conversion_factor.empty())  // dA/dt = f Σ ν v
+        sum = mul(Node::var(index_of(s.conversion_factor, "species '" + s.id + "'",
+                                     "conversionFactor")),
+                  std::move(sum));
       if (!s.hosu) {
         const std::uint32_t c = index_of(s.compartment, "species '" + s.id + "'", "compartment");
         const Symbol& comp = syms_[c];
@@ -672,7 +719,8 @@ class Importer {
       case AST_CONSTANT_PI: return Node::constant(std::numbers::pi);
       case AST_CONSTANT_TRUE: return Node::constant(1.0);
       case AST_CONSTANT_FALSE: return Node::constant(0.0);
-      case AST_NAME_AVOGADRO: return Node::constant(6.02214076e23);
+      // SBML Level 3 fixes avogadro at the 2006 CODATA value (case 01323).
+      case AST_NAME_AVOGADRO: return Node::constant(6.02214179e23);
       case AST_NAME_TIME: return Node::var(0);
       case AST_NAME: return name(a, where, scope);
       case AST_PLUS:
@@ -766,16 +814,92 @@ class Importer {
       }
       case AST_FUNCTION: return call(a, where, scope);
       case AST_FUNCTION_DELAY: refuse_math(a, where, "delay is not supported");
-      case AST_FUNCTION_RATE_OF: refuse_math(a, where, "rateOf is not supported");
-      case AST_FUNCTION_FACTORIAL: refuse_math(a, where, "factorial is not supported");
-      case AST_FUNCTION_QUOTIENT: refuse_math(a, where, "quotient is not supported");
-      case AST_FUNCTION_REM: refuse_math(a, where, "rem is not supported");
-      case AST_LOGICAL_IMPLIES: refuse_math(a, where, "implies is not supported");
+      case AST_FUNCTION_RATE_OF: return rate_of(a, where, scope);
+      case AST_FUNCTION_FACTORIAL: {
+        if (n != 1) refuse_math(a, where, "factorial takes one argument");
+        const Node x = child(a, 0, where, scope);
+        if (x.kind != Node::Kind::Constant)
+          refuse_math(a, where, "factorial of a value that is not a constant number is not "
+                                "supported");
+        if (x.value < 0 || x.value != std::floor(x.value))
+          refuse_math(a, where, "factorial of " + std::to_string(x.value) +
+                                    " (SBML defines it for non-negative integers)");
+        return Node::constant(std::tgamma(x.value + 1.0));
+      }
+      case AST_FUNCTION_QUOTIENT:
+        if (n != 2) refuse_math(a, where, "quotient takes two arguments");
+        return truncate(div(child(a, 0, where, scope), child(a, 1, where, scope)));
+      case AST_FUNCTION_REM: {
+        if (n != 2) refuse_math(a, where, "rem takes two arguments");
+        Node x = child(a, 0, where, scope), y = child(a, 1, where, scope);
+        return sub(x, mul(y, truncate(div(x, y))));  // the sign of x, as C's fmod
+      }
+      case AST_LOGICAL_IMPLIES:
+        if (n != 2) refuse_math(a, where, "implies takes two arguments");
+        return Node::apply(Op::Or, {Node::apply(Op::Not, {child(a, 0, where, scope)}),
+                                    child(a, 1, where, scope)});
+      case AST_FUNCTION_ARCSEC: return Node::apply(Op::Acos, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCSC: return Node::apply(Op::Asin, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCOT: return Node::apply(Op::Atan, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCSECH: return Node::apply(Op::Acosh, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCSCH: return Node::apply(Op::Asinh, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCOTH: return Node::apply(Op::Atanh, {reciprocal(a, where, scope)});
       case AST_LAMBDA: refuse_math(a, where, "a lambda outside a function definition");
       default: break;
     }
     const char* type = a->getName();
     refuse_math(a, where, std::string("the MathML element ") + (type ? std::string("'") + type + "'" : "of type " + std::to_string(static_cast<int>(a->getType()))) + " is not supported");
+  }
+
+  /// 1/x of a one-argument function's argument (the arc* family:
+  /// arcsec x = arccos(1/x), arccot x = arctan(1/x), …).
+  Node reciprocal(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 1) refuse_math(a, where, "expected one argument");
+    return div(Node::constant(1.0), child(a, 0, where, scope));
+  }
+
+  /// q rounded toward zero without a comparison (a comparison would be a
+  /// switch the integrator must stop at): ⌊|q|⌋ · q / max(|q|, 1) — the
+  /// last factor is sign(q) exactly whenever ⌊|q|⌋ ≠ 0.
+  static Node truncate(Node q) {
+    Node magnitude = Node::apply(Op::Abs, {q});
+    return mul(Node::apply(Op::Floor, {magnitude}),
+               div(q, Node::apply(Op::Max, {magnitude, Node::constant(1.0)})));
+  }
+
+  /// rateOf(x): x's time derivative — its right-hand side when x is a
+  /// state, 0 when nothing changes it. A placeholder symbol (id
+  /// "rateOf(x)", never an SBML id) until every right-hand side is known
+  /// (resolve_rates).
+  Node rate_of(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 1 || a->getChild(0)->getType() != AST_NAME)
+      refuse_math(a, where, "rateOf takes one symbol");
+    const std::string id = a->getChild(0)->getName();
+    if (scope.count(id))
+      refuse_math(a, where, "rateOf of a function argument is not supported");
+    const std::string name = "rateOf(" + id + ")";
+    if (auto it = by_id_.find(name); it != by_id_.end()) return Node::var(it->second);
+    index_of(id, where, "rateOf argument");
+    Symbol s;
+    s.id = name;
+    s.what = "rateOf";
+    s.kind = Kind::Intermediate;
+    s.rate_of = id;
+    s.where = where;
+    return Node::var(add_symbol(std::move(s)));
+  }
+
+  /// Fills the rateOf placeholders once every right-hand side is known.
+  void resolve_rates() {
+    for (Symbol& s : syms_) {
+      if (s.rate_of.empty()) continue;
+      const Symbol& x = syms_[by_id_.at(s.rate_of)];
+      if (x.kind == Kind::State) s.value = x.rhs;
+      else if (x.kind == Kind::Parameter || !x.assignment_rule) s.value = Node::constant(0.0);
+      else
+        refuse(s.where, "rateOf('" + x.id + "') of a symbol set by an assignment rule is not "
+                        "supported (its derivative would need the rule's derivative)");
+    }
   }
 
   Node name(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
@@ -784,9 +908,6 @@ class Importer {
     if (locals_)
       if (auto it = locals_->find(id); it != locals_->end()) return Node::var(it->second);
     if (auto it = by_id_.find(id); it != by_id_.end()) return Node::var(it->second);
-    if (auto it = species_references_.find(id); it != species_references_.end())
-      refuse_math(a, where, "the speciesReference '" + id + "' (of reaction '" + it->second +
-                                "') used as a value is not supported");
     refuse_math(a, where, "unknown symbol '" + id + "'");
   }
 
@@ -884,10 +1005,11 @@ class Importer {
     out.file = file_;
     out.id = m_->getId();
     std::vector<std::uint32_t> states, params;
-    for (const char* what : {"species", "compartment", "parameter"})
+    for (const char* what : {"species", "compartment", "parameter", "species reference"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::State && syms_[i].what == what) states.push_back(i);
-    for (const char* what : {"parameter", "compartment", "species", "local parameter"})
+    for (const char* what :
+         {"parameter", "compartment", "species", "species reference", "local parameter"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::Parameter && syms_[i].what == what) params.push_back(i);
     const std::size_t ny = states.size(), np = params.size();
@@ -929,8 +1051,11 @@ class Importer {
     }
     out.state_names = state_names;
     out.parameter_names = param_names;
-    out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
-                                       std::move(f), file_);
+    out.intermediate_names = w_names;
+    out.intermediates = w;
+    if (ny > 0)
+      out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
+                                         std::move(f), file_);
 
     // Initial states over (t, parameters): substitute every other symbol.
     std::vector<int> mark(syms_.size(), 0);
@@ -1021,12 +1146,11 @@ class Importer {
   std::string file_;
   std::string base_;
   const libsbml::Model* m_ = nullptr;
-  std::vector<Symbol> syms_;
+  std::deque<Symbol> syms_;  ///< a deque: references stay valid as rateOf adds symbols
   std::map<std::string, std::uint32_t> by_id_;
   std::map<std::string, const libsbml::Rule*> assignment_, rate_;
   std::map<std::string, const libsbml::InitialAssignment*> initial_assignment_;
   std::map<std::string, const libsbml::FunctionDefinition*> functions_;
-  std::map<std::string, std::string> species_references_;  ///< id → reaction
   std::map<std::string, std::map<std::string, std::uint32_t>> local_;  ///< reaction → local → symbol
   const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
   std::set<std::string> active_functions_;
@@ -1058,8 +1182,10 @@ long Model::parameter_index(const std::string& name) const {
 }
 
 std::vector<std::string> Model::symbol_names() const {
-  const std::vector<std::string>& v = equations.variables();
-  return {v.begin() + 1, v.end()};
+  std::vector<std::string> v = state_names;
+  v.insert(v.end(), parameter_names.begin(), parameter_names.end());
+  v.insert(v.end(), intermediate_names.begin(), intermediate_names.end());
+  return v;
 }
 
 std::vector<double> Model::symbol_values(double t, std::span<const double> y,
@@ -1070,9 +1196,7 @@ std::vector<double> Model::symbol_values(double t, std::span<const double> y,
   std::vector<double> v{t};
   v.insert(v.end(), y.begin(), y.end());
   v.insert(v.end(), p.begin(), p.end());
-  const std::size_t n = equations.intermediate_names().size();
-  for (std::size_t k = 0; k < n; ++k)
-    v.push_back(equations.intermediate(k).evaluate(std::span<const double>(v)));
+  for (const expr::Program& w : intermediates) v.push_back(w.evaluate(std::span<const double>(v)));
   return {v.begin() + 1, v.end()};
 }
 

@@ -95,7 +95,15 @@ struct Model {
   std::vector<expr::Node> time_switches;
 
   /// The right-hand side; its states and parameters are the ones above.
+  /// Empty (no states) when nothing in the model changes in time: the
+  /// symbols are then the assignments, evaluated at each output time
+  /// (symbol_values).
   ode::EquationModel equations;
+
+  /// The intermediates in evaluation order: intermediates[k] is a program
+  /// over (t, states, parameters, intermediates 0 … k−1).
+  std::vector<std::string> intermediate_names;
+  std::vector<expr::Program> intermediates;
 
   /// What the document held.
   struct Counts {
