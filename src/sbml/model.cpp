@@ -91,6 +91,9 @@ struct Symbol {
   std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
   std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
   std::string rate_of;            ///< a rateOf(x) placeholder: x's id
+  /// A species in concentration in a compartment set by an assignment rule:
+  /// its amount is the state (this symbol's index), C = A / V.
+  long amount = -1;
   bool state_dependent = false;
   long index = -1;  ///< within its kind, after ordering
 };
@@ -346,6 +349,14 @@ class Importer {
         s.kind = Kind::State;
         s.by_reactions = !s.boundary;
       }
+      if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment)) {
+        // V(t) has no derivative to dilute with: the amount is the state
+        // (a symbol added below) and the concentration an intermediate.
+        s.kind = Kind::Intermediate;
+        s.by_reactions = !s.boundary;
+        amount_held_.push_back(add_symbol(std::move(s)));
+        continue;
+      }
       add_symbol(std::move(s));
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
@@ -402,6 +413,21 @@ class Importer {
         s.number = lp->getValue();
         local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
       }
+    }
+    // The amounts of species in compartments set by assignment rules:
+    // states named "<species id>_amount" (underscores appended until unique).
+    for (std::uint32_t i : amount_held_) {
+      Symbol a;
+      a.id = syms_[i].id + "_amount";
+      while (by_id_.count(a.id)) a.id += "_";
+      a.what = "species";
+      a.kind = Kind::State;
+      a.state_kind = StateKind::SpeciesAmount;
+      a.compartment = syms_[i].compartment;
+      a.hosu = true;
+      a.rhs = Node::constant(0.0);
+      a.where = "amount of species '" + syms_[i].id + "'";
+      syms_[i].amount = add_symbol(std::move(a));
     }
     // What rules and initial assignments set must be a compartment, species
     // or parameter (a speciesReference's stoichiometry is refused later by
@@ -460,6 +486,15 @@ class Importer {
       } else if (!initial_assignment_.count(s.id) && !s.assignment_rule) {
         refuse("species '" + s.id + "'",
                "has no initial value (initialConcentration, initialAmount or an initial assignment)");
+      }
+      if (s.amount >= 0) {  // C = A / V, A(t0) = C(t0) V(t0)
+        Symbol& a = syms_[static_cast<std::size_t>(s.amount)];
+        if (auto ia = initial_assignment_.find(s.id); ia != initial_assignment_.end())
+          stated = convert(ia->second->getMath(), "initial assignment for species '" + s.id + "'");
+        a.initial = mul(std::move(stated), V);
+        s.value = div(Node::var(static_cast<std::uint32_t>(s.amount)), V);
+        s.where = "concentration of species '" + s.id + "' (its amount over its compartment)";
+        continue;
       }
       define(s, std::move(stated));
     }
@@ -557,6 +592,10 @@ class Importer {
         sum = mul(Node::var(index_of(s.conversion_factor, "species '" + s.id + "'",
                                      "conversionFactor")),
                   std::move(sum));
+      if (s.amount >= 0) {  // the amount's equation
+        syms_[static_cast<std::size_t>(s.amount)].rhs = std::move(sum);
+        continue;
+      }
       if (!s.hosu) {
         const std::uint32_t c = index_of(s.compartment, "species '" + s.id + "'", "compartment");
         const Symbol& comp = syms_[c];
@@ -632,7 +671,9 @@ class Importer {
   /// An initial assignment is evaluated once, at the start time. A symbol
   /// it sets that no rule changes keeps that value; when the value depends
   /// on time or on a state (directly or through intermediates), the symbol
-  /// becomes a state with a zero derivative and that initial value.
+  /// becomes a state with a zero derivative and that initial value. The
+  /// same holds a constant species' amount stated as a concentration in a
+  /// compartment that changes (its value is C0·V(t0), not C0·V(t)).
   void hold_initial_assignments() {
     std::vector<int> memo(syms_.size(), -1);  // -1 unknown, 0 no, 1 yes, 2 visiting
     std::function<bool(std::uint32_t)> varies = [&](std::uint32_t i) -> bool {
@@ -653,7 +694,8 @@ class Importer {
     for (std::uint32_t i = 0; i < syms_.size(); ++i) {
       const Symbol& s = syms_[i];
       if (s.kind == Kind::Intermediate && !s.assignment_rule && s.what != "reaction" &&
-          initial_assignment_.count(s.id) && varies(i))
+          s.amount < 0 && (initial_assignment_.count(s.id) || s.what == "species") &&
+          varies(i))
         held.push_back(i);
     }
     for (std::uint32_t i : held) {
@@ -894,6 +936,9 @@ class Importer {
     for (Symbol& s : syms_) {
       if (s.rate_of.empty()) continue;
       const Symbol& x = syms_[by_id_.at(s.rate_of)];
+      if (x.amount >= 0)
+        refuse(s.where, "rateOf('" + x.id + "') of a species in concentration in a compartment "
+                        "set by an assignment rule is not supported");
       if (x.kind == Kind::State) s.value = x.rhs;
       else if (x.kind == Kind::Parameter || !x.assignment_rule) s.value = Node::constant(0.0);
       else
@@ -1155,6 +1200,7 @@ class Importer {
   const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
   std::set<std::string> active_functions_;
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
+  std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
 };
 
 }  // namespace
