@@ -437,7 +437,7 @@ TEST(SbmlModel, RefusesReferencesToTheWrongKindOfElement) {
   };
   // Rules whose variable is a reaction, or nothing at all.
   expect_refused(one_species("<listOfRules>" + rule("assignmentRule", "r", cn(2)) + "</listOfRules>"),
-                 {"assignment rule (variable 'r')", "'r' is a reaction", "compartments, species and parameters"});
+                 {"assignment rule (variable 'r')", "'r' is a reaction", "compartments, species, parameters and species references"});
   expect_refused(one_species("<listOfRules>" + rule("rateRule", "ghost", cn(2)) + "</listOfRules>"),
                  {"rate rule (variable 'ghost')", "no compartment, species, parameter or speciesReference has this id"});
   expect_refused(one_species("<listOfInitialAssignments><initialAssignment symbol=\"ghost\">" + math(cn(2)) +
