@@ -919,6 +919,7 @@ class Importer {
     const std::string id = a->getChild(0)->getName();
     if (scope.count(id))
       refuse_math(a, where, "rateOf of a function argument is not supported");
+    if (locals_ && locals_->count(id)) return Node::constant(0.0);  // a local parameter
     const std::string name = "rateOf(" + id + ")";
     if (auto it = by_id_.find(name); it != by_id_.end()) return Node::var(it->second);
     index_of(id, where, "rateOf argument");

@@ -138,8 +138,9 @@ struct FileResult {
 /// A refusal's class for the table: the message without the file, with
 /// ids, formulas and numbers elided, so that equal features count together.
 std::string refusal_class(const std::string& message, const std::string& file) {
-  std::string m = message;
+  std::string m = message.substr(0, message.find('\n'));
   if (m.rfind(file + ": ", 0) == 0) m = m.substr(file.size() + 2);
+  for (std::size_t at; (at = m.find("'s ")) != std::string::npos;) m.replace(at, 1, "\u2019");
   static const std::regex quoted("'[^']*'"), digits("[0-9]+"), formula(" in '.*$");
   m = std::regex_replace(m, formula, "");
   m = std::regex_replace(m, quoted, "'…'");
@@ -168,6 +169,12 @@ FileResult run_file(const Case& c, const fs::path& xml) {
     r.outcome = Outcome::Refused;
     r.detail = e.what();
     r.reason = refusal_class(e.what(), xml.string());
+    // A refusal names the file and the element by its id (or number).
+    const std::string head = r.detail.substr(0, r.detail.find('\n'));
+    if (head.rfind(xml.string() + ": ", 0) != 0 || head.find('\'') == std::string::npos) {
+      r.outcome = Outcome::Fail;
+      r.reason = "a refusal that does not name the file and the element";
+    }
     return r;
   }
   std::vector<double> times;
