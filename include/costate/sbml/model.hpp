@@ -40,14 +40,21 @@
 /// parameters (e.g. a stimulus switched on at t = t_on): the integrators do
 /// not stop at the switch times, their step control meets the discontinuity.
 ///
+/// Also: initial assignments evaluated once at the start time and held;
+/// species references as values (constant, initial assignment, rules,
+/// stoichiometryMath); conversion factors; rateOf; species in
+/// concentration in compartments set by assignment rules (the amount is the
+/// state "<id>_amount"); the comp package flattened by libsbml; MathML
+/// lowered to the expression engine (arc* family, quotient, rem, implies,
+/// factorial of a constant). docs/sbml.md lists what the SBML Test Suite
+/// checks of this.
+///
 /// Refused, with a costate::Error naming the element, its id and the file:
-/// events, algebraic rules, constraints, delay, rateOf, fast reactions,
-/// reactions without a kinetic law, conversion factors, variable or
-/// rule-set stoichiometries, species in concentration inside a compartment
-/// set by an assignment rule, piecewise with state-dependent conditions,
-/// piecewise in an initial value, MathML outside SBML's core functions
-/// (factorial, quotient, rem, implies, csymbols other than time and
-/// avogadro), recursive function definitions, and the SBML id "t" (costate's
+/// events, algebraic rules, constraints, delay, fast reactions, reactions
+/// without a kinetic law, a required SBML Level 3 package other than comp,
+/// piecewise with state-dependent conditions, piecewise in an initial
+/// value, factorial of a non-constant value, rateOf of an assignment-rule
+/// target, recursive function definitions, and the SBML id "t" (costate's
 /// name for time).
 
 #include <span>
