@@ -412,9 +412,12 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
           throw Error(t.where(r, c_lo) + ": lowerBound must be positive on scale " + s);
       }
       // Only an estimated parameter lives on its scale; a fixed one is used
-      // at its nominal value as it is, whatever its scale says (0 on log).
-      if (p.estimate && p.scale != Scale::Lin && !(p.nominal > 0.0))
-        throw Error(t.where(r, c_nom) + ": nominalValue must be positive on scale " + s +
+      // at its nominal value as it is, whatever its scale says. An
+      // estimated one at 0 (a published fit at the bound's limit, e.g.
+      // Lang_PLOSComputBiol2024's kDpApc_1) is −inf on a log scale: it
+      // evaluates to exactly 0, with gradient component 0.
+      if (p.estimate && p.scale != Scale::Lin && !(p.nominal >= 0.0))
+        throw Error(t.where(r, c_nom) + ": nominalValue must not be negative on scale " + s +
                     " for an estimated parameter");
       if (const std::string& pr = t.cell(r, c_prior); !pr.empty()) {
         const std::vector<std::pair<std::string, Prior>> kinds = {

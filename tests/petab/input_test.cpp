@@ -379,13 +379,16 @@ TEST(PetabInput, PublishedLayouts) {
       "obs_a\tA + offset\tnoiseParameter1_obs_a\tlin\n"
       "obs_b\tB\t0.3\tlog\n";
   EXPECT_EQ(llh_of(f.yaml, fixed), reference);
-  // …but an estimated one must be positive on its scale.
+  // …and an estimated one may be 0 (−inf on its scale, exactly 0 in the
+  // model), not negative.
   fixed["mem/parameters.tsv"] = f.parameters + "offset\tlog10\t1\t10\t0\t1\n";
+  EXPECT_EQ(llh_of(f.yaml, fixed), reference);
+  fixed["mem/parameters.tsv"] = f.parameters + "offset\tlog10\t1\t10\t-1\t1\n";
   try {
     (void)petab::read_text(f.yaml, "mem/problem.yaml", fixed);
     ADD_FAILURE() << "no error";
   } catch (const costate::Error& e) {
-    EXPECT_HAS(e.what(), "mem/parameters.tsv:4:5 (nominalValue): nominalValue must be positive on scale log10");
+    EXPECT_HAS(e.what(), "mem/parameters.tsv:4:5 (nominalValue): nominalValue must not be negative on scale log10");
   }
 
   // 3. Measurements and observables split over two files each.
