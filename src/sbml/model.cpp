@@ -149,7 +149,8 @@ class Importer {
       const libsbml::SBMLError* e = doc.getError(i);
       if (e->getSeverity() < libsbml::LIBSBML_SEV_ERROR) continue;
       if (shown++ < 5)
-        messages += "\n  line " + std::to_string(e->getLine()) + ": " + e->getMessage();
+        messages += "\n  line " + std::to_string(e->getLine()) + ", column " +
+                    std::to_string(e->getColumn()) + ": " + e->getMessage();
     }
     if (shown)
       throw Error(file_ + ": libsbml cannot read the document (" + std::to_string(shown) +

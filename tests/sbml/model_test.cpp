@@ -630,6 +630,7 @@ TEST(SbmlModel, MalformedDocumentsNameTheFileAndLine) {
   const std::string e = error_of("<?xml version=\"1.0\"?>\n<sbml level=\"3\" version=\"1\">\n<model>\n</sbml>", "broken.xml");
   EXPECT_NE(e.find("broken.xml"), std::string::npos) << e;
   EXPECT_NE(e.find("line "), std::string::npos) << e;
+  EXPECT_NE(e.find(", column "), std::string::npos) << e;
   try {
     (void)costate::sbml::read_file("/nonexistent/model.xml");
     ADD_FAILURE() << "no error for a missing file";

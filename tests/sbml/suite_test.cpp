@@ -32,6 +32,7 @@
 
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/gradient.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/sbml/model.hpp"
 
@@ -45,6 +46,25 @@ namespace ode = costate::ode;
 // wrong equations, not a loose integrator.
 constexpr double kRtol = 1e-10;
 constexpr double kAtol = 1e-14;
+
+// The gradient check: forward sensitivities and the discrete adjoint of the
+// same replayed bdf solution (they agree to round-off), and central
+// differences of a CVODES solution far tighter than the step's truncation.
+constexpr double kGradientRtol = 1e-8;
+constexpr double kGradientAtol = 1e-12;
+constexpr double kDifferenceRtol = 1e-12;
+constexpr double kDifferenceAtol = 1e-16;
+// Central-difference step relative to max(|p_j|, 1e-3): O(h²) truncation
+// ≈ 1e-8 plus O(tol/h) ≈ 1e-8 round-off of the solution.
+constexpr double kDifferenceStep = 1e-4;
+// Forward sensitivities and the discrete adjoint differentiate the same
+// discrete solution: beyond this they disagree by a defect, and the test
+// fails. (Central differences are reported, not asserted: a state inside
+// floor/ceil makes the exact solution's derivative differ from the discrete
+// one's — the events issue's switching functions.)
+constexpr double kForwardVsAdjointTol = 1e-6;
+// How many parameters get central differences per case (two simulations each).
+constexpr std::size_t kDifferenceParameters = 5;
 
 enum class Outcome { Pass, Refused, Fail };
 
@@ -127,6 +147,67 @@ Case read_case(const fs::path& dir) {
     c.expected.push_back(std::move(row));
   }
   return c;
+}
+
+/// J = ½ Σ y_i(t1)²: an objective on the final state.
+struct FinalSquares {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T sum = 0.0;
+    for (const T& v : y) sum = T(sum + 0.5 * v * v);
+    return sum;
+  }
+};
+
+/// Worst disagreement of the gradient of FinalSquares with respect to the
+/// parameters (the initial state held) between methods, each as
+/// max_j |a_j − b_j| / max(‖b‖∞, 1e-6·|J|): a gradient that is zero in
+/// exact arithmetic (a compartment size that cancels) is compared at the
+/// objective's scale, not at its own round-off.
+struct GradientCheck {
+  double forward_vs_adjoint = 0.0, adjoint_vs_central = 0.0;
+};
+
+GradientCheck check_gradient(const costate::sbml::Model& m, double t0, double t1) {
+  const std::vector<double> p = m.parameters;
+  const std::vector<double> y0 = m.initial_values(p, t0);
+  ode::Problem<ode::EquationModel> problem{m.equations, y0, p, {t0, t1}, {}};
+  const ode::IntegratorOptions native{.method = ode::Method::Bdf, .rtol = kGradientRtol,
+                                      .atol = kGradientAtol};
+  const ode::GradientResult adjoint =
+      ode::gradient(problem, FinalSquares{}, ode::DiscreteAdjoint{}, native);
+  const ode::GradientResult forward =
+      ode::gradient(problem, FinalSquares{}, ode::Forward{}, native, adjoint.steps);
+  const double floor = std::max(1e-6 * std::abs(adjoint.objective), 1e-300);
+  auto relative = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double norm = floor, diff = 0.0;
+    for (std::size_t j = 0; j < b.size(); ++j) {
+      norm = std::max(norm, std::abs(b[j]));
+      diff = std::max(diff, std::abs(a[j] - b[j]));
+    }
+    return diff / norm;
+  };
+  GradientCheck out;
+  out.forward_vs_adjoint = relative(forward.wrt_parameters, adjoint.wrt_parameters);
+  const ode::IntegratorOptions tight{.method = ode::Method::CvodesBdf, .rtol = kDifferenceRtol,
+                                     .atol = kDifferenceAtol};
+  auto objective = [&](const std::vector<double>& q) {
+    ode::Problem<ode::EquationModel> pq{m.equations, y0, q, {t0, t1}, {t1}};
+    const ode::Solution sol = ode::integrate(pq, tight);
+    COSTATE_CHECK(sol.summary.success(), sol.summary.message);
+    return FinalSquares{}.terminal<double>(sol.state(sol.n_outputs() - 1), q);
+  };
+  std::vector<double> central, from_adjoint;
+  for (std::size_t j = 0; j < std::min(p.size(), kDifferenceParameters); ++j) {
+    const double h = kDifferenceStep * std::max(std::abs(p[j]), 1e-3);
+    std::vector<double> up = p, down = p;
+    up[j] += h;
+    down[j] -= h;
+    central.push_back((objective(up) - objective(down)) / (2.0 * h));
+    from_adjoint.push_back(adjoint.wrt_parameters[j]);
+  }
+  out.adjoint_vs_central = relative(from_adjoint, central);
+  return out;
 }
 
 struct FileResult {
@@ -307,6 +388,10 @@ int main(int argc, char** argv) {
   std::map<std::string, int> file_reasons;    // refusal class → files
   std::map<std::string, std::string> example;  // refusal class → one full message
   std::vector<std::string> failures;
+  // Gradients of the passing cases (their newest file).
+  int gradients_checked = 0;
+  std::vector<std::pair<double, std::string>> worst_fa, worst_ac;  // (disagreement, case)
+  std::vector<std::string> gradient_errors;
   for (const fs::path& dir : dirs) {
     Case c;
     try {
@@ -348,6 +433,19 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (outcome == Outcome::Pass && !xmls.empty()) {
+      try {
+        const costate::sbml::Model m = costate::sbml::read_file(xmls.back().string());
+        if (!m.state_names.empty() && !m.parameters.empty()) {
+          const GradientCheck g = check_gradient(m, c.start, c.start + c.duration);
+          ++gradients_checked;
+          worst_fa.emplace_back(g.forward_vs_adjoint, c.name);
+          worst_ac.emplace_back(g.adjoint_vs_central, c.name);
+        }
+      } catch (const std::exception& e) {
+        gradient_errors.push_back(c.name + ": " + e.what());
+      }
+    }
     cases.add(outcome);
     if (outcome == Outcome::Refused) reasons[reason]++;
     for (const auto& t : c.tags) by_tag[t].add(outcome);
@@ -378,10 +476,40 @@ int main(int argc, char** argv) {
     if (!reasons.count(r)) o << "  " << n << " files: " << r << "\n";
   o << "\nOne message of each refusal:\n";
   for (const auto& [r, e] : example) o << "  " << e << "\n";
+  auto worst = [](std::vector<std::pair<double, std::string>>& v) {
+    std::sort(v.rbegin(), v.rend());
+    std::ostringstream w;
+    w << std::scientific << std::setprecision(2);
+    for (std::size_t k = 0; k < std::min<std::size_t>(5, v.size()); ++k)
+      w << (k ? ", " : "") << v[k].second << " " << v[k].first;
+    return w.str();
+  };
+  auto below = [](const std::vector<std::pair<double, std::string>>& v, double tol) {
+    return std::count_if(v.begin(), v.end(), [&](const auto& x) { return x.first <= tol; });
+  };
+  o << "\nGradients of J = ½ Σ y(t_end)² with respect to the parameters (initial state held), "
+       "the newest file of each passing case with states and parameters: "
+    << gradients_checked << " cases\n";
+  o << std::defaultfloat;
+  o << "  forward sensitivities vs discrete adjoint (bdf rtol " << kGradientRtol << "): "
+    << below(worst_fa, 1e-8) << " within 1e-8; worst: " << worst(worst_fa) << "\n";
+  o << "  discrete adjoint vs central differences (first " << kDifferenceParameters
+    << " parameters, CVODES rtol " << kDifferenceRtol << "): " << below(worst_ac, 1e-4)
+    << " within 1e-4, " << below(worst_ac, 1e-2) << " within 1e-2; worst: " << worst(worst_ac)
+    << "\n";
+  o << "  not checked (an error): " << gradient_errors.size() << "\n";
+  for (const auto& e : gradient_errors) o << "    " << e.substr(0, 300) << "\n";
   o << "\nFailures (" << failures.size() << " files):\n";
   for (const auto& f : failures) o << "  " << f << "\n";
   std::ofstream(argv[2]) << o.str();
   std::cout << o.str();
   std::cout << "report written to " << argv[2] << "\n";
-  return failures.empty() ? 0 : 1;
+  const bool gradients_agree =
+      std::all_of(worst_fa.begin(), worst_fa.end(),
+                  [](const auto& x) { return x.first <= kForwardVsAdjointTol; }) &&
+      gradient_errors.empty();
+  if (!gradients_agree)
+    std::cout << "FAILED: forward sensitivities and the discrete adjoint disagree beyond "
+              << kForwardVsAdjointTol << " (or a gradient failed); see above\n";
+  return failures.empty() && gradients_agree ? 0 : 1;
 }
