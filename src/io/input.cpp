@@ -795,6 +795,10 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     } catch (const Error& e) {
       ctx.fail(model["sbml"], "model.sbml", e.what());
     }
+    if (cfg.sbml->state_names.empty())
+      ctx.fail(model["sbml"], "model.sbml",
+               cfg.sbml_file + ": the model has no state (its symbols are all assignments); "
+               "the commands integrate states (sbml::Model::symbol_values evaluates such a model)");
     cfg.model = "sbml";
     cfg.state_names = cfg.sbml->state_names;
     cfg.parameter_names = cfg.sbml->parameter_names;

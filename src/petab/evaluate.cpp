@@ -944,7 +944,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     const Observable& o = pb.observables[me.observable];
     const double h = result.simulations[i], s = result.sigmas[i];
     if (!(s > 0.0))
-      throw Error(pb.measurement_file + ":" + std::to_string(me.line) + ": noise sigma = " +
+      throw Error(pb.measurement_files[me.file] + ":" + std::to_string(me.line) + ": noise sigma = " +
                   std::to_string(s) + " (from '" + o.noise_formula + "') is not positive");
     double r = me.value - h;
     if (o.transformation == Transformation::Log) r = std::log(me.value) - std::log(h);

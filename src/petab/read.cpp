@@ -80,7 +80,9 @@ std::vector<std::string> split(const std::string& line, char sep) {
 /// The tables' one parser: `text` is the table, `name` the file its
 /// messages name (with the line and column).
 Table parse_table(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
+  // A UTF-8 byte-order mark (spreadsheet exports write one) is not part of
+  // the first column's name.
+  std::istringstream in(text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text);
   Table t;
   t.file = name;
   std::string line;
@@ -175,6 +177,17 @@ double number(const Table& t, const Table::Row& r, long c) {
 std::string path_relative(const fs::path& base, const std::string& name) {
   const fs::path p(name);
   return (p.is_absolute() ? p : base / p).lexically_normal().string();
+}
+
+/// The files a problem lists under `key` (one or more).
+std::vector<std::string> files(const YAML::Node& problem, const std::string& key,
+                               const std::string& yaml, const fs::path& base) {
+  const YAML::Node n = problem[key];
+  if (!n || !n.IsSequence() || n.size() == 0)
+    throw Error(yaml + ": problems[0]." + key + " must list at least one file");
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < n.size(); ++k) out.push_back(path_relative(base, n[k].as<std::string>()));
+  return out;
 }
 
 std::string only_file(const YAML::Node& problem, const std::string& key, const std::string& yaml) {
@@ -343,9 +356,12 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
                     did_you_mean(k, known));
     }
     sbml = path_relative(base, only_file(p0, "sbml_files", yaml_path));
-    pb.condition_file = path_relative(base, only_file(p0, "condition_files", yaml_path));
-    pb.measurement_file = path_relative(base, only_file(p0, "measurement_files", yaml_path));
-    pb.observable_file = path_relative(base, only_file(p0, "observable_files", yaml_path));
+    pb.condition_files = files(p0, "condition_files", yaml_path, base);
+    pb.measurement_files = files(p0, "measurement_files", yaml_path, base);
+    pb.observable_files = files(p0, "observable_files", yaml_path, base);
+    pb.condition_file = pb.condition_files[0];
+    pb.measurement_file = pb.measurement_files[0];
+    pb.observable_file = pb.observable_files[0];
   } catch (const YAML::Exception& e) {
     throw Error(yaml_path + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": not a PEtab problem file: " + e.msg +
@@ -356,7 +372,9 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
   pb.model = sbml::read_string(load(loader, sbml, "SBML file"), sbml);
   const sbml::Model& m = pb.model;
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();
-  const std::vector<std::string>& inter = m.equations.intermediate_names();
+  if (ny == 0)
+    throw Error(sbml + ": the model has no state (only assignments); a PEtab problem needs one");
+  const std::vector<std::string>& inter = m.intermediate_names;
 
   // ---- parameters
   {
@@ -394,8 +412,14 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
         if (p.scale != Scale::Lin && !(p.lower > 0.0))
           throw Error(t.where(r, c_lo) + ": lowerBound must be positive on scale " + s);
       }
-      if (p.scale != Scale::Lin && !(p.nominal > 0.0))
-        throw Error(t.where(r, c_nom) + ": nominalValue must be positive on scale " + s);
+      // Only an estimated parameter lives on its scale; a fixed one is used
+      // at its nominal value as it is, whatever its scale says. An
+      // estimated one at 0 (a published fit at the bound's limit, e.g.
+      // Lang_PLOSComputBiol2024's kDpApc_1) is −inf on a log scale: it
+      // evaluates to exactly 0, with gradient component 0.
+      if (p.estimate && p.scale != Scale::Lin && !(p.nominal >= 0.0))
+        throw Error(t.where(r, c_nom) + ": nominalValue must not be negative on scale " + s +
+                    " for an estimated parameter");
       if (const std::string& pr = t.cell(r, c_prior); !pr.empty()) {
         const std::vector<std::pair<std::string, Prior>> kinds = {
             {"normal", Prior::Normal},
@@ -449,9 +473,11 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
   };
 
   // ---- observables (compiled below, once the placeholder counts are known)
-  const Table obs_table = read_table(loader, pb.observable_file);
-  {
-    const Table& t = obs_table;
+  std::vector<Table> obs_tables;
+  for (const std::string& file : pb.observable_files) obs_tables.push_back(read_table(loader, file));
+  std::vector<std::size_t> obs_table_of;  // observable → its table
+  for (std::size_t f = 0; f < obs_tables.size(); ++f) {
+    const Table& t = obs_tables[f];
     const long c_id = t.required("observableId"), c_f = t.required("observableFormula"),
                c_n = t.required("noiseFormula"), c_tr = t.column("observableTransformation"),
                c_d = t.column("noiseDistribution");
@@ -486,12 +512,13 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
       pb.max_observable_parameters = std::max(pb.max_observable_parameters, o.n_observable_parameters);
       pb.max_noise_parameters = std::max(pb.max_noise_parameters, o.n_noise_parameters);
       pb.observables.push_back(std::move(o));
+      obs_table_of.push_back(f);
     }
   }
 
   // ---- conditions
-  {
-    const Table t = read_table(loader, pb.condition_file);
+  for (const std::string& condition_file : pb.condition_files) {
+    const Table t = read_table(loader, condition_file);
     const long c_id = t.required("conditionId");
     std::vector<std::string> model_ids = m.parameter_names;
     model_ids.insert(model_ids.end(), m.state_names.begin(), m.state_names.end());
@@ -547,8 +574,8 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
   };
 
   // ---- measurements
-  {
-    const Table t = read_table(loader, pb.measurement_file);
+  for (std::size_t file = 0; file < pb.measurement_files.size(); ++file) {
+    const Table t = read_table(loader, pb.measurement_files[file]);
     const long c_obs = t.required("observableId"), c_sim = t.required("simulationConditionId"),
                c_t = t.required("time"), c_m = t.required("measurement"),
                c_pre = t.column("preequilibrationConditionId"),
@@ -568,6 +595,7 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
     for (const auto& r : t.rows) {
       Measurement me;
       me.line = r.line;
+      me.file = file;
       const long o = find_id(observable_ids, t.cell(r, c_obs));
       if (o < 0)
         throw Error(t.where(r, c_obs) + ": unknown observable '" + t.cell(r, c_obs) + "'" +
@@ -617,7 +645,9 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
                                                                : pb.parameters[k].id);
     const std::size_t fixed = v.size();
     v.resize(fixed + pb.max_observable_parameters + pb.max_noise_parameters);
-    for (auto& o : pb.observables) {
+    for (std::size_t i = 0; i < pb.observables.size(); ++i) {
+      Observable& o = pb.observables[i];
+      const Table& obs_table = obs_tables[obs_table_of[i]];
       std::vector<std::string> names = v;
       for (std::size_t k = 0; k < pb.max_observable_parameters + pb.max_noise_parameters; ++k)
         names[fixed + k] = "#slot" + std::to_string(k);
@@ -627,7 +657,7 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
         names[fixed + pb.max_observable_parameters + k] =
             "noiseParameter" + std::to_string(k + 1) + "_" + o.id;
       const long c_f = obs_table.column("observableFormula"), c_n = obs_table.column("noiseFormula");
-      const std::string at = pb.observable_file + ":" + std::to_string(o.line) + ":";
+      const std::string at = obs_table.file + ":" + std::to_string(o.line) + ":";
       o.program = expr::Program::compile(o.formula, names,
                                          at + std::to_string(c_f + 1) + " (observableFormula of " + o.id + ")");
       o.noise_program = expr::Program::compile(
@@ -680,7 +710,20 @@ Problem read_text(const std::string& yaml, const std::string& yaml_name,
 }
 
 void write_simulation_table(const Problem& pb, const Result& result, const std::string& path) {
-  const Table t = read_table(slurp, pb.measurement_file);
+  // Several measurement files: one table, the first file's columns, the
+  // files' rows in order (their headers must agree).
+  Table t = read_table(slurp, pb.measurement_file);
+  std::vector<std::size_t> file_of(t.rows.size(), 0);
+  for (std::size_t f = 1; f < pb.measurement_files.size(); ++f) {
+    Table more = read_table(slurp, pb.measurement_files[f]);
+    COSTATE_CHECK(more.header == t.header,
+                  pb.measurement_files[f] << ": its columns differ from " << pb.measurement_file
+                                          << "'s; the simulation table needs one header");
+    for (auto& r : more.rows) {
+      t.rows.push_back(std::move(r));
+      file_of.push_back(f);
+    }
+  }
   const long c_m = t.required("measurement");
   COSTATE_CHECK(t.rows.size() == pb.measurements.size() && result.simulations.size() == pb.measurements.size(),
                 pb.measurement_file << ": " << t.rows.size() << " rows now, but the problem was read with "
@@ -693,8 +736,9 @@ void write_simulation_table(const Problem& pb, const Result& result, const std::
   out << "\n";
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const Table::Row& r = t.rows[i];
-    COSTATE_CHECK(r.line == pb.measurements[i].line,
-                  pb.measurement_file << ":" << r.line << ": the table changed since the problem was read");
+    COSTATE_CHECK(r.line == pb.measurements[i].line && file_of[i] == pb.measurements[i].file,
+                  pb.measurement_files[file_of[i]] << ":" << r.line
+                                                   << ": the table changed since the problem was read");
     for (std::size_t c = 0; c < r.cells.size(); ++c) {
       out << (c ? "\t" : "");
       if (static_cast<long>(c) == c_m)

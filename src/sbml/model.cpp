@@ -1,11 +1,15 @@
 #include "costate/sbml/model.hpp"
 
 #include <sbml/SBMLTypes.h>
+#include <sbml/conversion/ConversionProperties.h>
+#include <sbml/xml/XMLNamespaces.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -37,6 +41,9 @@ using ::Rule;
 using ::SBMLDocument;
 using ::SBMLError;
 using ::SBMLReader;
+using ::ConversionProperties;
+using ::XMLNamespaces;
+using ::LIBSBML_OPERATION_SUCCESS;
 using ::Species;
 using ::SpeciesReference;
 using ::SBML_formulaToL3String;
@@ -82,7 +89,12 @@ struct Symbol {
   Node initial;         ///< State: its initial value
   std::string where;    ///< what `value`/`rhs` came from, for messages
   std::string text;     ///< the formula (libsbml's L3 infix), for messages
-  std::vector<std::pair<double, std::uint32_t>> terms;  ///< species: (ν, reaction symbol)
+  std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
+  std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
+  std::string rate_of;            ///< a rateOf(x) placeholder: x's id
+  /// A species in concentration in a compartment set by an assignment rule:
+  /// its amount is the state (this symbol's index), C = A / V.
+  long amount = -1;
   bool state_dependent = false;
   long index = -1;  ///< within its kind, after ordering
 };
@@ -107,16 +119,20 @@ void collect_variables(const Node& n, std::set<std::uint32_t>& out) {
 
 class Importer {
  public:
-  explicit Importer(std::string file) : file_(std::move(file)) {}
+  /// `base` is the folder external model definitions (comp) are read from.
+  Importer(std::string file, std::string base) : file_(std::move(file)), base_(std::move(base)) {}
 
   Model run(libsbml::SBMLDocument& doc) {
     check_read_errors(doc);
+    resolve_packages(doc);
     m_ = doc.getModel();
     if (!m_) throw Error(file_ + ": the SBML document has no <model>");
     refuse_unsupported();
     collect_rules();
     register_symbols();
     define_symbols();
+    hold_initial_assignments();
+    resolve_rates();
     order_intermediates();
     check_discontinuities();
     return assemble();
@@ -134,11 +150,50 @@ class Importer {
       const libsbml::SBMLError* e = doc.getError(i);
       if (e->getSeverity() < libsbml::LIBSBML_SEV_ERROR) continue;
       if (shown++ < 5)
-        messages += "\n  line " + std::to_string(e->getLine()) + ": " + e->getMessage();
+        messages += "\n  line " + std::to_string(e->getLine()) + ", column " +
+                    std::to_string(e->getColumn()) + ": " + e->getMessage();
     }
     if (shown)
       throw Error(file_ + ": libsbml cannot read the document (" + std::to_string(shown) +
                   " error" + (shown == 1 ? "" : "s") + "):" + messages);
+  }
+
+  /// SBML Level 3 packages: `comp` is flattened into one model (libsbml's
+  /// CompFlatteningConverter: submodels, ports, deletions, replacements);
+  /// any other package the document marks required is refused by name (its
+  /// constructs would change the math). Packages marked not required do not
+  /// change the math (SBML L3 core, section 4.1.3) and are ignored.
+  void resolve_packages(libsbml::SBMLDocument& doc) {
+    const libsbml::XMLNamespaces* ns = doc.getNamespaces();
+    bool comp = false;
+    for (int i = 0; ns && i < ns->getNumNamespaces(); ++i) {
+      const std::string uri = ns->getURI(i), prefix = ns->getPrefix(i);
+      if (prefix.empty() || uri.find("sbml.org/sbml/level3/") == std::string::npos) continue;
+      if (prefix == "comp" || uri.find("/comp/") != std::string::npos) {
+        comp = true;
+        continue;
+      }
+      if (doc.getPackageRequired(uri))
+        refuse("package '" + prefix + "' (" + uri + ")",
+               "the document marks it required and costate does not implement it");
+    }
+    if (!comp) return;
+    libsbml::ConversionProperties props;
+    props.addOption("flatten comp", true);
+    props.addOption("basePath", base_);
+    props.addOption("performValidation", false);
+    props.addOption("abortIfUnflattenable", std::string("requiredOnly"));
+    if (doc.convert(props) != libsbml::LIBSBML_OPERATION_SUCCESS) {
+      std::string messages;
+      for (unsigned i = 0, shown = 0; i < doc.getNumErrors() && shown < 5; ++i) {
+        const libsbml::SBMLError* e = doc.getError(i);
+        if (e->getSeverity() < libsbml::LIBSBML_SEV_ERROR) continue;
+        messages += "\n  line " + std::to_string(e->getLine()) + ": " + e->getMessage();
+        ++shown;
+      }
+      refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
+                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages));
+    }
   }
 
   void refuse_unsupported() const {
@@ -158,15 +213,13 @@ class Importer {
         refuse("algebraic rule " + std::to_string(i + 1) + " ('" + formula(r->getMath()) + " = 0')",
                "algebraic rules (differential-algebraic models) are not supported");
     }
-    if (m_->isSetConversionFactor())
-      refuse("model '" + m_->getId() + "'", "the model's conversionFactor '" +
-                                                m_->getConversionFactor() + "' is not supported");
   }
 
   void collect_rules() {
     for (unsigned i = 0; i < m_->getNumRules(); ++i) {
       const libsbml::Rule* r = m_->getRule(i);
       if (!r->isAssignment() && !r->isRate()) continue;  // algebraic: refused before
+      if (!r->isSetMath()) continue;  // Level 3 Version 2: a rule without math is ignored
       const std::string kind = r->isAssignment() ? "assignment rule" : "rate rule";
       const std::string& v = r->getVariable();
       if (assignment_.count(v) || rate_.count(v))
@@ -178,6 +231,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
+      if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
       if (!initial_assignment_.emplace(a->getSymbol(), a).second)
         refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
                "the symbol already has an initial assignment; one per symbol (invalid SBML)");
@@ -189,6 +243,23 @@ class Importer {
       const libsbml::FunctionDefinition* f = m_->getFunctionDefinition(i);
       functions_[f->getId()] = f;
     }
+  }
+
+  /// A species reference's stated stoichiometry (Level 1: over its
+  /// denominator; Level 3 without the attribute: 1).
+  double stoichiometry_of(const libsbml::SpeciesReference* sr) const {
+    double nu = sr->isSetStoichiometry() || m_->getLevel() < 3 ? sr->getStoichiometry() : 1.0;
+    if (m_->getLevel() == 1) nu /= sr->getDenominator();
+    return nu;
+  }
+
+  /// Level 1's default volume is 1; a 0-D compartment has no size, and its
+  /// species' math is their amount: 1 makes the conversions the identity.
+  bool has_size(const libsbml::Compartment* c) const {
+    return c->isSetSize() || m_->getLevel() == 1 || c->getSpatialDimensions() == 0;
+  }
+  double compartment_size(const libsbml::Compartment* c) const {
+    return c->isSetSize() ? c->getSize() : has_size(c) ? 1.0 : 0.0;
   }
 
   std::uint32_t add_symbol(Symbol s) {
@@ -234,7 +305,7 @@ class Importer {
       s.id = c->getId();
       s.what = "compartment";
       s.state_kind = StateKind::Compartment;
-      classify(s, c->getSize(), c->isSetSize());
+      classify(s, compartment_size(c), has_size(c));
       add_symbol(std::move(s));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
@@ -246,9 +317,8 @@ class Importer {
       s.hosu = sp->getHasOnlySubstanceUnits();
       s.boundary = sp->getBoundaryCondition();
       s.state_kind = s.hosu ? StateKind::SpeciesAmount : StateKind::SpeciesConcentration;
-      if (sp->isSetConversionFactor())
-        refuse("species '" + s.id + "'",
-               "conversionFactor '" + sp->getConversionFactor() + "' is not supported");
+      if (sp->isSetConversionFactor()) s.conversion_factor = sp->getConversionFactor();
+      else if (m_->isSetConversionFactor()) s.conversion_factor = m_->getConversionFactor();
       if (auto c = by_id_.find(s.compartment); c == by_id_.end())
         refuse("species '" + s.id + "'", "its compartment '" + s.compartment + "' does not exist");
       else if (syms_[c->second].state_kind != StateKind::Compartment)
@@ -260,6 +330,10 @@ class Importer {
       if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
+        s.kind = Kind::State;
+      } else if (sp->getConstant() && !s.hosu && rate_.count(s.compartment)) {
+        // Its amount is constant; its concentration dilutes as the
+        // compartment changes: a state, dC/dt = −C V'/V (define()).
         s.kind = Kind::State;
       } else if (sp->getConstant()) {
         // Constant in time: a parameter when its stated value is in the
@@ -276,6 +350,14 @@ class Importer {
       } else {
         s.kind = Kind::State;
         s.by_reactions = !s.boundary;
+      }
+      if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment)) {
+        // V(t) has no derivative to dilute with: the amount is the state
+        // (a symbol added below) and the concentration an intermediate.
+        s.kind = Kind::Intermediate;
+        s.by_reactions = !s.boundary;
+        amount_held_.push_back(add_symbol(std::move(s)));
+        continue;
       }
       add_symbol(std::move(s));
     }
@@ -299,10 +381,20 @@ class Importer {
       if (!r->isSetKineticLaw() || !r->getKineticLaw()->isSetMath())
         refuse("reaction '" + s.id + "'", "has no kinetic law (costate needs its rate)");
       add_symbol(std::move(s));
+    }
+    // Species references with an id: their stoichiometry is a symbol (a
+    // value in math, possibly set by an initial assignment or a rule).
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
       for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
-          if (sr->isSetId()) species_references_[sr->getId()] = r->getId();
+          if (!sr->isSetId()) continue;
+          Symbol ref;
+          ref.id = sr->getId();
+          ref.what = "species reference";
+          classify(ref, stoichiometry_of(sr), true);
+          add_symbol(std::move(ref));
         }
     }
     // Local parameters: global parameters "<reaction>_<local>".
@@ -324,20 +416,36 @@ class Importer {
         local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
       }
     }
+    // The amounts of species in compartments set by assignment rules:
+    // states named "<species id>_amount" (underscores appended until unique).
+    for (std::uint32_t i : amount_held_) {
+      Symbol a;
+      a.id = syms_[i].id + "_amount";
+      while (by_id_.count(a.id)) a.id += "_";
+      a.what = "species";
+      a.kind = Kind::State;
+      a.state_kind = StateKind::SpeciesAmount;
+      a.compartment = syms_[i].compartment;
+      a.hosu = true;
+      a.rhs = Node::constant(0.0);
+      a.where = "amount of species '" + syms_[i].id + "'";
+      syms_[i].amount = add_symbol(std::move(a));
+    }
     // What rules and initial assignments set must be a compartment, species
     // or parameter (a speciesReference's stoichiometry is refused later by
     // name); anything else would be dropped silently.
     auto check_target = [&](const std::string& element, const std::string& id) {
-      if (species_references_.count(id)) return;
       const auto it = by_id_.find(id);
       if (it == by_id_.end())
         refuse(element + " (variable '" + id + "')",
                "no compartment, species, parameter or speciesReference has this id");
       const Symbol& target = syms_[it->second];
-      if (target.what != "compartment" && target.what != "species" && target.what != "parameter")
+      if (target.what != "compartment" && target.what != "species" &&
+          target.what != "parameter" && target.what != "species reference")
         refuse(element + " (variable '" + id + "')",
                "'" + id + "' is a " + target.what +
-                   "; rules and initial assignments set compartments, species and parameters");
+                   "; rules and initial assignments set compartments, species, parameters "
+                   "and species references");
     };
     for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
     for (const auto& [id, r] : rate_) check_target("rate rule", id);
@@ -363,7 +471,8 @@ class Importer {
   void define_symbols() {
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
-      define(sym(c->getId(), "compartment " + std::to_string(i + 1)), Node::constant(c->getSize()));
+      define(sym(c->getId(), "compartment " + std::to_string(i + 1)),
+             Node::constant(compartment_size(c)));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
@@ -380,12 +489,29 @@ class Importer {
         refuse("species '" + s.id + "'",
                "has no initial value (initialConcentration, initialAmount or an initial assignment)");
       }
+      if (s.amount >= 0) {  // C = A / V, A(t0) = C(t0) V(t0)
+        Symbol& a = syms_[static_cast<std::size_t>(s.amount)];
+        if (auto ia = initial_assignment_.find(s.id); ia != initial_assignment_.end())
+          stated = convert(ia->second->getMath(), "initial assignment for species '" + s.id + "'");
+        a.initial = mul(std::move(stated), V);
+        s.value = div(Node::var(static_cast<std::uint32_t>(s.amount)), V);
+        s.where = "concentration of species '" + s.id + "' (its amount over its compartment)";
+        continue;
+      }
       define(s, std::move(stated));
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
       define(sym(p->getId(), "parameter " + std::to_string(i + 1)), Node::constant(p->getValue()));
     }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i)
+      for (const auto* list : {m_->getReaction(i)->getListOfReactants(),
+                               m_->getReaction(i)->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          if (sr->isSetId())
+            define(sym(sr->getId(), "species reference"), Node::constant(stoichiometry_of(sr)));
+        }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
       const std::uint32_t self = index_of(r->getId(), "reaction " + std::to_string(i + 1), "id");
@@ -403,15 +529,23 @@ class Importer {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
           const std::string element = "species reference to '" + sr->getSpecies() +
                                       "' in reaction '" + r->getId() + "'";
-          if (sr->isSetStoichiometryMath())
-            refuse(element, "stoichiometryMath (a variable stoichiometry) is not supported");
-          if (sr->isSetId() && (assignment_.count(sr->getId()) || rate_.count(sr->getId()) ||
-                                initial_assignment_.count(sr->getId())))
-            refuse("speciesReference '" + sr->getId() + "' in reaction '" + r->getId() + "'",
-                   "a stoichiometry set by a rule or an initial assignment is not supported");
-          if (m_->getLevel() >= 3 && sr->isSetConstant() && !sr->getConstant())
-            refuse("speciesReference to '" + sr->getSpecies() + "' in reaction '" + r->getId() + "'",
-                   "a non-constant stoichiometry is not supported");
+          // ν: stoichiometryMath (Level 2), the reference's own symbol
+          // (its id: constant, or set by an initial assignment or a rule),
+          // else the stated number.
+          Node nu;
+          if (sr->isSetStoichiometryMath()) {
+            if (!sr->getStoichiometryMath()->isSetMath())
+              refuse(element, "its stoichiometryMath has no math");
+            nu = convert(sr->getStoichiometryMath()->getMath(), "stoichiometryMath of the " + element);
+          } else if (sr->isSetId()) {
+            nu = Node::var(index_of(sr->getId(), element, "id"));
+          } else {
+            nu = Node::constant(stoichiometry_of(sr));
+          }
+          if (sign < 0) {
+            nu = nu.kind == Node::Kind::Constant ? Node::constant(-nu.value)
+                                                 : Node::apply(Op::Neg, {std::move(nu)});
+          }
           if (!by_id_.count(sr->getSpecies()))
             refuse(element, "the species does not exist");
           Symbol& s = sym(sr->getSpecies(), element);
@@ -422,15 +556,15 @@ class Importer {
                        (s.assignment_rule ? "set by an assignment rule"
                                           : s.rate_rule ? "set by a rate rule" : "constant") +
                        " and not a boundary species (invalid SBML)");
-          double nu = sr->isSetStoichiometry() || m_->getLevel() < 3 ? sr->getStoichiometry() : 1.0;
-          if (m_->getLevel() == 1) nu /= sr->getDenominator();
           bool merged = false;
           for (auto& term : s.terms)
             if (term.second == self) {
-              term.first += sign * nu;
+              term.first = term.first.kind == Node::Kind::Constant && nu.kind == Node::Kind::Constant
+                               ? Node::constant(term.first.value + nu.value)
+                               : add(std::move(term.first), nu);
               merged = true;
             }
-          if (!merged) s.terms.emplace_back(sign * nu, self);
+          if (!merged) s.terms.emplace_back(std::move(nu), self);
         }
       };
       stoichiometry(r->getListOfReactants(), -1.0);
@@ -442,14 +576,28 @@ class Importer {
       Node sum = Node::constant(0.0);
       bool first = true;
       for (const auto& [nu, reaction] : s.terms) {
-        if (nu == 0.0) continue;
         Node term = Node::var(reaction);
-        if (nu == -1.0) term = Node::apply(Op::Neg, {std::move(term)});
-        else if (nu != 1.0) term = mul(Node::constant(nu), std::move(term));
+        if (nu.kind != Node::Kind::Constant) {
+          term = mul(nu, std::move(term));
+        } else if (nu.value == 0.0) {
+          continue;
+        } else if (nu.value == -1.0) {
+          term = Node::apply(Op::Neg, {std::move(term)});
+        } else if (nu.value != 1.0) {
+          term = mul(nu, std::move(term));
+        }
         sum = first ? std::move(term) : add(std::move(sum), std::move(term));
         first = false;
       }
       s.where = "reactions changing species '" + s.id + "'";
+      if (!s.conversion_factor.empty())  // dA/dt = f Σ ν v
+        sum = mul(Node::var(index_of(s.conversion_factor, "species '" + s.id + "'",
+                                     "conversionFactor")),
+                  std::move(sum));
+      if (s.amount >= 0) {  // the amount's equation
+        syms_[static_cast<std::size_t>(s.amount)].rhs = std::move(sum);
+        continue;
+      }
       if (!s.hosu) {
         const std::uint32_t c = index_of(s.compartment, "species '" + s.id + "'", "compartment");
         const Symbol& comp = syms_[c];
@@ -507,9 +655,57 @@ class Importer {
         s.rhs = convert(r->getMath(), s.where);
         s.text = formula(r->getMath());
       } else if (!s.by_reactions) {
-        s.rhs = Node::constant(0.0);  // a boundary species without rules
-        s.where = "boundary " + label;
+        // A boundary or constant species without rules: its amount is
+        // constant; in concentration in a changing compartment it dilutes.
+        s.rhs = Node::constant(0.0);
+        s.where = "constant amount of " + label;
+        if (s.what == "species" && !s.hosu) {
+          const std::uint32_t c = index_of(s.compartment, label, "compartment");
+          const Symbol& comp = syms_[c];
+          if (comp.kind == Kind::State)
+            s.rhs = Node::apply(Op::Neg, {div(mul(Node::var(index_of(s.id, label, "id")), comp.rhs),
+                                              Node::var(c))});
+        }
       }
+    }
+  }
+
+  /// An initial assignment is evaluated once, at the start time. A symbol
+  /// it sets that no rule changes keeps that value; when the value depends
+  /// on time or on a state (directly or through intermediates), the symbol
+  /// becomes a state with a zero derivative and that initial value. The
+  /// same holds a constant species' amount stated as a concentration in a
+  /// compartment that changes (its value is C0·V(t0), not C0·V(t)).
+  void hold_initial_assignments() {
+    std::vector<int> memo(syms_.size(), -1);  // -1 unknown, 0 no, 1 yes, 2 visiting
+    std::function<bool(std::uint32_t)> varies = [&](std::uint32_t i) -> bool {
+      if (memo[i] >= 0) return memo[i] == 1;
+      const Symbol& s = syms_[i];
+      if (s.kind == Kind::Time || s.kind == Kind::State) return (memo[i] = 1) == 1;
+      if (s.kind == Kind::Parameter) return (memo[i] = 0) == 1;
+      memo[i] = 2;  // a cycle is reported by order_intermediates
+      std::set<std::uint32_t> deps;
+      collect_variables(s.value, deps);
+      bool v = false;
+      for (std::uint32_t d : deps)
+        if (memo[d] != 2 && varies(d)) v = true;
+      memo[i] = v ? 1 : 0;
+      return v;
+    };
+    std::vector<std::uint32_t> held;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i) {
+      const Symbol& s = syms_[i];
+      if (s.kind == Kind::Intermediate && !s.assignment_rule && s.what != "reaction" &&
+          s.amount < 0 && (initial_assignment_.count(s.id) || s.what == "species") &&
+          varies(i))
+        held.push_back(i);
+    }
+    for (std::uint32_t i : held) {
+      Symbol& s = syms_[i];
+      s.kind = Kind::State;
+      s.initial = std::move(s.value);
+      s.value = Node{};
+      s.rhs = Node::constant(0.0);
     }
   }
 
@@ -567,7 +763,8 @@ class Importer {
       case AST_CONSTANT_PI: return Node::constant(std::numbers::pi);
       case AST_CONSTANT_TRUE: return Node::constant(1.0);
       case AST_CONSTANT_FALSE: return Node::constant(0.0);
-      case AST_NAME_AVOGADRO: return Node::constant(6.02214076e23);
+      // SBML Level 3 fixes avogadro at the 2006 CODATA value (case 01323).
+      case AST_NAME_AVOGADRO: return Node::constant(6.02214179e23);
       case AST_NAME_TIME: return Node::var(0);
       case AST_NAME: return name(a, where, scope);
       case AST_PLUS:
@@ -661,16 +858,96 @@ class Importer {
       }
       case AST_FUNCTION: return call(a, where, scope);
       case AST_FUNCTION_DELAY: refuse_math(a, where, "delay is not supported");
-      case AST_FUNCTION_RATE_OF: refuse_math(a, where, "rateOf is not supported");
-      case AST_FUNCTION_FACTORIAL: refuse_math(a, where, "factorial is not supported");
-      case AST_FUNCTION_QUOTIENT: refuse_math(a, where, "quotient is not supported");
-      case AST_FUNCTION_REM: refuse_math(a, where, "rem is not supported");
-      case AST_LOGICAL_IMPLIES: refuse_math(a, where, "implies is not supported");
+      case AST_FUNCTION_RATE_OF: return rate_of(a, where, scope);
+      case AST_FUNCTION_FACTORIAL: {
+        if (n != 1) refuse_math(a, where, "factorial takes one argument");
+        const Node x = child(a, 0, where, scope);
+        if (x.kind != Node::Kind::Constant)
+          refuse_math(a, where, "factorial of a value that is not a constant number is not "
+                                "supported");
+        if (x.value < 0 || x.value != std::floor(x.value))
+          refuse_math(a, where, "factorial of " + std::to_string(x.value) +
+                                    " (SBML defines it for non-negative integers)");
+        return Node::constant(std::tgamma(x.value + 1.0));
+      }
+      case AST_FUNCTION_QUOTIENT:
+        if (n != 2) refuse_math(a, where, "quotient takes two arguments");
+        return truncate(div(child(a, 0, where, scope), child(a, 1, where, scope)));
+      case AST_FUNCTION_REM: {
+        if (n != 2) refuse_math(a, where, "rem takes two arguments");
+        Node x = child(a, 0, where, scope), y = child(a, 1, where, scope);
+        return sub(x, mul(y, truncate(div(x, y))));  // the sign of x, as C's fmod
+      }
+      case AST_LOGICAL_IMPLIES:
+        if (n != 2) refuse_math(a, where, "implies takes two arguments");
+        return Node::apply(Op::Or, {Node::apply(Op::Not, {child(a, 0, where, scope)}),
+                                    child(a, 1, where, scope)});
+      case AST_FUNCTION_ARCSEC: return Node::apply(Op::Acos, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCSC: return Node::apply(Op::Asin, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCOT: return Node::apply(Op::Atan, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCSECH: return Node::apply(Op::Acosh, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCSCH: return Node::apply(Op::Asinh, {reciprocal(a, where, scope)});
+      case AST_FUNCTION_ARCCOTH: return Node::apply(Op::Atanh, {reciprocal(a, where, scope)});
       case AST_LAMBDA: refuse_math(a, where, "a lambda outside a function definition");
       default: break;
     }
     const char* type = a->getName();
     refuse_math(a, where, std::string("the MathML element ") + (type ? std::string("'") + type + "'" : "of type " + std::to_string(static_cast<int>(a->getType()))) + " is not supported");
+  }
+
+  /// 1/x of a one-argument function's argument (the arc* family:
+  /// arcsec x = arccos(1/x), arccot x = arctan(1/x), …).
+  Node reciprocal(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 1) refuse_math(a, where, "expected one argument");
+    return div(Node::constant(1.0), child(a, 0, where, scope));
+  }
+
+  /// q rounded toward zero without a comparison (a comparison would be a
+  /// switch the integrator must stop at): ⌊|q|⌋ · q / max(|q|, 1) — the
+  /// last factor is sign(q) exactly whenever ⌊|q|⌋ ≠ 0.
+  static Node truncate(Node q) {
+    Node magnitude = Node::apply(Op::Abs, {q});
+    return mul(Node::apply(Op::Floor, {magnitude}),
+               div(q, Node::apply(Op::Max, {magnitude, Node::constant(1.0)})));
+  }
+
+  /// rateOf(x): x's time derivative — its right-hand side when x is a
+  /// state, 0 when nothing changes it. A placeholder symbol (id
+  /// "rateOf(x)", never an SBML id) until every right-hand side is known
+  /// (resolve_rates).
+  Node rate_of(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 1 || a->getChild(0)->getType() != AST_NAME)
+      refuse_math(a, where, "rateOf takes one symbol");
+    const std::string id = a->getChild(0)->getName();
+    if (scope.count(id))
+      refuse_math(a, where, "rateOf of a function argument is not supported");
+    if (locals_ && locals_->count(id)) return Node::constant(0.0);  // a local parameter
+    const std::string name = "rateOf(" + id + ")";
+    if (auto it = by_id_.find(name); it != by_id_.end()) return Node::var(it->second);
+    index_of(id, where, "rateOf argument");
+    Symbol s;
+    s.id = name;
+    s.what = "rateOf";
+    s.kind = Kind::Intermediate;
+    s.rate_of = id;
+    s.where = where;
+    return Node::var(add_symbol(std::move(s)));
+  }
+
+  /// Fills the rateOf placeholders once every right-hand side is known.
+  void resolve_rates() {
+    for (Symbol& s : syms_) {
+      if (s.rate_of.empty()) continue;
+      const Symbol& x = syms_[by_id_.at(s.rate_of)];
+      if (x.amount >= 0)
+        refuse(s.where, "rateOf('" + x.id + "') of a species in concentration in a compartment "
+                        "set by an assignment rule is not supported");
+      if (x.kind == Kind::State) s.value = x.rhs;
+      else if (x.kind == Kind::Parameter || !x.assignment_rule) s.value = Node::constant(0.0);
+      else
+        refuse(s.where, "rateOf('" + x.id + "') of a symbol set by an assignment rule is not "
+                        "supported (its derivative would need the rule's derivative)");
+    }
   }
 
   Node name(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
@@ -679,9 +956,6 @@ class Importer {
     if (locals_)
       if (auto it = locals_->find(id); it != locals_->end()) return Node::var(it->second);
     if (auto it = by_id_.find(id); it != by_id_.end()) return Node::var(it->second);
-    if (auto it = species_references_.find(id); it != species_references_.end())
-      refuse_math(a, where, "the speciesReference '" + id + "' (of reaction '" + it->second +
-                                "') used as a value is not supported");
     refuse_math(a, where, "unknown symbol '" + id + "'");
   }
 
@@ -779,16 +1053,14 @@ class Importer {
     out.file = file_;
     out.id = m_->getId();
     std::vector<std::uint32_t> states, params;
-    for (const char* what : {"species", "compartment", "parameter"})
+    for (const char* what : {"species", "compartment", "parameter", "species reference"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::State && syms_[i].what == what) states.push_back(i);
-    for (const char* what : {"parameter", "compartment", "species", "local parameter"})
+    for (const char* what :
+         {"parameter", "compartment", "species", "species reference", "local parameter"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::Parameter && syms_[i].what == what) params.push_back(i);
     const std::size_t ny = states.size(), np = params.size();
-    if (ny == 0)
-      refuse("model '" + m_->getId() + "'",
-             "has no state (no species, parameter or compartment changes in time)");
     std::vector<std::uint32_t> remap(syms_.size(), 0);
     for (std::size_t i = 0; i < ny; ++i) remap[states[i]] = static_cast<std::uint32_t>(1 + i);
     for (std::size_t j = 0; j < np; ++j) remap[params[j]] = static_cast<std::uint32_t>(1 + ny + j);
@@ -827,8 +1099,11 @@ class Importer {
     }
     out.state_names = state_names;
     out.parameter_names = param_names;
-    out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
-                                       std::move(f), file_);
+    out.intermediate_names = w_names;
+    out.intermediates = w;
+    if (ny > 0)
+      out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
+                                         std::move(f), file_);
 
     // Initial states over (t, parameters): substitute every other symbol.
     std::vector<int> mark(syms_.size(), 0);
@@ -903,6 +1178,10 @@ class Importer {
     for (std::uint32_t k : intermediates_) switches(syms_[k].value, syms_[k].where);
     for (std::uint32_t i : states) switches(syms_[i].rhs, syms_[i].where);
 
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      out.species.push_back({sp->getId(), sp->getCompartment(), sp->getHasOnlySubstanceUnits()});
+    }
     out.counts.species = m_->getNumSpecies();
     out.counts.reactions = m_->getNumReactions();
     out.counts.rules = m_->getNumRules();
@@ -913,17 +1192,18 @@ class Importer {
   }
 
   std::string file_;
+  std::string base_;
   const libsbml::Model* m_ = nullptr;
-  std::vector<Symbol> syms_;
+  std::deque<Symbol> syms_;  ///< a deque: references stay valid as rateOf adds symbols
   std::map<std::string, std::uint32_t> by_id_;
   std::map<std::string, const libsbml::Rule*> assignment_, rate_;
   std::map<std::string, const libsbml::InitialAssignment*> initial_assignment_;
   std::map<std::string, const libsbml::FunctionDefinition*> functions_;
-  std::map<std::string, std::string> species_references_;  ///< id → reaction
   std::map<std::string, std::map<std::string, std::uint32_t>> local_;  ///< reaction → local → symbol
   const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
   std::set<std::string> active_functions_;
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
+  std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
 };
 
 }  // namespace
@@ -950,6 +1230,25 @@ long Model::parameter_index(const std::string& name) const {
   return -1;
 }
 
+std::vector<std::string> Model::symbol_names() const {
+  std::vector<std::string> v = state_names;
+  v.insert(v.end(), parameter_names.begin(), parameter_names.end());
+  v.insert(v.end(), intermediate_names.begin(), intermediate_names.end());
+  return v;
+}
+
+std::vector<double> Model::symbol_values(double t, std::span<const double> y,
+                                         std::span<const double> p) const {
+  COSTATE_CHECK_EQ(y.size(), state_names.size(), file << ": symbol_values needs one value per state");
+  COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
+                   file << ": symbol_values needs one value per parameter");
+  std::vector<double> v{t};
+  v.insert(v.end(), y.begin(), y.end());
+  v.insert(v.end(), p.begin(), p.end());
+  for (const expr::Program& w : intermediates) v.push_back(w.evaluate(std::span<const double>(v)));
+  return {v.begin() + 1, v.end()};
+}
+
 std::vector<double> Model::initial_values(const std::vector<double>& p, double t0) const {
   COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
                    file << ": initial_values needs one value per parameter");
@@ -968,7 +1267,8 @@ Model read_file(const std::string& path) {
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromFile(path));
   if (!doc) throw Error(path + ": libsbml returned no document");
-  return Importer(path).run(*doc);
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return Importer(path, base.empty() ? "." : base).run(*doc);
 }
 
 Model read_string(const std::string& xml, const std::string& name) {
@@ -976,7 +1276,7 @@ Model read_string(const std::string& xml, const std::string& name) {
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
-  return Importer(name).run(*doc);
+  return Importer(name, ".").run(*doc);
 }
 
 }  // namespace costate::sbml

@@ -347,3 +347,73 @@ TEST(PetabReadText, MessagesNameTheTableAndLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// Problems as the published collection writes them: the same problem read
+// three ways gives the same likelihood to the last bit — one parser, one
+// model, one evaluation; only the reading differs.
+double llh_of(const std::string& yaml, const std::map<std::string, std::string>& files) {
+  const petab::Problem pb = petab::read_text(yaml, "mem/problem.yaml", files);
+  return petab::evaluate(pb, pb.nominal_on_scale()).llh;
+}
+
+TEST(PetabInput, PublishedLayouts) {
+  const Files f("published");
+  const std::map<std::string, std::string> plain = texts_of(f, "mem/");
+  const double reference = llh_of(f.yaml, plain);
+  ASSERT_TRUE(std::isfinite(reference));
+
+  // 1. Every table starts with a UTF-8 byte-order mark.
+  std::map<std::string, std::string> bom = plain;
+  for (auto& [path, text] : bom)
+    if (path.ends_with(".tsv")) text = "\xEF\xBB\xBF" + text;
+  EXPECT_EQ(llh_of(f.yaml, bom), reference);
+
+  // 2. A parameter that is not estimated, at nominal value 0 on a log10
+  //    scale: used as it is (0), so obs_a = A + offset is A.
+  std::map<std::string, std::string> fixed = plain;
+  fixed["mem/parameters.tsv"] += "offset\tlog10\t1\t10\t0\t0\n";
+  fixed["mem/observables.tsv"] =
+      "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\n"
+      "obs_a\tA + offset\tnoiseParameter1_obs_a\tlin\n"
+      "obs_b\tB\t0.3\tlog\n";
+  EXPECT_EQ(llh_of(f.yaml, fixed), reference);
+  // …and an estimated one may be 0 (−inf on its scale, exactly 0 in the
+  // model), not negative.
+  fixed["mem/parameters.tsv"] = f.parameters + "offset\tlog10\t1\t10\t0\t1\n";
+  EXPECT_EQ(llh_of(f.yaml, fixed), reference);
+  fixed["mem/parameters.tsv"] = f.parameters + "offset\tlog10\t1\t10\t-1\t1\n";
+  try {
+    (void)petab::read_text(f.yaml, "mem/problem.yaml", fixed);
+    ADD_FAILURE() << "no error";
+  } catch (const costate::Error& e) {
+    EXPECT_HAS(e.what(), "mem/parameters.tsv:4:5 (nominalValue): nominalValue must not be negative on scale log10");
+  }
+
+  // 3. Measurements and observables split over two files each.
+  const std::string yaml =
+      "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n"
+      "  condition_files: [conditions.tsv]\n"
+      "  measurement_files: [measurements.tsv, more_measurements.tsv]\n"
+      "  observable_files: [observables.tsv, more_observables.tsv]\n";
+  std::map<std::string, std::string> split = plain;
+  const std::string m_header =
+      "observableId\tsimulationConditionId\ttime\tmeasurement\tnoiseParameters\n";
+  split["mem/measurements.tsv"] = m_header + "obs_a\tc0\t1\t0.45\tsigma\nobs_a\tc1\t2\t0.70\tsigma\n";
+  split["mem/more_measurements.tsv"] = m_header + "obs_b\tc1\t1\t1.20\t\n";
+  const std::string o_header = "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\n";
+  split["mem/observables.tsv"] = o_header + "obs_a\tA\tnoiseParameter1_obs_a\tlin\n";
+  split["mem/more_observables.tsv"] = o_header + "obs_b\tB\t0.3\tlog\n";
+  EXPECT_EQ(llh_of(yaml, split), reference);
+  // An error in the second file names that file and its line.
+  split["mem/more_measurements.tsv"] += "obs_a\tc0\t3\t0.2\t-1\n";
+  try {
+    (void)llh_of(yaml, split);
+    ADD_FAILURE() << "no error";
+  } catch (const costate::Error& e) {
+    EXPECT_HAS(e.what(), "mem/more_measurements.tsv:3: noise sigma = -1");
+  }
+}
+
+}  // namespace

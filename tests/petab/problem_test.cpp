@@ -238,10 +238,17 @@ std::map<std::string, double> reference_llh(const fs::path& readme) {
       cells.push_back(c);
     }
     if (cells.size() < 2) continue;
+    // The llh column of the first table ("83.32…"), or the reference column
+    // of the second ("llh 58622.91… (AMICI)").
+    std::string cell = cells.back();
+    if (cell.rfind("llh ", 0) == 0) {
+      cell = cell.substr(4);
+      cell = cell.substr(0, cell.find(' '));
+    }
     try {
       std::size_t used = 0;
-      const double v = std::stod(cells.back(), &used);
-      if (used == cells.back().size()) out[cells.front()] = v;
+      const double v = std::stod(cell, &used);
+      if (used == cell.size()) out[cells.front()] = v;
     } catch (const std::exception&) {
     }
   }
@@ -259,13 +266,30 @@ TEST(PetabBenchmark, LlhAtThePublishedFitMatchesTheReference) {
   COSTATE_REQUIRE_PETAB("benchmark");
   const auto refs = reference_llh(petab_dir() / "README.md");
   ASSERT_FALSE(refs.empty()) << "no llh table in " << (petab_dir() / "README.md");
-  int compared = 0;
+  int compared = 0, without_reference = 0;
   for (const fs::path& dir : subfolders(petab_dir() / "benchmark")) {
     const std::string name = dir.filename().string();
     SCOPED_TRACE("benchmark " + name);
-    const petab::Problem pb = petab::read(only_yaml(dir).string());
     const auto it = refs.find(name);
-    ASSERT_NE(it, refs.end()) << "no reference llh for " << name;
+    if (it == refs.end()) {
+      // No llh to compare with (the README's second table: problems with a
+      // feature still being built, or a reference the README does not
+      // give): it must read, or be refused by an error naming the file and
+      // what is not supported — never a crash. Said, not compared.
+      std::string what = "reads";
+      try {
+        const petab::Problem pb = petab::read(only_yaml(dir).string());
+        what += " (" + std::to_string(pb.experiments.size()) + " experiments)";
+      } catch (const costate::Error& e) {
+        what = std::string("refused: ") + e.what();
+        EXPECT_NE(what.find(name), std::string::npos) << "the refusal names no file of " << name;
+      }
+      std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right
+                << " no llh reference; " << what.substr(0, 200) << "\n";
+      ++without_reference;
+      continue;
+    }
+    const petab::Problem pb = petab::read(only_yaml(dir).string());
     const petab::Result r = petab::evaluate(pb, pb.nominal_on_scale(), kBenchOptions);
     // AMICI's test: |llh − ref| ≤ atol + rtol |ref|.
     EXPECT_LE(std::abs(r.llh - it->second), kBenchmarkLlhTol + kBenchmarkLlhTol * std::abs(it->second));
@@ -305,7 +329,11 @@ TEST(PetabBenchmark, LlhAtThePublishedFitMatchesTheReference) {
               << std::setprecision(6) << "\n";
     ++compared;
   }
-  EXPECT_GT(compared, 0);
+  // Every problem of the README's llh table and Beer's reference: 8 when the
+  // folder is complete.
+  std::cout << "[ petab    ] " << compared << " problems compared with their llh, " << without_reference
+            << " without a reference\n";
+  EXPECT_GE(compared, 8);
 }
 // Benchmark gradients at rtol 1e-10 / atol 1e-12: adjoint vs forward
 // sensitivities (both CVODES, each to its tolerance: the continuous

@@ -4,6 +4,7 @@
 // error names the element, its id and the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -338,6 +339,173 @@ void expect_refused(const std::string& xml, const std::vector<std::string>& word
   for (const auto& w : words) EXPECT_NE(e.find(w), std::string::npos) << "'" << w << "' not in: " << e;
 }
 
+// An initial assignment is evaluated once, at the start time: q = time + 1
+// started at t0 = 2 is 3 ever after (a state with zero derivative), and a
+// rate rule reading it integrates 3.
+TEST(SbmlModel, InitialAssignmentsAreHeldAtTheStartTime) {
+  const std::string xml = document(
+      "<listOfParameters>" + parameter("q", 0.0) + parameter("x", 0.0, false) +
+      "</listOfParameters><listOfInitialAssignments><initialAssignment symbol=\"q\">" +
+      math(mathml_apply("plus", kTime + cn(1))) +
+      "</initialAssignment></listOfInitialAssignments><listOfRules><rateRule variable=\"x\">" +
+      math(ci("q")) + "</rateRule></listOfRules>");
+  const Model m = costate::sbml::read_string(xml, "held.xml");
+  ASSERT_GE(m.state_index("q"), 0) << "a time-dependent initial assignment is held as a state";
+  const std::vector<double> y0 = m.initial_values(m.parameters, 2.0);
+  EXPECT_EQ(y0[static_cast<std::size_t>(m.state_index("q"))], 3.0);
+  const std::vector<double> f = rhs(m, 7.0, y0, m.parameters);
+  EXPECT_EQ(f[static_cast<std::size_t>(m.state_index("q"))], 0.0);
+  EXPECT_EQ(f[static_cast<std::size_t>(m.state_index("x"))], 3.0);
+}
+
+// A boundary species and a constant species in concentration keep their
+// amounts in a compartment that grows (dV/dt = 0.5): their concentrations
+// dilute, dC/dt = −C·(dV/dt)/V.
+TEST(SbmlModel, BoundaryAndConstantSpeciesDiluteInAGrowingCompartment) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"false\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("B", "V", "initialConcentration=\"4\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"true\" constant=\"false\"") +
+      species("C", "V", "initialConcentration=\"3\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"true\"") +
+      "</listOfSpecies><listOfRules><rateRule variable=\"V\">" + math(cn(0.5)) +
+      "</rateRule></listOfRules>");
+  const Model m = costate::sbml::read_string(xml, "dilution.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"B", "C", "V"}));
+  const std::vector<double> y{4.0, 3.0, 2.5};
+  const std::vector<double> f = rhs(m, 0.0, y, m.parameters);
+  EXPECT_NEAR(f[0], -4.0 * 0.5 / 2.5, kSameArithmeticTol);
+  EXPECT_NEAR(f[1], -3.0 * 0.5 / 2.5, kSameArithmeticTol);
+  EXPECT_EQ(f[2], 0.5);
+}
+
+// A species in concentration in a compartment set by an assignment rule
+// (V = 1 + t): its amount is the state "S_amount" (dA/dt = k), and S = A/V.
+TEST(SbmlModel, SpeciesInACompartmentSetByAnAssignmentRule) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"false\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("S", "V", "initialConcentration=\"2\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 0.75) +
+      "</listOfParameters><listOfRules><assignmentRule variable=\"V\">" +
+      math(mathml_apply("plus", cn(1) + kTime)) + "</assignmentRule></listOfRules><listOfReactions>" +
+      reaction("r", "", "S:1", ci("k")) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "assigned_volume.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"S_amount"}));
+  EXPECT_EQ(m.initial_values(m.parameters, 0.0), (std::vector<double>{2.0}));  // C0 · V(0)
+  const std::vector<double> y{3.0};
+  EXPECT_EQ(rhs(m, 1.0, y, m.parameters)[0], 0.75);
+  const std::vector<std::string> names = m.symbol_names();
+  const std::vector<double> values = m.symbol_values(1.0, y, m.parameters);
+  const auto at = [&](const std::string& id) {
+    return values[static_cast<std::size_t>(std::find(names.begin(), names.end(), id) - names.begin())];
+  };
+  EXPECT_EQ(at("V"), 2.0);
+  EXPECT_EQ(at("S"), 1.5);
+}
+
+// Species references as values (their id, stoichiometry 2, read by an
+// assignment rule) and a species' conversion factor: dP/dt = f·ν·v / V.
+TEST(SbmlModel, SpeciesReferencesAndConversionFactors) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"4\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("S", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      species("P", "V", "initialConcentration=\"0\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\" conversionFactor=\"cf\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 0.3) + parameter("cf", 0.5) +
+      parameter("j", 0.0, false) +
+      "</listOfParameters><listOfRules><assignmentRule variable=\"j\">" +
+      math(mathml_apply("times", ci("nu") + cn(3))) +
+      "</assignmentRule></listOfRules><listOfReactions>"
+      "<reaction id=\"r\" reversible=\"false\" fast=\"false\"><listOfReactants><speciesReference species=\"S\" "
+      "stoichiometry=\"1\" constant=\"true\"/></listOfReactants><listOfProducts><speciesReference "
+      "id=\"nu\" species=\"P\" stoichiometry=\"2\" constant=\"true\"/></listOfProducts><kineticLaw>" +
+      math(mathml_apply("times", ci("k") + ci("S"))) + "</kineticLaw></reaction></listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "references.xml");
+  EXPECT_EQ(m.parameters[param(m, "nu")], 2.0);
+  const std::vector<double> y{0.8, 0.1};
+  const std::vector<double> f = rhs(m, 0.0, y, m.parameters);
+  const double v = 0.3 * 0.8;
+  EXPECT_NEAR(f[0], -v / 4.0, kSameArithmeticTol);
+  EXPECT_NEAR(f[1], 0.5 * 2.0 * v / 4.0, kSameArithmeticTol);
+  const std::vector<std::string> names = m.symbol_names();
+  const std::vector<double> values = m.symbol_values(0.0, y, m.parameters);
+  const auto j = std::find(names.begin(), names.end(), "j") - names.begin();
+  EXPECT_EQ(values[static_cast<std::size_t>(j)], 6.0);
+  const auto r = std::find(names.begin(), names.end(), "r") - names.begin();
+  EXPECT_NEAR(values[static_cast<std::size_t>(r)], v, kSameArithmeticTol) << "the flux by reaction id";
+}
+
+// A model with no state (assignments only) and the MathML SBML allows
+// beyond the expression engine's functions, lowered to them: quotient and
+// rem round toward zero (rem has the dividend's sign), implies, factorial
+// of a number, arcsec x = arccos(1/x), arccot x = arctan(1/x).
+TEST(SbmlModel, AssignmentsOnlyAndTheLoweredMathML) {
+  auto rule = [](const std::string& id, const std::string& body) {
+    return "<assignmentRule variable=\"" + id + "\">" + math(body) + "</assignmentRule>";
+  };
+  std::string params, rules;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"quo", mathml_apply("quotient", cn(-7) + cn(2))},
+      {"rem", mathml_apply("rem", cn(-7) + cn(2))},
+      {"imp", mathml_apply("implies", "<false/><false/>")},
+      {"fac", mathml_apply("factorial", cn(4))},
+      {"sec", mathml_apply("arcsec", cn(2))},
+      {"cot", mathml_apply("arccot", ci("k"))},
+  };
+  for (const auto& [id, body] : cases) {
+    params += parameter(id, 0.0, false);
+    rules += rule(id, body);
+  }
+  std::string xml = document("<listOfParameters>" + parameter("k", 0.5) + params +
+                             "</listOfParameters><listOfRules>" + rules + "</listOfRules>");
+  // quotient, rem and implies are Level 3 Version 2 MathML.
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"version1/core", "version2/core"},
+                                 {"version=\"1\"", "version=\"2\""}})
+    xml.replace(xml.find(from), from.size(), to);
+  const Model m = costate::sbml::read_string(xml, "lowered.xml");
+  EXPECT_TRUE(m.state_names.empty());
+  const std::vector<std::string> names = m.symbol_names();
+  const std::vector<double> values = m.symbol_values(0.0, {}, m.parameters);
+  const auto at = [&](const std::string& id) {
+    return values[static_cast<std::size_t>(std::find(names.begin(), names.end(), id) - names.begin())];
+  };
+  EXPECT_EQ(at("quo"), -3.0);
+  EXPECT_EQ(at("rem"), -1.0);
+  EXPECT_EQ(at("imp"), 1.0);
+  EXPECT_EQ(at("fac"), 24.0);
+  EXPECT_NEAR(at("sec"), std::acos(0.5), kSameArithmeticTol);
+  EXPECT_NEAR(at("cot"), std::atan(2.0), kSameArithmeticTol);
+}
+
+// The comp package is flattened (libsbml's CompFlatteningConverter): a
+// submodel's symbols take the prefix "<submodel>__"; a required package
+// costate does not implement is refused by name.
+TEST(SbmlModel, CompIsFlattenedAndOtherRequiredPackagesRefused) {
+  const std::string comp =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" "
+      "xmlns:comp=\"http://www.sbml.org/sbml/level3/version1/comp/version1\" level=\"3\" "
+      "version=\"1\" comp:required=\"true\">"
+      "<model id=\"top\"><comp:listOfSubmodels><comp:submodel comp:id=\"sub\" "
+      "comp:modelRef=\"inner\"/></comp:listOfSubmodels></model>"
+      "<comp:listOfModelDefinitions><comp:modelDefinition id=\"inner\"><listOfParameters>" +
+      parameter("x", 1.0, false) + parameter("k", 0.7) +
+      "</listOfParameters><listOfRules><rateRule variable=\"x\">" + math(ci("k")) +
+      "</rateRule></listOfRules></comp:modelDefinition></comp:listOfModelDefinitions></sbml>";
+  const Model m = costate::sbml::read_string(comp, "comp.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"sub__x"}));
+  EXPECT_EQ(m.parameters[param(m, "sub__k")], 0.7);
+  EXPECT_EQ(rhs(m, 0.0, {1.0}, m.parameters)[0], 0.7);
+
+  const std::string qual =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" "
+      "xmlns:qual=\"http://www.sbml.org/sbml/level3/version1/qual/version1\" level=\"3\" "
+      "version=\"1\" qual:required=\"true\"><model id=\"m\"><listOfParameters>" +
+      parameter("x", 1.0, false) + "</listOfParameters></model></sbml>";
+  expect_refused(qual, {"package 'qual'", "required"});
+}
+
 TEST(SbmlModel, RefusesEvents) {
   expect_refused(one_species("<listOfEvents><event id=\"boom\" useValuesFromTriggerTime=\"true\">"
                              "<trigger initialValue=\"true\" persistent=\"true\">" +
@@ -437,7 +605,7 @@ TEST(SbmlModel, RefusesReferencesToTheWrongKindOfElement) {
   };
   // Rules whose variable is a reaction, or nothing at all.
   expect_refused(one_species("<listOfRules>" + rule("assignmentRule", "r", cn(2)) + "</listOfRules>"),
-                 {"assignment rule (variable 'r')", "'r' is a reaction", "compartments, species and parameters"});
+                 {"assignment rule (variable 'r')", "'r' is a reaction", "compartments, species, parameters and species references"});
   expect_refused(one_species("<listOfRules>" + rule("rateRule", "ghost", cn(2)) + "</listOfRules>"),
                  {"rate rule (variable 'ghost')", "no compartment, species, parameter or speciesReference has this id"});
   expect_refused(one_species("<listOfInitialAssignments><initialAssignment symbol=\"ghost\">" + math(cn(2)) +
@@ -462,6 +630,7 @@ TEST(SbmlModel, MalformedDocumentsNameTheFileAndLine) {
   const std::string e = error_of("<?xml version=\"1.0\"?>\n<sbml level=\"3\" version=\"1\">\n<model>\n</sbml>", "broken.xml");
   EXPECT_NE(e.find("broken.xml"), std::string::npos) << e;
   EXPECT_NE(e.find("line "), std::string::npos) << e;
+  EXPECT_NE(e.find(", column "), std::string::npos) << e;
   try {
     (void)costate::sbml::read_file("/nonexistent/model.xml");
     ADD_FAILURE() << "no error for a missing file";

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/sbml/model.hpp"
 
@@ -81,15 +82,40 @@ Table read_tsv(const fs::path& path) {
   return t;
 }
 
-fs::path find_one(const fs::path& dir, const std::string& prefix, const std::string& suffix) {
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind(prefix, 0) == 0 && n.size() >= suffix.size() &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return e.path();
+/// The files a problem's PEtab YAML lists under `key` ("sbml_files",
+/// "measurement_files", "parameter_file": a "- item" list or an inline
+/// value), as paths in `dir`. A small reader of that one layout: the
+/// problem files of the collection are written that way.
+std::vector<fs::path> petab_files(const fs::path& dir, const std::string& key) {
+  fs::path yaml;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") yaml = e.path();
+  std::ifstream in(yaml);
+  EXPECT_TRUE(in.good()) << "no PEtab .yaml in " << dir;
+  std::vector<fs::path> out;
+  std::string line;
+  bool in_list = false;
+  auto strip = [](std::string v) {
+    v.erase(0, v.find_first_not_of(" \t-"));
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.pop_back();
+    return v;
+  };
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    const std::string head = strip(line.substr(0, colon));
+    if (colon != std::string::npos && head == key) {
+      const std::string value = strip(line.substr(colon + 1));
+      if (!value.empty()) out.push_back(dir / value);
+      in_list = value.empty();
+      continue;
+    }
+    if (in_list && line.find("- ") != std::string::npos && colon == std::string::npos)
+      out.push_back(dir / strip(line));
+    else if (in_list)
+      in_list = false;
   }
-  ADD_FAILURE() << "no " << prefix << "*" << suffix << " in " << dir;
-  return {};
+  EXPECT_FALSE(out.empty()) << "no " << key << " in " << yaml;
+  return out;
 }
 
 /// The model's parameters with the PEtab table's nominal values (linear
@@ -199,22 +225,37 @@ TEST(PetabSbmlModels, BenchmarkModelsLoadAndSimulate) {
   for (const fs::path& dir : models) {
     const std::string name = dir.filename().string();
     SCOPED_TRACE("benchmark " + name);
-    const fs::path xml = find_one(dir, "model_", ".xml");
+    const fs::path xml = petab_files(dir, "sbml_files").at(0);
     double load = 1e300, run = 1e300;
     Model m;
+    // Events belong to the events issue: such a model must be refused by
+    // name (never read partly); every other model must load.
+    try {
+      m = costate::sbml::read_file(xml.string());
+    } catch (const costate::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("events are not supported"), std::string::npos) << what;
+      std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right
+                << " refused: " << what.substr(what.rfind(".xml: ") + 6) << "\n";
+      continue;
+    }
     for (int r = 0; r < kRepeats; ++r) {
       const auto a = clock::now();
       m = costate::sbml::read_file(xml.string());
       load = std::min(load, ms(clock::now() - a));
     }
-    const std::vector<double> p = nominal_parameters(m, find_one(dir, "parameters_", ".tsv"));
-    const Table meas = read_tsv(find_one(dir, "measurementData", ".tsv"));
+    const std::vector<double> p = nominal_parameters(m, petab_files(dir, "parameter_file").at(0));
     std::vector<double> times;
-    for (const auto& r : meas.rows) {
-      const double t = std::stod(r.at(meas.column("time")));
-      if (std::isfinite(t)) times.push_back(t);
+    for (const fs::path& file : petab_files(dir, "measurement_files")) {
+      const Table meas = read_tsv(file);
+      for (const auto& r : meas.rows) {
+        const double t = std::stod(r.at(meas.column("time")));
+        if (std::isfinite(t)) times.push_back(t);
+      }
     }
-    ASSERT_FALSE(times.empty());
+    // Steady-state measurements only (time = inf, e.g. Blasi_CellSystems2016):
+    // the load-and-simulate check runs over [0, 100] instead.
+    if (times.empty()) times.push_back(100.0);
     ode::Solution sol;
     for (int r = 0; r < kRepeats; ++r) {
       const auto a = clock::now();

@@ -151,6 +151,7 @@ struct Measurement {
   double value = 0.0;
   std::vector<Ref> observable_parameters, noise_parameters;
   std::size_t line = 0;
+  std::size_t file = 0;  ///< index into Problem::measurement_files
 };
 
 /// Measurements simulated together: one (pre-equilibration, simulation)
@@ -164,7 +165,10 @@ struct Experiment {
 
 struct Problem {
   std::string file;  ///< the YAML file
-  std::string parameter_file, observable_file, measurement_file, condition_file;
+  std::string parameter_file, observable_file, measurement_file, condition_file;  ///< the first of each
+  /// Every file of each table (a problem may list several; their rows add
+  /// up in this order).
+  std::vector<std::string> observable_files, measurement_files, condition_files;
   sbml::Model model;
   std::vector<Parameter> parameters;
   std::vector<Observable> observables;

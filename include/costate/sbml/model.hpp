@@ -40,16 +40,24 @@
 /// parameters (e.g. a stimulus switched on at t = t_on): the integrators do
 /// not stop at the switch times, their step control meets the discontinuity.
 ///
+/// Also: initial assignments evaluated once at the start time and held;
+/// species references as values (constant, initial assignment, rules,
+/// stoichiometryMath); conversion factors; rateOf; species in
+/// concentration in compartments set by assignment rules (the amount is the
+/// state "<id>_amount"); the comp package flattened by libsbml; MathML
+/// lowered to the expression engine (arc* family, quotient, rem, implies,
+/// factorial of a constant). docs/sbml.md lists what the SBML Test Suite
+/// checks of this.
+///
 /// Refused, with a costate::Error naming the element, its id and the file:
-/// events, algebraic rules, constraints, delay, rateOf, fast reactions,
-/// reactions without a kinetic law, conversion factors, variable or
-/// rule-set stoichiometries, species in concentration inside a compartment
-/// set by an assignment rule, piecewise with state-dependent conditions,
-/// piecewise in an initial value, MathML outside SBML's core functions
-/// (factorial, quotient, rem, implies, csymbols other than time and
-/// avogadro), recursive function definitions, and the SBML id "t" (costate's
+/// events, algebraic rules, constraints, delay, fast reactions, reactions
+/// without a kinetic law, a required SBML Level 3 package other than comp,
+/// piecewise with state-dependent conditions, piecewise in an initial
+/// value, factorial of a non-constant value, rateOf of an assignment-rule
+/// target, recursive function definitions, and the SBML id "t" (costate's
 /// name for time).
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -94,7 +102,15 @@ struct Model {
   std::vector<expr::Node> time_switches;
 
   /// The right-hand side; its states and parameters are the ones above.
+  /// Empty (no states) when nothing in the model changes in time: the
+  /// symbols are then the assignments, evaluated at each output time
+  /// (symbol_values).
   ode::EquationModel equations;
+
+  /// The intermediates in evaluation order: intermediates[k] is a program
+  /// over (t, states, parameters, intermediates 0 … k−1).
+  std::vector<std::string> intermediate_names;
+  std::vector<expr::Program> intermediates;
 
   /// What the document held.
   struct Counts {
@@ -104,6 +120,25 @@ struct Model {
 
   /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …".
   std::string brief_report() const;
+
+  /// Every species of the document, in document order: what the suite's
+  /// and a modeller's "amount" or "concentration" of it means.
+  struct Species {
+    std::string id;
+    std::string compartment;  ///< its compartment's id (a symbol below)
+    bool amount = false;      ///< hasOnlySubstanceUnits: its symbol is its amount
+  };
+  std::vector<Species> species;
+
+  /// Every SBML symbol with a value at a time: the states, the parameters,
+  /// then the intermediates (assignment-rule targets, reaction ids (their
+  /// fluxes), symbols held at an initial assignment's value, …) — the
+  /// variables of `equations` after t. A species is in the unit its math
+  /// uses (Species::amount says which; its compartment is a symbol too).
+  std::vector<std::string> symbol_names() const;
+  /// Their values at (t, y, p), in the order of symbol_names().
+  std::vector<double> symbol_values(double t, std::span<const double> y,
+                                    std::span<const double> p) const;
 
   /// Index of a state or parameter by SBML id (or local "<reaction>_<id>"
   /// name); -1 when absent.
