@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// A PEtab problem fitted by mini-batches over its experiments
+/// (optimize::fit; Stapor et al., Nat. Commun. 2022): each experiment — a
+/// simulation condition with its pre-equilibration — is one condition of the
+/// dataset, with the loss
+///     ℓ_e(θ) = −log p_e(θ) − log prior(θ) / n_experiments,
+/// so that Σ_e ℓ_e = −(llh + log prior), the objective of petab::calibrate.
+/// θ are the estimated parameters on their scales, within their bounds.
+///
+/// Collective over `comm`: every rank runs the same fit; each physical
+/// batch's experiments are simulated over the ranks (petab::evaluate with
+/// Options::experiments) and every rank receives the batch's terms, so the
+/// fit is the same bits on any number of ranks.
+
+#include <mpi.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/optimize/stochastic.hpp"
+#include "costate/petab/problem.hpp"
+
+namespace costate::petab {
+
+/// The dataset of `problem`'s experiments (see the file comment), each
+/// evaluation by petab::evaluate with `options` (gradient on,
+/// per_experiment on). A failed simulation is a failed condition (rescued
+/// by optimize::fit).
+optimize::Dataset experiment_dataset(const Problem& problem, const Options& options = {},
+                                     MPI_Comm comm = MPI_COMM_SELF);
+
+struct StochasticFit {
+  std::vector<std::string> ids;        ///< estimated parameter ids
+  std::vector<double> initial;         ///< θ0 on the scales
+  optimize::StochasticResult result;   ///< result.x on the scales; result.objective = −(llh + log prior)
+  /// llh at result.x over every experiment (NaN when that evaluation failed).
+  double llh = 0.0;
+  std::string brief_report() const;
+};
+
+/// Fits `problem` from θ0 (the nominal values on their scales when empty)
+/// by optimize::fit. Throws costate::Error for bad options (naming them) and
+/// when the start cannot be simulated.
+StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticOptions& fit_options,
+                             const Options& options = {}, std::span<const double> theta0 = {},
+                             const optimize::StochasticCallbacks& callbacks = {},
+                             const optimize::StochasticState* resume_from = nullptr,
+                             MPI_Comm comm = MPI_COMM_SELF);
+
+}  // namespace costate::petab
