@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "hdf5.hpp"
 
 namespace costate::petab {
 
@@ -76,6 +77,59 @@ std::string StochasticFit::brief_report() const {
   os.precision(10);
   os << "stochastic fit: " << result.brief_report() << "; llh " << llh;
   return os.str();
+}
+
+void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
+                           const optimize::StochasticOptions& options) {
+  using detail::H5, detail::write_doubles, detail::write_ids, detail::write_text;
+  H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
+  H5 group(H5Gcreate2(file.id, "stochastic", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  COSTATE_CHECK(group.id >= 0, path << ": cannot create group /stochastic");
+  const std::string g = "/stochastic";
+  const optimize::StochasticResult& r = fit.result;
+  write_ids(group.id, g, "ids", fit.ids, path);
+  write_text(group.id, g, "method", optimize::to_string(options.method), path);
+  write_text(group.id, g, "termination", r.termination, path);
+  std::ostringstream settings;
+  settings.precision(17);
+  settings << "method=" << optimize::to_string(options.method) << " epochs=" << options.epochs
+           << " batch=" << options.batch << " physical_batch=" << options.physical_batch
+           << " learning_rate=" << options.learning_rate << " schedule=" << optimize::to_string(options.schedule)
+           << " warmup_steps=" << options.warmup_steps << " beta1=" << options.beta1 << " beta2=" << options.beta2
+           << " epsilon=" << options.epsilon << " weight_decay=" << options.weight_decay
+           << " momentum=" << options.momentum << " clip_norm=" << options.clip_norm
+           << " validation_split=" << options.validation_split << " patience=" << options.patience
+           << " seed=" << options.seed << " max_rescues=" << options.max_rescues;
+  write_text(group.id, g, "settings", settings.str(), path);
+  const std::size_t n = fit.ids.size(), ne = r.epochs.size();
+  write_doubles(group.id, g, "x", r.x, n, 0, path);
+  write_doubles(group.id, g, "initial", fit.initial, n, 0, path);
+  write_doubles(group.id, g, "objective", {r.objective}, 1, 0, path);
+  write_doubles(group.id, g, "llh", {fit.llh}, 1, 0, path);
+  write_doubles(group.id, g, "steps", {static_cast<double>(r.steps)}, 1, 0, path);
+  write_doubles(group.id, g, "simulations", {static_cast<double>(r.simulations)}, 1, 0, path);
+  write_doubles(group.id, g, "rescues", {static_cast<double>(r.rescues)}, 1, 0, path);
+  const auto as_doubles = [](const std::vector<std::size_t>& v) { return std::vector<double>(v.begin(), v.end()); };
+  write_doubles(group.id, g, "training", as_doubles(r.training), r.training.size(), 0, path);
+  write_doubles(group.id, g, "validation", as_doubles(r.validation), r.validation.size(), 0, path);
+  std::vector<double> tl, tse, vl, lr, st, sim, res;
+  for (const auto& e : r.epochs) {
+    tl.push_back(e.train_loss);
+    tse.push_back(e.train_loss_stderr);
+    vl.push_back(e.validation_loss);
+    lr.push_back(e.learning_rate);
+    st.push_back(static_cast<double>(e.steps));
+    sim.push_back(static_cast<double>(e.simulations));
+    res.push_back(e.rescues);
+  }
+  write_doubles(group.id, g, "train_loss", tl, ne, 0, path);
+  write_doubles(group.id, g, "train_loss_stderr", tse, ne, 0, path);
+  write_doubles(group.id, g, "validation_loss", vl, ne, 0, path);
+  write_doubles(group.id, g, "learning_rate", lr, ne, 0, path);
+  write_doubles(group.id, g, "epoch_steps", st, ne, 0, path);
+  write_doubles(group.id, g, "epoch_simulations", sim, ne, 0, path);
+  write_doubles(group.id, g, "epoch_rescues", res, ne, 0, path);
 }
 
 }  // namespace costate::petab

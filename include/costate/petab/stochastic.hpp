@@ -49,4 +49,13 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
                              const optimize::StochasticState* resume_from = nullptr,
                              MPI_Comm comm = MPI_COMM_SELF);
 
+/// The fit as HDF5 (rank 0 writes): /stochastic/{ids (attribute), method,
+/// termination (attributes), x, initial, objective, llh, steps,
+/// simulations, rescues, training, validation (condition indices), and per
+/// epoch: train_loss, train_loss_stderr, validation_loss, learning_rate,
+/// epoch_steps, epoch_simulations, epoch_rescues}. Throws costate::Error
+/// naming the file when it cannot be written.
+void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
+                           const optimize::StochasticOptions& options);
+
 }  // namespace costate::petab
