@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "costate/core/error.hpp"
+#include "costate/optimize/tao.hpp"
 
 namespace costate::optimize {
 
@@ -197,6 +198,10 @@ void StochasticOptions::validate() const {
                 "StochasticOptions::patience = " << patience
                                                  << " needs a validation split (validation_split > 0)");
   COSTATE_CHECK(max_rescues >= 0, "StochasticOptions::max_rescues = " << max_rescues << " must be >= 0");
+  COSTATE_CHECK(finish_iterations >= 0,
+                "StochasticOptions::finish_iterations = " << finish_iterations << " must be >= 0 (0: no finish)");
+  COSTATE_CHECK(std::isfinite(finish_gatol) && finish_gatol > 0.0,
+                "StochasticOptions::finish_gatol = " << finish_gatol << " must be > 0");
 }
 
 std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_conditions(
@@ -279,6 +284,35 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
     result.termination = std::move(termination);
     result.x = result.validation.empty() ? st.x : st.best_x;
     if (result.termination == "rescue_failed") result.x = result.validation.empty() ? st.x_prev : st.best_x;
+    if (options.finish_iterations > 0 && result.termination != "interrupted" &&
+        result.termination != "rescue_failed") {
+      // The full-batch finish: every condition in index order, one
+      // objective and gradient per TAO evaluation.
+      std::vector<std::size_t> all(dataset.n_conditions);
+      std::iota(all.begin(), all.end(), std::size_t{0});
+      const Objective whole{
+          .n = n,
+          .objective_and_gradient =
+              [&](std::span<const double> x, std::span<double> grad) {
+                const BatchValues v = evaluator.evaluate(all, x, st.simulations);
+                if (!v.ok) return std::numeric_limits<double>::infinity();
+                std::fill(grad.begin(), grad.end(), 0.0);
+                double f = 0.0;
+                for (std::size_t i = 0; i < all.size(); ++i) {
+                  f += v.loss[i];
+                  for (std::size_t j = 0; j < n; ++j) grad[j] += v.gradient[i * n + j];
+                }
+                return f;
+              },
+          .hessian = {}};
+      const TaoResult t = minimize(whole, result.x, lower, upper,
+                                   {.method = TaoMethod::Bqnls, .gatol = options.finish_gatol, .grtol = 0.0,
+                                    .max_iterations = options.finish_iterations});
+      result.finish_termination = t.termination;
+      result.finish_converged = t.converged;
+      result.finish_iterations = t.iterations;
+      if (std::isfinite(t.objective)) result.x = t.x;
+    }
     if (options.final_objective && result.termination != "interrupted") {
       std::vector<std::size_t> all(dataset.n_conditions);
       std::iota(all.begin(), all.end(), std::size_t{0});
@@ -416,6 +450,8 @@ std::string StochasticResult::brief_report() const {
     os << "; last training loss " << epochs.back().train_loss << " ± " << epochs.back().train_loss_stderr;
     if (!validation.empty()) os << ", validation " << epochs.back().validation_loss;
   }
+  if (!finish_termination.empty())
+    os << "; full-batch finish " << finish_iterations << " iterations, " << finish_termination;
   if (std::isfinite(objective)) os << "; objective on all conditions " << objective;
   return os.str();
 }

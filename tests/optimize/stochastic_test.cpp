@@ -150,6 +150,25 @@ TEST(StochasticFit, ReachesTheLeastSquaresLineWithMiniBatches) {
   EXPECT_GT(r.epochs.front().train_loss_stderr, 0.0);
 }
 
+TEST(StochasticFit, AFullBatchFinishEndsAtTheConvergedOptimum) {
+  const Line line(200);
+  const auto [x0, x1] = line.optimum();
+  const auto r = opt::fit(line.dataset(), std::vector<double>{0.0, 0.0}, kFree2, kFree2Up,
+                          {.epochs = 3, .batch = 20, .learning_rate = 0.05, .finish_iterations = 100,
+                           .finish_gatol = 1e-10});
+  EXPECT_TRUE(r.finish_converged) << r.finish_termination;
+  EXPECT_GT(r.finish_iterations, 0);
+  // ‖∇‖ ≤ 1e-10 on a quadratic with curvatures ~1 and ~270: within 1e-9 of
+  // the least-squares line.
+  EXPECT_NEAR(r.x[0], x0, 1e-9);
+  EXPECT_NEAR(r.x[1], x1, 1e-9);
+  EXPECT_NEAR(r.objective, line.objective(x0, x1), 1e-12 * line.objective(x0, x1));
+  // The finish's evaluations are counted: 3 epochs × 200, the finish's
+  // full batches, and the final objective.
+  EXPECT_GT(r.simulations, 3 * 200 + 200);
+  EXPECT_EQ((r.simulations - 3 * 200 - 200) % 200, 0);
+}
+
 TEST(StochasticFit, IsReproducibleBitForBitAndIndependentOfThePhysicalBatch) {
   const Line line(50);
   opt::StochasticOptions o{.epochs = 5, .batch = 10, .learning_rate = 0.1, .validation_split = 0.2, .seed = 3};

@@ -35,6 +35,10 @@
 /// parameters with the best validation loss are kept, and training stops
 /// early after `patience` epochs without improvement (0: never).
 ///
+/// **Full-batch finish** (optional): a few quasi-Newton iterations on the
+/// whole objective from the stochastic fit's point, so that the fit ends at
+/// a converged optimum (where standard errors mean something).
+///
 /// **Reproducibility** (what is guaranteed): for the same options, seed and
 /// callbacks returning the same bits, the fit is the same bit for bit; the
 /// physical batch size does not change any bit (each condition's gradient is
@@ -101,6 +105,14 @@ struct StochasticOptions {
   /// Evaluate the loss on every condition at the returned parameters
   /// (StochasticResult::objective).
   bool final_objective = true;
+  /// A full-batch finish: after the epochs (or early stopping), up to this
+  /// many iterations of TAO's bounded quasi-Newton method (bqnls) on
+  /// Σ_c ℓ_c over every condition from the returned parameters, stopping at
+  /// ‖∇‖ ≤ finish_gatol — so the fit ends at a converged optimum
+  /// (StochasticResult::finish). 0: no finish. Needs PETSc initialised
+  /// (costate::Environment).
+  int finish_iterations = 0;
+  double finish_gatol = 1e-3;
   /// Throws costate::Error naming the field, its value and the rule broken.
   void validate() const;
 };
@@ -171,6 +183,11 @@ struct StochasticResult {
   std::int64_t rescues = 0;
   std::vector<std::size_t> training, validation;  ///< the split (condition indices)
   StochasticState state;         ///< where the fit stopped
+  /// With options.finish_iterations: TAO's termination ("CONVERGED_GATOL",
+  /// …) and whether it converged; empty / false without a finish.
+  std::string finish_termination;
+  bool finish_converged = false;
+  int finish_iterations = 0;
   double wall_seconds = 0.0;
   std::string brief_report() const;
 };
