@@ -1,12 +1,16 @@
 // `costate calibrate problem.yaml --optimizer adamw|adam|sgd`: a PEtab
 // problem fitted by mini-batches over its experiments (petab_command.hpp).
+#include <mpi.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/io/resume.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/petab/stochastic.hpp"
 #include "petab_command.hpp"
@@ -69,14 +73,18 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   if (args.starts >= 0 || !args.sampling.empty())
     throw Error(path + ": --starts and --sampling are for TAO's multistart; a stochastic fit (--optimizer " +
                 args.optimizer + ") starts at the nominal values");
-  if (!args.resume.empty())
-    throw Error(path + ": --resume does not continue a stochastic fit in this version");
   const optimize::StochasticOptions options = fit_options(args);
-  const std::string& out = args.output;
+  // -o, or the file resumed from: where the result (or, when interrupted,
+  // the state) goes.
+  const std::string out = !args.output.empty() ? args.output : args.resume;
   const bool to_json = out.size() > 5 && out.ends_with(".json");
   if (!out.empty() && !to_json && !out.ends_with(".h5"))
     throw Error(path + ": -o " + out + ": expected an output file ending in .h5 or .json");
   const petab::Problem problem = petab::read(path);
+  // --resume: the interrupted fit's state, checked against this problem and
+  // these settings.
+  optimize::StochasticState resumed;
+  if (!args.resume.empty()) resumed = petab::read_stochastic_state_hdf5(args.resume, path, options);
   const petab::Options evaluation{};
   const bool talk = env.is_root() && !args.quiet && !args.json;
   if (talk)
@@ -95,9 +103,27 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
       if (e.rescues > 0) std::cerr << ", " << e.rescues << " rescues";
       std::cerr << std::endl;
     };
-  const petab::StochasticFit fit =
-      petab::fit_stochastic(problem, options, evaluation, {}, callbacks, nullptr, env.comm());
+  // SIGINT/SIGTERM stop the fit after a step (every rank at the same step:
+  // the flag is all-reduced); the state is written for --resume.
+  io::InterruptHandler interrupts;
+  int signal = 0;
+  callbacks.on_step = [&](const optimize::StochasticState&) {
+    signal = io::InterruptHandler::pending();
+    if (env.size() > 1) MPI_Allreduce(MPI_IN_PLACE, &signal, 1, MPI_INT, MPI_MAX, env.comm());
+    return signal == 0;
+  };
+  const petab::StochasticFit fit = petab::fit_stochastic(problem, options, evaluation, {}, callbacks,
+                                                         args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
+  if (r.termination == "interrupted") {
+    const std::string state_file =
+        out.ends_with(".h5") ? out : std::filesystem::path(path).stem().string() + "_stochastic.h5";
+    if (env.is_root()) petab::write_stochastic_state_hdf5(state_file, path, options, r.state);
+    throw io::Interrupted(signal, "calibrate: interrupted by " + io::signal_name(signal) + " after step " +
+                                      std::to_string(r.steps) + " (epoch " + std::to_string(r.state.epoch + 1) +
+                                      "); its state is in " + state_file + ": continue with --resume " +
+                                      state_file + " and the same options");
+  }
   const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
   const bool finite = std::isfinite(fit.llh) && std::isfinite(r.objective);
   const int status = completed && finite ? 0 : 2;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -57,6 +58,45 @@ TEST(PetabStochasticCli, FitsByEpochsAndReportsThem) {
   const Json k = json_of(p);
   EXPECT_EQ(k["llh"], j["llh"]);
   EXPECT_EQ(k["parameters"], j["parameters"]);
+}
+
+TEST(PetabStochasticCli, AFitStoppedBySigtermResumesToTheSameBits) {
+  COSTATE_REQUIRE_PETAB(kFujita);
+  const std::string flags = "--optimizer adam --epochs 6 --batch 1 --learning-rate 0.01 --validation-split 0.2 --json -q";
+  const auto whole = calibrate(flags + " -o whole.h5");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const Json j = json_of(whole);
+  // SIGTERM after a delay (shorter each try, until it lands inside the fit,
+  // after the problem is read): exit 143 and the state in the file; then
+  // --resume.
+  const fs::path yaml = costate::test::petab_problem_yaml(costate::test::petab_dir() / kFujita);
+  const auto interrupt = [&](const std::string& file) {
+    for (double delay : {1.5, 1.0, 0.7, 0.4}) {
+      fs::remove(work_dir() / file);
+      {
+        std::ofstream script(work_dir() / "interrupt.sh");
+        script << "'" << COSTATE_EXE << "' calibrate '" << yaml.string() << "' " << flags << " -o " << file
+               << " > /dev/null 2> interrupt.err &\npid=$!\nsleep " << delay << "\nkill -TERM $pid\nwait $pid\necho $?\n";
+      }
+      const auto r = costate::test::run_command(work_dir(), "/bin/sh", "interrupt.sh");
+      if (r.out.find("143") != std::string::npos && fs::exists(work_dir() / file)) return true;
+    }
+    return false;
+  };
+  if (!interrupt("part.h5")) GTEST_SKIP() << "no SIGTERM landed inside the fit (a very fast or very slow machine)";
+  const auto resumed = calibrate(flags + " --resume part.h5");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const Json k = json_of(resumed);
+  EXPECT_EQ(k["llh"], j["llh"]);
+  EXPECT_EQ(k["parameters"], j["parameters"]);
+  EXPECT_EQ(k["simulations"], j["simulations"]);
+  EXPECT_EQ(k["epochs"], j["epochs"]);
+  // Another learning rate is another fit: refused, naming both settings.
+  ASSERT_TRUE(interrupt("part2.h5"));
+  const auto other = calibrate("--optimizer adam --epochs 6 --batch 1 --learning-rate 0.02 "
+                               "--validation-split 0.2 --json -q --resume part2.h5");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find("settings differ"), std::string::npos) << other.err;
 }
 
 TEST(PetabStochasticCli, RefusesBadFlagsByName) {

@@ -58,4 +58,26 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
 void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
                            const optimize::StochasticOptions& options);
 
+/// The settings of a stochastic fit as one line of key=value pairs (the
+/// `settings` attribute of the files above and below).
+std::string stochastic_settings(const optimize::StochasticOptions& options);
+
+/// An interrupted fit's state (optimize::StochasticState) as HDF5, so that
+/// `--resume` continues it to the uninterrupted fit's bits:
+/// /stochastic_state/{x, x_prev, m, v, best_x, order, batch_losses, history
+/// (epochs × 8: epoch, train_loss, train_loss_stderr, validation_loss,
+/// learning_rate, steps, simulations, rescues), counters (step, epoch,
+/// position, rng, epoch_rescues, epochs_since_best, simulations, rescues;
+/// uint64), best_validation} with attributes `problem` (the problem file),
+/// `settings` (stochastic_settings) and `status` = "partial".
+void write_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
+                                 const optimize::StochasticOptions& options,
+                                 const optimize::StochasticState& state);
+
+/// Reads what write_stochastic_state_hdf5 wrote. Throws costate::Error
+/// naming the file when it has no /stochastic_state, or when its problem
+/// file or settings differ from `problem_file` and `options` (naming both).
+optimize::StochasticState read_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
+                                                     const optimize::StochasticOptions& options);
+
 }  // namespace costate::petab
