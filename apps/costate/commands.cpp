@@ -77,6 +77,9 @@ const std::vector<Command>& commands() {
                             "stochastic fit: experiments simulated together, over the MPI ranks "
                             "(default: the batch; changes no bit of the result)");
              cmd.add_option("--learning-rate", a.learning_rate, "stochastic fit: the step size η (default 0.01)");
+             cmd.add_option("--finish", a.finish,
+                            "stochastic fit: up to N full-batch quasi-Newton (TAO bqnls) iterations "
+                            "after the epochs, to end at a converged optimum (default 0)");
              cmd.add_option("--validation-split", a.validation_split,
                             "stochastic fit: fraction of the experiments held out for validation "
                             "(default 0)");

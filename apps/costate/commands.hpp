@@ -41,6 +41,7 @@ struct CommandArgs {
   /// PEtab problems; empty: TAO) and its settings (−1 / NaN: not given).
   std::string optimizer;
   int epochs = -1;
+  int finish = -1;  ///< calibrate --finish N (stochastic fit: TAO iterations after the epochs)
   long long batch = -1, physical_batch = -1;
   double learning_rate = std::numeric_limits<double>::quiet_NaN();
   double validation_split = std::numeric_limits<double>::quiet_NaN();

@@ -58,6 +58,10 @@ optimize::StochasticOptions fit_options(const CommandArgs& args) {
     }
     o.validation_split = args.validation_split;
   }
+  if (args.finish != -1) {
+    if (args.finish < 0) throw Error(path + ": --finish " + std::to_string(args.finish) + ": expected ≥ 0 iterations");
+    o.finish_iterations = args.finish;
+  }
   if (args.seed < -1) throw Error(path + ": --seed " + std::to_string(args.seed) + ": expected a seed ≥ 0");
   if (args.seed >= 0) o.seed = static_cast<std::uint64_t>(args.seed);
   return o;
@@ -143,6 +147,11 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   j["simulations"] = r.simulations;
   j["steps"] = r.steps;
   j["rescues"] = r.rescues;
+  if (options.finish_iterations > 0) {
+    j["finish_termination"] = r.finish_termination;
+    j["finish_converged"] = r.finish_converged;
+    j["finish_iterations"] = r.finish_iterations;
+  }
   j["training"] = r.training.size();
   j["validation"] = r.validation.size();
   nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
@@ -174,6 +183,9 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
               << " rescues)\nestimated parameters (on their scales):\n";
     for (std::size_t e = 0; e < fit.ids.size(); ++e)
       std::cout << "  " << std::left << std::setw(28) << fit.ids[e] << std::right << r.x[e] << "\n";
+    if (options.finish_iterations > 0)
+      std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
+                << (r.finish_converged ? "" : " (not converged)") << "\n";
     if (!finite) std::cout << "the final llh is not finite: the fit's result is not usable\n";
     if (!out.empty()) std::cout << "wrote " << out << "\n";
   }

@@ -107,6 +107,8 @@ TEST(PetabStochasticCli, RefusesBadFlagsByName) {
     EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
   };
   refused("--epochs 3", "add --optimizer adamw, adam or sgd");
+  refused("--finish 5", "add --optimizer adamw, adam or sgd");
+  refused("--optimizer adam --finish -2", "--finish -2: expected ≥ 0 iterations");
   refused("--optimizer adagrad", "valid methods: adamw, adam, sgd");
   refused("--optimizer adamw --batch 7", "batch = 7 is larger than the training set (6 conditions)");
   refused("--optimizer adamw --learning-rate 0", "--learning-rate 0: expected a finite value > 0");
