@@ -429,6 +429,20 @@ costate::optimize::StochasticOptions stochastic_options(const py::dict& kw) {
   return o;
 }
 
+/// One epoch's record as a dict (the keys of the command line's JSON).
+py::dict epoch_dict(const costate::optimize::EpochRecord& e) {
+  py::dict row;
+  row["epoch"] = e.epoch;
+  row["train_loss"] = e.train_loss;
+  row["train_loss_stderr"] = e.train_loss_stderr;
+  row["validation_loss"] = e.validation_loss;
+  row["learning_rate"] = e.learning_rate;
+  row["steps"] = e.steps;
+  row["simulations"] = e.simulations;
+  row["rescues"] = e.rescues;
+  return row;
+}
+
 /// A StochasticResult as a dict (epochs as a list of dicts).
 py::dict stochastic_result(const costate::optimize::StochasticResult& r) {
   py::dict d;
@@ -443,18 +457,7 @@ py::dict stochastic_result(const costate::optimize::StochasticResult& r) {
   d["finish_termination"] = r.finish_termination;
   d["finish_converged"] = r.finish_converged;
   py::list epochs;
-  for (const auto& e : r.epochs) {
-    py::dict row;
-    row["epoch"] = e.epoch;
-    row["train_loss"] = e.train_loss;
-    row["train_loss_stderr"] = e.train_loss_stderr;
-    row["validation_loss"] = e.validation_loss;
-    row["learning_rate"] = e.learning_rate;
-    row["steps"] = e.steps;
-    row["simulations"] = e.simulations;
-    row["rescues"] = e.rescues;
-    epochs.append(row);
-  }
+  for (const auto& e : r.epochs) epochs.append(epoch_dict(e));
   d["epochs"] = epochs;
   d["seconds"] = r.wall_seconds;
   return d;
@@ -467,14 +470,7 @@ costate::optimize::StochasticCallbacks epoch_callback(const py::object& callback
   if (!callback.is_none())
     cb.on_epoch = [callback](const costate::optimize::EpochRecord& e) {
       py::gil_scoped_acquire locked;
-      py::dict row;
-      row["epoch"] = e.epoch;
-      row["train_loss"] = e.train_loss;
-      row["train_loss_stderr"] = e.train_loss_stderr;
-      row["validation_loss"] = e.validation_loss;
-      row["learning_rate"] = e.learning_rate;
-      row["simulations"] = e.simulations;
-      callback(row);
+      callback(epoch_dict(e));
     };
   return cb;
 }
