@@ -69,3 +69,30 @@ def test_petab_fit_matches_the_command_line():
     assert f.llh == j["llh"]
     assert [f.x_dict[k] for k in pe.ids] == [j["parameters"][k] for k in pe.ids]
     assert f.simulations == j["simulations"]
+
+
+@pytest.mark.skipif(not os.path.isfile(FUJITA), reason="PEtab benchmark not found under %s" % PETAB_DIR)
+def test_plot_draws_the_training_curves(tmp_path):
+    import h5py
+    import subprocess
+    from cli_support import CLI, cli_env
+    from costate import plot
+    out = str(tmp_path / "fit.h5")
+    r = subprocess.run([CLI, "calibrate", FUJITA, "--optimizer", "adamw", "--epochs", "3", "--batch", "2",
+                        "--validation-split", "0.2", "-q", "-o", out], env=cli_env(), capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    fig, panels = plot.figure(out)
+    assert set(panels) == {"training", "learning rate", "parameters"}
+    with h5py.File(out, "r") as f:
+        train = f["stochastic/train_loss"][()]
+        valid = f["stochastic/validation_loss"][()]
+        change = f["stochastic/x"][()] - f["stochastic/initial"][()]
+    # The artists hold the file's numbers: the training curve, the
+    # validation curve, and one bar per parameter.
+    lines = panels["training"].get_lines()
+    assert any(np.array_equal(l.get_ydata(), train) for l in lines)
+    assert any(np.array_equal(l.get_ydata(), valid) for l in lines)
+    heights = [p.get_height() for p in panels["parameters"].patches]
+    assert np.allclose(heights, change, rtol=0, atol=0)
+    assert "3 epochs" in panels["training"].get_title()
