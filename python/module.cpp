@@ -35,6 +35,8 @@
 #include "costate/io/pde_run.hpp"
 #include "costate/petab/calibrate.hpp"
 #include "costate/petab/problem.hpp"
+#include "costate/petab/stochastic.hpp"
+#include "costate/optimize/stochastic.hpp"
 
 namespace py = pybind11;
 
@@ -388,6 +390,128 @@ class Problem {
 /// calibrate (multistart) — the computations of `costate sensitivity|calibrate
 /// problem.yaml`, collective over MPI_COMM_WORLD as the CLI's are (under
 /// mpiexec every rank calls and every rank gets the whole result).
+/// optimize::StochasticOptions from the keyword arguments of costate.fit /
+/// PetabProblem.fit (validated by optimize::fit itself, naming the field).
+costate::optimize::StochasticOptions stochastic_options(const py::dict& kw) {
+  namespace opt = costate::optimize;
+  opt::StochasticOptions o;
+  for (const auto& [key_h, value] : kw) {
+    const std::string key = py::str(key_h);
+    if (key == "optimizer") o.method = opt::stochastic_method_from_string(py::cast<std::string>(value));
+    else if (key == "epochs") o.epochs = py::cast<int>(value);
+    else if (key == "batch") o.batch = py::cast<std::size_t>(value);
+    else if (key == "physical_batch") o.physical_batch = py::cast<std::size_t>(value);
+    else if (key == "learning_rate") o.learning_rate = py::cast<double>(value);
+    else if (key == "schedule") o.schedule = opt::learning_rate_schedule_from_string(py::cast<std::string>(value));
+    else if (key == "step_epochs") o.step_epochs = py::cast<int>(value);
+    else if (key == "gamma") o.gamma = py::cast<double>(value);
+    else if (key == "min_learning_rate") o.min_learning_rate = py::cast<double>(value);
+    else if (key == "warmup_steps") o.warmup_steps = py::cast<int>(value);
+    else if (key == "beta1") o.beta1 = py::cast<double>(value);
+    else if (key == "beta2") o.beta2 = py::cast<double>(value);
+    else if (key == "epsilon") o.epsilon = py::cast<double>(value);
+    else if (key == "weight_decay") o.weight_decay = py::cast<double>(value);
+    else if (key == "momentum") o.momentum = py::cast<double>(value);
+    else if (key == "clip_norm") o.clip_norm = py::cast<double>(value);
+    else if (key == "validation_split") o.validation_split = py::cast<double>(value);
+    else if (key == "patience") o.patience = py::cast<int>(value);
+    else if (key == "seed") o.seed = py::cast<std::uint64_t>(value);
+    else if (key == "max_rescues") o.max_rescues = py::cast<int>(value);
+    else if (key == "finish_iterations") o.finish_iterations = py::cast<int>(value);
+    else if (key == "finish_gatol") o.finish_gatol = py::cast<double>(value);
+    else
+      throw py::type_error("fit(): unknown keyword '" + key +
+                           "'; valid: optimizer, epochs, batch, physical_batch, learning_rate, schedule, "
+                           "step_epochs, gamma, min_learning_rate, warmup_steps, beta1, beta2, epsilon, "
+                           "weight_decay, momentum, clip_norm, validation_split, patience, seed, "
+                           "max_rescues, finish_iterations, finish_gatol");
+  }
+  return o;
+}
+
+/// One epoch's record as a dict (the keys of the command line's JSON).
+py::dict epoch_dict(const costate::optimize::EpochRecord& e) {
+  py::dict row;
+  row["epoch"] = e.epoch;
+  row["train_loss"] = e.train_loss;
+  row["train_loss_stderr"] = e.train_loss_stderr;
+  row["validation_loss"] = e.validation_loss;
+  row["learning_rate"] = e.learning_rate;
+  row["steps"] = e.steps;
+  row["simulations"] = e.simulations;
+  row["rescues"] = e.rescues;
+  return row;
+}
+
+/// A StochasticResult as a dict (epochs as a list of dicts).
+py::dict stochastic_result(const costate::optimize::StochasticResult& r) {
+  py::dict d;
+  d["x"] = array(r.x);
+  d["objective"] = r.objective;
+  d["termination"] = r.termination;
+  d["steps"] = r.steps;
+  d["simulations"] = r.simulations;
+  d["rescues"] = r.rescues;
+  d["training"] = r.training;
+  d["validation"] = r.validation;
+  d["finish_termination"] = r.finish_termination;
+  d["finish_converged"] = r.finish_converged;
+  py::list epochs;
+  for (const auto& e : r.epochs) epochs.append(epoch_dict(e));
+  d["epochs"] = epochs;
+  d["seconds"] = r.wall_seconds;
+  return d;
+}
+
+/// The per-epoch callback: called with the epoch's dict; exceptions it
+/// raises end the fit (re-raised in Python).
+costate::optimize::StochasticCallbacks epoch_callback(const py::object& callback) {
+  costate::optimize::StochasticCallbacks cb;
+  if (!callback.is_none())
+    cb.on_epoch = [callback](const costate::optimize::EpochRecord& e) {
+      py::gil_scoped_acquire locked;
+      callback(epoch_dict(e));
+    };
+  return cb;
+}
+
+/// costate.fit: a Python loss(c, x) -> (value, gradient) over n conditions.
+py::dict fit_python(const py::object& loss, std::size_t n_conditions, const py::object& x0_in,
+                    const py::object& lower_in, const py::object& upper_in, const py::object& callback,
+                    const py::dict& kw) {
+  namespace opt = costate::optimize;
+  const auto vec = [](const py::object& o, const char* what) {
+    std::vector<double> v;
+    for (const auto& e : py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(o)) {
+      (void)what;
+      v.push_back(py::cast<double>(e));
+    }
+    return v;
+  };
+  const std::vector<double> x0 = vec(x0_in, "x0");
+  const std::size_t n = x0.size();
+  const std::vector<double> lower =
+      lower_in.is_none() ? std::vector<double>(n, -INFINITY) : vec(lower_in, "lower");
+  const std::vector<double> upper =
+      upper_in.is_none() ? std::vector<double>(n, INFINITY) : vec(upper_in, "upper");
+  if (lower.size() != n || upper.size() != n)
+    throw py::value_error("fit(): lower and upper need " + std::to_string(n) + " values, one per x0 entry");
+  opt::Dataset d;
+  d.n_conditions = n_conditions;
+  d.n = n;
+  d.condition = [&loss, n](std::size_t c, std::span<const double> x, std::span<double> g) {
+    py::tuple r = loss(c, array(std::vector<double>(x.begin(), x.end())));
+    if (r.size() != 2) throw costate::Error("fit(): loss(c, x) must return (value, gradient)");
+    const auto grad = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(r[1]);
+    if (static_cast<std::size_t>(grad.size()) != n)
+      throw costate::Error("fit(): loss(c, x)'s gradient has " + std::to_string(grad.size()) + " entries, x has " +
+                           std::to_string(n));
+    for (std::size_t j = 0; j < n; ++j) g[j] = grad.at(static_cast<py::ssize_t>(j));
+    return py::cast<double>(r[0]);
+  };
+  return stochastic_result(opt::fit(d, x0, lower, upper, stochastic_options(kw), epoch_callback(callback)));
+}
+
 class PetabProblem {
  public:
   explicit PetabProblem(costate::petab::Problem pb) : pb_(std::move(pb)) {}
@@ -424,6 +548,25 @@ class PetabProblem {
     for (std::size_t e = 0; e < g.size(); ++e)
       g[e] = -(r.gradient[e] + (r.log_prior_gradient.empty() ? 0.0 : r.log_prior_gradient[e]));
     return py::make_tuple(-(r.llh + r.log_prior), array(g));
+  }
+
+  /// petab::fit_stochastic from θ0 (default: the nominal values).
+  py::dict fit(const py::object& theta_in, const py::object& callback, const py::dict& kw) {
+    namespace petab = costate::petab;
+    const std::vector<double> theta =
+        theta_in.is_none() ? pb_.nominal_on_scale() : theta_of(theta_in, "fit(theta)");
+    const costate::optimize::StochasticOptions options = stochastic_options(kw);
+    petab::StochasticFit f;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      f = petab::fit_stochastic(pb_, options, {}, theta, epoch_callback(callback), nullptr, MPI_COMM_WORLD);
+    }
+    py::dict d = stochastic_result(f.result);
+    d["ids"] = f.ids;
+    d["initial"] = array(f.initial);
+    d["llh"] = f.llh;
+    return d;
   }
 
   py::dict calibrate(int starts, long long seed, const std::string& output,
@@ -819,6 +962,7 @@ PYBIND11_MODULE(_costate, m) {
       .def("evaluate", &PetabProblem::evaluate, py::arg("theta") = py::none(),
            py::arg("gradient") = true, py::arg("fim") = false)
       .def("objective", &PetabProblem::objective, py::arg("x"))
+      .def("fit", &PetabProblem::fit, py::arg("theta"), py::arg("callback"), py::arg("options"))
       .def("calibrate", &PetabProblem::calibrate, py::arg("starts"), py::arg("seed"),
            py::arg("output") = "", py::arg("sampling") = "lhs");
 
@@ -844,6 +988,8 @@ PYBIND11_MODULE(_costate, m) {
 
   m.def("load_file", &load_file, py::arg("path"), py::arg("sets"));
   m.def("load_petab", &load_petab, py::arg("path"));
+  m.def("fit", &fit_python, py::arg("loss"), py::arg("n_conditions"), py::arg("x0"), py::arg("lower"),
+        py::arg("upper"), py::arg("callback"), py::arg("options"));
   m.def("is_petab", [](const std::string& path) { return costate::petab::is_problem_file(path); },
         py::arg("path"));
   m.def("mpi_rank_size", []() {

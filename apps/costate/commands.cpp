@@ -67,6 +67,22 @@ const std::vector<Command>& commands() {
              cmd.add_option("--sampling", a.sampling,
                             "PEtab problems: how --starts are drawn, lhs (Latin hypercube, the "
                             "default) or uniform");
+             cmd.add_option("--optimizer", a.optimizer,
+                            "PEtab problems: adamw, adam or sgd for a mini-batch stochastic fit "
+                            "over the experiments (default: TAO's full-batch quasi-Newton)");
+             cmd.add_option("--epochs", a.epochs, "stochastic fit: passes over the experiments (default 100)");
+             cmd.add_option("--batch", a.batch,
+                            "stochastic fit: experiments per optimizer step (default: all)");
+             cmd.add_option("--physical-batch", a.physical_batch,
+                            "stochastic fit: experiments simulated together, over the MPI ranks "
+                            "(default: the batch; changes no bit of the result)");
+             cmd.add_option("--learning-rate", a.learning_rate, "stochastic fit: the step size η (default 0.01)");
+             cmd.add_option("--finish", a.finish,
+                            "stochastic fit: up to N full-batch quasi-Newton (TAO bqnls) iterations "
+                            "after the epochs, to end at a converged optimum (default 0)");
+             cmd.add_option("--validation-split", a.validation_split,
+                            "stochastic fit: fraction of the experiments held out for validation "
+                            "(default 0)");
            }},
       {.name = "info",
        .help = "versions of costate and its dependencies",

@@ -11,6 +11,7 @@
 // CommandArgs&)`, its declaration below, and one row in commands()
 // (commands.cpp) — main.cpp reads the table.
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ struct CommandArgs {
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)
   bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems)
+  /// calibrate --optimizer adamw|adam|sgd (a mini-batch stochastic fit,
+  /// PEtab problems; empty: TAO) and its settings (−1 / NaN: not given).
+  std::string optimizer;
+  int epochs = -1;
+  int finish = -1;  ///< calibrate --finish N (stochastic fit: TAO iterations after the epochs)
+  long long batch = -1, physical_batch = -1;
+  double learning_rate = std::numeric_limits<double>::quiet_NaN();
+  double validation_split = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// One subcommand: its name and help, which of the shared options it takes,

@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -190,7 +191,12 @@ io::FileGradientCheck petab_gradient_check(const Environment& env, const Command
 
 int petab_calibrate(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
+  if (!args.optimizer.empty() && args.optimizer != "tao") return petab_calibrate_stochastic(env, args);
   refuse_sets(args);
+  if (args.epochs != -1 || args.batch != -1 || args.physical_batch != -1 || !std::isnan(args.learning_rate) ||
+      !std::isnan(args.validation_split) || args.finish != -1)
+    throw Error(path + ": --epochs, --batch, --physical-batch, --learning-rate, --validation-split and --finish "
+                "set a stochastic fit: add --optimizer adamw, adam or sgd");
   if (args.starts == 0 || args.starts < -1)
     throw Error(path + ": --starts " + std::to_string(args.starts) +
                 ": expected a number of starts ≥ 1 (omit it for one start at the nominal values)");

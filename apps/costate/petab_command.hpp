@@ -46,4 +46,17 @@ io::FileGradientCheck petab_gradient_check(const Environment& env, const Command
 /// or 2 when the best start did not pass TAO's convergence test.
 int petab_calibrate(const Environment& env, const CommandArgs& args);
 
+/// `costate calibrate problem.yaml --optimizer adamw|adam|sgd [--epochs E]
+/// [--batch B] [--physical-batch P] [--learning-rate η]
+/// [--validation-split f] [--seed S] [--resume STATE.h5] [-o OUT.h5|OUT.json] [--json]`: a
+/// mini-batch stochastic fit over the experiments
+/// (petab::fit_stochastic, petab_fit_command.cpp) from the nominal values,
+/// with per-epoch progress on stderr. SIGINT/SIGTERM stop it after a step
+/// and write its state (to -o's .h5, or PROBLEM_stochastic.h5) for
+/// `--resume`, which continues to the uninterrupted fit's bits (exit status
+/// 128 + signal). Exit status 0 when every epoch ran (or
+/// early stopping ended it) and the final llh is finite; 2 otherwise
+/// (a simulation that could not be rescued, a non-finite llh).
+int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args);
+
 }  // namespace costate::cli

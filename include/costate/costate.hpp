@@ -22,6 +22,7 @@
 #include "costate/ode/problem.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/optimize/tao.hpp"
+#include "costate/optimize/stochastic.hpp"
 #include "costate/pde/models.hpp"
 #include "costate/pde/theta.hpp"
 #include "costate/tensor/reduce.hpp"

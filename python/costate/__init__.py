@@ -12,6 +12,8 @@
     pe = costate.load("problem.yaml")       # a PEtab problem: costate.PetabProblem
     e = pe.evaluate()              # e.llh, e.chi2, e.gradient, e.gradient_dict
     ms = pe.calibrate(starts=20, seed=1)    # ms.best_x, ms.waterfall (arrays)
+    sf = pe.fit(optimizer="adamw", epochs=50, batch=8)  # mini-batches over experiments
+    f = costate.fit(loss, n_conditions, x0, epochs=20, batch=16)  # loss(c, x) -> (value, gradient)
     pd = costate.load("data/examples/heat2d_kappa.yaml")  # a PDE input: costate.PdeProblem
     r = pd.run()                   # r.t (frames,), r.fields["u"] (frames, ny, nx)
     g = pd.sensitivity()           # g.gradient_fields["kappa"] (ny, nx): dJ/dkappa per cell
@@ -36,7 +38,7 @@ except ImportError as _error:  # the plots work without the extension
     class Error(RuntimeError):
         """costate's error (the compiled module is missing: see load())."""
 
-__all__ = ["Error", "load", "load_petab", "Problem", "PetabProblem", "PdeProblem", "Result"]
+__all__ = ["Error", "load", "load_petab", "fit", "Problem", "PetabProblem", "PdeProblem", "Result"]
 
 
 class Result(types.SimpleNamespace):
@@ -265,6 +267,17 @@ class PetabProblem:
         minimises, for ``scipy.optimize.minimize(jac=True, bounds=p.bounds)``."""
         return self._core.objective(x)
 
+    def fit(self, theta=None, callback=None, **options):
+        """``costate calibrate problem.yaml --optimizer adamw …``: a
+        mini-batch stochastic fit over the experiments from θ (default: the
+        nominal values), with the options of ``costate.fit`` (optimizer,
+        epochs, batch, learning_rate, validation_split, seed, …). Returns
+        what ``costate.fit`` returns, plus ids, initial and llh (over every
+        experiment, at x)."""
+        d = self._core.fit(theta, callback, options)
+        d["x_dict"] = dict(zip(d["ids"], d["x"].tolist()))
+        return Result(**d)
+
     def calibrate(self, starts=0, seed=0, output=None, sampling="lhs"):
         """``costate calibrate problem.yaml --starts N --seed S --sampling
         lhs|uniform``: starts = 0 fits from the nominal values, N >= 1 from N
@@ -279,6 +292,28 @@ class PetabProblem:
         d = self._core.calibrate(int(starts), int(seed), output or "", str(sampling))
         d["best_x_dict"] = dict(zip(d["ids"], d["best_x"].tolist()))
         return Result(**d)
+
+
+def fit(loss, n_conditions, x0, lower=None, upper=None, callback=None, **options):
+    """Mini-batch stochastic minimisation of Σ_c loss(c, x) over
+    ``n_conditions`` conditions — costate's ``ggml_opt_fit`` for
+    simulations (``optimize::fit``; docs/calibration.md). ``loss(c, x)``
+    returns ``(value, gradient)`` for condition ``c`` (a failed simulation:
+    a non-finite value or ``costate.Error``, rescued by halving the step).
+    ``lower``/``upper`` bound x (projected steps). ``callback(epoch)`` is
+    called after each epoch with its dict. Options (keywords): optimizer
+    ("adamw", "adam", "sgd"), epochs, batch, physical_batch, learning_rate,
+    schedule ("constant", "step", "cosine"), step_epochs, gamma,
+    min_learning_rate, warmup_steps, beta1, beta2, epsilon, weight_decay,
+    momentum, clip_norm, validation_split, patience, seed, max_rescues,
+    finish_iterations, finish_gatol. Returns x, objective (over every
+    condition), termination, epochs (train_loss ± train_loss_stderr,
+    validation_loss, learning_rate, simulations per epoch), steps,
+    simulations, rescues, training and validation (condition indices)."""
+    if _costate is None:
+        raise ImportError("costate's compiled module costate._costate is not available (%s); "
+                          "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
+    return Result(**_costate.fit(loss, int(n_conditions), x0, lower, upper, callback, options))
 
 
 class PdeProblem:

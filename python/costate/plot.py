@@ -344,6 +344,67 @@ def _petab_panels(f):
     return [_Panel("waterfall", waterfall)]
 
 
+# ---- stochastic fits (/stochastic: costate calibrate --optimizer adamw …) --------
+
+def _stochastic_panels(f):
+    """The training curves of a mini-batch fit: the training loss per epoch
+    with its standard error over the epoch's batches, the validation loss
+    (and the epoch whose parameters were kept), the learning rate, and the
+    fitted parameters against their starting values."""
+    import numpy as np
+    g = f["stochastic"]
+    ids = [s for s in str(_attr(g, "ids", "")).split("\n") if s]
+    method = str(_attr(g, "method", "?"))
+    termination = str(_attr(g, "termination", "?"))
+    train = np.asarray(g["train_loss"][()], dtype=float)
+    stderr = np.asarray(g["train_loss_stderr"][()], dtype=float)
+    valid = np.asarray(g["validation_loss"][()], dtype=float)
+    epochs = np.arange(1, len(train) + 1)
+    sims = np.asarray(g["epoch_simulations"][()], dtype=float)
+
+    def curves(ax):
+        ax.errorbar(epochs, train, yerr=stderr, fmt="o-", ms=3, capsize=2,
+                    label="training loss (± standard error over batches)")
+        if np.isfinite(valid).any():
+            ax.plot(epochs, valid, "s-", ms=3, label="validation loss")
+            best = int(np.nanargmin(np.where(np.isfinite(valid), valid, np.nan)))
+            ax.axvline(epochs[best], color="black", lw=0.8, ls="--",
+                       label="kept: epoch %d" % epochs[best])
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("mean loss per condition")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        finite = np.concatenate([train[np.isfinite(train)], valid[np.isfinite(valid)]])
+        if finite.size and finite.min() > 0 and finite.max() / finite.min() > 100:
+            ax.set_yscale("log")
+        ax.set_title("%s: %d epochs, %d simulations (%s)" % (
+            method, len(train), int(sims[-1]) if len(sims) else 0, termination))
+        ax.legend(fontsize="small")
+
+    def rate(ax):
+        lr = np.asarray(g["learning_rate"][()], dtype=float)
+        ax.plot(epochs, lr, "o-", ms=3)
+        ax.ticklabel_format(axis="y", useOffset=False)
+        if len(lr) and lr.max() == lr.min():  # constant: no axis magnified around it
+            ax.set_ylim(0.0, 1.25 * lr.max())
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("learning rate (the epoch's last step)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title("learning-rate schedule")
+
+    def parameters(ax):
+        change = np.asarray(g["x"][()], dtype=float) - np.asarray(g["initial"][()], dtype=float)
+        k = np.arange(len(change))
+        ax.bar(k, change)
+        ax.axhline(0.0, color="black", lw=0.6)
+        ax.set_xticks(k)
+        ax.set_xticklabels(ids, rotation=60 if len(ids) > 4 else 0, ha="right" if len(ids) > 4 else "center",
+                           fontsize="small")
+        ax.set_ylabel("fitted − start (on its scale)")
+        ax.set_title("what the fit moved")
+
+    return [_Panel("training", curves), _Panel("learning rate", rate), _Panel("parameters", parameters)]
+
+
 # ---- the figure ----------------------------------------------------------------
 
 def figure(path, dpi=100):
@@ -359,6 +420,8 @@ def figure(path, dpi=100):
             panels = _ode_panels(f)
         elif "calibration" in f and "waterfall" in f["calibration"]:
             panels = _petab_panels(f)
+        elif "stochastic" in f and "train_loss" in f["stochastic"]:
+            panels = _stochastic_panels(f)
         else:
             raise ValueError("%s: not a costate output file (neither /time, /state, "
                              "/state_names, /calibration/waterfall nor format = "
@@ -379,7 +442,8 @@ def figure(path, dpi=100):
         status = _attr(f, "status", "")
         fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
                                      _attr(f, "command", "fields" if "format" in f.attrs
-                                           else "PEtab calibration"),
+                                           else ("stochastic fit" if "stochastic" in f
+                                                 else "PEtab calibration")),
                                      "" if status in ("complete", "") else ", status " + str(status)))
         fig.tight_layout()
     return fig, out

@@ -881,8 +881,18 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   const std::size_t ne = pb.estimated.size(), n_fim = options.fim ? ne * ne : 0;
   const std::size_t n_ex = pb.experiments.size(), width = 1 + ntab + n_fim;
   std::vector<double> terms(n_ex * width, 0.0);
+  // The experiments simulated (Options::experiments; all by default).
+  std::vector<char> selected(n_ex, options.experiments.empty() ? 1 : 0);
+  for (std::size_t i = 0; i < options.experiments.size(); ++i) {
+    const std::size_t e = options.experiments[i];
+    COSTATE_CHECK(e < n_ex && (i == 0 || options.experiments[i - 1] < e),
+                  "petab::evaluate: Options::experiments must be ascending indices below the "
+                      << n_ex << " experiments; entry " << i << " is " << e);
+    selected[e] = 1;
+  }
   std::string failure;
   for (std::size_t e = 0; e < n_ex; ++e) {
+    if (!selected[e]) continue;
     if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
     try {
       run(pb.experiments[e], terms[e * width], std::span<double>(terms).subspan(e * width + 1, ntab),
@@ -898,7 +908,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     // h and σ: each measurement's owner has them, every other rank zero.
     std::vector<double> hs(2 * pb.measurements.size(), 0.0);
     for (std::size_t e = 0; e < n_ex; ++e) {
-      if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
+      if (!selected[e] || static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
       for (const auto& at : pb.experiments[e].at_time)
         for (std::size_t i : at) {
           hs[2 * i] = result.simulations[i];
@@ -906,9 +916,13 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
         }
     }
     MPI_Allreduce(MPI_IN_PLACE, hs.data(), static_cast<int>(hs.size()), MPI_DOUBLE, MPI_SUM, comm);
-    for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
-      result.simulations[i] = hs[2 * i];
-      result.sigmas[i] = hs[2 * i + 1];
+    for (std::size_t e = 0; e < n_ex; ++e) {
+      if (!selected[e]) continue;
+      for (const auto& at : pb.experiments[e].at_time)
+        for (std::size_t i : at) {
+          result.simulations[i] = hs[2 * i];
+          result.sigmas[i] = hs[2 * i + 1];
+        }
     }
     long long count[2] = {static_cast<long long>(result.rhs_evaluations), static_cast<long long>(directions)};
     MPI_Allreduce(MPI_IN_PLACE, count, 2, MPI_LONG_LONG, MPI_SUM, comm);
@@ -939,7 +953,13 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   }
 
   result.llh = -nll;
+  std::vector<char> measured(pb.measurements.size(), options.experiments.empty() ? 1 : 0);
+  for (std::size_t e = 0; e < n_ex && !options.experiments.empty(); ++e)
+    if (selected[e])
+      for (const auto& at : pb.experiments[e].at_time)
+        for (std::size_t i : at) measured[i] = 1;
   for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
+    if (!measured[i]) continue;
     const Measurement& me = pb.measurements[i];
     const Observable& o = pb.observables[me.observable];
     const double h = result.simulations[i], s = result.sigmas[i];
@@ -984,14 +1004,25 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     result.log_prior += lp;
     if (options.gradient) result.log_prior_gradient[e] = dlp * dx_dtheta;
   }
+  // d lin / d θ of each estimated parameter (its scale's chain factor).
+  std::vector<double> dlin(pb.estimated.size(), 1.0);
+  for (std::size_t e = 0; e < pb.estimated.size(); ++e) {
+    const Parameter& par = pb.parameters[pb.estimated[e]];
+    if (par.scale == Scale::Log) dlin[e] = lin[pb.estimated[e]];
+    if (par.scale == Scale::Log10) dlin[e] = lin[pb.estimated[e]] * std::numbers::ln10;
+  }
   if (options.gradient) {
     result.gradient.resize(pb.estimated.size());
-    for (std::size_t e = 0; e < pb.estimated.size(); ++e) {
-      const Parameter& par = pb.parameters[pb.estimated[e]];
-      double d = 1.0;
-      if (par.scale == Scale::Log) d = lin[pb.estimated[e]];
-      if (par.scale == Scale::Log10) d = lin[pb.estimated[e]] * std::numbers::ln10;
-      result.gradient[e] = -lin_bar[pb.estimated[e]] * d;
+    for (std::size_t e = 0; e < pb.estimated.size(); ++e) result.gradient[e] = -lin_bar[pb.estimated[e]] * dlin[e];
+  }
+  if (options.per_experiment) {
+    const std::size_t ne_est = pb.estimated.size();
+    for (std::size_t ex = 0; ex < n_ex; ++ex) {
+      if (!selected[ex]) continue;
+      result.experiment_nll.push_back(terms[ex * width]);
+      if (!options.gradient) continue;
+      for (std::size_t e = 0; e < ne_est; ++e)
+        result.experiment_gradient.push_back(terms[ex * width + 1 + pb.estimated[e]] * dlin[e]);
     }
   }
   return result;

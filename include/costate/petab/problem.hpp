@@ -265,6 +265,16 @@ struct Options {
   /// 1.1–1.3× faster but the gradient less accurate (Fujita_SciSignal2010
   /// 4.2e-3 of its size instead of 5.4e-5; Elowitz, Zheng 3.5–3.8×).
   bool scale_sensitivity_tolerances = false;
+  /// Simulate only these experiments (indices into Problem::experiments,
+  /// ascending, no repeats); empty: all. llh, χ², the gradient and the FIM
+  /// are then sums over those experiments' measurements (the priors are
+  /// still included whole); the other measurements' h and σ are NaN. This is
+  /// a mini-batch of a stochastic fit (petab::fit_stochastic).
+  std::vector<std::size_t> experiments{};
+  /// Also each simulated experiment's −log p and its gradient on the
+  /// estimated parameters' scales (Result::experiment_nll,
+  /// Result::experiment_gradient; priors not included).
+  bool per_experiment = false;
 };
 
 struct Result {
@@ -289,6 +299,14 @@ struct Result {
   /// estimated parameter an experiment depends on; unseeded
   /// (seed_initial_sensitivities = false), |q| + n_states per experiment.
   std::size_t sensitivity_directions = 0;
+  /// With Options::per_experiment: −log p of each simulated experiment (in
+  /// the order of Options::experiments, or of Problem::experiments), and
+  /// its gradient d(−log p)/dθ, one row of estimated_ids().size() entries
+  /// per experiment (with Options::gradient). Their sums are −llh and
+  /// −gradient without the priors, to rounding (the totals are summed from
+  /// the table values' adjoints).
+  std::vector<double> experiment_nll;
+  std::vector<double> experiment_gradient;
 };
 
 /// The log-likelihood etc. at `theta` (one value per estimated parameter,

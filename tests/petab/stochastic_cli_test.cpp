@@ -1,0 +1,120 @@
+// `costate calibrate problem.yaml --optimizer adamw …` on a PEtab benchmark
+// problem: the JSON's epochs, simulation count and status, the HDF5 file,
+// the same numbers for any --physical-batch, and bad flags refused by name.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "petab/petab_data.hpp"
+#include "support/run_costate.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const fs::path kFujita = fs::path("benchmark") / "Fujita_SciSignal2010";
+
+fs::path work_dir() {
+  const fs::path d = fs::temp_directory_path() / "costate_petab_stochastic_cli";
+  fs::create_directories(d);
+  return d;
+}
+
+costate::test::CommandResult calibrate(const std::string& flags) {
+  const fs::path yaml = costate::test::petab_problem_yaml(costate::test::petab_dir() / kFujita);
+  return costate::test::run_command(work_dir(), COSTATE_EXE, "calibrate '" + yaml.string() + "' " + flags);
+}
+
+Json json_of(const costate::test::CommandResult& r) { return Json::parse(r.out.substr(r.out.find('{'))); }
+
+TEST(PetabStochasticCli, FitsByEpochsAndReportsThem) {
+  COSTATE_REQUIRE_PETAB(kFujita);
+  const auto r = calibrate("--optimizer adamw --epochs 3 --batch 2 --learning-rate 0.02 --json -q -o fit.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = json_of(r);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["optimizer"], "adamw");
+  EXPECT_EQ(j["termination"], "epochs");
+  ASSERT_EQ(j["epochs"].size(), 3u);
+  for (const auto& e : j["epochs"]) {
+    EXPECT_TRUE(e["train_loss"].is_number());
+    EXPECT_TRUE(e["train_loss_stderr"].is_number());
+    EXPECT_TRUE(e["validation_loss"].is_null());  // no validation split
+  }
+  // Fujita has 6 experiments: 3 epochs of 3 steps × 2, then the final
+  // objective over all 6.
+  EXPECT_EQ(j["steps"], 9);
+  EXPECT_EQ(j["simulations"], 3 * 6 + 6);
+  EXPECT_EQ(j["parameters"].size(), 19u);
+  EXPECT_TRUE(j["llh"].is_number());
+  EXPECT_TRUE(fs::exists(work_dir() / "fit.h5"));
+  // The physical batch changes no bit (17 significant digits in the JSON).
+  const auto p = calibrate("--optimizer adamw --epochs 3 --batch 2 --learning-rate 0.02 --physical-batch 1 --json -q");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const Json k = json_of(p);
+  EXPECT_EQ(k["llh"], j["llh"]);
+  EXPECT_EQ(k["parameters"], j["parameters"]);
+}
+
+TEST(PetabStochasticCli, AFitStoppedBySigtermResumesToTheSameBits) {
+  COSTATE_REQUIRE_PETAB(kFujita);
+  const std::string flags = "--optimizer adam --epochs 6 --batch 1 --learning-rate 0.01 --validation-split 0.2 --json -q";
+  const auto whole = calibrate(flags + " -o whole.h5");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const Json j = json_of(whole);
+  // SIGTERM after a delay (shorter each try, until it lands inside the fit,
+  // after the problem is read): exit 143 and the state in the file; then
+  // --resume.
+  const fs::path yaml = costate::test::petab_problem_yaml(costate::test::petab_dir() / kFujita);
+  const auto interrupt = [&](const std::string& file) {
+    for (double delay : {1.5, 1.0, 0.7, 0.4}) {
+      fs::remove(work_dir() / file);
+      {
+        std::ofstream script(work_dir() / "interrupt.sh");
+        script << "'" << COSTATE_EXE << "' calibrate '" << yaml.string() << "' " << flags << " -o " << file
+               << " > /dev/null 2> interrupt.err &\npid=$!\nsleep " << delay << "\nkill -TERM $pid\nwait $pid\necho $?\n";
+      }
+      const auto r = costate::test::run_command(work_dir(), "/bin/sh", "interrupt.sh");
+      if (r.out.find("143") != std::string::npos && fs::exists(work_dir() / file)) return true;
+    }
+    return false;
+  };
+  if (!interrupt("part.h5")) GTEST_SKIP() << "no SIGTERM landed inside the fit (a very fast or very slow machine)";
+  const auto resumed = calibrate(flags + " --resume part.h5");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const Json k = json_of(resumed);
+  EXPECT_EQ(k["llh"], j["llh"]);
+  EXPECT_EQ(k["parameters"], j["parameters"]);
+  EXPECT_EQ(k["simulations"], j["simulations"]);
+  EXPECT_EQ(k["epochs"], j["epochs"]);
+  // Another learning rate is another fit: refused, naming both settings.
+  ASSERT_TRUE(interrupt("part2.h5"));
+  const auto other = calibrate("--optimizer adam --epochs 6 --batch 1 --learning-rate 0.02 "
+                               "--validation-split 0.2 --json -q --resume part2.h5");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find("settings differ"), std::string::npos) << other.err;
+}
+
+TEST(PetabStochasticCli, RefusesBadFlagsByName) {
+  COSTATE_REQUIRE_PETAB(kFujita);
+  const auto refused = [](const std::string& flags, const std::string& words) {
+    const auto r = calibrate(flags);
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
+  };
+  refused("--epochs 3", "add --optimizer adamw, adam or sgd");
+  refused("--finish 5", "add --optimizer adamw, adam or sgd");
+  refused("--optimizer adam --finish -2", "--finish -2: expected ≥ 0 iterations");
+  refused("--optimizer adagrad", "valid methods: adamw, adam, sgd");
+  refused("--optimizer adamw --batch 7", "batch = 7 is larger than the training set (6 conditions)");
+  refused("--optimizer adamw --learning-rate 0", "--learning-rate 0: expected a finite value > 0");
+  refused("--optimizer adamw --validation-split 1", "--validation-split 1: expected a fraction in [0, 1)");
+  refused("--optimizer adamw --validation-split 0.99", "leaves none for training");
+  refused("--optimizer sgd --starts 4", "--starts and --sampling are for TAO's multistart");
+}
+
+}  // namespace
