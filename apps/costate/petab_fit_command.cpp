@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/petab/stochastic.hpp"
@@ -84,6 +85,9 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   const bool to_json = out.size() > 5 && out.ends_with(".json");
   if (!out.empty() && !to_json && !out.ends_with(".h5"))
     throw Error(path + ": -o " + out + ": expected an output file ending in .h5 or .json");
+  // The output is checked before any work (never the problem file, a
+  // directory or a special file).
+  if (!out.empty() && env.is_root()) io::check_output_path(out, {path});
   const petab::Problem problem = petab::read(path);
   // --resume: the interrupted fit's state, checked against this problem and
   // these settings.
@@ -170,10 +174,14 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   j["epochs"] = epochs;
   j["seconds"] = r.wall_seconds;
   if (to_json) {
-    std::ofstream file(out);
-    if (!(file << j.dump(1) << "\n")) throw Error(out + ": cannot write the JSON output");
+    io::write_output_file(out, [&](const std::string& temporary) {
+      std::ofstream file(temporary);
+      file << j.dump(1) << "\n";
+      file.close();
+      if (!file) throw Error(out + ": cannot write the JSON output");
+    }, {path});
   } else if (!out.empty()) {
-    petab::write_stochastic_hdf5(out, fit, options);
+    petab::write_stochastic_hdf5(out, fit, options, path);
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;

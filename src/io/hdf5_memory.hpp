@@ -3,7 +3,7 @@
 // touches the disk, so a full disk or a file-size limit is an errno costate
 // reports (and HDF5 is left with no half-flushed file to trip over when the
 // library shuts down at exit — the crash a disk-full write used to end in).
-// Private to src/io (hdf5_writer.cpp, resume.cpp).
+// Private to the library (src/io's writers, src/petab/stochastic.cpp).
 
 #include <hdf5.h>
 

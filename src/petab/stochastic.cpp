@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/io/output_file.hpp"
 #include "hdf5.hpp"
+#include "io/hdf5_memory.hpp"
 
 namespace costate::petab {
 
@@ -142,12 +144,14 @@ std::string read_text(hid_t object, const char* name, const std::string& path) {
 
 }  // namespace
 
-void write_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
-                                 const optimize::StochasticOptions& options,
-                                 const optimize::StochasticState& st) {
+namespace {
+
+void write_state(const std::string& path, const std::string& problem_file,
+                 const optimize::StochasticOptions& options, const optimize::StochasticState& st) {
   using detail::H5, detail::write_doubles, detail::write_text;
-  H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  H5 file(io::detail::create_in_memory(path), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
+  {
   H5 group(H5Gcreate2(file.id, "stochastic_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   COSTATE_CHECK(group.id >= 0, path << ": cannot create group /stochastic_state");
   const std::string g = "/stochastic_state";
@@ -179,7 +183,20 @@ void write_stochastic_state_hdf5(const std::string& path, const std::string& pro
              static_cast<std::uint64_t>(st.epoch_rescues), static_cast<std::uint64_t>(st.epochs_since_best),
              static_cast<std::uint64_t>(st.simulations), static_cast<std::uint64_t>(st.rescues)},
             path);
+  }
+  io::detail::save_image(file.id, path);
 }
+
+}  // namespace
+
+void write_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
+                                 const optimize::StochasticOptions& options,
+                                 const optimize::StochasticState& st) {
+  io::write_output_file(path, [&](const std::string& temporary) {
+    write_state(temporary, problem_file, options, st);
+  }, {problem_file});
+}
+
 
 optimize::StochasticState read_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
                                                      const optimize::StochasticOptions& options) {
@@ -238,12 +255,12 @@ optimize::StochasticState read_stochastic_state_hdf5(const std::string& path, co
   return st;
 }
 
-void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
-                           const optimize::StochasticOptions& options) {
+namespace {
+
+void write_result(hid_t file_id, const std::string& path, const StochasticFit& fit,
+                  const optimize::StochasticOptions& options) {
   using detail::H5, detail::write_doubles, detail::write_ids, detail::write_text;
-  H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
-  H5 group(H5Gcreate2(file.id, "stochastic", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  H5 group(H5Gcreate2(file_id, "stochastic", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   COSTATE_CHECK(group.id >= 0, path << ": cannot create group /stochastic");
   const std::string g = "/stochastic";
   const optimize::StochasticResult& r = fit.result;
@@ -279,6 +296,19 @@ void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
   write_doubles(group.id, g, "epoch_steps", st, ne, 0, path);
   write_doubles(group.id, g, "epoch_simulations", sim, ne, 0, path);
   write_doubles(group.id, g, "epoch_rescues", res, ne, 0, path);
+}
+
+}  // namespace
+
+void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
+                           const optimize::StochasticOptions& options, const std::string& problem_file) {
+  io::write_output_file(path, [&](const std::string& temporary) {
+    using detail::H5;
+    H5 file(io::detail::create_in_memory(temporary), H5Fclose);
+    COSTATE_CHECK(file.id >= 0, temporary << ": cannot create the HDF5 file");
+    write_result(file.id, temporary, fit, options);
+    io::detail::save_image(file.id, temporary);
+  }, {problem_file});
 }
 
 }  // namespace costate::petab

@@ -53,10 +53,12 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
 /// termination (attributes), x, initial, objective, llh, steps,
 /// simulations, rescues, training, validation (condition indices), and per
 /// epoch: train_loss, train_loss_stderr, validation_loss, learning_rate,
-/// epoch_steps, epoch_simulations, epoch_rescues}. Throws costate::Error
-/// naming the file when it cannot be written.
+/// epoch_steps, epoch_simulations, epoch_rescues}, through
+/// io::write_output_file (never over `problem_file` or a special file; a
+/// failed write leaves a previous file intact). Throws costate::Error naming
+/// the file when it cannot be written.
 void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
-                           const optimize::StochasticOptions& options);
+                           const optimize::StochasticOptions& options, const std::string& problem_file);
 
 /// The settings of a stochastic fit as one line of key=value pairs (the
 /// `settings` attribute of the files above and below).
@@ -69,7 +71,8 @@ std::string stochastic_settings(const optimize::StochasticOptions& options);
 /// learning_rate, steps, simulations, rescues), counters (step, epoch,
 /// position, rng, epoch_rescues, epochs_since_best, simulations, rescues;
 /// uint64), best_validation} with attributes `problem` (the problem file),
-/// `settings` (stochastic_settings) and `status` = "partial".
+/// `settings` (stochastic_settings) and `status` = "partial"; written as
+/// write_stochastic_hdf5 is.
 void write_stochastic_state_hdf5(const std::string& path, const std::string& problem_file,
                                  const optimize::StochasticOptions& options,
                                  const optimize::StochasticState& state);
