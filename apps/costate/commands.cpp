@@ -36,9 +36,12 @@ const std::vector<Command>& commands() {
                           "also the Hessian of the objective w.r.t. the parameters (forward over "
                           "the discrete adjoint; euler, rk4, dopri5, backward_euler, "
                           "crank_nicolson)");
+             cmd.add_flag("--fim", a.fim,
+                          "PEtab problems: also the Fisher information (forward "
+                          "sensitivities; after the gradient)");
              cmd.add_flag("--no-fim", a.no_fim,
-                          "PEtab problems: skip the Fisher information (its forward "
-                          "sensitivities)");
+                          "PEtab problems: no Fisher information (the default; kept for "
+                          "scripts)");
              cmd.add_option("--resume", a.resume,
                             "continue the interrupted discrete adjoint in this partial HDF5 "
                             "output (same input and --set options): the same bits as an "

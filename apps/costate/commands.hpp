@@ -35,7 +35,8 @@ struct CommandArgs {
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)
-  bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems)
+  bool fim = false;      ///< sensitivity --fim (PEtab problems)
+  bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems; the default, kept for scripts)
 };
 
 /// One subcommand: its name and help, which of the shared options it takes,
