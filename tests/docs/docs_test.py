@@ -20,6 +20,7 @@ An HTML comment right above a block's fence steers it:
   <!-- docs: replace A => B -->  run with the text A replaced by B (placeholders)
   <!-- docs: expect TEXT -->     the block prints TEXT (numbers to the digits shown)
   <!-- docs: check CODE -->      python run after the block, in its namespace
+  <!-- docs: excerpt-of FILE -->  (yaml) every key and value of the block is FILE's
 Any other C++ or python block without a main() or a marker fails: a block
 is run or says why it is not.
 
@@ -155,6 +156,21 @@ def compare(expected_lines, output):
     return None
 
 
+def subset(part, whole, where=""):
+    """The first place where YAML `part` is not in `whole` (None: it is)."""
+    if isinstance(part, dict):
+        if not isinstance(whole, dict):
+            return where or "(top)"
+        for k, v in part.items():
+            if k not in whole:
+                return "%s%s (missing)" % (where + "." if where else "", k)
+            bad = subset(v, whole[k], "%s%s" % (where + "." if where else "", k))
+            if bad:
+                return bad
+        return None
+    return None if part == whole else "%s: %r in the page, %r in the file" % (where, part, whole)
+
+
 def shell_commands(block):
     """[(command, expected output lines)] of a command block."""
     lines = block.text.splitlines()
@@ -206,6 +222,8 @@ class Runner:
         for entry in os.listdir(args.root):  # the checkout, read-only by links
             if entry not in (".git", "build") and not entry.startswith("build"):
                 os.symlink(os.path.join(args.root, entry), os.path.join(self.work, entry))
+        # `build/...` in a page: the build tree this test runs from.
+        os.symlink(os.path.dirname(args.bin), os.path.join(self.work, "build"))
         bindir = os.path.join(self.work, ".bin")
         os.mkdir(bindir)
         os.symlink(args.python, os.path.join(bindir, "python3"))
@@ -286,7 +304,12 @@ class Runner:
                     self.run_cpp(b)
                 elif kind == "yaml":
                     import yaml
-                    yaml.safe_load(b.text)
+                    shown = yaml.safe_load(b.text)
+                    if "excerpt-of" in b.marks:
+                        with open(os.path.join(self.args.root, b.marks["excerpt-of"]), encoding="utf-8") as f:
+                            bad = subset(shown, yaml.safe_load(f))
+                        if bad:
+                            self.fail(b, "not an excerpt of %s: %s" % (b.marks["excerpt-of"], bad))
             except Exception as e:  # a timeout, a YAML error
                 self.fail(b, "%s: %s" % (type(e).__name__, e))
         if python:
