@@ -344,6 +344,73 @@ def _petab_panels(f):
     return [_Panel("waterfall", waterfall)]
 
 
+# ---- PEtab run and sensitivity files (/simulation, /gradient, /fim) ------------
+
+SHOWN_OBSERVABLES = 6  # panels of observables drawn (the rest are in the file)
+
+
+def _petab_simulation_panels(f):
+    """`costate run problem.yaml` (and `sensitivity -o`): per observable, the
+    measurements (σ as error bars) and the simulation against time, one
+    colour per condition; then the gradient and the Fisher information when
+    the file has them."""
+    import numpy as np
+    panels = []
+    if "simulation" in f:
+        g = f["simulation"]
+        obs_ids = [s for s in str(_attr(g, "observable_ids", "")).split("\n") if s]
+        cond_ids = [s for s in str(_attr(g, "condition_ids", "")).split("\n") if s]
+        t = g["time"][()]
+        m = g["measurement"][()]
+        h = g["simulation"][()]
+        sigma = g["sigma"][()]
+        obs = g["observable"][()].astype(int)
+        cond = g["condition"][()].astype(int)
+
+        def observable_panel(k):
+            def draw(ax):
+                colours = matplotlib_colours()
+                for c in sorted(set(cond[obs == k].tolist())):
+                    rows = np.flatnonzero((obs == k) & (cond == c))
+                    rows = rows[np.argsort(t[rows], kind="stable")]
+                    name = cond_ids[c] if 0 <= c < len(cond_ids) else "condition %d" % c
+                    colour = colours[c % len(colours)]
+                    ax.errorbar(t[rows], m[rows], yerr=sigma[rows], fmt="o", ms=4, color=colour,
+                                label="%s measured (±σ)" % name)
+                    ax.plot(t[rows], h[rows], "-", color=colour, label="%s simulated (at the measured times)" % name)
+                ax.set_xlabel("time")
+                ax.set_ylabel(obs_ids[k] if 0 <= k < len(obs_ids) else "observable %d" % k)
+                ax.set_title("observable %s" % (obs_ids[k] if 0 <= k < len(obs_ids) else k))
+                ax.legend(fontsize="small")
+            return draw
+
+        for k in sorted(set(obs.tolist()))[:SHOWN_OBSERVABLES]:
+            name = obs_ids[k] if 0 <= k < len(obs_ids) else str(k)
+            panels.append(_Panel("observable " + name, observable_panel(k)))
+    if "gradient" in f:
+        ids = [s for s in str(_attr(f["gradient"], "ids", "")).split("\n") if s]
+
+        def gradient(ax):
+            v = f["gradient"][()]
+            ax.bar(range(len(v)), v)
+            ax.set_xticks(range(len(v)))
+            ax.set_xticklabels(ids, rotation=45 if len(ids) > 4 else 0, ha="right" if len(ids) > 4 else "center")
+            ax.set_ylabel("d llh / d θ (on its scale)")
+            ax.set_title("gradient of llh")
+            ax.axhline(0.0, color="black", lw=0.6)
+        panels.append(_Panel("gradient", gradient))
+    if "fim" in f:
+        ids = [s for s in str(_attr(f["fim"], "ids", "")).split("\n") if s]
+        panels.append(_Panel("fisher information", lambda ax: _matrix(
+            ax, f["fim"][()], ids, "Fisher information", symmetric=True)))
+    return panels
+
+
+def matplotlib_colours():
+    import matplotlib.pyplot as plt
+    return plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
 # ---- the figure ----------------------------------------------------------------
 
 def figure(path, dpi=100):
@@ -359,9 +426,11 @@ def figure(path, dpi=100):
             panels = _ode_panels(f)
         elif "calibration" in f and "waterfall" in f["calibration"]:
             panels = _petab_panels(f)
+        elif "simulation" in f or ("llh" in f and "gradient" in f):
+            panels = _petab_simulation_panels(f)
         else:
             raise ValueError("%s: not a costate output file (neither /time, /state, "
-                             "/state_names, /calibration/waterfall nor format = "
+                             "/state_names, /calibration/waterfall, /simulation nor format = "
                              "costate-fields-1)" % path)
         if not panels:
             raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
@@ -379,7 +448,8 @@ def figure(path, dpi=100):
         status = _attr(f, "status", "")
         fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
                                      _attr(f, "command", "fields" if "format" in f.attrs
-                                           else "PEtab calibration"),
+                                           else "PEtab calibration" if "calibration" in f
+                                           else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
                                      "" if status in ("complete", "") else ", status " + str(status)))
         fig.tight_layout()
     return fig, out

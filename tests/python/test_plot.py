@@ -169,6 +169,54 @@ def test_petab_waterfall(petab_file):
 
 
 @pytest.fixture(scope="module")
+def petab_run_files(tmp_path_factory):
+    """`costate run` (the simulation table's HDF5) and `costate sensitivity
+    --fim -o` of case 0002 (two conditions, one observable)."""
+    if not os.path.isfile(PETAB_CASE):
+        pytest.skip("PEtab test suite not found at %s (configure with -DCOSTATE_PETAB_DIR)"
+                    % PETAB_CASE)
+    d = tmp_path_factory.mktemp("petab_run")
+    run, sens = str(d / "sims.h5"), str(d / "sens.h5")
+    costate("run", PETAB_CASE, "-o", run)
+    costate("sensitivity", PETAB_CASE, "--fim", "-o", sens)
+    return run, sens
+
+
+def test_petab_run_file_draws_measurements_and_simulations(petab_run_files):
+    run, _ = petab_run_files
+    fig, panels = plot.figure(run)
+    assert list(panels) == ["observable obs_a"]
+    ax = panels["observable obs_a"]
+    with h5py.File(run) as f:
+        g = f["simulation"]
+        t, m, h, cond = g["time"][()], g["measurement"][()], g["simulation"][()], g["condition"][()]
+    lines = [ln for ln in ax.get_lines() if ln.get_label().endswith("(at the measured times)")]
+    assert [ln.get_label().split()[0] for ln in lines] == ["c0", "c1"]
+    for c, ln in enumerate(lines):
+        rows = np.flatnonzero(cond == c)
+        rows = rows[np.argsort(t[rows], kind="stable")]
+        np.testing.assert_array_equal(ln.get_xdata(), t[rows])
+        np.testing.assert_array_equal(ln.get_ydata(), h[rows])
+    # The measurements are the error-bar markers.
+    measured = sorted(float(y) for c in ax.containers for y in c.lines[0].get_ydata())
+    assert measured == sorted(m.tolist())
+    plt.close(fig)
+
+
+def test_petab_sensitivity_file_draws_gradient_and_fim(petab_run_files):
+    _, sens = petab_run_files
+    fig, panels = plot.figure(sens)
+    assert list(panels) == ["observable obs_a", "gradient", "fisher information"]
+    with h5py.File(sens) as f:
+        g, fim = f["gradient"][()], f["fim"][()]
+    bars = [p.get_height() for p in panels["gradient"].patches]
+    np.testing.assert_array_equal(bars, g)
+    assert [t.get_text() for t in panels["gradient"].get_xticklabels()] == ["k1", "k2"]
+    np.testing.assert_array_equal(panels["fisher information"].get_images()[0].get_array(), fim)
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
 def inversion(tmp_path_factory):
     """`costate calibrate heat2d_inversion.yaml` (a PDE inversion with its
     Laplace posterior, ~10 s): MAP only (`calibration.posterior=null`), with
