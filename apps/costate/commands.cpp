@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "costate/core/error.hpp"
+#include "costate/io/input.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/options.hpp"
 #include "pde_commands.hpp"
@@ -78,6 +79,14 @@ const std::vector<Command>& commands() {
        .kokkos = false},
   };
   return table;
+}
+
+std::string unknown_command(const std::string& word, const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+  std::string msg = "unknown command '" + word + "'";
+  const std::string near = io::nearest(word, names);
+  if (!near.empty()) msg += "; did you mean '" + near + "'?";
+  return msg + " Commands: " + join(names);
 }
 
 std::string join(const std::vector<std::string>& v) {

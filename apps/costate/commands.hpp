@@ -69,6 +69,10 @@ int info_command(const Environment& env, const CommandArgs& args);
 /// "a, b, c".
 std::string join(const std::vector<std::string>& v);
 
+/// "unknown command 'runn'; did you mean 'run'? Commands: …" when `word`
+/// (where a command goes) is none of `names`; "" when it is one.
+std::string unknown_command(const std::string& word, const std::vector<std::string>& names);
+
 /// A PDE input (a `pde:` section) runs through pde_commands.cpp.
 int pde(const Environment& env, const CommandArgs& args, const char* command);
 

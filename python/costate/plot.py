@@ -42,6 +42,7 @@ message naming the missing package otherwise.
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -455,6 +456,29 @@ def figure(path, dpi=100):
     return fig, out
 
 
+def describe(fig, panels):
+    """What a figure drew, as plain data (`costate plot --json`): per panel
+    its title, axis labels and scales, the lines (label, points), images
+    (shape, colour limits) and bars, in the order drawn."""
+    out = []
+    for name, ax in panels.items():
+        lines = [{"label": ln.get_label(), "points": len(ln.get_xdata())}
+                 for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        images = [{"shape": list(im.get_array().shape), "limits": [float(v) for v in im.get_clim()]}
+                  for im in ax.get_images()]
+        legend = ax.get_legend()
+        out.append({"name": name, "title": ax.get_title(), "xlabel": ax.get_xlabel(),
+                    "ylabel": ax.get_ylabel(), "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+                    "lines": lines, "images": images, "bars": len(ax.patches),
+                    "error_bars": len(ax.containers) - sum(1 for c in ax.containers
+                                                           if type(c).__name__ == "BarContainer"),
+                    "legend": [t.get_text() for t in legend.get_texts()] if legend else []})
+    w, h = fig.get_size_inches()
+    sup = getattr(fig, "_suptitle", None)  # Figure.get_suptitle() is matplotlib ≥ 3.8
+    title = sup.get_text() if sup is not None else ""
+    return {"title": title, "size_inches": [float(w), float(h)], "dpi": float(fig.dpi), "panels": out}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="costate plot", description="draw what a costate HDF5 output file holds")
@@ -462,18 +486,31 @@ def main(argv=None):
                         "multistart, PDE inversion) or a PDE run")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    parser.add_argument("--json", action="store_true",
+                        help="print what was drawn (panels, titles, axes, lines, images) as one "
+                             "JSON object on stdout")
     args = parser.parse_args(argv)
-    if not os.path.isfile(args.file):
-        sys.stderr.write("costate plot: %s: no such file\n" % args.file)
+
+    def fail(message):
+        sys.stderr.write("costate plot: %s\n" % message)
+        if args.json:
+            print(json.dumps({"status": "error", "message": message}))
         return 1
+
+    if not os.path.isfile(args.file):
+        return fail("%s: no such file" % args.file)
     out = args.output or os.path.splitext(args.file)[0] + ".png"
     try:
         fig, panels = figure(args.file, dpi=args.dpi)
     except (ValueError, OSError, KeyError) as e:
-        sys.stderr.write("costate plot: %s\n" % e)
-        return 1
+        # h5py's "Unable to open file (file signature not found)" names no file.
+        return fail(str(e) if args.file in str(e) else "%s: %s" % (args.file, e))
     fig.savefig(out)
-    print("wrote %s (%s)" % (out, ", ".join(panels)))
+    if args.json:
+        print(json.dumps(dict({"status": "ok", "file": args.file, "output": out},
+                              **describe(fig, panels))))
+    else:
+        print("wrote %s (%s)" % (out, ", ".join(panels)))
     return 0
 
 

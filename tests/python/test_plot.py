@@ -331,3 +331,37 @@ def test_errors_are_one_line_and_nonzero(tmp_path):
     r = subprocess.run([CLI, "plot", str(tmp_path / "missing.h5")], env=cli_env(),
                        capture_output=True, text=True)
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_cli_json_says_what_was_drawn(files, tmp_path):
+    """`costate plot --json`: one JSON object on stdout naming every panel as
+    costate.plot.figure draws it, with its title, axes and artists."""
+    import json
+    png = str(tmp_path / "sens.png")
+    r = subprocess.run([CLI, "plot", files["sens"], "-o", png, "--json"], env=cli_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["status"] == "ok" and j["output"] == png and os.path.isfile(png)
+    fig, panels = plot.figure(files["sens"])
+    assert [p["name"] for p in j["panels"]] == list(panels)
+    for p in j["panels"]:
+        ax = panels[p["name"]]
+        assert p["title"] == ax.get_title() and p["xlabel"] == ax.get_xlabel()
+        assert p["yscale"] == ax.get_yscale()
+        assert [ln["label"] for ln in p["lines"]] == [
+            ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert p["bars"] == len(ax.patches)
+        assert [im["shape"] for im in p["images"]] == [list(im.get_array().shape) for im in ax.get_images()]
+    with h5py.File(files["sens"]) as f:
+        n = len(f["sensitivity/hessian"][()])
+    hessian = next(p for p in j["panels"] if p["name"] == "hessian")
+    assert hessian["images"][0]["shape"] == [n, n]
+    assert j["title"].startswith("sens.h5")
+    plt.close(fig)
+    bad = tmp_path / "not.h5"
+    bad.write_text("not HDF5")
+    r = subprocess.run([CLI, "plot", str(bad), "--json"], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1
+    e = json.loads(r.stdout)
+    assert e["status"] == "error" and "not.h5" in e["message"]
