@@ -68,6 +68,9 @@ petab::Options options_of(const CommandArgs& args) {
        << ", rtol: " << defaults.integrator.rtol << ", atol: " << defaults.integrator.atol << "}\n"
        << "sensitivity: {method: cvodes_adjoint}\n";
   const io::RunConfig cfg = io::load_run_config_text(base.str(), "the PEtab defaults", args.sets);
+  if (!cfg.integrator.atol_per_state.empty())
+    throw Error(args.input + ": --set integrator.atol: a number for a PEtab problem (one absolute "
+                             "tolerance for every state; per-state values are for input files)");
   options.integrator = cfg.integrator;
   if (sensitivity) {
     options.method = io::sensitivity_method_of(cfg.sensitivity);

@@ -362,6 +362,7 @@ TEST(PetabCli, SetChangesTheIntegratorAndTheMethod) {
       {"sensitivity _0002.yaml --set sensitivity.method=adjoint", "unknown method 'adjoint'"},
       {"sensitivity _0002.yaml --set sensitivity.wrt=[a]", "not for a PEtab problem"},
       {"sensitivity _0002.yaml --fim --no-fim", "--fim and --no-fim"},
+      {"sensitivity _0002.yaml --set integrator.atol=[1e-8]", "integrator.atol: a number for a PEtab problem"},
       {"gradcheck _0002.yaml --set integrator.rtl=1e-6", "did you mean 'rtol'?"},
   };
   for (const auto& c : cases) {
@@ -407,3 +408,24 @@ TEST(PetabCli, BadProblemNamesFileAndLine) {
 }
 
 }  // namespace
+
+// A time switch that moves with an estimated parameter (Beer_MolBioSystems2014:
+// lag = piecewise(0, t − tau < 0, 1), tau estimated per experiment) would need
+// the jump term λᵀ(f⁻ − f⁺) dt_s/dθ in the gradient and the forward
+// sensitivities, which neither carries: the gradient and the FIM are refused
+// by name (central differences give dllh/dtau up to 1e3 where the segmented
+// adjoint gave 0), while a simulation alone runs.
+TEST(PetabCli, DerivativesThroughAMovingSwitchTimeAreRefusedByName) {
+  const fs::path yaml = petab_dir() / "benchmark" / "Beer_MolBioSystems2014" / "Beer_MolBioSystems2014.yaml";
+  if (!fs::exists(yaml)) GTEST_SKIP() << "PEtab benchmark Beer_MolBioSystems2014 not found at " << yaml;
+  const fs::path dir = fs::temp_directory_path();
+  for (const char* command : {"sensitivity", "gradcheck"}) {
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, std::string(command) + " " + yaml.string() + " -q");
+    EXPECT_EQ(r.code, 1) << command;
+    EXPECT_NE(r.err.find("moves with the estimated parameter tau_"), std::string::npos) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("(model parameter tau)"), std::string::npos) << r.err;
+  }
+  const auto run = costate::test::run_command(dir, COSTATE_EXE, "run " + yaml.string() + " -q --json -o " +
+                                                                    (dir / "costate_beer_sims.tsv").string());
+  EXPECT_EQ(run.code, 0) << run.err;
+}
