@@ -1,7 +1,8 @@
 // What a user reaches from <costate/costate.hpp> alone, as the README's C++
 // example includes it: ode::hessian (full Hessians, not only H·v), the
-// support table, and the integral-cost objective docs/cli.md documents —
-// checked against closed forms.
+// support table and the integral-cost objective (docs/ode_system.md),
+// checked against closed forms; and the other modules' entry points
+// (PEtab, SBML, PDE inversion, TAO), declared.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,6 +58,21 @@ TEST(Umbrella, IntegralCostMatchesItsClosedForm) {
 TEST(Umbrella, TheSupportTableIsReachable) {
   EXPECT_FALSE(ode::supports(ode::SensitivityKind::Forward, {.method = ode::Method::RK4}, 2));
   EXPECT_TRUE(ode::supports(ode::SensitivityKind::DiscreteAdjoint, {.method = ode::Method::RK4}, 2));
+}
+
+}  // namespace
+
+namespace {
+
+// The entry points of the other modules, reached through the umbrella alone
+// (a declaration missing from it fails to compile here).
+TEST(Umbrella, EveryModulesEntryPointIsDeclared) {
+  EXPECT_NE(&costate::petab::read, nullptr);
+  EXPECT_NE(&costate::petab::evaluate, nullptr);
+  EXPECT_NE(&costate::sbml::read_file, nullptr);
+  EXPECT_NE(&costate::pde::find_map, nullptr);
+  EXPECT_EQ(costate::pde::inversion_method_from_string("lbfgs"), costate::pde::InversionMethod::Lbfgs);
+  EXPECT_EQ(costate::optimize::to_string(costate::optimize::TaoOptions{}.method).empty(), false);
 }
 
 }  // namespace
