@@ -12,11 +12,16 @@
 //     out by hand from the imported model, one line per reaction):
 //     dt = 1e-3 on [0, 100] minutes (10⁵ steps; GFP mRNA decays at
 //     ln 2 / tau_mRNA_GFP ≈ 1700 per minute, so rk4 needs dt < 1.6e-3).
-// The ratio equations / C++ is the figure of merit (target ≤ 1.5); the two
+// The ratio equations / C++ is the figure of merit (target ≤ 1.5). The two
+// forms run alternately (equations, C++, equations, C++, …) and each run is
+// timed in process CPU seconds, so a change of the machine's load between
+// them moves both; the table gives the medians of each form and the median
+// of the ratios pair by pair (a pair ran back to back). The two
 // models' right-hand sides, trajectories and gradients are checked against
 // each other and the run fails if they disagree.
 //
-// Sample run:  build/bench/bench_equation_model [repeats] [petab dir]
+// Sample run:  build/bench/bench_equation_model [repeats (5)] [petab dir]
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +41,30 @@
 namespace {
 
 using namespace costate::ode;
-using costate::bench::median_seconds;
+
+/// Medians of `repeats` alternating runs of a and b (a, b, a, b, …) in CPU
+/// seconds, and the median of the pairs' ratios a/b.
+struct Alternated {
+  double a = 0.0, b = 0.0, ratio = 0.0;
+};
+template <class A, class B>
+Alternated alternate(A&& a, B&& b, int repeats) {
+  std::vector<double> ta, tb, r;
+  for (int k = 0; k < repeats; ++k) {
+    double c0 = costate::bench::cpu_seconds();
+    a();
+    ta.push_back(costate::bench::cpu_seconds() - c0);
+    c0 = costate::bench::cpu_seconds();
+    b();
+    tb.push_back(costate::bench::cpu_seconds() - c0);
+    r.push_back(ta.back() / tb.back());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(ta), median(tb), median(r)};
+}
 
 struct HalfNorm {
   template <class T>
@@ -126,8 +154,7 @@ bool compare(const char* name, const Problem<E>& eq, const Problem<C>& cxx,
     }
   }
   Solution se, sc;
-  const double t_ie = median_seconds([&] { se = integrate(eq, opt); }, repeats);
-  const double t_ic = median_seconds([&] { sc = integrate(cxx, opt); }, repeats);
+  const Alternated ti = alternate([&] { se = integrate(eq, opt); }, [&] { sc = integrate(cxx, opt); }, repeats);
   const double dy = max_rel_diff(sc.y, se.y);
   if (!se.summary.success() || !sc.summary.success()) {
     std::fprintf(stderr, "FAILED %s: %s / %s\n", name, se.summary.brief_report().c_str(),
@@ -139,10 +166,8 @@ bool compare(const char* name, const Problem<E>& eq, const Problem<C>& cxx,
     ok = false;
   }
   GradientResult ge, gc;
-  const double t_ge = median_seconds([&] { ge = gradient(eq, HalfNorm{}, DiscreteAdjoint{}, opt); },
-                                     repeats);
-  const double t_gc = median_seconds([&] { gc = gradient(cxx, HalfNorm{}, DiscreteAdjoint{}, opt); },
-                                     repeats);
+  const Alternated tg = alternate([&] { ge = gradient(eq, HalfNorm{}, DiscreteAdjoint{}, opt); },
+                                   [&] { gc = gradient(cxx, HalfNorm{}, DiscreteAdjoint{}, opt); }, repeats);
   const double dg = std::max(max_rel_diff(gc.wrt_parameters, ge.wrt_parameters),
                              max_rel_diff(gc.wrt_initial_state, ge.wrt_initial_state));
   if (!(dg <= kAgreement)) {
@@ -150,10 +175,10 @@ bool compare(const char* name, const Problem<E>& eq, const Problem<C>& cxx,
     ok = false;
   }
   const auto steps = static_cast<long>(std::llround((eq.t1() - eq.t0()) / opt.dt));
-  std::printf("| %s, rk4 %ld steps, integrate | %.4f | %.4f | **%.2f** |\n", name, steps, t_ie,
-              t_ic, t_ie / t_ic);
-  std::printf("| %s, discrete adjoint gradient | %.4f | %.4f | **%.2f** |\n", name, t_ge, t_gc,
-              t_ge / t_gc);
+  std::printf("| %s, rk4 %ld steps, integrate | %.4f | %.4f | **%.2f** |\n", name, steps, ti.a,
+              ti.b, ti.ratio);
+  std::printf("| %s, discrete adjoint gradient | %.4f | %.4f | **%.2f** |\n", name, tg.a, tg.b,
+              tg.ratio);
   return ok;
 }
 
@@ -161,10 +186,10 @@ bool compare(const char* name, const Problem<E>& eq, const Problem<C>& cxx,
 
 int main(int argc, char** argv) {
   costate::Environment env(argc, argv);
-  const int repeats = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
   const std::filesystem::path petab = argc > 2 ? argv[2] : COSTATE_BENCH_PETAB_DIR;
   std::printf("load average before: %s\n", load_average().c_str());
-  std::printf("| model, workload | equations (s) | C++ (s) | equations / C++ |\n");
+  std::printf("| model, workload | equations (CPU s) | C++ (CPU s) | equations / C++ (median of pairs) |\n");
   std::printf("|---|---:|---:|---:|\n");
   bool ok = true;
   {

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "costate/core/error.hpp"
+#include "costate/io/input.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/options.hpp"
 #include "pde_commands.hpp"
@@ -36,9 +37,12 @@ const std::vector<Command>& commands() {
                           "also the Hessian of the objective w.r.t. the parameters (forward over "
                           "the discrete adjoint; euler, rk4, dopri5, backward_euler, "
                           "crank_nicolson)");
+             cmd.add_flag("--fim", a.fim,
+                          "PEtab problems: also the Fisher information (forward "
+                          "sensitivities; after the gradient)");
              cmd.add_flag("--no-fim", a.no_fim,
-                          "PEtab problems: skip the Fisher information (its forward "
-                          "sensitivities)");
+                          "PEtab problems: no Fisher information (the default; kept for "
+                          "scripts)");
              cmd.add_option("--resume", a.resume,
                             "continue the interrupted discrete adjoint in this partial HDF5 "
                             "output (same input and --set options): the same bits as an "
@@ -91,6 +95,14 @@ const std::vector<Command>& commands() {
        .kokkos = false},
   };
   return table;
+}
+
+std::string unknown_command(const std::string& word, const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+  std::string msg = "unknown command '" + word + "'";
+  const std::string near = io::nearest(word, names);
+  if (!near.empty()) msg += "; did you mean '" + near + "'?";
+  return msg + " Commands: " + join(names);
 }
 
 std::string join(const std::vector<std::string>& v) {

@@ -36,7 +36,8 @@ struct CommandArgs {
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)
-  bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems)
+  bool fim = false;      ///< sensitivity --fim (PEtab problems)
+  bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems; the default, kept for scripts)
   /// calibrate --optimizer adamw|adam|sgd (a mini-batch stochastic fit,
   /// PEtab problems; empty: TAO) and its settings (−1 / NaN: not given).
   std::string optimizer;
@@ -80,6 +81,9 @@ std::string join(const std::vector<std::string>& v);
 /// The input's warnings (io::RunConfig::warnings) as text lines for a
 /// command's text output ("" when none); its JSON lists them as `warnings`.
 std::string warnings_text(const std::vector<std::string>& warnings);
+/// "unknown command 'runn'; did you mean 'run'? Commands: …" when `word`
+/// (where a command goes) is none of `names`; "" when it is one.
+std::string unknown_command(const std::string& word, const std::vector<std::string>& names);
 
 /// A PDE input (a `pde:` section) runs through pde_commands.cpp.
 int pde(const Environment& env, const CommandArgs& args, const char* command);

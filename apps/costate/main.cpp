@@ -141,7 +141,17 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("file", plot_args.input, "HDF5 output of costate")->required();
   plot_cmd->add_option("-o,--output", plot_args.output, "image file (default: FILE.png)");
   plot_cmd->add_option("--dpi", plot_args.dpi, "resolution (default 100)");
+  plot_cmd->add_flag("--json", plot_args.json, "print what was drawn as one JSON object on stdout");
 
+  // `costate runn`: CLI11 would say only that a command is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names{"plot"};
+    for (const cli::Command& c : commands) names.insert(names.end() - 1, c.name);
+    if (const std::string m = cli::unknown_command(argv[1], names); !m.empty()) {
+      report_error(nullptr, m, false);
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -151,7 +161,7 @@ int main(int argc, char** argv) {
     try {
       return cli::plot_command(plot_args);
     } catch (const costate::Error& e) {
-      report_error(nullptr, e.what(), false);
+      report_error(nullptr, e.what(), plot_args.json);
       return 1;
     }
   }

@@ -3,6 +3,7 @@
 
 #include <Eigen/Dense>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,9 +11,12 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <variant>
 
 #include "costate/core/error.hpp"
 #include "costate/io/file_gradient.hpp"
+#include "costate/io/input_text.hpp"
 #include "costate/petab/calibrate.hpp"
 #include "costate/petab/check.hpp"
 #include "costate/petab/output.hpp"
@@ -24,10 +28,60 @@ bool is_petab_input(const std::string& path) { return petab::is_problem_file(pat
 
 namespace {
 
-void refuse_sets(const CommandArgs& args) {
-  if (!args.sets.empty())
-    throw Error(args.input + ": --set is not supported for PEtab problems (got '" + args.sets.front() +
-                "'); their settings come from the tables");
+/// The evaluation options of a PEtab command: petab::Options' defaults with
+/// the --set overrides of the integrator and the sensitivity method applied.
+/// The keys, their values and their errors are the input files' own: the
+/// overrides are applied to an input file holding PEtab's defaults
+/// (integrator cvodes_bdf, rtol 1e-10, atol 1e-12; sensitivity.method
+/// cvodes_adjoint) and read by io::load_run_config_text, so an unknown key
+/// or a method that does not combine with the integrator is refused with the
+/// same message, nearest key included. The rest of an input file (model,
+/// parameters, time, objective) comes from the PEtab tables, so only
+/// integrator.* and sensitivity.* are taken (sensitivity.wrt is not: the
+/// gradient is over the parameter table's estimated parameters).
+petab::Options options_of(const CommandArgs& args) {
+  petab::Options options;
+  if (args.sets.empty()) return options;
+  const std::vector<std::string> sections{"integrator", "sensitivity"};
+  bool sensitivity = false;
+  for (const std::string& text : args.sets) {
+    const std::string key = text.substr(0, text.find('='));
+    const std::string head = key.substr(0, key.find('.'));
+    if (std::find(sections.begin(), sections.end(), head) == sections.end()) {
+      std::string msg = args.input + ": --set " + text + ": unknown key '" + head + "' for a PEtab problem";
+      const std::string near = io::nearest(head, sections);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      throw Error(msg + " Valid keys: integrator.*, sensitivity.* (the model, parameters, data and "
+                        "noise come from the PEtab tables)");
+    }
+    if (key == "sensitivity.wrt" || key.starts_with("sensitivity.wrt."))
+      throw Error(args.input + ": --set " + text +
+                  ": not for a PEtab problem (the gradient is with respect to the parameter "
+                  "table's estimated parameters)");
+    sensitivity = sensitivity || head == "sensitivity";
+  }
+  const petab::Options defaults;
+  std::ostringstream base;
+  base.precision(17);
+  base << "model: {states: [x], equations: {x: \"0\"}}\ninitial_state: {x: 0}\n"
+       << "time: {end: 1}\n"
+       << "integrator: {method: " << ode::to_string(defaults.integrator.method)
+       << ", rtol: " << defaults.integrator.rtol << ", atol: " << defaults.integrator.atol << "}\n"
+       << "sensitivity: {method: cvodes_adjoint}\n";
+  const io::RunConfig cfg = io::load_run_config_text(base.str(), "the PEtab defaults", args.sets);
+  if (!cfg.integrator.atol_per_state.empty())
+    throw Error(args.input + ": --set integrator.atol: a number for a PEtab problem (one absolute "
+                             "tolerance for every state; per-state values are for input files)");
+  options.integrator = cfg.integrator;
+  if (sensitivity) {
+    options.method = io::sensitivity_method_of(cfg.sensitivity);
+    // The PEtab default's forward pass at 1e-2 × the tolerances
+    // (petab::kAdjointForwardTolerance) is kept for cvodes_adjoint: input
+    // files have no key for it.
+    if (auto* a = std::get_if<ode::CvodesAdjoint>(&options.method))
+      a->forward_tolerance_factor = petab::kAdjointForwardTolerance;
+  }
+  return options;
 }
 
 /// The fields every PEtab command's JSON starts with.
@@ -75,7 +129,11 @@ void print_fim(std::ostream& os, const std::vector<std::string>& ids, const std:
 
 int petab_sensitivity(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
-  refuse_sets(args);
+  if (args.fim && args.no_fim) throw Error(path + ": --fim and --no-fim: give one of them");
+  if (args.hessian)
+    throw Error(path + ": --hessian is for costate input files; for a PEtab problem ask for the "
+                       "Fisher information (--fim)");
+  petab::Options options = options_of(args);
   const std::string& out = args.output;
   if (!out.empty() && !out.ends_with(".h5"))
     throw Error(path + ": -o " + out + ": expected an output file ending in .h5");
@@ -84,35 +142,44 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
   const petab::Problem problem = petab::read(path);
   const auto t1 = clock::now();
   if (!args.quiet && !args.json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
-  petab::Options options;
+  // The gradient first; the Fisher information only with --fim. With
+  // cvodes_forward the gradient's forward sensitivities are the FIM's, so
+  // one pass gives both (its time is the gradient's).
   options.gradient = true;
+  const bool fim_asked = args.fim;
+  const bool fim_with_gradient =
+      fim_asked && std::holds_alternative<ode::CvodesForward>(options.method) && options.seed_initial_sensitivities;
+  options.fim = fim_with_gradient;
   // Experiments over the ranks (collective; every rank gets the whole result).
-  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
+  petab::Result all = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
   const auto t2 = clock::now();
-  petab::Result fim;
-  if (!args.no_fim) {
-    petab::Options f;
+  if (fim_asked && !fim_with_gradient) {
+    petab::Options f = options;
+    f.gradient = false;
     f.fim = true;
-    fim = petab::evaluate(problem, problem.nominal_on_scale(), f, env.comm());
+    all.fim = petab::evaluate(problem, problem.nominal_on_scale(), f, env.comm()).fim;
   }
   const auto t3 = clock::now();
-  petab::Result all = r;
-  all.fim = fim.fim;
+  const petab::Result& r = all;
   if (!out.empty() && env.rank() == 0) petab::write_result_hdf5(problem, all, out);
   const std::vector<std::string> ids = problem.estimated_ids();
   if (env.rank() != 0) return 0;
   const double load = std::chrono::duration<double>(t1 - t0).count();
   const double grad = std::chrono::duration<double>(t2 - t1).count();
-  const double fim_seconds = std::chrono::duration<double>(t3 - t2).count();
+  const double first = std::chrono::duration<double>(t2 - t0).count();
+  const double fim_seconds = fim_asked && !fim_with_gradient ? std::chrono::duration<double>(t3 - t2).count() : 0.0;
   const std::size_t n = ids.size();
   if (args.json) {
     nlohmann::ordered_json j = json_head(path, r);
     j["method"] = ode::to_string(options.method);
+    j["integrator"] = {{"method", ode::to_string(options.integrator.method)},
+                       {"rtol", options.integrator.rtol},
+                       {"atol", options.integrator.atol}};
     nlohmann::ordered_json g = nlohmann::ordered_json::object();
     for (std::size_t e = 0; e < n; ++e) g[ids[e]] = r.gradient[e];
     j["gradient"] = g;
     j["parameter_ids"] = ids;  // the order of the fim's rows and columns
-    if (!args.no_fim) {
+    if (fim_asked) {
       nlohmann::ordered_json rows = nlohmann::ordered_json::array();
       for (std::size_t a = 0; a < n; ++a)
         rows.push_back(std::vector<double>(all.fim.begin() + static_cast<std::ptrdiff_t>(a * n),
@@ -124,7 +191,8 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
     j["output_file"] = out.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(out);
     j["load_seconds"] = load;
     j["gradient_seconds"] = grad;
-    j["fim_seconds"] = args.no_fim ? 0.0 : fim_seconds;
+    j["first_gradient_seconds"] = first;  // from the command's start: load + gradient
+    j["fim_seconds"] = fim_seconds;
     std::cout << j.dump() << std::endl;
     return 0;
   }
@@ -134,9 +202,18 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
             << ode::to_string(options.method) << "):\n";
   for (std::size_t e = 0; e < n; ++e)
     std::cout << "  " << std::left << std::setw(28) << ids[e] << std::right << r.gradient[e] << "\n";
-  if (!args.no_fim) print_fim(std::cout, ids, all.fim);
-  std::cout << std::setprecision(3) << "load " << load << " s, gradient " << grad << " s";
-  if (!args.no_fim) std::cout << ", Fisher information " << fim_seconds << " s";
+  if (fim_asked) print_fim(std::cout, ids, all.fim);
+  std::cout << std::setprecision(3) << "first gradient after " << first << " s (load " << load
+            << " s, gradient " << grad << " s)";
+  if (fim_asked)
+    std::cout << (fim_with_gradient ? "; Fisher information from the gradient's forward sensitivities"
+                                    : "; Fisher information ")
+              << (fim_with_gradient ? std::string() : [&] {
+                   std::ostringstream t;
+                   t.precision(3);
+                   t << fim_seconds << " s";
+                   return t.str();
+                 }());
   std::cout << "\n";
   if (!out.empty()) std::cout << "wrote " << out << "\n";
   return 0;
@@ -144,7 +221,7 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
 
 int petab_run(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
-  refuse_sets(args);
+  const petab::Options options = options_of(args);
   if (!args.resume.empty()) throw Error(path + ": --resume is for costate input files, not PEtab problems");
   std::string stem = args.output;
   if (stem.empty()) {
@@ -158,7 +235,7 @@ int petab_run(const Environment& env, const CommandArgs& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const petab::Problem problem = petab::read(path);
   if (!args.quiet && !args.json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
-  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), {}, env.comm());
+  const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (env.rank() != 0) return 0;
   petab::write_simulation_table(problem, r, tsv);
@@ -180,23 +257,25 @@ int petab_run(const Environment& env, const CommandArgs& args) {
 }
 
 io::FileGradientCheck petab_gradient_check(const Environment& env, const CommandArgs& args) {
-  refuse_sets(args);
+  const petab::Options options = options_of(args);
   const petab::Problem problem = petab::read(args.input);
   if (!args.quiet && !args.json && env.rank() == 0)
     std::cerr << problem.brief_report() << "\ngradcheck: llh at the nominal values, "
-              << ode::to_string(petab::Options{}.method) << " gradient\n";
-  const petab::GradientCheck c = petab::gradient_check(problem, problem.nominal_on_scale(), {}, env.comm());
+              << ode::to_string(options.method) << " gradient\n";
+  const petab::GradientCheck c = petab::gradient_check(problem, problem.nominal_on_scale(), options, env.comm());
   return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed};
 }
+
+petab::Options petab_options(const CommandArgs& args) { return options_of(args); }
 
 int petab_calibrate(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
   if (!args.optimizer.empty() && args.optimizer != "tao") return petab_calibrate_stochastic(env, args);
-  refuse_sets(args);
   if (args.epochs != -1 || args.batch != -1 || args.physical_batch != -1 || !std::isnan(args.learning_rate) ||
       !std::isnan(args.validation_split) || args.finish != -1)
     throw Error(path + ": --epochs, --batch, --physical-batch, --learning-rate, --validation-split and --finish "
                 "set a stochastic fit: add --optimizer adamw, adam or sgd");
+  const petab::Options evaluation = options_of(args);
   if (args.starts == 0 || args.starts < -1)
     throw Error(path + ": --starts " + std::to_string(args.starts) +
                 ": expected a number of starts ≥ 1 (omit it for one start at the nominal values)");
@@ -219,6 +298,8 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
     throw Error(path + ": -o " + out + ": expected an output file ending in .h5 or .json");
   const petab::Problem problem = petab::read(path);
   petab::CalibrationOptions options;
+  options.evaluation.integrator = evaluation.integrator;
+  options.evaluation.method = evaluation.method;
   options.starts = std::max(0, args.starts);
   options.seed = static_cast<std::uint64_t>(std::max(0LL, args.seed));
   options.sampling = sampling;

@@ -15,7 +15,15 @@ namespace costate::io {
 struct FileGradientCheck;  // costate/io/file_gradient.hpp
 }
 
+namespace costate::petab {
+struct Options;  // costate/petab/problem.hpp
+}
+
 namespace costate::cli {
+
+/// The petab::Options of a command's `--set integrator.*|sensitivity.*`
+/// (the defaults without --set); other keys refused by name.
+petab::Options petab_options(const CommandArgs& args);
 
 /// True when `path` is a PEtab problem file (a YAML map with format_version
 /// and problems) rather than a costate input file.

@@ -72,9 +72,6 @@ optimize::StochasticOptions fit_options(const CommandArgs& args) {
 
 int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;
-  if (!args.sets.empty())
-    throw Error(path + ": --set is not supported for PEtab problems (got '" + args.sets.front() +
-                "'); their settings come from the tables");
   if (args.starts >= 0 || !args.sampling.empty())
     throw Error(path + ": --starts and --sampling are for TAO's multistart; a stochastic fit (--optimizer " +
                 args.optimizer + ") starts at the nominal values");
@@ -93,7 +90,7 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   // these settings.
   optimize::StochasticState resumed;
   if (!args.resume.empty()) resumed = petab::read_stochastic_state_hdf5(args.resume, path, options);
-  const petab::Options evaluation{};
+  const petab::Options evaluation = petab_options(args);  // --set integrator.*, sensitivity.*
   const bool talk = env.is_root() && !args.quiet && !args.json;
   if (talk)
     std::cerr << problem.brief_report() << "\ncalibrate: " << optimize::to_string(options.method) << ", "

@@ -50,6 +50,7 @@ int plot_command(const PlotArgs& args) {
     argv.emplace_back("-o");
     argv.push_back(args.output);
   }
+  if (args.json) argv.emplace_back("--json");
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);

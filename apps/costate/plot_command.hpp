@@ -10,6 +10,7 @@ struct PlotArgs {
   std::string input;   ///< the HDF5 file
   std::string output;  ///< -o (default: the input with extension .png)
   int dpi = 100;
+  bool json = false;   ///< --json: what was drawn, one JSON object on stdout
 };
 
 /// Runs COSTATE_PYTHON_EXECUTABLE -m costate.plot with the package of the build tree (when

@@ -26,17 +26,57 @@ raises ``costate.Error`` with the command line's message (file:line:column).
 
 import json
 import os
+import sys
 import types
+
+try:
+    from . import _build
+except ImportError:  # a source checkout on PYTHONPATH: nothing recorded
+    _build = None
+
+
+def _other_interpreter():
+    """The interpreter costate was built for when it is not this one, else None."""
+    if _build is None:
+        return None
+    here = os.path.realpath(sys.executable)
+    same = here in (os.path.realpath(_build.python_executable), _build.python_executable_real)
+    if same and os.path.realpath(sys.prefix) == os.path.realpath(_build.python_prefix):
+        return None  # (a venv of the same executable has a prefix of its own)
+    return _build.python_executable
+
+
+def _refuse_other_interpreter(error):
+    """Raises ImportError naming the interpreter costate was built for when
+    this one is another (a pyenv or venv python3 first on PATH) and cannot
+    load the extension or NumPy (``error``)."""
+    built_for = _other_interpreter()
+    if built_for is None:
+        return
+    raise ImportError(
+        "costate was built for %s (Python %s, with NumPy); this is %s (Python %d.%d), "
+        "which cannot load it (%s). Run `%s` instead, or rebuild for this interpreter "
+        "with cmake -DCOSTATE_PYTHON_EXECUTABLE=%s (it needs NumPy and pybind11)"
+        % (built_for, _build.python_version, sys.executable, sys.version_info[0],
+           sys.version_info[1], error, built_for, sys.executable)) from error
+
 
 try:
     from . import _costate
     Error = _costate.Error
 except ImportError as _error:  # the plots work without the extension
+    _refuse_other_interpreter(_error)
     _costate = None
     _import_error = _error
 
     class Error(RuntimeError):
         """costate's error (the compiled module is missing: see load())."""
+
+if _costate is not None:
+    try:
+        import numpy as _numpy  # the extension's arrays (pybind11 imports it on first use)
+    except ImportError as _error:
+        _refuse_other_interpreter(_error)
 
 __all__ = ["Error", "load", "load_petab", "fit", "Problem", "PetabProblem", "PdeProblem", "Result"]
 

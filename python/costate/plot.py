@@ -42,6 +42,7 @@ message naming the missing package otherwise.
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -404,6 +405,72 @@ def _stochastic_panels(f):
 
     return [_Panel("training", curves), _Panel("learning rate", rate), _Panel("parameters", parameters)]
 
+# ---- PEtab run and sensitivity files (/simulation, /gradient, /fim) ------------
+
+SHOWN_OBSERVABLES = 6  # panels of observables drawn (the rest are in the file)
+
+
+def _petab_simulation_panels(f):
+    """`costate run problem.yaml` (and `sensitivity -o`): per observable, the
+    measurements (σ as error bars) and the simulation against time, one
+    colour per condition; then the gradient and the Fisher information when
+    the file has them."""
+    import numpy as np
+    panels = []
+    if "simulation" in f:
+        g = f["simulation"]
+        obs_ids = [s for s in str(_attr(g, "observable_ids", "")).split("\n") if s]
+        cond_ids = [s for s in str(_attr(g, "condition_ids", "")).split("\n") if s]
+        t = g["time"][()]
+        m = g["measurement"][()]
+        h = g["simulation"][()]
+        sigma = g["sigma"][()]
+        obs = g["observable"][()].astype(int)
+        cond = g["condition"][()].astype(int)
+
+        def observable_panel(k):
+            def draw(ax):
+                colours = matplotlib_colours()
+                for c in sorted(set(cond[obs == k].tolist())):
+                    rows = np.flatnonzero((obs == k) & (cond == c))
+                    rows = rows[np.argsort(t[rows], kind="stable")]
+                    name = cond_ids[c] if 0 <= c < len(cond_ids) else "condition %d" % c
+                    colour = colours[c % len(colours)]
+                    ax.errorbar(t[rows], m[rows], yerr=sigma[rows], fmt="o", ms=4, color=colour,
+                                label="%s measured (±σ)" % name)
+                    ax.plot(t[rows], h[rows], "-", color=colour, label="%s simulated (at the measured times)" % name)
+                ax.set_xlabel("time")
+                ax.set_ylabel(obs_ids[k] if 0 <= k < len(obs_ids) else "observable %d" % k)
+                ax.set_title("observable %s" % (obs_ids[k] if 0 <= k < len(obs_ids) else k))
+                ax.legend(fontsize="small")
+            return draw
+
+        for k in sorted(set(obs.tolist()))[:SHOWN_OBSERVABLES]:
+            name = obs_ids[k] if 0 <= k < len(obs_ids) else str(k)
+            panels.append(_Panel("observable " + name, observable_panel(k)))
+    if "gradient" in f:
+        ids = [s for s in str(_attr(f["gradient"], "ids", "")).split("\n") if s]
+
+        def gradient(ax):
+            v = f["gradient"][()]
+            ax.bar(range(len(v)), v)
+            ax.set_xticks(range(len(v)))
+            ax.set_xticklabels(ids, rotation=45 if len(ids) > 4 else 0, ha="right" if len(ids) > 4 else "center")
+            ax.set_ylabel("d llh / d θ (on its scale)")
+            ax.set_title("gradient of llh")
+            ax.axhline(0.0, color="black", lw=0.6)
+        panels.append(_Panel("gradient", gradient))
+    if "fim" in f:
+        ids = [s for s in str(_attr(f["fim"], "ids", "")).split("\n") if s]
+        panels.append(_Panel("fisher information", lambda ax: _matrix(
+            ax, f["fim"][()], ids, "Fisher information", symmetric=True)))
+    return panels
+
+
+def matplotlib_colours():
+    import matplotlib.pyplot as plt
+    return plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
 
 # ---- the figure ----------------------------------------------------------------
 
@@ -422,9 +489,11 @@ def figure(path, dpi=100):
             panels = _petab_panels(f)
         elif "stochastic" in f and "train_loss" in f["stochastic"]:
             panels = _stochastic_panels(f)
+        elif "simulation" in f or ("llh" in f and "gradient" in f):
+            panels = _petab_simulation_panels(f)
         else:
             raise ValueError("%s: not a costate output file (neither /time, /state, "
-                             "/state_names, /calibration/waterfall nor format = "
+                             "/state_names, /calibration/waterfall, /stochastic, /simulation nor format = "
                              "costate-fields-1)" % path)
         if not panels:
             raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
@@ -442,11 +511,35 @@ def figure(path, dpi=100):
         status = _attr(f, "status", "")
         fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
                                      _attr(f, "command", "fields" if "format" in f.attrs
-                                           else ("stochastic fit" if "stochastic" in f
-                                                 else "PEtab calibration")),
+                                           else "stochastic fit" if "stochastic" in f
+                                           else "PEtab calibration" if "calibration" in f
+                                           else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
                                      "" if status in ("complete", "") else ", status " + str(status)))
         fig.tight_layout()
     return fig, out
+
+
+def describe(fig, panels):
+    """What a figure drew, as plain data (`costate plot --json`): per panel
+    its title, axis labels and scales, the lines (label, points), images
+    (shape, colour limits) and bars, in the order drawn."""
+    out = []
+    for name, ax in panels.items():
+        lines = [{"label": ln.get_label(), "points": len(ln.get_xdata())}
+                 for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        images = [{"shape": list(im.get_array().shape), "limits": [float(v) for v in im.get_clim()]}
+                  for im in ax.get_images()]
+        legend = ax.get_legend()
+        out.append({"name": name, "title": ax.get_title(), "xlabel": ax.get_xlabel(),
+                    "ylabel": ax.get_ylabel(), "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+                    "lines": lines, "images": images, "bars": len(ax.patches),
+                    "error_bars": len(ax.containers) - sum(1 for c in ax.containers
+                                                           if type(c).__name__ == "BarContainer"),
+                    "legend": [t.get_text() for t in legend.get_texts()] if legend else []})
+    w, h = fig.get_size_inches()
+    sup = getattr(fig, "_suptitle", None)  # Figure.get_suptitle() is matplotlib ≥ 3.8
+    title = sup.get_text() if sup is not None else ""
+    return {"title": title, "size_inches": [float(w), float(h)], "dpi": float(fig.dpi), "panels": out}
 
 
 def main(argv=None):
@@ -456,18 +549,31 @@ def main(argv=None):
                         "multistart, PDE inversion) or a PDE run")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
+    parser.add_argument("--json", action="store_true",
+                        help="print what was drawn (panels, titles, axes, lines, images) as one "
+                             "JSON object on stdout")
     args = parser.parse_args(argv)
-    if not os.path.isfile(args.file):
-        sys.stderr.write("costate plot: %s: no such file\n" % args.file)
+
+    def fail(message):
+        sys.stderr.write("costate plot: %s\n" % message)
+        if args.json:
+            print(json.dumps({"status": "error", "message": message}))
         return 1
+
+    if not os.path.isfile(args.file):
+        return fail("%s: no such file" % args.file)
     out = args.output or os.path.splitext(args.file)[0] + ".png"
     try:
         fig, panels = figure(args.file, dpi=args.dpi)
     except (ValueError, OSError, KeyError) as e:
-        sys.stderr.write("costate plot: %s\n" % e)
-        return 1
+        # h5py's "Unable to open file (file signature not found)" names no file.
+        return fail(str(e) if args.file in str(e) else "%s: %s" % (args.file, e))
     fig.savefig(out)
-    print("wrote %s (%s)" % (out, ", ".join(panels)))
+    if args.json:
+        print(json.dumps(dict({"status": "ok", "file": args.file, "output": out},
+                              **describe(fig, panels))))
+    else:
+        print("wrote %s (%s)" % (out, ", ".join(panels)))
     return 0
 
 

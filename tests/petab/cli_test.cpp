@@ -96,8 +96,8 @@ TEST(PetabCli, SensitivityOnTwoRanksMatchesOneRank) {
   if (!fs::is_directory(petab_dir() / "test-suite-v1"))
     GTEST_SKIP() << "PEtab data not found at " << petab_dir();
   const fs::path dir = copy_case("0002");  // two conditions: one per rank
-  const Json one = run_json(dir, "_0002.yaml");
-  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0002.yaml --json -q",
+  const Json one = run_json(dir, "_0002.yaml --fim");
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0002.yaml --json -q --fim",
                                             std::string(COSTATE_MPIEXEC) + " -n 2 " + COSTATE_MPIEXEC_FLAGS);
   ASSERT_EQ(r.code, 0) << r.err;
   const Json two = Json::parse(r.out.substr(r.out.find('{')));
@@ -148,7 +148,7 @@ TEST(PetabCli, CalibrateBadFlagsAreClearErrors) {
       {"calibrate _0002.yaml --seed 3", "--seed needs --starts N"},
       {"calibrate _0002.yaml --starts 2 --seed -4", "--seed -4: expected a seed"},
       {"calibrate _0002.yaml --starts 2 -o fit.txt", "expected an output file ending in .h5 or .json"},
-      {"calibrate _0002.yaml --set a=b", "--set is not supported for PEtab problems"},
+      {"calibrate _0002.yaml --set a=b", "--set a=b: unknown key 'a' for a PEtab problem"},
   };
   for (const auto& c : cases) {
     const auto r = costate::test::run_command(dir, COSTATE_EXE, c.args);
@@ -273,14 +273,17 @@ TEST(PetabCli, GradcheckPassesOnEverySuiteCase) {
   }
 }
 
-// `costate sensitivity --json` carries the Fisher information as an n × n
-// matrix in the order of parameter_ids (the gradient's keys), symmetric with
-// a positive diagonal; -o writes the HDF5 file; --no-fim leaves it out.
-TEST(PetabCli, SensitivityReportsTheFisherInformation) {
+// `costate sensitivity --json --fim` carries the Fisher information as an
+// n × n matrix in the order of parameter_ids (the gradient's keys),
+// symmetric with a positive diagonal; -o writes the HDF5 file. Without
+// --fim (the default: the first gradient waits for nothing else) it is
+// null. With cvodes_forward the FIM comes from the gradient's own forward
+// sensitivities: the same matrix as the separate pass.
+TEST(PetabCli, SensitivityReportsTheFisherInformationWhenAsked) {
   if (!fs::is_directory(petab_dir() / "test-suite-v1"))
     GTEST_SKIP() << "PEtab data not found at " << petab_dir();
   const fs::path dir = copy_case("0015");  // an estimated noise parameter
-  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q -o out.h5");
+  const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q --fim -o out.h5");
   ASSERT_EQ(r.code, 0) << r.err;
   const Json j = Json::parse(r.out.substr(r.out.find('{')));
   const auto ids = j["parameter_ids"].get<std::vector<std::string>>();
@@ -295,15 +298,78 @@ TEST(PetabCli, SensitivityReportsTheFisherInformation) {
     for (std::size_t b = 0; b < a; ++b) EXPECT_EQ(fim[a][b], fim[b][a]);
   }
   EXPECT_TRUE(fs::exists(dir / "out.h5"));
-  const auto text = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml -q");
+  EXPECT_GE(j["first_gradient_seconds"].get<double>(), j["gradient_seconds"].get<double>());
+  const auto text = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml -q --fim");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("Fisher information"), std::string::npos) << text.out;
   // Two measurements of A inform at most two directions of (a0, b0, k1, k2);
   // with the noise parameter the information has rank 3 of 5.
   EXPECT_NE(text.out.find("rank 3 of 5"), std::string::npos) << text.out;
-  const auto none = costate::test::run_command(dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q --no-fim");
-  ASSERT_EQ(none.code, 0) << none.err;
-  EXPECT_TRUE(Json::parse(none.out.substr(none.out.find('{')))["fim"].is_null());
+  EXPECT_NE(text.out.find("first gradient after"), std::string::npos) << text.out;
+  for (const char* flags : {"", " --no-fim"}) {
+    const auto none = costate::test::run_command(dir, COSTATE_EXE, std::string("sensitivity _0015.yaml --json -q") + flags);
+    ASSERT_EQ(none.code, 0) << none.err;
+    const Json n = Json::parse(none.out.substr(none.out.find('{')));
+    EXPECT_TRUE(n["fim"].is_null()) << flags;
+    EXPECT_EQ(n["fim_seconds"].get<double>(), 0.0) << flags;
+    const auto plain = costate::test::run_command(dir, COSTATE_EXE, std::string("sensitivity _0015.yaml -q") + flags);
+    EXPECT_EQ(plain.out.find("Fisher information"), std::string::npos) << plain.out;
+  }
+  const auto fwd = costate::test::run_command(
+      dir, COSTATE_EXE, "sensitivity _0015.yaml --json -q --fim --set sensitivity.method=cvodes_forward");
+  ASSERT_EQ(fwd.code, 0) << fwd.err;
+  const Json f = Json::parse(fwd.out.substr(fwd.out.find('{')));
+  EXPECT_EQ(f["method"].get<std::string>().rfind("cvodes_forward", 0), 0u) << f["method"];
+  EXPECT_EQ(f["fim"], j["fim"]) << "the same forward sensitivities, the same matrix";
+}
+
+// --set on a PEtab problem takes the input files' integrator.* and
+// sensitivity.* keys: a looser rtol moves llh (by less than the looser
+// tolerance allows), forward sensitivities give the adjoint's gradient, and
+// every other key is refused as an input file refuses it.
+TEST(PetabCli, SetChangesTheIntegratorAndTheMethod) {
+  if (!fs::is_directory(petab_dir() / "test-suite-v1"))
+    GTEST_SKIP() << "PEtab data not found at " << petab_dir();
+  const fs::path dir = copy_case("0002");
+  const Json base = run_json(dir, "_0002.yaml");
+  EXPECT_EQ(base["method"].get<std::string>().rfind("cvodes_adjoint", 0), 0u) << base["method"];
+  EXPECT_EQ(base["integrator"]["rtol"].get<double>(), 1e-10);
+  const Json loose = run_json(dir, "_0002.yaml --set integrator.rtol=1e-4 --set integrator.atol=1e-6");
+  EXPECT_EQ(loose["integrator"]["rtol"].get<double>(), 1e-4);
+  EXPECT_EQ(loose["integrator"]["atol"].get<double>(), 1e-6);
+  const double llh = base["llh"].get<double>(), llh_loose = loose["llh"].get<double>();
+  EXPECT_NE(llh_loose, llh) << "the tolerances reached the integrator";
+  // rtol 1e-4 on states of size O(1) and a χ² of O(1): llh moves by ≲ 1e-2.
+  constexpr double kLooseLlh = 1e-2;
+  EXPECT_NEAR(llh_loose, llh, kLooseLlh);
+  const Json fwd = run_json(dir, "_0002.yaml --set sensitivity.method=cvodes_forward");
+  EXPECT_EQ(fwd["method"].get<std::string>().rfind("cvodes_forward", 0), 0u) << fwd["method"];
+  // Adjoint and forward sensitivities at rtol 1e-10: agree to ~1e-7 of the size.
+  constexpr double kMethodsAgree = 1e-6;
+  for (const auto& [id, g] : base["gradient"].items())
+    EXPECT_NEAR(fwd["gradient"][id].get<double>(), g.get<double>(), kMethodsAgree * (1.0 + std::abs(g.get<double>()))) << id;
+  const Json adams = run_json(dir, "_0002.yaml --set integrator.method=cvodes_adams");
+  EXPECT_EQ(adams["integrator"]["method"], "cvodes_adams");
+  EXPECT_NEAR(adams["llh"].get<double>(), llh, 1e-6);
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"sensitivity _0002.yaml --set integrator.rtoll=1e-6", "unknown key 'integrator.rtoll'; did you mean 'rtol'?"},
+      {"sensitivity _0002.yaml --set integratr.rtol=1e-6", "unknown key 'integratr' for a PEtab problem; did you mean 'integrator'?"},
+      {"sensitivity _0002.yaml --set time.end=3", "unknown key 'time' for a PEtab problem"},
+      {"sensitivity _0002.yaml --set integrator.rtol=-1", "--set integrator.rtol=-1: integrator.rtol: must be positive"},
+      {"sensitivity _0002.yaml --set sensitivity.method=adjoint", "unknown method 'adjoint'"},
+      {"sensitivity _0002.yaml --set sensitivity.wrt=[a]", "not for a PEtab problem"},
+      {"sensitivity _0002.yaml --fim --no-fim", "--fim and --no-fim"},
+      {"sensitivity _0002.yaml --set integrator.atol=[1e-8]", "integrator.atol: a number for a PEtab problem"},
+      {"gradcheck _0002.yaml --set integrator.rtl=1e-6", "did you mean 'rtol'?"},
+  };
+  for (const auto& c : cases) {
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, c.args);
+    EXPECT_EQ(r.code, 1) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
+  }
 }
 
 TEST(PetabCli, RunSensitivityAndSamplingBadFlagsAreClearErrors) {
@@ -315,7 +381,7 @@ TEST(PetabCli, RunSensitivityAndSamplingBadFlagsAreClearErrors) {
     const char* message;
   } cases[] = {
       {"run _0001.yaml -o sims.txt", "-o sims.txt: expected an output file ending in .tsv or .h5"},
-      {"run _0001.yaml --set a=b", "--set is not supported for PEtab problems"},
+      {"run _0001.yaml --set a=b", "--set a=b: unknown key 'a' for a PEtab problem"},
       {"sensitivity _0001.yaml -o out.json", "-o out.json: expected an output file ending in .h5"},
       {"calibrate _0001.yaml --starts 2 --sampling sobol", "--sampling 'sobol': expected lhs (Latin hypercube) or uniform"},
       {"calibrate _0001.yaml --sampling uniform", "--sampling needs --starts N"},
@@ -342,3 +408,73 @@ TEST(PetabCli, BadProblemNamesFileAndLine) {
 }
 
 }  // namespace
+
+// A time switch that moves with an estimated parameter (Beer_MolBioSystems2014:
+// lag = piecewise(0, t − tau < 0, 1), tau estimated per experiment, log10
+// scale): the adjoint gradient carries the jump term λᵀ(f⁻ − f⁺) dt_s/dθ —
+// dllh/dtau against central differences of `costate run`'s llh with tau's
+// nominal value shifted in a copy of the parameter table (it came out 0
+// before). Forward sensitivities do not carry it: the FIM and cvodes_forward
+// are refused by name.
+TEST(PetabCli, TheGradientCarriesTheJumpOfAMovingSwitchTime) {
+  const fs::path src = petab_dir() / "benchmark" / "Beer_MolBioSystems2014";
+  if (!fs::exists(src)) GTEST_SKIP() << "PEtab benchmark Beer_MolBioSystems2014 not found at " << src;
+  const fs::path dir = fs::temp_directory_path() / "costate_petab_cli_beer";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  for (const auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  const std::string yaml = "Beer_MolBioSystems2014.yaml", table = "parameters_Beer_MolBioSystems2014.tsv";
+  const Json j = run_json(dir, yaml);
+  std::ifstream in(dir / table);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  in.close();
+  // Richardson-extrapolated central differences on the log10 scale, steps
+  // 1.25e-4 and 6.25e-5: at 1e-3 the central difference on
+  // tau_typeIDwt_ExpID4 is 1.4e-3 off (1113.78 against 1115.28; its llh
+  // bends sharply within 1e-3 of tau), at 1.25e-4 and 6.25e-5 it gives
+  // 1115.262 and 1115.273, extrapolated 1115.2766. The llh (≈ 5.9e4,
+  // rtol 1e-10) leaves ~1e-2 of noise in a difference quotient at these
+  // steps: 1e-4 of dllh/dtau ≈ 4e2–1e3 covers it.
+  constexpr double kStepLog10 = 1.25e-4;
+  constexpr double kJumpVsCentral = 1e-4;  // relative
+  auto write_table = [&](const std::string& id, double shift) {
+    std::ofstream out(dir / table);
+    for (const std::string& line : lines) {
+      if (id.empty() || line.rfind(id + "\t", 0) != 0) {
+        out << line << "\n";
+        continue;
+      }
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      for (std::string c; std::getline(ss, c, '\t');) cells.push_back(c);
+      std::ostringstream v;
+      v.precision(17);
+      v << std::stod(cells[5]) * std::pow(10.0, shift);  // nominalValue, shifted on the log10 scale
+      cells[5] = v.str();
+      for (std::size_t c = 0; c < cells.size(); ++c) out << (c ? "\t" : "") << cells[c];
+      out << "\n";
+    }
+  };
+  auto llh_at = [&](const std::string& id, double shift) {
+    write_table(id, shift);
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, "run " + yaml + " --json -q -o sims.tsv");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return Json::parse(r.out.substr(r.out.find('{')))["llh"].get<double>();
+  };
+  for (const std::string id : {"tau_typeIDwt_ExpID4", "tau_typeIDT5_ExpID1"}) {
+    auto central = [&](double h) { return (llh_at(id, h) - llh_at(id, -h)) / (2 * h); };
+    const double d1 = central(kStepLog10), d2 = central(kStepLog10 / 2);
+    const double richardson = (4 * d2 - d1) / 3, adjoint = j["gradient"][id].get<double>();
+    EXPECT_GT(std::abs(adjoint), 100.0) << id << ": the jump term is there";
+    EXPECT_NEAR(adjoint, richardson, kJumpVsCentral * std::abs(richardson))
+        << id << " (central " << d1 << ", " << d2 << ")";
+  }
+  write_table("", 0.0);
+  for (const char* flags : {" --fim", " --set sensitivity.method=cvodes_forward"}) {
+    const auto r = costate::test::run_command(dir, COSTATE_EXE, "sensitivity " + yaml + " -q" + flags);
+    EXPECT_EQ(r.code, 1) << flags;
+    EXPECT_NE(r.err.find("moves with the estimated parameter tau_"), std::string::npos) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find("(model parameter tau)"), std::string::npos) << r.err;
+  }
+}

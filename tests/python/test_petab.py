@@ -103,10 +103,11 @@ def test_calibrate_multistart_equals_cli(problem, tmp_path):
 
 
 def test_fisher_information_equals_cli_bitwise(problem):
-    # The same petab::evaluate with Options::fim as `costate sensitivity`
-    # (which computes it by default): bitwise equal, ids × ids, C order.
+    # The same petab::evaluate with Options::fim as `costate sensitivity
+    # --fim` (without --fim it computes none): bitwise equal, ids × ids, C order.
     r = problem.evaluate(fim=True)
-    j = cli_json("sensitivity", CASE)
+    j = cli_json("sensitivity", CASE, "--fim")
+    assert cli_json("sensitivity", CASE)["fim"] is None
     assert r.ids == j["parameter_ids"]
     assert r.fim.dtype == np.float64 and r.fim.shape == (2, 2) and r.fim.flags.c_contiguous
     assert r.fim.tolist() == j["fim"]

@@ -169,6 +169,54 @@ def test_petab_waterfall(petab_file):
 
 
 @pytest.fixture(scope="module")
+def petab_run_files(tmp_path_factory):
+    """`costate run` (the simulation table's HDF5) and `costate sensitivity
+    --fim -o` of case 0002 (two conditions, one observable)."""
+    if not os.path.isfile(PETAB_CASE):
+        pytest.skip("PEtab test suite not found at %s (configure with -DCOSTATE_PETAB_DIR)"
+                    % PETAB_CASE)
+    d = tmp_path_factory.mktemp("petab_run")
+    run, sens = str(d / "sims.h5"), str(d / "sens.h5")
+    costate("run", PETAB_CASE, "-o", run)
+    costate("sensitivity", PETAB_CASE, "--fim", "-o", sens)
+    return run, sens
+
+
+def test_petab_run_file_draws_measurements_and_simulations(petab_run_files):
+    run, _ = petab_run_files
+    fig, panels = plot.figure(run)
+    assert list(panels) == ["observable obs_a"]
+    ax = panels["observable obs_a"]
+    with h5py.File(run) as f:
+        g = f["simulation"]
+        t, m, h, cond = g["time"][()], g["measurement"][()], g["simulation"][()], g["condition"][()]
+    lines = [ln for ln in ax.get_lines() if ln.get_label().endswith("(at the measured times)")]
+    assert [ln.get_label().split()[0] for ln in lines] == ["c0", "c1"]
+    for c, ln in enumerate(lines):
+        rows = np.flatnonzero(cond == c)
+        rows = rows[np.argsort(t[rows], kind="stable")]
+        np.testing.assert_array_equal(ln.get_xdata(), t[rows])
+        np.testing.assert_array_equal(ln.get_ydata(), h[rows])
+    # The measurements are the error-bar markers.
+    measured = sorted(float(y) for c in ax.containers for y in c.lines[0].get_ydata())
+    assert measured == sorted(m.tolist())
+    plt.close(fig)
+
+
+def test_petab_sensitivity_file_draws_gradient_and_fim(petab_run_files):
+    _, sens = petab_run_files
+    fig, panels = plot.figure(sens)
+    assert list(panels) == ["observable obs_a", "gradient", "fisher information"]
+    with h5py.File(sens) as f:
+        g, fim = f["gradient"][()], f["fim"][()]
+    bars = [p.get_height() for p in panels["gradient"].patches]
+    np.testing.assert_array_equal(bars, g)
+    assert [t.get_text() for t in panels["gradient"].get_xticklabels()] == ["k1", "k2"]
+    np.testing.assert_array_equal(panels["fisher information"].get_images()[0].get_array(), fim)
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
 def inversion(tmp_path_factory):
     """`costate calibrate heat2d_inversion.yaml` (a PDE inversion with its
     Laplace posterior, ~10 s): MAP only (`calibration.posterior=null`), with
@@ -283,3 +331,37 @@ def test_errors_are_one_line_and_nonzero(tmp_path):
     r = subprocess.run([CLI, "plot", str(tmp_path / "missing.h5")], env=cli_env(),
                        capture_output=True, text=True)
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_cli_json_says_what_was_drawn(files, tmp_path):
+    """`costate plot --json`: one JSON object on stdout naming every panel as
+    costate.plot.figure draws it, with its title, axes and artists."""
+    import json
+    png = str(tmp_path / "sens.png")
+    r = subprocess.run([CLI, "plot", files["sens"], "-o", png, "--json"], env=cli_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["status"] == "ok" and j["output"] == png and os.path.isfile(png)
+    fig, panels = plot.figure(files["sens"])
+    assert [p["name"] for p in j["panels"]] == list(panels)
+    for p in j["panels"]:
+        ax = panels[p["name"]]
+        assert p["title"] == ax.get_title() and p["xlabel"] == ax.get_xlabel()
+        assert p["yscale"] == ax.get_yscale()
+        assert [ln["label"] for ln in p["lines"]] == [
+            ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert p["bars"] == len(ax.patches)
+        assert [im["shape"] for im in p["images"]] == [list(im.get_array().shape) for im in ax.get_images()]
+    with h5py.File(files["sens"]) as f:
+        n = len(f["sensitivity/hessian"][()])
+    hessian = next(p for p in j["panels"] if p["name"] == "hessian")
+    assert hessian["images"][0]["shape"] == [n, n]
+    assert j["title"].startswith("sens.h5")
+    plt.close(fig)
+    bad = tmp_path / "not.h5"
+    bad.write_text("not HDF5")
+    r = subprocess.run([CLI, "plot", str(bad), "--json"], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1
+    e = json.loads(r.stdout)
+    assert e["status"] == "error" and "not.h5" in e["message"]
