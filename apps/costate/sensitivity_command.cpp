@@ -119,7 +119,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   if (args.hessian) {
     const std::size_t m = out.parameter_names.size();
     os << "\n  Hessian d2J/dp2 (" << res.hessian.products << " Hessian-vector products, "
-       << (cfg.sensitivity.method == "cvodes_adjoint" ? "CVODES second-order adjoint"
+       << (cfg.sensitivity.method == ode::SensitivityKind::CvodesAdjoint ? "CVODES second-order adjoint"
                                                       : "forward over adjoint")
        << "; asymmetry " << std::setprecision(2) << res.hessian.asymmetry << ")\n"
        << std::setprecision(8) << "  " << std::setw(12) << "";

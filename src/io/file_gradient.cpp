@@ -48,11 +48,14 @@ ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc) {
 }
 
 ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
-  if (sc.method == "forward") return ode::Forward{};
-  if (sc.method == "continuous_adjoint")
-    return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
-  if (sc.method == "cvodes_forward") return ode::CvodesForward{};
-  if (sc.method == "cvodes_adjoint") return cvodes_adjoint_of(sc);
+  switch (sc.method) {
+    case ode::SensitivityKind::DiscreteAdjoint: break;
+    case ode::SensitivityKind::Forward: return ode::Forward{};
+    case ode::SensitivityKind::ContinuousAdjoint:
+      return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
+    case ode::SensitivityKind::CvodesForward: return ode::CvodesForward{};
+    case ode::SensitivityKind::CvodesAdjoint: return cvodes_adjoint_of(sc);
+  }
   return ode::DiscreteAdjoint{.checkpointing = sc.checkpointing};
 }
 
@@ -65,7 +68,7 @@ FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
     auto* dam = std::get_if<ode::DiscreteAdjoint>(&method);
     COSTATE_CHECK(dam, cfg.input_path << ": a resumable gradient needs sensitivity.method "
                                          "discrete_adjoint, not "
-                                      << cfg.sensitivity.method);
+                                      << ode::to_string(cfg.sensitivity.method));
     dam->resume_from = resume.from;
     dam->interrupted_at = resume.interrupted_at;
   }
@@ -86,8 +89,7 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
                       << (cfg.parameter_names.empty() ? "the model has no parameters"
                                                       : "sensitivity.wrt names none")
                       << " (drop --hessian)");
-  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
-                             cfg.integrator, 2),
+  ode::require(ode::supports(cfg.sensitivity.method, cfg.integrator, 2),
                input + ": costate sensitivity --hessian");
 }
 
@@ -101,7 +103,8 @@ FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
   with_model(cfg, cfg.parameters, cfg.initial_state, false, [&](const auto& problem, auto kernels) {
     ode::SensitivityMethod method =
         ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
-    if (cfg.sensitivity.method == "cvodes_adjoint") method = cvodes_adjoint_of(cfg.sensitivity);
+    if (cfg.sensitivity.method == ode::SensitivityKind::CvodesAdjoint)
+      method = cvodes_adjoint_of(cfg.sensitivity);
     ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
     for (std::size_t c = 0; c < m; ++c) {
       v.parameters[wrt[c]] = 1.0;
@@ -184,8 +187,9 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
   // step (1e-5 relative: round-off of the adaptive solver ~rtol·|J|/h
   // against truncation ~h²) and are compared to 1e-3. Use tight
   // integrator tolerances (rtol ≤ 1e-10) for these methods.
-  const std::string& sm = cfg.sensitivity.method;
-  const bool continuous = sm == "continuous_adjoint" || sm.rfind("cvodes_", 0) == 0;
+  const ode::SensitivityKind sm = cfg.sensitivity.method;
+  const bool continuous = sm != ode::SensitivityKind::DiscreteAdjoint &&
+                          sm != ode::SensitivityKind::Forward;
   constexpr double kContinuousFdTol = 1e-3;
   out.fd = continuous ? ad::check_gradient(J, x, out.gradient,
                                            {.step = 1e-5, .rtol = kContinuousFdTol})

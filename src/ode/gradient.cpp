@@ -17,13 +17,13 @@
 namespace costate::ode {
 
 std::string to_string(const SensitivityMethod& m) {
-  if (std::holds_alternative<Forward>(m)) return "forward";
-  if (std::holds_alternative<ContinuousAdjoint>(m)) return "continuous_adjoint";
-  if (std::holds_alternative<CvodesForward>(m)) return "cvodes_forward";
+  // The kind's name (support.hpp's to_string), with the settings that matter.
+  const std::string name = to_string(kind_of(m));
   if (const auto* a = std::get_if<CvodesAdjoint>(&m))
-    return "cvodes_adjoint(steps " + std::to_string(a->steps) + ", " +
-           to_string(a->interpolation) + ")";
-  return "discrete_adjoint(" + to_string(std::get<DiscreteAdjoint>(m).checkpointing) + ")";
+    return name + "(steps " + std::to_string(a->steps) + ", " + to_string(a->interpolation) + ")";
+  if (const auto* d = std::get_if<DiscreteAdjoint>(&m))
+    return name + "(" + to_string(d->checkpointing) + ")";
+  return name;
 }
 
 std::string GradientResult::brief_report() const {
