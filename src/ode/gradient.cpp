@@ -49,43 +49,36 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   if (resume_from)
     COSTATE_CHECK(replay.empty(), "gradient: DiscreteAdjoint::resume_from replays its own steps; "
                                   "the replay step plan must be empty");
-  // bdf's forward run, for a StoreAll adjoint (trimmed on every exit).
-  BdfForwardRecord::ThisThread kept;
-  BdfForwardRecord& record = kept.record;
   const bool store_all = dam && std::holds_alternative<StoreAll>(dam->checkpointing);
-  const bool keep_record = store_all && options.method == Method::Bdf;
 
   // 1. The step plan (plan_steps: fixed, the adaptive first run, or
-  // replayed), landing on the observation times.
-  ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options,
-                                 resume_from ? resume_from->steps : replay, "gradient",
-                                 keep_record ? &record : nullptr);
+  // replayed), landing on the observation times, and 2. the compiled scheme
+  // of the stepper (scheme.hpp: explicit RK, θ, sdirk3, bdf) on it
+  // (ReplayedScheme: the one set-up).
+  ReplayedScheme run(system, y0, p, t0, t1, options, resume_from ? resume_from->steps : replay,
+                     "gradient", store_all);
   GradientResult result;
-  result.summary = setup.summary;
+  result.summary = run.summary();
 
-  // 2. The compiled scheme of the stepper (scheme.hpp: explicit RK, θ,
-  // sdirk3, bdf) — the adjoint sweep under the checkpoint schedule, or the
-  // forward tangents.
-  const std::unique_ptr<Scheme> scheme = make_scheme(system, setup.options, p, setup.steps,
-                                                     store_all, keep_record ? &record : nullptr);
-  std::vector<double> x0(scheme->state_size(), 0.0);
-  std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
-  // The caller's on_step (e.g. an interrupt check) also sees the sweeps' steps.
+  // 3. The adjoint sweep under the checkpoint schedule, or the forward
+  // tangents. The caller's on_step (e.g. an interrupt check) also sees the
+  // sweeps' steps.
   AdjointResume* interrupted_at = dam ? dam->interrupted_at.get() : nullptr;
   if (interrupted_at) {
     interrupted_at->step = -1;
-    interrupted_at->steps = setup.steps;
+    interrupted_at->steps = run.steps();
   }
-  SweepOutcome o = dam ? adjoint_sweep(system, *scheme, setup.steps, dam->checkpointing, x0, p,
-                                       options.on_step, resume_from, interrupted_at)
-                       : tangent_sweep(system, *scheme, setup.steps, x0, p, options.on_step);
+  SweepOutcome o = dam ? adjoint_sweep(system, run.scheme(), run.steps(), dam->checkpointing,
+                                       run.x0(), p, options.on_step, resume_from, interrupted_at)
+                       : tangent_sweep(system, run.scheme(), run.steps(), run.x0(), p,
+                                       options.on_step);
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);
   result.checkpoints = o.checkpoints;
-  result.steps = std::move(setup.steps);  // the scheme (which reads it) is done
+  result.rhs_evaluations = run.rhs_evaluations();  // the plan's run and the sweeps
+  result.steps = run.release_steps();
   result.method = to_string(method);
-  result.rhs_evaluations = o.rhs_evaluations;
   result.vjp_evaluations = o.linearizations;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -123,7 +123,11 @@ struct GradientResult {
   std::string method;
   CheckpointStats checkpoints;
   Summary summary;  ///< the forward integration (steps, evaluations)
-  std::int64_t rhs_evaluations = 0;  ///< by the sweeps (forward and reverse)
+  /// Every right-hand-side evaluation of the call: the run that chose the
+  /// steps (summary.rhs_evaluations; 0 for fixed or replayed steps) and the
+  /// sweeps, forward and reverse (ReplayedScheme::rhs_evaluations); the
+  /// continuous adjoint and CVODES: their forward and backward runs.
+  std::int64_t rhs_evaluations = 0;
   std::int64_t vjp_evaluations = 0;
   double wall_seconds = 0.0;
   /// The steps t_0 … t_l (and bdf's orders) the gradient belongs to: pass

@@ -93,6 +93,9 @@ struct HessianVectorResult {
   CheckpointStats checkpoints;
   /// The steps (and bdf's orders) replayed: GradientResult::steps' meaning.
   StepPlan steps;
+  /// rhs_evaluations: every right-hand-side evaluation of the call, counted
+  /// as GradientResult::rhs_evaluations (the run that chose the steps and
+  /// the sweeps; CVODES: its forward and backward runs).
   std::int64_t rhs_evaluations = 0, vjp_evaluations = 0;
   double wall_seconds = 0.0;
 };

@@ -217,6 +217,49 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
                        double t0, double t1, IntegratorOptions options, const StepPlan& replay,
                        std::string_view who, BdfForwardRecord* record = nullptr);
 
+/// The plan → scheme set-up of every native derivative (ode::gradient's
+/// adjoint and tangents, hessian_vector, sensitivity_matrix), written once:
+/// plan_steps (fixed, the adaptive run, or `replay`), then make_scheme on
+/// the plan, and x_0 = (y0, z_0 = 0) of the scheme's state size.
+/// `store_all` (a StoreAll sweep follows): sdirk3 keeps its step data, and
+/// bdf's adaptive run keeps its states and Jacobians for the scheme in this
+/// thread's BdfForwardRecord (cleared here, trimmed when this ends).
+///
+/// rhs_evaluations() is the one count every native result reports: every
+/// right-hand-side evaluation since construction — the run that chose the
+/// steps (summary().rhs_evaluations: 0 for fixed or replayed steps) plus
+/// the scheme's (the sweeps', forward and reverse). The continuous adjoint
+/// and the CVODES methods count the same way (their forward and backward
+/// runs).
+class ReplayedScheme {
+ public:
+  ReplayedScheme(const System& system, std::span<const double> y0, std::span<const double> p,
+                 double t0, double t1, const IntegratorOptions& options, const StepPlan& replay,
+                 std::string_view who, bool store_all = false);
+  ~ReplayedScheme();
+  ReplayedScheme(const ReplayedScheme&) = delete;
+  ReplayedScheme& operator=(const ReplayedScheme&) = delete;
+
+  Scheme& scheme() const { return *scheme_; }
+  const StepPlan& steps() const { return setup_.steps; }
+  /// x_0 = (y0, 0 for z): scheme().state_size() entries.
+  std::span<const double> x0() const { return x0_; }
+  /// The options as the scheme replays them (ReplaySetup::options).
+  const IntegratorOptions& options() const { return setup_.options; }
+  /// The run that chose the steps (fixed or replayed: their count).
+  const Summary& summary() const { return setup_.summary; }
+  std::int64_t rhs_evaluations() const;
+  /// The plan, moved out; the scheme (which reads it) is released first.
+  StepPlan release_steps();
+
+ private:
+  struct Kept;  // bdf's forward record guard, when kept
+  std::unique_ptr<Kept> kept_;
+  ReplaySetup setup_;
+  std::unique_ptr<Scheme> scheme_;
+  std::vector<double> x0_;
+};
+
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
