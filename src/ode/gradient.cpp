@@ -85,6 +85,44 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   return result;
 }
 
+std::vector<GradientResult> native_gradients(std::span<const System* const> systems,
+                                             std::span<const double> y0,
+                                             std::span<const double> p, double t0, double t1,
+                                             const DiscreteAdjoint& method,
+                                             const IntegratorOptions& options,
+                                             const StepPlan& replay) {
+  const auto start = std::chrono::steady_clock::now();
+  COSTATE_CHECK(!systems.empty(), "gradients: no objectives (give at least one)");
+  COSTATE_CHECK(systems[0]->n_model_states() > 0, "gradients: the problem has no states");
+  // 1. The step plan (the first objective's, or replayed) and 2. the scheme
+  // on it, as ode::gradient sets them up.
+  ReplayedScheme run(*systems[0], y0, p, t0, t1, options, replay, "gradients",
+                     std::holds_alternative<StoreAll>(method.checkpointing));
+  // 3. One reverse sweep for the block of seeds.
+  std::vector<SweepOutcome> o = adjoint_block_sweep(systems, run.scheme(), run.steps(),
+                                                    method.checkpointing, run.x0(), p,
+                                                    options.on_step);
+  std::vector<GradientResult> out(o.size());
+  const std::int64_t rhs = run.rhs_evaluations();
+  const StepPlan steps = run.release_steps();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (std::size_t k = 0; k < o.size(); ++k) {
+    GradientResult& r = out[k];
+    r.summary = run.summary();
+    r.objective = o[k].objective;
+    r.wrt_parameters = std::move(o[k].wrt_parameters);
+    r.wrt_initial_state = std::move(o[k].wrt_initial_state);
+    r.checkpoints = o[k].checkpoints;
+    r.rhs_evaluations = rhs;
+    r.steps = steps;
+    r.method = to_string(SensitivityMethod{method});
+    r.vjp_evaluations = o[k].linearizations;
+    r.wall_seconds = seconds;
+  }
+  return out;
+}
+
 }  // namespace detail
 
 }  // namespace costate::ode

@@ -318,6 +318,22 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan&
                            const AdjointResume* resume_from = nullptr,
                            AdjointResume* interrupted_at = nullptr);
 
+/// A block of adjoint seeds in one reverse sweep: the gradients of several
+/// objectives of one model (one System each, the same model and sizes,
+/// none with a running cost; their observation times among `steps`'
+/// times), sharing the forward steps, the snapshots and the schedule's
+/// recomputation — as PETSc's TSAdjoint does with several cost functions.
+/// Each reverse step runs the scheme's adjoint from the same x_i once per
+/// objective, in order, so each outcome has the bits of adjoint_sweep with
+/// that objective's System (and the same scheme); the counts are the block's
+/// (shared). `scheme` replays `steps` on any of the Systems' model.
+std::vector<SweepOutcome> adjoint_block_sweep(std::span<const System* const> systems,
+                                              Scheme& scheme, const StepPlan& steps,
+                                              const Checkpointing& checkpointing,
+                                              std::span<const double> x0,
+                                              std::span<const double> p,
+                                              const SweepHook& hook = {});
+
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
