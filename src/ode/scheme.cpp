@@ -802,10 +802,18 @@ class AdjointOps {
         observe(lane, l_, next_);
       }
     }
-    for (AdjointLane& lane : lanes_) {
-      scheme_.adjoint(i, x, lane.lambda, lane.mu);
-      observe(lane, i, x);
+    if (lanes_.size() == 1) {
+      scheme_.adjoint(i, x, lanes_[0].lambda, lanes_[0].mu);
+    } else {
+      // The block: the scheme linearizes (and factors) once where it can.
+      if (lambdas_.empty())
+        for (AdjointLane& lane : lanes_) {
+          lambdas_.emplace_back(lane.lambda);
+          mus_.emplace_back(lane.mu);
+        }
+      scheme_.adjoint_block(i, x, lambdas_, mus_);
     }
+    for (AdjointLane& lane : lanes_) observe(lane, i, x);
     reached_ = static_cast<std::int64_t>(i);
     hook_(i);
   }
@@ -824,6 +832,7 @@ class AdjointOps {
   }
 
   std::vector<AdjointLane>& lanes_;
+  std::vector<std::span<double>> lambdas_, mus_;  // views of the lanes (a block)
   Scheme& scheme_;
   std::span<const double> p_;
   SnapshotStore* store_;

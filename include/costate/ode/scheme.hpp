@@ -98,6 +98,15 @@ class Scheme {
   virtual void step(std::size_t i, std::span<const double> x, std::span<double> xn) = 0;
   virtual void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
                        std::span<double> mu) = 0;
+  /// adjoint() for a block of seeds from the same x_i: lane j's (λ_j, μ_j)
+  /// get exactly adjoint(i, x, λ_j, μ_j)'s bits. The default calls adjoint
+  /// per lane; a scheme overrides it to linearize (and factor) once for the
+  /// block (adjoint_block_sweep).
+  virtual void adjoint_block(std::size_t i, std::span<const double> x,
+                             std::span<const std::span<double>> lambdas,
+                             std::span<const std::span<double>> mus) {
+    for (std::size_t j = 0; j < lambdas.size(); ++j) adjoint(i, x, lambdas[j], mus[j]);
+  }
   /// m directions, row-major: S, Sn state_size() × m, P n_p × m.
   virtual void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
                        std::size_t m, std::span<const double> S, std::span<double> Sn,
