@@ -69,15 +69,48 @@ class Theta final : public Scheme {
 
   void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
                std::span<double> mu) override {
-    adjoint_block(i, x, std::span<const std::span<double>>(&lambda, 1),
-                  std::span<const std::span<double>>(&mu, 1));
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
+    // was the one at its x_i), else evaluated at x_{i+1}.
+    if (jp_index_ != static_cast<std::int64_t>(i) + 1) {
+      const std::vector<double>* xn = next_.find(i);
+      if (!xn) {
+        step(i, x, tmp_);
+        xn = next_.find(i);
+      }
+      jp_next_ = jac_.state_parameters(times_[i + 1], *xn);
+    }
+    ++lin_;
+    solve_.factor(h * theta_, jp_next_);
+    const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    pbar_.setZero();
+    detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * theta_, pbar_.data());
+    jp_next_ = jac_.state_parameters(t, x);
+    ++lin_;
+    jp_index_ = static_cast<std::int64_t>(i);
+    for (std::size_t q = 0; q < nx_; ++q) lambda[q] = m[static_cast<Eigen::Index>(q)];
+    if (theta_ < 1.0) {
+      detail::add_transposed_product(jp_next_, 0, nn, m.data(), h * (1.0 - theta_),
+                                     lambda.data());
+      detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * (1.0 - theta_),
+                                     pbar_.data());
+    }
+    for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
+    next_.reversed(i, x);
   }
 
-  // The reverse step for every lane: [J | f_p] at x_{i+1} and its LU once,
-  // [J | f_p] at x_i once; each lane's arithmetic is the one-lane step's.
+  // adjoint() for a block of lanes: [J | f_p] at x_{i+1} and its LU once,
+  // [J | f_p] at x_i once; each lane's arithmetic is adjoint()'s, in its
+  // order (the same bits). One lane: adjoint() itself (its hot path keeps
+  // the solve's result in place instead of a per-lane copy).
   void adjoint_block(std::size_t i, std::span<const double> x,
                      std::span<const std::span<double>> lambdas,
                      std::span<const std::span<double>> mus) override {
+    if (lambdas.size() == 1) {
+      adjoint(i, x, lambdas[0], mus[0]);
+      return;
+    }
     const double t = times_[i], h = times_[i + 1] - t;
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
     // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
