@@ -927,7 +927,7 @@ PYBIND11_MODULE(_costate, m) {
       .def_property_readonly("has_calibration",
                              [](const Problem& p) { return p.config().calibration.present; })
       .def_property_readonly("sensitivity_method",
-                             [](const Problem& p) { return p.config().sensitivity.method; })
+                             [](const Problem& p) { return costate::ode::to_string(p.config().sensitivity.method); })
       .def_property_readonly("settings", [](const Problem& p) { return p.config().to_yaml(); })
       .def("run", &Problem::run, py::arg("output") = "")
       .def("sensitivity", &Problem::sensitivity, py::arg("hessian") = false, py::arg("output") = "")

@@ -40,7 +40,7 @@ void echo(const io::RunConfig& cfg, const std::string& input) {
             << "\n  optimizer  TAO " << optimize::to_string(cc.optimizer.method)
             << " (gatol " << cc.optimizer.gatol << ", grtol " << cc.optimizer.grtol
             << ", max_iterations " << cc.optimizer.max_iterations << ")\n  gradient   "
-            << cfg.sensitivity.method << ", integrator " << ode::to_string(cfg.integrator.method)
+            << ode::to_string(cfg.sensitivity.method) << ", integrator " << ode::to_string(cfg.integrator.method)
             << "\n";
   if (cc.regularization_weight > 0) std::cerr << "  prior      weight " << cc.regularization_weight << "\n";
   std::cerr << "\n    it        objective        |gradient|\n";

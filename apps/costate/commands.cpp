@@ -134,7 +134,7 @@ io::RunConfig load_with_objective(const Environment& env, const CommandArgs& arg
               << " (states " << join(cfg.state_names) << "; parameters "
               << (cfg.parameter_names.empty() ? "none" : join(cfg.parameter_names))
               << ")\n  integrator " << ode::to_string(cfg.integrator.method)
-              << "\n  gradient   " << cfg.sensitivity.method << ", "
+              << "\n  gradient   " << ode::to_string(cfg.sensitivity.method) << ", "
               << ode::to_string(cfg.sensitivity.checkpointing) << "\n";
   }
   return cfg;

@@ -35,25 +35,22 @@ struct SensitivityResult {
 SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
                           const io::AdjointResumeLink& resume) {
   SensitivityResult res;
-  // 1. Trajectory (for the output file) and 2. the gradient.
-  res.trajectory = io::integrate_file(cfg);
-  if (!res.trajectory.summary.success())
-    throw Error("integration of " + args.input + " failed: " + res.trajectory.summary.message +
-                " (no output written)");
-  res.gradient = io::file_gradient(cfg, cfg.parameters, cfg.initial_state, {}, resume);
+  // 1. Trajectory (for the output file), 2. the gradient and 3. with
+  // --hessian the Hessian: one build of the model.
+  const std::vector<std::size_t> wrt_index = io::wrt_indices(cfg);
+  io::FileSensitivity s = io::file_sensitivity(cfg, resume, args.hessian ? &wrt_index : nullptr);
+  res.trajectory = std::move(s.trajectory);
+  res.gradient = std::move(s.gradient);
+  res.hessian = std::move(s.hessian);
   const ode::GradientResult& r = res.gradient.result;
 
   io::SensitivityOutput& out = res.output;
   out.objective = r.objective;
-  const std::vector<std::size_t> wrt_index = io::wrt_indices(cfg);
   for (std::size_t k = 0; k < wrt_index.size(); ++k) {
     out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
     out.gradient.push_back(res.gradient.gradient_p[wrt_index[k]]);
   }
-  if (args.hessian) {
-    res.hessian = io::file_hessian(cfg, r, wrt_index);
-    out.hessian = res.hessian.matrix;
-  }
+  if (args.hessian) out.hessian = res.hessian.matrix;
   if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
   out.method = r.method;
   out.steps = r.checkpoints.steps;
@@ -121,7 +118,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   if (args.hessian) {
     const std::size_t m = out.parameter_names.size();
     os << "\n  Hessian d2J/dp2 (" << res.hessian.products << " Hessian-vector products, "
-       << (cfg.sensitivity.method == "cvodes_adjoint" ? "CVODES second-order adjoint"
+       << (cfg.sensitivity.method == ode::SensitivityKind::CvodesAdjoint ? "CVODES second-order adjoint"
                                                       : "forward over adjoint")
        << "; asymmetry " << std::setprecision(2) << res.hessian.asymmetry << ")\n"
        << std::setprecision(8) << "  " << std::setw(12) << "";

@@ -32,33 +32,13 @@ ode::WeightedObservations observations(const RunConfig& cfg) {
           cfg.state_names.size()};
 }
 
-/// The gradient's method, as sensitivity.method says (CalibrationProblem's
-/// constructor has refused what ode::supports_calibration does not cover).
-ode::SensitivityMethod method_of(const RunConfig& cfg) {
-  switch (ode::sensitivity_kind_from_string(cfg.sensitivity.method)) {
-    case ode::SensitivityKind::Forward: return ode::Forward{};
-    case ode::SensitivityKind::ContinuousAdjoint:
-      return ode::ContinuousAdjoint{.rtol = cfg.sensitivity.adjoint_rtol,
-                                    .atol = cfg.sensitivity.adjoint_atol};
-    case ode::SensitivityKind::DiscreteAdjoint: break;
-    case ode::SensitivityKind::CvodesForward: return ode::CvodesForward{};
-    case ode::SensitivityKind::CvodesAdjoint:
-      return ode::CvodesAdjoint{
-          .steps = static_cast<int>(cfg.sensitivity.checkpoint_steps),
-          .interpolation = ode::cvodes_interpolation_from_string(cfg.sensitivity.interpolation),
-          .rtol = cfg.sensitivity.adjoint_rtol,
-          .atol = cfg.sensitivity.adjoint_atol};
-  }
-  return ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
-}
-
 }  // namespace
 
 CalibrationProblem::CalibrationProblem(const RunConfig& cfg)
     : cfg_(cfg), vars_(cfg.calibration.variables), weight_(cfg.calibration.regularization_weight) {
   COSTATE_CHECK(cfg.calibration.present && !vars_.empty(),
                 cfg.input_path << ": needs a 'calibration:' section with the quantities to fit");
-  ode::require(ode::supports_calibration(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
+  ode::require(ode::supports_calibration(cfg.sensitivity.method,
                                          cfg.integrator.method),
                cfg.input_path + ": costate calibrate");
 }
@@ -110,7 +90,7 @@ RunConfig CalibrationProblem::config_at(std::span<const double> q) const {
 double CalibrationProblem::objective_and_gradient(std::span<const double> q, std::span<double> g) {
   const RunConfig c = config_at(q);
   const auto obs = observations(c);
-  const auto method = method_of(c);
+  const auto method = sensitivity_method_of(c.sensitivity);  // the one conversion
   const ode::GradientResult res = observation_gradient(c, obs, method);
   ++gradient_evaluations_;
   last_q_.assign(q.begin(), q.end());
@@ -136,7 +116,7 @@ double CalibrationProblem::hessian_vector(std::span<const double> q, std::span<c
                     Hu.size() == vars_.size(),
                 "CalibrationProblem::hessian_vector: q, u, g and Hu must hold "
                     << vars_.size() << " values (one per fitted quantity)");
-  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg_.sensitivity.method),
+  ode::require(ode::supports(cfg_.sensitivity.method,
                              cfg_.integrator, 2),
                cfg_.input_path + ": the calibration's Hessian-vector product");
   const RunConfig c = config_at(q);
@@ -152,7 +132,7 @@ double CalibrationProblem::hessian_vector(std::span<const double> q, std::span<c
   }
   const std::vector<double> dy0 = initial_state_parameter_jvp(c, dir.parameters);
   for (std::size_t i = 0; i < n; ++i) dir.initial_state[i] += dy0[i];
-  const ode::HessianVectorResult r = observation_hessian_vector(c, obs, dir, method_of(c));
+  const ode::HessianVectorResult r = observation_hessian_vector(c, obs, dir, sensitivity_method_of(c.sensitivity));
   std::vector<double> gp = r.gradient_wrt_parameters, hp = r.hv_wrt_parameters;
   const auto extra = initial_state_parameter_vjp(c, r.gradient_wrt_initial_state);
   const auto extra2 = initial_state_parameter_hvp(c, dir.parameters, r.gradient_wrt_initial_state,
@@ -253,7 +233,7 @@ CalibrationReport calibrate(const RunConfig& cfg,
     rep.prior.push_back(v.prior);
     rep.log_transformed.push_back(v.log ? 1 : 0);
   }
-  rep.gradient_method = cfg.sensitivity.method;
+  rep.gradient_method = ode::to_string(cfg.sensitivity.method);
 
   // 1. The fit.
   optimize::Objective f;

@@ -48,74 +48,76 @@ ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc) {
 }
 
 ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
-  if (sc.method == "forward") return ode::Forward{};
-  if (sc.method == "continuous_adjoint")
-    return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
-  if (sc.method == "cvodes_forward") return ode::CvodesForward{};
-  if (sc.method == "cvodes_adjoint") return cvodes_adjoint_of(sc);
+  switch (sc.method) {
+    case ode::SensitivityKind::DiscreteAdjoint: break;
+    case ode::SensitivityKind::Forward: return ode::Forward{};
+    case ode::SensitivityKind::ContinuousAdjoint:
+      return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
+    case ode::SensitivityKind::CvodesForward: return ode::CvodesForward{};
+    case ode::SensitivityKind::CvodesAdjoint: return cvodes_adjoint_of(sc);
+  }
   return ode::DiscreteAdjoint{.checkpointing = sc.checkpointing};
 }
 
-FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
-                           std::span<const double> y0, const ode::StepPlan& replay,
-                           const AdjointResumeLink& resume) {
-  const ExpressionObjective objective(cfg);
+namespace {
+
+/// The method of cfg with the resume link set (a resumable gradient needs
+/// the discrete adjoint).
+ode::SensitivityMethod gradient_method(const RunConfig& cfg, const AdjointResumeLink& resume) {
   ode::SensitivityMethod method = sensitivity_method_of(cfg.sensitivity);
   if (resume.from || resume.interrupted_at) {
     auto* dam = std::get_if<ode::DiscreteAdjoint>(&method);
     COSTATE_CHECK(dam, cfg.input_path << ": a resumable gradient needs sensitivity.method "
                                          "discrete_adjoint, not "
-                                      << cfg.sensitivity.method);
+                                      << ode::to_string(cfg.sensitivity.method));
     dam->resume_from = resume.from;
     dam->interrupted_at = resume.interrupted_at;
   }
+  return method;
+}
+
+/// file_gradient on a model and objective already built.
+template <class Problem, class Kernels>
+FileGradient gradient_of(const RunConfig& cfg, const Problem& problem, Kernels kernels,
+                         const ExpressionObjective& objective, const ode::SensitivityMethod& method,
+                         const ode::StepPlan& replay) {
   FileGradient out;
-  out.result = with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
-    return kernels.gradient(problem, objective, method, cfg.integrator, replay);
-  });
+  out.result = kernels.gradient(problem, objective, method, cfg.integrator, replay);
   out.gradient_p = out.result.wrt_parameters;
   const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
   for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
   return out;
 }
 
-void check_hessian_request(const RunConfig& cfg, const std::string& input) {
-  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
-                input << ": costate sensitivity --hessian needs at least one parameter in "
-                         "sensitivity.wrt; "
-                      << (cfg.parameter_names.empty() ? "the model has no parameters"
-                                                      : "sensitivity.wrt names none")
-                      << " (drop --hessian)");
-  ode::require(ode::supports(ode::sensitivity_kind_from_string(cfg.sensitivity.method),
-                             cfg.integrator, 2),
-               input + ": costate sensitivity --hessian");
-}
-
-FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
-                         const std::vector<std::size_t>& wrt) {
+/// file_hessian on a model and objective already built: the columns' H·v on
+/// the gradient's steps, one second-order System for all of them.
+template <class Problem, class Kernels>
+FileHessian hessian_of(const RunConfig& cfg, const Problem& problem, Kernels kernels,
+                       const ExpressionObjective& objective, const ode::GradientResult& g,
+                       const std::vector<std::size_t>& wrt) {
   const auto start = std::chrono::steady_clock::now();
-  const ExpressionObjective objective(cfg);
   const std::size_t np = cfg.parameters.size(), m = wrt.size();
   FileHessian out;
   out.matrix.assign(m * m, 0.0);
-  with_model(cfg, cfg.parameters, cfg.initial_state, false, [&](const auto& problem, auto kernels) {
-    ode::SensitivityMethod method =
-        ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
-    if (cfg.sensitivity.method == "cvodes_adjoint") method = cvodes_adjoint_of(cfg.sensitivity);
-    ode::HessianDirection v{std::vector<double>(np, 0.0), {}};
-    for (std::size_t c = 0; c < m; ++c) {
-      v.parameters[wrt[c]] = 1.0;
-      v.initial_state = initial_state_parameter_jvp(cfg, v.parameters);
-      const ode::HessianVectorResult r = kernels.hessian_vector(
-          problem, objective, v, method, cfg.integrator, g.steps);
-      const std::vector<double> extra = initial_state_parameter_hvp(
-          cfg, v.parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
-      for (std::size_t i = 0; i < m; ++i)
-        out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
-      v.parameters[wrt[c]] = 0.0;
-      ++out.products;
-    }
-  });
+  ode::SensitivityMethod method =
+      ode::DiscreteAdjoint{.checkpointing = cfg.sensitivity.checkpointing};
+  if (cfg.sensitivity.method == ode::SensitivityKind::CvodesAdjoint)
+    method = cvodes_adjoint_of(cfg.sensitivity);
+  std::vector<ode::HessianDirection> v(m, ode::HessianDirection{std::vector<double>(np, 0.0), {}});
+  for (std::size_t c = 0; c < m; ++c) {
+    v[c].parameters[wrt[c]] = 1.0;
+    v[c].initial_state = initial_state_parameter_jvp(cfg, v[c].parameters);
+  }
+  const std::vector<ode::HessianVectorResult> hv =
+      kernels.hessian_vectors(problem, objective, v, method, cfg.integrator, g.steps);
+  for (std::size_t c = 0; c < m; ++c) {
+    const ode::HessianVectorResult& r = hv[c];
+    const std::vector<double> extra = initial_state_parameter_hvp(
+        cfg, v[c].parameters, r.gradient_wrt_initial_state, r.hv_wrt_initial_state);
+    for (std::size_t i = 0; i < m; ++i)
+      out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
+    ++out.products;
+  }
   double scale = 0.0, asym = 0.0;
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < m; ++j) {
@@ -126,6 +128,58 @@ FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
   out.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+}  // namespace
+
+FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
+                           std::span<const double> y0, const ode::StepPlan& replay,
+                           const AdjointResumeLink& resume) {
+  const ExpressionObjective objective(cfg);
+  const ode::SensitivityMethod method = gradient_method(cfg, resume);
+  return with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
+    return gradient_of(cfg, problem, kernels, objective, method, replay);
+  });
+}
+
+FileSensitivity file_sensitivity(const RunConfig& cfg, const AdjointResumeLink& resume,
+                                 const std::vector<std::size_t>* hessian_wrt) {
+  const ExpressionObjective objective(cfg);
+  const ode::SensitivityMethod method = gradient_method(cfg, resume);
+  FileSensitivity out;
+  // One build of the model (and of the objective) for the three parts.
+  with_model(cfg, cfg.parameters, cfg.initial_state, true, [&](const auto& problem, auto kernels) {
+    // 1. The trajectory at the output times (for the output file).
+    out.trajectory = kernels.integrate(problem, cfg.integrator);
+    if (!out.trajectory.summary.success())
+      throw Error("integration of " + cfg.input_path + " failed: " +
+                  out.trajectory.summary.message + " (no output written)");
+    // 2. The gradient, and 3. the Hessian on the gradient's steps.
+    out.gradient = gradient_of(cfg, problem, kernels, objective, method, {});
+    if (hessian_wrt)
+      out.hessian = hessian_of(cfg, problem, kernels, objective, out.gradient.result, *hessian_wrt);
+  });
+  return out;
+}
+
+void check_hessian_request(const RunConfig& cfg, const std::string& input) {
+  COSTATE_CHECK(!cfg.sensitivity.wrt.empty(),
+                input << ": costate sensitivity --hessian needs at least one parameter in "
+                         "sensitivity.wrt; "
+                      << (cfg.parameter_names.empty() ? "the model has no parameters"
+                                                      : "sensitivity.wrt names none")
+                      << " (drop --hessian)");
+  ode::require(ode::supports(cfg.sensitivity.method, cfg.integrator, 2),
+               input + ": costate sensitivity --hessian");
+}
+
+FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
+                         const std::vector<std::size_t>& wrt) {
+  const ExpressionObjective objective(cfg);
+  return with_model(cfg, cfg.parameters, cfg.initial_state, false,
+                    [&](const auto& problem, auto kernels) {
+                      return hessian_of(cfg, problem, kernels, objective, g, wrt);
+                    });
 }
 
 std::vector<std::size_t> wrt_indices(const RunConfig& cfg) {
@@ -184,8 +238,9 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
   // step (1e-5 relative: round-off of the adaptive solver ~rtol·|J|/h
   // against truncation ~h²) and are compared to 1e-3. Use tight
   // integrator tolerances (rtol ≤ 1e-10) for these methods.
-  const std::string& sm = cfg.sensitivity.method;
-  const bool continuous = sm == "continuous_adjoint" || sm.rfind("cvodes_", 0) == 0;
+  const ode::SensitivityKind sm = cfg.sensitivity.method;
+  const bool continuous = sm != ode::SensitivityKind::DiscreteAdjoint &&
+                          sm != ode::SensitivityKind::Forward;
   constexpr double kContinuousFdTol = 1e-3;
   out.fd = continuous ? ad::check_gradient(J, x, out.gradient,
                                            {.step = 1e-5, .rtol = kContinuousFdTol})

@@ -1142,15 +1142,16 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     if (sens["method"]) {
       std::vector<std::string> methods;
       for (ode::SensitivityKind k : ode::all_sensitivity_kinds()) methods.push_back(ode::to_string(k));
-      sc.method = ctx.string(sens["method"], "sensitivity.method");
-      if (std::find(methods.begin(), methods.end(), sc.method) == methods.end()) {
-        std::string msg = "unknown method '" + sc.method + "'";
-        const std::string near = nearest(sc.method, methods);
+      const std::string name = ctx.string(sens["method"], "sensitivity.method");
+      if (std::find(methods.begin(), methods.end(), name) == methods.end()) {
+        std::string msg = "unknown method '" + name + "'";
+        const std::string near = nearest(name, methods);
         if (!near.empty()) msg += "; did you mean '" + near + "'?";
         ctx.fail(sens["method"], "sensitivity.method", msg + " Valid methods: " + join(methods));
       }
+      sc.method = ode::sensitivity_kind_from_string(name);  // the one parse
       // A method named in the file must combine with its integrator (ode::supports).
-      if (const ode::Support s = ode::supports(ode::sensitivity_kind_from_string(sc.method), cfg.integrator, 1); !s) {
+      if (const ode::Support s = ode::supports(sc.method, cfg.integrator, 1); !s) {
         const YAML::Node im = root["integrator"] ? root["integrator"]["method"] : YAML::Node();
         ctx.fail(sens["method"], "sensitivity.method",
                  s.message + " (integrator.method: " + ctx.where(im, "integrator.method") + ")");
@@ -1313,16 +1314,17 @@ std::string RunConfig::to_yaml() const {
   }
   if (sensitivity.present) {
     e << YAML::Key << "sensitivity" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "method" << YAML::Value << sensitivity.method;
+    e << YAML::Key << "method" << YAML::Value << ode::to_string(sensitivity.method);
     std::vector<std::string> wrt = sensitivity.wrt.empty() ? parameter_names : sensitivity.wrt;
     if (sensitivity.wrt_initial_state) wrt.push_back("initial_state");
     e << YAML::Key << "wrt" << YAML::Value << YAML::Flow << wrt;
     e << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(sensitivity.checkpointing);
-    if (sensitivity.method == "continuous_adjoint" || sensitivity.method == "cvodes_adjoint") {
+    if (sensitivity.method == ode::SensitivityKind::ContinuousAdjoint ||
+        sensitivity.method == ode::SensitivityKind::CvodesAdjoint) {
       e << YAML::Key << "adjoint_rtol" << YAML::Value << sensitivity.adjoint_rtol;
       e << YAML::Key << "adjoint_atol" << YAML::Value << sensitivity.adjoint_atol;
     }
-    if (sensitivity.method == "cvodes_adjoint") {
+    if (sensitivity.method == ode::SensitivityKind::CvodesAdjoint) {
       e << YAML::Key << "checkpoint_steps" << YAML::Value << sensitivity.checkpoint_steps;
       e << YAML::Key << "interpolation" << YAML::Value << sensitivity.interpolation;
     }

@@ -27,13 +27,11 @@ ode::GradientResult ModelKernels<M>::gradient(const Problem& problem,
 }
 
 template <class M>
-ode::HessianVectorResult ModelKernels<M>::hessian_vector(const Problem& problem,
-                                                         const ExpressionObjective& objective,
-                                                         const ode::HessianDirection& v,
-                                                         const ode::SensitivityMethod& method,
-                                                         const ode::IntegratorOptions& options,
-                                                         const ode::StepPlan& replay) {
-  return ode::hessian_vector(problem, objective, v, method, options, replay);
+std::vector<ode::HessianVectorResult> ModelKernels<M>::hessian_vectors(
+    const Problem& problem, const ExpressionObjective& objective,
+    std::span<const ode::HessianDirection> v, const ode::SensitivityMethod& method,
+    const ode::IntegratorOptions& options, const ode::StepPlan& replay) {
+  return ode::hessian_vectors(problem, objective, v, method, options, replay);
 }
 
 template <class M>

@@ -28,12 +28,11 @@ struct ModelKernels {
                                       const ode::SensitivityMethod& method,
                                       const ode::IntegratorOptions& options,
                                       const ode::StepPlan& replay);
-  static ode::HessianVectorResult hessian_vector(const Problem& problem,
-                                                 const ExpressionObjective& objective,
-                                                 const ode::HessianDirection& v,
-                                                 const ode::SensitivityMethod& method,
-                                                 const ode::IntegratorOptions& options,
-                                                 const ode::StepPlan& replay);
+  /// ode::hessian_vectors: one second-order System for every direction.
+  static std::vector<ode::HessianVectorResult> hessian_vectors(
+      const Problem& problem, const ExpressionObjective& objective,
+      std::span<const ode::HessianDirection> v, const ode::SensitivityMethod& method,
+      const ode::IntegratorOptions& options, const ode::StepPlan& replay);
   static ode::GradientResult observation_gradient(const Problem& problem,
                                                   const ode::WeightedObservations& obs,
                                                   const ode::SensitivityMethod& method,

@@ -576,8 +576,8 @@ bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
     if (why) *why = reason;
     return false;
   };
-  if (cfg.sensitivity.method != "discrete_adjoint")
-    return no("sensitivity.method " + cfg.sensitivity.method +
+  if (cfg.sensitivity.method != ode::SensitivityKind::DiscreteAdjoint)
+    return no("sensitivity.method " + ode::to_string(cfg.sensitivity.method) +
               " (only the discrete adjoint keeps a place to resume from)");
   if (ode::is_cvodes(cfg.integrator.method))
     return no("integrator.method " + ode::to_string(cfg.integrator.method) +

@@ -17,13 +17,13 @@
 namespace costate::ode {
 
 std::string to_string(const SensitivityMethod& m) {
-  if (std::holds_alternative<Forward>(m)) return "forward";
-  if (std::holds_alternative<ContinuousAdjoint>(m)) return "continuous_adjoint";
-  if (std::holds_alternative<CvodesForward>(m)) return "cvodes_forward";
+  // The kind's name (support.hpp's to_string), with the settings that matter.
+  const std::string name = to_string(kind_of(m));
   if (const auto* a = std::get_if<CvodesAdjoint>(&m))
-    return "cvodes_adjoint(steps " + std::to_string(a->steps) + ", " +
-           to_string(a->interpolation) + ")";
-  return "discrete_adjoint(" + to_string(std::get<DiscreteAdjoint>(m).checkpointing) + ")";
+    return name + "(steps " + std::to_string(a->steps) + ", " + to_string(a->interpolation) + ")";
+  if (const auto* d = std::get_if<DiscreteAdjoint>(&m))
+    return name + "(" + to_string(d->checkpointing) + ")";
+  return name;
 }
 
 std::string GradientResult::brief_report() const {
@@ -49,47 +49,78 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
   if (resume_from)
     COSTATE_CHECK(replay.empty(), "gradient: DiscreteAdjoint::resume_from replays its own steps; "
                                   "the replay step plan must be empty");
-  // bdf's forward run, for a StoreAll adjoint (trimmed on every exit).
-  BdfForwardRecord::ThisThread kept;
-  BdfForwardRecord& record = kept.record;
   const bool store_all = dam && std::holds_alternative<StoreAll>(dam->checkpointing);
-  const bool keep_record = store_all && options.method == Method::Bdf;
 
   // 1. The step plan (plan_steps: fixed, the adaptive first run, or
-  // replayed), landing on the observation times.
-  ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options,
-                                 resume_from ? resume_from->steps : replay, "gradient",
-                                 keep_record ? &record : nullptr);
+  // replayed), landing on the observation times, and 2. the compiled scheme
+  // of the stepper (scheme.hpp: explicit RK, θ, sdirk3, bdf) on it
+  // (ReplayedScheme: the one set-up).
+  ReplayedScheme run(system, y0, p, t0, t1, options, resume_from ? resume_from->steps : replay,
+                     "gradient", store_all);
   GradientResult result;
-  result.summary = setup.summary;
+  result.summary = run.summary();
 
-  // 2. The compiled scheme of the stepper (scheme.hpp: explicit RK, θ,
-  // sdirk3, bdf) — the adjoint sweep under the checkpoint schedule, or the
-  // forward tangents.
-  const std::unique_ptr<Scheme> scheme = make_scheme(system, setup.options, p, setup.steps,
-                                                     store_all, keep_record ? &record : nullptr);
-  std::vector<double> x0(scheme->state_size(), 0.0);
-  std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
-  // The caller's on_step (e.g. an interrupt check) also sees the sweeps' steps.
+  // 3. The adjoint sweep under the checkpoint schedule, or the forward
+  // tangents. The caller's on_step (e.g. an interrupt check) also sees the
+  // sweeps' steps.
   AdjointResume* interrupted_at = dam ? dam->interrupted_at.get() : nullptr;
   if (interrupted_at) {
     interrupted_at->step = -1;
-    interrupted_at->steps = setup.steps;
+    interrupted_at->steps = run.steps();
   }
-  SweepOutcome o = dam ? adjoint_sweep(system, *scheme, setup.steps, dam->checkpointing, x0, p,
-                                       options.on_step, resume_from, interrupted_at)
-                       : tangent_sweep(system, *scheme, setup.steps, x0, p, options.on_step);
+  SweepOutcome o = dam ? adjoint_sweep(system, run.scheme(), run.steps(), dam->checkpointing,
+                                       run.x0(), p, options.on_step, resume_from, interrupted_at)
+                       : tangent_sweep(system, run.scheme(), run.steps(), run.x0(), p,
+                                       options.on_step);
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);
   result.checkpoints = o.checkpoints;
-  result.steps = std::move(setup.steps);  // the scheme (which reads it) is done
+  result.rhs_evaluations = run.rhs_evaluations();  // the plan's run and the sweeps
+  result.steps = run.release_steps();
   result.method = to_string(method);
-  result.rhs_evaluations = o.rhs_evaluations;
   result.vjp_evaluations = o.linearizations;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+std::vector<GradientResult> native_gradients(std::span<const System* const> systems,
+                                             std::span<const double> y0,
+                                             std::span<const double> p, double t0, double t1,
+                                             const DiscreteAdjoint& method,
+                                             const IntegratorOptions& options,
+                                             const StepPlan& replay) {
+  const auto start = std::chrono::steady_clock::now();
+  COSTATE_CHECK(!systems.empty(), "gradients: no objectives (give at least one)");
+  COSTATE_CHECK(systems[0]->n_model_states() > 0, "gradients: the problem has no states");
+  // 1. The step plan (the first objective's, or replayed) and 2. the scheme
+  // on it, as ode::gradient sets them up.
+  ReplayedScheme run(*systems[0], y0, p, t0, t1, options, replay, "gradients",
+                     std::holds_alternative<StoreAll>(method.checkpointing));
+  // 3. One reverse sweep for the block of seeds.
+  std::vector<SweepOutcome> o = adjoint_block_sweep(systems, run.scheme(), run.steps(),
+                                                    method.checkpointing, run.x0(), p,
+                                                    options.on_step);
+  std::vector<GradientResult> out(o.size());
+  const std::int64_t rhs = run.rhs_evaluations();
+  const StepPlan steps = run.release_steps();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (std::size_t k = 0; k < o.size(); ++k) {
+    GradientResult& r = out[k];
+    r.summary = run.summary();
+    r.objective = o[k].objective;
+    r.wrt_parameters = std::move(o[k].wrt_parameters);
+    r.wrt_initial_state = std::move(o[k].wrt_initial_state);
+    r.checkpoints = o[k].checkpoints;
+    r.rhs_evaluations = rhs;
+    r.steps = steps;
+    r.method = to_string(SensitivityMethod{method});
+    r.vjp_evaluations = o[k].linearizations;
+    r.wall_seconds = seconds;
+  }
+  return out;
 }
 
 }  // namespace detail

@@ -17,29 +17,19 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
                                           const IntegratorOptions& options,
                                           const StepPlan& replay) {
   const auto start = std::chrono::steady_clock::now();
-  // bdf's forward run, for a StoreAll sweep (trimmed on every exit), as
-  // ode::gradient keeps it.
-  BdfForwardRecord::ThisThread kept;
-  BdfForwardRecord& record = kept.record;
-  const bool store_all = std::holds_alternative<StoreAll>(checkpointing);
-  const bool keep_record = store_all && options.method == Method::Bdf;
+  // 1. The step plan, as ode::gradient chooses it, and 2. the compiled
+  // scheme on it (ReplayedScheme: the one set-up). StoreAll: as under
+  // ode::gradient's StoreAll, sdirk3 keeps each forward step's stages and
+  // start Jacobian for its reverse step, and bdf replays its forward run's
+  // states (its forward tangents read the recorded Jacobians at y_{i+1}).
+  ReplayedScheme run(system, y0, p, t0, t1, options, replay, "hessian_vector",
+                     std::holds_alternative<StoreAll>(checkpointing));
 
-  // 1. The step plan, as ode::gradient chooses it (plan_steps).
-  const ReplaySetup setup = plan_steps(system, y0, p, t0, t1, options, replay, "hessian_vector",
-                                       keep_record ? &record : nullptr);
-
-  // 2. Forward over adjoint on the compiled scheme: x_0 + ε v_y0, p + ε v_p.
-  // StoreAll: as under ode::gradient's StoreAll, sdirk3 keeps each forward
-  // step's stages and start Jacobian for its reverse step, and bdf replays
-  // its forward run's states (its forward tangents read the recorded
-  // Jacobians at y_{i+1}).
-  const std::unique_ptr<Scheme> scheme = make_scheme(
-      system, setup.options, p, setup.steps, store_all, keep_record ? &record : nullptr);
-  std::vector<double> x0(scheme->state_size(), 0.0), x0dot(scheme->state_size(), 0.0);
-  std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
+  // 3. Forward over adjoint on the scheme: x_0 + ε v_y0, p + ε v_p.
+  std::vector<double> x0dot(run.scheme().state_size(), 0.0);
   if (!v.initial_state.empty()) std::copy(v.initial_state.begin(), v.initial_state.end(), x0dot.begin());
-  const SecondOrderOutcome o = second_order_sweep(system, *scheme, setup.steps, checkpointing, x0,
-                                                  x0dot, p, v.parameters, options.on_step);
+  const SecondOrderOutcome o = second_order_sweep(system, run.scheme(), run.steps(), checkpointing,
+                                                  run.x0(), x0dot, p, v.parameters, options.on_step);
 
   HessianVectorResult r;
   r.objective = o.objective;
@@ -50,8 +40,8 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
   r.hv_wrt_initial_state = o.hv_wrt_initial_state;
   r.method = "forward_over_" + method_name;
   r.checkpoints = o.checkpoints;
-  r.steps = setup.steps;
-  r.rhs_evaluations = o.rhs_evaluations + setup.summary.rhs_evaluations;
+  r.rhs_evaluations = run.rhs_evaluations();  // the plan's run and the sweeps
+  r.steps = run.release_steps();
   r.vjp_evaluations = o.linearizations;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -728,24 +728,42 @@ std::vector<std::int64_t> observations_on(const System& sys, const Scheme& schem
   return obs_at;
 }
 
+/// One adjoint seed of a sweep: its objective's terms (the System's
+/// terminal and observation terms, and the running cost's z), where its
+/// observations land (observations_on), and its λ, μ, J.
+struct AdjointLane {
+  const System* sys = nullptr;
+  std::vector<std::int64_t> obs_at;
+  std::vector<double> lambda, mu;
+  double J = 0.0;
+};
+
 /// The reverse sweep's state and the checkpoint adapter in one: the Ops of
-/// reverse_sweep (advance / save / restore / reverse_step / index).
+/// reverse_sweep (advance / save / restore / reverse_step / index), over a
+/// block of adjoint seeds (lanes) that share the forward steps, the
+/// snapshots and the recomputation; each reverse step runs the scheme's
+/// adjoint once per lane, in lane order, from the same x_i (one lane: the
+/// single gradient's calls, in its order).
 class AdjointOps {
  public:
-  /// With `from` (an interrupted sweep, AdjointResume): λ, μ, J start from
-  /// its place and the reverse steps below from->step are the ones to run
-  /// (steps() of the sweep is from->step; no seed).
-  AdjointOps(const System& sys, Scheme& scheme, std::span<const std::int64_t> obs_at,
-             std::span<const double> x0, std::span<const double> p, SnapshotStore* store,
-             Hook& hook, const AdjointResume* from = nullptr)
-      : sys_(sys), scheme_(scheme), obs_at_(obs_at), p_(p), store_(store), hook_(hook),
-        nx_(scheme.state_size()), n_(sys.n_model_states()),
+  /// With `from` (an interrupted sweep, AdjointResume; one lane): λ, μ, J
+  /// start from its place and the reverse steps below from->step are the
+  /// ones to run (steps() of the sweep is from->step; no seed).
+  AdjointOps(std::vector<AdjointLane>& lanes, Scheme& scheme, std::span<const double> x0,
+             std::span<const double> p, SnapshotStore* store, Hook& hook,
+             const AdjointResume* from = nullptr)
+      : lanes_(lanes), scheme_(scheme), p_(p), store_(store), hook_(hook),
+        nx_(scheme.state_size()),
         l_(from ? static_cast<std::size_t>(from->step) : scheme.steps()), seed_(from == nullptr),
-        cur_(x0.begin(), x0.end()), next_(nx_), lambda_(nx_, 0.0), mu_(p.size(), 0.0) {
+        cur_(x0.begin(), x0.end()), next_(nx_) {
+    for (AdjointLane& lane : lanes_) {
+      lane.lambda.assign(nx_, 0.0);
+      lane.mu.assign(p.size(), 0.0);
+    }
     if (from) {
-      lambda_ = from->lambda;
-      mu_ = from->mu;
-      J_ = from->objective;
+      lanes_[0].lambda = from->lambda;
+      lanes_[0].mu = from->mu;
+      lanes_[0].J = from->objective;
       reached_ = from->step;
     }
   }
@@ -773,16 +791,29 @@ class AdjointOps {
     if (seed_ && i + 1 == l_) {
       // Seed at x_l: λ = (∂g/∂y, 1 for z), μ = ∂g/∂p, plus an observation at t_l.
       scheme_.step(i, x, next_);
-      std::fill(lambda_.begin(), lambda_.end(), 0.0);
-      J_ += sys_.terminal_gradient(next_, p_, lambda_, mu_);
-      if (sys_.has_running()) {
-        J_ += next_[n_];
-        lambda_[n_] = 1.0;
+      for (AdjointLane& lane : lanes_) {
+        std::fill(lane.lambda.begin(), lane.lambda.end(), 0.0);
+        lane.J += lane.sys->terminal_gradient(next_, p_, lane.lambda, lane.mu);
+        if (lane.sys->has_running()) {
+          const std::size_t n = lane.sys->n_model_states();
+          lane.J += next_[n];
+          lane.lambda[n] = 1.0;
+        }
+        observe(lane, l_, next_);
       }
-      observe(l_, next_);
     }
-    scheme_.adjoint(i, x, lambda_, mu_);
-    observe(i, x);
+    if (lanes_.size() == 1) {
+      scheme_.adjoint(i, x, lanes_[0].lambda, lanes_[0].mu);
+    } else {
+      // The block: the scheme linearizes (and factors) once where it can.
+      if (lambdas_.empty())
+        for (AdjointLane& lane : lanes_) {
+          lambdas_.emplace_back(lane.lambda);
+          mus_.emplace_back(lane.mu);
+        }
+      scheme_.adjoint_block(i, x, lambdas_, mus_);
+    }
+    for (AdjointLane& lane : lanes_) observe(lane, i, x);
     reached_ = static_cast<std::int64_t>(i);
     hook_(i);
   }
@@ -791,28 +822,26 @@ class AdjointOps {
   std::size_t steps() const { return l_; }
   /// The lowest step reversed so far (λ = ∂J/∂x_reached), −1 before the seed.
   std::int64_t reached() const { return reached_; }
-  double objective() const { return J_; }
-  const std::vector<double>& lambda() const { return lambda_; }
-  const std::vector<double>& mu() const { return mu_; }
 
  private:
-  void observe(std::size_t i, std::span<const double> x) {
-    const std::int64_t k = obs_at_[i];
-    if (k >= 0) J_ += sys_.observation_gradient(static_cast<std::size_t>(k), x, p_, lambda_, mu_);
+  void observe(AdjointLane& lane, std::size_t i, std::span<const double> x) {
+    const std::int64_t k = lane.obs_at[i];
+    if (k >= 0)
+      lane.J += lane.sys->observation_gradient(static_cast<std::size_t>(k), x, p_, lane.lambda,
+                                               lane.mu);
   }
 
-  const System& sys_;
+  std::vector<AdjointLane>& lanes_;
+  std::vector<std::span<double>> lambdas_, mus_;  // views of the lanes (a block)
   Scheme& scheme_;
-  std::span<const std::int64_t> obs_at_;
   std::span<const double> p_;
   SnapshotStore* store_;
   Hook& hook_;
-  std::size_t nx_, n_, l_;
+  std::size_t nx_, l_;
   bool seed_;
-  std::vector<double> cur_, next_, lambda_, mu_;
+  std::vector<double> cur_, next_;
   std::vector<std::int64_t> slot_step_;
   std::int64_t i_ = 0, reached_ = -1;
-  double J_ = 0.0;
 };
 
 /// StoreAll without the schedule's slot pool and snapshot copies: the
@@ -863,21 +892,30 @@ std::unique_ptr<Scheme> make_explicit_rk_scheme(const System& system, Method met
   return std::make_unique<ExplicitRk>(system, method, p, steps.times());
 }
 
-SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
-                           const Checkpointing& checkpointing, std::span<const double> x0,
-                           std::span<const double> p, const SweepHook& hook,
-                           const AdjointResume* resume_from, AdjointResume* interrupted_at) {
+namespace {
+
+/// The block sweep behind adjoint_sweep and adjoint_block_sweep: one lane
+/// per System (the first's scheme), under the checkpoint schedule.
+std::vector<SweepOutcome> lanes_sweep(std::span<const System* const> systems, Scheme& scheme,
+                                      const StepPlan& steps, const Checkpointing& checkpointing,
+                                      std::span<const double> x0, std::span<const double> p,
+                                      const SweepHook& hook, const AdjointResume* resume_from,
+                                      AdjointResume* interrupted_at, std::string_view who) {
   const std::size_t l = scheme.steps();
-  const std::vector<std::int64_t> obs_at = observations_on(system, scheme, steps, "adjoint_sweep");
-  COSTATE_CHECK_EQ(x0.size(), scheme.state_size(), "adjoint_sweep: x0 has the wrong size");
+  std::vector<AdjointLane> lanes(systems.size());
+  for (std::size_t j = 0; j < systems.size(); ++j) {
+    lanes[j].sys = systems[j];
+    lanes[j].obs_at = observations_on(*systems[j], scheme, steps, who);
+  }
+  COSTATE_CHECK_EQ(x0.size(), scheme.state_size(), who << ": x0 has the wrong size");
   if (resume_from) {
     COSTATE_CHECK(resume_from->step >= 0 && static_cast<std::size_t>(resume_from->step) <= l,
-                  "adjoint_sweep: the resumed sweep's step " << resume_from->step
-                                                             << " is not within its " << l << " steps");
+                  who << ": the resumed sweep's step " << resume_from->step
+                      << " is not within its " << l << " steps");
     COSTATE_CHECK_EQ(resume_from->lambda.size(), scheme.state_size(),
-                     "adjoint_sweep: the resumed sweep's adjoint state has the wrong size");
+                     who << ": the resumed sweep's adjoint state has the wrong size");
     COSTATE_CHECK_EQ(resume_from->mu.size(), p.size(),
-                     "adjoint_sweep: the resumed sweep's parameter adjoint has the wrong size");
+                     who << ": the resumed sweep's parameter adjoint has the wrong size");
   }
   validate(checkpointing);  // once: reverse_sweep_valid below does not again
   std::size_t disk_slots = 0;
@@ -890,34 +928,73 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan&
   const bool store_all_states = std::holds_alternative<StoreAll>(checkpointing);
   std::optional<SnapshotStore> store;
   if (!store_all_states) store.emplace(scheme.state_size(), disk_slots, disk_path);
-  AdjointOps ops(system, scheme, obs_at, x0, p, store ? &*store : nullptr, every, resume_from);
-  SweepOutcome out;
+  AdjointOps ops(lanes, scheme, x0, p, store ? &*store : nullptr, every, resume_from);
+  CheckpointStats stats;
   try {
     if (ops.steps() == 0)
-      out.checkpoints = CheckpointStats{};  // resumed at step 0: nothing left to reverse
+      stats = CheckpointStats{};  // resumed at step 0: nothing left to reverse
     else if (store_all_states)
-      out.checkpoints = store_all(ops, scheme, x0, every);
+      stats = store_all(ops, scheme, x0, every);
     else
-      out.checkpoints =
-          reverse_sweep_valid(checkpointing, ops, static_cast<std::int64_t>(ops.steps()));
+      stats = reverse_sweep_valid(checkpointing, ops, static_cast<std::int64_t>(ops.steps()));
   } catch (...) {
     if (interrupted_at && ops.reached() >= 0) {
       interrupted_at->step = ops.reached();
-      interrupted_at->objective = ops.objective();
-      interrupted_at->lambda = ops.lambda();
-      interrupted_at->mu = ops.mu();
+      interrupted_at->objective = lanes[0].J;
+      interrupted_at->lambda = lanes[0].lambda;
+      interrupted_at->mu = lanes[0].mu;
     }
     throw;
   }
-  if (store) out.checkpoints.disk_snapshots = store->disk_writes();
-  out.objective = ops.objective();
-  out.wrt_parameters = ops.mu();
-  out.wrt_initial_state.assign(ops.lambda().begin(),
-                               ops.lambda().begin() +
-                                   static_cast<std::ptrdiff_t>(system.n_model_states()));
-  out.rhs_evaluations = scheme.rhs_evaluations();
-  out.linearizations = scheme.linearizations();
+  if (store) stats.disk_snapshots = store->disk_writes();
+  std::vector<SweepOutcome> out(lanes.size());
+  for (std::size_t j = 0; j < lanes.size(); ++j) {
+    SweepOutcome& o = out[j];
+    o.checkpoints = stats;
+    o.objective = lanes[j].J;
+    o.wrt_parameters = std::move(lanes[j].mu);
+    o.wrt_initial_state.assign(
+        lanes[j].lambda.begin(),
+        lanes[j].lambda.begin() + static_cast<std::ptrdiff_t>(systems[j]->n_model_states()));
+    o.rhs_evaluations = scheme.rhs_evaluations();
+    o.linearizations = scheme.linearizations();
+  }
   return out;
+}
+
+}  // namespace
+
+SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
+                           const Checkpointing& checkpointing, std::span<const double> x0,
+                           std::span<const double> p, const SweepHook& hook,
+                           const AdjointResume* resume_from, AdjointResume* interrupted_at) {
+  const System* one = &system;
+  return std::move(lanes_sweep(std::span<const System* const>(&one, 1), scheme, steps,
+                               checkpointing, x0, p, hook, resume_from, interrupted_at,
+                               "adjoint_sweep")
+                       .front());
+}
+
+std::vector<SweepOutcome> adjoint_block_sweep(std::span<const System* const> systems,
+                                              Scheme& scheme, const StepPlan& steps,
+                                              const Checkpointing& checkpointing,
+                                              std::span<const double> x0,
+                                              std::span<const double> p, const SweepHook& hook) {
+  COSTATE_CHECK(!systems.empty(), "adjoint_block_sweep: no objectives (a block needs at least one)");
+  for (std::size_t j = 0; j < systems.size(); ++j) {
+    COSTATE_CHECK(systems[j]->n_states() == systems[0]->n_states() &&
+                      systems[j]->n_model_states() == systems[0]->n_model_states() &&
+                      systems[j]->n_parameters() == systems[0]->n_parameters(),
+                  "adjoint_block_sweep: objective " << j
+                                                    << "'s System has another size than objective 0's");
+    COSTATE_CHECK(!systems[j]->has_running() || systems.size() == 1,
+                  "adjoint_block_sweep: objective "
+                      << j << " has a running cost; a block of several objectives shares one "
+                              "state x = y (a running cost adds its own quadrature z): give "
+                              "it its own gradient, or make it a terminal or observation term");
+  }
+  return lanes_sweep(systems, scheme, steps, checkpointing, x0, p, hook, nullptr, nullptr,
+                     "adjoint_block_sweep");
 }
 
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan& steps,

@@ -191,6 +191,37 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   return out;
 }
 
+struct ReplayedScheme::Kept {
+  BdfForwardRecord::ThisThread guard;
+};
+
+ReplayedScheme::ReplayedScheme(const System& system, std::span<const double> y0,
+                               std::span<const double> p, double t0, double t1,
+                               const IntegratorOptions& options, const StepPlan& replay,
+                               std::string_view who, bool store_all) {
+  // bdf's forward run, for a StoreAll sweep (trimmed when this ends).
+  const bool keep_record = store_all && options.method == Method::Bdf;
+  if (keep_record) kept_ = std::make_unique<Kept>();
+  BdfForwardRecord* record = keep_record ? &kept_->guard.record : nullptr;
+  // 1. The step plan, landing on the observation times.
+  setup_ = plan_steps(system, y0, p, t0, t1, options, replay, who, record);
+  // 2. The stepper's compiled scheme on it.
+  scheme_ = make_scheme(system, setup_.options, p, setup_.steps, store_all, record);
+  x0_.assign(scheme_->state_size(), 0.0);
+  std::copy(setup_.x0.begin(), setup_.x0.end(), x0_.begin());
+}
+
+ReplayedScheme::~ReplayedScheme() = default;
+
+std::int64_t ReplayedScheme::rhs_evaluations() const {
+  return setup_.summary.rhs_evaluations + (scheme_ ? scheme_->rhs_evaluations() : 0);
+}
+
+StepPlan ReplayedScheme::release_steps() {
+  scheme_.reset();
+  return std::move(setup_.steps);
+}
+
 ObservedTangents observed_tangents(const System& system, Scheme& scheme, const StepPlan& steps,
                                    std::span<const double> x0, std::span<const double> p) {
   const std::size_t nx = scheme.state_size();

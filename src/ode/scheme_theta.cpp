@@ -100,6 +100,60 @@ class Theta final : public Scheme {
     next_.reversed(i, x);
   }
 
+  // adjoint() for a block of lanes: [J | f_p] at x_{i+1} and its LU once,
+  // [J | f_p] at x_i once; each lane's arithmetic is adjoint()'s, in its
+  // order (the same bits). One lane: adjoint() itself (its hot path keeps
+  // the solve's result in place instead of a per-lane copy).
+  void adjoint_block(std::size_t i, std::span<const double> x,
+                     std::span<const std::span<double>> lambdas,
+                     std::span<const std::span<double>> mus) override {
+    if (lambdas.size() == 1) {
+      adjoint(i, x, lambdas[0], mus[0]);
+      return;
+    }
+    const double t = times_[i], h = times_[i + 1] - t;
+    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
+    // was the one at its x_i), else evaluated at x_{i+1}.
+    if (jp_index_ != static_cast<std::int64_t>(i) + 1) {
+      const std::vector<double>* xn = next_.find(i);
+      if (!xn) {
+        step(i, x, tmp_);
+        xn = next_.find(i);
+      }
+      jp_next_ = jac_.state_parameters(times_[i + 1], *xn);
+    }
+    ++lin_;
+    solve_.factor(h * theta_, jp_next_);
+    const std::size_t k = lambdas.size();
+    ms_.resize(k);
+    for (std::size_t j = 0; j < k; ++j)
+      ms_[j] = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambdas[j].data(), nn));
+    pbars_.resize(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      pbars_[j].resize(npp);
+      pbars_[j].setZero();
+      detail::add_transposed_product(jp_next_, nn, npp, ms_[j].data(), h * theta_, pbars_[j].data());
+    }
+    jp_next_ = jac_.state_parameters(t, x);
+    ++lin_;
+    jp_index_ = static_cast<std::int64_t>(i);
+    for (std::size_t j = 0; j < k; ++j) {
+      const Eigen::VectorXd& m = ms_[j];
+      Eigen::VectorXd& pbar = pbars_[j];
+      std::span<double> lambda = lambdas[j];
+      for (std::size_t q = 0; q < nx_; ++q) lambda[q] = m[static_cast<Eigen::Index>(q)];
+      if (theta_ < 1.0) {
+        detail::add_transposed_product(jp_next_, 0, nn, m.data(), h * (1.0 - theta_),
+                                       lambda.data());
+        detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * (1.0 - theta_),
+                                       pbar.data());
+      }
+      for (std::size_t q = 0; q < np_; ++q) mus[j][q] += pbar[static_cast<Eigen::Index>(q)];
+    }
+    next_.reversed(i, x);
+  }
+
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
@@ -242,6 +296,7 @@ class Theta final : public Scheme {
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   detail::TransposedSolve solve_;
   Eigen::VectorXd pbar_, pbard_, m_, md_, rd_;
+  std::vector<Eigen::VectorXd> ms_, pbars_;  // adjoint_block: per lane
   std::optional<detail::SystemJacobianTangent> second_;
   std::optional<detail::TangentPass> pass_;  // tangent1
   std::vector<double> b_, d_;

@@ -10,6 +10,7 @@
 
 #include "costate/ad/reverse.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
 #include "costate/ode/models.hpp"
 
 namespace {
@@ -203,6 +204,41 @@ TEST(DiscreteAdjoint, AdaptiveDopri5ConvergesToTheFineFixedStepGradient) {
   expect_rel(adaptive.wrt_parameters, fine.wrt_parameters, kDiscretisationTol, "p");
   expect_rel(adaptive.wrt_initial_state, fine.wrt_initial_state, kDiscretisationTol, "y0");
   EXPECT_NEAR(adaptive.objective, fine.objective, kDiscretisationTol * std::abs(fine.objective));
+}
+
+// rhs_evaluations counts every right-hand-side evaluation of the call (the
+// one rule of ReplayedScheme, gradient.hpp): the adaptive run that chose the
+// steps plus the sweeps. The sweeps of a replay of the same steps are the
+// same work, and a replay chooses nothing: so the first call's count is its
+// forward run's plus the replay's, for the adjoint, the tangents and H·v.
+TEST(RhsEvaluations, CountTheRunThatChoseTheStepsAndTheSweeps) {
+  const auto pr = lv_problem(3.0);
+  const TerminalAndRunning obj;
+  const IntegratorOptions o{.method = Method::Dopri5, .rtol = 1e-8, .atol = 1e-10};
+  for (const SensitivityMethod& m :
+       {SensitivityMethod{DiscreteAdjoint{}}, SensitivityMethod{DiscreteAdjoint{Binomial{.snapshots = 5}}},
+        SensitivityMethod{Forward{}}}) {
+    SCOPED_TRACE(to_string(m));
+    const GradientResult first = gradient(pr, obj, m, o);
+    const GradientResult replayed = gradient(pr, obj, m, o, first.steps);
+    ASSERT_GT(first.summary.rhs_evaluations, 0);
+    EXPECT_EQ(replayed.summary.rhs_evaluations, 0);
+    // (The explicit RK scheme's tangent steps are Dual evaluations, counted
+    // as linearizations: the tangents' sweeps count no right-hand side.)
+    if (std::holds_alternative<DiscreteAdjoint>(m)) {
+      EXPECT_GT(replayed.rhs_evaluations, 0);
+    }
+    EXPECT_EQ(first.rhs_evaluations, first.summary.rhs_evaluations + replayed.rhs_evaluations);
+  }
+  const GradientResult g = gradient(pr, obj, DiscreteAdjoint{}, o);
+  const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {}};
+  const HessianVectorResult first = hessian_vector(pr, obj, v, DiscreteAdjoint{}, o);
+  const HessianVectorResult replayed = hessian_vector(pr, obj, v, DiscreteAdjoint{}, o, g.steps);
+  EXPECT_EQ(first.rhs_evaluations, g.summary.rhs_evaluations + replayed.rhs_evaluations);
+  // Fixed steps: no run chooses them; the sweeps alone.
+  const GradientResult fixed = gradient(pr, obj, DiscreteAdjoint{}, {.method = Method::RK4, .dt = 1e-2});
+  EXPECT_EQ(fixed.summary.rhs_evaluations, 0);
+  EXPECT_GT(fixed.rhs_evaluations, 0);
 }
 
 TEST(ForwardSensitivities, AgreeWithTheDiscreteAdjoint) {

@@ -78,6 +78,21 @@ struct FileHessian {
 FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
                          const std::vector<std::size_t>& wrt);
 
+/// `costate sensitivity` on one build of the file's model and objective:
+/// the trajectory at the output times (ode::integrate; a failed
+/// integration throws "integration of FILE failed"), the gradient (as
+/// file_gradient at cfg's parameters and initial state, with `resume`) and,
+/// with `hessian_wrt`, the Hessian over those parameters (as file_hessian,
+/// on the gradient's steps, one second-order System for every column).
+/// The same bits as the three calls.
+struct FileSensitivity {
+  ode::Solution trajectory;
+  FileGradient gradient;
+  FileHessian hessian;  ///< with hessian_wrt
+};
+FileSensitivity file_sensitivity(const RunConfig& cfg, const AdjointResumeLink& resume = {},
+                                 const std::vector<std::size_t>* hessian_wrt = nullptr);
+
 /// Indices of sensitivity.wrt in cfg.parameter_names.
 std::vector<std::size_t> wrt_indices(const RunConfig& cfg);
 

@@ -15,6 +15,7 @@
 #include "costate/ode/equation_model.hpp"
 #include "costate/ode/models.hpp"
 #include "costate/ode/options.hpp"
+#include "costate/ode/support.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/sbml/model.hpp"
 
@@ -34,7 +35,8 @@ struct ObjectiveConfig {
 /// The `sensitivity:` section.
 struct SensitivityConfig {
   bool present = false;
-  std::string method = "discrete_adjoint";
+  /// Parsed once, from the file's name (ode::sensitivity_kind_from_string).
+  ode::SensitivityKind method = ode::SensitivityKind::DiscreteAdjoint;
   /// Parameters to report the gradient for (all when empty and not given).
   std::vector<std::string> wrt;
   bool wrt_initial_state = true;

@@ -123,7 +123,11 @@ struct GradientResult {
   std::string method;
   CheckpointStats checkpoints;
   Summary summary;  ///< the forward integration (steps, evaluations)
-  std::int64_t rhs_evaluations = 0;  ///< by the sweeps (forward and reverse)
+  /// Every right-hand-side evaluation of the call: the run that chose the
+  /// steps (summary.rhs_evaluations; 0 for fixed or replayed steps) and the
+  /// sweeps, forward and reverse (ReplayedScheme::rhs_evaluations); the
+  /// continuous adjoint and CVODES: their forward and backward runs.
+  std::int64_t rhs_evaluations = 0;
   std::int64_t vjp_evaluations = 0;
   double wall_seconds = 0.0;
   /// The steps t_0 … t_l (and bdf's orders) the gradient belongs to: pass
@@ -145,6 +149,55 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
                                const SensitivityMethod& method, const IntegratorOptions& options,
                                const StepPlan& replay);
 }  // namespace detail
+
+namespace detail {
+/// ode::gradients on the compiled Systems (src/ode/gradient.cpp): the step
+/// plan of the first (ReplayedScheme), then adjoint_block_sweep.
+std::vector<GradientResult> native_gradients(std::span<const System* const> systems,
+                                             std::span<const double> y0,
+                                             std::span<const double> p, double t0, double t1,
+                                             const DiscreteAdjoint& method,
+                                             const IntegratorOptions& options,
+                                             const StepPlan& replay);
+}  // namespace detail
+
+/// The gradients of several objectives of one problem by the discrete
+/// adjoint in ONE reverse sweep (a block of adjoint seeds, e.g. the rows
+/// w_kᵀ y(t1) of an output Jacobian): the steps are chosen once (by the
+/// first objective's System, or `replay`), the forward steps, snapshots
+/// and recomputation are shared, and each reverse step applies the
+/// scheme's adjoint once per objective. Each result has the bits of
+/// ode::gradient(problem, objectives[k], method, options) on the same
+/// steps; the counts (checkpoints, rhs_evaluations, vjp_evaluations,
+/// wall_seconds) are the block's, shared by all.
+///
+/// Limitations: DiscreteAdjoint only, without resume_from/interrupted_at;
+/// no objective with a running cost (its quadrature z would be a state of
+/// its own: give it its own gradient); every objective's observation times
+/// must be among the chosen steps (the first objective's observation times,
+/// or those of `replay`). Throws costate::Error naming the limitation.
+template <Model M, class O>
+std::vector<GradientResult> gradients(const Problem<M>& problem, std::span<const O> objectives,
+                                      const DiscreteAdjoint& method = {},
+                                      IntegratorOptions options = {}, const StepPlan& replay = {}) {
+  require(supports(SensitivityKind::DiscreteAdjoint, options, 1), "ode::gradients");
+  COSTATE_CHECK(problem.n_states() > 0, "gradients: the problem has no states");
+  COSTATE_CHECK(!objectives.empty(), "gradients: no objectives (give at least one)");
+  COSTATE_CHECK(!method.resume_from && !method.interrupted_at,
+                "gradients: a block of objectives does not resume (DiscreteAdjoint::resume_from "
+                "and interrupted_at are for ode::gradient)");
+  SystemOptions system_options;
+  if (method.coloured_jacobian) system_options.jacobian = JacobianStrategy::Sparse;
+  std::vector<System> systems;
+  systems.reserve(objectives.size());
+  for (const O& objective : objectives)
+    systems.push_back(
+        make_system(problem.model, objective, problem.n_states(), problem.p.size(), system_options));
+  std::vector<const System*> views;
+  for (const System& s : systems) views.push_back(&s);
+  return detail::native_gradients(views, problem.y0, problem.p, problem.t0(), problem.t1(), method,
+                                  options, replay);
+}
 
 /// Objective value and gradient; see the file comment. Throws costate::Error
 /// on invalid settings and when the forward integration fails (the message

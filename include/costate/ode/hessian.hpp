@@ -93,6 +93,9 @@ struct HessianVectorResult {
   CheckpointStats checkpoints;
   /// The steps (and bdf's orders) replayed: GradientResult::steps' meaning.
   StepPlan steps;
+  /// rhs_evaluations: every right-hand-side evaluation of the call, counted
+  /// as GradientResult::rhs_evaluations (the run that chose the steps and
+  /// the sweeps; CVODES: its forward and backward runs).
   std::int64_t rhs_evaluations = 0, vjp_evaluations = 0;
   double wall_seconds = 0.0;
 };
@@ -147,16 +150,31 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
                                    const HessianDirection& v,
                                    const SensitivityMethod& method = DiscreteAdjoint{},
                                    IntegratorOptions options = {},
-                                   const StepPlan& replay = {}) {
+                                   const StepPlan& replay = {});
+
+/// hessian_vector along each of `v` (one result per direction, each as
+/// hessian_vector gives it: the same bits), the model's second-order System
+/// built once for all of them. Each product chooses its steps as
+/// hessian_vector does: pass a `replay` plan to share one plan.
+template <Model M, class O>
+std::vector<HessianVectorResult> hessian_vectors(const Problem<M>& problem, const O& objective,
+                                                 std::span<const HessianDirection> v,
+                                                 const SensitivityMethod& method = DiscreteAdjoint{},
+                                                 IntegratorOptions options = {},
+                                                 const StepPlan& replay = {}) {
   const std::size_t n = problem.n_states(), np = problem.p.size();
   COSTATE_CHECK(n > 0, "hessian_vector: the problem has no states");
-  COSTATE_CHECK(v.parameters.size() == np,
-                "hessian_vector: the direction has " << v.parameters.size()
-                                                     << " parameter entries; the problem has " << np);
-  COSTATE_CHECK(v.initial_state.empty() || v.initial_state.size() == n,
-                "hessian_vector: the direction's initial_state has "
-                    << v.initial_state.size() << " entries; expected 0 or " << n);
+  for (const HessianDirection& d : v) {
+    COSTATE_CHECK(d.parameters.size() == np,
+                  "hessian_vector: the direction has " << d.parameters.size()
+                                                       << " parameter entries; the problem has " << np);
+    COSTATE_CHECK(d.initial_state.empty() || d.initial_state.size() == n,
+                  "hessian_vector: the direction's initial_state has "
+                      << d.initial_state.size() << " entries; expected 0 or " << n);
+  }
   require(supports(kind_of(method), options, 2), "ode::hessian_vector");  // support.hpp's table
+  std::vector<HessianVectorResult> out;
+  out.reserve(v.size());
   if (const auto* cv = std::get_if<CvodesAdjoint>(&method)) {
     COSTATE_CHECK(replay.empty(),
                   "hessian_vector: a replay step plan is for the native steppers; "
@@ -165,14 +183,29 @@ HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective
     // cvodes::kBindingDenseMax states + parameters, as cvodes_gradient's.
     const System system = make_second_order_system(problem.model, objective, n, np,
                                                    {.dense_max = cvodes::kBindingDenseMax});
-    return detail::cvodes_hessian_vector(system, problem.y0, problem.p, problem.t0(),
-                                         problem.t1(), v, *cv, std::move(options));
+    for (const HessianDirection& d : v)
+      out.push_back(detail::cvodes_hessian_vector(system, problem.y0, problem.p, problem.t0(),
+                                                  problem.t1(), d, *cv, options));
+    return out;
   }
   // The native steppers: the compiled scheme and sweep on the System.
   const System system = make_second_order_system(problem.model, objective, n, np);
-  return detail::native_hessian_vector(system, problem.y0, problem.p, problem.t0(), problem.t1(),
-                                       v, std::get<DiscreteAdjoint>(method).checkpointing,
-                                       to_string(method), options, replay);
+  for (const HessianDirection& d : v)
+    out.push_back(detail::native_hessian_vector(system, problem.y0, problem.p, problem.t0(),
+                                                problem.t1(), d,
+                                                std::get<DiscreteAdjoint>(method).checkpointing,
+                                                to_string(method), options, replay));
+  return out;
+}
+
+template <Model M, class O>
+HessianVectorResult hessian_vector(const Problem<M>& problem, const O& objective,
+                                   const HessianDirection& v, const SensitivityMethod& method,
+                                   IntegratorOptions options, const StepPlan& replay) {
+  return std::move(
+      hessian_vectors(problem, objective, std::span<const HessianDirection>(&v, 1), method,
+                      std::move(options), replay)
+          .front());
 }
 
 /// ∂²J/∂p² over the parameters `wrt` (indices; empty: all), one

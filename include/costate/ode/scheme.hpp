@@ -98,6 +98,15 @@ class Scheme {
   virtual void step(std::size_t i, std::span<const double> x, std::span<double> xn) = 0;
   virtual void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
                        std::span<double> mu) = 0;
+  /// adjoint() for a block of seeds from the same x_i: lane j's (λ_j, μ_j)
+  /// get exactly adjoint(i, x, λ_j, μ_j)'s bits. The default calls adjoint
+  /// per lane; a scheme overrides it to linearize (and factor) once for the
+  /// block (adjoint_block_sweep).
+  virtual void adjoint_block(std::size_t i, std::span<const double> x,
+                             std::span<const std::span<double>> lambdas,
+                             std::span<const std::span<double>> mus) {
+    for (std::size_t j = 0; j < lambdas.size(); ++j) adjoint(i, x, lambdas[j], mus[j]);
+  }
   /// m directions, row-major: S, Sn state_size() × m, P n_p × m.
   virtual void tangent(std::size_t i, std::span<const double> x, std::span<double> xn,
                        std::size_t m, std::span<const double> S, std::span<double> Sn,
@@ -217,6 +226,49 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
                        double t0, double t1, IntegratorOptions options, const StepPlan& replay,
                        std::string_view who, BdfForwardRecord* record = nullptr);
 
+/// The plan → scheme set-up of every native derivative (ode::gradient's
+/// adjoint and tangents, hessian_vector, sensitivity_matrix), written once:
+/// plan_steps (fixed, the adaptive run, or `replay`), then make_scheme on
+/// the plan, and x_0 = (y0, z_0 = 0) of the scheme's state size.
+/// `store_all` (a StoreAll sweep follows): sdirk3 keeps its step data, and
+/// bdf's adaptive run keeps its states and Jacobians for the scheme in this
+/// thread's BdfForwardRecord (cleared here, trimmed when this ends).
+///
+/// rhs_evaluations() is the one count every native result reports: every
+/// right-hand-side evaluation since construction — the run that chose the
+/// steps (summary().rhs_evaluations: 0 for fixed or replayed steps) plus
+/// the scheme's (the sweeps', forward and reverse). The continuous adjoint
+/// and the CVODES methods count the same way (their forward and backward
+/// runs).
+class ReplayedScheme {
+ public:
+  ReplayedScheme(const System& system, std::span<const double> y0, std::span<const double> p,
+                 double t0, double t1, const IntegratorOptions& options, const StepPlan& replay,
+                 std::string_view who, bool store_all = false);
+  ~ReplayedScheme();
+  ReplayedScheme(const ReplayedScheme&) = delete;
+  ReplayedScheme& operator=(const ReplayedScheme&) = delete;
+
+  Scheme& scheme() const { return *scheme_; }
+  const StepPlan& steps() const { return setup_.steps; }
+  /// x_0 = (y0, 0 for z): scheme().state_size() entries.
+  std::span<const double> x0() const { return x0_; }
+  /// The options as the scheme replays them (ReplaySetup::options).
+  const IntegratorOptions& options() const { return setup_.options; }
+  /// The run that chose the steps (fixed or replayed: their count).
+  const Summary& summary() const { return setup_.summary; }
+  std::int64_t rhs_evaluations() const;
+  /// The plan, moved out; the scheme (which reads it) is released first.
+  StepPlan release_steps();
+
+ private:
+  struct Kept;  // bdf's forward record guard, when kept
+  std::unique_ptr<Kept> kept_;
+  ReplaySetup setup_;
+  std::unique_ptr<Scheme> scheme_;
+  std::vector<double> x0_;
+};
+
 /// Directions per tangent replay.
 inline constexpr std::size_t kTangentBlock = 8;
 
@@ -274,6 +326,22 @@ SweepOutcome adjoint_sweep(const System& system, Scheme& scheme, const StepPlan&
                            std::span<const double> p, const SweepHook& hook = {},
                            const AdjointResume* resume_from = nullptr,
                            AdjointResume* interrupted_at = nullptr);
+
+/// A block of adjoint seeds in one reverse sweep: the gradients of several
+/// objectives of one model (one System each, the same model and sizes,
+/// none with a running cost; their observation times among `steps`'
+/// times), sharing the forward steps, the snapshots and the schedule's
+/// recomputation — as PETSc's TSAdjoint does with several cost functions.
+/// Each reverse step runs the scheme's adjoint from the same x_i once per
+/// objective, in order, so each outcome has the bits of adjoint_sweep with
+/// that objective's System (and the same scheme); the counts are the block's
+/// (shared). `scheme` replays `steps` on any of the Systems' model.
+std::vector<SweepOutcome> adjoint_block_sweep(std::span<const System* const> systems,
+                                              Scheme& scheme, const StepPlan& steps,
+                                              const Checkpointing& checkpointing,
+                                              std::span<const double> x0,
+                                              std::span<const double> p,
+                                              const SweepHook& hook = {});
 
 /// The same gradient by forward tangents (kTangentBlock directions per
 /// replay of the steps); checkpoints.forward_steps counts the replayed steps.

@@ -129,12 +129,9 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
   // the steps landing on the observation times.
   const System system = make_system(problem.model, obs, n, np);
   const std::span<const double> p(problem.p);
-  const ReplaySetup setup = plan_steps(system, problem.y0, p, problem.t0(), problem.t1(), options,
-                                       steps, "sensitivity_matrix");
-  const std::unique_ptr<Scheme> scheme = make_scheme(system, setup.options, p, setup.steps);
-  std::vector<double> x0(scheme->state_size(), 0.0);
-  std::copy(setup.x0.begin(), setup.x0.end(), x0.begin());
-  const ObservedTangents tangents = observed_tangents(system, *scheme, setup.steps, x0, p);
+  const ReplayedScheme run(system, problem.y0, p, problem.t0(), problem.t1(), options, steps,
+                           "sensitivity_matrix");
+  const ObservedTangents tangents = observed_tangents(system, run.scheme(), run.steps(), run.x0(), p);
   return detail::residuals_of(obs, n, m, tangents.states, tangents.tangents);
 }
 
