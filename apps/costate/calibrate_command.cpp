@@ -142,11 +142,14 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
   if (is_petab_input(args.input)) return petab_calibrate(env, args);  // docs/petab.md
-  if (!args.optimizer.empty() || args.epochs != -1 || args.batch != -1 || args.physical_batch != -1 ||
-      !std::isnan(args.learning_rate) || !std::isnan(args.validation_split) || args.finish != -1)
+  // A missing file is reported as one by the reader below, not as a flag
+  // meant for another kind of input.
+  const bool readable = std::filesystem::is_regular_file(args.input);
+  if (readable && (!args.optimizer.empty() || args.epochs != -1 || args.batch != -1 || args.physical_batch != -1 ||
+      !std::isnan(args.learning_rate) || !std::isnan(args.validation_split) || args.finish != -1))
     throw Error(args.input + ": --optimizer and the stochastic-fit options are for PEtab problems in this "
                 "version; a costate input file is fitted by its calibration section's TAO optimizer");
-  if (args.starts >= 0 || args.seed >= 0 || !args.sampling.empty())
+  if (readable && (args.starts >= 0 || args.seed >= 0 || !args.sampling.empty()))
     throw Error(args.input + ": --starts, --seed and --sampling are for PEtab problems (a YAML file with "
                 "format_version and problems); a costate input file starts from its "
                 "calibration section's initial values");
