@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "support/hdf5_status.hpp"
 #include "support/run_costate.hpp"
 
 namespace {
@@ -69,26 +70,7 @@ Identity identity(const fs::path& p) {
   return {st.st_ino, costate::test::slurp(p)};
 }
 
-std::string read_status(const fs::path& path) {
-  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return "(unreadable)";
-  std::string out;
-  if (H5Aexists(f, "status") > 0) {
-    const hid_t a = H5Aopen(f, "status", H5P_DEFAULT);
-    const hid_t mem = H5Tcopy(H5T_C_S1);
-    H5Tset_size(mem, H5T_VARIABLE);
-    H5Tset_cset(mem, H5T_CSET_UTF8);
-    char* v = nullptr;
-    if (H5Aread(a, mem, &v) >= 0 && v != nullptr) {
-      out = v;
-      H5free_memory(v);
-    }
-    H5Tclose(mem);
-    H5Aclose(a);
-  }
-  H5Fclose(f);
-  return out;
-}
+using costate::test::read_status;
 
 bool has_partial_files(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
