@@ -62,16 +62,28 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
                                                     << problem.estimated.size() << " estimated parameters");
   const auto bounds = problem.bounds_on_scale();
   const optimize::Dataset d = experiment_dataset(problem, options, comm);
-  out.result = optimize::fit(d, out.initial, bounds[0], bounds[1], fit_options, callbacks, resume_from);
+  // The objective over every experiment and the llh come from one plain
+  // evaluation at the returned point (not the fit's own final pass and a
+  // second simulation): objective = −(llh + log prior), counted as
+  // n_experiments simulations as optimize::fit counts its final pass.
+  optimize::StochasticOptions fo = fit_options;
+  fo.final_objective = false;
+  out.result = optimize::fit(d, out.initial, bounds[0], bounds[1], fo, callbacks, resume_from);
   out.llh = std::numeric_limits<double>::quiet_NaN();
   if (out.result.termination != "interrupted") {
     Options o = options;
     o.gradient = false;
     o.fim = false;
     try {
-      out.llh = evaluate(problem, out.result.x, o, comm).llh;
+      const Result r = evaluate(problem, out.result.x, o, comm);
+      out.llh = r.llh;
+      if (fit_options.final_objective) out.result.objective = -(r.llh + r.log_prior);
     } catch (const Error&) {
-      // a failed simulation at the returned point: llh stays NaN (reported)
+      // a failed simulation at the returned point: llh and objective stay NaN (reported)
+    }
+    if (fit_options.final_objective) {
+      out.result.simulations += static_cast<std::int64_t>(problem.experiments.size());
+      out.result.state.simulations = out.result.simulations;
     }
   }
   return out;

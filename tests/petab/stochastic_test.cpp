@@ -130,10 +130,10 @@ TEST(PetabStochastic, AFitLowersTheObjectiveWithTheSameBitsForAnyPhysicalBatch) 
   // optimum: the objective falls.
   EXPECT_LT(a.result.objective, -(r0.llh + r0.log_prior)) << a.brief_report();
   ASSERT_EQ(r0.log_prior, 0.0) << "Fujita has no priors";
-  // llh re-evaluated at the fit's point by a plain simulation (rtol 1e-8),
-  // the objective by the adjoint's forward pass (its tolerances × 1e-2):
-  // they differ by the integration error, 1e-6 relative at most (measured
-  // 2.0e-7).
+  // llh and the objective come from one plain simulation at the fit's
+  // point (objective = −(llh + log prior)); the bound is the integration
+  // error they could differ by if they came from two (1e-6 relative; 2.0e-7
+  // measured when the objective was the adjoint's forward pass).
   constexpr double kIntegrationTol = 1e-6;
   EXPECT_NEAR(a.llh, -a.result.objective, kIntegrationTol * std::abs(a.llh));
   EXPECT_EQ(a.result.steps, 4 * 3);
