@@ -15,8 +15,9 @@ namespace costate::ode {
 
 static_assert(StepPlan::kMaxOrder == kBdfMaxOrder, "StepPlan::kMaxOrder is bdf's highest order");
 
-StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders)
-    : times_(std::move(times)), orders_(std::move(orders)) {
+StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders,
+                   std::vector<EventInstant> events)
+    : times_(std::move(times)), orders_(std::move(orders)), events_(std::move(events)) {
   using costate::detail::format_value;
   COSTATE_CHECK(times_.size() >= 2, "step plan: needs at least one step (two times t_0 < t_1), got "
                                         << times_.size() << " time" << (times_.size() == 1 ? "" : "s"));
@@ -36,6 +37,16 @@ StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders)
     COSTATE_CHECK(orders_[i] >= 1 && orders_[i] <= kMaxOrder,
                   "step plan: orders[" << i << "] = " << orders_[i] << " is out of range 1 … "
                                        << kMaxOrder);
+  for (std::size_t e = 0; e < events_.size(); ++e) {
+    COSTATE_CHECK(events_[e].at <= steps(), "step plan: events[" << e << "] is at time index "
+                                                                 << events_[e].at << " of a plan of "
+                                                                 << steps() << " steps");
+    if (e > 0)
+      COSTATE_CHECK(events_[e].at > events_[e - 1].at,
+                    "step plan: the event instants must be strictly ascending: events["
+                        << e << "] at index " << events_[e].at);
+    COSTATE_CHECK(!events_[e].fired.empty(), "step plan: events[" << e << "] fires nothing");
+  }
 }
 
 void StepPlan::check_replay(Method method, double t0, double t1, std::string_view who) const {

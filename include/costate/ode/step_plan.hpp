@@ -31,6 +31,19 @@
 
 namespace costate::ode {
 
+/// Where events fired on a plan's steps (events.hpp): at time t_at — after
+/// step at − 1, before step at (at = 0: at t0) — the events `fired`
+/// executed in that order, the instant located by root `root` (its dτ/dp;
+/// −1: an instant that does not move, t0 or a delayed execution). Part of
+/// the plan, so every replay (checkpoints, tangents, the adjoint, a resumed
+/// run) fires the same events at the same times without locating them again.
+struct EventInstant {
+  std::size_t at = 0;
+  int root = -1;
+  std::vector<std::size_t> fired;
+  friend bool operator==(const EventInstant&, const EventInstant&) = default;
+};
+
 class StepPlan {
  public:
   /// No steps: where a plan is optional, "choose the steps".
@@ -38,7 +51,9 @@ class StepPlan {
   /// Throws costate::Error (the message names the offending entry) unless
   /// `times` has ≥ 2 finite, strictly increasing entries and `orders` is
   /// empty or has one entry per step, each in 1 … kMaxOrder.
-  explicit StepPlan(std::vector<double> times, std::vector<int> orders = {});
+  /// `events` (ascending `at`, each ≤ l, one instant per `at`) likewise.
+  explicit StepPlan(std::vector<double> times, std::vector<int> orders = {},
+                    std::vector<EventInstant> events = {});
 
   /// bdf's highest order (steppers/bdf.hpp's kBdfMaxOrder).
   static constexpr int kMaxOrder = 5;
@@ -50,6 +65,8 @@ class StepPlan {
   const std::vector<double>& times() const { return times_; }
   /// bdf: the order of step i (t_i → t_{i+1}); empty for the other methods.
   const std::vector<int>& orders() const { return orders_; }
+  /// The event instants, ascending (empty for a model without events).
+  const std::vector<EventInstant>& events() const { return events_; }
 
   /// A caller's plan for a replay by `method` over [t0, t1]: throws
   /// costate::Error, prefixed by `who`, unless it runs from t0 to t1 and has
@@ -66,6 +83,7 @@ class StepPlan {
  private:
   std::vector<double> times_;
   std::vector<int> orders_;
+  std::vector<EventInstant> events_;
 };
 
 }  // namespace costate::ode

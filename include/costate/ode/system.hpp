@@ -83,6 +83,7 @@
 #include "costate/ad/second_order_dual.hpp"
 #include "costate/ad/sparsity.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/events.hpp"
 #include "costate/ode/objective.hpp"
 
 namespace costate::expr {
@@ -449,6 +450,16 @@ class System {
 
   const detail::SystemModel& model() const { return *model_; }
 
+  /// The model's events (events.hpp; a HasEvents model), else null.
+  const detail::EventModel* events() const { return events_.get(); }
+  bool has_events() const { return events_ != nullptr && events_->n_events() > 0; }
+  /// This System with `events` (shared; a model's EventAdapter).
+  System with_events(std::shared_ptr<const detail::EventModel> events) const {
+    System s = *this;
+    s.events_ = std::move(events);
+    return s;
+  }
+
  private:
   friend class Linearization;
   friend class SecondOrderLinearization;
@@ -470,7 +481,19 @@ class System {
   SystemOptions options_;
   detail::DirectCalls direct_;  // the model's (null pointers for none)
   std::shared_ptr<Shared> shared_;
+  std::shared_ptr<const detail::EventModel> events_;  // null: no events
 };
+
+namespace detail {
+/// The EventModel of a model with events, else null (make_system).
+template <class M>
+std::shared_ptr<const EventModel> events_of(const M& model) {
+  if constexpr (HasEvents<M>)
+    return std::make_shared<EventAdapter<M>>(model);
+  else
+    return nullptr;
+}
+}  // namespace detail
 
 /// A System linearized at one (t, x, p): f there and its derivative, reused
 /// by any number of products until the next at(). Owns its workspace (no
@@ -541,7 +564,8 @@ System make_system(const M& model, const O& objective, std::size_t n_states,
                    std::size_t n_parameters, SystemOptions options = {}) {
   return System(std::make_shared<detail::SystemAdapter<M, O>>(model, objective, n_states),
                 n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
-                options);
+                options)
+      .with_events(detail::events_of(model));
 }
 
 /// make_system with the second-order evaluations (SecondOrderLinearization,
@@ -555,7 +579,8 @@ System make_second_order_system(const M& model, const O& objective, std::size_t 
                                 std::size_t n_parameters, SystemOptions options = {}) {
   return System(std::make_shared<detail::SecondOrderAdapter<M, O>>(model, objective, n_states),
                 n_states, n_parameters, HasTerminal<O>, HasRunning<O>, HasObservations<O>,
-                options);
+                options)
+      .with_events(detail::events_of(model));
 }
 
 // ---------------------------------------------------------------- second order

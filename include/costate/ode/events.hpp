@@ -1,0 +1,195 @@
+#pragma once
+/// \file
+/// Events — a model that switches: roots g_r(t, y, p) whose sign changes
+/// are located during integration, and events whose trigger (a condition on
+/// the roots' signs) turns from false to true there and then assign new
+/// values to some states:  y_j⁺ = h_kj(τ, y⁻, p)  for the targets j of event k.
+///
+/// A model has events when it has the members of ode::HasEvents (below);
+/// make_system picks them up (System::events()), and every native integrator
+/// and sensitivity path then honours them — added once, in the event driver
+/// (src/ode/events.cpp: root location, SBML's firing rules, the step plan's
+/// record of what fired) and in one scheme decorator (the jumps of the
+/// tangents and of the adjoint), never per sweep.
+///
+///     struct Ball {                       // y = (height, velocity), p = (g, e)
+///       template <class T>
+///       void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+///         d[0] = y[1];  d[1] = -p[0];
+///       }
+///       std::size_t n_roots() const { return 1; }
+///       template <class T>                 // g_0 = −height: positive once it hits the floor
+///       void roots(T, std::span<const T> y, std::span<const T>, std::span<T> g) const {
+///         g[0] = -y[0];
+///       }
+///       std::size_t n_events() const { return 1; }
+///       ode::EventAttributes event_attributes(std::size_t) const { return {.name = "bounce"}; }
+///       bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+///                          std::span<const std::int8_t> sides) const { return sides[0] > 0; }
+///       std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+///       template <class T>                 // velocity ← −e · velocity
+///       void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+///                         std::span<T> values) const { values[0] = -p[1] * y[1]; }
+///       double event_delay(std::size_t, double, std::span<const double>,
+///                          std::span<const double>) const { return 0.0; }
+///       double event_priority(std::size_t, double, std::span<const double>,
+///                             std::span<const double>) const { return 0.0; }
+///       static constexpr std::size_t kTargets[1] = {1};
+///     };
+///
+/// Semantics (SBML Level 3's, which the others are special cases of):
+///   - sides: root r is on side +1 when g_r > 0, else −1. A trigger is a
+///     function of the sides (and of t, y, p); an event fires when its
+///     trigger turns from false to true. Before t0 a trigger has the value
+///     EventAttributes::initial_value (false: a trigger true at t0 fires at t0).
+///   - the instant τ of a firing is the located crossing of the root whose
+///     side changed first: the step is retaken to end there (every native
+///     stepper, fixed or adaptive), to within a few ulps of τ in time.
+///   - at one instant, the events that fire execute in order of priority
+///     (event_priority, highest first; ties in declaration order); after
+///     each execution every trigger is evaluated again, so an assignment may
+///     fire further events at the same instant (a cascade, bounded by
+///     kMaxEventsPerInstant); a pending event whose trigger turned false is
+///     dropped unless persistent.
+///   - a delay d = event_delay(…) ≥ 0 (has_delay) schedules the execution at
+///     τ + d, the assigned values computed at τ (use_values_from_trigger_time)
+///     or at the execution.
+///   - observations and outputs at an instant see the state after its events.
+///
+/// Sensitivities across an event at τ located by root g (the jump, for
+/// x = (y, z), h the identity on the states it does not assign; f⁻, f⁺ the
+/// right-hand side before and after):
+///     dτ = −(g_y s⁻ + g_p ṗ)/ġ,  ġ = g_t + g_y f⁻,
+///     s⁺ = h_y s⁻ + h_p ṗ + (h_y f⁻ + h_t − f⁺) dτ,
+/// and its transpose for the adjoint. An instant whose time does not move
+/// with y or p (t0, a root of t alone whose derivative vanishes) has dτ from
+/// the same formula (0 when g_y, g_p vanish). Several events at one instant
+/// share its dτ. Not yet differentiated (refused by name): delayed events,
+/// Hessian–vector products, the continuous adjoint and the CVODES methods.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+
+namespace costate::ode {
+
+/// What an event is beyond its trigger and assignments (SBML's attributes).
+struct EventAttributes {
+  std::string name;
+  /// The trigger's value before t0 (false: a trigger that holds at t0 fires at t0).
+  bool initial_value = true;
+  /// false: a pending (delayed) execution is dropped when the trigger turns
+  /// false before it.
+  bool persistent = true;
+  /// With a delay: assigned values computed at the trigger (true) or at the
+  /// execution (false).
+  bool use_values_from_trigger_time = true;
+  /// event_delay is called (else the delay is 0).
+  bool has_delay = false;
+  /// event_priority is called (else the priority is 0).
+  bool has_priority = false;
+};
+
+/// More events than this at one instant (a cascade that does not end) is an
+/// error naming the events.
+inline constexpr std::size_t kMaxEventsPerInstant = 1000;
+
+/// A model with events (see the file comment): roots on double and on
+/// ad::Dual<double, 8> (for g_t, g_y, g_p), triggers on the roots' sides,
+/// the assigned states (indices into y) and their new values (on double and
+/// Dual<double, 8>), delay and priority.
+template <class M>
+concept HasEvents = requires(const M& m, double t, std::span<const double> y,
+                             std::span<const double> p, std::span<double> out,
+                             std::span<const std::int8_t> sides, std::size_t k) {
+  { m.n_roots() } -> std::convertible_to<std::size_t>;
+  { m.n_events() } -> std::convertible_to<std::size_t>;
+  m.template roots<double>(t, y, p, out);
+  { m.event_attributes(k) } -> std::convertible_to<EventAttributes>;
+  { m.event_trigger(k, t, y, p, sides) } -> std::convertible_to<bool>;
+  { m.event_targets(k) } -> std::convertible_to<std::span<const std::size_t>>;
+  m.template event_assign<double>(k, t, y, p, out);
+  { m.event_delay(k, t, y, p) } -> std::convertible_to<double>;
+  { m.event_priority(k, t, y, p) } -> std::convertible_to<double>;
+};
+
+namespace detail {
+
+/// The events of one model, type-erased (System::events()): implemented by
+/// EventAdapter<M> for every HasEvents model.
+class EventModel {
+ public:
+  using Dual8 = ad::Dual<double, 8>;
+  virtual ~EventModel() = default;
+  virtual std::size_t n_roots() const = 0;
+  virtual std::size_t n_events() const = 0;
+  virtual void roots(double t, std::span<const double> y, std::span<const double> p,
+                     std::span<double> g) const = 0;
+  virtual void roots(Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+                     std::span<Dual8> g) const = 0;
+  virtual EventAttributes attributes(std::size_t k) const = 0;
+  virtual bool trigger(std::size_t k, double t, std::span<const double> y,
+                       std::span<const double> p, std::span<const std::int8_t> sides) const = 0;
+  virtual std::vector<std::size_t> targets(std::size_t k) const = 0;
+  virtual void assign(std::size_t k, double t, std::span<const double> y,
+                      std::span<const double> p, std::span<double> values) const = 0;
+  virtual void assign(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+                      std::span<Dual8> values) const = 0;
+  virtual double delay(std::size_t k, double t, std::span<const double> y,
+                       std::span<const double> p) const = 0;
+  virtual double priority(std::size_t k, double t, std::span<const double> y,
+                          std::span<const double> p) const = 0;
+};
+
+template <HasEvents M>
+class EventAdapter final : public EventModel {
+ public:
+  explicit EventAdapter(const M& model) : m_(model) {}
+  std::size_t n_roots() const override { return m_.n_roots(); }
+  std::size_t n_events() const override { return m_.n_events(); }
+  void roots(double t, std::span<const double> y, std::span<const double> p,
+             std::span<double> g) const override {
+    m_.template roots<double>(t, y, p, g);
+  }
+  void roots(Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+             std::span<Dual8> g) const override {
+    m_.template roots<Dual8>(t, y, p, g);
+  }
+  EventAttributes attributes(std::size_t k) const override { return m_.event_attributes(k); }
+  bool trigger(std::size_t k, double t, std::span<const double> y, std::span<const double> p,
+               std::span<const std::int8_t> sides) const override {
+    return m_.event_trigger(k, t, y, p, sides);
+  }
+  std::vector<std::size_t> targets(std::size_t k) const override {
+    const std::span<const std::size_t> s = m_.event_targets(k);
+    return std::vector<std::size_t>(s.begin(), s.end());
+  }
+  void assign(std::size_t k, double t, std::span<const double> y, std::span<const double> p,
+              std::span<double> values) const override {
+    m_.template event_assign<double>(k, t, y, p, values);
+  }
+  void assign(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+              std::span<Dual8> values) const override {
+    m_.template event_assign<Dual8>(k, t, y, p, values);
+  }
+  double delay(std::size_t k, double t, std::span<const double> y,
+               std::span<const double> p) const override {
+    return m_.event_delay(k, t, y, p);
+  }
+  double priority(std::size_t k, double t, std::span<const double> y,
+                  std::span<const double> p) const override {
+    return m_.event_priority(k, t, y, p);
+  }
+
+ private:
+  const M& m_;
+};
+
+}  // namespace detail
+
+}  // namespace costate::ode
