@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "costate/core/environment.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/integrate.hpp"
 
@@ -185,6 +186,7 @@ Row measure(const char* name, const MEv& with_events, const MPlain& plain, std::
 }  // namespace
 
 int main(int argc, char** argv) {
+  costate::Environment env(argc, argv);
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 7;
   // Doses every Δ = 0.1 from τ_0 = 0.05: 1 000 by t1 = 100.
   const double k = 0.3, tau0 = 0.05, delta = 0.1, D = 1.0, t1_dose = 100.0;

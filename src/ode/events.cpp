@@ -701,6 +701,11 @@ class Locator {
       const double denom = glo - ghi;
       double est = denom != 0.0 ? lo_ + (hi_ - lo_) * (glo / denom) : 0.5 * (lo_ + hi_);
       if (!std::isfinite(est)) est = 0.5 * (lo_ + hi_);
+      // A root settled after an instant (on side old[r] by where it moves,
+      // its value still on the other side by round-off): no secant across
+      // it; bisect until a retake ends where its value has left — the ball
+      // up in the air — then bracket its next crossing.
+      if ((g_lo_[r] >= 0.0 ? 1 : -1) != old[r]) est = std::nextafter(lo_, hi_);
       if (first < 0 || est < guess) {
         guess = est;
         first = static_cast<int>(r);
@@ -710,7 +715,9 @@ class Locator {
       root_ = first;
       scale_lo_ = scale_hi_ = 1.0;
     }
-    if (retakes_ >= kBisectAfter) guess = 0.5 * (lo_ + hi_);
+    if (retakes_ >= kBisectAfter ||
+        (first >= 0 && (g_lo_[static_cast<std::size_t>(first)] >= 0.0 ? 1 : -1) != old[static_cast<std::size_t>(first)]))
+      guess = 0.5 * (lo_ + hi_);
     guess = std::clamp(guess, lo_ + 0.5 * tol, hi_ - 0.5 * tol);
     return {StepVerdict::Kind::Retry, guess};
   }
@@ -802,6 +809,11 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     IntegratorOptions opt = options;
     opt.stop_at_outputs = true;
     opt.max_steps = steps_left;
+    // dopri5 after an instant: its first step is the step before the one
+    // retaken to the instant (not Hairer's initial guess, two right-hand
+    // sides more and usually far smaller); the controller takes it from there.
+    if (options.method == Method::Dopri5 && !options.fixed_step() && times.size() >= 3)
+      opt.dt = times[times.size() - 2] - times[times.size() - 3];
     const std::size_t first_step = times.size();
     opt.on_step = [&](double tt) {
       times.push_back(tt);
