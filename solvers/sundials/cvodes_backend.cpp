@@ -101,6 +101,55 @@ Stats integrate(const System& sys, const Settings& settings, double t0, double t
   return s;
 }
 
+namespace {
+int root_functions(sunrealtype t, N_Vector y, sunrealtype* g, void* user) {
+  auto* ctx = static_cast<Context*>(user);
+  return guarded(ctx, [&] { ctx->sys->roots(t, data(y), g); });
+}
+}  // namespace
+
+Stats integrate_to_root(const System& sys, const Settings& settings, double t0, double t_end,
+                        std::vector<double>& y, std::span<const double> outputs,
+                        const std::function<void(std::size_t, double, const double*)>& out,
+                        double& root_time, std::vector<int>& directions) {
+  COSTATE_CHECK(sys.roots && sys.n_roots > 0, "CVODES backend: the system has no root functions");
+  Objects o;
+  Context ctx;
+  setup_forward(o, ctx, sys, settings, t0, y.data());
+  check(ctx, CVodeRootInit(o.mem, static_cast<int>(sys.n_roots), root_functions), "CVodeRootInit");
+  check(ctx, CVodeSetStopTime(o.mem, t_end), "CVodeSetStopTime");
+  Stats s;
+  s.final_time = t0;
+  root_time = std::numeric_limits<double>::quiet_NaN();
+  directions.assign(sys.n_roots, 0);
+  double t = t0;
+  std::size_t j = 0;
+  while (j < outputs.size() && outputs[j] <= t0) ++j;
+  for (;;) {
+    const double target = j < outputs.size() && outputs[j] < t_end ? outputs[j] : t_end;
+    const int flag = CVode(o.mem, target, o.y, &t, CV_NORMAL);
+    if (ctx.error) std::rethrow_exception(ctx.error);
+    s.final_time = t;
+    if (flag < 0) {
+      fail(s, ctx, flag, t);
+      break;
+    }
+    if (flag == CV_ROOT_RETURN) {
+      root_time = t;
+      check(ctx, CVodeGetRootInfo(o.mem, directions.data()), "CVodeGetRootInfo");
+      break;
+    }
+    if (target < t_end) {
+      out(j++, t, data(o.y));
+      continue;
+    }
+    break;
+  }
+  std::copy(data(o.y), data(o.y) + sys.n, y.begin());
+  collect(o.mem, s);
+  return s;
+}
+
 Stats forward_sensitivities(
     const System& sys, const Settings& settings, double t0, std::vector<double>& y,
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,

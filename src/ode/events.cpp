@@ -13,6 +13,7 @@
 #include <string>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/steppers/bdf.hpp"
 
@@ -750,15 +751,115 @@ class Locator {
 
 }  // namespace
 
+namespace {
+
+/// The CVODES methods: CVODES' own root finding (CVodeRootInit) locates the
+/// roots on its interpolant; the instants execute as the native driver's
+/// (EventState), and CVODES restarts from each. A run only: the CVODES
+/// derivatives refuse events (supports_events).
+EventRun run_cvodes_with_events(
+    const System& system, std::span<const double> x0, std::span<const double> p, double t0,
+    double t1, const IntegratorOptions& options, std::span<const double> stops,
+    const std::function<void(double, std::span<const double>)>& landed) {
+  const std::size_t nx = system.n_states(), n = system.n_model_states();
+  const EventModel& ev = *system.events();
+  cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, x0);
+  cvodes::System& cs = binding.system();
+  cs.n_roots = ev.n_roots();
+  cs.roots = [&](double t, const double* y, double* g) {
+    ev.roots(t, std::span<const double>(y, n), p, std::span<double>(g, cs.n_roots));
+  };
+  const cvodes::Settings settings = cvodes::settings_from(options, nx);
+  EventRun out;
+  Summary& s = out.summary;
+  s.method = options.method;
+  s.final_time = t0;
+  std::vector<double> x(x0.begin(), x0.end());
+  EventState state(system, p);
+  state.set_span(t1 - t0);
+  std::vector<char> trig;
+  state.start(t0, x, trig);
+  if (state.fires(trig)) {
+    if (!state.execute(t0, x, trig, -1).fired.empty()) ++s.events;
+  } else {
+    state.commit(std::vector<double>(state.g().begin(), state.g().end()),
+                 std::vector<std::int8_t>(state.sides().begin(), state.sides().end()), trig);
+  }
+  landed(t0, x);
+  double t = t0;
+  std::vector<int> directions;
+  while (t < t1) {
+    const double pending = state.next_pending(t);
+    const double t_end = std::min(t1, pending);
+    std::vector<double> outs;
+    for (double v : stops)
+      if (v > t && v < t_end) outs.push_back(v);
+    double root_time = 0.0;
+    const cvodes::Stats st = cvodes::integrate_to_root(
+        cs, settings, t, t_end, x, outs,
+        [&](std::size_t, double tt, const double* y) {
+          landed(tt, std::span<const double>(y, nx));
+        },
+        root_time, directions);
+    s.steps += st.steps;
+    s.rejected_steps += st.error_test_failures;
+    s.rhs_evaluations += st.rhs_evaluations;
+    s.jacobian_evaluations += st.jacobian_evaluations;
+    s.newton_iterations += st.nonlinear_iterations;
+    s.final_time = st.final_time;
+    if (!st.success) {
+      s.termination = st.flag == "CV_TOO_MUCH_WORK"  ? Termination::MaxStepsReached
+                      : st.flag == "CV_CONV_FAILURE" ? Termination::NonlinearSolverFailed
+                                                     : Termination::StepSizeUnderflow;
+      s.message = st.message;
+      return out;
+    }
+    std::vector<double> g;
+    std::vector<std::int8_t> sides;
+    std::vector<char> now;
+    if (std::isnan(root_time)) {
+      // t_end: t1, or a pending execution.
+      t = t_end;
+      if (t == pending) {
+        state.roots_at(t, x, g, sides);
+        state.triggers_at(t, x, sides, now);
+        if (!state.execute(t, x, now, -1).fired.empty()) ++s.events;
+      }
+      landed(t, x);
+      continue;
+    }
+    // A root: the crossed ones on the side CVODES saw them cross to.
+    t = root_time;
+    state.roots_at(t, x, g, sides);
+    int first = -1;
+    for (std::size_t r = 0; r < directions.size(); ++r)
+      if (directions[r] != 0) {
+        sides[r] = directions[r] > 0 ? 1 : -1;
+        if (first < 0) first = static_cast<int>(r);
+      }
+    state.triggers_at(t, x, sides, now);
+    if (state.fires(now)) {
+      if (!state.execute(t, x, now, first).fired.empty()) ++s.events;
+    } else {
+      state.drop_unpersistent(now);
+      state.commit(std::move(g), std::move(sides), std::move(now));
+    }
+    landed(t, x);
+  }
+  out.final_state = std::move(x);
+  s.message = "reached t1";
+  return out;
+}
+
+}  // namespace
+
 EventRun run_with_events(const System& system, std::span<const double> x0,
                          std::span<const double> p, double t0, double t1,
                          const IntegratorOptions& options, std::span<const double> stops,
                          const std::function<void(double, std::span<const double>)>& landed) {
   COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
-  COSTATE_CHECK(!is_cvodes(options.method),
-                "integrator.method = " << to_string(options.method)
-                                       << " does not support events yet; use bdf (stiff) or "
-                                          "dopri5 (non-stiff)");
+  if (is_cvodes(options.method))
+    return run_cvodes_with_events(system, x0, p, t0, t1, options, stops, landed);
   const std::size_t nx = system.n_states();
   EventRun out;
   Summary& s = out.summary;

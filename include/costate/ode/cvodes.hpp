@@ -165,6 +165,11 @@ struct System {
                      const double* Lambda, double* fy_w, double* fp_w)>
       second_order_vjp;
 
+  /// Root functions for CVODES' root finding (CVodeRootInit; events):
+  /// g (n_roots values) at (t, y). Unset / 0: none.
+  std::size_t n_roots = 0;
+  std::function<void(double t, const double* y, double* g)> roots;
+
   /// Band and sparse linear solvers: the structure of ∂f/∂y in compressed
   /// sparse columns — column j holds the rows
   /// jacobian_rows[jacobian_column_starts[j] .. jacobian_column_starts[j + 1]),
@@ -244,6 +249,16 @@ struct Stats {
 Stats integrate(const System& sys, const Settings& settings, double t0, double t1,
                 std::vector<double>& y, std::span<const double> outputs, bool stop_at_outputs,
                 const std::function<void(std::size_t j, double t, const double* y)>& out);
+
+/// integrate() until the first zero of sys.roots (CVODES' root finding) or
+/// t_end: outputs ≤ the end reached as integrate() reports them. Returns
+/// with y at the end; `root_time` is the root's time (NaN when t_end was
+/// reached) and `directions` (sys.n_roots) CVODES' rootsfound: +1 / −1 for
+/// a root crossed increasing / decreasing there, 0 for the others.
+Stats integrate_to_root(const System& sys, const Settings& settings, double t0, double t_end,
+                        std::vector<double>& y, std::span<const double> outputs,
+                        const std::function<void(std::size_t j, double t, const double* y)>& out,
+                        double& root_time, std::vector<int>& directions);
 
 /// Forward sensitivities with ns directions: S (column-major n × ns,
 /// S(:, j) = ∂y/∂(direction j)) holds S(t0) on entry. The integrator stops
