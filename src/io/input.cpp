@@ -652,7 +652,7 @@ namespace {
 ///        data: file | {file, noise | weights}}
 /// or a CSV table {file: table.csv, noise | weights} whose header is
 /// `id,<parameter or state>...,data` (one row per condition; an empty cell
-/// keeps the file's value). Needs the model's names, parameters, initial
+/// keeps the file's value; data files relative to the table). Needs the model's names, parameters, initial
 /// state and time interval resolved. Rows are kept in the order given.
 void parse_conditions(const YAML::Node& node, const Context& ctx, const std::string& path, RunConfig& cfg) {
   const std::size_t n = cfg.state_names.size(), np = cfg.parameter_names.size();
@@ -708,7 +708,7 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
   // noise | weights (a map or null).
   const auto set_data = [&](ConditionConfig& c, const std::string& file, const YAML::Node& spec,
                             const std::string& key, const Fail& fail) {
-    c.data_file = resolve(file);
+    c.data_file = file;
     try {
       read_csv_data(c.data_file, cfg.state_names, c.times, c.data, &cfg.warnings);
     } catch (const Error& e) {
@@ -803,10 +803,10 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
       if (data.IsMap()) {
         ctx.check_keys(data, key + ".data", {"file", "noise", "weights"});
         if (!data["file"]) ctx.fail(data, key + ".data", "missing required key 'file' (a CSV file)");
-        set_data(c, ctx.string(data["file"], key + ".data.file"), data, key + ".data",
+        set_data(c, resolve(ctx.string(data["file"], key + ".data.file")), data, key + ".data",
                  [&](const std::string& m) { ctx.fail(data["file"], key + ".data.file", m); });
       } else {
-        set_data(c, ctx.string(data, key + ".data"), YAML::Node(), key + ".data",
+        set_data(c, resolve(ctx.string(data, key + ".data")), YAML::Node(), key + ".data",
                  [&](const std::string& m) { ctx.fail(data, key + ".data", m); });
       }
       for (const ConditionConfig& o : cfg.conditions)
@@ -898,7 +898,11 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
     if (cells[data_col].empty())
       throw Error(at(lineno, data_col + 1) + ": column 'data': condition '" + c.id +
                   "' has no data file; every condition needs observations");
-    set_data(c, cells[data_col], node, "conditions", [&](const std::string& m) {
+    // A data file named in the table is relative to the table.
+    const std::filesystem::path df(cells[data_col]);
+    const std::string data_file =
+        df.is_relative() ? (std::filesystem::path(table).parent_path() / df).string() : cells[data_col];
+    set_data(c, data_file, node, "conditions", [&](const std::string& m) {
       throw Error(at(lineno, data_col + 1) + ": column 'data' (condition '" + c.id + "'): " + m);
     });
     cfg.conditions.push_back(std::move(c));
@@ -1075,6 +1079,13 @@ void warn_unused_parameters(const YAML::Node& root, const Context& ctx, RunConfi
   texts.push_back(cfg.objective.integral);
   for (const auto& e : cfg.initial_state_expressions) texts.push_back(e);
   std::vector<bool> used(cfg.parameter_names.size(), false);
+  // Conditions: their initial values, and the parameters they take values from.
+  for (const ConditionConfig& c : cfg.conditions) {
+    for (const auto& e : c.initial_state) texts.push_back(e);
+    for (std::size_t k = 0; k < c.parameter_source.size(); ++k)
+      if (c.parameter_source[k] >= 0 && c.parameter_source[k] != static_cast<long>(k))
+        used[static_cast<std::size_t>(c.parameter_source[k])] = true;
+  }
   for (const auto& text : texts) {
     if (text.empty()) continue;
     // Initial values use t and the parameters only: the same names, shifted.
@@ -1579,6 +1590,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
   // 8b. Conditions: per-condition parameters, initial values and data.
   if (const YAML::Node conditions = root["conditions"]) {
     parse_conditions(conditions, ctx, path, cfg);
+    cfg.objective.present = true;  // each condition's data misfit (plus terminal and integral)
     if (root["objective"] && root["objective"]["data"])
       ctx.fail(root["objective"]["data"], "objective.data",
                "with 'conditions:' each condition names its own data; remove objective.data "
