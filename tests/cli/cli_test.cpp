@@ -402,6 +402,15 @@ std::map<std::string, Reference> references() {
   r["heat2d_inversion.yaml"] = {heat2d_inversion_reference(), kPdeInversionTol};
   r["gray_scott.yaml"] = {gray_scott_reference(), kPdeGrayScottTol};
   r["burgers.yaml"] = {burgers_reference(), kPdeBurgersTol};
+  // Conditions (one trajectory each, in order): x' = -kx, y' = kx - my with
+  // k = m = 0.3 (k_i = 0.3 for the inhibited one) from (dose, 0): the closed
+  // form x = D e^{-kt}, y = D k t e^{-kt} at t = 10; RK4 at dt 0.01 ~1e-10.
+  {
+    std::vector<double> finals;
+    for (double dose : {1.0, 2.0, 4.0, 8.0, 4.0})
+      finals.insert(finals.end(), {dose * std::exp(-3.0), dose * 3.0 * std::exp(-3.0)});
+    r["decay_conditions.yaml"] = {finals, kRegressionRelTol};
+  }
   return r;
 }
 
@@ -495,6 +504,25 @@ TEST_F(CliTest, EveryExampleMatchesItsReference) {
       EXPECT_TRUE(fs::exists(dir_ / "out.xmf"));
       fs::remove(dir_ / "out.h5");
       fs::remove(dir_ / "out.xmf");
+      continue;
+    }
+    if (j.contains("conditions")) {  // a file with conditions: every condition's final state
+      std::vector<double> finals;
+      hid_t file = H5Fopen((dir_ / "out.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      ASSERT_GE(file, 0);
+      EXPECT_EQ(read_string(file, "status", true), "complete");
+      for (std::size_t c = 0; c < j["conditions"].size(); ++c) {
+        const auto y = j["conditions"][c]["final_state"].get<std::vector<double>>();
+        finals.insert(finals.end(), y.begin(), y.end());
+        std::vector<hsize_t> ydims;
+        const auto state = read_doubles(file, ("conditions/" + std::to_string(c) + "/state").c_str(), &ydims);
+        ASSERT_EQ(ydims.size(), 2u);
+        for (std::size_t i = 0; i < y.size(); ++i)
+          EXPECT_EQ(state[(ydims[0] - 1) * ydims[1] + i], y[i]);  // the same bits
+      }
+      H5Fclose(file);
+      expect_close(finals, it->second.final_state, it->second.rel_tol, name);
+      fs::remove(dir_ / "out.h5");
       continue;
     }
     const auto final_state = j["final_state"].get<std::vector<double>>();
