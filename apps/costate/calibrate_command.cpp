@@ -162,15 +162,14 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 /// shaped as the PEtab one (petab_fit_command.cpp): the same flags, progress,
 /// --resume state file and report ("epochs"); the output is /stochastic of
 /// petab::write_stochastic_hdf5 (llh NaN: an input file's objective is a
-/// least-squares misfit, reported as "objective") or the JSON report.
+/// least-squares misfit, reported as "objective"); --json prints the report.
 int calibrate_stochastic(const Environment& env, const CommandArgs& args, const io::RunConfig& cfg) {
   const std::string& path = args.input;
   const optimize::StochasticOptions options =
       stochastic_options(args, cfg.calibration.stochastic_options, "conditions");
   const std::string out = !args.output.empty() ? args.output : !args.resume.empty() ? args.resume : cfg.output_file;
-  const bool to_json = out.size() > 5 && out.ends_with(".json");
-  if (!out.empty() && !to_json && !out.ends_with(".h5"))
-    throw Error(path + ": output " + out + ": a stochastic fit writes a file ending in .h5 or .json");
+  if (!out.empty() && !out.ends_with(".h5"))  // (main refuses -o of another kind first)
+    throw Error(path + ": output " + out + ": a stochastic fit writes a file ending in .h5");
   if (!out.empty() && env.is_root()) io::check_output_path(out, {path});
   optimize::StochasticState resumed;
   if (!args.resume.empty()) resumed = petab::read_stochastic_state_hdf5(args.resume, path, options);
@@ -221,9 +220,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   j["conditions"] = io::condition_count(cfg);
   add_stochastic_json(j, r, options);
   j["warnings"] = cfg.warnings;
-  if (to_json) {
-    write_json_file(out, j, {path});
-  } else if (!out.empty()) {
+  if (!out.empty()) {
     petab::StochasticFit as_written;
     as_written.ids = fit.names;
     as_written.initial = fit.initial;

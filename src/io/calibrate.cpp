@@ -452,7 +452,13 @@ StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize:
   // objective's bits), not the fit's own pass over ℓ_c.
   optimize::StochasticOptions fo = options;
   fo.final_objective = false;
-  out.result = optimize::fit(d, out.initial, problem.lower(), problem.upper(), fo, callbacks, resume_from);
+  try {
+    out.result = optimize::fit(d, out.initial, problem.lower(), problem.upper(), fo, callbacks, resume_from);
+  } catch (const Error& e) {  // bad settings for these conditions, or a start that cannot be simulated
+    const std::string what = e.what();
+    if (what.rfind(cfg.input_path, 0) == 0) throw;
+    throw Error(cfg.input_path + ": " + what);
+  }
   out.values = problem.values(out.result.x);
   if (out.result.termination != "interrupted" && options.final_objective) {
     std::vector<double> g(problem.size());
