@@ -179,7 +179,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
     std::cerr << "\n  optimizer  " << optimize::to_string(options.method) << ", " << options.epochs
               << " epochs over " << io::condition_count(cfg) << " conditions, batch "
               << (options.batch == 0 ? std::string("all") : std::to_string(options.batch)) << ", learning rate "
-              << options.learning_rate << ", seed " << options.seed << "\n  gradient   "
+              << options.learning_rate << ", seed " << options.seed << ", over " << env.size() << " rank(s)\n  gradient   "
               << ode::to_string(cfg.sensitivity.method) << ", integrator " << ode::to_string(cfg.integrator.method)
               << "\n";
   }
@@ -189,7 +189,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   int signal = 0;
   callbacks.on_step = stop_on_signal(env, signal);
   const io::StochasticCalibration fit =
-      io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed);
+      io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
   if (r.termination == "interrupted") {
     const std::string state_file =

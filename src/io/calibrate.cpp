@@ -430,24 +430,53 @@ CalibrationReport calibrate(const RunConfig& cfg,
   return rep;
 }
 
-optimize::Dataset condition_dataset(CalibrationProblem& problem) {
+optimize::Dataset condition_dataset(CalibrationProblem& problem, MPI_Comm comm) {
   optimize::Dataset d;
   d.n_conditions = problem.conditions();
   d.n = problem.size();
   d.condition = [&problem](std::size_t c, std::span<const double> q, std::span<double> g) {
     return problem.condition_objective_and_gradient(c, q, g);
   };
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return d;
+  // Over the ranks: batch position i on rank i mod size; each term is one
+  // rank's value and zeros elsewhere, so the all-reduced sum is that value.
+  const std::size_t n = problem.size();
+  d.batch = [&problem, comm, n](std::span<const std::size_t> conditions, std::span<const double> q,
+                                std::span<double> loss, std::span<double> gradient) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    std::vector<double> terms(conditions.size() * (n + 1), 0.0), g(n);
+    for (std::size_t i = static_cast<std::size_t>(rank); i < conditions.size(); i += static_cast<std::size_t>(ranks)) {
+      double l = 0.0;
+      try {
+        l = problem.condition_objective_and_gradient(conditions[i], q, g);
+      } catch (const Error&) {
+        l = std::numeric_limits<double>::quiet_NaN();  // a failed condition, reported by every rank
+      }
+      terms[i * (n + 1)] = l;
+      std::copy(g.begin(), g.end(), terms.begin() + static_cast<std::ptrdiff_t>(i * (n + 1) + 1));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, terms.data(), static_cast<int>(terms.size()), MPI_DOUBLE, MPI_SUM, comm);
+    for (std::size_t i = 0; i < conditions.size(); ++i) {
+      loss[i] = terms[i * (n + 1)];
+      std::copy_n(terms.begin() + static_cast<std::ptrdiff_t>(i * (n + 1) + 1), n,
+                  gradient.begin() + static_cast<std::ptrdiff_t>(i * n));
+    }
+  };
   return d;
 }
 
 StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize::StochasticOptions& options,
                                            const optimize::StochasticCallbacks& callbacks,
-                                           const optimize::StochasticState* resume_from) {
+                                           const optimize::StochasticState* resume_from, MPI_Comm comm) {
   CalibrationProblem problem(cfg);
   StochasticCalibration out;
   for (const auto& v : problem.variables()) out.names.push_back(v.label());
   out.initial = problem.start();
-  const optimize::Dataset d = condition_dataset(problem);
+  const optimize::Dataset d = condition_dataset(problem, comm);
   // J at the returned point from one full evaluation (the full-batch
   // objective's bits), not the fit's own pass over ℓ_c.
   optimize::StochasticOptions fo = options;

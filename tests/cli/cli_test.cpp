@@ -1332,6 +1332,28 @@ TEST_F(CliTest, PdeBadInputFailsClearly) {
   EXPECT_NE(r.err.find("needs an 'objective:' section"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, MpiStochasticFitOverConditionsIsTheSameOn1And2And4Ranks) {
+  // An input file's conditions spread over the ranks batch by batch: each
+  // condition's terms come from one rank, so the fit (with its full-batch
+  // finish) is the same bits on any number of ranks.
+  const std::string args = "calibrate '" + std::string(COSTATE_EXAMPLES_DIR) +
+                           "/decay_conditions.yaml' --optimizer adamw --epochs 40 --batch 3 "
+                           "--learning-rate 0.05 --finish 10 --seed 2 -q --json";
+  const Result serial = run(args);
+  ASSERT_EQ(serial.code, 0) << serial.err;
+  const Json s = Json::parse(serial.out);
+  EXPECT_EQ(s["epochs"].size(), 40u);
+  for (int ranks : {2, 4}) {
+    const Result r = run(args, mpiexec(ranks));
+    ASSERT_EQ(r.code, 0) << ranks << " ranks: " << r.err;
+    const Json j = Json::parse(r.out);  // one report (rank 0)
+    EXPECT_EQ(j["parameters"], s["parameters"]) << ranks << " ranks";
+    EXPECT_EQ(j["objective"], s["objective"]) << ranks << " ranks";
+    EXPECT_EQ(j["epochs"], s["epochs"]) << ranks << " ranks";
+    EXPECT_EQ(j["simulations"], s["simulations"]) << ranks << " ranks";
+  }
+}
+
 TEST_F(CliTest, MpiPdeErrorsReachEveryRankWithoutHanging) {
   // A process layout that does not fit 2 ranks, a grid too small for 4
   // ranks' stencils, and a bad equation: one message, non-zero exit.

@@ -29,6 +29,8 @@
 // pseudo-inverse over the other directions. The regularisation is not part of the
 // covariance (it is the data's uncertainty).
 
+#include <mpi.h>
+
 #include <functional>
 #include <span>
 #include <string>
@@ -187,16 +189,22 @@ CalibrationReport calibrate(const RunConfig& cfg,
 /// variables' scales — log for `log: true` — within their bounds). The
 /// returned objective is J at result.x from one full evaluation (the bits
 /// CalibrationProblem::objective_and_gradient gives there; NaN when it
-/// fails), counted as conditions() simulations. Serial.
+/// fails), counted as conditions() simulations. Collective over `comm`:
+/// every rank runs the same fit, each physical batch's conditions spread
+/// round-robin over the ranks and every rank receiving the batch's terms
+/// (one rank's value per term, so the sum is exact: the same bits on any
+/// number of ranks); a condition that fails on its rank is a failed
+/// condition (rescued), never a hang.
 struct StochasticCalibration {
   std::vector<std::string> names;  ///< the fitted quantities' labels
   std::vector<double> initial;     ///< q0
   std::vector<double> values;      ///< v(result.x): natural values
   optimize::StochasticResult result;
 };
-optimize::Dataset condition_dataset(CalibrationProblem& problem);
+optimize::Dataset condition_dataset(CalibrationProblem& problem, MPI_Comm comm = MPI_COMM_SELF);
 StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize::StochasticOptions& options,
                                            const optimize::StochasticCallbacks& callbacks = {},
-                                           const optimize::StochasticState* resume_from = nullptr);
+                                           const optimize::StochasticState* resume_from = nullptr,
+                                           MPI_Comm comm = MPI_COMM_SELF);
 
 }  // namespace costate::io
