@@ -497,7 +497,7 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
       ctx.fail(cal, "calibration",
                std::to_string(observed) + " observed values in the conditions' data cannot determine " +
                    std::to_string(cc.variables.size()) + " fitted quantities");
-  } else {
+  } else {  // (the block below kept at its indentation: unchanged)
   if (!data) ctx.fail(cal, "calibration", "missing required key 'data' (CSV file(s) of observations)");
   std::vector<YAML::Node> sets;
   if (data.IsMap()) sets.push_back(data);

@@ -66,10 +66,10 @@ void write_run_hdf5(const std::string& path, const RunConfig& config, const ode:
 
 /// A file with conditions (`run`, `sensitivity`): the layout above with
 /// /time and /state the first condition's trajectory, /parameters and
-/// /initial_state the file's, and /conditions (attribute-free group:
-/// dataset ids, and per condition a group /conditions/<index> with
-/// attributes id, termination and datasets time, state, parameters,
-/// initial_state — the condition's). `conditions[c]` is condition c's
+/// /initial_state the file's, and the group /conditions: dataset ids, and
+/// per condition (in order) a group /conditions/<index> with attributes id,
+/// termination and datasets time, state, parameters, initial_state (the
+/// condition's). `conditions[c]` is condition c's
 /// problem (io::condition_config), `solutions[c]` its trajectory.
 void write_conditions_hdf5(const std::string& path, const RunConfig& config,
                            const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
