@@ -1332,6 +1332,34 @@ TEST_F(CliTest, PdeBadInputFailsClearly) {
   EXPECT_NE(r.err.find("needs an 'objective:' section"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, SensitivityAndCalibrateSumOverConditions) {
+  const std::string input = "'" + std::string(COSTATE_EXAMPLES_DIR) + "/decay_conditions.yaml'";
+  // J is the sum of the conditions' J_c in their order (the same bits).
+  const Result r = run("sensitivity " + input + " --json -q -o sens.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["conditions"].size(), 5u);
+  double sum = 0.0;
+  for (const auto& c : j["conditions"]) sum += c["objective"].get<double>();
+  EXPECT_EQ(j["objective"].get<double>(), sum);
+  EXPECT_EQ(j["gradient"]["dose"].get<double>(), 0.0);  // a number in every condition
+  hid_t file = H5Fopen((dir_ / "sens.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  std::vector<hsize_t> dims;
+  EXPECT_EQ(read_doubles(file, "conditions/4/parameters", &dims)[0], 0.3);  // k = k_i in "inhibited"
+  H5Fclose(file);
+  // The calibration: residuals of every condition, stacked in order.
+  const Result c = run("calibrate " + input + " --json -q");
+  ASSERT_EQ(c.code, 0) << c.err;
+  const Json f = Json::parse(c.out);
+  EXPECT_EQ(f["conditions"], 5);
+  EXPECT_EQ(f["residual_conditions"].size(), 200u);
+  // Stochastic-fit flags without --optimizer are refused with the fix.
+  const Result bad = run("calibrate " + input + " --epochs 3 -q");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("add --optimizer adamw"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, MpiStochasticFitOverConditionsIsTheSameOn1And2And4Ranks) {
   // An input file's conditions spread over the ranks batch by batch: each
   // condition's terms come from one rank, so the fit (with its full-batch
