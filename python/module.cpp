@@ -28,6 +28,7 @@
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
 #include "costate/calibrate/calibrate.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/input_text.hpp"
@@ -132,6 +133,7 @@ RunConfig interruptible(RunConfig cfg) {
 }
 
 costate::ode::Solution integrate(const RunConfig& c) {
+  costate::io::require_single_condition(c, "Python's run");  // conditions: the CLI's run
   return costate::io::integrate_file(c);
 }
 
@@ -180,6 +182,7 @@ class Problem {
           throw costate::Error("integration of " + cfg_.input_path + " failed: " +
                                sol.summary.message + " (no output written)");
       }
+      io::require_single_condition(cfg, "Python's sensitivity");  // conditions: the CLI's sensitivity
       g = io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
       const auto wrt = io::wrt_indices(cfg);
       if (hessian) h = io::file_hessian(cfg, g.result, wrt);
@@ -222,6 +225,7 @@ class Problem {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
+      costate::io::require_single_condition(cfg_, "Python's gradcheck");
       c = costate::io::file_gradient_check(interruptible(cfg_));
     }
     py::dict taylor;

@@ -20,24 +20,39 @@
 #include "costate/core/error.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/io/file_run.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/hdf5_writer.hpp"
+#include "costate/io/output_file.hpp"
+#include "costate/petab/stochastic.hpp"
+#include "stochastic_cli.hpp"
 
 namespace costate::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-/// The settings echo and the iteration table's header on stderr.
-void echo(const io::RunConfig& cfg, const std::string& input) {
+/// The model, the fitted quantities and the data (stderr).
+void echo_data(const io::RunConfig& cfg, const std::string& input) {
   const auto& cc = cfg.calibration;
-  std::size_t observed = 0;
+  std::size_t observed = 0, times = cc.times.size();
   for (std::size_t c = 0; c < cc.data.size(); ++c) observed += !std::isnan(cc.data[c]) && cc.weights[c] > 0.0;
+  for (const io::ConditionConfig& c : cfg.conditions) {
+    times += c.times.size();
+    for (double d : c.data) observed += !std::isnan(d);
+  }
   std::vector<std::string> names;
   for (const auto& v : cc.variables) names.push_back(v.label() + (v.log ? " (log)" : ""));
   std::cerr << "costate calibrate " << input << "\n  model      " << cfg.model << " (states "
             << join(cfg.state_names) << ")\n  fit        " << join(names) << "\n  data       "
-            << observed << " values at " << cc.times.size() << " times from " << join(cc.data_files)
-            << "\n  optimizer  TAO " << optimize::to_string(cc.optimizer.method)
+            << observed << " values at " << times << " times from " << join(cc.data_files);
+  if (!cfg.conditions.empty()) std::cerr << " (" << cfg.conditions.size() << " conditions)";
+}
+
+/// The settings echo and the iteration table's header on stderr.
+void echo(const io::RunConfig& cfg, const std::string& input) {
+  const auto& cc = cfg.calibration;
+  echo_data(cfg, input);
+  std::cerr << "\n  optimizer  TAO " << optimize::to_string(cc.optimizer.method)
             << " (gatol " << cc.optimizer.gatol << ", grtol " << cc.optimizer.grtol
             << ", max_iterations " << cc.optimizer.max_iterations << ")\n  gradient   "
             << ode::to_string(cfg.sensitivity.method) << ", integrator " << ode::to_string(cfg.integrator.method)
@@ -91,6 +106,10 @@ void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   j["rss"] = rep.rss;
   j["sigma2"] = number(rep.sigma2);
   j["sigma_estimated"] = rep.sigma_estimated;
+  if (!cfg.conditions.empty()) {  // the residuals above run over the conditions in order
+    j["conditions"] = cfg.conditions.size();
+    j["residual_conditions"] = rep.residual_conditions;
+  }
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
   j["warnings"] = cfg.warnings;
   std::cout << j.dump() << std::endl;
@@ -138,6 +157,95 @@ void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   std::cout << os.str();
 }
 
+/// calibration.optimizer.method adamw | adam | sgd, or --optimizer: the
+/// fit by mini-batches over the file's conditions (io::calibrate_stochastic),
+/// shaped as the PEtab one (petab_fit_command.cpp): the same flags, progress,
+/// --resume state file and report ("epochs"); the output is /stochastic of
+/// petab::write_stochastic_hdf5 (llh NaN: an input file's objective is a
+/// least-squares misfit, reported as "objective"); --json prints the report.
+int calibrate_stochastic(const Environment& env, const CommandArgs& args, const io::RunConfig& cfg) {
+  const std::string& path = args.input;
+  const optimize::StochasticOptions options =
+      stochastic_options(args, cfg.calibration.stochastic_options, "conditions");
+  const std::string out = !args.output.empty() ? args.output : !args.resume.empty() ? args.resume : cfg.output_file;
+  if (!out.empty() && !out.ends_with(".h5"))  // (main refuses -o of another kind first)
+    throw Error(path + ": output " + out + ": a stochastic fit writes a file ending in .h5");
+  if (!out.empty() && env.is_root()) io::check_output_path(out, {path});
+  optimize::StochasticState resumed;
+  if (!args.resume.empty()) resumed = petab::read_stochastic_state_hdf5(args.resume, path, options);
+  const bool talk = env.is_root() && !args.quiet && !args.json;
+  if (talk) {
+    echo_data(cfg, path);
+    std::cerr << "\n  optimizer  " << optimize::to_string(options.method) << ", " << options.epochs
+              << " epochs over " << io::condition_count(cfg) << " conditions, batch "
+              << (options.batch == 0 ? std::string("all") : std::to_string(options.batch)) << ", learning rate "
+              << options.learning_rate << ", seed " << options.seed << ", over " << env.size() << " rank(s)\n  gradient   "
+              << ode::to_string(cfg.sensitivity.method) << ", integrator " << ode::to_string(cfg.integrator.method)
+              << "\n";
+  }
+  optimize::StochasticCallbacks callbacks;
+  if (talk) callbacks.on_epoch = print_epochs(options);
+  io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after a step, keep the state
+  int signal = 0;
+  callbacks.on_step = stop_on_signal(env, signal);
+  const io::StochasticCalibration fit =
+      io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed, env.comm());
+  const optimize::StochasticResult& r = fit.result;
+  if (r.termination == "interrupted") {
+    const std::string state_file =
+        out.ends_with(".h5") ? out : std::filesystem::path(path).stem().string() + "_stochastic.h5";
+    if (env.is_root()) petab::write_stochastic_state_hdf5(state_file, path, options, r.state);
+    throw io::Interrupted(signal, "calibrate: interrupted by " + io::signal_name(signal) + " after step " +
+                                      std::to_string(r.steps) + " (epoch " + std::to_string(r.state.epoch + 1) +
+                                      "); its state is in " + state_file + ": continue with --resume " +
+                                      state_file + " and the same options");
+  }
+  const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
+  const bool finite = std::isfinite(r.objective);
+  const int status = completed && finite ? 0 : 2;
+  if (env.rank() != 0) return status;
+  Json j;
+  j["status"] = !completed ? "failed" : (finite ? "ok" : "non_finite");
+  j["input"] = path;
+  j["optimizer"] = optimize::to_string(options.method);
+  j["termination"] = r.termination;
+  j["objective"] = json_number(r.objective);
+  Json values = Json::object(), scaled = Json::object();
+  for (std::size_t a = 0; a < fit.names.size(); ++a) {
+    values[fit.names[a]] = fit.values[a];
+    scaled[fit.names[a]] = r.x[a];
+  }
+  j["parameters"] = values;        // natural values
+  j["optimizer_variables"] = scaled;  // q: log for log-scale quantities
+  j["conditions"] = io::condition_count(cfg);
+  add_stochastic_json(j, r, options);
+  j["warnings"] = cfg.warnings;
+  if (!out.empty()) {
+    petab::StochasticFit as_written;
+    as_written.ids = fit.names;
+    as_written.initial = fit.initial;
+    as_written.result = r;
+    as_written.llh = std::numeric_limits<double>::quiet_NaN();
+    petab::write_stochastic_hdf5(out, as_written, options, path);
+  }
+  if (args.json) {
+    std::cout << j.dump() << std::endl;
+    return status;
+  }
+  std::cout << std::setprecision(12) << "objective " << r.objective << " (" << r.termination << ", "
+            << r.epochs.size() << " epochs, " << r.steps << " steps, " << r.simulations
+            << " condition simulations, " << r.rescues << " rescues)\nfitted:\n";
+  for (std::size_t a = 0; a < fit.names.size(); ++a)
+    std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a] << "\n";
+  if (options.finish_iterations > 0)
+    std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
+              << (r.finish_converged ? "" : " (not converged)") << "\n";
+  if (!finite) std::cout << "the final objective is not finite: the fit's result is not usable\n";
+  if (!out.empty()) std::cout << "wrote " << out << "\n";
+  std::cout << warnings_text(cfg.warnings);
+  return status;
+}
+
 }  // namespace
 
 int calibrate_command(const Environment& env, const CommandArgs& args) {
@@ -145,15 +253,17 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   // A missing file is reported as one by the reader below, not as a flag
   // meant for another kind of input.
   const bool readable = std::filesystem::is_regular_file(args.input);
-  if (readable && (!args.optimizer.empty() || args.epochs != -1 || args.batch != -1 || args.physical_batch != -1 ||
-      !std::isnan(args.learning_rate) || !std::isnan(args.validation_split) || args.finish != -1))
-    throw Error(args.input + ": --optimizer and the stochastic-fit options are for PEtab problems in this "
-                "version; a costate input file is fitted by its calibration section's TAO optimizer");
-  if (readable && (args.starts >= 0 || args.seed >= 0 || !args.sampling.empty()))
-    throw Error(args.input + ": --starts, --seed and --sampling are for PEtab problems (a YAML file with "
+  const bool stochastic_flags = !args.optimizer.empty() || args.epochs != -1 || args.batch != -1 ||
+                                args.physical_batch != -1 || !std::isnan(args.learning_rate) ||
+                                !std::isnan(args.validation_split) || args.finish != -1 || args.seed >= 0;
+  if (readable && (args.starts >= 0 || !args.sampling.empty()))
+    throw Error(args.input + ": --starts and --sampling are for PEtab problems (a YAML file with "
                 "format_version and problems); a costate input file starts from its "
                 "calibration section's initial values");
   // A PDE input: the parameter-field inversion (docs/pde_inverse.md).
+  if (readable && is_pde_input(args.input) && stochastic_flags)
+    throw Error(args.input + ": --optimizer, --seed and the stochastic-fit options are for PEtab problems and "
+                "ODE input files (with conditions); a PDE input is fitted by its calibration section");
   if (is_pde_input(args.input)) {
     if (!args.resume.empty())
       throw Error(args.input + ": --resume continues an ODE calibration (a costate input file "
@@ -165,6 +275,14 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   if (!cfg.calibration.present)
     throw Error(args.input + ": costate calibrate needs a 'calibration:' section "
                 "(parameters to fit, data, optional regularization and optimizer)");
+  // A stochastic fit: calibration.optimizer.method adamw | adam | sgd, or
+  // --optimizer (tao: the full-batch fit whatever the file says).
+  const bool stochastic = args.optimizer.empty() ? cfg.calibration.stochastic : args.optimizer != "tao";
+  if (stochastic) return calibrate_stochastic(env, args, cfg);
+  if (stochastic_flags && args.optimizer != "tao")
+    throw Error(args.input + ": --epochs, --batch, --physical-batch, --learning-rate, --validation-split, "
+                "--finish and --seed set a stochastic fit: add --optimizer adamw, adam or sgd (or "
+                "calibration.optimizer.method in the file)");
   const bool talk = env.is_root() && !args.quiet;
   // --resume: the journal of the interrupted fit; the finished one is
   // written there (unless -o names another file), as `run --resume` does.
@@ -217,8 +335,10 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   }
 
   // 2. The trajectory at the fitted values, and the HDF5 output.
+  // (With conditions: the first condition's trajectory; the fitted
+  // parameters are the file's.)
   const io::RunConfig& fit = rep.fitted;
-  const ode::Solution sol = io::integrate_file(fit);
+  const ode::Solution sol = io::integrate_file(io::condition_config(fit, 0));
   // "ok" means finite: a fit whose objective or trajectory is not is no result.
   if (!std::isfinite(rep.objective))
     throw Error(cfg.input_path + ": the calibration's objective at its last point is " +

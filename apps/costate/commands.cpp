@@ -1,6 +1,8 @@
 // The table of `costate`'s commands and what they share (commands.hpp).
 #include "commands.hpp"
 
+#include "costate/io/conditions.hpp"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -63,7 +65,7 @@ const std::vector<Command>& commands() {
                             "PEtab problems: multistart from N points in the bounds on the "
                             "parameter scales, a Latin hypercube by default (default: one start "
                             "at the nominal values)");
-             cmd.add_option("--seed", a.seed, "PEtab problems: seed of the --starts draws (default 0)");
+             cmd.add_option("--seed", a.seed, "PEtab problems: seed of the --starts draws (default 0); stochastic fit: seed of the shuffles and the split (default 1)");
              cmd.add_option("--resume", a.resume,
                             "continue the interrupted calibration in this partial HDF5 output "
                             "(same input, --set and -tao_* options): the same bits as an "
@@ -72,11 +74,12 @@ const std::vector<Command>& commands() {
                             "PEtab problems: how --starts are drawn, lhs (Latin hypercube, the "
                             "default) or uniform");
              cmd.add_option("--optimizer", a.optimizer,
-                            "PEtab problems: adamw, adam or sgd for a mini-batch stochastic fit "
-                            "over the experiments (default: TAO's full-batch quasi-Newton)");
-             cmd.add_option("--epochs", a.epochs, "stochastic fit: passes over the experiments (default 100)");
+                            "adamw, adam or sgd for a mini-batch stochastic fit over a PEtab problem's "
+                            "experiments or an input file's conditions; tao for the full-batch fit "
+                            "(default: TAO's quasi-Newton, or the input file's calibration.optimizer.method)");
+             cmd.add_option("--epochs", a.epochs, "stochastic fit: passes over the experiments or conditions (default 100)");
              cmd.add_option("--batch", a.batch,
-                            "stochastic fit: experiments per optimizer step (default: all)");
+                            "stochastic fit: experiments (conditions) per optimizer step (default: all)");
              cmd.add_option("--physical-batch", a.physical_batch,
                             "stochastic fit: experiments simulated together, over the MPI ranks "
                             "(default: the batch; changes no bit of the result)");
@@ -85,7 +88,7 @@ const std::vector<Command>& commands() {
                             "stochastic fit: up to N full-batch quasi-Newton (TAO bqnls) iterations "
                             "after the epochs, to end at a converged optimum (default 0)");
              cmd.add_option("--validation-split", a.validation_split,
-                            "stochastic fit: fraction of the experiments held out for validation "
+                            "stochastic fit: fraction of the experiments (conditions) held out for validation "
                             "(default 0)");
            }},
       {.name = "info",
@@ -129,6 +132,7 @@ io::RunConfig load_with_objective(const Environment& env, const CommandArgs& arg
   if (!cfg.objective.present)
     throw Error(args.input + ": costate " + command +
                 " needs an 'objective:' section (terminal, integral and/or data)");
+  if (std::string(command) != "sensitivity") io::require_single_condition(cfg, std::string("costate ") + command);
   if (env.is_root() && !args.quiet) {
     std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
               << " (states " << join(cfg.state_names) << "; parameters "

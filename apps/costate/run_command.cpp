@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/results_check.hpp"
@@ -55,9 +56,8 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
   std::cout << j.dump() << std::endl;
 }
 
-void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
-  std::ostringstream os;
-  os << sol.summary.brief_report() << "\n\n";
+/// The trajectory as a table of at most 11 rows.
+void print_table(std::ostringstream& os, const io::RunConfig& cfg, const ode::Solution& sol) {
   os << std::setw(14) << "t";
   for (const auto& name : cfg.state_names) os << std::setw(20) << name;
   os << "\n";
@@ -70,10 +70,75 @@ void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
     os << "\n";
   }
   if (rows < n) os << "  (" << n << " output times in all; every one is in the HDF5 file)\n";
+}
+
+void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
+  std::ostringstream os;
+  os << sol.summary.brief_report() << "\n\n";
+  print_table(os, cfg, sol);
   os << "\n";
   if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << "\n";
   os << warnings_text(cfg.warnings);
   std::cout << os.str();
+}
+
+/// A file with conditions: one trajectory per condition (io/conditions.hpp),
+/// in the table's order; -o writes them all (io::write_conditions_hdf5).
+int run_conditions(const Environment& env, const CommandArgs& args, const io::RunConfig& cfg) {
+  if (!args.resume.empty())
+    throw Error("--resume " + args.resume + ": " + args.input + " has conditions; a run over conditions "
+                "does not resume — rerun it without --resume");
+  std::vector<io::RunConfig> problems;
+  std::vector<ode::Solution> solutions;
+  for (std::size_t c = 0; c < cfg.conditions.size(); ++c) {
+    const std::string id = cfg.conditions[c].id;
+    problems.push_back(io::condition_config(cfg, c));
+    solutions.push_back(io::integrate_file(problems.back()));
+    const ode::Solution& sol = solutions.back();
+    if (!sol.summary.success())
+      throw Error("integration of " + args.input + ", condition '" + id + "', failed: " + sol.summary.message +
+                  " (no output written)");
+    io::check_finite_trajectory(problems.back(), sol, "run, condition '" + id + "'");
+  }
+  if (env.is_root() && !cfg.output_file.empty())
+    io::write_conditions_hdf5(cfg.output_file, cfg, problems, solutions, nullptr, "run");
+  if (!env.is_root()) return 0;
+  if (args.json) {
+    Json j;
+    j["status"] = "ok";
+    j["model"] = cfg.model;
+    j["state_names"] = cfg.state_names;
+    Json rows = Json::array();
+    for (std::size_t c = 0; c < problems.size(); ++c) {
+      const ode::Solution& sol = solutions[c];
+      const auto final_state = sol.state(sol.n_outputs() - 1);
+      rows.push_back({{"id", cfg.conditions[c].id},
+                      {"method", ode::to_string(sol.summary.method)},
+                      {"final_time", sol.summary.final_time},
+                      {"final_state", std::vector<double>(final_state.begin(), final_state.end())},
+                      {"steps", sol.summary.steps},
+                      {"rejected_steps", sol.summary.rejected_steps},
+                      {"rhs_evaluations", sol.summary.rhs_evaluations},
+                      {"outputs", sol.n_outputs()},
+                      {"wall_seconds", sol.summary.wall_seconds}});
+    }
+    j["conditions"] = rows;
+    j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
+    j["warnings"] = cfg.warnings;
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::ostringstream os;
+  for (std::size_t c = 0; c < problems.size(); ++c) {
+    os << "condition '" << cfg.conditions[c].id << "' (" << c + 1 << " of " << problems.size()
+       << "): " << solutions[c].summary.brief_report() << "\n";
+    print_table(os, problems[c], solutions[c]);
+    os << "\n";
+  }
+  if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << " (/conditions: every condition's trajectory)\n";
+  os << warnings_text(cfg.warnings);
+  std::cout << os.str();
+  return 0;
 }
 
 }  // namespace
@@ -86,6 +151,7 @@ int run_command(const Environment& env, const CommandArgs& args) {
   if (!args.output.empty()) cfg.output_file = args.output;
   const bool talk = env.is_root() && !args.quiet;
   if (talk) echo(cfg, args.input);
+  if (!cfg.conditions.empty()) return run_conditions(env, args, cfg);
 
   // 2. Integrate. SIGINT/SIGTERM stop at a step boundary; the outputs
   // reached are written marked partial, and --resume continues them

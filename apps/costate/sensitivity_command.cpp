@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "costate/core/error.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/hdf5_writer.hpp"
@@ -30,7 +31,48 @@ struct SensitivityResult {
   io::FileHessian hessian;        ///< with --hessian
   io::SensitivityOutput output;   ///< the reported (wrt) gradient, as written
   std::int64_t resumed_from_step = -1;  ///< --resume: the sweep's place, else −1
+  /// A file with conditions: each condition's problem, trajectory and J_c
+  /// (trajectory above: the first one's; gradient: the sum).
+  std::vector<io::RunConfig> problems;
+  std::vector<ode::Solution> trajectories;
+  std::vector<double> objectives;
 };
+
+/// The report of the (wrt) gradient from res.gradient.
+void fill_output(const io::RunConfig& cfg, SensitivityResult& res, const std::vector<std::size_t>& wrt_index,
+                 bool hessian) {
+  const ode::GradientResult& r = res.gradient.result;
+  io::SensitivityOutput& out = res.output;
+  out.objective = r.objective;
+  for (std::size_t k = 0; k < wrt_index.size(); ++k) {
+    out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
+    out.gradient.push_back(res.gradient.gradient_p[wrt_index[k]]);
+  }
+  if (hessian) out.hessian = res.hessian.matrix;
+  if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
+  out.method = r.method;
+  out.steps = r.checkpoints.steps;
+  out.forward_steps = r.checkpoints.forward_steps;
+  out.recomputed_steps = r.checkpoints.recomputed_steps;
+  out.peak_snapshots = r.checkpoints.peak_snapshots;
+}
+
+/// A file with conditions: J = Σ_c J_c and its gradient (io/conditions.hpp),
+/// and every condition's trajectory.
+SensitivityResult compute_conditions(const io::RunConfig& cfg) {
+  SensitivityResult res;
+  res.gradient = io::conditions_gradient(cfg, &res.objectives);
+  for (std::size_t c = 0; c < cfg.conditions.size(); ++c) {
+    res.problems.push_back(io::condition_config(cfg, c));
+    res.trajectories.push_back(io::integrate_file(res.problems.back()));
+    if (!res.trajectories.back().summary.success())
+      throw Error("integration of " + cfg.input_path + ", condition '" + cfg.conditions[c].id +
+                  "', failed: " + res.trajectories.back().summary.message);
+  }
+  res.trajectory = res.trajectories.front();
+  fill_output(cfg, res, io::wrt_indices(cfg), false);
+  return res;
+}
 
 SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
                           const io::AdjointResumeLink& resume) {
@@ -42,21 +84,7 @@ SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
   res.trajectory = std::move(s.trajectory);
   res.gradient = std::move(s.gradient);
   res.hessian = std::move(s.hessian);
-  const ode::GradientResult& r = res.gradient.result;
-
-  io::SensitivityOutput& out = res.output;
-  out.objective = r.objective;
-  for (std::size_t k = 0; k < wrt_index.size(); ++k) {
-    out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
-    out.gradient.push_back(res.gradient.gradient_p[wrt_index[k]]);
-  }
-  if (args.hessian) out.hessian = res.hessian.matrix;
-  if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
-  out.method = r.method;
-  out.steps = r.checkpoints.steps;
-  out.forward_steps = r.checkpoints.forward_steps;
-  out.recomputed_steps = r.checkpoints.recomputed_steps;
-  out.peak_snapshots = r.checkpoints.peak_snapshots;
+  fill_output(cfg, res, wrt_index, args.hessian);
   return res;
 }
 
@@ -74,6 +102,12 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
     gy[cfg.state_names[k]] = out.gradient_initial_state[k];
   j["gradient_initial_state"] = gy;
+  if (!res.objectives.empty()) {  // a file with conditions: J = Σ_c J_c
+    Json rows = Json::array();
+    for (std::size_t c = 0; c < res.objectives.size(); ++c)
+      rows.push_back({{"id", cfg.conditions[c].id}, {"objective", res.objectives[c]}});
+    j["conditions"] = rows;
+  }
   j["method"] = r.method;
   // --resume: the step the reverse sweep was continued from (the counts
   // below are this process's: the steps below it).
@@ -110,6 +144,12 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   std::ostringstream os;
   os.precision(12);
   os << r.brief_report() << "\n\n  objective J = " << r.objective << "\n\n";
+  if (!res.objectives.empty()) {
+    os << "  over " << res.objectives.size() << " conditions:\n";
+    for (std::size_t c = 0; c < res.objectives.size(); ++c)
+      os << "    J(" << cfg.conditions[c].id << ") = " << res.objectives[c] << "\n";
+    os << "\n";
+  }
   os << std::left << std::setw(22) << "  dJ/d" << "value\n";
   for (std::size_t k = 0; k < out.parameter_names.size(); ++k)
     os << "  " << std::setw(20) << out.parameter_names[k] << out.gradient[k] << "\n";
@@ -156,6 +196,24 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     return pde(env, args, "sensitivity");
   }
   io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
+  if (!cfg.conditions.empty()) {
+    // A file with conditions: the summed gradient; no Hessian, no resume.
+    if (args.hessian) io::require_single_condition(cfg, "costate sensitivity --hessian");
+    if (!args.resume.empty()) io::require_single_condition(cfg, "costate sensitivity --resume");
+    SensitivityResult res = compute_conditions(cfg);
+    for (std::size_t c = 0; c < res.problems.size(); ++c)
+      io::check_finite_trajectory(res.problems[c], res.trajectories[c],
+                                  "sensitivity, condition '" + cfg.conditions[c].id + "'");
+    io::check_sensitivity_results(cfg, res.trajectory, res.output);
+    if (env.is_root() && !cfg.output_file.empty())
+      io::write_conditions_hdf5(cfg.output_file, cfg, res.problems, res.trajectories, &res.output, "sensitivity");
+    if (!env.is_root()) return 0;
+    if (args.json)
+      print_json(cfg, args, res);
+    else
+      print_text(cfg, args, res);
+    return 0;
+  }
   if (args.hessian) io::check_hessian_request(cfg, args.input);
   // SIGINT/SIGTERM stop at a step. The discrete adjoint of a native stepper
   // stopped in its reverse sweep keeps its place in the -o file (marked

@@ -9,6 +9,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/objective.hpp"
 
@@ -32,6 +33,16 @@ ode::WeightedObservations observations(const RunConfig& cfg) {
           cfg.state_names.size()};
 }
 
+/// The file's parameter that condition c's parameter k takes its value
+/// from (-1: a number).
+long parameter_source(const RunConfig& cfg, std::size_t c, std::size_t k) {
+  return cfg.conditions.empty() ? static_cast<long>(k) : cfg.conditions[c].parameter_source[k];
+}
+/// Whether condition c replaces the initial value of state i.
+bool replaces_initial_state(const RunConfig& cfg, std::size_t c, std::size_t i) {
+  return !cfg.conditions.empty() && !cfg.conditions[c].initial_state[i].empty();
+}
+
 }  // namespace
 
 CalibrationProblem::CalibrationProblem(const RunConfig& cfg)
@@ -41,6 +52,12 @@ CalibrationProblem::CalibrationProblem(const RunConfig& cfg)
   ode::require(ode::supports_calibration(cfg.sensitivity.method,
                                          cfg.integrator.method),
                cfg.input_path + ": costate calibrate");
+  n_conditions_ = condition_count(cfg);
+  last_steps_.resize(n_conditions_);
+}
+
+RunConfig CalibrationProblem::condition_at(std::span<const double> q, std::size_t c) const {
+  return condition_config(config_at(q), c);
 }
 
 std::vector<double> CalibrationProblem::start() const {
@@ -87,25 +104,65 @@ RunConfig CalibrationProblem::config_at(std::span<const double> q) const {
   return c;
 }
 
+double CalibrationProblem::condition_term(std::size_t c, std::span<const double> q, std::span<double> dv,
+                                          ode::StepPlan& steps) {
+  const RunConfig rc = condition_at(q, c);
+  const auto obs = observations(rc);
+  const auto method = sensitivity_method_of(rc.sensitivity);  // the one conversion
+  const ode::GradientResult res = observation_gradient(rc, obs, method);
+  steps = res.steps;
+  std::vector<double> gp = res.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(rc, res.wrt_initial_state);
+  for (std::size_t k = 0; k < gp.size(); ++k) gp[k] += extra[k];
+  // Onto the file's parameters and initial state (io/conditions.hpp).
+  std::vector<double> fgp(gp.size(), 0.0), fgy(res.wrt_initial_state.size(), 0.0);
+  add_condition_gradient(cfg_, c, gp, res.wrt_initial_state, fgp, fgy);
+  for (std::size_t j = 0; j < vars_.size(); ++j) dv[j] = vars_[j].initial_state ? fgy[vars_[j].index] : fgp[vars_[j].index];
+  return res.objective;
+}
+
 double CalibrationProblem::objective_and_gradient(std::span<const double> q, std::span<double> g) {
-  const RunConfig c = config_at(q);
-  const auto obs = observations(c);
-  const auto method = sensitivity_method_of(c.sensitivity);  // the one conversion
-  const ode::GradientResult res = observation_gradient(c, obs, method);
+  // 1. The data term, condition by condition in their order.
+  const std::size_t p = vars_.size();
+  std::vector<double> dv(p), dvc(p);
+  double J = 0.0;
+  for (std::size_t c = 0; c < n_conditions_; ++c) {
+    const double Jc = condition_term(c, q, c == 0 ? std::span<double>(dv) : std::span<double>(dvc), last_steps_[c]);
+    if (c == 0) {
+      J = Jc;
+      continue;
+    }
+    J += Jc;
+    for (std::size_t j = 0; j < p; ++j) dv[j] += dvc[j];
+  }
   ++gradient_evaluations_;
   last_q_.assign(q.begin(), q.end());
-  last_steps_ = res.steps;
-  std::vector<double> gp = res.wrt_parameters;
-  const auto extra = initial_state_parameter_vjp(c, res.wrt_initial_state);
-  for (std::size_t k = 0; k < gp.size(); ++k) gp[k] += extra[k];
+  // 2. On the optimizer's scale, with the regularisation.
   const auto v = values(q);
   const auto qp = prior();
-  double J = res.objective;
-  for (std::size_t j = 0; j < vars_.size(); ++j) {
-    const double dv = vars_[j].initial_state ? res.wrt_initial_state[vars_[j].index] : gp[vars_[j].index];
+  for (std::size_t j = 0; j < p; ++j) {
     const double d = q[j] - qp[j];
-    g[j] = dv * (vars_[j].log ? v[j] : 1.0) + weight_ * d;
+    g[j] = dv[j] * (vars_[j].log ? v[j] : 1.0) + weight_ * d;
     J += 0.5 * weight_ * d * d;
+  }
+  return J;
+}
+
+double CalibrationProblem::condition_objective_and_gradient(std::size_t c, std::span<const double> q,
+                                                            std::span<double> g) {
+  COSTATE_CHECK(c < n_conditions_ && q.size() == vars_.size() && g.size() == vars_.size(),
+                "CalibrationProblem::condition_objective_and_gradient: condition " << c << " of " << n_conditions_
+                    << ", q and g must hold " << vars_.size() << " values");
+  std::vector<double> dv(vars_.size());
+  ode::StepPlan steps;
+  double J = condition_term(c, q, dv, steps);
+  const auto v = values(q);
+  const auto qp = prior();
+  const double share = weight_ / static_cast<double>(n_conditions_);
+  for (std::size_t j = 0; j < vars_.size(); ++j) {
+    const double d = q[j] - qp[j];
+    g[j] = dv[j] * (vars_[j].log ? v[j] : 1.0) + share * d;
+    J += 0.5 * share * d * d;
   }
   return J;
 }
@@ -116,6 +173,7 @@ double CalibrationProblem::hessian_vector(std::span<const double> q, std::span<c
                     Hu.size() == vars_.size(),
                 "CalibrationProblem::hessian_vector: q, u, g and Hu must hold "
                     << vars_.size() << " values (one per fitted quantity)");
+  require_single_condition(cfg_, "the calibration's Hessian-vector product");
   ode::require(ode::supports(cfg_.sensitivity.method,
                              cfg_.integrator, 2),
                cfg_.input_path + ": the calibration's Hessian-vector product");
@@ -161,38 +219,48 @@ CalibrationProblem::Residuals CalibrationProblem::residuals(std::span<const doub
     std::vector<double> g(q.size());
     (void)objective_and_gradient(q, g);
   }
-  const RunConfig c = config_at(q);
-  const auto obs = observations(c);
-  const ode::ResidualSensitivities rs = residual_sensitivities(c, obs, last_steps_);
-  const std::size_t n = c.state_names.size(), np = c.parameters.size(), p = vars_.size();
-  const std::size_t m = rs.residuals.size();
-  // ∂y0_i/∂p for the initial values written as expressions (not fitted).
-  std::vector<std::vector<double>> dy0dp(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (c.initial_state_expressions[i].empty()) continue;
-    std::vector<double> unit(n, 0.0);
-    unit[i] = 1.0;
-    dy0dp[i] = initial_state_parameter_vjp(c, unit);
-  }
   Residuals out;
-  out.r = rs.residuals;
-  out.predicted = rs.predicted;
-  out.time_index = rs.time_index;
-  out.state_index = rs.state_index;
-  out.S.assign(m * p, 0.0);
-  for (std::size_t row = 0; row < m; ++row)
-    for (std::size_t j = 0; j < p; ++j) {
-      const FitVariable& v = vars_[j];
-      double s = 0.0;
-      if (v.initial_state) {
-        s = rs.at(row, np + v.index);
-      } else {
-        s = rs.at(row, v.index);
-        for (std::size_t i = 0; i < n; ++i)
-          if (!dy0dp[i].empty()) s += rs.at(row, np + i) * dy0dp[i][v.index];
-      }
-      out.S[row * p + j] = s;
+  const std::size_t p = vars_.size();
+  for (std::size_t cond = 0; cond < n_conditions_; ++cond) {
+    const RunConfig c = condition_at(q, cond);
+    const auto obs = observations(c);
+    const ode::ResidualSensitivities rs = residual_sensitivities(c, obs, last_steps_[cond]);
+    const std::size_t n = c.state_names.size(), np = c.parameters.size();
+    const std::size_t m = rs.residuals.size();
+    // ∂y0_i/∂p for the initial values written as expressions (not fitted).
+    std::vector<std::vector<double>> dy0dp(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (c.initial_state_expressions[i].empty()) continue;
+      std::vector<double> unit(n, 0.0);
+      unit[i] = 1.0;
+      dy0dp[i] = initial_state_parameter_vjp(c, unit);
     }
+    out.r.insert(out.r.end(), rs.residuals.begin(), rs.residuals.end());
+    out.predicted.insert(out.predicted.end(), rs.predicted.begin(), rs.predicted.end());
+    out.time_index.insert(out.time_index.end(), rs.time_index.begin(), rs.time_index.end());
+    out.state_index.insert(out.state_index.end(), rs.state_index.begin(), rs.state_index.end());
+    out.condition_index.insert(out.condition_index.end(), m, cond);
+    const std::size_t first = out.S.size() / std::max<std::size_t>(p, 1);
+    out.S.resize((first + m) * p, 0.0);
+    for (std::size_t row = 0; row < m; ++row)
+      for (std::size_t j = 0; j < p; ++j) {
+        const FitVariable& v = vars_[j];
+        double s = 0.0;
+        if (v.initial_state) {
+          if (!replaces_initial_state(cfg_, cond, v.index)) s = rs.at(row, np + v.index);
+        } else {
+          // Every parameter of the condition that takes the fitted one's value.
+          for (std::size_t k = 0; k < np; ++k) {
+            if (parameter_source(cfg_, cond, k) != static_cast<long>(v.index)) continue;
+            double t = rs.at(row, k);
+            for (std::size_t i = 0; i < n; ++i)
+              if (!dy0dp[i].empty()) t += rs.at(row, np + i) * dy0dp[i][k];
+            s += t;
+          }
+        }
+        out.S[(first + row) * p + j] = s;
+      }
+  }
   return out;
 }
 
@@ -300,9 +368,12 @@ CalibrationReport calibrate(const RunConfig& cfg,
   for (std::size_t row = 0; row < m; ++row) {
     rep.rss += R.r[row] * R.r[row];
     const std::size_t k = R.time_index[row], i = R.state_index[row];
-    rep.residual_times.push_back(cfg.calibration.times[k]);
+    const bool conditions = !cfg.conditions.empty();
+    const ConditionConfig* cond = conditions ? &cfg.conditions[R.condition_index[row]] : nullptr;
+    rep.residual_times.push_back(conditions ? cond->times[k] : cfg.calibration.times[k]);
     rep.residual_states.push_back(cfg.state_names[i]);
-    rep.observed.push_back(cfg.calibration.data[k * n + i]);
+    if (conditions) rep.residual_conditions.push_back(cond->id);
+    rep.observed.push_back(conditions ? cond->data[k * n + i] : cfg.calibration.data[k * n + i]);
     rep.predicted.push_back(R.predicted[row]);
     rep.residuals.push_back(R.r[row]);
   }
@@ -357,6 +428,78 @@ CalibrationReport calibrate(const RunConfig& cfg,
       rep.correlation[a * p + b] = c / (rep.standard_errors[a] * rep.standard_errors[b]);
     }
   return rep;
+}
+
+optimize::Dataset condition_dataset(CalibrationProblem& problem, MPI_Comm comm) {
+  optimize::Dataset d;
+  d.n_conditions = problem.conditions();
+  d.n = problem.size();
+  d.condition = [&problem](std::size_t c, std::span<const double> q, std::span<double> g) {
+    return problem.condition_objective_and_gradient(c, q, g);
+  };
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return d;
+  // Over the ranks: batch position i on rank i mod size; each term is one
+  // rank's value and zeros elsewhere, so the all-reduced sum is that value.
+  const std::size_t n = problem.size();
+  d.batch = [&problem, comm, n](std::span<const std::size_t> conditions, std::span<const double> q,
+                                std::span<double> loss, std::span<double> gradient) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    std::vector<double> terms(conditions.size() * (n + 1), 0.0), g(n);
+    for (std::size_t i = static_cast<std::size_t>(rank); i < conditions.size(); i += static_cast<std::size_t>(ranks)) {
+      double l = 0.0;
+      try {
+        l = problem.condition_objective_and_gradient(conditions[i], q, g);
+      } catch (const Error&) {
+        l = std::numeric_limits<double>::quiet_NaN();  // a failed condition, reported by every rank
+      }
+      terms[i * (n + 1)] = l;
+      std::copy(g.begin(), g.end(), terms.begin() + static_cast<std::ptrdiff_t>(i * (n + 1) + 1));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, terms.data(), static_cast<int>(terms.size()), MPI_DOUBLE, MPI_SUM, comm);
+    for (std::size_t i = 0; i < conditions.size(); ++i) {
+      loss[i] = terms[i * (n + 1)];
+      std::copy_n(terms.begin() + static_cast<std::ptrdiff_t>(i * (n + 1) + 1), n,
+                  gradient.begin() + static_cast<std::ptrdiff_t>(i * n));
+    }
+  };
+  return d;
+}
+
+StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize::StochasticOptions& options,
+                                           const optimize::StochasticCallbacks& callbacks,
+                                           const optimize::StochasticState* resume_from, MPI_Comm comm) {
+  CalibrationProblem problem(cfg);
+  StochasticCalibration out;
+  for (const auto& v : problem.variables()) out.names.push_back(v.label());
+  out.initial = problem.start();
+  const optimize::Dataset d = condition_dataset(problem, comm);
+  // J at the returned point from one full evaluation (the full-batch
+  // objective's bits), not the fit's own pass over ℓ_c.
+  optimize::StochasticOptions fo = options;
+  fo.final_objective = false;
+  try {
+    out.result = optimize::fit(d, out.initial, problem.lower(), problem.upper(), fo, callbacks, resume_from);
+  } catch (const Error& e) {  // bad settings for these conditions, or a start that cannot be simulated
+    const std::string what = e.what();
+    if (what.rfind(cfg.input_path, 0) == 0) throw;
+    throw Error(cfg.input_path + ": " + what);
+  }
+  out.values = problem.values(out.result.x);
+  if (out.result.termination != "interrupted" && options.final_objective) {
+    std::vector<double> g(problem.size());
+    try {
+      out.result.objective = problem.objective_and_gradient(out.result.x, g);
+    } catch (const Error&) {
+      out.result.objective = std::numeric_limits<double>::quiet_NaN();  // reported as not finite
+    }
+    out.result.simulations += static_cast<std::int64_t>(problem.conditions());
+    out.result.state.simulations = out.result.simulations;
+  }
+  return out;
 }
 
 }  // namespace costate::io

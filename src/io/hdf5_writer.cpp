@@ -241,6 +241,8 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
 std::vector<std::string> input_files(const RunConfig& cfg) {
   std::vector<std::string> files{cfg.input_path, cfg.sbml_file, cfg.objective.data_file};
   files.insert(files.end(), cfg.calibration.data_files.begin(), cfg.calibration.data_files.end());
+  files.push_back(cfg.conditions_file);
+  for (const ConditionConfig& c : cfg.conditions) files.push_back(c.data_file);
   return files;
 }
 
@@ -262,6 +264,35 @@ void write_run_hdf5(const std::string& path, const RunConfig& config,
                     const std::string& command) {
   write_atomically(path, config, command, [&](const std::string& partial) {
     write_file(partial, config, solution, sensitivity, command);
+  });
+}
+
+void write_conditions_hdf5(const std::string& path, const RunConfig& config,
+                           const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
+                           const SensitivityOutput* sensitivity, const std::string& command) {
+  COSTATE_CHECK(!conditions.empty() && conditions.size() == solutions.size() &&
+                    conditions.size() == config.conditions.size(),
+                path << ": write_conditions_hdf5 needs one problem and one trajectory per condition");
+  write_atomically(path, config, command, [&](const std::string& partial) {
+    write_file(partial, config, solutions[0], sensitivity, command, [&](hid_t file) {
+      Handle group(H5Gcreate2(file, "conditions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                   "create group conditions");
+      std::vector<std::string> ids;
+      for (const ConditionConfig& c : config.conditions) ids.push_back(c.id);
+      write_strings(group, "ids", ids, false);
+      for (std::size_t c = 0; c < conditions.size(); ++c) {
+        const std::string name = std::to_string(c);
+        Handle g(H5Gcreate2(group, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                 "create group conditions/" + name);
+        write_string_scalar(g, "id", ids[c], true);
+        const ode::Solution& sol = solutions[c];
+        write_doubles(g, "time", sol.t, {sol.t.size()});
+        write_doubles(g, "state", sol.y, {sol.t.size(), sol.n_states});
+        write_doubles(g, "parameters", conditions[c].parameters, {conditions[c].parameters.size()});
+        write_doubles(g, "initial_state", conditions[c].initial_state, {conditions[c].initial_state.size()});
+        write_string_scalar(g, "termination", ode::to_string(sol.summary.termination), true);
+      }
+    });
   });
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -355,6 +356,54 @@ void read_csv_data(const std::string& path, const std::vector<std::string>& stat
 
 namespace {
 
+/// calibration.optimizer with method adamw | adam | sgd: the settings of a
+/// mini-batch fit over the conditions (optimize::StochasticOptions; the
+/// keys are its fields, finish = finish_iterations).
+void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, CalibrationConfig& cc) {
+  const std::string k0 = "calibration.optimizer";
+  ctx.check_keys(opt, k0,
+                 {"method", "epochs", "batch", "physical_batch", "learning_rate", "validation_split", "seed",
+                  "finish", "schedule", "warmup_steps", "weight_decay", "clip_norm", "patience", "momentum"});
+  optimize::StochasticOptions& o = cc.stochastic_options;
+  cc.stochastic = true;
+  o.method = optimize::stochastic_method_from_string(opt["method"].Scalar());
+  const auto count = [&](const char* k, long long lo) {
+    const long long v = ctx.integer(opt[k], k0 + "." + k);
+    if (v < lo || v > 1000000000)
+      ctx.fail(opt[k], k0 + "." + k, "expected an integer in [" + std::to_string(lo) + ", 1e9], got " + std::to_string(v));
+    return v;
+  };
+  if (opt["epochs"]) o.epochs = static_cast<int>(count("epochs", 1));
+  if (opt["batch"]) o.batch = static_cast<std::size_t>(count("batch", 1));
+  if (opt["physical_batch"]) o.physical_batch = static_cast<std::size_t>(count("physical_batch", 1));
+  if (opt["seed"]) o.seed = static_cast<std::uint64_t>(count("seed", 0));
+  if (opt["finish"]) o.finish_iterations = static_cast<int>(count("finish", 0));
+  if (opt["warmup_steps"]) o.warmup_steps = static_cast<int>(count("warmup_steps", 0));
+  if (opt["patience"]) o.patience = static_cast<int>(count("patience", 0));
+  if (opt["learning_rate"]) o.learning_rate = ctx.positive(opt["learning_rate"], k0 + ".learning_rate");
+  if (opt["validation_split"]) {
+    o.validation_split = ctx.non_negative(opt["validation_split"], k0 + ".validation_split");
+    if (!(o.validation_split < 1.0))
+      ctx.fail(opt["validation_split"], k0 + ".validation_split",
+               "expected a fraction in [0, 1), got " + fmt(o.validation_split));
+  }
+  if (opt["weight_decay"]) o.weight_decay = ctx.non_negative(opt["weight_decay"], k0 + ".weight_decay");
+  if (opt["clip_norm"]) o.clip_norm = ctx.non_negative(opt["clip_norm"], k0 + ".clip_norm");
+  if (opt["momentum"]) o.momentum = ctx.non_negative(opt["momentum"], k0 + ".momentum");
+  if (opt["schedule"]) {
+    try {
+      o.schedule = optimize::learning_rate_schedule_from_string(ctx.string(opt["schedule"], k0 + ".schedule"));
+    } catch (const Error& e) {
+      ctx.fail(opt["schedule"], k0 + ".schedule", e.what());
+    }
+  }
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    ctx.fail(opt, k0, e.what());
+  }
+}
+
 /// The `calibration:` section (see CalibrationConfig). Needs the model's
 /// names, the parameters, the initial state and the time interval resolved.
 void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::string& path,
@@ -430,8 +479,25 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
     ctx.fail(cal, "calibration",
              "nothing to fit: list parameters (calibration.parameters.<name>) or initial states");
 
-  // 2. Data: one map or a list of maps {file, noise | weights}, merged.
+  // 2. Data: one map or a list of maps {file, noise | weights}, merged
+  //    (with conditions: each condition's own data).
   const YAML::Node data = cal["data"];
+  if (!cfg.conditions.empty()) {
+    if (data)
+      ctx.fail(data, "calibration.data",
+               "with 'conditions:' each condition names its own data; remove calibration.data");
+    std::size_t observed = 0;
+    const std::size_t n = cfg.state_names.size();
+    for (const ConditionConfig& c : cfg.conditions) {
+      cc.data_files.push_back(c.data_file);
+      cc.noise_given = cc.noise_given && c.noise_given;
+      for (std::size_t k = 0; k < c.data.size(); ++k) observed += !std::isnan(c.data[k]) && c.weights[k % n] > 0.0;
+    }
+    if (observed < cc.variables.size())
+      ctx.fail(cal, "calibration",
+               std::to_string(observed) + " observed values in the conditions' data cannot determine " +
+                   std::to_string(cc.variables.size()) + " fitted quantities");
+  } else {  // (the block below kept at its indentation: unchanged)
   if (!data) ctx.fail(cal, "calibration", "missing required key 'data' (CSV file(s) of observations)");
   std::vector<YAML::Node> sets;
   if (data.IsMap()) sets.push_back(data);
@@ -529,6 +595,8 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
              std::to_string(observed) + " observed values cannot determine " +
                  std::to_string(cc.variables.size()) + " fitted quantities");
 
+  }  // data without conditions
+
   // 3. Regularisation and the optimizer.
   if (const YAML::Node reg = cal["regularization"]) {
     ctx.expect_map(reg, "calibration.regularization");
@@ -537,6 +605,13 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
   }
   if (const YAML::Node opt = cal["optimizer"]) {
     ctx.expect_map(opt, "calibration.optimizer");
+    if (opt["method"]) {
+      const std::string m = ctx.string(opt["method"], "calibration.optimizer.method");
+      if (m == "adamw" || m == "adam" || m == "sgd") {
+        parse_stochastic_optimizer(opt, ctx, cc);
+        return;
+      }
+    }
     ctx.check_keys(opt, "calibration.optimizer",
                    {"method", "gatol", "grtol", "gttol", "max_iterations", "max_function_evaluations"});
     optimize::TaoOptions& o = cc.optimizer;
@@ -544,6 +619,7 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
       const std::string m = ctx.string(opt["method"], "calibration.optimizer.method");
       std::vector<std::string> names;
       for (auto x : optimize::all_tao_methods()) names.push_back(optimize::to_string(x));
+      for (const char* x : {"adamw", "adam", "sgd"}) names.push_back(x);
       if (std::find(names.begin(), names.end(), m) == names.end()) {
         std::string msg = "unknown method '" + m + "'";
         const std::string near = nearest(m, names);
@@ -565,6 +641,273 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
     count("max_iterations", o.max_iterations);
     count("max_function_evaluations", o.max_function_evaluations);
   }
+}
+
+}  // namespace
+
+namespace {
+
+/// The `conditions:` section (ConditionConfig): a list of rows
+///     - {id, parameters: {name: number | parameter}, initial_state: {state: number | expression},
+///        data: file | {file, noise | weights}}
+/// or a CSV table {file: table.csv, noise | weights} whose header is
+/// `id,<parameter or state>...,data` (one row per condition; an empty cell
+/// keeps the file's value; data files relative to the table). Needs the model's names, parameters, initial
+/// state and time interval resolved. Rows are kept in the order given.
+void parse_conditions(const YAML::Node& node, const Context& ctx, const std::string& path, RunConfig& cfg) {
+  const std::size_t n = cfg.state_names.size(), np = cfg.parameter_names.size();
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const auto resolve = [&](const std::string& file) {
+    const std::filesystem::path fp(file);
+    return fp.is_relative() ? (folder / fp).string() : file;
+  };
+  std::vector<std::string> vars{"t"};
+  vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+  // Reports a bad value: `where` is "file:line:column" (or the YAML key's place), `key` what it names.
+  using Fail = std::function<void(const std::string& message)>;
+  const auto fresh = [&](const std::string& id, std::size_t line) {
+    ConditionConfig c;
+    c.id = id;
+    c.line = line;
+    c.parameter_source.resize(np);
+    for (std::size_t k = 0; k < np; ++k) c.parameter_source[k] = static_cast<long>(k);
+    c.parameter_values = cfg.parameters;
+    c.initial_state.assign(n, "");
+    return c;
+  };
+  const auto set_parameter = [&](ConditionConfig& c, const std::string& name, const std::string& value,
+                                 const Fail& fail) {
+    const auto pos = std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name);
+    const std::size_t k = static_cast<std::size_t>(pos - cfg.parameter_names.begin());
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size()) {
+      if (!std::isfinite(v)) fail("expected a finite number or a parameter name, got '" + value + "'");
+      c.parameter_source[k] = -1;
+      c.parameter_values[k] = v;
+      return;
+    }
+    const auto src = std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), value);
+    if (src == cfg.parameter_names.end()) {
+      std::string msg = "expected a number or the name of a parameter of the model, got '" + value + "'";
+      const std::string near = nearest(value, cfg.parameter_names);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      fail(msg);
+    }
+    c.parameter_source[k] = static_cast<long>(src - cfg.parameter_names.begin());
+  };
+  const auto set_initial = [&](ConditionConfig& c, std::size_t i, const std::string& value, const Fail& fail) {
+    try {
+      (void)expr::Program::compile(value, vars, "initial_state." + cfg.state_names[i]);
+    } catch (const Error& e) {
+      fail(std::string("expected a number or an expression of t and the parameters: ") + e.what());
+    }
+    c.initial_state[i] = value;
+  };
+  // A data set: `file` read against the states, weights from `spec`'s
+  // noise | weights (a map or null).
+  const auto set_data = [&](ConditionConfig& c, const std::string& file, const YAML::Node& spec,
+                            const std::string& key, const Fail& fail) {
+    c.data_file = file;
+    try {
+      read_csv_data(c.data_file, cfg.state_names, c.times, c.data, &cfg.warnings);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    for (std::size_t k = 0; k < c.times.size(); ++k)
+      if (c.times[k] < cfg.t_start || c.times[k] > cfg.t_end)
+        fail(c.data_file + ": data time " + fmt(c.times[k]) + " (row " + std::to_string(k + 1) +
+             ") lies outside the simulated interval [" + fmt(cfg.t_start) + ", " + fmt(cfg.t_end) +
+             "]; extend time.end or drop the row");
+    c.weights.assign(n, 1.0);
+    c.noise_given = false;
+    if (!spec || !spec.IsMap()) return;
+    if (spec["noise"] && spec["weights"])
+      ctx.fail(spec["noise"], key + ".noise", "give either 'noise' or 'weights', not both");
+    if (const YAML::Node nz = spec["noise"]) {
+      if (nz.IsScalar()) {
+        const double sigma = ctx.positive(nz, key + ".noise");
+        c.weights.assign(n, 1.0 / (sigma * sigma));
+        c.noise_given = true;
+      } else {
+        ctx.expect_map(nz, key + ".noise");
+        ctx.check_keys(nz, key + ".noise", cfg.state_names);
+        c.noise_given = true;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (nz[cfg.state_names[i]]) {
+            const double sigma = ctx.positive(nz[cfg.state_names[i]], key + ".noise." + cfg.state_names[i]);
+            c.weights[i] = 1.0 / (sigma * sigma);
+            continue;
+          }
+          for (std::size_t k = 0; k < c.times.size(); ++k)  // observed without a noise level
+            if (!std::isnan(c.data[k * n + i])) c.noise_given = false;
+        }
+      }
+    }
+    if (const YAML::Node ws = spec["weights"]) {
+      ctx.expect_map(ws, key + ".weights");
+      ctx.check_keys(ws, key + ".weights", cfg.state_names);
+      for (std::size_t i = 0; i < n; ++i)
+        if (ws[cfg.state_names[i]])
+          c.weights[i] = ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
+    }
+  };
+  const auto unknown = [&](const std::string& name) {
+    std::vector<std::string> valid = cfg.parameter_names;
+    valid.insert(valid.end(), cfg.state_names.begin(), cfg.state_names.end());
+    std::string msg = "'" + name + "' is neither a parameter nor a state of the model";
+    const std::string near = nearest(name, valid);
+    if (!near.empty()) msg += "; did you mean '" + near + "'?";
+    return msg + " Parameters: " + join(cfg.parameter_names) + "; states: " + join(cfg.state_names);
+  };
+
+  if (node.IsSequence()) {
+    // 1. Inline rows.
+    if (node.size() == 0) ctx.fail(node, "conditions", "the list is empty; give at least one condition");
+    for (std::size_t r = 0; r < node.size(); ++r) {
+      const YAML::Node row = node[r];
+      const std::string key = "conditions[" + std::to_string(r) + "]";
+      ctx.expect_map(row, key);
+      ctx.check_keys(row, key, {"id", "parameters", "initial_state", "data"});
+      if (!row["id"]) ctx.fail(row, key, "missing required key 'id' (the condition's name)");
+      ConditionConfig c = fresh(ctx.string(row["id"], key + ".id"), row.Mark().line + 1);
+      if (const YAML::Node ps = row["parameters"]) {
+        ctx.expect_map(ps, key + ".parameters");
+        for (auto it = ps.begin(); it != ps.end(); ++it) {
+          const std::string name = it->first.Scalar(), k = key + ".parameters." + name;
+          if (std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), name) == cfg.parameter_names.end()) {
+            std::string msg = "'" + name + "' is not a parameter of the model";
+            const std::string near = nearest(name, cfg.parameter_names);
+            if (!near.empty()) msg += "; did you mean '" + near + "'?";
+            ctx.fail(it->first, k, msg + " Valid: " + join(cfg.parameter_names));
+          }
+          if (!it->second.IsScalar())
+            ctx.fail(it->second, k, "expected a number or a parameter name, got " + describe(it->second));
+          set_parameter(c, name, it->second.Scalar(), [&](const std::string& m) { ctx.fail(it->second, k, m); });
+        }
+      }
+      if (const YAML::Node ys = row["initial_state"]) {
+        ctx.expect_map(ys, key + ".initial_state");
+        ctx.check_keys(ys, key + ".initial_state", cfg.state_names);
+        for (std::size_t i = 0; i < n; ++i)
+          if (const YAML::Node v = ys[cfg.state_names[i]]) {
+            const std::string k = key + ".initial_state." + cfg.state_names[i];
+            if (!v.IsScalar()) ctx.fail(v, k, "expected a number or an expression, got " + describe(v));
+            set_initial(c, i, v.Scalar(), [&](const std::string& m) { ctx.fail(v, k, m); });
+          }
+      }
+      const YAML::Node data = row["data"];
+      if (!data)
+        ctx.fail(row, key, "condition '" + c.id + "' has no data: give " + key +
+                               ".data (a CSV file, or {file, noise}); every condition needs observations");
+      if (data.IsMap()) {
+        ctx.check_keys(data, key + ".data", {"file", "noise", "weights"});
+        if (!data["file"]) ctx.fail(data, key + ".data", "missing required key 'file' (a CSV file)");
+        set_data(c, resolve(ctx.string(data["file"], key + ".data.file")), data, key + ".data",
+                 [&](const std::string& m) { ctx.fail(data["file"], key + ".data.file", m); });
+      } else {
+        set_data(c, resolve(ctx.string(data, key + ".data")), YAML::Node(), key + ".data",
+                 [&](const std::string& m) { ctx.fail(data, key + ".data", m); });
+      }
+      for (const ConditionConfig& o : cfg.conditions)
+        if (o.id == c.id)
+          ctx.fail(row["id"], key + ".id",
+                   "duplicate condition id '" + c.id + "' (first at line " + std::to_string(o.line) +
+                       "); every condition needs its own id");
+      cfg.conditions.push_back(std::move(c));
+    }
+    return;
+  }
+  // 2. A CSV table: {file, noise | weights}.
+  if (!node.IsMap())
+    ctx.fail(node, "conditions",
+             "expected a list of conditions ({id, parameters, initial_state, data}) or a map {file: table.csv, "
+             "noise}, got " + describe(node));
+  ctx.check_keys(node, "conditions", {"file", "noise", "weights"});
+  if (!node["file"]) ctx.fail(node, "conditions", "missing required key 'file' (a CSV table of conditions)");
+  const std::string table = resolve(ctx.string(node["file"], "conditions.file"));
+  cfg.conditions_file = table;
+  std::ifstream in(table);
+  if (!in) ctx.fail(node["file"], "conditions.file", table + ": cannot open the conditions table");
+  const auto trim = [](const std::string& s) {
+    const auto a = s.find_first_not_of(" \t\r");
+    const auto b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string{} : s.substr(a, b - a + 1);
+  };
+  const auto split = [&](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(trim(cell));
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  std::string line;
+  std::size_t lineno = 0;
+  std::vector<std::string> header;
+  while (header.empty() && std::getline(in, line)) {
+    ++lineno;
+    const std::string t = trim(line);
+    if (!t.empty() && t[0] != '#') header = split(t);
+  }
+  const auto at = [&](std::size_t l, std::size_t col) {
+    return table + ":" + std::to_string(l) + (col ? ":" + std::to_string(col) : std::string{});
+  };
+  if (header.empty()) throw Error(table + ": the conditions table is empty; expected a header 'id,<parameter or state>...,data'");
+  std::size_t id_col = header.size(), data_col = header.size();
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    for (std::size_t d = 0; d < c; ++d)
+      if (header[d] == header[c])
+        throw Error(at(lineno, c + 1) + ": column '" + header[c] + "' appears twice in the header (columns " +
+                    std::to_string(d + 1) + " and " + std::to_string(c + 1) + ")");
+    if (header[c] == "id") id_col = c;
+    else if (header[c] == "data") data_col = c;
+    else if (std::find(cfg.parameter_names.begin(), cfg.parameter_names.end(), header[c]) == cfg.parameter_names.end() &&
+             std::find(cfg.state_names.begin(), cfg.state_names.end(), header[c]) == cfg.state_names.end())
+      throw Error(at(lineno, c + 1) + ": column '" + header[c] + "': " + unknown(header[c]) +
+                  " (or the columns id and data)");
+  }
+  if (id_col == header.size())
+    throw Error(at(lineno, 0) + ": the header has no 'id' column (each condition needs a name)");
+  if (data_col == header.size())
+    throw Error(at(lineno, 0) + ": the header has no 'data' column (each condition needs a CSV file of observations)");
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    const auto cells = split(t);
+    if (cells.size() != header.size())
+      throw Error(at(lineno, 0) + ": expected " + std::to_string(header.size()) + " cells (" + join(header) +
+                  "), got " + std::to_string(cells.size()));
+    if (cells[id_col].empty()) throw Error(at(lineno, id_col + 1) + ": column 'id': the condition has no id");
+    ConditionConfig c = fresh(cells[id_col], lineno);
+    for (const ConditionConfig& o : cfg.conditions)
+      if (o.id == c.id)
+        throw Error(at(lineno, id_col + 1) + ": column 'id': duplicate condition id '" + c.id + "' (first at line " +
+                    std::to_string(o.line) + "); every condition needs its own id");
+    for (std::size_t col = 0; col < header.size(); ++col) {
+      if (col == id_col || col == data_col || cells[col].empty()) continue;
+      const Fail fail = [&](const std::string& m) {
+        throw Error(at(lineno, col + 1) + ": column '" + header[col] + "' (condition '" + c.id + "'): " + m);
+      };
+      const auto state = std::find(cfg.state_names.begin(), cfg.state_names.end(), header[col]);
+      if (state != cfg.state_names.end())
+        set_initial(c, static_cast<std::size_t>(state - cfg.state_names.begin()), cells[col], fail);
+      else
+        set_parameter(c, header[col], cells[col], fail);
+    }
+    if (cells[data_col].empty())
+      throw Error(at(lineno, data_col + 1) + ": column 'data': condition '" + c.id +
+                  "' has no data file; every condition needs observations");
+    // A data file named in the table is relative to the table.
+    const std::filesystem::path df(cells[data_col]);
+    const std::string data_file =
+        df.is_relative() ? (std::filesystem::path(table).parent_path() / df).string() : cells[data_col];
+    set_data(c, data_file, node, "conditions", [&](const std::string& m) {
+      throw Error(at(lineno, data_col + 1) + ": column 'data' (condition '" + c.id + "'): " + m);
+    });
+    cfg.conditions.push_back(std::move(c));
+  }
+  if (cfg.conditions.empty()) throw Error(table + ": no condition rows after the header");
 }
 
 }  // namespace
@@ -736,6 +1079,13 @@ void warn_unused_parameters(const YAML::Node& root, const Context& ctx, RunConfi
   texts.push_back(cfg.objective.integral);
   for (const auto& e : cfg.initial_state_expressions) texts.push_back(e);
   std::vector<bool> used(cfg.parameter_names.size(), false);
+  // Conditions: their initial values, and the parameters they take values from.
+  for (const ConditionConfig& c : cfg.conditions) {
+    for (const auto& e : c.initial_state) texts.push_back(e);
+    for (std::size_t k = 0; k < c.parameter_source.size(); ++k)
+      if (c.parameter_source[k] >= 0 && c.parameter_source[k] != static_cast<long>(k))
+        used[static_cast<std::size_t>(c.parameter_source[k])] = true;
+  }
   for (const auto& text : texts) {
     if (text.empty()) continue;
     // Initial values use t and the parameters only: the same names, shifted.
@@ -774,7 +1124,8 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
   for (const auto& o : overrides) apply_override(root, o, ctx);
 
   ctx.check_keys(root, "", {"description", "model", "parameters", "initial_state", "time",
-                            "integrator", "output", "objective", "sensitivity", "calibration"});
+                            "integrator", "output", "objective", "sensitivity", "calibration",
+                            "conditions"});
 
   // 2. Model: a built-in name, or states with one equation each.
   if (root["description"]) cfg.description = ctx.string(root["description"], "description");
@@ -1236,6 +1587,16 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     if (output["file"]) cfg.output_file = ctx.string(output["file"], "output.file");
   }
 
+  // 8b. Conditions: per-condition parameters, initial values and data.
+  if (const YAML::Node conditions = root["conditions"]) {
+    parse_conditions(conditions, ctx, path, cfg);
+    cfg.objective.present = true;  // each condition's data misfit (plus terminal and integral)
+    if (root["objective"] && root["objective"]["data"])
+      ctx.fail(root["objective"]["data"], "objective.data",
+               "with 'conditions:' each condition names its own data; remove objective.data "
+               "(terminal and integral terms still apply to every condition)");
+  }
+
   // 9. Calibration (used by `costate calibrate`).
   if (const YAML::Node cal = root["calibration"]) parse_calibration(cal, ctx, path, cfg);
   warn_unused_parameters(root, ctx, cfg);
@@ -1354,6 +1715,18 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << "regularization" << YAML::Value << YAML::Flow << YAML::BeginMap;
     e << YAML::Key << "weight" << YAML::Value << c.regularization_weight << YAML::EndMap;
     e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
+    if (c.stochastic) {
+      const optimize::StochasticOptions& o = c.stochastic_options;
+      e << YAML::Key << "method" << YAML::Value << optimize::to_string(o.method);
+      e << YAML::Key << "epochs" << YAML::Value << o.epochs;
+      e << YAML::Key << "batch" << YAML::Value << o.batch;
+      e << YAML::Key << "physical_batch" << YAML::Value << o.physical_batch;
+      e << YAML::Key << "learning_rate" << YAML::Value << o.learning_rate;
+      e << YAML::Key << "validation_split" << YAML::Value << o.validation_split;
+      e << YAML::Key << "seed" << YAML::Value << o.seed;
+      e << YAML::Key << "finish" << YAML::Value << o.finish_iterations;
+      e << YAML::EndMap << YAML::EndMap;
+    } else {
     e << YAML::Key << "method" << YAML::Value << optimize::to_string(c.optimizer.method);
     e << YAML::Key << "gatol" << YAML::Value << c.optimizer.gatol;
     e << YAML::Key << "grtol" << YAML::Value << c.optimizer.grtol;
@@ -1361,6 +1734,26 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << "max_iterations" << YAML::Value << c.optimizer.max_iterations;
     e << YAML::Key << "max_function_evaluations" << YAML::Value << c.optimizer.max_function_evaluations;
     e << YAML::EndMap << YAML::EndMap;
+    }
+  }
+  if (!conditions.empty()) {
+    // The conditions as resolved: each replaced parameter and initial value, and the data file.
+    e << YAML::Key << "conditions" << YAML::Value << YAML::BeginSeq;
+    for (const ConditionConfig& c : conditions) {
+      e << YAML::BeginMap << YAML::Key << "id" << YAML::Value << c.id;
+      e << YAML::Key << "parameters" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (std::size_t k = 0; k < c.parameter_source.size(); ++k) {
+        if (c.parameter_source[k] == static_cast<long>(k)) continue;
+        e << YAML::Key << parameter_names[k] << YAML::Value;
+        if (c.parameter_source[k] < 0) e << c.parameter_values[k];
+        else e << parameter_names[static_cast<std::size_t>(c.parameter_source[k])];
+      }
+      e << YAML::EndMap << YAML::Key << "initial_state" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      for (std::size_t i = 0; i < c.initial_state.size(); ++i)
+        if (!c.initial_state[i].empty()) e << YAML::Key << state_names[i] << YAML::Value << c.initial_state[i];
+      e << YAML::EndMap << YAML::Key << "data" << YAML::Value << c.data_file << YAML::EndMap;
+    }
+    e << YAML::EndSeq;
   }
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -402,6 +402,15 @@ std::map<std::string, Reference> references() {
   r["heat2d_inversion.yaml"] = {heat2d_inversion_reference(), kPdeInversionTol};
   r["gray_scott.yaml"] = {gray_scott_reference(), kPdeGrayScottTol};
   r["burgers.yaml"] = {burgers_reference(), kPdeBurgersTol};
+  // Conditions (one trajectory each, in order): x' = -kx, y' = kx - my with
+  // k = m = 0.3 (k_i = 0.3 for the inhibited one) from (dose, 0): the closed
+  // form x = D e^{-kt}, y = D k t e^{-kt} at t = 10; RK4 at dt 0.01 ~1e-10.
+  {
+    std::vector<double> finals;
+    for (double dose : {1.0, 2.0, 4.0, 8.0, 4.0})
+      finals.insert(finals.end(), {dose * std::exp(-3.0), dose * 3.0 * std::exp(-3.0)});
+    r["decay_conditions.yaml"] = {finals, kRegressionRelTol};
+  }
   return r;
 }
 
@@ -495,6 +504,25 @@ TEST_F(CliTest, EveryExampleMatchesItsReference) {
       EXPECT_TRUE(fs::exists(dir_ / "out.xmf"));
       fs::remove(dir_ / "out.h5");
       fs::remove(dir_ / "out.xmf");
+      continue;
+    }
+    if (j.contains("conditions")) {  // a file with conditions: every condition's final state
+      std::vector<double> finals;
+      hid_t file = H5Fopen((dir_ / "out.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+      ASSERT_GE(file, 0);
+      EXPECT_EQ(read_string(file, "status", true), "complete");
+      for (std::size_t c = 0; c < j["conditions"].size(); ++c) {
+        const auto y = j["conditions"][c]["final_state"].get<std::vector<double>>();
+        finals.insert(finals.end(), y.begin(), y.end());
+        std::vector<hsize_t> ydims;
+        const auto state = read_doubles(file, ("conditions/" + std::to_string(c) + "/state").c_str(), &ydims);
+        ASSERT_EQ(ydims.size(), 2u);
+        for (std::size_t i = 0; i < y.size(); ++i)
+          EXPECT_EQ(state[(ydims[0] - 1) * ydims[1] + i], y[i]);  // the same bits
+      }
+      H5Fclose(file);
+      expect_close(finals, it->second.final_state, it->second.rel_tol, name);
+      fs::remove(dir_ / "out.h5");
       continue;
     }
     const auto final_state = j["final_state"].get<std::vector<double>>();
@@ -1302,6 +1330,56 @@ TEST_F(CliTest, PdeBadInputFailsClearly) {
   const Result r = run("sensitivity '" + no_obj + "' -q");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("needs an 'objective:' section"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, SensitivityAndCalibrateSumOverConditions) {
+  const std::string input = "'" + std::string(COSTATE_EXAMPLES_DIR) + "/decay_conditions.yaml'";
+  // J is the sum of the conditions' J_c in their order (the same bits).
+  const Result r = run("sensitivity " + input + " --json -q -o sens.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["conditions"].size(), 5u);
+  double sum = 0.0;
+  for (const auto& c : j["conditions"]) sum += c["objective"].get<double>();
+  EXPECT_EQ(j["objective"].get<double>(), sum);
+  EXPECT_EQ(j["gradient"]["dose"].get<double>(), 0.0);  // a number in every condition
+  hid_t file = H5Fopen((dir_ / "sens.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  std::vector<hsize_t> dims;
+  EXPECT_EQ(read_doubles(file, "conditions/4/parameters", &dims)[0], 0.3);  // k = k_i in "inhibited"
+  H5Fclose(file);
+  // The calibration: residuals of every condition, stacked in order.
+  const Result c = run("calibrate " + input + " --json -q");
+  ASSERT_EQ(c.code, 0) << c.err;
+  const Json f = Json::parse(c.out);
+  EXPECT_EQ(f["conditions"], 5);
+  EXPECT_EQ(f["residual_conditions"].size(), 200u);
+  // Stochastic-fit flags without --optimizer are refused with the fix.
+  const Result bad = run("calibrate " + input + " --epochs 3 -q");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("add --optimizer adamw"), std::string::npos) << bad.err;
+}
+
+TEST_F(CliTest, MpiStochasticFitOverConditionsIsTheSameOn1And2And4Ranks) {
+  // An input file's conditions spread over the ranks batch by batch: each
+  // condition's terms come from one rank, so the fit (with its full-batch
+  // finish) is the same bits on any number of ranks.
+  const std::string args = "calibrate '" + std::string(COSTATE_EXAMPLES_DIR) +
+                           "/decay_conditions.yaml' --optimizer adamw --epochs 40 --batch 3 "
+                           "--learning-rate 0.05 --finish 10 --seed 2 -q --json";
+  const Result serial = run(args);
+  ASSERT_EQ(serial.code, 0) << serial.err;
+  const Json s = Json::parse(serial.out);
+  EXPECT_EQ(s["epochs"].size(), 40u);
+  for (int ranks : {2, 4}) {
+    const Result r = run(args, mpiexec(ranks));
+    ASSERT_EQ(r.code, 0) << ranks << " ranks: " << r.err;
+    const Json j = Json::parse(r.out);  // one report (rank 0)
+    EXPECT_EQ(j["parameters"], s["parameters"]) << ranks << " ranks";
+    EXPECT_EQ(j["objective"], s["objective"]) << ranks << " ranks";
+    EXPECT_EQ(j["epochs"], s["epochs"]) << ranks << " ranks";
+    EXPECT_EQ(j["simulations"], s["simulations"]) << ranks << " ranks";
+  }
 }
 
 TEST_F(CliTest, MpiPdeErrorsReachEveryRankWithoutHanging) {

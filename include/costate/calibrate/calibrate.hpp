@@ -29,12 +29,15 @@
 // pseudo-inverse over the other directions. The regularisation is not part of the
 // covariance (it is the data's uncertainty).
 
+#include <mpi.h>
+
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "costate/ode/step_plan.hpp"
+#include "costate/optimize/stochastic.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/io/input.hpp"
 
@@ -57,8 +60,19 @@ class CalibrationProblem {
   std::vector<double> values(std::span<const double> q) const;
   RunConfig config_at(std::span<const double> q) const;
 
-  /// J(q); writes ∇J(q) into g. Throws costate::Error when the model cannot
-  /// be integrated at q.
+  /// Conditions (io/conditions.hpp): J_data = Σ_c J_c summed in the
+  /// conditions' order; 1 for a file without conditions.
+  std::size_t conditions() const { return n_conditions_; }
+  /// Condition c's problem at q (condition_config of config_at(q)).
+  RunConfig condition_at(std::span<const double> q, std::size_t c) const;
+  /// The term of condition c in a mini-batch fit (optimize::Dataset):
+  ///     ℓ_c(q) = J_c(q) + ½ λ Σ_j (q_j − q_j,prior)² / conditions(),
+  /// so that Σ_c ℓ_c = J (up to rounding); writes ∇ℓ_c(q) into g.
+  double condition_objective_and_gradient(std::size_t c, std::span<const double> q, std::span<double> g);
+
+  /// J(q); writes ∇J(q) into g (J_data and its gradient summed over the
+  /// conditions in their order, then the regularisation). Throws
+  /// costate::Error when the model cannot be integrated at q.
   double objective_and_gradient(std::span<const double> q, std::span<double> g);
   /// The exact Hessian of J(q) applied to u, written into Hu; ∇J(q) into g;
   /// returns J(q). With v(q), d_j = dv_j/dq_j and H_v the Hessian of J_data
@@ -72,7 +86,7 @@ class CalibrationProblem {
   /// O(rtol)). Throws costate::Error, before any work, for a
   /// sensitivity.method without second order (forward, continuous_adjoint,
   /// cvodes_forward: ode::supports(…, 2)), and when the model cannot be
-  /// integrated at q.
+  /// integrated at q. Not for files with conditions (refused by name).
   double hessian_vector(std::span<const double> q, std::span<const double> u, std::span<double> g,
                         std::span<double> Hu);
   /// The Gauss–Newton matrix at q (row-major, size() × size()).
@@ -82,6 +96,7 @@ class CalibrationProblem {
   struct Residuals {
     std::vector<double> r, S, predicted;
     std::vector<std::size_t> time_index, state_index;
+    std::vector<std::size_t> condition_index;  ///< the condition of each row (0 without conditions)
   };
   Residuals residuals(std::span<const double> q);
 
@@ -95,7 +110,12 @@ class CalibrationProblem {
   // The step times of the last evaluation (replayed by the sensitivity
   // matrix at the same point).
   std::vector<double> last_q_;
-  ode::StepPlan last_steps_;  ///< the last gradient's steps, replayed by the residual Jacobian
+  /// The last gradient's steps per condition, replayed by the residual Jacobian.
+  std::vector<ode::StepPlan> last_steps_;
+  std::size_t n_conditions_ = 1;
+  /// J_c at q; ∂J_c/∂v (natural values of the fitted quantities) into dv;
+  /// the condition's steps into `steps`.
+  double condition_term(std::size_t c, std::span<const double> q, std::span<double> dv, ode::StepPlan& steps);
 };
 
 struct CalibrationReport {
@@ -112,6 +132,7 @@ struct CalibrationReport {
   std::size_t n_residuals = 0;
   std::vector<double> residual_times, observed, predicted, residuals;
   std::vector<std::string> residual_states;
+  std::vector<std::string> residual_conditions;  ///< each residual's condition id (with conditions)
   optimize::TaoResult tao;
   std::string gradient_method;
   bool converged = false;
@@ -161,5 +182,29 @@ struct CalibrationJournal {
 CalibrationReport calibrate(const RunConfig& cfg,
                             const std::function<void(const optimize::Iteration&)>& monitor = {},
                             CalibrationJournal* journal = nullptr);
+
+/// calibration.optimizer.method adamw | adam | sgd: the calibration fitted
+/// by mini-batches over the file's conditions (optimize::fit; each condition
+/// ℓ_c of CalibrationProblem::condition_objective_and_gradient, q on the
+/// variables' scales — log for `log: true` — within their bounds). The
+/// returned objective is J at result.x from one full evaluation (the bits
+/// CalibrationProblem::objective_and_gradient gives there; NaN when it
+/// fails), counted as conditions() simulations. Collective over `comm`:
+/// every rank runs the same fit, each physical batch's conditions spread
+/// round-robin over the ranks and every rank receiving the batch's terms
+/// (one rank's value per term, so the sum is exact: the same bits on any
+/// number of ranks); a condition that fails on its rank is a failed
+/// condition (rescued), never a hang.
+struct StochasticCalibration {
+  std::vector<std::string> names;  ///< the fitted quantities' labels
+  std::vector<double> initial;     ///< q0
+  std::vector<double> values;      ///< v(result.x): natural values
+  optimize::StochasticResult result;
+};
+optimize::Dataset condition_dataset(CalibrationProblem& problem, MPI_Comm comm = MPI_COMM_SELF);
+StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize::StochasticOptions& options,
+                                           const optimize::StochasticCallbacks& callbacks = {},
+                                           const optimize::StochasticState* resume_from = nullptr,
+                                           MPI_Comm comm = MPI_COMM_SELF);
 
 }  // namespace costate::io

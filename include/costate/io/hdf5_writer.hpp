@@ -64,6 +64,17 @@ struct SensitivityOutput {
 void write_run_hdf5(const std::string& path, const RunConfig& config, const ode::Solution& solution,
                     const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
 
+/// A file with conditions (`run`, `sensitivity`): the layout above with
+/// /time and /state the first condition's trajectory, /parameters and
+/// /initial_state the file's, and the group /conditions: dataset ids, and
+/// per condition (in order) a group /conditions/<index> with attributes id,
+/// termination and datasets time, state, parameters, initial_state (the
+/// condition's). `conditions[c]` is condition c's
+/// problem (io::condition_config), `solutions[c]` its trajectory.
+void write_conditions_hdf5(const std::string& path, const RunConfig& config,
+                           const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
+                           const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
+
 /// `costate run -o x.csv|x.tsv`: the trajectory as a table — a header
 /// `t,<state>...` and one row per output time, numbers with 17 significant
 /// digits (they read back to the same doubles) — written like the HDF5

@@ -16,6 +16,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/optimize/stochastic.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/sbml/model.hpp"
 
@@ -84,6 +85,36 @@ struct CalibrationConfig {
   bool noise_given = true;
   double regularization_weight = 0.0;
   optimize::TaoOptions optimizer;
+  /// calibration.optimizer.method adamw | adam | sgd: a mini-batch fit over
+  /// the conditions (optimize::fit) with these settings instead of TAO.
+  bool stochastic = false;
+  optimize::StochasticOptions stochastic_options;
+};
+
+/// One experimental condition of the `conditions:` section (inline rows
+/// or a CSV table): the same model with some parameters and initial values
+/// replaced, and its own observations. The objective of a file with
+/// conditions is Σ_c J_c in the table's order (PEtab's sum over
+/// experiments); a condition's parameter taken from another parameter of
+/// the file passes its gradient to that one, a parameter set to a number
+/// passes none.
+struct ConditionConfig {
+  std::string id;
+  /// Per model parameter: the index into RunConfig::parameters it takes its
+  /// value from (its own index when not replaced), or -1 for the number in
+  /// parameter_values.
+  std::vector<long> parameter_source;
+  std::vector<double> parameter_values;
+  /// Per state: "" (the file's initial value), or an expression of t and
+  /// the (condition's) parameters replacing it: a number, a parameter name.
+  std::vector<std::string> initial_state;
+  /// The observations: one CSV file (header t,<state>...), its weights per
+  /// state (1/noise² when noise is given).
+  std::string data_file;
+  std::vector<double> times, data;  ///< times × states, NaN = missing
+  std::vector<double> weights;      ///< one per state
+  bool noise_given = false;
+  std::size_t line = 0;  ///< where it was declared (for messages)
 };
 
 /// Everything a `costate run|sensitivity|gradcheck` needs, fully resolved
@@ -116,6 +147,10 @@ struct RunConfig {
   ObjectiveConfig objective;
   SensitivityConfig sensitivity;
   CalibrationConfig calibration;
+  /// The `conditions:` section (empty: one condition, the file itself);
+  /// costate/io/conditions.hpp builds each condition's problem.
+  std::vector<ConditionConfig> conditions;
+  std::string conditions_file;  ///< the CSV table, when the section names one
   /// What loading found suspicious but not wrong (a parameter nothing uses,
   /// a state without data): every command prints these and lists them in
   /// its JSON `warnings`.

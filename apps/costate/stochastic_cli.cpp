@@ -1,0 +1,129 @@
+// The pieces of `costate calibrate --optimizer …` shared by PEtab problems
+// and input files (stochastic_cli.hpp).
+#include "stochastic_cli.hpp"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "costate/core/error.hpp"
+#include "costate/io/output_file.hpp"
+#include "costate/io/resume.hpp"
+
+namespace costate::cli {
+
+optimize::StochasticOptions stochastic_options(const CommandArgs& args, optimize::StochasticOptions o,
+                                               const std::string& unit) {
+  const std::string& path = args.input;
+  if (!args.optimizer.empty()) {
+    try {
+      o.method = optimize::stochastic_method_from_string(args.optimizer);
+    } catch (const Error& e) {
+      throw Error(path + ": --optimizer: " + e.what() + " (or tao, the default full-batch fit)");
+    }
+  }
+  if (args.epochs != -1) {
+    if (args.epochs < 1) throw Error(path + ": --epochs " + std::to_string(args.epochs) + ": expected ≥ 1");
+    o.epochs = args.epochs;
+  }
+  if (args.batch != -1) {
+    if (args.batch < 1) throw Error(path + ": --batch " + std::to_string(args.batch) + ": expected ≥ 1 " + unit);
+    o.batch = static_cast<std::size_t>(args.batch);
+  }
+  if (args.physical_batch != -1) {
+    if (args.physical_batch < 1)
+      throw Error(path + ": --physical-batch " + std::to_string(args.physical_batch) + ": expected ≥ 1 " + unit);
+    o.physical_batch = static_cast<std::size_t>(args.physical_batch);
+  }
+  if (!std::isnan(args.learning_rate)) {
+    if (!(args.learning_rate > 0.0) || !std::isfinite(args.learning_rate)) {
+      std::ostringstream os;
+      os << path << ": --learning-rate " << args.learning_rate << ": expected a finite value > 0";
+      throw Error(os.str());
+    }
+    o.learning_rate = args.learning_rate;
+  }
+  if (!std::isnan(args.validation_split)) {
+    if (!(args.validation_split >= 0.0 && args.validation_split < 1.0)) {
+      std::ostringstream os;
+      os << path << ": --validation-split " << args.validation_split << ": expected a fraction in [0, 1)";
+      throw Error(os.str());
+    }
+    o.validation_split = args.validation_split;
+  }
+  if (args.finish != -1) {
+    if (args.finish < 0) throw Error(path + ": --finish " + std::to_string(args.finish) + ": expected ≥ 0 iterations");
+    o.finish_iterations = args.finish;
+  }
+  if (args.seed < -1) throw Error(path + ": --seed " + std::to_string(args.seed) + ": expected a seed ≥ 0");
+  if (args.seed >= 0) o.seed = static_cast<std::uint64_t>(args.seed);
+  return o;
+}
+
+std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::StochasticOptions& options) {
+  const int epochs = options.epochs;
+  return [epochs](const optimize::EpochRecord& e) {
+    std::cerr << std::setprecision(8) << "epoch " << e.epoch << "/" << epochs << ": train " << e.train_loss
+              << " ± " << e.train_loss_stderr;
+    if (!std::isnan(e.validation_loss)) std::cerr << ", validation " << e.validation_loss;
+    std::cerr << ", learning rate " << e.learning_rate << ", " << e.simulations << " simulations";
+    if (e.rescues > 0) std::cerr << ", " << e.rescues << " rescues";
+    std::cerr << std::endl;
+  };
+}
+
+std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Environment& env, int& signal) {
+  return [&env, &signal](const optimize::StochasticState&) {
+    signal = io::InterruptHandler::pending();
+    if (env.size() > 1) MPI_Allreduce(MPI_IN_PLACE, &signal, 1, MPI_INT, MPI_MAX, env.comm());
+    return signal == 0;
+  };
+}
+
+nlohmann::ordered_json json_number(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
+void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticResult& r,
+                         const optimize::StochasticOptions& options) {
+  j["simulations"] = r.simulations;
+  j["steps"] = r.steps;
+  j["rescues"] = r.rescues;
+  if (options.finish_iterations > 0) {
+    j["finish_termination"] = r.finish_termination;
+    j["finish_converged"] = r.finish_converged;
+    j["finish_iterations"] = r.finish_iterations;
+  }
+  j["training"] = r.training.size();
+  j["validation"] = r.validation.size();
+  nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
+  for (const auto& e : r.epochs) {
+    nlohmann::ordered_json row;
+    row["epoch"] = e.epoch;
+    row["train_loss"] = json_number(e.train_loss);
+    row["train_loss_stderr"] = json_number(e.train_loss_stderr);
+    row["validation_loss"] = json_number(e.validation_loss);
+    row["learning_rate"] = e.learning_rate;
+    row["steps"] = e.steps;
+    row["simulations"] = e.simulations;
+    row["rescues"] = e.rescues;
+    epochs.push_back(row);
+  }
+  j["epochs"] = epochs;
+  j["seconds"] = r.wall_seconds;
+}
+
+void write_json_file(const std::string& out, const nlohmann::ordered_json& j, const std::vector<std::string>& keep) {
+  io::write_output_file(out, [&](const std::string& temporary) {
+    std::ofstream file(temporary);
+    file << j.dump(1) << "\n";
+    file.close();
+    if (!file) throw Error(out + ": cannot write the JSON output");
+  }, keep);
+}
+
+}  // namespace costate::cli

@@ -1,0 +1,46 @@
+#pragma once
+// What `costate calibrate --optimizer adamw|adam|sgd` shares between PEtab
+// problems (petab_fit_command.cpp) and input files with conditions
+// (calibrate_command.cpp): the settings from the command line, the
+// per-epoch progress line, the SIGINT/SIGTERM stop after a step, and the
+// JSON report of the fit with its "epochs" history.
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "costate/optimize/stochastic.hpp"
+
+namespace costate::cli {
+
+/// `base` (the defaults, or an input file's calibration.optimizer) with the
+/// command line's --optimizer, --epochs, --batch, --physical-batch,
+/// --learning-rate, --validation-split, --finish and --seed over it; each
+/// refused with the flag's name when invalid. `unit` names what a batch
+/// counts ("experiments", "conditions").
+optimize::StochasticOptions stochastic_options(const CommandArgs& args, optimize::StochasticOptions base,
+                                               const std::string& unit);
+
+/// The progress line printed after every epoch (stderr).
+std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::StochasticOptions& options);
+
+/// on_step: false once SIGINT/SIGTERM arrived (all-reduced over the ranks,
+/// so every rank stops at the same step); the signal is kept in `signal`.
+std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Environment& env, int& signal);
+
+/// The fit's counters, termination and history ("epochs": epoch,
+/// train_loss, train_loss_stderr, validation_loss, learning_rate, steps,
+/// simulations, rescues; non-finite numbers as null) added to `j`.
+void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticResult& r,
+                         const optimize::StochasticOptions& options);
+
+/// `j` written to `out` (io::write_output_file, never over `keep`).
+void write_json_file(const std::string& out, const nlohmann::ordered_json& j, const std::vector<std::string>& keep);
+
+/// The number or null (JSON has no NaN).
+nlohmann::ordered_json json_number(double v);
+
+}  // namespace costate::cli

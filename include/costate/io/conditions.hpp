@@ -1,0 +1,49 @@
+#pragma once
+// Multi-condition input files (`conditions:`, io::ConditionConfig): each
+// condition is the file's problem with some parameters and initial values
+// replaced and its own data. The objective sums over the conditions in the
+// table's order,
+//     J(p, y0) = Σ_c J_c(p_c, y0_c),   p_c,k = p_src(c,k) or a number,
+// and so does the gradient: condition c's gradient with respect to its own
+// parameters (by the file's sensitivity.method, initial values written as
+// expressions of the parameters included) flows to the file's parameter
+// p_src(c,k); a parameter set to a number takes none, and a replaced initial
+// value passes none to the file's initial value (its dependence on the
+// parameters, when it is an expression of them, flows to those).
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/io/file_gradient.hpp"
+#include "costate/io/input.hpp"
+
+namespace costate::io {
+
+/// The number of conditions: cfg.conditions.size(), or 1 for a file
+/// without them (the file itself).
+std::size_t condition_count(const RunConfig& cfg);
+
+/// Condition c's problem: cfg with the condition's parameters (read from
+/// cfg.parameters where they name one) and initial values applied, its data
+/// as the objective's and the calibration's data, and no conditions. For a
+/// file without conditions, c = 0 gives cfg unchanged.
+RunConfig condition_config(const RunConfig& cfg, std::size_t c);
+
+/// Adds condition c's gradient with respect to its own parameters (gp) and
+/// initial state (gy) into the file's (file_gp, file_gy), as the file
+/// comment says.
+void add_condition_gradient(const RunConfig& cfg, std::size_t c, std::span<const double> gp,
+                            std::span<const double> gy, std::span<double> file_gp, std::span<double> file_gy);
+
+/// J and ∇J summed over the conditions (file_gradient of each condition's
+/// problem, in order): result.objective, gradient_p and
+/// result.wrt_initial_state are the sums; result's counters and wall time
+/// are summed too. `objectives` (when given) receives each condition's J_c.
+FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* objectives = nullptr);
+
+/// Refuses a file with conditions in a command or option that does not
+/// take them: "`what` does not take a file with conditions: …".
+void require_single_condition(const RunConfig& cfg, const std::string& what);
+
+}  // namespace costate::io
