@@ -23,6 +23,11 @@
 ///     continuous_adjoint  dopri5 sdirk3 bdf (adaptive only)             1
 ///     cvodes_forward      cvodes_bdf cvodes_adams                       1
 ///     cvodes_adjoint      cvodes_bdf cvodes_adams                       1, 2
+///     idas_forward        idas                                          1
+///
+/// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates):
+/// only integrator.method = idas integrates them (supports_dae); every
+/// other integrator, hence every other row, refuses them by name.
 ///
 /// `costate calibrate` needs the gradient of its objective by the chosen
 /// method and the residuals' Jacobian by forward tangents of the same
@@ -34,6 +39,7 @@
 /// Adding a method or an integrator: add its row or column in
 /// src/ode/support.cpp; the messages and the test follow.
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +57,7 @@ enum class SensitivityKind {
   ContinuousAdjoint,  ///< "continuous_adjoint": ode::ContinuousAdjoint
   CvodesForward,      ///< "cvodes_forward": ode::CvodesForward
   CvodesAdjoint,      ///< "cvodes_adjoint": ode::CvodesAdjoint
+  IdasForward,        ///< "idas_forward": ode::IdasForward
 };
 std::string to_string(SensitivityKind kind);
 /// Parses any name to_string returns; the error lists the valid names.
@@ -63,6 +70,7 @@ struct Forward;
 struct ContinuousAdjoint;
 struct CvodesForward;
 struct CvodesAdjoint;
+struct IdasForward;
 constexpr SensitivityKind kind_of(const DiscreteAdjoint&) { return SensitivityKind::DiscreteAdjoint; }
 constexpr SensitivityKind kind_of(const Forward&) { return SensitivityKind::Forward; }
 constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
@@ -70,6 +78,7 @@ constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
 }
 constexpr SensitivityKind kind_of(const CvodesForward&) { return SensitivityKind::CvodesForward; }
 constexpr SensitivityKind kind_of(const CvodesAdjoint&) { return SensitivityKind::CvodesAdjoint; }
+constexpr SensitivityKind kind_of(const IdasForward&) { return SensitivityKind::IdasForward; }
 /// The kind of an ode::SensitivityMethod value (a new alternative without a
 /// kind_of overload above does not compile).
 template <class... Ts>
@@ -99,6 +108,13 @@ Support supports(SensitivityKind method, const IntegratorOptions& integrator, in
 /// integrators `forward` supports) or by CVODES' forward sensitivities
 /// (those `cvodes_forward` supports).
 Support supports_calibration(SensitivityKind method, Method integrator);
+
+/// Whether `integrator` integrates a model with `n_algebraic` algebraic
+/// states (n_algebraic > 0: a DAE, System::n_algebraic()): always for an
+/// ODE (0), only idas for a DAE. The message names the integrator and the
+/// fix ("… has algebraic states (a DAE): use integrator.method = idas").
+/// Every integrate / gradient / Hessian entry point asks it.
+Support supports_dae(Method integrator, std::size_t n_algebraic);
 
 /// Throws costate::Error("<where>: <message>") unless `s` is supported.
 void require(const Support& s, std::string_view where);
