@@ -24,7 +24,20 @@
 #include "costate/ode/idas.hpp"
 #include "sundials/cvodes_internal.hpp"
 
-namespace costate::ode::idas {
+namespace costate::ode {
+
+void IdasAdjoint::validate() const {
+  COSTATE_CHECK(steps >= 1, "sensitivity.checkpoint_steps = "
+                                << steps << " is invalid: IDAS needs >= 1 steps between checkpoints");
+  COSTATE_CHECK(std::isfinite(rtol) && rtol >= 0.0,
+                "sensitivity.adjoint_rtol = " << costate::detail::format_value(rtol)
+                                              << " must be >= 0 (0: integrator.rtol)");
+  COSTATE_CHECK(std::isfinite(atol) && atol >= 0.0,
+                "sensitivity.adjoint_atol = " << costate::detail::format_value(atol)
+                                              << " must be >= 0 (0: the smallest integrator.atol)");
+}
+
+namespace idas {
 namespace {
 
 using cvodes::internal::Context;
@@ -89,25 +102,70 @@ int sensitivity_residual(int ns, realtype t, N_Vector yy, N_Vector, N_Vector, N_
   return 0;
 }
 
+// The adjoint DAE  M λ' + F_yᵀ λ = 0  (the running cost is the augmented
+// state's last row, so its λ_z = 1 carries q_yᵀ): R_B = M λ' + F_yᵀ λ.
+int residual_backward(realtype t, N_Vector yy, N_Vector, N_Vector yB, N_Vector ypB, N_Vector rB,
+                      void* user) {
+  auto* x = static_cast<DaeContext*>(user);
+  const int r = guarded(&x->c, [&] {
+    x->c.sys->vjp(t, data(yy), data(yB), data(rB), x->c.fp.data());
+  });
+  if (r != 0) return r;
+  double* R = data(rB);
+  const double* Lp = data(ypB);
+  for (std::size_t i = 0; i < x->n; ++i) R[i] += x->mass(i) * Lp[i];
+  return 0;
+}
+
+// μ' = −F_pᵀ λ backward, so μ(t0) = ∫ F_pᵀ λ dt.
+int quadrature_backward(realtype t, N_Vector yy, N_Vector, N_Vector yB, N_Vector, N_Vector qdot,
+                        void* user) {
+  auto* x = static_cast<DaeContext*>(user);
+  const int r = guarded(&x->c, [&] {
+    x->c.sys->vjp(t, data(yy), data(yB), x->c.jac.data(), data(qdot));
+  });
+  double* d = data(qdot);
+  for (std::size_t j = 0; j < x->c.sys->np; ++j) d[j] = -d[j];
+  return r;
+}
+
+// ∂R_B/∂λ + c ∂R_B/∂λ' = F_yᵀ + c M.
+int jacobian_backward(realtype t, realtype cj, N_Vector yy, N_Vector, N_Vector, N_Vector, N_Vector,
+                      SUNMatrix JB, void* user, N_Vector, N_Vector, N_Vector) {
+  auto* x = static_cast<DaeContext*>(user);
+  return guarded(&x->c, [&] {
+    const std::size_t n = x->n;
+    std::vector<double>& a = x->c.jac;
+    x->c.sys->jacobian(t, data(yy), a.data());
+    double* b = SUNDenseMatrix_Data(JB);
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t i = 0; i < n; ++i) b[j * n + i] = a[i * n + j];
+    for (std::size_t i = 0; i < n; ++i) b[i * n + i] += cj * x->mass(i);
+  });
+}
+
 /// Frees the SUNDIALS objects however the run ends.
 struct Objects {
   SUNContext sunctx = nullptr;
   N_Vector y = nullptr, yp = nullptr, atol = nullptr, id = nullptr;
+  N_Vector yB = nullptr, ypB = nullptr, qB = nullptr;
   N_Vector *yS = nullptr, *ypS = nullptr;
   int ns = 0;
-  SUNMatrix J = nullptr;
-  SUNLinearSolver ls = nullptr;
+  SUNMatrix J = nullptr, JB = nullptr;
+  SUNLinearSolver ls = nullptr, lsB = nullptr;
   void* mem = nullptr;
   Objects() {
     COSTATE_CHECK(SUNContext_Create(nullptr, &sunctx) >= 0, "IDAS backend: SUNContext_Create failed");
   }
   ~Objects() {
     if (mem) IDAFree(&mem);
+    if (lsB) SUNLinSolFree(lsB);
     if (ls) SUNLinSolFree(ls);
+    if (JB) SUNMatDestroy(JB);
     if (J) SUNMatDestroy(J);
     if (ypS) N_VDestroyVectorArray(ypS, ns);
     if (yS) N_VDestroyVectorArray(yS, ns);
-    for (N_Vector v : {id, atol, yp, y})
+    for (N_Vector v : {qB, ypB, yB, id, atol, yp, y})
       if (v) N_VDestroy(v);
     if (sunctx) SUNContext_Free(&sunctx);
   }
@@ -147,6 +205,8 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
                 "integrator.cvodes_linear_solver = "
                     << to_string(st.linear_solver) << ")");
   x.c.sys = &sys;
+  x.c.jac.assign(n * n, 0.0);
+  x.c.fp.assign(std::max<std::size_t>(sys.np, 1), 0.0);
   x.algebraic = dae.algebraic.data();
   x.n = n;
   o.y = new_vector(n, o.sunctx, y0);
@@ -346,4 +406,152 @@ cvodes::Stats forward_sensitivities(
   return s;
 }
 
-}  // namespace costate::ode::idas
+void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint& adj, double t0,
+             std::vector<double>& y0, std::span<const double> stops,
+             const std::function<void(std::size_t, double, const double*, double*)>& jump,
+             std::vector<double>& lambda, std::vector<double>& mu, cvodes::Stats& forward,
+             cvodes::Stats& backward, InitialCorrection* correction) {
+  const cvodes::System& sys = *dae.system;
+  COSTATE_CHECK(sys.vjp, "IDAS backend: the adjoint needs the system's vjp");
+  COSTATE_CHECK(!stops.empty() && stops.front() >= t0 && stops.back() > t0,
+                "IDAS backend: the adjoint needs stops in [t0, t1] ending after t0");
+  adj.validate();
+  const std::size_t n = sys.n, np = sys.np, K = stops.size();
+  Objects o;
+  DaeContext x;
+  setup(o, x, dae, settings, t0, y0.data());
+  ida_check(x.c, IDAAdjInit(o.mem, adj.steps, IDA_HERMITE), "IDAAdjInit");
+  consistent_start(o, x, dae, t0, stops.back(), y0, correction);
+
+  // 1. Forward to every stop (stop time t1 only: IDASolveB recomputes
+  //    checkpoint intervals without stop times, so observations take IDAS'
+  //    interpolant), keeping y, y' there and the λ jumps.
+  std::vector<double> jumps(K * n, 0.0), ys(K * n), yps(K * n);
+  forward = cvodes::Stats{};
+  forward.final_time = t0;
+  double t = t0;
+  int ncheck = 0;
+  ida_check(x.c, IDASetStopTime(o.mem, stops.back()), "IDASetStopTime");
+  for (std::size_t k = 0; k < K; ++k) {
+    if (stops[k] > t0) {
+      const int flag = IDASolveF(o.mem, stops[k], &t, o.y, o.yp, IDA_NORMAL, &ncheck);
+      if (x.c.error) std::rethrow_exception(x.c.error);
+      forward.final_time = t;
+      if (flag < 0) {
+        ida_fail(forward, x.c, flag, t);
+        collect(o.mem, forward);
+        COSTATE_CHECK(false, "gradient (idas_adjoint): the forward integration failed: "
+                                 << forward.message);
+      }
+    }
+    std::copy(data(o.y), data(o.y) + n, &ys[k * n]);
+    std::copy(data(o.yp), data(o.yp) + n, &yps[k * n]);
+    jump(k, stops[k], &ys[k * n], &jumps[k * n]);
+  }
+  collect(o.mem, forward);
+  forward.checkpoints = ncheck;
+
+  // 2. Backward from t1: λ's differential part the jump there, its
+  //    algebraic part and λ' made consistent by IDACalcICB; μ(t1) = 0.
+  const double rtolB = adj.rtol > 0.0 ? adj.rtol : settings.rtol;
+  double atolB = adj.atol;
+  if (atolB <= 0.0) {
+    atolB = std::numeric_limits<double>::infinity();
+    for (double a : settings.atol) atolB = std::min(atolB, a);
+  }
+  o.yB = new_vector(n, o.sunctx, &jumps[(K - 1) * n]);
+  o.ypB = new_vector(n, o.sunctx);
+  o.qB = new_vector(np, o.sunctx);
+  N_Vector yk = new_vector(n, o.sunctx), ypk = new_vector(n, o.sunctx);
+  struct Free {
+    N_Vector a, b;
+    ~Free() {
+      N_VDestroy(a);
+      N_VDestroy(b);
+    }
+  } free_k{yk, ypk};
+  const bool algebraic = any_algebraic(dae);
+  int which = -1;
+  ida_check(x.c, IDACreateB(o.mem, &which), "IDACreateB");
+  ida_check(x.c, IDAInitB(o.mem, which, residual_backward, stops.back(), o.yB, o.ypB), "IDAInitB");
+  ida_check(x.c, IDASStolerancesB(o.mem, which, rtolB, atolB), "IDASStolerancesB");
+  ida_check(x.c, IDASetUserDataB(o.mem, which, &x), "IDASetUserDataB");
+  ida_check(x.c, IDASetIdB(o.mem, which, o.id), "IDASetIdB");
+  ida_check(x.c, IDASetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
+            "IDASetMaxNumStepsB");
+  o.JB = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
+  COSTATE_CHECK(o.JB != nullptr, "IDAS backend: SUNDenseMatrix failed");
+  o.lsB = SUNLinSol_Dense(o.yB, o.JB, o.sunctx);
+  COSTATE_CHECK(o.lsB != nullptr, "IDAS backend: SUNLinSol_Dense failed");
+  ida_check(x.c, IDASetLinearSolverB(o.mem, which, o.lsB, o.JB), "IDASetLinearSolverB");
+  ida_check(x.c, IDASetJacFnB(o.mem, which, jacobian_backward), "IDASetJacFnB");
+  if (np > 0) {
+    ida_check(x.c, IDAQuadInitB(o.mem, which, quadrature_backward, o.qB), "IDAQuadInitB");
+    ida_check(x.c, IDAQuadSStolerancesB(o.mem, which, rtolB, atolB),
+              "IDAQuadSStolerancesB");
+    ida_check(x.c, IDASetQuadErrConB(o.mem, which, SUNTRUE), "IDASetQuadErrConB");
+  }
+  // λ' from the differential rows at (t_k, y_k): M λ' = −F_yᵀ λ there (the
+  // guess IDACalcICB refines), and the consistent λ (algebraic part).
+  auto consistent_backward = [&](std::size_t k, double t_next) {
+    std::copy(&ys[k * n], &ys[k * n] + n, data(yk));
+    std::copy(&yps[k * n], &yps[k * n] + n, data(ypk));
+    sys.vjp(stops[k], &ys[k * n], data(o.yB), data(o.ypB), x.c.fp.data());
+    for (std::size_t i = 0; i < n; ++i) data(o.ypB)[i] = dae.algebraic[i] ? 0.0 : -data(o.ypB)[i];
+    ida_check(x.c, IDAReInitB(o.mem, which, stops[k], o.yB, o.ypB), "IDAReInitB");
+    if (algebraic) {
+      const int flag = IDACalcICB(o.mem, which, t_next, yk, ypk);
+      if (x.c.error) std::rethrow_exception(x.c.error);
+      ida_check(x.c, flag, "IDACalcICB");
+      ida_check(x.c, IDAGetConsistentICB(o.mem, which, o.yB, o.ypB), "IDAGetConsistentICB");
+    }
+    // μ continues from its value (restarted with the backward problem).
+    if (np > 0) ida_check(x.c, IDAQuadReInitB(o.mem, which, o.qB), "IDAQuadReInitB");
+  };
+  backward = cvodes::Stats{};
+  auto add_leg = [&] {
+    cvodes::Stats leg;
+    collect(IDAGetAdjIDABmem(o.mem, which), leg);
+    backward.steps += leg.steps;
+    backward.rhs_evaluations += leg.rhs_evaluations;
+    backward.jacobian_evaluations += leg.jacobian_evaluations;
+    backward.error_test_failures += leg.error_test_failures;
+    backward.nonlinear_iterations += leg.nonlinear_iterations;
+    backward.linear_setups += leg.linear_setups;
+  };
+  auto run_back = [&](double t_to) {
+    const int flag = IDASolveB(o.mem, t_to, IDA_NORMAL);
+    if (x.c.error) std::rethrow_exception(x.c.error);
+    if (flag < 0) {
+      ida_fail(backward, x.c, flag, t_to);
+      COSTATE_CHECK(false, "gradient (idas_adjoint): the backward integration failed: "
+                               << backward.message);
+    }
+    double tret = 0.0;
+    ida_check(x.c, IDAGetB(o.mem, which, &tret, o.yB, o.ypB), "IDAGetB");
+    if (np > 0) ida_check(x.c, IDAGetQuadB(o.mem, which, &tret, o.qB), "IDAGetQuadB");
+    add_leg();
+  };
+  // 3. Legs t1 → t_{K−2} → … → stops[0] (adding each stop's jump to λ's
+  //    differential part and restarting consistently there), then to t0.
+  auto next_below = [&](std::size_t k) { return k > 0 ? stops[k - 1] : t0; };
+  consistent_backward(K - 1, next_below(K - 1) < stops[K - 1] ? next_below(K - 1) : t0);
+  for (std::size_t k = K - 1; k-- > 0;) {
+    if (stops[k] < stops[k + 1]) run_back(stops[k]);
+    if (stops[k] <= t0) break;
+    double* lb = data(o.yB);
+    for (std::size_t i = 0; i < n; ++i) lb[i] += jumps[k * n + i];
+    consistent_backward(k, next_below(k) < stops[k] ? next_below(k) : t0);
+  }
+  if (stops.front() > t0) run_back(t0);
+  lambda.assign(data(o.yB), data(o.yB) + n);
+  // A stop at t0 (an observation there): its jump joins λ(t0) directly.
+  if (stops.front() <= t0)
+    for (std::size_t i = 0; i < n; ++i) lambda[i] += jumps[i];
+  mu.assign(np, 0.0);
+  if (np > 0) std::copy(data(o.qB), data(o.qB) + np, mu.begin());
+  backward.final_time = t0;
+}
+
+}  // namespace idas
+}  // namespace costate::ode

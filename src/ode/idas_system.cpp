@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Dense>
+
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/idas.hpp"
@@ -137,16 +139,66 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
   return sol;
 }
 
+/// The adjoint's jump of a term at (t, y): w = ∂ℓ/∂y (n_x entries) on
+/// the constraint z = z(x, p): g_zᵀ ν = w_z, then the differential part
+/// w_x − g_xᵀ ν into dlambda (algebraic entries 0) and −g_pᵀ ν added to gp.
+/// For an ODE, or a term without z, dlambda = w.
+class JumpProjection {
+ public:
+  JumpProjection(const System& system, std::span<const double> p)
+      : system_(system), p_(p), lin_(system) {
+    for (std::size_t i = 0; i < system.n_model_states(); ++i)
+      if (system.algebraic()[i]) z_.push_back(i);
+  }
+  void operator()(double t, const double* y, std::span<const double> w, double* dlambda,
+                  std::span<double> gp) {
+    const std::size_t nx = system_.n_states(), n = system_.n_model_states();
+    const std::size_t np = system_.n_parameters(), m = z_.size();
+    std::copy(w.begin(), w.end(), dlambda);
+    bool on_z = false;
+    for (std::size_t r : z_) on_z |= w[r] != 0.0;
+    if (!on_z) return;
+    lin_.at(t, std::span<const double>(y, nx), p_);
+    J_.resize(nx * (n + np));
+    lin_.jacobian(J_);  // column-major nx × (n + np)
+    Eigen::MatrixXd gzT(m, m);
+    Eigen::VectorXd wz(m);
+    for (std::size_t a = 0; a < m; ++a) {
+      wz(static_cast<Eigen::Index>(a)) = w[z_[a]];
+      for (std::size_t b = 0; b < m; ++b)  // (g_zᵀ)(a, b) = g_z(b, a) = F_y(z_b, z_a)
+        gzT(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = J_[z_[a] * nx + z_[b]];
+    }
+    const Eigen::VectorXd nu = gzT.partialPivLu().solve(wz);
+    for (std::size_t j = 0; j < n + np; ++j) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < m; ++b) s += J_[j * nx + z_[b]] * nu(static_cast<Eigen::Index>(b));
+      if (j < n)
+        dlambda[j] = system_.algebraic()[j] ? 0.0 : w[j] - s;
+      else
+        gp[j - n] -= s;
+    }
+  }
+
+ private:
+  const System& system_;
+  std::span<const double> p_;
+  Linearization lin_;
+  std::vector<std::size_t> z_;
+  std::vector<double> J_;
+};
+
 GradientResult idas_gradient(const System& system, std::span<const double> y0,
                              std::span<const double> p, double t0, double t1,
-                             IntegratorOptions options) {
+                             const IdasAdjoint* adjoint, IntegratorOptions options) {
   const auto start = std::chrono::steady_clock::now();
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (IDAS): initial state");
   COSTATE_CHECK_EQ(p.size(), np, "gradient (IDAS): parameters");
-  require(supports(SensitivityKind::IdasForward, options.method, 1), "ode::gradient");
+  require(supports(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
+                   options.method, 1),
+          "ode::gradient");
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 
   // 1. Stops: the observation times, then t1.
@@ -154,6 +206,7 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
       system.has_observations() ? system.observation_times() : std::vector<double>{};
   validate_output_times(obs, t0, t1);
   const std::vector<double> stops = stops_of(obs, t1);
+  const std::size_t K = stops.size();
 
   // 2. The augmented state [y; z], z' = q (differential), and the index check.
   if (system.has_running()) add_running_tolerance(options, n);
@@ -162,32 +215,62 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   std::copy(y0.begin(), y0.end(), y.begin());
   cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y);
   check_index_one(system, p, t0, y);
-
-  // 3. Forward sensitivities: directions (p_j; y0_i), the terms at the stops.
-  const std::size_t ns = np + n;
-  std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
-  for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
-  StopTerms terms(system, p, obs.size(), stops.size());
+  const idas::Dae dae{.system = &binding.system(), .algebraic = system.algebraic()};
+  const cvodes::Settings settings = cvodes::settings_from(options, na);
+  StopTerms terms(system, p, obs.size(), K);
   idas::InitialCorrection correction;
-  const cvodes::Stats fwd = idas::forward_sensitivities(
-      {.system = &binding.system(), .algebraic = system.algebraic()},
-      cvodes::settings_from(options, na), t0, y, ns, S, stops,
-      [&](std::size_t k, double, const double* yy, const double* SS) {
-        terms.add_forward(k, yy, SS, ns, dJ);
-      },
-      &correction);
-  COSTATE_CHECK(fwd.success, "gradient (idas_forward): the integration failed: " << fwd.message);
-
   GradientResult result;
-  result.method = "idas_forward";
+  cvodes::Stats fwd, bwd;
+  if (!adjoint) {
+    // 3a. Forward sensitivities: directions (p_j; y0_i), the terms at the stops.
+    result.method = "idas_forward";
+    const std::size_t ns = np + n;
+    std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
+    for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+    fwd = idas::forward_sensitivities(
+        dae, settings, t0, y, ns, S, stops,
+        [&](std::size_t k, double, const double* yy, const double* SS) {
+          terms.add_forward(k, yy, SS, ns, dJ);
+        },
+        &correction);
+    COSTATE_CHECK(fwd.success, "gradient (idas_forward): the integration failed: " << fwd.message);
+    result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
+    result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
+  } else {
+    // 3b. Adjoint: the λ jumps (projected onto x on the constraint) at the
+    //     stops, F_yᵀλ and F_pᵀλ from the System.
+    result.method = "idas_adjoint(steps " + std::to_string(adjoint->steps) + ")";
+    std::vector<double> mu_terms(np, 0.0), lambda, mu, w(na);
+    JumpProjection project(system, p);
+    idas::adjoint(
+        dae, settings, *adjoint, t0, y, stops,
+        [&](std::size_t k, double t, const double* yy, double* dl) {
+          terms.at(k, yy);
+          std::fill(w.begin(), w.end(), 0.0);
+          std::copy(terms.gy.begin(), terms.gy.end(), w.begin());
+          if (system.has_running() && k + 1 == K) w[n] = 1.0;
+          project(t, yy, w, dl, terms.gp);
+          for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
+        },
+        lambda, mu, fwd, bwd, &correction);
+    result.wrt_parameters.resize(np);
+    for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
+    // dJ/dx0 = λ_x(t0); an algebraic initial value is a guess (derivative 0).
+    result.wrt_initial_state.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!system.algebraic()[i]) result.wrt_initial_state[i] = lambda[i];
+    result.vjp_evaluations = binding.vjp_evaluations();
+    result.checkpoints.peak_snapshots = fwd.checkpoints;
+  }
   result.objective = terms.J;
-  result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
-  result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
   summarise(result.summary, fwd);
   add_correction(result.summary, correction);
+  if (adjoint)
+    result.summary.message += "; backward pass " + std::to_string(bwd.steps) + " steps, " +
+                              std::to_string(bwd.rhs_evaluations) + " residual evaluations";
   result.checkpoints.steps = fwd.steps;
   result.checkpoints.forward_steps = fwd.steps;
-  result.rhs_evaluations = fwd.rhs_evaluations;
+  result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.summary.wall_seconds = result.wall_seconds;

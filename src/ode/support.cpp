@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::array kKinds{SensitivityKind::DiscreteAdjoint, SensitivityKind::Forward,
                             SensitivityKind::ContinuousAdjoint, SensitivityKind::CvodesForward,
-                            SensitivityKind::CvodesAdjoint, SensitivityKind::IdasForward};
+                            SensitivityKind::CvodesAdjoint, SensitivityKind::IdasForward,
+                            SensitivityKind::IdasAdjoint};
 
 /// One cell of the table.
 enum class Cell {
@@ -47,7 +48,9 @@ Cell cell(SensitivityKind method, Method integrator, int order) {
       // First order, and the continuous second-order adjoint.
       return cvodes ? Cell::Yes : Cell::No;
     case SensitivityKind::IdasForward:
-      // IDAS' forward sensitivities (IDASensInit), first order.
+    case SensitivityKind::IdasAdjoint:
+      // IDAS' forward sensitivities (IDASensInit) and adjoint (IDASolveB),
+      // first order.
       return is_idas(integrator) && order == 1 ? Cell::Yes : Cell::No;
   }
   return Cell::No;
@@ -137,6 +140,7 @@ std::string to_string(SensitivityKind kind) {
     case SensitivityKind::CvodesForward: return "cvodes_forward";
     case SensitivityKind::CvodesAdjoint: return "cvodes_adjoint";
     case SensitivityKind::IdasForward: return "idas_forward";
+    case SensitivityKind::IdasAdjoint: return "idas_adjoint";
   }
   return "unknown";
 }
@@ -191,7 +195,7 @@ Support supports_dae(Method integrator, std::size_t n_algebraic) {
           .message = "the model has algebraic states (a DAE: " + std::to_string(n_algebraic) +
                      " algebraic), which integrator.method = " + to_string(integrator) +
                      " does not integrate (it solves ODEs y' = f only): use integrator.method = "
-                     "idas (with sensitivity.method = idas_forward for gradients)"};
+                     "idas (with sensitivity.method = idas_forward or idas_adjoint for gradients)"};
 }
 
 void require(const Support& s, std::string_view where) {

@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// The SUNDIALS IDAS backend (issue 32): `integrator.method: idas` for
-/// ode::integrate and `sensitivity.method: idas_forward` (ode::IdasForward)
-/// for ode::gradient — the integrator of differential-algebraic models.
+/// ode::integrate and `sensitivity.method: idas_forward | idas_adjoint` (ode::IdasForward,
+/// ode::IdasAdjoint) for ode::gradient — the integrator of differential-algebraic models.
 ///
 /// A model with algebraic states (system.hpp, HasAlgebraicStates) is the
 /// semi-explicit index-1 DAE
@@ -38,9 +38,13 @@
 /// constraints) the run is refused with the algebraic equations that have
 /// no pivot named (costate integrates index-1 DAEs only).
 ///
-/// Limitations: serial; dense linear algebra (n up to a few hundred); no
-/// IDAS adjoint yet (IDAB / IDACalcICB); the algebraic states are in the
-/// error test (IDAS' default, IDASetSuppressAlg off); no second order.
+/// The adjoint (IdasAdjoint, `sensitivity.method: idas_adjoint`): see
+/// IdasAdjoint below.
+///
+/// Limitations: serial; dense linear algebra (n up to a few hundred); the
+/// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
+/// off); no second order; the adjoint interpolates the forward state at the
+/// observation times (as cvodes_adjoint).
 
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +63,27 @@ namespace costate::ode {
 /// respect to all parameters and initial states (np + n directions). Needs
 /// integrator.method = idas.
 struct IdasForward {};
+
+/// The adjoint through IDAS (IDAAdjInit, IDASolveF / IDASolveB, Hermite
+/// checkpoints, IDACalcICB at every backward start). With F = (f; g):
+///     M λ' = −F_yᵀ λ      (its algebraic rows: f_zᵀ λ_x + g_zᵀ λ_z = 0 —
+///                          the running cost's λ = 1 row carries q_yᵀ),
+///     μ' = −F_pᵀ λ,  μ(t1) = 0,
+///     dJ/dx0 = λ_x(t0),  dJ/dz0 = 0,  dJ/dp = μ(t0) + Σ (term's p-part),
+/// started at t1 and restarted at each observation time t_k with the jump
+/// of a term ℓ(x, z, p) projected onto the differential part (z = z(x, p)
+/// on the constraint):
+///     g_zᵀ ν = ℓ_zᵀ,   λ_x += ℓ_xᵀ − g_xᵀ ν,   dJ/dp += ℓ_pᵀ − g_pᵀ ν,
+/// and λ_z, λ' made consistent by IDACalcICB from λ_x.
+struct IdasAdjoint {
+  /// Steps between checkpoints of the forward pass (IDAAdjInit Nd ≥ 1).
+  int steps = 100;
+  /// Tolerances of the backward problem (λ and μ); 0: the integrator's
+  /// rtol and its smallest atol.
+  double rtol = 0.0;
+  double atol = 0.0;
+  void validate() const;
+};
 
 namespace idas {
 
@@ -103,6 +128,18 @@ cvodes::Stats forward_sensitivities(
     const std::function<void(std::size_t k, double t, const double* y, const double* S)>& at_stop,
     InitialCorrection* correction = nullptr);
 
+/// Adjoint (IdasAdjoint above): forward pass to each of `stops`
+/// (ascending, the last = t1, interpolated there), where `jump(k, t, y,
+/// dlambda)` returns stop k's λ increment (n entries, zero-initialised; only
+/// differential entries: project a term on z first); then the backward
+/// passes. `y0` holds the initial state on entry and its consistent version
+/// on return. Returns λ(t0) (n) and μ(t0) = ∫ F_pᵀ λ dt (np).
+void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint& adj, double t0,
+             std::vector<double>& y0, std::span<const double> stops,
+             const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump,
+             std::vector<double>& lambda, std::vector<double>& mu, cvodes::Stats& forward,
+             cvodes::Stats& backward, InitialCorrection* correction = nullptr);
+
 }  // namespace idas
 
 class System;
@@ -121,10 +158,11 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
                         std::span<const double> p, double t0, double t1,
                         const IntegratorOptions& options, std::span<const double> outputs);
 
-/// ode::gradient with IdasForward on the System of the model and objective.
+/// ode::gradient with IdasForward (`adjoint == nullptr`) or IdasAdjoint on
+/// the System of the model and objective.
 GradientResult idas_gradient(const System& system, std::span<const double> y0,
                              std::span<const double> p, double t0, double t1,
-                             IntegratorOptions options);
+                             const IdasAdjoint* adjoint, IntegratorOptions options);
 
 }  // namespace detail
 }  // namespace costate::ode

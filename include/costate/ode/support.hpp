@@ -24,6 +24,7 @@
 ///     cvodes_forward      cvodes_bdf cvodes_adams                       1
 ///     cvodes_adjoint      cvodes_bdf cvodes_adams                       1, 2
 ///     idas_forward        idas                                          1
+///     idas_adjoint        idas                                          1
 ///
 /// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates):
 /// only integrator.method = idas integrates them (supports_dae); every
@@ -58,6 +59,7 @@ enum class SensitivityKind {
   CvodesForward,      ///< "cvodes_forward": ode::CvodesForward
   CvodesAdjoint,      ///< "cvodes_adjoint": ode::CvodesAdjoint
   IdasForward,        ///< "idas_forward": ode::IdasForward
+  IdasAdjoint,        ///< "idas_adjoint": ode::IdasAdjoint
 };
 std::string to_string(SensitivityKind kind);
 /// Parses any name to_string returns; the error lists the valid names.
@@ -71,6 +73,7 @@ struct ContinuousAdjoint;
 struct CvodesForward;
 struct CvodesAdjoint;
 struct IdasForward;
+struct IdasAdjoint;
 constexpr SensitivityKind kind_of(const DiscreteAdjoint&) { return SensitivityKind::DiscreteAdjoint; }
 constexpr SensitivityKind kind_of(const Forward&) { return SensitivityKind::Forward; }
 constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
@@ -79,6 +82,7 @@ constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
 constexpr SensitivityKind kind_of(const CvodesForward&) { return SensitivityKind::CvodesForward; }
 constexpr SensitivityKind kind_of(const CvodesAdjoint&) { return SensitivityKind::CvodesAdjoint; }
 constexpr SensitivityKind kind_of(const IdasForward&) { return SensitivityKind::IdasForward; }
+constexpr SensitivityKind kind_of(const IdasAdjoint&) { return SensitivityKind::IdasAdjoint; }
 /// The kind of an ode::SensitivityMethod value (a new alternative without a
 /// kind_of overload above does not compile).
 template <class... Ts>
