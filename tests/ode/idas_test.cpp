@@ -56,6 +56,18 @@ struct IndexTwoDae {
   std::vector<std::size_t> algebraic_states() const { return {1}; }
 };
 
+/// x' = −x, 0 = e^z + x: no real z for x > 0 (g_z = e^z is nonsingular, so
+/// the index check passes and IDACalcIC must fail).
+struct UnsolvableDae {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T>, std::span<T> f) const {
+    using std::exp;
+    f[0] = -y[0];
+    f[1] = exp(y[1]) + y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {1}; }
+};
+
 /// J = z(t1) + ∫ z dt (terminal and running cost on the algebraic state).
 struct AlgebraicCost {
   template <class T>
@@ -286,6 +298,19 @@ TEST(Idas, InconsistentAlgebraicInitialValuesAreMadeConsistentAndReported) {
   pr.y0 = {1.5, 4.5};
   EXPECT_EQ(integrate(pr, {.method = Method::Idas, .rtol = 1e-10, .atol = 1e-12}).summary.message,
             "reached t1");
+}
+
+TEST(Idas, AConstraintWithoutASolutionIsNamedWithItsResidual) {
+  const Problem<UnsolvableDae> pr{UnsolvableDae{}, {1.0, 0.0}, {}, {0.0, 1.0}};
+  try {
+    integrate(pr, {.method = Method::Idas});
+    FAIL() << "an unsolvable constraint was integrated";
+  } catch (const costate::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("could not be made consistent"), std::string::npos) << m;
+    // At the given values the residual of equation 1 is e^0 + 1 = 2.
+    EXPECT_NE(m.find("algebraic equation 1 (state 1): 2"), std::string::npos) << m;
+  }
 }
 
 TEST(Idas, AHigherIndexDaeIsRefusedNamingItsAlgebraicEquations) {
