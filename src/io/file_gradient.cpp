@@ -55,6 +55,11 @@ ode::SensitivityMethod sensitivity_method_of(const SensitivityConfig& sc) {
       return ode::ContinuousAdjoint{.rtol = sc.adjoint_rtol, .atol = sc.adjoint_atol};
     case ode::SensitivityKind::CvodesForward: return ode::CvodesForward{};
     case ode::SensitivityKind::CvodesAdjoint: return cvodes_adjoint_of(sc);
+    case ode::SensitivityKind::IdasForward: return ode::IdasForward{};
+    case ode::SensitivityKind::IdasAdjoint:
+      return ode::IdasAdjoint{.steps = static_cast<int>(sc.checkpoint_steps),
+                              .rtol = sc.adjoint_rtol,
+                              .atol = sc.adjoint_atol};
   }
   return ode::DiscreteAdjoint{.checkpointing = sc.checkpointing};
 }

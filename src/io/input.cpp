@@ -1029,6 +1029,32 @@ std::string describe_point(const std::vector<std::string>& names, const std::vec
   return out;
 }
 
+/// `model.algebraic` (issue 32: DAEs): a map unknown -> residual, each
+/// unknown an algebraic state without a derivative, appended after the
+/// differential states (`model.states`), its residual g with 0 = g in
+/// cfg.equations. The unknown's initial value (initial_state) is a guess
+/// that integrator.method = idas makes consistent.
+void read_algebraic(const Context& ctx, const YAML::Node& model, RunConfig& cfg) {
+  const YAML::Node alg = model["algebraic"];
+  if (!alg) return;
+  ctx.expect_map(alg, "model.algebraic");
+  if (alg.size() == 0)
+    ctx.fail(alg, "model.algebraic", "expected a map (unknown -> residual expression), got an empty map");
+  for (auto it = alg.begin(); it != alg.end(); ++it) {
+    const std::string name = ctx.string(it->first, "model.algebraic");
+    const std::string key = "model.algebraic." + name;
+    if (std::find(cfg.state_names.begin(), cfg.state_names.end(), name) != cfg.state_names.end())
+      ctx.fail(it->first, key,
+               "'" + name + "' is already a state (model.states) or listed twice: an algebraic "
+               "unknown has a residual here and no derivative in model.equations");
+    if (!it->second.IsScalar())
+      ctx.fail(it->second, key, "expected a residual expression (0 = residual), got " + describe(it->second));
+    cfg.algebraic_states.push_back(cfg.state_names.size());
+    cfg.state_names.push_back(name);
+    cfg.equations.push_back(it->second.Scalar());
+  }
+}
+
 /// Initial values and, for a model typed as equations, the right-hand sides
 /// at the initial point must be finite: a NaN or an infinity there is an
 /// error at the expression's line (before any integrator blames its step).
@@ -1055,11 +1081,14 @@ void check_initial_point(const YAML::Node& root, const Context& ctx, const RunCo
   const YAML::Node eqs = root["model"]["equations"];
   for (std::size_t i = 0; i < cfg.equations.size(); ++i) {
     const std::string& name = cfg.state_names[i];
-    const std::string key = "model.equations." + name;
+    const bool algebraic = std::find(cfg.algebraic_states.begin(), cfg.algebraic_states.end(), i) !=
+                           cfg.algebraic_states.end();
+    const std::string key = (algebraic ? "model.algebraic." : "model.equations.") + name;
     const double v = expr::Program::compile(cfg.equations[i], vars, key)
                          .evaluate(std::span<const double>(values));
     if (std::isfinite(v)) continue;
-    ctx.fail(eqs && eqs[name] ? eqs[name] : eqs, key,
+    const YAML::Node at = algebraic ? root["model"]["algebraic"] : eqs;
+    ctx.fail(at && at[name] ? at[name] : at, key,
              "'" + cfg.equations[i] + "' evaluates to " + fmt(v) + " at the initial point (" +
                  describe_point(vars, values) +
                  "); every right-hand side must be finite there — check for a division by zero, "
@@ -1162,7 +1191,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
           cfg.parameters[i] = ctx.number(v, "parameters." + cfg.parameter_names[i]);
     }
   } else if (model.IsMap()) {
-    ctx.check_keys(model, "model", {"states", "equations", "sbml"});
+    ctx.check_keys(model, "model", {"states", "equations", "algebraic", "sbml"});
     const YAML::Node states = model["states"];
     if (!states) ctx.fail(model, "model", "missing required key 'states' (a list of names)");
     if (!states.IsSequence() || states.size() == 0)
@@ -1183,6 +1212,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
       if (!e.IsScalar()) ctx.fail(e, "model.equations." + name, "expected an expression, got " + describe(e));
       cfg.equations.push_back(e.Scalar());
     }
+    read_algebraic(ctx, model, cfg);
     cfg.model = "equations";
     // Parameters: every key of the parameters map, in file order.
     if (params) {
@@ -1197,6 +1227,13 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     try {
       ode::EquationModel check(cfg.state_names, cfg.parameter_names, cfg.equations);
     } catch (const Error& e) {
+      // An algebraic residual's error names its unknown (model.equations.<z>).
+      const YAML::Node alg = model["algebraic"];
+      for (std::size_t i : cfg.algebraic_states)
+        if (std::string(e.what()).find("model.equations." + cfg.state_names[i] + ":") !=
+            std::string::npos)
+          ctx.fail(alg[cfg.state_names[i]], "model.algebraic." + cfg.state_names[i],
+                   std::string("invalid residual: ") + e.what());
       ctx.fail(eqs, "model.equations", std::string("invalid equation: ") + e.what());
     }
   } else {
@@ -1612,11 +1649,26 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << "sbml" << YAML::Value << sbml_file << YAML::EndMap;
   } else if (equation_model()) {
     e << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "states" << YAML::Value << YAML::Flow << state_names;
+    // DAEs: the algebraic unknowns apart (model.algebraic), as read.
+    auto is_algebraic = [&](std::size_t i) {
+      return std::find(algebraic_states.begin(), algebraic_states.end(), i) != algebraic_states.end();
+    };
+    std::vector<std::string> differential;
+    for (std::size_t i = 0; i < state_names.size(); ++i)
+      if (!is_algebraic(i)) differential.push_back(state_names[i]);
+    e << YAML::Key << "states" << YAML::Value << YAML::Flow << differential;
     e << YAML::Key << "equations" << YAML::Value << YAML::BeginMap;
     for (std::size_t i = 0; i < state_names.size(); ++i)
-      e << YAML::Key << state_names[i] << YAML::Value << YAML::DoubleQuoted << equations[i];
-    e << YAML::EndMap << YAML::EndMap;
+      if (!is_algebraic(i))
+        e << YAML::Key << state_names[i] << YAML::Value << YAML::DoubleQuoted << equations[i];
+    e << YAML::EndMap;
+    if (!algebraic_states.empty()) {
+      e << YAML::Key << "algebraic" << YAML::Value << YAML::BeginMap;
+      for (std::size_t i : algebraic_states)
+        e << YAML::Key << state_names[i] << YAML::Value << YAML::DoubleQuoted << equations[i];
+      e << YAML::EndMap;
+    }
+    e << YAML::EndMap;
   } else {
     e << YAML::Key << "model" << YAML::Value << model;
   }

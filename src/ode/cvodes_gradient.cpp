@@ -14,25 +14,9 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "ode/sundials_terms.hpp"
 
 namespace costate::ode::detail {
-namespace {
-
-/// The stops of a CVODES pass: the observation times, then t1.
-std::vector<double> stops_of(const std::vector<double>& obs, double t1) {
-  std::vector<double> stops = obs;
-  if (stops.empty() || stops.back() < t1) stops.push_back(t1);
-  return stops;
-}
-
-/// The running cost's z is part of J: in CVODES' error test like any state,
-/// with the scalar integrator.atol as its absolute tolerance.
-void add_running_tolerance(IntegratorOptions& options, std::size_t n) {
-  if (options.atol_per_state.empty()) options.atol_per_state.assign(n, options.atol);
-  options.atol_per_state.push_back(options.atol);
-}
-
-}  // namespace
 
 GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
                                std::span<const double> p, double t0, double t1,
@@ -88,18 +72,9 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
   const cvodes::Settings settings = cvodes::settings_from(options, na);
 
   // Value and gradient of the terms at stop k (state y): into J, gy, gp.
-  std::vector<double> gy(n), gp(np);
-  double J = 0.0;
-  auto terms_at = [&](std::size_t k, const double* y) {
-    std::fill(gy.begin(), gy.end(), 0.0);
-    std::fill(gp.begin(), gp.end(), 0.0);
-    const std::span<const double> ys(y, n);
-    if (k < obs.size()) J += system.observation_gradient(k, ys, p, gy, gp);
-    if (k + 1 == K) {
-      J += system.terminal_gradient(ys, p, gy, gp);
-      if (running) J += y[n];
-    }
-  };
+  StopTerms terms(system, p, obs.size(), K);
+  const std::vector<double>& gy = terms.gy;
+  const std::vector<double>& gp = terms.gp;
 
   GradientResult result;
   result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->steps) + ", " +
@@ -120,13 +95,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     fwd = cvodes::forward_sensitivities(
         sys, settings, t0, y, ns, S, stops,
         [&](std::size_t k, double, const double* yy, const double* SS) {
-          terms_at(k, yy);
-          for (std::size_t d = 0; d < ns; ++d) {
-            double s = d < np ? gp[d] : 0.0;
-            for (std::size_t i = 0; i < n; ++i) s += gy[i] * SS[d * na + i];
-            if (running && k + 1 == K) s += SS[d * na + n];
-            dJ[d] += s;
-          }
+          terms.add_forward(k, yy, SS, ns, dJ);
         });
     COSTATE_CHECK(fwd.success, "gradient (cvodes_forward): the integration failed: " << fwd.message);
     result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
@@ -137,7 +106,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     cvodes::adjoint(
         sys, settings, adj, t0, y0a, stops,
         [&](std::size_t k, double, const double* yy, double* dl) {
-          terms_at(k, yy);
+          terms.at(k, yy);
           for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];
           if (running && k + 1 == K) dl[n] = 1.0;
           for (std::size_t j = 0; j < np; ++j) mu_terms[j] += gp[j];
@@ -149,7 +118,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     result.vjp_evaluations = binding.vjp_evaluations();
     result.checkpoints.peak_snapshots = fwd.checkpoints;
   }
-  result.objective = J;
+  result.objective = terms.J;
   result.summary.method = options.method;
   result.summary.steps = fwd.steps;
   result.summary.rejected_steps = fwd.error_test_failures;

@@ -10,6 +10,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/integrate.hpp"
+#include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
 
 namespace costate::ode {
@@ -161,6 +162,8 @@ Binding::Binding(const ode::System& system, std::span<const double> p, Method me
   Impl* m = impl_.get();
   COSTATE_CHECK_EQ(p.size(), m->np, "cvodes::Binding: parameters for the System");
   COSTATE_CHECK_EQ(x0.size(), m->nx, "cvodes::Binding: initial state for the System");
+  // Every CVODES entry point binds its System here: DAEs only for IDAS.
+  require(supports_dae(method, system.n_algebraic()), "integrator.method = " + to_string(method));
   cvodes::System& cs = m->cs;
   cs.n = m->nx;
   cs.np = m->np;

@@ -1,6 +1,9 @@
 #include "costate/ode/equation_model.hpp"
 
 #include <set>
+#include <utility>
+
+#include "costate/core/error.hpp"
 
 namespace costate::ode {
 
@@ -74,6 +77,18 @@ void EquationModel::build_kernels(const std::string& context) {
   if (n + np <= kRowLanes)
     rows_ = expr::Kernel::build_rows(inputs, intermediates_, equations_, 1, n + np, kRowLanes,
                                      context, blocks);
+}
+
+void EquationModel::set_algebraic_states(std::vector<std::size_t> indices) {
+  std::vector<char> seen(states_.size(), 0);
+  for (const std::size_t i : indices) {
+    COSTATE_CHECK(i < states_.size(), "EquationModel: algebraic state index "
+                                          << i << " is not a state (the model has "
+                                          << states_.size() << ")");
+    COSTATE_CHECK(!seen[i], "EquationModel: state '" << states_[i] << "' is listed as algebraic twice");
+    seen[i] = 1;
+  }
+  algebraic_ = std::move(indices);
 }
 
 }  // namespace costate::ode

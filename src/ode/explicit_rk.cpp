@@ -43,7 +43,8 @@ ButcherTableau explicit_tableau(Method method) {
     case Method::Sdirk3:
     case Method::Bdf: break;
     case Method::CvodesBdf:
-    case Method::CvodesAdams: break;
+    case Method::CvodesAdams:
+    case Method::Idas: break;
   }
   throw Error("explicit_tableau: not an explicit Runge-Kutta method: " + to_string(method));
 }

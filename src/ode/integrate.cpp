@@ -12,11 +12,13 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "costate/ode/idas.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/steppers/bdf.hpp"
 #include "costate/ode/steppers/sdirk3.hpp"
 #include "costate/ode/steppers/theta.hpp"
 #include "ode/events_internal.hpp"
+#include "costate/ode/support.hpp"
 #include "ode/implicit_system.hpp"
 
 namespace costate::ode::detail {
@@ -43,6 +45,16 @@ Solution integrate_system(const System& system, std::span<const double> y0,
   COSTATE_CHECK(n > 0, "the problem has no states (empty y0)");
   COSTATE_CHECK_EQ(y0.size(), n, "integrate: initial state and System disagree");
   COSTATE_CHECK_EQ(p.size(), system.n_parameters(), "integrate: parameters and System disagree");
+  // DAEs (algebraic states) only by IDAS (support.hpp's table).
+  require(supports_dae(options.method, system.n_algebraic()), "ode::integrate");
+  COSTATE_CHECK(!(system.has_events() && is_idas(options.method)),
+                "integrator.method = idas does not take a model with events yet (events on DAEs: "
+                "not yet)");
+  if (is_idas(options.method)) {
+    COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+    validate_output_times(outputs, t0, t1);
+    return integrate_idas(system, y0, p, t0, t1, options, outputs);
+  }
   if (system.has_events() && !options.step_watch) {
     // A model with events: the event driver (events.cpp) integrates it in
     // segments, landing on every output time (reported after the events

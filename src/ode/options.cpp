@@ -10,7 +10,8 @@ namespace costate::ode {
 namespace {
 constexpr std::array kMethods{Method::ExplicitEuler, Method::RK4, Method::Dopri5,
                               Method::BackwardEuler, Method::CrankNicolson, Method::Sdirk3,
-                              Method::Bdf, Method::CvodesBdf, Method::CvodesAdams};
+                              Method::Bdf, Method::CvodesBdf, Method::CvodesAdams,
+                              Method::Idas};
 }
 
 std::string to_string(Method method) {
@@ -24,6 +25,7 @@ std::string to_string(Method method) {
     case Method::Bdf: return "bdf";
     case Method::CvodesBdf: return "cvodes_bdf";
     case Method::CvodesAdams: return "cvodes_adams";
+    case Method::Idas: return "idas";
   }
   return "unknown";
 }
@@ -50,14 +52,16 @@ int order(Method method) {
     case Method::Bdf: return 5;
     case Method::CvodesBdf: return 5;     // maximum order
     case Method::CvodesAdams: return 12;  // maximum order
+    case Method::Idas: return 5;          // maximum order
   }
   return 0;
 }
 
 bool is_adaptive(Method method) {
   return method == Method::Dopri5 || method == Method::Sdirk3 || method == Method::Bdf ||
-         is_cvodes(method);
+         is_cvodes(method) || is_idas(method);
 }
+bool is_idas(Method method) { return method == Method::Idas; }
 bool is_cvodes(Method method) {
   return method == Method::CvodesBdf || method == Method::CvodesAdams;
 }

@@ -110,7 +110,8 @@ std::unique_ptr<Scheme> make_stepper_scheme(const System& system, const Integrat
     case Method::Sdirk3: return make_sdirk3_scheme(system, p, steps, options, keep_step_data);
     case Method::Bdf: return make_bdf_scheme(system, p, steps, options, keep_step_data, record);
     case Method::CvodesBdf:
-    case Method::CvodesAdams: break;
+    case Method::CvodesAdams:
+    case Method::Idas: break;
   }
   throw Error("make_scheme: integrator.method = " + to_string(options.method) +
               " is not a replayable scheme (the CVODES backends differentiate themselves)");

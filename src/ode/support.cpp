@@ -1,6 +1,7 @@
 #include "costate/ode/support.hpp"
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "costate/core/error.hpp"
@@ -10,7 +11,8 @@ namespace {
 
 constexpr std::array kKinds{SensitivityKind::DiscreteAdjoint, SensitivityKind::Forward,
                             SensitivityKind::ContinuousAdjoint, SensitivityKind::CvodesForward,
-                            SensitivityKind::CvodesAdjoint};
+                            SensitivityKind::CvodesAdjoint, SensitivityKind::IdasForward,
+                            SensitivityKind::IdasAdjoint};
 
 /// One cell of the table.
 enum class Cell {
@@ -22,7 +24,8 @@ enum class Cell {
 /// The table: cell(method, integrator, order). The single place that says
 /// what combines; everything else (messages included) is derived from it.
 Cell cell(SensitivityKind method, Method integrator, int order) {
-  const bool native = !is_cvodes(integrator);
+  const bool native = !is_cvodes(integrator) && !is_idas(integrator);
+  const bool cvodes = is_cvodes(integrator);
   switch (method) {
     case SensitivityKind::DiscreteAdjoint:
       // Every native stepper, to first and (forward over adjoint) second order.
@@ -40,10 +43,15 @@ Cell cell(SensitivityKind method, Method integrator, int order) {
                  ? Cell::Adaptive
                  : Cell::No;
     case SensitivityKind::CvodesForward:
-      return !native && order == 1 ? Cell::Yes : Cell::No;
+      return cvodes && order == 1 ? Cell::Yes : Cell::No;
     case SensitivityKind::CvodesAdjoint:
       // First order, and the continuous second-order adjoint.
-      return native ? Cell::No : Cell::Yes;
+      return cvodes ? Cell::Yes : Cell::No;
+    case SensitivityKind::IdasForward:
+    case SensitivityKind::IdasAdjoint:
+      // IDAS' forward sensitivities (IDASensInit) and adjoint (IDASolveB),
+      // first order.
+      return is_idas(integrator) && order == 1 ? Cell::Yes : Cell::No;
   }
   return Cell::No;
 }
@@ -131,6 +139,8 @@ std::string to_string(SensitivityKind kind) {
     case SensitivityKind::ContinuousAdjoint: return "continuous_adjoint";
     case SensitivityKind::CvodesForward: return "cvodes_forward";
     case SensitivityKind::CvodesAdjoint: return "cvodes_adjoint";
+    case SensitivityKind::IdasForward: return "idas_forward";
+    case SensitivityKind::IdasAdjoint: return "idas_adjoint";
   }
   return "unknown";
 }
@@ -188,6 +198,14 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
                        "crank_nicolson, sdirk3, bdf)"};
+Support supports_dae(Method integrator, std::size_t n_algebraic) {
+  // The DAE column of the table: only IDAS has a mass matrix M = diag(I, 0).
+  if (n_algebraic == 0 || is_idas(integrator)) return {.supported = true, .message = {}};
+  return {.supported = false,
+          .message = "the model has algebraic states (a DAE: " + std::to_string(n_algebraic) +
+                     " algebraic), which integrator.method = " + to_string(integrator) +
+                     " does not integrate (it solves ODEs y' = f only): use integrator.method = "
+                     "idas (with sensitivity.method = idas_forward or idas_adjoint for gradients)"};
 }
 
 void require(const Support& s, std::string_view where) {

@@ -71,6 +71,7 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
   options_.validate();
   COSTATE_CHECK(n_ > 0, "ode::System: the model has no states");
   direct_ = model_->direct_calls();
+  set_algebraic();
   const std::size_t inputs = n_ + np_;
   if (options_.jacobian == JacobianStrategy::Dense ||
       (options_.jacobian == JacobianStrategy::Automatic &&
@@ -83,6 +84,22 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
 }
 
 JacobianStrategy System::strategy() const { return shared_->strategy; }
+
+// ---- DAEs (issue 32) --------------------------------------------------------
+
+void System::set_algebraic() {
+  algebraic_.assign(nx_, 0);
+  for (const std::size_t i : model_->algebraic_states()) {
+    COSTATE_CHECK(i < n_, "ode::System: algebraic state index " << i << " is not a state (the model has "
+                                                                << n_ << " states)");
+    COSTATE_CHECK(algebraic_[i] == 0, "ode::System: algebraic state " << i << " is listed twice");
+    algebraic_[i] = 1;
+    ++n_algebraic_;
+  }
+  COSTATE_CHECK(n_algebraic_ < n_, "ode::System: all " << n_
+                                                       << " states are algebraic (a DAE needs at "
+                                                          "least one differential state)");
+}
 
 
 namespace {

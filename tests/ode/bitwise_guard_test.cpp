@@ -64,6 +64,8 @@ SensitivityMethod method_of(SensitivityKind k, Checkpointing c = StoreAll{}) {
     case SensitivityKind::ContinuousAdjoint: return ContinuousAdjoint{};
     case SensitivityKind::CvodesForward: return CvodesForward{};
     case SensitivityKind::CvodesAdjoint: return CvodesAdjoint{};
+    case SensitivityKind::IdasForward: return IdasForward{};
+    case SensitivityKind::IdasAdjoint: return IdasAdjoint{};
   }
   return DiscreteAdjoint{};
 }

@@ -103,6 +103,8 @@ SensitivityMethod method_of(SensitivityKind k) {
     case SensitivityKind::ContinuousAdjoint: return ContinuousAdjoint{};
     case SensitivityKind::CvodesForward: return CvodesForward{};
     case SensitivityKind::CvodesAdjoint: return CvodesAdjoint{};
+    case SensitivityKind::IdasForward: return IdasForward{};
+    case SensitivityKind::IdasAdjoint: return IdasAdjoint{};
   }
   ADD_FAILURE() << "no SensitivityMethod for " << to_string(k);
   return DiscreteAdjoint{};

@@ -83,6 +83,8 @@ SensitivityMethod method_of(SensitivityKind k) {
     case SensitivityKind::ContinuousAdjoint: return ContinuousAdjoint{};
     case SensitivityKind::CvodesForward: return CvodesForward{};
     case SensitivityKind::CvodesAdjoint: return CvodesAdjoint{};
+    case SensitivityKind::IdasForward: return IdasForward{};
+    case SensitivityKind::IdasAdjoint: return IdasAdjoint{};
   }
   return DiscreteAdjoint{};
 }
@@ -137,7 +139,7 @@ TEST(Support, KindsRoundTripThroughNamesAndValues) {
   }
   const std::string msg = thrown_by([] { (void)sensitivity_kind_from_string("adjoint"); });
   EXPECT_NE(msg.find("valid methods: discrete_adjoint, forward, continuous_adjoint, "
-                     "cvodes_forward or cvodes_adjoint"),
+                     "cvodes_forward, cvodes_adjoint, idas_forward or idas_adjoint"),
             std::string::npos)
       << msg;
   EXPECT_THROW((void)supports(SensitivityKind::Forward, Method::RK4, 3), costate::Error);
@@ -270,11 +272,12 @@ TEST(Support, TheLibraryDoesWhatTheTableSays) {
       EXPECT_LT(err, discrete ? kDiscreteHvRelTol : kCvodesHvRelTol) << name;
     }
   }
-  // 21 first-order and 9 second-order combinations work today (the
-  // continuous adjoint with dopri5, sdirk3 and bdf); the other 60 are
-  // refused. (A new row or column changes these counts on purpose.)
-  EXPECT_EQ(supported, 30);
-  EXPECT_EQ(refused, 60);
+  // 23 first-order and 9 second-order combinations work today (the
+  // continuous adjoint with dopri5, sdirk3 and bdf; idas_forward and
+  // idas_adjoint with idas); the other 108 are refused. (A new row or
+  // column changes these counts on purpose.)
+  EXPECT_EQ(supported, 32);
+  EXPECT_EQ(refused, 108);
 }
 
 }  // namespace

@@ -126,6 +126,11 @@ struct RunConfig {
   /// One right-hand-side expression per state for an equation model.
   std::vector<std::string> equations;
   bool equation_model() const { return !equations.empty(); }
+  /// DAEs (issue 32, `model.algebraic: {unknown: residual}`): the indices
+  /// of the algebraic unknowns among state_names (after the differential
+  /// states); their `equations` entries are residuals 0 = g. Only
+  /// integrator.method = idas integrates them.
+  std::vector<std::size_t> algebraic_states;
   /// `model: {sbml: file}`: the imported model (model = "sbml"); its
   /// equations are an ode::EquationModel like the typed ones.
   std::string sbml_file;  ///< as resolved (relative to the input file's folder)
@@ -174,8 +179,11 @@ void evaluate_initial_state(RunConfig& cfg);
 template <class F>
 decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
   if (cfg.sbml) return f(ode::EquationModel(cfg.sbml->equations));
-  if (cfg.equation_model())
-    return f(ode::EquationModel(cfg.state_names, cfg.parameter_names, cfg.equations));
+  if (cfg.equation_model()) {
+    ode::EquationModel model(cfg.state_names, cfg.parameter_names, cfg.equations);
+    model.set_algebraic_states(cfg.algebraic_states);
+    return f(std::move(model));
+  }
   return ode::visit_builtin_model(cfg.model, std::forward<F>(f));
 }
 

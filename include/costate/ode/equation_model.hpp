@@ -52,6 +52,13 @@ class EquationModel {
   const std::vector<std::string>& intermediate_names() const { return intermediate_names_; }
   const expr::Program& intermediate(std::size_t k) const { return intermediates_[k]; }
 
+  /// DAEs (issue 32): the indices of the algebraic states, whose equations
+  /// are residuals 0 = g(t, y, p) (input files: `model.algebraic`); empty
+  /// for an ODE. ode::System reads them (system.hpp, HasAlgebraicStates).
+  const std::vector<std::size_t>& algebraic_states() const { return algebraic_; }
+  /// Throws costate::Error for an index that is not a state or repeats.
+  void set_algebraic_states(std::vector<std::size_t> indices);
+
   /// dydt = f(t, y, p): one pass of the flattened register machine
   /// (expr::Kernel) over the intermediates and the equations. On double one
   /// out-of-line call of the kernel's fused code (Kernel::evaluate_rhs:
@@ -132,6 +139,7 @@ class EquationModel {
   std::vector<expr::Program> equations_;
   expr::Kernel kernel_;
   expr::Kernel rows_;  // jacobian_rows(): never built for n + n_p > kRowLanes
+  std::vector<std::size_t> algebraic_;  // DAEs: the algebraic states' indices
   void build_kernels(const std::string& context);
 };
 

@@ -68,6 +68,7 @@
 #include "costate/ode/continuous_adjoint.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/explicit_rk.hpp"
+#include "costate/ode/idas.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/objective.hpp"
 #include "costate/ode/problem.hpp"
@@ -112,7 +113,8 @@ struct DiscreteAdjoint {
 struct Forward {};
 
 using SensitivityMethod =
-    std::variant<DiscreteAdjoint, Forward, ContinuousAdjoint, CvodesForward, CvodesAdjoint>;
+    std::variant<DiscreteAdjoint, Forward, ContinuousAdjoint, CvodesForward, CvodesAdjoint,
+                 IdasForward, IdasAdjoint>;
 
 std::string to_string(const SensitivityMethod& m);
 
@@ -220,6 +222,12 @@ GradientResult gradient(const Problem<M>& problem, const O& objective,
     return detail::cvodes_gradient(problem, objective, nullptr, options);
   if (const auto* ca = std::get_if<CvodesAdjoint>(&method))
     return detail::cvodes_gradient(problem, objective, ca, options);
+  if (std::holds_alternative<IdasForward>(method) || std::holds_alternative<IdasAdjoint>(method))
+    return detail::idas_gradient(  // idas.hpp (DAEs)
+        make_system(problem.model, objective, problem.n_states(), problem.p.size(),
+                    {.dense_max = cvodes::kBindingDenseMax}),
+        problem.y0, problem.p, problem.t0(), problem.t1(), std::get_if<IdasAdjoint>(&method),
+        options);
   COSTATE_CHECK(problem.n_states() > 0, "gradient: the problem has no states");
   // The compiled view of the model and objective every scheme runs on.
   SystemOptions system_options;

@@ -347,9 +347,9 @@ Summary integrate_vector(Rhs&& f, double t0, double t1, V& y, const IntegratorOp
                 "integrator.method = " << to_string(options.method)
                                        << " is implicit: it needs the model's Jacobian, so use "
                                           "ode::integrate with an ode::Problem");
-  COSTATE_CHECK(!is_cvodes(options.method),
+  COSTATE_CHECK(!is_cvodes(options.method) && !is_idas(options.method),
                 "integrator.method = " << to_string(options.method)
-                                       << " (SUNDIALS CVODES) needs ode::integrate with an "
+                                       << " (SUNDIALS) needs ode::integrate with an "
                                           "ode::Problem (it takes AD Jacobians of the model)");
   detail::validate_output_times(output_times, t0, t1);
   Summary s;
@@ -401,7 +401,7 @@ Solution integrate(const Problem<M>& problem, const IntegratorOptions& options =
   // per-model code; the steppers run on it compiled.
   static constexpr detail::NoObjectiveTerms kNone{};
   SystemOptions so;
-  if (is_cvodes(options.method)) so.dense_max = cvodes::kBindingDenseMax;
+  if (is_cvodes(options.method) || is_idas(options.method)) so.dense_max = cvodes::kBindingDenseMax;
   const System system = make_system(problem.model, kNone, n, problem.p.size(), so);
   return detail::integrate_system(system, problem.y0, problem.p, problem.t0(), problem.t1(),
                                   outputs, options);

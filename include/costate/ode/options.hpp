@@ -28,6 +28,8 @@ enum class Method {
   Bdf,            ///< "bdf": variable-order (1–5), variable-step BDF, adaptive only
   CvodesBdf,      ///< "cvodes_bdf": SUNDIALS CVODES, variable-order BDF (1–5), AD Jacobians
   CvodesAdams,    ///< "cvodes_adams": SUNDIALS CVODES, variable-order Adams–Moulton (1–12)
+  Idas,           ///< "idas": SUNDIALS IDAS, variable-order BDF (1–5) on M y' = f(t, y, p);
+                  ///< the integrator of DAEs (models with algebraic states, system.hpp)
 };
 
 std::string to_string(Method method);
@@ -47,6 +49,8 @@ bool is_implicit(Method method);
 double theta_of(Method method);
 /// True for the SUNDIALS CVODES backends (cvodes_bdf, cvodes_adams).
 bool is_cvodes(Method method);
+/// True for the SUNDIALS IDAS backend (idas; idas.hpp).
+bool is_idas(Method method);
 
 /// Linear solver of CVODES' Newton iterations (integrator.method cvodes_*),
 /// for the forward problem, its sensitivities and the backward (adjoint)

@@ -23,6 +23,12 @@
 ///     continuous_adjoint  dopri5 sdirk3 bdf (adaptive only)             1
 ///     cvodes_forward      cvodes_bdf cvodes_adams                       1
 ///     cvodes_adjoint      cvodes_bdf cvodes_adams                       1, 2
+///     idas_forward        idas                                          1
+///     idas_adjoint        idas                                          1
+///
+/// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates):
+/// only integrator.method = idas integrates them (supports_dae); every
+/// other integrator, hence every other row, refuses them by name.
 ///
 /// `costate calibrate` needs the gradient of its objective by the chosen
 /// method and the residuals' Jacobian by forward tangents of the same
@@ -34,6 +40,7 @@
 /// Adding a method or an integrator: add its row or column in
 /// src/ode/support.cpp; the messages and the test follow.
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,6 +58,8 @@ enum class SensitivityKind {
   ContinuousAdjoint,  ///< "continuous_adjoint": ode::ContinuousAdjoint
   CvodesForward,      ///< "cvodes_forward": ode::CvodesForward
   CvodesAdjoint,      ///< "cvodes_adjoint": ode::CvodesAdjoint
+  IdasForward,        ///< "idas_forward": ode::IdasForward
+  IdasAdjoint,        ///< "idas_adjoint": ode::IdasAdjoint
 };
 std::string to_string(SensitivityKind kind);
 /// Parses any name to_string returns; the error lists the valid names.
@@ -63,6 +72,8 @@ struct Forward;
 struct ContinuousAdjoint;
 struct CvodesForward;
 struct CvodesAdjoint;
+struct IdasForward;
+struct IdasAdjoint;
 constexpr SensitivityKind kind_of(const DiscreteAdjoint&) { return SensitivityKind::DiscreteAdjoint; }
 constexpr SensitivityKind kind_of(const Forward&) { return SensitivityKind::Forward; }
 constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
@@ -70,6 +81,8 @@ constexpr SensitivityKind kind_of(const ContinuousAdjoint&) {
 }
 constexpr SensitivityKind kind_of(const CvodesForward&) { return SensitivityKind::CvodesForward; }
 constexpr SensitivityKind kind_of(const CvodesAdjoint&) { return SensitivityKind::CvodesAdjoint; }
+constexpr SensitivityKind kind_of(const IdasForward&) { return SensitivityKind::IdasForward; }
+constexpr SensitivityKind kind_of(const IdasAdjoint&) { return SensitivityKind::IdasAdjoint; }
 /// The kind of an ode::SensitivityMethod value (a new alternative without a
 /// kind_of overload above does not compile).
 template <class... Ts>
@@ -104,6 +117,12 @@ Support supports_calibration(SensitivityKind method, Method integrator);
 /// cross events — today the discrete adjoint and forward sensitivities of the
 /// native integrators, order 1 (every native integrator runs them).
 Support supports_events(SensitivityKind method, Method integrator, int order);
+/// Whether `integrator` integrates a model with `n_algebraic` algebraic
+/// states (n_algebraic > 0: a DAE, System::n_algebraic()): always for an
+/// ODE (0), only idas for a DAE. The message names the integrator and the
+/// fix ("… has algebraic states (a DAE): use integrator.method = idas").
+/// Every integrate / gradient / Hessian entry point asks it.
+Support supports_dae(Method integrator, std::size_t n_algebraic);
 
 /// Throws costate::Error("<where>: <message>") unless `s` is supported.
 void require(const Support& s, std::string_view where);

@@ -70,6 +70,7 @@
 /// stored); f may not depend on z.
 
 #include <concepts>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -168,6 +169,18 @@ concept HasOwnVjpPoint =
     HasOwnVjp<M> && requires(const M& m, double t, std::span<const double> c,
                              std::span<double> d) { m.linearize_point(t, c, c, d); };
 
+/// A differential-algebraic model (issue 32): semi-explicit index 1,
+///     x' = f(t, x, z, p),   0 = g(t, x, z, p),   g_z nonsingular,
+/// written as one rhs whose rows are f for the differential states and g
+/// for the algebraic ones; `algebraic_states()` returns the indices of the
+/// algebraic states z (any range of integers: std::vector<std::size_t>, …).
+/// The mass matrix is then M = diag(1 differential, 0 algebraic), and the
+/// Jacobian blocks [f_x f_z; g_x g_z] are the System's ordinary ones.
+template <class M>
+concept HasAlgebraicStates = requires(const M& m) {
+  { *std::begin(m.algebraic_states()) } -> std::convertible_to<std::size_t>;
+};
+
 /// The per-model part: evaluations on the scalar types the library uses.
 /// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
 class SystemModel {
@@ -238,6 +251,9 @@ class SystemModel {
   /// The model's DirectCalls (HasDirectCalls, without a running cost), else
   /// null pointers.
   virtual DirectCalls direct_calls() const { return {}; }
+  /// DAEs (HasAlgebraicStates): the indices of the algebraic states, whose
+  /// rhs rows are constraints 0 = g; empty for an ODE.
+  virtual std::vector<std::size_t> algebraic_states() const { return {}; }
 };
 
 template <class M, class O>
@@ -305,6 +321,15 @@ class SystemAdapter : public SystemModel {
     if constexpr (HasDirectCalls<M> && !HasRunning<O>) {
       const auto c = model_.direct_calls();
       return DirectCalls{c.self, c.rhs, c.vjp, c.rows};
+    } else {
+      return {};
+    }
+  }
+  std::vector<std::size_t> algebraic_states() const override {
+    if constexpr (HasAlgebraicStates<M>) {
+      std::vector<std::size_t> z;
+      for (const auto i : model_.algebraic_states()) z.push_back(static_cast<std::size_t>(i));
+      return z;
     } else {
       return {};
     }
@@ -404,6 +429,13 @@ class System {
   JacobianStrategy strategy() const;
   const SystemOptions& options() const { return options_; }
 
+  // DAEs (issue 32; HasAlgebraicStates): which of the n_x states are
+  // algebraic (1) or differential (0) — M = diag(1 − algebraic()) in
+  // M x' = F(t, x, p). The running cost's z is differential. Only IDAS
+  // integrates a System with n_algebraic() > 0 (support.hpp: supports_dae).
+  std::span<const std::uint8_t> algebraic() const { return algebraic_; }
+  std::size_t n_algebraic() const { return n_algebraic_; }
+
   /// dxdt = (f, q)(t, x, p). Inline: the model's DirectCalls::rhs when it
   /// has one (one indirect call from the stepper into the model).
   void rhs(double t, std::span<const double> x, std::span<const double> p,
@@ -482,6 +514,11 @@ class System {
   detail::DirectCalls direct_;  // the model's (null pointers for none)
   std::shared_ptr<Shared> shared_;
   std::shared_ptr<const detail::EventModel> events_;  // null: no events
+  // DAEs: the mask of algebraic states (n_x entries) and their count, from
+  // the model's algebraic_states() (checked in set_algebraic()).
+  void set_algebraic();
+  std::vector<std::uint8_t> algebraic_;
+  std::size_t n_algebraic_ = 0;
 };
 
 namespace detail {

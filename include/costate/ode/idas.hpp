@@ -1,0 +1,168 @@
+#pragma once
+/// \file
+/// The SUNDIALS IDAS backend (issue 32): `integrator.method: idas` for
+/// ode::integrate and `sensitivity.method: idas_forward | idas_adjoint` (ode::IdasForward,
+/// ode::IdasAdjoint) for ode::gradient — the integrator of differential-algebraic models.
+///
+/// A model with algebraic states (system.hpp, HasAlgebraicStates) is the
+/// semi-explicit index-1 DAE
+///     x' = f(t, x, z, p),   0 = g(t, x, z, p),   g_z nonsingular,
+/// one rhs F = (f; g) with the mass matrix M = diag(1 differential,
+/// 0 algebraic). IDAS solves it in residual form
+///     R(t, y, y') = M y' − F(t, y, p) = 0,
+/// with the Newton matrix  ∂R/∂y + c ∂R/∂y' = c M − F_y  (F_y: the
+/// System's Jacobian, the same AD as CVODES', cvodes::Binding — dense LU).
+/// An ODE model (no algebraic states) is the case M = I.
+///
+/// Consistent initial values: before the first step IDACalcIC
+/// (IDA_YA_YDP_INIT) solves 0 = g(t0, x0, z0, p) for the algebraic z0 with
+/// the differential x0 fixed (the given z0 is the Newton guess) and forms
+/// x0' = f; the correction is reported (InitialCorrection, in the Summary's
+/// message). With sensitivities, IDACalcIC corrects them too:
+///     s_z(t0) = −g_z⁻¹ (g_x s_x(t0) + g_p e_j),
+/// so dz0/dp is exact and a direction that moves only an algebraic initial
+/// value has zero sensitivity (that value is a guess, not data).
+///
+/// Forward sensitivities (IdasForward, IDASensInit, simultaneous corrector,
+/// sensitivities in the error test): for the directions (p_j; y0_i)
+///     M s_j' = F_y s_j + F_p e_j,
+/// whose algebraic rows are the differentiated constraint
+///     g_x s_x + g_z s_z + g_p e_j = 0,
+/// held by IDAS to its Newton tolerance at every step. The gradient of
+///     J = g(y(t1), p) + z(t1) + Σ_k ℓ_k(y(t_k), p)
+/// (objective.hpp; z' = q a differential state) is assembled at the stops
+/// (observation times, then t1) as cvodes_forward does.
+///
+/// Index check: before integrating, g_z is formed at (t0, y0) and reduced
+/// with full pivoting; if it is singular (a DAE of index > 1, or dependent
+/// constraints) the run is refused with the algebraic equations that have
+/// no pivot named (costate integrates index-1 DAEs only).
+///
+/// The adjoint (IdasAdjoint, `sensitivity.method: idas_adjoint`): see
+/// IdasAdjoint below.
+///
+/// Limitations: serial; dense linear algebra (n up to a few hundred); the
+/// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
+/// off); no second order; the adjoint interpolates the forward state at the
+/// observation times (as cvodes_adjoint).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ode/cvodes.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/ode/problem.hpp"
+
+namespace costate::ode {
+
+/// Forward sensitivities through IDAS (IDASensInit); the gradient of J with
+/// respect to all parameters and initial states (np + n directions). Needs
+/// integrator.method = idas.
+struct IdasForward {};
+
+/// The adjoint through IDAS (IDAAdjInit, IDASolveF / IDASolveB, Hermite
+/// checkpoints, IDACalcICB at every backward start). With F = (f; g):
+///     M λ' = −F_yᵀ λ      (its algebraic rows: f_zᵀ λ_x + g_zᵀ λ_z = 0 —
+///                          the running cost's λ = 1 row carries q_yᵀ),
+///     μ' = −F_pᵀ λ,  μ(t1) = 0,
+///     dJ/dx0 = λ_x(t0),  dJ/dz0 = 0,  dJ/dp = μ(t0) + Σ (term's p-part),
+/// started at t1 and restarted at each observation time t_k with the jump
+/// of a term ℓ(x, z, p) projected onto the differential part (z = z(x, p)
+/// on the constraint):
+///     g_zᵀ ν = ℓ_zᵀ,   λ_x += ℓ_xᵀ − g_xᵀ ν,   dJ/dp += ℓ_pᵀ − g_pᵀ ν,
+/// and λ_z, λ' made consistent by IDACalcICB from λ_x.
+struct IdasAdjoint {
+  /// Steps between checkpoints of the forward pass (IDAAdjInit Nd ≥ 1).
+  int steps = 100;
+  /// Tolerances of the backward problem (λ and μ); 0: the integrator's
+  /// rtol and its smallest atol.
+  double rtol = 0.0;
+  double atol = 0.0;
+  void validate() const;
+};
+
+namespace idas {
+
+/// What IDACalcIC changed at t0: the largest |change| of an algebraic
+/// initial value, which state, and the number of states changed by more
+/// than 100 ε (1 + |value|).
+struct InitialCorrection {
+  bool algebraic = false;  ///< the system had algebraic states (IDACalcIC ran)
+  double max_change = 0.0;
+  std::size_t state = 0;
+  std::size_t changed = 0;
+  /// "" when nothing changed; else one sentence for the Summary's message.
+  std::string report() const;
+};
+
+/// The callbacks (cvodes::System: rhs = F, jacobian = F_y dense,
+/// sensitivity_rhs = F_y s + F_p e_j) and the algebraic mask (n entries,
+/// 1 = algebraic) of one run.
+struct Dae {
+  const cvodes::System* system = nullptr;
+  std::span<const std::uint8_t> algebraic;
+};
+
+/// Integrates from t0 to the last output time (never past t1); `out(j, t,
+/// y)` at every output time (IDAS' interpolant; landing on each with
+/// `stop_at_outputs`). `y` holds y0 on entry (its algebraic part a guess)
+/// and the final state on return; `correction` receives IDACalcIC's
+/// change. Settings::linear_solver must be Dense.
+cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double t0, double t1,
+                        std::vector<double>& y, std::span<const double> outputs,
+                        bool stop_at_outputs,
+                        const std::function<void(std::size_t j, double t, const double* y)>& out,
+                        InitialCorrection* correction = nullptr);
+
+/// Forward sensitivities with ns directions (as cvodes::forward_
+/// sensitivities: S column-major n × ns holds S(t0) on entry, direction
+/// j < np moves parameter j); IDAS stops exactly at each of `stops` and
+/// calls at_stop(k, t, y, S). S(t0) is made consistent by IDACalcIC.
+cvodes::Stats forward_sensitivities(
+    const Dae& dae, const cvodes::Settings& settings, double t0, std::vector<double>& y,
+    std::size_t ns, std::vector<double>& S, std::span<const double> stops,
+    const std::function<void(std::size_t k, double t, const double* y, const double* S)>& at_stop,
+    InitialCorrection* correction = nullptr);
+
+/// Adjoint (IdasAdjoint above): forward pass to each of `stops`
+/// (ascending, the last = t1, interpolated there), where `jump(k, t, y,
+/// dlambda)` returns stop k's λ increment (n entries, zero-initialised; only
+/// differential entries: project a term on z first); then the backward
+/// passes. `y0` holds the initial state on entry and its consistent version
+/// on return. Returns λ(t0) (n) and μ(t0) = ∫ F_pᵀ λ dt (np).
+void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint& adj, double t0,
+             std::vector<double>& y0, std::span<const double> stops,
+             const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump,
+             std::vector<double>& lambda, std::vector<double>& mu, cvodes::Stats& forward,
+             cvodes::Stats& backward, InitialCorrection* correction = nullptr);
+
+}  // namespace idas
+
+class System;
+struct GradientResult;
+
+namespace detail {
+
+/// Refuses a System whose g_z is singular at (t0, x0) (index > 1), naming
+/// the algebraic equations (state indices) without a pivot. No-op for an
+/// ODE.
+void check_index_one(const System& system, std::span<const double> p, double t0,
+                     std::span<const double> x0);
+
+/// The idas branch of ode::integrate on a System without objective terms.
+Solution integrate_idas(const System& system, std::span<const double> y0,
+                        std::span<const double> p, double t0, double t1,
+                        const IntegratorOptions& options, std::span<const double> outputs);
+
+/// ode::gradient with IdasForward (`adjoint == nullptr`) or IdasAdjoint on
+/// the System of the model and objective.
+GradientResult idas_gradient(const System& system, std::span<const double> y0,
+                             std::span<const double> p, double t0, double t1,
+                             const IdasAdjoint* adjoint, IntegratorOptions options);
+
+}  // namespace detail
+}  // namespace costate::ode

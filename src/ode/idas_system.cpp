@@ -1,0 +1,280 @@
+// The IDAS backend on a compiled ode::System (idas.hpp): the index-1 check
+// of a DAE, the idas branch of ode::integrate and ode::gradient with
+// IdasForward. The callbacks are CVODES' (cvodes::Binding: F, its dense
+// Jacobian F_y and F_y s + F_p e_j from the System's AD); the residual form
+// M y' − F is made in solvers/sundials/idas_backend.cpp.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/idas.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/ode/support.hpp"
+#include "costate/ode/system.hpp"
+#include "ode/sundials_terms.hpp"
+
+namespace costate::ode::detail {
+namespace {
+
+/// A run's Summary from IDAS' counters.
+void summarise(Summary& s, const cvodes::Stats& st) {
+  s.method = Method::Idas;
+  s.steps = st.steps;
+  s.rejected_steps = st.error_test_failures;
+  s.rhs_evaluations = st.rhs_evaluations;
+  s.jacobian_evaluations = st.jacobian_evaluations;
+  s.factorizations = st.linear_setups;
+  s.newton_iterations = st.nonlinear_iterations;
+  s.final_time = st.final_time;
+  s.termination = st.success                      ? Termination::Success
+                  : st.flag == "IDA_TOO_MUCH_WORK" ? Termination::MaxStepsReached
+                  : st.flag == "IDA_CONV_FAIL"     ? Termination::NonlinearSolverFailed
+                                                   : Termination::StepSizeUnderflow;
+  s.message = st.success ? "reached t1" : st.message;
+}
+
+/// "reached t1" plus IDACalcIC's report.
+void add_correction(Summary& s, const idas::InitialCorrection& c) {
+  const std::string r = c.report();
+  if (!r.empty()) s.message += "; " + r;
+}
+
+}  // namespace
+
+void check_index_one(const System& system, std::span<const double> p, double t0,
+                     std::span<const double> x0) {
+  const std::size_t m = system.n_algebraic();
+  if (m == 0) return;
+  const std::size_t n = system.n_model_states(), nx = system.n_states();
+  // g_z: the algebraic rows and columns of [F_y | F_p] at (t0, x0).
+  Linearization lin(system);
+  lin.at(t0, x0, p);
+  std::vector<double> J(nx * (n + system.n_parameters()));
+  lin.jacobian(J);
+  std::vector<std::size_t> z;
+  for (std::size_t i = 0; i < n; ++i)
+    if (system.algebraic()[i]) z.push_back(i);
+  std::vector<double> A(m * m);  // row-major m × m
+  double scale = 0.0;
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t c = 0; c < m; ++c) {
+      A[r * m + c] = J[z[c] * nx + z[r]];
+      scale = std::max(scale, std::abs(A[r * m + c]));
+    }
+  // Gaussian elimination with full pivoting: the rows left without a pivot
+  // (relative to the largest entry, 1e3 ε — below that the block is singular
+  // to working precision) are the dependent constraints.
+  std::vector<std::size_t> rows(m), cols(m);
+  for (std::size_t i = 0; i < m; ++i) rows[i] = cols[i] = i;
+  const double tiny = 1e3 * std::numeric_limits<double>::epsilon() * scale;
+  std::size_t rank = 0;
+  for (; rank < m; ++rank) {
+    std::size_t pr = rank, pc = rank;
+    double best = -1.0;
+    for (std::size_t r = rank; r < m; ++r)
+      for (std::size_t c = rank; c < m; ++c)
+        if (std::abs(A[rows[r] * m + cols[c]]) > best) {
+          best = std::abs(A[rows[r] * m + cols[c]]);
+          pr = r;
+          pc = c;
+        }
+    if (!(best > tiny)) break;
+    std::swap(rows[rank], rows[pr]);
+    std::swap(cols[rank], cols[pc]);
+    const double piv = A[rows[rank] * m + cols[rank]];
+    for (std::size_t r = rank + 1; r < m; ++r) {
+      const double f = A[rows[r] * m + cols[rank]] / piv;
+      for (std::size_t c = rank; c < m; ++c) A[rows[r] * m + cols[c]] -= f * A[rows[rank] * m + cols[c]];
+    }
+  }
+  if (rank == m) return;
+  std::ostringstream os;
+  os.precision(16);
+  os << "the DAE is not of index 1: the Jacobian g_z of its algebraic equations with respect to "
+        "the algebraic states is singular at t0 = "
+     << t0 << " (rank " << rank << " of " << m << "); algebraic equation(s) ";
+  std::vector<std::size_t> named;
+  for (std::size_t r = rank; r < m; ++r) named.push_back(z[rows[r]]);
+  std::sort(named.begin(), named.end());
+  for (std::size_t k = 0; k < named.size(); ++k) os << (k ? ", " : "") << named[k];
+  os << " (the rhs rows of states with those indices) do not determine the algebraic states. "
+        "costate integrates index-1 DAEs (g_z nonsingular): reduce the index (differentiate the "
+        "constraint) or make those states differential";
+  throw Error(os.str());
+}
+
+Solution integrate_idas(const System& system, std::span<const double> y0,
+                        std::span<const double> p, double t0, double t1,
+                        const IntegratorOptions& options, std::span<const double> outputs) {
+  const std::size_t n = system.n_states();
+  options.validate(n);
+  const auto start = std::chrono::steady_clock::now();
+  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y0);
+  check_index_one(system, p, t0, y0);
+  Solution sol;
+  sol.n_states = n;
+  std::vector<double> y(y0.begin(), y0.end());
+  idas::InitialCorrection correction;
+  const cvodes::Stats st = idas::integrate(
+      {.system = &binding.system(), .algebraic = system.algebraic()},
+      cvodes::settings_from(options, n), t0, t1, y, outputs, options.stop_at_outputs,
+      [&](std::size_t, double t, const double* yy) {
+        sol.t.push_back(t);
+        sol.y.insert(sol.y.end(), yy, yy + n);
+        if (options.on_step) options.on_step(t);
+      },
+      &correction);
+  summarise(sol.summary, st);
+  add_correction(sol.summary, correction);
+  sol.summary.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sol;
+}
+
+/// The adjoint's jump of a term at (t, y): w = ∂ℓ/∂y (n_x entries) on
+/// the constraint z = z(x, p): g_zᵀ ν = w_z, then the differential part
+/// w_x − g_xᵀ ν into dlambda (algebraic entries 0) and −g_pᵀ ν added to gp.
+/// For an ODE, or a term without z, dlambda = w.
+class JumpProjection {
+ public:
+  JumpProjection(const System& system, std::span<const double> p)
+      : system_(system), p_(p), lin_(system) {
+    for (std::size_t i = 0; i < system.n_model_states(); ++i)
+      if (system.algebraic()[i]) z_.push_back(i);
+  }
+  void operator()(double t, const double* y, std::span<const double> w, double* dlambda,
+                  std::span<double> gp) {
+    const std::size_t nx = system_.n_states(), n = system_.n_model_states();
+    const std::size_t np = system_.n_parameters(), m = z_.size();
+    std::copy(w.begin(), w.end(), dlambda);
+    bool on_z = false;
+    for (std::size_t r : z_) on_z |= w[r] != 0.0;
+    if (!on_z) return;
+    lin_.at(t, std::span<const double>(y, nx), p_);
+    J_.resize(nx * (n + np));
+    lin_.jacobian(J_);  // column-major nx × (n + np)
+    Eigen::MatrixXd gzT(m, m);
+    Eigen::VectorXd wz(m);
+    for (std::size_t a = 0; a < m; ++a) {
+      wz(static_cast<Eigen::Index>(a)) = w[z_[a]];
+      for (std::size_t b = 0; b < m; ++b)  // (g_zᵀ)(a, b) = g_z(b, a) = F_y(z_b, z_a)
+        gzT(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = J_[z_[a] * nx + z_[b]];
+    }
+    const Eigen::VectorXd nu = gzT.partialPivLu().solve(wz);
+    for (std::size_t j = 0; j < n + np; ++j) {
+      double s = 0.0;
+      for (std::size_t b = 0; b < m; ++b) s += J_[j * nx + z_[b]] * nu(static_cast<Eigen::Index>(b));
+      if (j < n)
+        dlambda[j] = system_.algebraic()[j] ? 0.0 : w[j] - s;
+      else
+        gp[j - n] -= s;
+    }
+  }
+
+ private:
+  const System& system_;
+  std::span<const double> p_;
+  Linearization lin_;
+  std::vector<std::size_t> z_;
+  std::vector<double> J_;
+};
+
+GradientResult idas_gradient(const System& system, std::span<const double> y0,
+                             std::span<const double> p, double t0, double t1,
+                             const IdasAdjoint* adjoint, IntegratorOptions options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t n = system.n_model_states(), na = system.n_states();
+  const std::size_t np = system.n_parameters();
+  COSTATE_CHECK(n > 0, "gradient: the problem has no states");
+  COSTATE_CHECK_EQ(y0.size(), n, "gradient (IDAS): initial state");
+  COSTATE_CHECK_EQ(p.size(), np, "gradient (IDAS): parameters");
+  require(supports(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
+                   options.method, 1),
+          "ode::gradient");
+  COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+
+  // 1. Stops: the observation times, then t1.
+  const std::vector<double> obs =
+      system.has_observations() ? system.observation_times() : std::vector<double>{};
+  validate_output_times(obs, t0, t1);
+  const std::vector<double> stops = stops_of(obs, t1);
+  const std::size_t K = stops.size();
+
+  // 2. The augmented state [y; z], z' = q (differential), and the index check.
+  if (system.has_running()) add_running_tolerance(options, n);
+  options.validate(na);
+  std::vector<double> y(na, 0.0);
+  std::copy(y0.begin(), y0.end(), y.begin());
+  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y);
+  check_index_one(system, p, t0, y);
+  const idas::Dae dae{.system = &binding.system(), .algebraic = system.algebraic()};
+  const cvodes::Settings settings = cvodes::settings_from(options, na);
+  StopTerms terms(system, p, obs.size(), K);
+  idas::InitialCorrection correction;
+  GradientResult result;
+  cvodes::Stats fwd, bwd;
+  if (!adjoint) {
+    // 3a. Forward sensitivities: directions (p_j; y0_i), the terms at the stops.
+    result.method = "idas_forward";
+    const std::size_t ns = np + n;
+    std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
+    for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+    fwd = idas::forward_sensitivities(
+        dae, settings, t0, y, ns, S, stops,
+        [&](std::size_t k, double, const double* yy, const double* SS) {
+          terms.add_forward(k, yy, SS, ns, dJ);
+        },
+        &correction);
+    COSTATE_CHECK(fwd.success, "gradient (idas_forward): the integration failed: " << fwd.message);
+    result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
+    result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
+  } else {
+    // 3b. Adjoint: the λ jumps (projected onto x on the constraint) at the
+    //     stops, F_yᵀλ and F_pᵀλ from the System.
+    result.method = "idas_adjoint(steps " + std::to_string(adjoint->steps) + ")";
+    std::vector<double> mu_terms(np, 0.0), lambda, mu, w(na);
+    JumpProjection project(system, p);
+    idas::adjoint(
+        dae, settings, *adjoint, t0, y, stops,
+        [&](std::size_t k, double t, const double* yy, double* dl) {
+          terms.at(k, yy);
+          std::fill(w.begin(), w.end(), 0.0);
+          std::copy(terms.gy.begin(), terms.gy.end(), w.begin());
+          if (system.has_running() && k + 1 == K) w[n] = 1.0;
+          project(t, yy, w, dl, terms.gp);
+          for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
+        },
+        lambda, mu, fwd, bwd, &correction);
+    result.wrt_parameters.resize(np);
+    for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
+    // dJ/dx0 = λ_x(t0); an algebraic initial value is a guess (derivative 0).
+    result.wrt_initial_state.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!system.algebraic()[i]) result.wrt_initial_state[i] = lambda[i];
+    result.vjp_evaluations = binding.vjp_evaluations();
+    result.checkpoints.peak_snapshots = fwd.checkpoints;
+  }
+  result.objective = terms.J;
+  summarise(result.summary, fwd);
+  add_correction(result.summary, correction);
+  if (adjoint)
+    result.summary.message += "; backward pass " + std::to_string(bwd.steps) + " steps, " +
+                              std::to_string(bwd.rhs_evaluations) + " residual evaluations";
+  result.checkpoints.steps = fwd.steps;
+  result.checkpoints.forward_steps = fwd.steps;
+  result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.summary.wall_seconds = result.wall_seconds;
+  return result;
+}
+
+}  // namespace costate::ode::detail
