@@ -149,10 +149,10 @@ class ConditionParser {
       fail("'" + std::string(trim(text_.substr(begin, end - begin))) +
                "' is not a relation (a trigger is a condition, not a number)",
            begin);
-    const std::string_view op = text_.substr(op_at, op_len);
+    const std::string op(text_.substr(op_at, op_len));
     if (op == "==" || op == "!=" || op == "=" || op == "!")
-      fail("'" + std::string(op) +
-               "' is not a trigger relation (an equality holds at an instant, not on a side "
+      fail(quote(op) +
+               " is not a trigger relation (an equality holds at an instant, not on a side "
                "of a root; write >= or <=)",
            op_at);
     const std::string lhs(trim(text_.substr(begin, op_at - begin)));
@@ -172,6 +172,12 @@ class ConditionParser {
     emit(strict ? Op::Positive : Op::NotPositive, r);
     pos_ = end;
   }
+  static std::string quote(const std::string& s) {
+    std::string q = "'";
+    q += s;
+    q += "'";
+    return q;
+  }
   static std::string_view trim(std::string_view s) {
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -186,11 +192,14 @@ class ConditionParser {
   Condition out_;
 };
 
+[[noreturn]] void refuse_condition(std::string_view context, const std::string& text,
+                                   const std::string& problem) {
+  throw Error(std::string(context) + ": the condition '" + text + "' " + problem);
+}
+
 void from_node(const expr::Node& n, std::size_t n_variables, const std::string& text,
                std::string_view context, Condition& out, std::size_t depth) {
-  const auto fail = [&](const std::string& problem) {
-    throw Error(std::string(context) + ": the condition '" + text + "' " + problem);
-  };
+  const auto fail = [&](const std::string& problem) { refuse_condition(context, text, problem); };
   if (depth > 1000) fail("is nested too deeply");
   if (n.is_constant()) {
     out.code.push_back({n.value != 0.0 ? Op::True : Op::False, 0});
@@ -231,11 +240,11 @@ void from_node(const expr::Node& n, std::size_t n_variables, const std::string& 
       return;
     case expr::Op::Eq:
     case expr::Op::Ne:
-      fail(std::string("uses '") + expr::to_string(n.op) +
+      refuse_condition(context, text, std::string("uses '") + expr::to_string(n.op) +
            "': an equality holds at an instant, not on a side of a root; not supported as a "
            "trigger");
     default:
-      fail(std::string("uses '") + expr::to_string(n.op) +
+      refuse_condition(context, text, std::string("uses '") + expr::to_string(n.op) +
            "' where a condition is expected (a relation such as gt, geq, lt, leq, combined by "
            "and, or, not)");
   }
