@@ -757,7 +757,8 @@ class Importer {
                               convert(a->getMath(), where));
         d.assign_text.push_back(formula(a->getMath()));
       }
-      events_.push_back(std::move(d));
+      // An event that assigns nothing changes nothing: not needed.
+      if (!d.assign.empty()) events_.push_back(std::move(d));
     }
   }
 
