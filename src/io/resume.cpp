@@ -605,6 +605,16 @@ void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
     write_dataset(group, "mu", at.mu, {at.mu.size()}, path);
     write_dataset(group, "times", at.steps.times(), {at.steps.times().size()}, path);
     write_dataset(group, "orders", at.steps.orders(), {at.steps.orders().size()}, path);
+    // The plan's event instants, flattened: at, root + 1, delayed, count,
+    // then `count` fired events and their `count` value sources.
+    std::vector<int> events;
+    for (const ode::EventInstant& e : at.steps.events()) {
+      events.insert(events.end(), {static_cast<int>(e.at), e.root + 1, e.delayed ? 1 : 0,
+                                   static_cast<int>(e.fired.size())});
+      for (std::size_t k : e.fired) events.push_back(static_cast<int>(k));
+      for (std::size_t k : e.source) events.push_back(static_cast<int>(k));
+    }
+    write_dataset(group, "events", events, {events.size()}, path);
     write_number_attribute(group, "objective", at.objective, path);
     close_checked(group, path);
     detail::save_image(file, tmp);
@@ -625,10 +635,34 @@ ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunCo
   std::vector<double> times = read_doubles(group, "times", dims, what);
   std::vector<int> orders = read_ints(group, "orders", what, "sensitivity_resume");
   const std::size_t n_times = times.size();
+  // (A partial file written before events existed has no instants.)
+  const std::vector<int> flat = H5Lexists(group, "events", H5P_DEFAULT) > 0
+                                    ? read_ints(group, "events", what, "sensitivity_resume")
+                                    : std::vector<int>{};
+  std::vector<ode::EventInstant> events;
+  for (std::size_t i = 0; i < flat.size();) {
+    if (i + 4 > flat.size() || flat[i] < 0 || flat[i + 3] <= 0 ||
+        i + 4 + 2 * static_cast<std::size_t>(flat[i + 3]) > flat.size())
+      throw Error(what + ": /sensitivity_resume/events is not a list of event instants");
+    ode::EventInstant e;
+    e.at = static_cast<std::size_t>(flat[i]);
+    e.root = flat[i + 1] - 1;
+    e.delayed = flat[i + 2] != 0;
+    const auto count = static_cast<std::size_t>(flat[i + 3]);
+    for (std::size_t k = 0; k < count; ++k) {
+      if (flat[i + 4 + k] < 0 || flat[i + 4 + count + k] < 0)
+        throw Error(what + ": /sensitivity_resume/events has a negative entry");
+      e.fired.push_back(static_cast<std::size_t>(flat[i + 4 + k]));
+      e.source.push_back(static_cast<std::size_t>(flat[i + 4 + count + k]));
+    }
+    events.push_back(std::move(e));
+    i += 4 + 2 * count;
+  }
   try {
-    at.steps = ode::StepPlan(std::move(times), std::move(orders));
+    at.steps = ode::StepPlan(std::move(times), std::move(orders), std::move(events));
   } catch (const Error& e) {
-    throw Error(what + ": /sensitivity_resume/times and orders are not a step plan: " + e.what());
+    throw Error(what + ": /sensitivity_resume/times, orders and events are not a step plan: " +
+                e.what());
   }
   at.objective = read_number_attribute(group, "objective", what);
   const double step = read_number_attribute(file, "resume_step", what);

@@ -314,6 +314,9 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   const auto start = std::chrono::steady_clock::now();
   method.validate();
   require(supports(SensitivityKind::ContinuousAdjoint, options, 1), "ode::gradient");
+  if (system.has_events())
+    require(supports_events(SensitivityKind::ContinuousAdjoint, options.method, 1),
+            "ode::gradient");
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (continuous_adjoint): y0 and the System disagree");

@@ -47,6 +47,10 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
   require(supports(adjoint ? SensitivityKind::CvodesAdjoint : SensitivityKind::CvodesForward,
                    options.method, 1),
           "ode::gradient");
+  if (system.has_events())
+    require(supports_events(adjoint ? SensitivityKind::CvodesAdjoint : SensitivityKind::CvodesForward,
+                            options.method, 1),
+            "ode::gradient");
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 
   // 1. Stops: the observation times, then t1.
@@ -176,6 +180,9 @@ CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<con
   COSTATE_CHECK(!times.empty(), "CVODES observed sensitivities: no observation times");
   require(supports(SensitivityKind::CvodesForward, options.method, 1),
           "the calibration's residual Jacobian");
+  if (system.has_events())
+    require(supports_events(SensitivityKind::CvodesForward, options.method, 1),
+            "the calibration's residual Jacobian");
   validate_output_times(times, t0, times.back());
   COSTATE_CHECK(times.front() > t0, "CVODES observed sensitivities: observation time "
                                         << times.front() << " is not after time.start = " << t0

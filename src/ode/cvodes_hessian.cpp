@@ -45,6 +45,9 @@ HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const 
   COSTATE_CHECK_EQ(y0.size(), n, "hessian_vector (CVODES): initial state and System disagree");
   COSTATE_CHECK_EQ(p.size(), np, "hessian_vector (CVODES): parameters and System disagree");
   require(supports(SensitivityKind::CvodesAdjoint, options.method, 2), "ode::hessian_vector");
+  if (system.has_events())
+    require(supports_events(SensitivityKind::CvodesAdjoint, options.method, 2),
+            "ode::hessian_vector");
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
   COSTATE_CHECK(system.model().second_order(),
                 "hessian_vector (CVODES): the System needs make_second_order_system");

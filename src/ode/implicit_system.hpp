@@ -281,6 +281,28 @@ class StepCache {
   std::vector<char> have_;
 };
 
+/// The time indices at which a step plan's events fire (StepPlan::events):
+/// there x_i is not step i − 1's result (the events changed it), so nothing
+/// a scheme computed at the end of step i − 1 stands for x_i, and bdf's
+/// history restarts.
+class Instants {
+ public:
+  void set(const StepPlan& steps) {
+    at_.assign(steps.steps() + 1, 0);
+    for (const EventInstant& e : steps.events()) at_[e.at] = 1;
+  }
+  bool at(std::size_t i) const { return i < at_.size() && at_[i] != 0; }
+  /// The latest instant index ≤ i (0 when none).
+  std::size_t since(std::size_t i) const {
+    for (std::size_t j = std::min(i, at_.empty() ? 0 : at_.size() - 1); j > 0; --j)
+      if (at_[j]) return j;
+    return 0;
+  }
+
+ private:
+  std::vector<char> at_;
+};
+
 /// x_{i+1} for an adjoint step that needs it (θ, bdf): the state the
 /// previous reverse step started from (the sweep runs i = l−1, …, 0), or
 /// the last forward step's result; recomputed only when neither is i + 1.

@@ -16,6 +16,7 @@
 #include "costate/ode/steppers/bdf.hpp"
 #include "costate/ode/steppers/sdirk3.hpp"
 #include "costate/ode/steppers/theta.hpp"
+#include "ode/events_internal.hpp"
 #include "ode/implicit_system.hpp"
 
 namespace costate::ode::detail {
@@ -42,6 +43,34 @@ Solution integrate_system(const System& system, std::span<const double> y0,
   COSTATE_CHECK(n > 0, "the problem has no states (empty y0)");
   COSTATE_CHECK_EQ(y0.size(), n, "integrate: initial state and System disagree");
   COSTATE_CHECK_EQ(p.size(), system.n_parameters(), "integrate: parameters and System disagree");
+  if (system.has_events() && !options.step_watch) {
+    // A model with events: the event driver (events.cpp) integrates it in
+    // segments, landing on every output time (reported after the events
+    // of an instant there).
+    COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+    options.validate(n);
+    validate_output_times(outputs, t0, t1);
+    const auto start = std::chrono::steady_clock::now();
+    Solution sol;
+    sol.n_states = n;
+    std::vector<double> stops;
+    for (double t : outputs)
+      if (t > t0) stops.push_back(t);
+    std::size_t j = 0;
+    EventRun run = run_with_events(
+        system, y0, p, t0, t1, options, stops, [&](double t, std::span<const double> x) {
+          while (j < outputs.size() && outputs[j] < t) ++j;
+          if (j < outputs.size() && outputs[j] == t) {
+            sol.t.push_back(t);
+            sol.y.insert(sol.y.end(), x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+            ++j;
+          }
+        });
+    sol.summary = std::move(run.summary);
+    sol.summary.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return sol;
+  }
   HostVector y = HostVector::from(y0);
   auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
     system.rhs(t, std::span<const double>(yy.data(), yy.size()), p,

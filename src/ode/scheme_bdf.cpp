@@ -65,7 +65,8 @@ class Bdf final : public Scheme {
       for (std::size_t q = 0; q < nx_; ++q)
         r_[q] += alpha[static_cast<std::size_t>(j - 1)] * x[static_cast<std::size_t>(j - 1) * nx_ + q];
     // Predictor from the window: the polynomial through the available points.
-    const int valid = static_cast<int>(std::min<std::size_t>(i + 1, kWindow));
+    // (since the last event instant: the history restarts there).
+    const int valid = static_cast<int>(std::min<std::size_t>(i + 1 - instants_.since(i), kWindow));
     const int count = std::min(k + 1, valid);
     if (count == 1) {
       jac_.rhs(t, x.first(nx_), f_);
@@ -100,7 +101,8 @@ class Bdf final : public Scheme {
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
-    const double* kept = cache_.get(i + 1);
+    // (not at an event instant: x_{i+1}'s kept Jacobian is after the events.)
+    const double* kept = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
     const double* jp = kept;
     if (!jp) {
       // [J | f_p] at y_{i+1}: from the forward run, the previous reverse
@@ -123,7 +125,7 @@ class Bdf final : public Scheme {
     const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
     solve_.factor(g, JP);
     const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
-    next_.reversed(i, x);
+    if (!instants_.at(i)) next_.reversed(i, x);
     // Shift: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j m.
     for (int s = 0; s + 1 < kWindow; ++s)
       std::copy(lambda.begin() + (s + 1) * static_cast<std::ptrdiff_t>(nx_),
@@ -272,6 +274,11 @@ class Bdf final : public Scheme {
   double rtol_, kappa_;
   std::vector<double> r_, pred_, w_, f_, tmp_;
   detail::NextState next_;
+
+ public:
+  detail::Instants instants_;  // the plan's event instants (make_bdf_scheme)
+
+ private:
   detail::StepCache cache_;
   detail::TransposedSolve solve_;
   std::span<const double> forward_states_;
@@ -304,8 +311,10 @@ BdfForwardRecord& BdfForwardRecord::of_this_thread() {
 std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
                                         const StepPlan& steps, const IntegratorOptions& options,
                                         bool keep_step_data, const BdfForwardRecord* record) {
-  return std::make_unique<Bdf>(system, p, steps.times(), steps.orders(), options, keep_step_data,
-                               record);
+  auto scheme = std::make_unique<Bdf>(system, p, steps.times(), steps.orders(), options,
+                                      keep_step_data, steps.events().empty() ? record : nullptr);
+  scheme->instants_.set(steps);
+  return scheme;
 }
 
 namespace detail {

@@ -10,6 +10,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/steppers/bdf.hpp"
+#include "ode/events_internal.hpp"
 
 namespace costate::ode {
 
@@ -46,6 +47,12 @@ StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders,
                     "step plan: the event instants must be strictly ascending: events["
                         << e << "] at index " << events_[e].at);
     COSTATE_CHECK(!events_[e].fired.empty(), "step plan: events[" << e << "] fires nothing");
+    COSTATE_CHECK(events_[e].source.size() == events_[e].fired.size(),
+                  "step plan: events[" << e << "] needs one source per fired event");
+    for (std::size_t c = 0; c < events_[e].source.size(); ++c)
+      COSTATE_CHECK(events_[e].source[c] <= c,
+                    "step plan: events[" << e << "].source[" << c << "] = " << events_[e].source[c]
+                                         << " is a later state than the execution's");
   }
 }
 
@@ -89,9 +96,10 @@ void plan_bdf(const System& system, std::span<const double> p, std::span<double>
               Summary& s, std::vector<int>& orders, BdfForwardRecord* record);
 }  // namespace detail
 
-std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOptions& options,
-                                    std::span<const double> p, const StepPlan& steps,
-                                    bool keep_step_data, const BdfForwardRecord* record) {
+namespace {
+std::unique_ptr<Scheme> make_stepper_scheme(const System& system, const IntegratorOptions& options,
+                                            std::span<const double> p, const StepPlan& steps,
+                                            bool keep_step_data, const BdfForwardRecord* record) {
   switch (options.method) {
     case Method::ExplicitEuler:
     case Method::RK4:
@@ -106,6 +114,15 @@ std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOption
   }
   throw Error("make_scheme: integrator.method = " + to_string(options.method) +
               " is not a replayable scheme (the CVODES backends differentiate themselves)");
+}
+}  // namespace
+
+std::unique_ptr<Scheme> make_scheme(const System& system, const IntegratorOptions& options,
+                                    std::span<const double> p, const StepPlan& steps,
+                                    bool keep_step_data, const BdfForwardRecord* record) {
+  // The stepper's scheme, crossing the plan's event instants (events.cpp).
+  return detail::with_events(
+      system, make_stepper_scheme(system, options, p, steps, keep_step_data, record), p, steps);
 }
 
 namespace {
@@ -161,7 +178,18 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   std::copy(y0.begin(), y0.end(), out.x0.begin());
   Summary& s = out.summary;
   s.method = options.method;
-  if (!replay.empty()) {
+  if (replay.empty() && system.has_events()) {
+    // A model with events: the event driver (events.cpp) integrates it in
+    // segments between the instants, every method adaptive or fixed, and
+    // records the steps and what fired.
+    options.validate(nx);
+    detail::EventRun run = detail::run_with_events(system, out.x0, p, t0, t1, options, stops,
+                                                   [](double, std::span<const double>) {});
+    s = run.summary;
+    if (s.success())
+      out.steps = StepPlan(std::move(run.plan_times), std::move(run.orders),
+                           std::move(run.instants));
+  } else if (!replay.empty()) {
     replay.check_replay(options.method, t0, t1, who);
     (void)replay.landing_steps(stops, who);  // every observation time (and t1) among its times
     out.steps = replay;

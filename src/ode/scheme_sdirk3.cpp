@@ -64,7 +64,7 @@ class Sdirk3 final : public Scheme {
     const double t = times_[i], h = times_[i + 1] - t;
     const double* kept = cache_.get(i);
     if (!kept) step(i, x, tmp_);  // the stages
-    const double* kept_next = cache_.get(i + 1);
+    const double* kept_next = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
     Eigen::Map<Eigen::VectorXd> lam(lambda.data(), nn);
     for (int s = 0; s < 3; ++s) kbar_.col(s) = h * b[s] * lam;
@@ -137,7 +137,7 @@ class Sdirk3 final : public Scheme {
       const std::span<const double> Y(stages + s * nx_, nx_);
       const double* jp = nullptr;
       if (s == 2 && ts == times_[i + 1]) {
-        const double* kept_next = cache_.get(i + 1);
+        const double* kept_next = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
         jp = kept_next ? kept_next + 3 * nx_
                        : start_.keep(i + 1, Y, jac_.state_parameters(ts, Y)).data();
       } else {
@@ -310,6 +310,11 @@ class Sdirk3 final : public Scheme {
   Eigen::VectorXd r1_;
   detail::StepCache tcache_;
   detail::StartJacobian start_;
+
+ public:
+  detail::Instants instants_;  // the plan's event instants (make_sdirk3_scheme)
+
+ private:
   std::array<std::optional<detail::SystemJacobianTangent>, 3> second_;
   bool second_ready_ = false;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
@@ -322,7 +327,9 @@ std::unique_ptr<Scheme> make_sdirk3_scheme(const System& system, std::span<const
                                            const StepPlan& steps,
                                            const IntegratorOptions& options,
                                            bool keep_step_data) {
-  return std::make_unique<Sdirk3>(system, p, steps.times(), options, keep_step_data);
+  auto scheme = std::make_unique<Sdirk3>(system, p, steps.times(), options, keep_step_data);
+  scheme->instants_.set(steps);
+  return scheme;
 }
 
 namespace detail {

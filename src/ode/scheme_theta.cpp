@@ -73,7 +73,7 @@ class Theta final : public Scheme {
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
     // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
     // was the one at its x_i), else evaluated at x_{i+1}.
-    if (jp_index_ != static_cast<std::int64_t>(i) + 1) {
+    if (jp_index_ != static_cast<std::int64_t>(i) + 1 || instants_.at(i + 1)) {
       const std::vector<double>* xn = next_.find(i);
       if (!xn) {
         step(i, x, tmp_);
@@ -97,7 +97,7 @@ class Theta final : public Scheme {
                                      pbar_.data());
     }
     for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
-    next_.reversed(i, x);
+    if (!instants_.at(i)) next_.reversed(i, x);
   }
 
   // adjoint() for a block of lanes: [J | f_p] at x_{i+1} and its LU once,
@@ -115,7 +115,7 @@ class Theta final : public Scheme {
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
     // [J | f_p] at x_{i+1}: kept from the previous reverse step (where it
     // was the one at its x_i), else evaluated at x_{i+1}.
-    if (jp_index_ != static_cast<std::int64_t>(i) + 1) {
+    if (jp_index_ != static_cast<std::int64_t>(i) + 1 || instants_.at(i + 1)) {
       const std::vector<double>* xn = next_.find(i);
       if (!xn) {
         step(i, x, tmp_);
@@ -151,7 +151,7 @@ class Theta final : public Scheme {
       }
       for (std::size_t q = 0; q < np_; ++q) mus[j][q] += pbar[static_cast<Eigen::Index>(q)];
     }
-    next_.reversed(i, x);
+    if (!instants_.at(i)) next_.reversed(i, x);
   }
 
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
@@ -166,7 +166,8 @@ class Theta final : public Scheme {
                mm = static_cast<Eigen::Index>(m);
     const detail::ConstRowMap Sm(S.data(), nn, mm), Pm(P.data(), npp, mm);
     // [J | f_p] at x_i: the previous tangent step's one at its x_{i+1}.
-    if (tjp_index_ != static_cast<std::int64_t>(i)) tjp_ = jac_.state_parameters(t, x);
+    if (tjp_index_ != static_cast<std::int64_t>(i) || instants_.at(i))
+      tjp_ = jac_.state_parameters(t, x);
     step(i, x, xn);
     const Eigen::MatrixXd& J1 = jac_.state_parameters(times_[i + 1], xn);
     lin_ += 2;
@@ -291,6 +292,9 @@ class Theta final : public Scheme {
   std::vector<double> fn_, f_;
   Eigen::VectorXd g_, delta_;
   detail::NextState next_;
+
+ public:
+  detail::Instants instants_;  // the plan's event instants (make_theta_scheme)
   std::vector<double> tmp_;
   Eigen::MatrixXd A_, jp_next_, tjp_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
@@ -308,7 +312,9 @@ class Theta final : public Scheme {
 std::unique_ptr<Scheme> make_theta_scheme(const System& system, double theta,
                                           std::span<const double> p, const StepPlan& steps,
                                           const IntegratorOptions& options) {
-  return std::make_unique<Theta>(system, theta, p, steps.times(), options);
+  auto scheme = std::make_unique<Theta>(system, theta, p, steps.times(), options);
+  scheme->instants_.set(steps);
+  return scheme;
 }
 
 }  // namespace costate::ode

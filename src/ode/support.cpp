@@ -178,6 +178,18 @@ Support supports_calibration(SensitivityKind method, Method integrator) {
   return supports(method, integrator, 1);
 }
 
+Support supports_events(SensitivityKind method, Method integrator, int order) {
+  if (const Support s = supports(method, integrator, order); !s) return s;
+  const bool native = method == SensitivityKind::DiscreteAdjoint || method == SensitivityKind::Forward;
+  if (native && order == 1) return {true, {}};
+  std::string why = "sensitivity.method = " + to_string(method);
+  if (order == 2) why = "Hessian-vector products (" + why + ")";
+  return {false, why + " does not cross events yet (the model has events): with events, "
+                       "gradients are by sensitivity.method = discrete_adjoint or forward on "
+                       "the native integrators (euler, rk4, dopri5, backward_euler, "
+                       "crank_nicolson, sdirk3, bdf)"};
+}
+
 void require(const Support& s, std::string_view where) {
   if (!s) throw Error(std::string(where) + ": " + s.message);
 }

@@ -95,6 +95,8 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
   double t = t0;
   FixedStepClock clock{opt.dt, t0};
   while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
+  // A retaken step's end (step_watch): the step lands there instead.
+  double forced = std::numeric_limits<double>::infinity();
   auto advance = [&](auto& stepper) {
     while (t < t1) {
       if (s.steps >= opt.max_steps) {
@@ -103,7 +105,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
                     at_time(t, s.steps) + "; raise max_steps or increase dt";
         return;
       }
-      const double target = j < outputs.size() ? outputs[j] : t1;
+      const double target = std::min(j < outputs.size() ? outputs[j] : t1, forced);
       const FixedStepClock::Next next = clock.next(target);
       const double t_new = next.t;
       const double h = t_new - t;
@@ -130,6 +132,18 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       } else {
         stepper.step(f, t, h, y, y_new);
       }
+      bool stop = false;
+      if (opt.step_watch && finite_state(y_new)) {
+        const StepVerdict v =
+            opt.step_watch(t, std::span<const double>(y.data(), y.size()), t_new,
+                           std::span<const double>(y_new.data(), y_new.size()));
+        if (v.kind == StepVerdict::Kind::Retry) {
+          forced = v.t;
+          ++s.rejected_steps;
+          continue;
+        }
+        stop = v.kind == StepVerdict::Kind::Stop;
+      }
       clock.take(next);
       ++s.steps;
       s.last_step = h;
@@ -145,6 +159,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       s.final_time = t;
       while (j < outputs.size() && outputs[j] <= t) out(j++, t, y);
       if (opt.on_step) opt.on_step(t);
+      if (stop) return;
     }
   };
   if constexpr (!std::is_same_v<Custom, std::nullptr_t>) {
@@ -226,7 +241,9 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
 
   double fac_old = 1e-4;
   bool last_rejected = false;
-  while (t < t1) {
+  double forced = std::numeric_limits<double>::infinity();  // a retaken step's end
+  bool stop = false;
+  while (t < t1 && !stop) {
     if (s.steps + s.rejected_steps >= opt.max_steps) {
       s.termination = Termination::MaxStepsReached;
       s.message = "reached integrator.max_steps = " + std::to_string(opt.max_steps) + " at " +
@@ -236,7 +253,8 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     }
     h = std::min(h, hmax);
     // Land exactly on t1 — and on every output time when stop_at_outputs.
-    const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
+    const double target =
+        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
     bool last = false;
     if (t + 1.01 * h >= target) {
       h = target - t;
@@ -266,6 +284,18 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     double fac = fac11 / std::pow(fac_old, kBeta);
     fac = std::clamp(fac / kSafety, 1.0 / kFacMax, 1.0 / kFacMin);
     double h_new = h / fac;
+    if (err <= 1.0 && opt.step_watch) {
+      const StepVerdict v =
+          opt.step_watch(t, std::span<const double>(y.data(), y.size()), last ? target : t + h,
+                         std::span<const double>(y_new.data(), y_new.size()));
+      if (v.kind == StepVerdict::Kind::Retry) {
+        forced = v.t;
+        ++s.rejected_steps;
+        h = v.t - t;
+        continue;
+      }
+      stop = v.kind == StepVerdict::Kind::Stop;
+    }
     if (err <= 1.0) {
       fac_old = std::max(err, 1e-4);
       ++s.steps;

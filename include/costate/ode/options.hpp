@@ -73,6 +73,23 @@ CvodesLinearSolver cvodes_linear_solver_from_string(std::string_view name);
 /// All values, in declaration order.
 std::span<const CvodesLinearSolver> all_cvodes_linear_solvers();
 
+/// What an integration loop does with a step it is about to accept
+/// (IntegratorOptions::step_watch: the event driver's hook).
+struct StepVerdict {
+  enum class Kind {
+    Accept,  ///< take the step and go on
+    Stop,    ///< take the step and end the run there (final_time = its end)
+    Retry,   ///< discard it and retake the step from the same start to end at `t`
+  };
+  Kind kind = Kind::Accept;
+  double t = 0.0;  ///< Retry: the end of the retaken step (start < t < the discarded end)
+};
+
+/// Called with a step's start (t, x) and its end (t_new, x_new) before it is
+/// accepted (x: the integrated state x = (y, z); for bdf, the current state).
+using StepWatch = std::function<StepVerdict(double t, std::span<const double> x, double t_new,
+                                            std::span<const double> x_new)>;
+
 struct IntegratorOptions {
   Method method = Method::Dopri5;
   /// Relative tolerance of adaptive methods (> 0).
@@ -110,6 +127,11 @@ struct IntegratorOptions {
   /// Called after each accepted step with the new time (progress reports).
   /// Not a setting: never written to output.
   std::function<void(double t)> on_step{};
+  /// The event driver's hook (src/ode/events.cpp): every native loop (fixed
+  /// steps, dopri5, sdirk3, bdf) asks it before accepting a step, and may
+  /// be told to retake the step to a shorter end or to stop after it. Not a
+  /// setting: never written to output.
+  StepWatch step_watch{};
 
   /// Throws costate::Error naming the field, its value and the rule broken.
   /// `n_states` checks the length of atol_per_state.
@@ -144,6 +166,8 @@ struct Summary {
   std::int64_t jacobian_evaluations = 0;
   std::int64_t factorizations = 0;
   std::int64_t newton_iterations = 0;
+  /// Instants at which events fired (a model with events).
+  std::int64_t events = 0;
 
   bool success() const { return termination == Termination::Success; }
   /// One-line report: "dopri5: success at t = 10 after 123 steps (4 rejected), 745 rhs evaluations".

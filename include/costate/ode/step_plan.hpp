@@ -37,10 +37,17 @@ namespace costate::ode {
 /// −1: an instant that does not move, t0 or a delayed execution). Part of
 /// the plan, so every replay (checkpoints, tangents, the adjoint, a resumed
 /// run) fires the same events at the same times without locating them again.
+/// source[e] is the state fired[e]'s assigned values were computed at: c
+/// for the state after the instant's first c executions (0: before any —
+/// SBML's values from the trigger time when several events fire at once).
+/// `delayed`: the instant executes a delayed event whose values or time
+/// came from an earlier instant (its derivatives are not supported yet).
 struct EventInstant {
   std::size_t at = 0;
   int root = -1;
   std::vector<std::size_t> fired;
+  std::vector<std::size_t> source;
+  bool delayed = false;
   friend bool operator==(const EventInstant&, const EventInstant&) = default;
 };
 

@@ -100,6 +100,11 @@ Support supports(SensitivityKind method, const IntegratorOptions& integrator, in
 /// (those `cvodes_forward` supports).
 Support supports_calibration(SensitivityKind method, Method integrator);
 
+/// A model with events (events.hpp): the combinations of the table that also
+/// cross events — today the discrete adjoint and forward sensitivities of the
+/// native integrators, order 1 (every native integrator runs them).
+Support supports_events(SensitivityKind method, Method integrator, int order);
+
 /// Throws costate::Error("<where>: <message>") unless `s` is supported.
 void require(const Support& s, std::string_view where);
 

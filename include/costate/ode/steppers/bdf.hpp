@@ -338,8 +338,11 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
   }
   int k = 1, at_order = 0, failures = 0;
   double eta_max = 1e4;
-  while (t < t1) {
-    const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
+  double forced = std::numeric_limits<double>::infinity();  // a retaken step's end
+  bool stop = false;
+  while (t < t1 && !stop) {
+    const double target =
+        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
     bool last = false;
     if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     const double t_new = last ? target : t + h;
@@ -367,6 +370,18 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
         h *= eta;
       }
       continue;
+    }
+    if (opt.step_watch) {
+      const StepVerdict v =
+          opt.step_watch(t, std::span<const double>(y), t_new, st.solution());
+      if (v.kind == StepVerdict::Kind::Retry) {
+        st.reject();
+        forced = v.t;
+        ++s.rejected_steps;
+        h = v.t - t;
+        continue;
+      }
+      stop = v.kind == StepVerdict::Kind::Stop;
     }
     // Accepted.
     st.accept();

@@ -250,8 +250,11 @@ void run_sdirk3(Sdirk3Stepper<M>& st, double t0, double t1, std::span<double> y,
     h = implicit_initial_step(jac, t, y, f0, w, 3, hmax);
   }
   bool last_rejected = false;
-  while (t < t1) {
-    const double target = opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1;
+  double forced = std::numeric_limits<double>::infinity();  // a retaken step's end
+  bool stop = false;
+  while (t < t1 && !stop) {
+    const double target =
+        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
     bool last = false;
     if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     if (!st.attempt(t, h, y, y_new, false)) {
@@ -269,6 +272,17 @@ void run_sdirk3(Sdirk3Stepper<M>& st, double t0, double t1, std::span<double> y,
       continue;
     }
     double fac = std::clamp(0.9 * std::pow(std::max(err, 1e-10), -1.0 / 3.0), 0.2, 5.0);
+    if (err <= 1.0 && opt.step_watch) {
+      const StepVerdict v = opt.step_watch(t, std::span<const double>(y), last ? target : t + h,
+                                           std::span<const double>(y_new));
+      if (v.kind == StepVerdict::Kind::Retry) {
+        forced = v.t;
+        ++s.rejected_steps;
+        h = v.t - t;
+        continue;
+      }
+      stop = v.kind == StepVerdict::Kind::Stop;
+    }
     if (err <= 1.0) {
       ++s.steps;
       s.last_step = h;

@@ -1,0 +1,819 @@
+// Events (events.hpp), added once: the driver that integrates a model with
+// events in segments and records what fired in the step plan
+// (run_with_events: root location by retaking the step, SBML's firing
+// rules), the jump of one instant and its linearization (InstantJump), and
+// the scheme decorator that makes every sweep — adjoint, adjoint block,
+// tangents, observed tangents — cross the instants of a plan (EventScheme).
+#include "ode/events_internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "costate/core/error.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/ode/steppers/bdf.hpp"
+
+namespace costate::ode {
+namespace detail {
+
+void plan_sdirk3(const System& system, std::span<const double> p, std::span<double> x,
+                 double t0, double t1, const IntegratorOptions& options,
+                 std::span<const double> stops, Summary& s);
+void plan_bdf(const System& system, std::span<const double> p, std::span<double> x, double t0,
+              double t1, const IntegratorOptions& options, std::span<const double> stops,
+              Summary& s, std::vector<int>& orders, BdfForwardRecord* record);
+
+namespace {
+
+using Dual8 = ad::Dual<double, 8>;
+
+std::string time_text(double t) {
+  std::ostringstream os;
+  os.precision(16);
+  os << t;
+  return os.str();
+}
+
+/// f's values (m) and its dense derivative with respect to the inputs
+/// u = (t, y, p) (m × (1 + n + n_p), row-major) by ⌈(1 + n + n_p)/8⌉ passes
+/// on Dual<double, 8>; f(t, y, p, out) on Dual8.
+template <class F>
+void derivative_in_t_y_p(F&& f, double t, std::span<const double> y, std::span<const double> p,
+                         std::size_t m, std::vector<double>& value, std::vector<double>& jac) {
+  const std::size_t n = y.size(), np = p.size(), w = 1 + n + np;
+  std::vector<Dual8> yd(n), pd(np), out(m);
+  value.assign(m, 0.0);
+  jac.assign(m * w, 0.0);
+  for (std::size_t first = 0; first < w; first += 8) {
+    Dual8 td(t);
+    for (std::size_t q = 0; q < n; ++q) yd[q] = Dual8(y[q]);
+    for (std::size_t j = 0; j < np; ++j) pd[j] = Dual8(p[j]);
+    const std::size_t lanes = std::min<std::size_t>(8, w - first);
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const std::size_t u = first + l;
+      const int lane = static_cast<int>(l);
+      if (u == 0)
+        td.set_tangent(lane, 1.0);
+      else if (u <= n)
+        yd[u - 1].set_tangent(lane, 1.0);
+      else
+        pd[u - 1 - n].set_tangent(lane, 1.0);
+    }
+    for (auto& o : out) o = Dual8(0.0);
+    f(td, std::span<const Dual8>(yd), std::span<const Dual8>(pd), std::span<Dual8>(out));
+    for (std::size_t r = 0; r < m; ++r) {
+      value[r] = out[r].value();
+      for (std::size_t l = 0; l < lanes; ++l) jac[r * w + first + l] = out[r].tangent(static_cast<int>(l));
+    }
+  }
+}
+
+}  // namespace
+
+std::string event_label(const EventModel& events, std::size_t k) {
+  const EventAttributes a = events.attributes(k);
+  return a.name.empty() ? "event " + std::to_string(k) : "event '" + a.name + "'";
+}
+
+// ------------------------------------------------------------------ the jump
+
+InstantJump::InstantJump(const System& system)
+    : sys_(system), ev_(system.events()), n_(system.n_model_states()), nx_(system.n_states()),
+      np_(system.n_parameters()) {
+  COSTATE_CHECK(ev_ != nullptr, "events: the System has no events");
+}
+
+void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
+                        std::span<const double> p, bool linearize) {
+  const std::size_t E = inst.fired.size();
+  COSTATE_CHECK(!linearize || !inst.delayed,
+                "events: the instant at t = " << time_text(t)
+                                              << " executes a delayed event; derivatives through "
+                                                 "delayed events are not supported yet");
+  chain_.resize(E + 1);
+  chain_[0].assign(x.begin(), x.end());
+  exec_.resize(E);
+  linearized_ = linearize;
+  std::vector<double> values;
+  for (std::size_t e = 0; e < E; ++e) {
+    const std::size_t k = inst.fired[e];
+    Exec& ex = exec_[e];
+    ex.targets = ev_->targets(k);
+    ex.source = inst.source[e];
+    const std::span<const double> src = std::span<const double>(chain_[ex.source]).first(n_);
+    if (linearize) {
+      derivative_in_t_y_p(
+          [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pd, std::span<Dual8> o) {
+            ev_->assign(k, td, yd, pd, o);
+          },
+          t, src, p, ex.targets.size(), values, ex.J);
+    } else {
+      values.assign(ex.targets.size(), 0.0);
+      ev_->assign(k, t, src, p, values);
+    }
+    chain_[e + 1] = chain_[e];
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) chain_[e + 1][ex.targets[j]] = values[j];
+  }
+  std::copy(chain_[E].begin(), chain_[E].end(), x.begin());
+  if (!linearize) return;
+  f0_.assign(nx_, 0.0);
+  fE_.assign(nx_, 0.0);
+  sys_.rhs(t, chain_[0], p, f0_);
+  sys_.rhs(t, chain_[E], p, fE_);
+  rhs_evaluations_ += 2;
+  a_.assign(n_, 0.0);
+  b_.assign(np_, 0.0);
+  if (inst.root < 0) return;
+  // dτ = −(g_y s⁻ + g_p ṗ)/ġ,  ġ = g_t + g_y f⁻, from the root that located τ.
+  const auto r = static_cast<std::size_t>(inst.root);
+  std::vector<double> g, jac;
+  derivative_in_t_y_p(
+      [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pd, std::span<Dual8> o) {
+        ev_->roots(td, yd, pd, o);
+      },
+      t, std::span<const double>(chain_[0]).first(n_), p, ev_->n_roots(), g, jac);
+  const std::size_t w = 1 + n_ + np_;
+  const double* row = jac.data() + r * w;
+  double gdot = row[0];
+  for (std::size_t q = 0; q < n_; ++q) gdot += row[1 + q] * f0_[q];
+  COSTATE_CHECK(std::isfinite(gdot) && gdot != 0.0,
+                "events: root " << r << " (which fired " << event_label(*ev_, inst.fired[0])
+                                << ") does not cross zero transversally at t = " << time_text(t)
+                                << " (its time derivative along the solution is " << gdot
+                                << "): the event time is not differentiable there");
+  for (std::size_t q = 0; q < n_; ++q) a_[q] = -row[1 + q] / gdot;
+  for (std::size_t j = 0; j < np_; ++j) b_[j] = -row[1 + n_ + j] / gdot;
+}
+
+void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const double> P) const {
+  COSTATE_CHECK(linearized_, "events: tangent of an instant applied without linearization");
+  const std::size_t E = exec_.size(), w = 1 + n_ + np_;
+  std::vector<double> dtau(m, 0.0);
+  for (std::size_t d = 0; d < m; ++d) {
+    double s = 0.0;
+    for (std::size_t q = 0; q < n_; ++q) s += a_[q] * S[q * m + d];
+    for (std::size_t j = 0; j < np_; ++j) s += b_[j] * P[j * m + d];
+    dtau[d] = s;
+  }
+  // D_0 = s⁻ + f⁻ dτ (the state at the moving instant), D_{e+1} = D_e with
+  // its targets H_y D_source + H_p ṗ + H_t dτ, s⁺ = D_E − f⁺ dτ.
+  std::vector<std::vector<double>> D(E + 1, std::vector<double>(nx_ * m));
+  for (std::size_t q = 0; q < nx_; ++q)
+    for (std::size_t d = 0; d < m; ++d) D[0][q * m + d] = S[q * m + d] + f0_[q] * dtau[d];
+  for (std::size_t e = 0; e < E; ++e) {
+    const Exec& ex = exec_[e];
+    D[e + 1] = D[e];
+    const std::vector<double>& src = D[ex.source];
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+      const double* row = ex.J.data() + j * w;
+      for (std::size_t d = 0; d < m; ++d) {
+        double v = row[0] * dtau[d];
+        for (std::size_t q = 0; q < n_; ++q) v += row[1 + q] * src[q * m + d];
+        for (std::size_t i = 0; i < np_; ++i) v += row[1 + n_ + i] * P[i * m + d];
+        D[e + 1][ex.targets[j] * m + d] = v;
+      }
+    }
+  }
+  for (std::size_t q = 0; q < nx_; ++q)
+    for (std::size_t d = 0; d < m; ++d) S[q * m + d] = D[E][q * m + d] - fE_[q] * dtau[d];
+}
+
+void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const {
+  COSTATE_CHECK(linearized_, "events: adjoint of an instant applied without linearization");
+  const std::size_t E = exec_.size(), w = 1 + n_ + np_;
+  std::vector<std::vector<double>> Dbar(E + 1, std::vector<double>(nx_, 0.0));
+  std::copy(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_), Dbar[E].begin());
+  double ctau = 0.0;
+  for (std::size_t q = 0; q < nx_; ++q) ctau -= fE_[q] * Dbar[E][q];
+  std::vector<double> tbar;
+  for (std::size_t e = E; e-- > 0;) {
+    const Exec& ex = exec_[e];
+    tbar.assign(ex.targets.size(), 0.0);
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+      tbar[j] = Dbar[e + 1][ex.targets[j]];
+      Dbar[e + 1][ex.targets[j]] = 0.0;
+    }
+    for (std::size_t q = 0; q < nx_; ++q) Dbar[e][q] += Dbar[e + 1][q];
+    std::vector<double>& src = Dbar[ex.source];
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+      const double* row = ex.J.data() + j * w;
+      ctau += row[0] * tbar[j];
+      for (std::size_t q = 0; q < n_; ++q) src[q] += row[1 + q] * tbar[j];
+      for (std::size_t i = 0; i < np_; ++i) mu[i] += row[1 + n_ + i] * tbar[j];
+    }
+  }
+  for (std::size_t q = 0; q < nx_; ++q) ctau += f0_[q] * Dbar[0][q];
+  for (std::size_t q = 0; q < nx_; ++q) lambda[q] = Dbar[0][q];
+  for (std::size_t q = 0; q < n_; ++q) lambda[q] += ctau * a_[q];
+  for (std::size_t i = 0; i < np_; ++i) mu[i] += ctau * b_[i];
+}
+
+// ------------------------------------------------------- the scheme decorator
+
+namespace {
+
+class EventScheme final : public Scheme {
+ public:
+  EventScheme(const System& system, std::unique_ptr<Scheme> inner, std::span<const double> p,
+              const StepPlan& steps)
+      : inner_(std::move(inner)), p_(p), times_(steps.times()), nx_(system.n_states()),
+        jump_(system), at_(steps.steps() + 1, -1), tmp_(inner_->state_size()),
+        start_(inner_->state_size()) {
+    const auto& events = steps.events();
+    for (std::size_t e = 0; e < events.size(); ++e) {
+      at_[events[e].at] = static_cast<int>(e);
+      instants_.push_back(events[e]);
+    }
+    if (at_[0] >= 0 && system.has_observations()) {
+      const std::vector<double> obs = system.observation_times();
+      COSTATE_CHECK(obs.empty() || obs.front() > times_.front(),
+                    "events: an event fires at t0 = "
+                        << time_text(times_.front())
+                        << " and the objective observes the state there; observations at an "
+                           "instant where events fire at t0 are not supported yet (move the "
+                           "observation or the event)");
+    }
+  }
+
+  std::size_t state_size() const override { return inner_->state_size(); }
+  std::size_t steps() const override { return inner_->steps(); }
+
+  void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
+    inner_->step(i, start(i, x, false), xn);
+    if (const int e = at_[i + 1]; e >= 0)
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, false);
+  }
+
+  void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
+               std::span<double> mu) override {
+    const std::span<const double> xs = start(i, x, false);
+    if (const int e = at_[i + 1]; e >= 0) {
+      inner_->step(i, xs, tmp_);  // x_{i+1} before the events
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
+                  std::span<double>(tmp_).first(nx_), p_, true);
+      jump_.adjoint(lambda.first(nx_), mu);
+      ++linearizations_;
+    }
+    inner_->adjoint(i, xs, lambda, mu);
+    if (i == 0 && at_[0] >= 0) {
+      start_.assign(x.begin(), x.end());
+      jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
+                  std::span<double>(start_).first(nx_), p_, true);
+      jump_.adjoint(lambda.first(nx_), mu);
+      ++linearizations_;
+    }
+  }
+
+  void adjoint_block(std::size_t i, std::span<const double> x,
+                     std::span<const std::span<double>> lambdas,
+                     std::span<const std::span<double>> mus) override {
+    const std::span<const double> xs = start(i, x, false);
+    if (const int e = at_[i + 1]; e >= 0) {
+      inner_->step(i, xs, tmp_);
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
+                  std::span<double>(tmp_).first(nx_), p_, true);
+      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j]);
+      ++linearizations_;
+    }
+    inner_->adjoint_block(i, xs, lambdas, mus);
+    if (i == 0 && at_[0] >= 0) {
+      start_.assign(x.begin(), x.end());
+      jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
+                  std::span<double>(start_).first(nx_), p_, true);
+      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j]);
+      ++linearizations_;
+    }
+  }
+
+  void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
+               std::span<const double> S, std::span<double> Sn,
+               std::span<const double> P) override {
+    if (i == 0 && at_[0] >= 0) {
+      const std::span<const double> xs = start(0, x, true);
+      s_start_.assign(S.begin(), S.end());
+      jump_.tangent(m, std::span<double>(s_start_).first(nx_ * m), P);
+      inner_->tangent(0, xs, xn, m, s_start_, Sn, P);
+    } else {
+      inner_->tangent(i, x, xn, m, S, Sn, P);
+    }
+    if (const int e = at_[i + 1]; e >= 0) {
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, true);
+      jump_.tangent(m, Sn.first(nx_ * m), P);
+      ++linearizations_;
+    }
+  }
+
+  void adjoint_tangent(std::size_t, std::span<const double>, std::span<const double>,
+                       std::span<const double>, std::span<const double>, std::span<const double>,
+                       std::span<double>, std::span<double>, std::span<double>,
+                       std::span<double>) override {
+    throw Error(
+        "events: Hessian-vector products through events are not supported yet (the model fires "
+        "events on this step plan); gradients by the discrete adjoint or forward sensitivities "
+        "are");
+  }
+
+  std::int64_t rhs_evaluations() const override {
+    return inner_->rhs_evaluations() + jump_.rhs_evaluations();
+  }
+  std::int64_t linearizations() const override {
+    return inner_->linearizations() + linearizations_;
+  }
+
+ private:
+  /// x_0 with the events of t0 applied (step 0), else x itself; with
+  /// `linearize` the jump keeps its linearization (for tangent()).
+  std::span<const double> start(std::size_t i, std::span<const double> x, bool linearize) {
+    if (i != 0 || at_[0] < 0) return x;
+    start_.assign(x.begin(), x.end());
+    jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
+                std::span<double>(start_).first(nx_), p_, linearize);
+    return start_;
+  }
+
+  std::unique_ptr<Scheme> inner_;
+  std::span<const double> p_;
+  const std::vector<double>& times_;
+  std::size_t nx_;
+  InstantJump jump_;
+  std::vector<int> at_;  // instant index at each time index, −1 for none
+  std::vector<EventInstant> instants_;
+  std::vector<double> tmp_, start_, s_start_;
+  std::int64_t linearizations_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme> inner,
+                                    std::span<const double> p, const StepPlan& steps) {
+  if (steps.events().empty()) return inner;
+  COSTATE_CHECK(system.events() != nullptr,
+                "events: the step plan fires events but the System has none");
+  return std::make_unique<EventScheme>(system, std::move(inner), p, steps);
+}
+
+// ------------------------------------------------------------------ the driver
+
+namespace {
+
+/// The events' state between steps and at the instants: root values and
+/// sides, trigger values, pending (delayed) executions; and the instant's
+/// execution by SBML's rules.
+class EventState {
+ public:
+  EventState(const System& system, std::span<const double> p)
+      : sys_(system), ev_(*system.events()), p_(p), n_(system.n_model_states()),
+        g_(ev_.n_roots()), sides_(ev_.n_roots()), trig_(ev_.n_events()),
+        attrs_(ev_.n_events()) {
+    for (std::size_t k = 0; k < attrs_.size(); ++k) attrs_[k] = ev_.attributes(k);
+  }
+
+  struct Pending {
+    double t;
+    std::size_t event;
+    std::vector<double> values;  // empty: computed at the execution
+  };
+
+  std::size_t n_roots() const { return g_.size(); }
+  std::span<const double> g() const { return g_; }
+  std::span<const std::int8_t> sides() const { return sides_; }
+
+  /// Roots of (t, y) into g, their sides into `sides`.
+  void roots_at(double t, std::span<const double> x, std::vector<double>& g,
+                std::vector<std::int8_t>& sides) const {
+    g.assign(g_.size(), 0.0);
+    ev_.roots(t, x.first(n_), p_, g);
+    sides.resize(g.size());
+    for (std::size_t r = 0; r < g.size(); ++r) sides[r] = g[r] >= 0.0 ? 1 : -1;
+  }
+  void triggers_at(double t, std::span<const double> x, std::span<const std::int8_t> sides,
+                   std::vector<char>& trig) const {
+    trig.resize(trig_.size());
+    for (std::size_t k = 0; k < trig_.size(); ++k)
+      trig[k] = ev_.trigger(k, t, x.first(n_), p_, sides) ? 1 : 0;
+  }
+  /// Commits (t, x) as the point the next step starts from.
+  void commit(std::vector<double> g, std::vector<std::int8_t> sides, std::vector<char> trig) {
+    g_ = std::move(g);
+    sides_ = std::move(sides);
+    trig_ = std::move(trig);
+  }
+  /// The roots' values at the committed point (their sides unchanged).
+  void commit_roots(std::vector<double> g) { g_ = std::move(g); }
+  /// Whether a trigger turns from false to true between the committed
+  /// point and `trig`.
+  bool fires(const std::vector<char>& trig) const {
+    for (std::size_t k = 0; k < trig.size(); ++k)
+      if (!trig_[k] && trig[k]) return true;
+    return false;
+  }
+  /// Drops the pending executions of non-persistent events whose trigger
+  /// `trig` has turned false.
+  void drop_unpersistent(const std::vector<char>& trig) {
+    std::erase_if(pending_, [&](const Pending& q) {
+      return !attrs_[q.event].persistent && !trig[q.event];
+    });
+  }
+
+  /// The first pending execution time after t, else +∞.
+  double next_pending(double t) const {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Pending& q : pending_)
+      if (q.t > t) best = std::min(best, q.t);
+    return best;
+  }
+  bool pending_at(double t) const {
+    for (const Pending& q : pending_)
+      if (q.t == t) return true;
+    return false;
+  }
+
+  /// t0: the triggers' initial values; events whose trigger holds at t0 and
+  /// whose initial value is false fire there.
+  void start(double t0, std::span<const double> x, std::vector<char>& initial) {
+    std::vector<double> g;
+    std::vector<std::int8_t> sides;
+    roots_at(t0, x, g, sides);
+    std::vector<char> trig;
+    triggers_at(t0, x, sides, trig);
+    initial.assign(trig_.size(), 0);
+    for (std::size_t k = 0; k < trig.size(); ++k) initial[k] = attrs_[k].initial_value ? 1 : 0;
+    g_ = std::move(g);
+    sides_ = std::move(sides);
+    trig_ = initial;
+    initial = std::move(trig);
+  }
+
+  /// Executes the instant at t on x (in place) given the trigger values
+  /// `trig` just after the crossing: SBML's rules (see events.hpp). Returns
+  /// the executions in order and their value sources; `delayed` is set when
+  /// a delayed execution ran.
+  EventInstant execute(double t, std::span<double> x, std::vector<char> trig, int root) {
+    EventInstant inst;
+    inst.root = root;
+    // Ready: (event, values or empty, source index).
+    struct Ready {
+      std::size_t event;
+      std::vector<double> values;
+      std::size_t source;
+      bool delayed;
+    };
+    std::vector<Ready> ready;
+    std::size_t executed = 0;
+    auto take_new = [&](const std::vector<char>& now) {
+      for (std::size_t k = 0; k < now.size(); ++k) {
+        if (trig_[k] || !now[k]) continue;
+        const EventAttributes& a = attrs_[k];
+        const double d = a.has_delay ? ev_.delay(k, t, x.first(n_), p_) : 0.0;
+        COSTATE_CHECK(std::isfinite(d) && d >= 0.0,
+                      event_label(ev_, k) << " at t = " << time_text(t) << ": its delay is "
+                                          << d << " (a delay must be finite and ≥ 0)");
+        std::vector<double> values;
+        if (a.use_values_from_trigger_time) {
+          const std::vector<std::size_t> targets = ev_.targets(k);
+          values.assign(targets.size(), 0.0);
+          ev_.assign(k, t, x.first(n_), p_, values);
+        }
+        if (d > 0.0)
+          pending_.push_back({t + d, k, std::move(values)});
+        else
+          ready.push_back({k, std::move(values), executed, false});
+      }
+      trig_ = now;
+      drop_unpersistent(now);
+      std::erase_if(ready, [&](const Ready& r) {
+        return !attrs_[r.event].persistent && !now[r.event];
+      });
+    };
+    // Due delayed executions first join the ready set.
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->t == t) {
+        ready.push_back({it->event, std::move(it->values), 0, true});
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    take_new(trig);
+    std::vector<double> g;
+    std::vector<std::int8_t> sides;
+    while (!ready.empty()) {
+      COSTATE_CHECK(executed < kMaxEventsPerInstant,
+                    "events: more than " << kMaxEventsPerInstant << " executions at t = "
+                                         << time_text(t) << " (last " << event_label(ev_, ready.front().event)
+                                         << "): the events trigger each other without end");
+      // Highest priority first; ties in declaration order.
+      std::size_t best = 0;
+      double best_priority = -std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < ready.size(); ++j) {
+        const std::size_t k = ready[j].event;
+        const double pr = attrs_[k].has_priority ? ev_.priority(k, t, x.first(n_), p_) : 0.0;
+        if (pr > best_priority || (pr == best_priority && k < ready[best].event)) {
+          best = j;
+          best_priority = pr;
+        }
+      }
+      Ready r = std::move(ready[best]);
+      ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+      const std::vector<std::size_t> targets = ev_.targets(r.event);
+      if (r.values.empty() && !targets.empty()) {
+        r.values.assign(targets.size(), 0.0);
+        ev_.assign(r.event, t, x.first(n_), p_, r.values);
+        r.source = executed;
+      }
+      for (std::size_t j = 0; j < targets.size(); ++j) {
+        COSTATE_CHECK(std::isfinite(r.values[j]),
+                      event_label(ev_, r.event) << " at t = " << time_text(t) << " assigns "
+                                                << r.values[j] << " to state " << targets[j]
+                                                << " (not finite)");
+        x[targets[j]] = r.values[j];
+      }
+      inst.fired.push_back(r.event);
+      inst.source.push_back(r.delayed ? 0 : r.source);
+      inst.delayed = inst.delayed || r.delayed;
+      ++executed;
+      // The triggers again, after this execution.
+      roots_at(t, x, g, sides);
+      std::vector<char> now;
+      triggers_at(t, x, sides, now);
+      take_new(now);
+    }
+    roots_at(t, x, g, sides);
+    g_ = g;
+    sides_ = sides;
+    return inst;
+  }
+
+ private:
+  const System& sys_;
+  const EventModel& ev_;
+  std::span<const double> p_;
+  std::size_t n_;
+  std::vector<double> g_;
+  std::vector<std::int8_t> sides_;
+  std::vector<char> trig_;
+  std::vector<EventAttributes> attrs_;
+  std::vector<Pending> pending_;
+};
+
+/// Locates the first crossing inside a step by retaking it (StepWatch):
+/// Illinois on the roots that changed side, the bracket [lo, hi] shrinking
+/// to a few ulps of t.
+class Locator {
+ public:
+  Locator(EventState& state, const System& system, std::span<const double> p, double t0,
+          double t1, std::function<void(double, std::span<const double>)> landed)
+      : st_(state), sys_(system), p_(p), span_(t1 - t0), landed_(std::move(landed)),
+        nx_(system.n_states()) {}
+
+  /// The pending execution time the current segment must stop at.
+  void set_stop(double t) { stop_at_ = t; }
+
+  StepVerdict operator()(double t, std::span<const double>, double t_new,
+                         std::span<const double> x_new) {
+    std::vector<double> g;
+    std::vector<std::int8_t> sides;
+    st_.roots_at(t_new, x_new, g, sides);
+    if (locating_ && t != lo_t_start_) locating_ = false;  // a new step start
+    const std::span<const std::int8_t> old = st_.sides();
+    bool crossed = false;
+    for (std::size_t r = 0; r < sides.size(); ++r) crossed = crossed || sides[r] != old[r];
+    if (!locating_) {
+      if (crossed) {
+        std::vector<char> trig;
+        st_.triggers_at(t_new, x_new, sides, trig);
+        if (st_.fires(trig)) {
+          // Something fires inside (t, t_new]: locate the first crossing.
+          locating_ = true;
+          lo_t_start_ = t;
+          lo_ = t;
+          g_lo_.assign(st_.g().begin(), st_.g().end());
+          hi_ = t_new;
+          g_hi_ = g;
+          retakes_ = 0;
+          last_side_ = 0;
+          return next(t_new, x_new);
+        }
+        st_.drop_unpersistent(trig);
+        st_.commit(std::move(g), std::move(sides), std::move(trig));
+      } else {
+        st_.commit_roots(std::move(g));
+      }
+      if (t_new == stop_at_) {
+        end(t_new, x_new, -1);
+        return {StepVerdict::Kind::Stop, t_new};
+      }
+      landed_(t_new, x_new);
+      return {};
+    }
+    // A retaken step ending at t_new.
+    ++retakes_;
+    if (crossed) {
+      hi_ = t_new;
+      g_hi_ = g;
+      if (last_side_ == 1) illinois_lo_ = true;
+      last_side_ = 1;
+    } else {
+      lo_ = t_new;
+      g_lo_ = g;
+      if (last_side_ == -1) illinois_hi_ = true;
+      last_side_ = -1;
+    }
+    return next(t_new, x_new);
+  }
+
+  /// After a Stop: the crossing root (−1 for a pending time) and the state.
+  int stopped_root() const { return stopped_root_; }
+  std::span<const double> stopped_state() const { return stopped_x_; }
+  bool stopped() const { return stopped_; }
+  void reset() {
+    stopped_ = false;
+    locating_ = false;
+    stop_at_ = std::numeric_limits<double>::quiet_NaN();
+  }
+
+ private:
+  StepVerdict next(double t_new, std::span<const double> x_new) {
+    const double tol = std::max(8.0 * std::numeric_limits<double>::epsilon() *
+                                    std::max(std::abs(lo_), std::abs(hi_)),
+                                1e-14 * span_);
+    const bool at_hi = t_new == hi_;
+    if (hi_ - lo_ <= tol || retakes_ >= kMaxRetakes) {
+      if (at_hi) {
+        locating_ = false;
+        end(t_new, x_new, root_);
+        return {StepVerdict::Kind::Stop, t_new};
+      }
+      return {StepVerdict::Kind::Retry, hi_};
+    }
+    // The root that changed side first (by secant estimates on [lo, hi]).
+    double guess = hi_;
+    root_ = -1;
+    const std::span<const std::int8_t> old = st_.sides();
+    for (std::size_t r = 0; r < g_hi_.size(); ++r) {
+      const std::int8_t side_hi = g_hi_[r] >= 0.0 ? 1 : -1;
+      if (side_hi == old[r]) continue;
+      double glo = g_lo_[r], ghi = g_hi_[r];
+      if (illinois_lo_) glo *= 0.5;
+      if (illinois_hi_) ghi *= 0.5;
+      const double denom = glo - ghi;
+      double est = denom != 0.0 ? lo_ + (hi_ - lo_) * (glo / denom) : 0.5 * (lo_ + hi_);
+      if (!std::isfinite(est)) est = 0.5 * (lo_ + hi_);
+      if (root_ < 0 || est < guess) {
+        guess = est;
+        root_ = static_cast<int>(r);
+      }
+    }
+    illinois_lo_ = illinois_hi_ = false;
+    guess = std::clamp(guess, lo_ + 0.5 * tol, hi_ - 0.5 * tol);
+    return {StepVerdict::Kind::Retry, guess};
+  }
+
+  void end(double t, std::span<const double> x, int root) {
+    stopped_ = true;
+    stopped_root_ = root;
+    stopped_t_ = t;
+    stopped_x_.assign(x.begin(), x.end());
+  }
+
+  static constexpr int kMaxRetakes = 80;
+  EventState& st_;
+  const System& sys_;
+  std::span<const double> p_;
+  double span_;
+  std::function<void(double, std::span<const double>)> landed_;
+  std::size_t nx_;
+  bool locating_ = false, illinois_lo_ = false, illinois_hi_ = false;
+  int last_side_ = 0, retakes_ = 0, root_ = -1;
+  double lo_t_start_ = 0.0, lo_ = 0.0, hi_ = 0.0;
+  std::vector<double> g_lo_, g_hi_;
+  double stop_at_ = std::numeric_limits<double>::quiet_NaN();
+  bool stopped_ = false;
+  int stopped_root_ = -1;
+  double stopped_t_ = 0.0;
+  std::vector<double> stopped_x_;
+};
+
+}  // namespace
+
+EventRun run_with_events(const System& system, std::span<const double> x0,
+                         std::span<const double> p, double t0, double t1,
+                         const IntegratorOptions& options, std::span<const double> stops,
+                         const std::function<void(double, std::span<const double>)>& landed) {
+  COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
+  COSTATE_CHECK(!is_cvodes(options.method),
+                "integrator.method = " << to_string(options.method)
+                                       << " does not support events yet; use bdf (stiff) or "
+                                          "dopri5 (non-stiff)");
+  const std::size_t nx = system.n_states();
+  EventRun out;
+  Summary& s = out.summary;
+  s.method = options.method;
+  s.final_time = t0;
+  std::vector<double> times{t0};
+  std::vector<int> orders;
+  std::vector<EventInstant> instants;
+  std::vector<double> x(x0.begin(), x0.end());
+  EventState state(system, p);
+  // t0: triggers' initial values; a trigger that holds at t0 with initial
+  // value false fires now.
+  std::vector<char> trig;
+  state.start(t0, x, trig);
+  if (state.fires(trig)) {
+    EventInstant inst = state.execute(t0, x, trig, -1);
+    if (!inst.fired.empty()) {
+      inst.at = 0;
+      instants.push_back(std::move(inst));
+    }
+  } else {
+    state.commit(std::vector<double>(state.g().begin(), state.g().end()),
+                 std::vector<std::int8_t>(state.sides().begin(), state.sides().end()), trig);
+  }
+  landed(t0, x);
+  Locator locate(state, system, p, t0, t1, landed);
+  double t = t0;
+  std::int64_t steps_left = options.max_steps;
+  while (t < t1) {
+    // The segment's stops: those after t, and the next pending execution.
+    std::vector<double> seg_stops;
+    for (double v : stops)
+      if (v > t) seg_stops.push_back(v);
+    const double pending = state.next_pending(t);
+    locate.reset();
+    if (pending <= t1) {
+      seg_stops.insert(std::upper_bound(seg_stops.begin(), seg_stops.end(), pending), pending);
+      seg_stops.erase(std::unique(seg_stops.begin(), seg_stops.end()), seg_stops.end());
+      locate.set_stop(pending);
+    }
+    if (seg_stops.empty() || seg_stops.back() < t1) seg_stops.push_back(t1);
+    IntegratorOptions opt = options;
+    opt.stop_at_outputs = true;
+    opt.max_steps = steps_left;
+    const std::size_t first_step = times.size();
+    opt.on_step = [&](double tt) {
+      times.push_back(tt);
+      if (options.on_step) options.on_step(tt);
+    };
+    opt.step_watch = std::ref(locate);
+    Summary seg;
+    seg.method = options.method;
+    seg.final_time = t;
+    if (options.method == Method::Sdirk3 && !options.fixed_step()) {
+      detail::plan_sdirk3(system, p, x, t, t1, opt, seg_stops, seg);
+    } else if (options.method == Method::Bdf) {
+      detail::plan_bdf(system, p, x, t, t1, opt, seg_stops, seg, orders, nullptr);
+    } else {
+      seg = detail::integrate_system(system, x, p, t, t1, seg_stops, opt).summary;
+    }
+    s.steps += seg.steps;
+    s.rejected_steps += seg.rejected_steps;
+    s.rhs_evaluations += seg.rhs_evaluations;
+    s.jacobian_evaluations += seg.jacobian_evaluations;
+    s.factorizations += seg.factorizations;
+    s.newton_iterations += seg.newton_iterations;
+    s.last_step = seg.last_step;
+    steps_left -= seg.steps + seg.rejected_steps;
+    if (!seg.success()) {
+      s.termination = seg.termination;
+      s.message = seg.message;
+      s.final_time = seg.final_time;
+      out.plan_times = std::move(times);
+      return out;
+    }
+    COSTATE_CHECK(times.size() > first_step,
+                  "events: the integration from t = " << time_text(t) << " made no step");
+    t = times.back();
+    s.final_time = t;
+    if (!locate.stopped()) {
+      // Reached t1 without a stop: x is the state there.
+      if (t >= t1) break;
+      continue;
+    }
+    std::copy(locate.stopped_state().begin(), locate.stopped_state().end(), x.begin());
+    std::vector<double> g;
+    std::vector<std::int8_t> sides;
+    state.roots_at(t, x, g, sides);
+    std::vector<char> now;
+    state.triggers_at(t, x, sides, now);
+    EventInstant inst = state.execute(t, x, now, locate.stopped_root());
+    if (!inst.fired.empty()) {
+      inst.at = times.size() - 1;
+      instants.push_back(std::move(inst));
+      ++s.events;
+    }
+    landed(t, x);
+  }
+  (void)nx;
+  out.plan_times = std::move(times);
+  out.orders = std::move(orders);
+  out.instants = std::move(instants);
+  out.final_state = std::move(x);
+  s.message = "reached t1";
+  return out;
+}
+
+}  // namespace detail
+}  // namespace costate::ode

@@ -1,0 +1,80 @@
+#pragma once
+// Private to src/ode/: the event driver, the jump of one instant and the
+// scheme decorator (src/ode/events.cpp; events.hpp says what they do).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costate/ode/events.hpp"
+#include "costate/ode/options.hpp"
+#include "costate/ode/scheme.hpp"
+#include "costate/ode/step_plan.hpp"
+#include "costate/ode/system.hpp"
+
+namespace costate::ode::detail {
+
+/// "event 'name'" (or "event k" for an unnamed one), for messages.
+std::string event_label(const EventModel& events, std::size_t k);
+
+/// The events of one instant on x = (y, z): applied, and linearized for the
+/// tangents and the adjoint (events.hpp's jump, with SBML's value sources:
+/// D_0 = s⁻ + f⁻ dτ, each execution's targets H_y D_source + H_p ṗ + H_t dτ,
+/// s⁺ = D_E − f⁺ dτ).
+class InstantJump {
+ public:
+  explicit InstantJump(const System& system);
+  /// x (n_x) ← x⁺ after `inst`'s executions at t; with `linearize` keeps
+  /// what tangent() and adjoint() need (throws for delayed executions).
+  void apply(const EventInstant& inst, double t, std::span<double> x, std::span<const double> p,
+             bool linearize);
+  /// S (n_x × m, row-major) ← ∂x⁺ S + ∂x⁺/∂p P, the instant's time moving.
+  void tangent(std::size_t m, std::span<double> S, std::span<const double> P) const;
+  /// λ (n_x) ← the transposed jump applied to λ; μ (n_p) += its parameter part.
+  void adjoint(std::span<double> lambda, std::span<double> mu) const;
+  std::int64_t rhs_evaluations() const { return rhs_evaluations_; }
+
+ private:
+  struct Exec {
+    std::vector<std::size_t> targets;
+    std::size_t source = 0;
+    std::vector<double> J;  // targets × (1 + n + n_p): ∂/∂t, ∂/∂y, ∂/∂p
+  };
+  const System& sys_;
+  const EventModel* ev_;
+  std::size_t n_, nx_, np_;
+  std::vector<std::vector<double>> chain_;
+  std::vector<Exec> exec_;
+  std::vector<double> f0_, fE_, a_, b_;
+  bool linearized_ = false;
+  std::int64_t rhs_evaluations_ = 0;
+};
+
+/// `inner` replaying `steps`, crossing the plan's event instants (`inner`
+/// itself when the plan has none).
+std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme> inner,
+                                    std::span<const double> p, const StepPlan& steps);
+
+/// What run_with_events did: the accepted step times (and bdf's orders),
+/// the instants, the state at the end and the summary.
+struct EventRun {
+  std::vector<double> plan_times;
+  std::vector<int> orders;
+  std::vector<EventInstant> instants;
+  std::vector<double> final_state;
+  Summary summary;
+};
+
+/// Integrates `system` (with events) from x0 (n_x) at p over [t0, t1] with
+/// the native method of `options` in segments between instants, landing on
+/// `stops` (ascending, in (t0, t1]); `landed(t, x)` at t0 and after every
+/// accepted step (after the instant's events where some fired). A failed
+/// segment ends the run (summary says why).
+EventRun run_with_events(const System& system, std::span<const double> x0,
+                         std::span<const double> p, double t0, double t1,
+                         const IntegratorOptions& options, std::span<const double> stops,
+                         const std::function<void(double, std::span<const double>)>& landed);
+
+}  // namespace costate::ode::detail

@@ -1,0 +1,368 @@
+// Events (events.hpp) against closed forms: a dose at a parameter time, a
+// bouncing ball and a reset x := x − c at a threshold θ (where the whole of
+// dJ/dθ is the jump term). For every native stepper: the located instants,
+// the objective, and its gradient by forward sensitivities and by the
+// discrete adjoint (their agreement, and with the closed form's exact
+// derivatives, taken by ad::Dual on the closed form itself); every
+// checkpoint schedule gives the same bits; cascades, t0 events and bad
+// models are defined or refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/ode/problem.hpp"
+
+namespace {
+
+using namespace costate;
+using D4 = ad::Dual<double, 4>;
+
+/// J = y_0(t1).
+struct FirstStateAtEnd {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+
+// ------------------------------------------------------------- the models
+
+/// y' = −k y; at t = τ a dose y ← y + D.  p = (k, τ, D).
+struct Dose {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T t, std::span<const T>, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+  }
+  std::size_t n_events() const { return 1; }
+  ode::EventAttributes event_attributes(std::size_t) const { return {.name = "dose"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = y[0] + p[2];
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {0};
+};
+
+/// y(T) = y0 e^{−kT} + D e^{−k(T−τ)}; u = (y0, k, τ, D).
+template <class T>
+T dose_closed(const T* u, double t1) {
+  return u[0] * exp(-u[1] * t1) + u[3] * exp(-u[1] * (t1 - u[2]));
+}
+
+/// (height, velocity)' = (v, −g); when the height falls through 0,
+/// v ← −e v.  p = (g, e).
+struct Ball {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = y[1];
+    d[1] = -p[0];
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T, std::span<const T> y, std::span<const T>, std::span<T> g) const {
+    g[0] = -y[0];
+  }
+  std::size_t n_events() const { return 1; }
+  ode::EventAttributes event_attributes(std::size_t) const { return {.name = "bounce"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = -p[1] * y[1];
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {1};
+};
+
+/// The height at t1 after exactly one bounce; u = (h0, v0, g, e).
+template <class T>
+T ball_closed(const T* u, double t1) {
+  const T s = sqrt(u[1] * u[1] + 2.0 * u[2] * u[0]);  // impact speed
+  const T t_hit = (u[1] + s) / u[2];
+  const T dt = t1 - t_hit;
+  return u[3] * s * dt - 0.5 * u[2] * dt * dt;
+}
+
+/// x' = a x; when x reaches θ, x ← x − c.  p = (a, θ, c).
+struct Reset {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = p[0] * y[0];
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    g[0] = y[0] - p[1];
+  }
+  std::size_t n_events() const { return 1; }
+  ode::EventAttributes event_attributes(std::size_t) const { return {.name = "reset"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = y[0] - p[2];
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {0};
+};
+
+/// x(t1) after one reset: (θ − c) e^{a t1} x0/θ; u = (x0, a, θ, c).
+template <class T>
+T reset_closed(const T* u, double t1) {
+  return (u[2] - u[3]) * exp(u[1] * t1) * u[0] / u[2];
+}
+
+/// The closed form's value and its exact gradient (by Dual numbers) at u.
+template <class F>
+std::vector<double> closed_gradient(F f, const std::vector<double>& u, double t1, double& value) {
+  std::vector<D4> ud(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D4::seed(u[i], static_cast<int>(i));
+  const D4 j = f(ud.data(), t1);
+  value = j.value();
+  std::vector<double> g(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) g[i] = j.tangent(static_cast<int>(i));
+  return g;
+}
+
+struct Setting {
+  const char* name;
+  ode::IntegratorOptions options;
+  /// Closed-form agreement reachable at these settings (relative to the
+  /// largest gradient entry): the method's global error at this step size
+  /// or tolerance, with room for the event time's location (to ulps).
+  double closed_tol;
+};
+
+ode::IntegratorOptions adaptive(ode::Method m, double rtol) {
+  ode::IntegratorOptions o;
+  o.method = m;
+  o.rtol = rtol;
+  o.atol = rtol * 1e-2;
+  return o;
+}
+ode::IntegratorOptions fixed(ode::Method m, double dt) {
+  ode::IntegratorOptions o;
+  o.method = m;
+  o.dt = dt;
+  o.adaptive = false;
+  return o;
+}
+
+std::vector<Setting> settings() {
+  return {
+      // dopri5 at rtol 1e-12: global error ~1e-11.
+      {"dopri5", adaptive(ode::Method::Dopri5, 1e-12), 1e-8},
+      // rk4, dt 1e-3: O(dt⁴) = 1e-12 per unit time.
+      {"rk4", fixed(ode::Method::RK4, 1e-3), 1e-8},
+      // sdirk3 (order 3) at rtol 1e-10.
+      {"sdirk3", adaptive(ode::Method::Sdirk3, 1e-10), 1e-6},
+      // bdf (orders 1–5) at rtol 1e-10.
+      {"bdf", adaptive(ode::Method::Bdf, 1e-10), 1e-6},
+      // Crank–Nicolson, dt 1e-4: O(dt²) = 1e-8.
+      {"crank_nicolson", fixed(ode::Method::CrankNicolson, 1e-4), 1e-6},
+      // First-order methods at dt 1e-4: O(dt) = 1e-4.
+      {"backward_euler", fixed(ode::Method::BackwardEuler, 1e-4), 1e-3},
+      {"euler", fixed(ode::Method::ExplicitEuler, 1e-4), 1e-3},
+  };
+}
+
+/// Forward and discrete adjoint on `problem` against the closed form `f`
+/// at u = (y0…, p…).
+template <class M, class F>
+void check_model(const ode::Problem<M>& problem, F f, const char* what) {
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  double j_closed = 0.0;
+  const std::vector<double> g_closed = closed_gradient(f, u, problem.t1(), j_closed);
+  double scale = 0.0;
+  for (double v : g_closed) scale = std::max(scale, std::abs(v));
+  const FirstStateAtEnd objective;
+  for (const Setting& s : settings()) {
+    SCOPED_TRACE(std::string(what) + " with " + s.name);
+    const ode::GradientResult fw = ode::gradient(problem, objective, ode::Forward{}, s.options);
+    const ode::GradientResult ad =
+        ode::gradient(problem, objective, ode::DiscreteAdjoint{}, s.options);
+    ASSERT_EQ(fw.steps.events().size(), 1u) << "one instant";
+    EXPECT_EQ(fw.steps, ad.steps) << "the same plan";
+    // Forward and adjoint are transposes of one discrete map: round-off.
+    constexpr double kTransposeTol = 1e-11;
+    EXPECT_NEAR(fw.objective, ad.objective, kTransposeTol * std::abs(j_closed));
+    const std::size_t n = problem.y0.size();
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      const double gf = i < n ? fw.wrt_initial_state[i] : fw.wrt_parameters[i - n];
+      const double ga = i < n ? ad.wrt_initial_state[i] : ad.wrt_parameters[i - n];
+      EXPECT_NEAR(gf, ga, kTransposeTol * scale) << "entry " << i;
+      EXPECT_NEAR(ga, g_closed[i], s.closed_tol * scale) << "entry " << i << " vs closed form";
+    }
+    EXPECT_NEAR(ad.objective, j_closed, s.closed_tol * std::abs(j_closed));
+  }
+}
+
+TEST(Events, DoseAtAParameterTime) {
+  ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}};
+  check_model(problem, [](const auto* u, double t1) { return dose_closed(u, t1); }, "dose");
+}
+
+TEST(Events, BouncingBall) {
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  check_model(problem, [](const auto* u, double t1) { return ball_closed(u, t1); }, "ball");
+}
+
+TEST(Events, ResetAtAThreshold) {
+  // τ = ln 2/0.9 = 0.77; the next reset would be at 1.09.
+  ode::Problem<Reset> problem{Reset{}, {1.0}, {0.9, 2.0, 0.5}, {0.0, 1.0}};
+  check_model(problem, [](const auto* u, double t1) { return reset_closed(u, t1); }, "reset");
+}
+
+TEST(Events, InstantIsLocatedToUlps) {
+  // The bounce happens at t = (v0 + s)/g; the plan's instant lands there.
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  const double s = std::sqrt(0.3 * 0.3 + 2 * 9.81 * 1.0), t_hit = (0.3 + s) / 9.81;
+  for (const Setting& set : settings()) {
+    const ode::GradientResult r =
+        ode::gradient(problem, FirstStateAtEnd{}, ode::Forward{}, set.options);
+    ASSERT_EQ(r.steps.events().size(), 1u) << set.name;
+    const double tau = r.steps.times()[r.steps.events()[0].at];
+    // The located root of the discrete solution: within the method's error
+    // of the exact impact time.
+    EXPECT_NEAR(tau, t_hit, set.closed_tol) << set.name;
+  }
+}
+
+TEST(Events, EveryScheduleGivesTheSameBits) {
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::Sdirk3}) {
+    const ode::IntegratorOptions o = adaptive(m, 1e-8);
+    const ode::GradientResult ref = ode::gradient(problem, FirstStateAtEnd{},
+                                                  ode::DiscreteAdjoint{ode::StoreAll{}}, o);
+    for (const ode::Checkpointing& c :
+         {ode::Checkpointing{ode::Binomial{3}}, ode::Checkpointing{ode::Online{3}}}) {
+      const ode::GradientResult r =
+          ode::gradient(problem, FirstStateAtEnd{}, ode::DiscreteAdjoint{c}, o);
+      EXPECT_EQ(r.objective, ref.objective) << ode::to_string(m);
+      EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters) << ode::to_string(m);
+      EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state) << ode::to_string(m);
+    }
+    // A replay of the returned plan (events included) gives the same bits.
+    const ode::GradientResult again = ode::gradient(
+        problem, FirstStateAtEnd{}, ode::DiscreteAdjoint{ode::StoreAll{}}, o, ref.steps);
+    EXPECT_EQ(again.wrt_parameters, ref.wrt_parameters) << ode::to_string(m);
+  }
+}
+
+TEST(Events, RunReportsStatesAfterTheEvents) {
+  // The dose at τ = 1.5, an output there: the state after the dose.
+  ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.5, 0.5}, {0.0, 3.0}};
+  problem.output_times = {0.0, 1.5, 3.0};
+  const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-12));
+  ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+  ASSERT_EQ(sol.n_outputs(), 3u);
+  EXPECT_EQ(sol.summary.events, 1);
+  // Tolerance: dopri5 at rtol 1e-12 (global error ~1e-11).
+  EXPECT_NEAR(sol.state(1)[0], 2.0 * std::exp(-0.7 * 1.5) + 0.5, 1e-10);
+  EXPECT_NEAR(sol.state(2)[0], 2.0 * std::exp(-0.7 * 3.0) + 0.5 * std::exp(-0.7 * 1.5), 1e-10);
+}
+
+TEST(Events, HessianThroughEventsIsRefusedByName) {
+  ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}};
+  try {
+    (void)ode::gradient(problem, FirstStateAtEnd{}, ode::ContinuousAdjoint{},
+                        adaptive(ode::Method::Dopri5, 1e-8));
+    FAIL() << "the continuous adjoint through events must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("event"), std::string::npos) << e.what();
+  }
+}
+
+/// x' = 1; two events on one root x ≥ 1: e0 sets y ← x (values at the
+/// trigger), e1 (higher priority) sets x ← 0 — SBML's order and sources.
+struct Pair {
+  template <class T>
+  void rhs(double, std::span<const T>, std::span<const T>, std::span<T> d) const {
+    d[0] = T(1.0);
+    d[1] = T(0.0);
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T, std::span<const T> y, std::span<const T>, std::span<T> g) const {
+    g[0] = y[0] - 1.0;
+  }
+  std::size_t n_events() const { return 2; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    return {.name = k == 0 ? "copy" : "zero", .has_priority = true};
+  }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return std::span<const std::size_t>(kTargets + (k == 0 ? 1 : 0), 1);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T>,
+                    std::span<T> v) const {
+    v[0] = k == 0 ? y[0] : T(0.0);
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t k, double, std::span<const double>,
+                        std::span<const double>) const {
+    return k == 0 ? 0.0 : 1.0;
+  }
+  static constexpr std::size_t kTargets[2] = {0, 1};
+};
+
+TEST(Events, SimultaneousEventsRunInPriorityOrderWithTriggerTimeValues) {
+  ode::Problem<Pair> problem{Pair{}, {0.0, -1.0}, {}, {0.0, 1.5}};
+  problem.output_times = {1.5};
+  const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-10));
+  ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+  // "zero" first (priority 1), then "copy" with x from the trigger time (1).
+  EXPECT_NEAR(sol.state(0)[0], 0.5, 1e-9);
+  EXPECT_NEAR(sol.state(0)[1], 1.0, 1e-9);
+}
+
+}  // namespace
