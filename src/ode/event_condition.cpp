@@ -163,13 +163,13 @@ class ConditionParser {
                               std::string(text_) + "')";
     expr::Program::compile(lhs, variables_, where);  // the operands' own errors
     expr::Program::compile(rhs, variables_, where);
-    // a > b, a < b: true on side +1; a >= b, a <= b: true on side −1.
+    // a >= b, a <= b: true on side +1; a > b, a < b: true on side −1.
     const bool greater = op[0] == '>', strict = op_len == 1;
-    const bool a_minus_b = greater == strict;
+    const bool a_minus_b = greater != strict;
     const std::string g = a_minus_b ? "(" + lhs + ") - (" + rhs + ")" : "(" + rhs + ") - (" + lhs + ")";
     const auto r = static_cast<std::uint32_t>(out_.roots.size());
     out_.roots.push_back(expr::Program::compile(g, variables_, where));
-    emit(strict ? Op::Positive : Op::NotPositive, r);
+    emit(strict ? Op::Minus : Op::Plus, r);
     pos_ = end;
   }
   static std::string quote(const std::string& s) {
@@ -214,13 +214,13 @@ void from_node(const expr::Node& n, std::size_t n_variables, const std::string& 
            "not cross zero): not supported as a trigger");
     const bool greater = n.op == expr::Op::Gt || n.op == expr::Op::Ge;
     const bool strict = n.op == expr::Op::Gt || n.op == expr::Op::Lt;
-    const bool a_minus_b = greater == strict;
+    const bool a_minus_b = greater != strict;
     expr::Node g = expr::Node::apply(expr::Op::Sub, a_minus_b ? std::vector{n.args[0], n.args[1]}
                                                               : std::vector{n.args[1], n.args[0]});
     const auto r = static_cast<std::uint32_t>(out.roots.size());
     out.roots.push_back(expr::Program::build(
         g, n_variables, text + " (relation " + std::to_string(r + 1) + ")", context));
-    out.code.push_back({strict ? Op::Positive : Op::NotPositive, r});
+    out.code.push_back({strict ? Op::Minus : Op::Plus, r});
     return;
   }
   switch (n.op) {
@@ -264,8 +264,8 @@ bool Condition::evaluate(std::span<const std::int8_t> sides, std::size_t offset)
   const auto get = [&](std::size_t i) -> bool { return heap.empty() ? inline_stack[i] : heap[i]; };
   for (const Instruction& in : code) {
     switch (in.op) {
-      case Op::Positive: set(top++, sides[offset + in.root] > 0); break;
-      case Op::NotPositive: set(top++, sides[offset + in.root] <= 0); break;
+      case Op::Plus: set(top++, sides[offset + in.root] > 0); break;
+      case Op::Minus: set(top++, sides[offset + in.root] < 0); break;
       case Op::True: set(top++, true); break;
       case Op::False: set(top++, false); break;
       case Op::And: --top; set(top - 1, get(top - 1) && get(top)); break;

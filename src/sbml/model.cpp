@@ -760,6 +760,20 @@ class Importer {
       // An event that assigns nothing changes nothing: not needed.
       if (!d.assign.empty()) events_.push_back(std::move(d));
     }
+    // SBML executes simultaneous events of equal priority in random order;
+    // costate's order is the declaration's (events.hpp). Refused when two
+    // events state the same priority.
+    std::map<std::string, std::string> priorities;  // formula → first event
+    for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
+      const libsbml::Event* e = m_->getEvent(i);
+      if (!e->isSetPriority() || !e->getPriority()->isSetMath()) continue;
+      const std::string f = formula(e->getPriority()->getMath());
+      const auto [it, fresh] = priorities.emplace(f, event_label(e, i));
+      if (!fresh)
+        refuse(it->second + " and " + event_label(e, i),
+               "have the same priority ('" + f + "'): SBML executes simultaneous events of equal "
+               "priority in random order; not supported");
+    }
   }
 
   /// The events as ode::EquationModel events over its variables (t,
@@ -779,9 +793,28 @@ class Importer {
       e.attributes.use_values_from_trigger_time = d.use_values_from_trigger_time;
       e.trigger = ode::Condition::from_tree(renumber(d.trigger), n_all, d.trigger_text,
                                             context + " (trigger)");
+      // Compartments this event resizes: symbol → the new size.
+      std::map<std::string, std::pair<std::uint32_t, const Node*>> resized;
       std::set<std::uint32_t> assigned;
-      for (const auto& [sym, value] : d.assign) assigned.insert(sym);
-      auto add = [&](std::uint32_t sym, const Node& value, const std::string& text) {
+      for (const auto& [sym, value] : d.assign) {
+        assigned.insert(sym);
+        if (syms_[sym].what == "compartment") resized[syms_[sym].id] = {sym, &value};
+      }
+      // A species in concentration in a resized compartment keeps its amount
+      // (SBML: the amount is what a species is; its concentration derives
+      // from it): C⁺ = C V⁻ / V⁺, with C its assigned value when the event
+      // assigns it too (computed with the size before the event), else C⁻.
+      auto in_resized = [&](const Symbol& sp) -> const std::pair<std::uint32_t, const Node*>* {
+        if (sp.what != "species" || sp.hosu) return nullptr;
+        const auto it = resized.find(sp.compartment);
+        if (it == resized.end()) return nullptr;
+        if (d.delay && d.use_values_from_trigger_time)
+          refuse(d.label, "resizes compartment '" + sp.compartment +
+                              "' after a delay with values from the trigger time, while "
+                              "species '" + sp.id + "' is in concentration in it; not supported");
+        return &it->second;
+      };
+      auto add = [&](std::uint32_t sym, Node value, const std::string& text) {
         const Symbol& s = syms_[sym];
         if (s.kind != Kind::State)
           refuse("event assignment of " + d.label + " (variable '" + s.id + "')",
@@ -791,26 +824,23 @@ class Importer {
       };
       for (std::size_t k = 0; k < d.assign.size(); ++k) {
         const auto& [sym, value] = d.assign[k];
-        add(sym, value, d.assign_text[k]);
-        const Symbol& target = syms_[sym];
-        if (target.what != "compartment") continue;
-        for (std::uint32_t j = 0; j < syms_.size(); ++j) {
-          const Symbol& sp = syms_[j];
-          if (sp.what != "species" || sp.hosu || sp.compartment != target.id || assigned.count(j) ||
-              (sp.kind == Kind::Intermediate && sp.assignment_rule))
-            continue;
-          if (sp.kind != Kind::State || sp.rate_rule)
-            refuse(d.label, "assigns compartment '" + target.id + "', which holds species '" +
-                                sp.id + "' in concentration that is " +
-                                (sp.rate_rule ? "set by a rate rule" : "constant") +
-                                "; its concentration after the event is not supported");
-          if (d.delay && d.use_values_from_trigger_time)
-            refuse(d.label, "assigns compartment '" + target.id +
-                                "' after a delay with values from the trigger time, while "
-                                "species '" + sp.id + "' is in concentration in it; not supported");
-          add(j, div(mul(Node::var(j), Node::var(sym)), value),
-              sp.id + " * " + target.id + " / (" + d.assign_text[k] + ")");
-        }
+        if (const auto* c = in_resized(syms_[sym]))
+          add(sym, div(mul(value, Node::var(c->first)), *c->second),
+              "(" + d.assign_text[k] + ") * " + syms_[c->first].id + " / new size");
+        else
+          add(sym, value, d.assign_text[k]);
+      }
+      for (std::uint32_t j = 0; j < syms_.size(); ++j) {
+        const Symbol& sp = syms_[j];
+        if (assigned.count(j) || (sp.kind == Kind::Intermediate && sp.assignment_rule)) continue;
+        const auto* c = in_resized(sp);
+        if (!c) continue;
+        if (sp.kind != Kind::State)
+          refuse(d.label, "resizes compartment '" + sp.compartment + "', which holds species '" +
+                              sp.id + "' in concentration that is constant; its concentration "
+                              "after the event is not supported");
+        add(j, div(mul(Node::var(j), Node::var(c->first)), *c->second),
+            sp.id + " * " + sp.compartment + " / new size");
       }
       if (d.delay)
         e.delay = expr::Program::build(renumber(*d.delay), n_all, "delay", context + " (delay)");

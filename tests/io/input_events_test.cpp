@@ -87,9 +87,9 @@ TEST_F(InputEventsTest, ResolvesToTheModelsEvents) {
   const std::array<double, 3> p{9.81, 0.8, 10.0};
   std::array<double, 3> g{};
   m.roots<double>(1.0, y, p, g);
-  EXPECT_EQ(g[0], 0.5);          // h − 0: h <= 0 true on side −1
-  EXPECT_EQ(g[1], 3.0);          // 0 − v: v < 0 true on side +1
-  EXPECT_EQ(g[2], 20.0 - 1.0);   // 2 h0 − t: t >= 2 h0 true on side −1
+  EXPECT_EQ(g[0], -0.5);         // 0 − h: h <= 0 true on side +1 (g ≥ 0)
+  EXPECT_EQ(g[1], -3.0);         // v − 0: v < 0 true on side −1 (g < 0)
+  EXPECT_EQ(g[2], 1.0 - 20.0);   // t − 2 h0: t >= 2 h0 true on side +1
   std::array<double, 1> v{};
   m.event_assign<double>(0, 1.0, y, p, v);
   EXPECT_EQ(v[0], -0.8 * -3.0);

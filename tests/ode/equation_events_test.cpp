@@ -73,13 +73,13 @@ TEST(EquationEvents, RootsAreTheRelationsWithTheDocumentedSign) {
   const std::array<double, 3> p{g, e, theta};
   std::array<double, 4> r{};
   m.roots<double>(t, y, p, r);
-  // x <= 0: g = x − 0 (true on side −1); v < 0: g = 0 − v (true on side +1);
-  // w2 >= theta: g = theta − w2 (side −1); t > 3: g = t − 3 (side +1).
-  // The same operations as the kernel's, so the same bits.
-  EXPECT_EQ(r[0], x - 0.0);
-  EXPECT_EQ(r[1], 0.0 - v);
-  EXPECT_EQ(r[2], theta - 2.0 * x);
-  EXPECT_EQ(r[3], t - 3.0);
+  // x <= 0: g = 0 − x (true on side +1, g ≥ 0); v < 0: g = v − 0 (true on
+  // side −1, g < 0); w2 >= theta: g = w2 − theta (side +1); t > 3: g = 3 − t
+  // (side −1). The same operations as the kernel's, so the same bits.
+  EXPECT_EQ(r[0], 0.0 - x);
+  EXPECT_EQ(r[1], v - 0.0);
+  EXPECT_EQ(r[2], 2.0 * x - theta);
+  EXPECT_EQ(r[3], 3.0 - t);
 }
 
 TEST(EquationEvents, RootDerivativesOnDual) {
@@ -91,10 +91,10 @@ TEST(EquationEvents, RootDerivativesOnDual) {
   std::array<D8, 4> r{};
   m.roots<D8>(t, y, p, r);
   const double expected[4][6] = {
-      {0, 1, 0, 0, 0, 0},   // x
-      {0, 0, -1, 0, 0, 0},  // −v
-      {0, -2, 0, 0, 0, 1},  // theta − 2x (through the intermediate)
-      {1, 0, 0, 0, 0, 0},   // t − 3
+      {0, -1, 0, 0, 0, 0},  // −x
+      {0, 0, 1, 0, 0, 0},   // v
+      {0, 2, 0, 0, 0, -1},  // 2x − theta (through the intermediate)
+      {-1, 0, 0, 0, 0, 0},  // 3 − t
   };
   for (int i = 0; i < 4; ++i)
     for (int l = 0; l < 6; ++l)
@@ -107,13 +107,13 @@ TEST(EquationEvents, TriggersReadTheSidesNotTheRelations) {
   const std::array<double, 3> p{9.81, 0.8, 0.4};
   using S = std::array<std::int8_t, 4>;
   // … but the sides say the crossing happened: the trigger follows them.
-  EXPECT_TRUE(m.event_trigger(0, 1.5, y, p, S{-1, +1, +1, +1}));
-  EXPECT_FALSE(m.event_trigger(0, 1.5, y, p, S{+1, +1, +1, +1}));
-  EXPECT_FALSE(m.event_trigger(0, 1.5, y, p, S{-1, -1, +1, +1}));
-  // Event 1 reads roots 2 and 3: w2 >= theta (side −1) or not t > 3.
-  EXPECT_TRUE(m.event_trigger(1, 1.5, y, p, S{+1, +1, -1, +1}));
-  EXPECT_FALSE(m.event_trigger(1, 1.5, y, p, S{-1, -1, +1, +1}));
-  EXPECT_TRUE(m.event_trigger(1, 1.5, y, p, S{+1, +1, +1, -1}));
+  EXPECT_TRUE(m.event_trigger(0, 1.5, y, p, S{+1, -1, -1, -1}));
+  EXPECT_FALSE(m.event_trigger(0, 1.5, y, p, S{-1, -1, -1, -1}));
+  EXPECT_FALSE(m.event_trigger(0, 1.5, y, p, S{+1, +1, -1, -1}));
+  // Event 1 reads roots 2 and 3: w2 >= theta (side +1) or not t > 3 (side −1).
+  EXPECT_TRUE(m.event_trigger(1, 1.5, y, p, S{-1, -1, +1, -1}));
+  EXPECT_FALSE(m.event_trigger(1, 1.5, y, p, S{+1, +1, -1, -1}));
+  EXPECT_TRUE(m.event_trigger(1, 1.5, y, p, S{-1, -1, -1, +1}));
 }
 
 TEST(EquationEvents, AssignmentsDelayPriorityAndAttributes) {
@@ -194,17 +194,17 @@ TEST(Condition, ParsesRelationsAndParentheses) {
   const Condition c = Condition::parse("(x + 1) > 2", vars);
   ASSERT_EQ(c.roots.size(), 1u);
   const std::array<double, 3> at{0.0, 4.0, 0.0};
-  EXPECT_EQ(c.roots[0].evaluate<double>(at), 3.0);  // (x + 1) − 2
+  EXPECT_EQ(c.roots[0].evaluate<double>(at), -3.0);  // 2 − (x + 1): true on side −1
   const Condition d = Condition::parse("((x >= a)) && !(t < 1 || false) || true", vars);
   ASSERT_EQ(d.roots.size(), 2u);
   const std::array<double, 3> at2{5.0, 2.0, 7.0};
-  EXPECT_EQ(d.roots[0].evaluate<double>(at2), 5.0);   // a − x (x >= a: true on side −1)
-  EXPECT_EQ(d.roots[1].evaluate<double>(at2), -4.0);  // 1 − t (t < 1: true on side +1)
+  EXPECT_EQ(d.roots[0].evaluate<double>(at2), -5.0);  // x − a (x >= a: true on side +1)
+  EXPECT_EQ(d.roots[1].evaluate<double>(at2), 4.0);   // t − 1 (t < 1: true on side −1)
   const Condition e = Condition::parse("((x >= a)) && !(t < 1 || false)", vars);
   using S = std::array<std::int8_t, 2>;
-  EXPECT_TRUE(e.evaluate(S{-1, -1}));
-  EXPECT_FALSE(e.evaluate(S{+1, -1}));
+  EXPECT_TRUE(e.evaluate(S{+1, +1}));
   EXPECT_FALSE(e.evaluate(S{-1, +1}));
+  EXPECT_FALSE(e.evaluate(S{+1, -1}));
   EXPECT_TRUE(d.evaluate(S{+1, +1}));  // "|| true"
 }
 
@@ -232,11 +232,11 @@ TEST(Condition, FromTreeAndItsRefusals) {
   const Condition c = Condition::from_tree(tree, 2, "x > 1 && !(t <= 2)");
   ASSERT_EQ(c.roots.size(), 2u);
   const std::array<double, 2> at{5.0, 3.0};
-  EXPECT_EQ(c.roots[0].evaluate<double>(at), 2.0);  // x − 1
-  EXPECT_EQ(c.roots[1].evaluate<double>(at), 3.0);  // t − 2 (true on side −1)
+  EXPECT_EQ(c.roots[0].evaluate<double>(at), -2.0);  // 1 − x (x > 1: true on side −1)
+  EXPECT_EQ(c.roots[1].evaluate<double>(at), -3.0);  // 2 − t (t <= 2: true on side +1)
   using S = std::array<std::int8_t, 2>;
-  EXPECT_TRUE(c.evaluate(S{+1, +1}));
-  EXPECT_FALSE(c.evaluate(S{+1, -1}));
+  EXPECT_TRUE(c.evaluate(S{-1, -1}));
+  EXPECT_FALSE(c.evaluate(S{-1, +1}));
   const auto msg = [](const Node& n) {
     return error_of([&] { Condition::from_tree(n, 2, "cond", "event 'e'"); });
   };

@@ -506,8 +506,8 @@ TEST(SbmlModel, CompIsFlattenedAndOtherRequiredPackagesRefused) {
   expect_refused(qual, {"package 'qual'", "required"});
 }
 
-// Events: the trigger's relations become roots (gt(t, 1): t − 1, true on side
-// +1; geq(x, k): k − x, true on side −1), a parameter and a compartment that
+// Events: the trigger's relations become roots (gt(t, 1): 1 − t, true on side
+// −1; geq(x, k): x − k, true on side +1), a parameter and a compartment that
 // an event assigns become states, and resizing the compartment keeps the
 // amount of the species in concentration in it: x⁺ = x V⁻ / V⁺.
 TEST(SbmlModel, EventsBecomeTheModelsEvents) {
@@ -540,11 +540,11 @@ TEST(SbmlModel, EventsBecomeTheModelsEvents) {
   ASSERT_EQ(eq.n_roots(), 2u);
   std::vector<double> g(2);
   eq.roots<double>(1.25, y, p, g);
-  EXPECT_EQ(g[0], 1.25 - 1.0);
-  EXPECT_EQ(g[1], 1.5 - 0.7);
+  EXPECT_EQ(g[0], 1.0 - 1.25);
+  EXPECT_EQ(g[1], 0.7 - 1.5);
   using S = std::vector<std::int8_t>;
-  EXPECT_TRUE(eq.event_trigger(0, 1.25, y, p, S{+1, -1}));
-  EXPECT_FALSE(eq.event_trigger(0, 1.25, y, p, S{+1, +1}));
+  EXPECT_TRUE(eq.event_trigger(0, 1.25, y, p, S{-1, +1}));
+  EXPECT_FALSE(eq.event_trigger(0, 1.25, y, p, S{-1, -1}));
   const costate::ode::EventAttributes a = eq.event_attributes(0);
   EXPECT_EQ(a.name, "boom");
   EXPECT_FALSE(a.initial_value);

@@ -4,10 +4,11 @@
 /// ("x >= theta && t < tau", SBML's MathML), compiled into what the event
 /// driver needs (events.hpp): roots g_r(t, y, p) whose sides it locates, and
 /// the trigger as a function of those sides only. Each relation becomes one
-/// root, chosen so that the relation is true exactly on one side (side +1
-/// when g > 0, else −1):
-///     a >  b :  g = a − b,  true on side +1        a <  b :  g = b − a,  true on side +1
-///     a >= b :  g = b − a,  true on side −1        a <= b :  g = a − b,  true on side −1
+/// root, chosen so that the relation is true exactly on one side (the event
+/// driver's sides, src/ode/events.cpp: +1 when g ≥ 0, else −1 — so that a
+/// relation holding with equality, e.g. t >= 0 at t = 0, is true there):
+///     a >= b :  g = a − b,  true on side +1        a <= b :  g = b − a,  true on side +1
+///     a >  b :  g = b − a,  true on side −1        a <  b :  g = a − b,  true on side −1
 /// and &&, ||, ! combine those truth values. The trigger is evaluated from
 /// the sides the driver passes, never by evaluating the relations again, so
 /// that at a located crossing (where a − b is zero to rounding) it is the
@@ -30,8 +31,8 @@ namespace costate::ode {
 
 struct Condition {
   enum class Op : std::uint8_t {
-    Positive,     ///< push: root `root` is on side +1
-    NotPositive,  ///< push: root `root` is on side −1
+    Plus,   ///< push: root `root` is on side +1
+    Minus,  ///< push: root `root` is on side −1
     True,
     False,
     And,  ///< pops two
@@ -40,7 +41,7 @@ struct Condition {
   };
   struct Instruction {
     Op op = Op::True;
-    std::uint32_t root = 0;  ///< Positive, NotPositive: the root's index into `roots`
+    std::uint32_t root = 0;  ///< Plus, Minus: the root's index into `roots`
   };
   /// The condition as written (for messages).
   std::string text;
