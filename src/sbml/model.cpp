@@ -727,6 +727,52 @@ class Importer {
     }
   }
 
+  /// A trigger that holds on a window of one quantity (S > 0.18 && S < 0.19:
+  /// a conjunction of relations sharing a variable that is not a constant
+  /// parameter) can turn true and false again between two steps, where the
+  /// event driver, which decides on each step's end, would miss it: refused
+  /// by name. (A conjunction of relations on different quantities, e.g.
+  /// h <= 0 && v < 0, is kept.)
+  void refuse_windows(const Node& n, const std::string& label, const std::string& text,
+                      bool negated = false) const {
+    if (n.kind != Node::Kind::Apply) return;
+    if (n.op == Op::Not) {
+      for (const Node& a : n.args) refuse_windows(a, label, text, !negated);
+      return;
+    }
+    if (n.op != Op::And && n.op != Op::Or) return;
+    const bool conjunction = (n.op == Op::And) != negated;
+    if (conjunction) {
+      // The relations this conjunction joins (through nested conjunctions).
+      std::vector<std::set<std::uint32_t>> relations;
+      std::function<void(const Node&, bool)> gather = [&](const Node& c, bool neg) {
+        if (c.kind != Node::Kind::Apply) return;
+        if (c.op == Op::Not) {
+          for (const Node& a : c.args) gather(a, !neg);
+        } else if ((c.op == Op::And) != neg && (c.op == Op::And || c.op == Op::Or)) {
+          for (const Node& a : c.args) gather(a, neg);
+        } else if (c.op == Op::Lt || c.op == Op::Le || c.op == Op::Gt || c.op == Op::Ge) {
+          std::set<std::uint32_t> vars, varying;
+          collect_variables(c, vars);
+          for (std::uint32_t v : vars)
+            if (syms_[v].kind != Kind::Parameter) varying.insert(v);
+          relations.push_back(std::move(varying));
+        }
+      };
+      gather(n, negated);
+      for (std::size_t a = 0; a < relations.size(); ++a)
+        for (std::size_t b = a + 1; b < relations.size(); ++b)
+          for (std::uint32_t v : relations[a])
+            if (relations[b].count(v))
+              refuse("trigger of " + label,
+                     "'" + text + "' holds on a window of '" + syms_[v].id +
+                         "' (two relations on it joined by and): it can turn true and false "
+                         "within one integration step, which the event driver does not "
+                         "detect yet; not supported");
+    }
+    for (const Node& a : n.args) refuse_windows(a, label, text, negated);
+  }
+
   /// Pass 2 for events: their math over the symbols.
   void define_events() {
     for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
@@ -738,6 +784,7 @@ class Importer {
       if (!trigger || !trigger->isSetMath()) refuse(d.label, "has no trigger math");
       d.trigger = convert(trigger->getMath(), "trigger of " + d.label);
       d.trigger_text = formula(trigger->getMath());
+      refuse_windows(d.trigger, d.label, d.trigger_text);
       // Level 3 states both attributes; Level 2's triggers behave as
       // initialValue = persistent = true.
       if (trigger->isSetInitialValue()) d.initial_value = trigger->getInitialValue();
