@@ -535,17 +535,48 @@ class EventState {
       inst.source.push_back(r.delayed ? 0 : r.source);
       inst.delayed = inst.delayed || r.delayed;
       ++executed;
-      // The triggers again, after this execution.
+      // The triggers again, after this execution (the roots' sides just
+      // after t).
       roots_at(t, x, g, sides);
+      settle(t, x, g, sides);
       std::vector<char> now;
       triggers_at(t, x, sides, now);
       take_new(now);
     }
     roots_at(t, x, g, sides);
+    if (executed > 0) settle(t, x, g, sides);
     g_ = g;
     sides_ = sides;
     return inst;
   }
+
+  /// The sides just after t: an assignment can leave a root at zero to
+  /// round-off (the ball on the floor, moving up); its side is then the one
+  /// it moves to — the sign of ġ = g_t + g_y f — when it would reach it
+  /// within kSettle of the time span. Otherwise the next step could end on
+  /// the same side after crossing twice (up and down again) and miss the
+  /// next firing.
+  void settle(double t, std::span<const double> x, const std::vector<double>& g,
+              std::vector<std::int8_t>& sides) const {
+    if (g.empty()) return;
+    std::vector<double> f(sys_.n_states()), value, jac;
+    sys_.rhs(t, x, p_, f);
+    derivative_in_t_y_p(
+        [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pd, std::span<Dual8> o) {
+          ev_.roots(td, yd, pd, o);
+        },
+        t, x.first(n_), p_, g.size(), value, jac);
+    const std::size_t w = 1 + n_ + p_.size();
+    for (std::size_t r = 0; r < g.size(); ++r) {
+      double gdot = jac[r * w];
+      for (std::size_t q = 0; q < n_; ++q) gdot += jac[r * w + 1 + q] * f[q];
+      if (!(gdot != 0.0) || !std::isfinite(gdot)) continue;
+      if (g[r] == 0.0 || (g[r] * gdot < 0.0 && std::abs(g[r]) <= std::abs(gdot) * kSettle * span_))
+        sides[r] = gdot > 0.0 ? 1 : -1;
+    }
+  }
+  static constexpr double kSettle = 1e-9;
+  void set_span(double span) { span_ = span; }
 
  private:
   const System& sys_;
@@ -557,6 +588,7 @@ class EventState {
   std::vector<char> trig_;
   std::vector<EventAttributes> attrs_;
   std::vector<Pending> pending_;
+  double span_ = 1.0;
 };
 
 /// Locates the first crossing inside a step by retaking it (StepWatch):
@@ -595,6 +627,7 @@ class Locator {
           g_hi_ = g;
           retakes_ = 0;
           last_side_ = 0;
+          root_ = -1;
           return next(t_new, x_new);
         }
         st_.drop_unpersistent(trig);
@@ -609,17 +642,21 @@ class Locator {
       landed_(t_new, x_new);
       return {};
     }
-    // A retaken step ending at t_new.
+    // A retaken step ending at t_new. Illinois: an end kept twice in a
+    // row has its root value halved (persistently), so the bracket's far
+    // end moves too.
     ++retakes_;
     if (crossed) {
       hi_ = t_new;
       g_hi_ = g;
-      if (last_side_ == 1) illinois_lo_ = true;
+      scale_hi_ = 1.0;
+      if (last_side_ == 1) scale_lo_ *= 0.5;
       last_side_ = 1;
     } else {
       lo_ = t_new;
       g_lo_ = g;
-      if (last_side_ == -1) illinois_hi_ = true;
+      scale_lo_ = 1.0;
+      if (last_side_ == -1) scale_hi_ *= 0.5;
       last_side_ = -1;
     }
     return next(t_new, x_new);
@@ -649,25 +686,31 @@ class Locator {
       }
       return {StepVerdict::Kind::Retry, hi_};
     }
-    // The root that changed side first (by secant estimates on [lo, hi]).
+    // The root that changed side first (by secant estimates on [lo, hi]);
+    // after kBisectAfter retakes, bisection (the bracket then halves each
+    // time, whatever the roots' shape).
     double guess = hi_;
-    root_ = -1;
+    int first = -1;
     const std::span<const std::int8_t> old = st_.sides();
     for (std::size_t r = 0; r < g_hi_.size(); ++r) {
       const std::int8_t side_hi = g_hi_[r] >= 0.0 ? 1 : -1;
       if (side_hi == old[r]) continue;
-      double glo = g_lo_[r], ghi = g_hi_[r];
-      if (illinois_lo_) glo *= 0.5;
-      if (illinois_hi_) ghi *= 0.5;
+      const bool active = static_cast<int>(r) == root_;
+      const double glo = g_lo_[r] * (active ? scale_lo_ : 1.0);
+      const double ghi = g_hi_[r] * (active ? scale_hi_ : 1.0);
       const double denom = glo - ghi;
       double est = denom != 0.0 ? lo_ + (hi_ - lo_) * (glo / denom) : 0.5 * (lo_ + hi_);
       if (!std::isfinite(est)) est = 0.5 * (lo_ + hi_);
-      if (root_ < 0 || est < guess) {
+      if (first < 0 || est < guess) {
         guess = est;
-        root_ = static_cast<int>(r);
+        first = static_cast<int>(r);
       }
     }
-    illinois_lo_ = illinois_hi_ = false;
+    if (first != root_) {
+      root_ = first;
+      scale_lo_ = scale_hi_ = 1.0;
+    }
+    if (retakes_ >= kBisectAfter) guess = 0.5 * (lo_ + hi_);
     guess = std::clamp(guess, lo_ + 0.5 * tol, hi_ - 0.5 * tol);
     return {StepVerdict::Kind::Retry, guess};
   }
@@ -679,14 +722,15 @@ class Locator {
     stopped_x_.assign(x.begin(), x.end());
   }
 
-  static constexpr int kMaxRetakes = 80;
+  static constexpr int kBisectAfter = 24, kMaxRetakes = 200;
   EventState& st_;
   const System& sys_;
   std::span<const double> p_;
   double span_;
   std::function<void(double, std::span<const double>)> landed_;
   std::size_t nx_;
-  bool locating_ = false, illinois_lo_ = false, illinois_hi_ = false;
+  bool locating_ = false;
+  double scale_lo_ = 1.0, scale_hi_ = 1.0;
   int last_side_ = 0, retakes_ = 0, root_ = -1;
   double lo_t_start_ = 0.0, lo_ = 0.0, hi_ = 0.0;
   std::vector<double> g_lo_, g_hi_;
@@ -718,6 +762,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   std::vector<EventInstant> instants;
   std::vector<double> x(x0.begin(), x0.end());
   EventState state(system, p);
+  state.set_span(t1 - t0);
   // t0: triggers' initial values; a trigger that holds at t0 with initial
   // value false fires now.
   std::vector<char> trig;
@@ -736,6 +781,11 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   Locator locate(state, system, p, t0, t1, landed);
   double t = t0;
   std::int64_t steps_left = options.max_steps;
+  // Zeno guard (below).
+  constexpr double kZenoGap = 1e-6;
+  constexpr int kZenoCount = 20;
+  int shrinking = 0;
+  double last_gap = std::numeric_limits<double>::infinity();
   while (t < t1) {
     // The segment's stops: those after t, and the next pending execution.
     std::vector<double> seg_stops;
@@ -800,6 +850,22 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     state.triggers_at(t, x, sides, now);
     EventInstant inst = state.execute(t, x, now, locate.stopped_root());
     if (!inst.fired.empty()) {
+      // Zeno: instants piling up ever closer (a ball bouncing to rest) have
+      // no solution past their accumulation point: kZenoCount gaps in a
+      // row, each shorter than the one before, the last below kZenoGap of
+      // the span (evenly spaced instants never trip it).
+      if (!instants.empty()) {
+        const double gap = t - times[instants.back().at];
+        shrinking = gap < last_gap ? shrinking + 1 : 0;
+        last_gap = gap;
+        if (shrinking >= kZenoCount && gap <= kZenoGap * (t1 - t0))
+          throw Error("events: " + event_label(*system.events(), inst.fired.front()) +
+                      " fired " + std::to_string(shrinking) +
+                      " times in a row, each sooner after the last than the one before, the "
+                      "last after " + time_text(gap) + ", up to t = " + time_text(t) +
+                      ": the event times accumulate (Zeno behaviour) and the model has no "
+                      "solution past that point; end the run before it or change the model");
+      }
       inst.at = times.size() - 1;
       instants.push_back(std::move(inst));
       ++s.events;

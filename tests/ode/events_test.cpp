@@ -16,6 +16,7 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/problem.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
 
 namespace {
 
@@ -44,7 +45,10 @@ struct Dose {
     g[0] = t - p[1];
   }
   std::size_t n_events() const { return 1; }
-  ode::EventAttributes event_attributes(std::size_t) const { return {.name = "dose"}; }
+  ode::EventAttributes event_attributes(std::size_t) const {
+    return {.name = "dose", .initial_value = !fires_at_t0};
+  }
+  bool fires_at_t0 = false;  // SBML's initialValue = false: a trigger true at t0 fires there
   bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
                      std::span<const std::int8_t> sides) const {
     return sides[0] > 0;
@@ -238,6 +242,23 @@ void check_model(const ode::Problem<M>& problem, F f, const char* what) {
     }
     EXPECT_NEAR(ad.objective, j_closed, s.closed_tol * std::abs(j_closed));
   }
+  // Central differences of the objective, each evaluation locating its own
+  // instant (dopri5 at rtol 1e-12): step 1e-5 relative, truncation ~1e-10,
+  // the adaptive steps' noise ~1e-12/1e-5 = 1e-7 — agreement to 1e-6.
+  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::GradientResult ad = ode::gradient(problem, objective, ode::DiscreteAdjoint{}, tight);
+  const std::size_t n = problem.y0.size();
+  for (std::size_t i = 0; i < u.size(); ++i) {
+    const double h = 1e-5 * std::max(1.0, std::abs(u[i]));
+    auto at = [&](double delta) {
+      ode::Problem<M> q = problem;
+      (i < n ? q.y0[i] : q.p[i - n]) += delta;
+      return ode::gradient(q, objective, ode::Forward{}, tight).objective;
+    };
+    const double fd = (at(h) - at(-h)) / (2 * h);
+    const double ga = i < n ? ad.wrt_initial_state[i] : ad.wrt_parameters[i - n];
+    EXPECT_NEAR(ga, fd, 1e-6 * scale) << what << ": entry " << i << " vs central differences";
+  }
 }
 
 TEST(Events, DoseAtAParameterTime) {
@@ -277,8 +298,11 @@ TEST(Events, EveryScheduleGivesTheSameBits) {
     const ode::IntegratorOptions o = adaptive(m, 1e-8);
     const ode::GradientResult ref = ode::gradient(problem, FirstStateAtEnd{},
                                                   ode::DiscreteAdjoint{ode::StoreAll{}}, o);
+    const std::string disk = ::testing::TempDir() + "events_multilevel.h5";
     for (const ode::Checkpointing& c :
-         {ode::Checkpointing{ode::Binomial{3}}, ode::Checkpointing{ode::Online{3}}}) {
+         {ode::Checkpointing{ode::Uniform{4}}, ode::Checkpointing{ode::Binomial{3}},
+          ode::Checkpointing{ode::Online{3}},
+          ode::Checkpointing{ode::Multilevel{.ram = 2, .disk = 2, .path = disk}}}) {
       const ode::GradientResult r =
           ode::gradient(problem, FirstStateAtEnd{}, ode::DiscreteAdjoint{c}, o);
       EXPECT_EQ(r.objective, ref.objective) << ode::to_string(m);
@@ -363,6 +387,126 @@ TEST(Events, SimultaneousEventsRunInPriorityOrderWithTriggerTimeValues) {
   // "zero" first (priority 1), then "copy" with x from the trigger time (1).
   EXPECT_NEAR(sol.state(0)[0], 0.5, 1e-9);
   EXPECT_NEAR(sol.state(0)[1], 1.0, 1e-9);
+}
+
+TEST(Events, ResidualJacobianAcrossABounce) {
+  // The calibration's residual Jacobian (forward tangents through the
+  // jump): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  ode::WeightedObservations obs;
+  obs.times = {0.2, 0.5, 0.6};
+  obs.n_states = 2;
+  obs.data = {0.9, 0.1, 0.2, 2.0, 0.3, 1.0};
+  obs.weights.assign(6, 1.0);
+  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  const ode::GradientResult g = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, o);
+  ASSERT_EQ(g.steps.events().size(), 1u);
+  const ode::ResidualSensitivities S = ode::sensitivity_matrix(problem, obs, o, g.steps);
+  ASSERT_EQ(S.residuals.size(), 6u);
+  // Both are exact derivatives of one discrete map: round-off apart.
+  constexpr double kTol = 1e-10;
+  for (std::size_t c = 0; c < S.n_columns; ++c) {
+    double str = 0.0;
+    for (std::size_t r = 0; r < S.residuals.size(); ++r) str += S.at(r, c) * S.residuals[r];
+    const double ref = c < 2 ? g.wrt_parameters[c] : g.wrt_initial_state[c - 2];
+    EXPECT_NEAR(str, ref, kTol * (1.0 + std::abs(ref))) << "column " << c;
+  }
+}
+
+TEST(Events, ZenoIsRefusedWithAClearError) {
+  // e = 0.8 from h0 = 1: the bounces accumulate at t ≈ 4.1 (< t1 = 10).
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.0}, {9.81, 0.8}, {0.0, 10.0}};
+  try {
+    const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-8));
+    FAIL() << "accumulating events must be refused: " << sol.summary.message << " at t = "
+           << sol.summary.final_time << " after " << sol.summary.events << " events";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Zeno"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bounce"), std::string::npos) << e.what();
+  }
+}
+
+/// A root that touches zero at t = 1 without crossing: g = −(t − 1)².
+struct Touch {
+  template <class T>
+  void rhs(double, std::span<const T>, std::span<const T>, std::span<T> d) const {
+    d[0] = T(1.0);
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T t, std::span<const T>, std::span<const T>, std::span<T> g) const {
+    g[0] = -(t - 1.0) * (t - 1.0);
+  }
+  std::size_t n_events() const { return 1; }
+  ode::EventAttributes event_attributes(std::size_t) const { return {.name = "touch"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T>, std::span<const T>,
+                    std::span<T> v) const {
+    v[0] = T(100.0);
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {0};
+};
+
+TEST(Events, ATouchFiresOnlyWhereAStepEndsOnIt) {
+  // Defined behaviour: a root is on side +1 where g ≥ 0, so a touch fires
+  // exactly when a step ends on it (the fixed steps' grid holds t = 1: the
+  // trigger g ≥ 0 is true there, as SBML's ≥ says); a touch between step
+  // ends (the adaptive steps) changes no side and does not fire.
+  ode::Problem<Touch> problem{Touch{}, {0.0}, {}, {0.0, 2.0}};
+  problem.output_times = {2.0};
+  for (const Setting& s : settings()) {
+    const ode::Solution sol = ode::integrate(problem, s.options);
+    ASSERT_TRUE(sol.summary.success()) << s.name << ": " << sol.summary.message;
+    if (s.options.fixed_step()) {
+      EXPECT_EQ(sol.summary.events, 1) << s.name;
+      EXPECT_NEAR(sol.state(0)[0], 101.0, 1e-9) << s.name;
+      // The touch's time is not differentiable (ġ = 0): refused by name.
+      try {
+        (void)ode::gradient(problem, FirstStateAtEnd{}, ode::Forward{}, s.options);
+        ADD_FAILURE() << s.name << ": a tangential root must refuse derivatives";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("transversally"), std::string::npos) << e.what();
+      }
+    } else {
+      EXPECT_EQ(sol.summary.events, 0) << s.name;
+      EXPECT_NEAR(sol.state(0)[0], 2.0, 1e-9) << s.name;
+    }
+  }
+}
+
+TEST(Events, EventsAtT0AndAtT1) {
+  // initialValue = false and τ = t0: the dose is given at t0 (its trigger
+  // holds there); τ = t1: at the last step's end, which the terminal sees.
+  const double k = 0.7, y0 = 2.0, D = 0.5, T = 3.0;
+  ode::Problem<Dose> at_t0{Dose{.fires_at_t0 = true}, {y0}, {k, 0.0, D}, {0.0, T}};
+  ode::Problem<Dose> at_t1{Dose{}, {y0}, {k, T, D}, {0.0, T}};
+  for (const Setting& s : settings()) {
+    const ode::GradientResult a =
+        ode::gradient(at_t0, FirstStateAtEnd{}, ode::DiscreteAdjoint{}, s.options);
+    ASSERT_EQ(a.steps.events().size(), 1u) << s.name;
+    EXPECT_EQ(a.steps.events()[0].at, 0u) << s.name;
+    EXPECT_NEAR(a.objective, (y0 + D) * std::exp(-k * T), s.closed_tol) << s.name;
+    // dJ/dD = e^{−kT}: the jump at t0 transposed.
+    EXPECT_NEAR(a.wrt_parameters[2], std::exp(-k * T), s.closed_tol) << s.name;
+    const ode::GradientResult b =
+        ode::gradient(at_t1, FirstStateAtEnd{}, ode::Forward{}, s.options);
+    ASSERT_EQ(b.steps.events().size(), 1u) << s.name;
+    EXPECT_EQ(b.steps.events()[0].at, b.steps.steps()) << s.name;
+    EXPECT_NEAR(b.objective, y0 * std::exp(-k * T) + D, s.closed_tol) << s.name;
+    EXPECT_NEAR(b.wrt_parameters[2], 1.0, s.closed_tol) << s.name;
+  }
 }
 
 }  // namespace
