@@ -287,6 +287,15 @@ FileResult run_file(const Case& c, const fs::path& xml) {
       }
       y = sol.y;
     }
+  } catch (const costate::Error& e) {
+    // The event driver refuses an ill-posed event model by name while
+    // integrating it (a cascade that does not end, event times that
+    // accumulate): a refusal, counted with its reason.
+    r.outcome = m.equations.n_events() > 0 ? Outcome::Refused : Outcome::Fail;
+    r.reason = r.outcome == Outcome::Refused ? "while simulating: " + refusal_class(e.what(), "")
+                                             : "error while simulating";
+    r.detail = e.what();
+    return r;
   } catch (const std::exception& e) {
     r.outcome = Outcome::Fail;
     r.reason = "error while simulating";
