@@ -139,7 +139,10 @@ ode::Solution simulate(const Model& m, const std::vector<double>& p, std::vector
   times.erase(std::unique(times.begin(), times.end()), times.end());
   const double t1 = std::max(times.back(), 1e-3);
   ode::Problem<ode::EquationModel> problem{m.equations, m.initial_values(p), p, {0.0, t1}, times};
-  const ode::IntegratorOptions opt{.method = ode::Method::CvodesBdf, .rtol = rtol, .atol = atol};
+  // CVODES does not cross events yet: a model with events by costate's bdf.
+  const ode::Method method =
+      m.equations.n_events() > 0 ? ode::Method::Bdf : ode::Method::CvodesBdf;
+  const ode::IntegratorOptions opt{.method = method, .rtol = rtol, .atol = atol};
   return ode::integrate(problem, opt);
 }
 
