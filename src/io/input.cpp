@@ -1115,6 +1115,14 @@ void warn_unused_parameters(const YAML::Node& root, const Context& ctx, RunConfi
       if (c.parameter_source[k] >= 0 && c.parameter_source[k] != static_cast<long>(k))
         used[static_cast<std::size_t>(c.parameter_source[k])] = true;
   }
+  for (const EventConfig& ev : cfg.events) {  // what the events use counts as used
+    for (const auto& [state, text] : ev.assign) texts.push_back(text);
+    texts.push_back(ev.delay);
+    texts.push_back(ev.priority);
+    for (const auto& r : ode::Condition::parse(ev.trigger, vars, "parameter use").roots)
+      for (std::size_t j = 0; j < used.size(); ++j)
+        if (r.uses(static_cast<std::uint32_t>(1 + cfg.state_names.size() + j))) used[j] = true;
+  }
   for (const auto& text : texts) {
     if (text.empty()) continue;
     // Initial values use t and the parameters only: the same names, shifted.
@@ -1129,8 +1137,97 @@ void warn_unused_parameters(const YAML::Node& root, const Context& ctx, RunConfi
     cfg.warnings.push_back(ctx.where(params && params.IsMap() ? params[name] : params,
                                      "parameters." + name) +
                            ": parameter '" + name +
-                           "' is used by no equation, initial value or objective (its gradient "
+                           "' is used by no equation, event, initial value or objective (its gradient "
                            "is zero; a misspelt name?)");
+  }
+}
+
+
+// ---- The `events:` section (a model typed as equations).
+
+/// The variables an event's expressions use: t, the states, the parameters.
+std::vector<std::string> event_variables(const RunConfig& cfg) {
+  std::vector<std::string> vars{"t"};
+  vars.insert(vars.end(), cfg.state_names.begin(), cfg.state_names.end());
+  vars.insert(vars.end(), cfg.parameter_names.begin(), cfg.parameter_names.end());
+  return vars;
+}
+
+/// An expression key of an event (a number or an expression text).
+std::string event_expression(const Context& ctx, const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar() || node.Scalar().empty())
+    ctx.fail(node, key, "expected an expression or a number, got " + describe(node));
+  return node.Scalar();
+}
+
+/// Reads `events:` into cfg.events and compiles every expression now, so
+/// that an error names the event's line and key.
+void parse_events(const YAML::Node& root, const Context& ctx, RunConfig& cfg) {
+  const YAML::Node events = root["events"];
+  if (!events) return;
+  if (cfg.sbml)
+    ctx.fail(events, "events",
+             "an SBML model's events come from its file (<event> elements); remove 'events'");
+  if (!cfg.equation_model())
+    ctx.fail(events, "events",
+             "events need a model typed as equations (model: {states, equations}); the built-in "
+             "model '" + cfg.model + "' has none");
+  if (!events.IsSequence())
+    ctx.fail(events, "events",
+             "expected a list of events (each a map with 'trigger' and 'assign'), got " +
+                 describe(events));
+  const std::vector<std::string> vars = event_variables(cfg);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const YAML::Node ev = events[i];
+    const std::string key = "events[" + std::to_string(i) + "]";
+    ctx.expect_map(ev, key);
+    ctx.check_keys(ev, key, {"name", "trigger", "assign", "delay", "priority", "persistent",
+                             "initial_value", "use_values_from_trigger_time"});
+    EventConfig e;
+    if (ev["name"]) e.name = ctx.string(ev["name"], key + ".name");
+    if (!ev["trigger"])
+      ctx.fail(ev, key, "missing required key 'trigger' (a condition, e.g. 'x >= theta')");
+    e.trigger = event_expression(ctx, ev["trigger"], key + ".trigger");
+    try {
+      ode::Condition::parse(e.trigger, vars, key + ".trigger");
+    } catch (const Error& err) {
+      ctx.fail(ev["trigger"], key + ".trigger", err.what());
+    }
+    const YAML::Node assign = ev["assign"];
+    if (!assign) ctx.fail(ev, key, "missing required key 'assign' (state -> expression)");
+    if (!assign.IsMap() || assign.size() == 0)
+      ctx.fail(assign, key + ".assign",
+               "expected a map state -> expression (at least one), got " + describe(assign));
+    ctx.check_keys(assign, key + ".assign", cfg.state_names);
+    for (auto it = assign.begin(); it != assign.end(); ++it) {
+      const std::string state = it->first.Scalar();
+      const std::string k = key + ".assign." + state;
+      e.assign.emplace_back(state, event_expression(ctx, it->second, k));
+      try {
+        expr::Program::compile(e.assign.back().second, vars, k);
+      } catch (const Error& err) {
+        ctx.fail(it->second, k, err.what());
+      }
+    }
+    for (const char* which : {"delay", "priority"}) {
+      const YAML::Node n = ev[which];
+      if (!n) continue;
+      const std::string k = key + "." + which;
+      std::string& text = std::string(which) == "delay" ? e.delay : e.priority;
+      text = event_expression(ctx, n, k);
+      try {
+        expr::Program::compile(text, vars, k);
+      } catch (const Error& err) {
+        ctx.fail(n, k, err.what());
+      }
+    }
+    if (ev["persistent"]) e.persistent = ctx.boolean(ev["persistent"], key + ".persistent");
+    if (ev["initial_value"])
+      e.initial_value = ctx.boolean(ev["initial_value"], key + ".initial_value");
+    if (ev["use_values_from_trigger_time"])
+      e.use_values_from_trigger_time = ctx.boolean(ev["use_values_from_trigger_time"],
+                                                   key + ".use_values_from_trigger_time");
+    cfg.events.push_back(std::move(e));
   }
 }
 
@@ -1154,7 +1251,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
 
   ctx.check_keys(root, "", {"description", "model", "parameters", "initial_state", "time",
                             "integrator", "output", "objective", "sensitivity", "calibration",
-                            "conditions"});
+                            "conditions", "events"});
 
   // 2. Model: a built-in name, or states with one equation each.
   if (root["description"]) cfg.description = ctx.string(root["description"], "description");
@@ -1358,6 +1455,7 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
 
   evaluate_initial_state(cfg);
   check_initial_point(root, ctx, cfg);
+  parse_events(root, ctx, cfg);
 
   // 6. Integrator.
   ode::IntegratorOptions& opt = cfg.integrator;
@@ -1640,6 +1738,36 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
   return cfg;
 }
 
+ode::EquationModel equation_model(const RunConfig& cfg) {
+  ode::EquationModel model(cfg.state_names, cfg.parameter_names, cfg.equations);
+  model.set_algebraic_states(cfg.algebraic_states);
+  if (cfg.events.empty()) return model;
+  const std::vector<std::string>& vars = model.variables();
+  std::vector<ode::EquationModel::Event> events;
+  for (std::size_t i = 0; i < cfg.events.size(); ++i) {
+    const EventConfig& c = cfg.events[i];
+    const std::string key = "events[" + std::to_string(i) + "]";
+    ode::EquationModel::Event e;
+    e.attributes.name = c.name;
+    e.attributes.persistent = c.persistent;
+    e.attributes.initial_value = c.initial_value;
+    e.attributes.use_values_from_trigger_time = c.use_values_from_trigger_time;
+    e.trigger = ode::Condition::parse(c.trigger, vars, key + ".trigger");
+    for (const auto& [state, text] : c.assign) {
+      const auto at = std::find(cfg.state_names.begin(), cfg.state_names.end(), state);
+      COSTATE_CHECK(at != cfg.state_names.end(), key << ".assign: unknown state '" << state << "'");
+      e.targets.push_back(static_cast<std::size_t>(at - cfg.state_names.begin()));
+      e.values.push_back(expr::Program::compile(text, vars, key + ".assign." + state));
+    }
+    if (!c.delay.empty()) e.delay = expr::Program::compile(c.delay, vars, key + ".delay");
+    if (!c.priority.empty())
+      e.priority = expr::Program::compile(c.priority, vars, key + ".priority");
+    events.push_back(std::move(e));
+  }
+  model.set_events(std::move(events), "events");
+  return model;
+}
+
 std::string RunConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(17);
@@ -1669,6 +1797,27 @@ std::string RunConfig::to_yaml() const {
       e << YAML::EndMap;
     }
     e << YAML::EndMap;
+    if (!events.empty()) {
+      e << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
+      for (const EventConfig& ev : events) {
+        e << YAML::BeginMap;
+        if (!ev.name.empty()) e << YAML::Key << "name" << YAML::Value << ev.name;
+        e << YAML::Key << "trigger" << YAML::Value << YAML::DoubleQuoted << ev.trigger;
+        e << YAML::Key << "assign" << YAML::Value << YAML::BeginMap;
+        for (const auto& [state, text] : ev.assign)
+          e << YAML::Key << state << YAML::Value << YAML::DoubleQuoted << text;
+        e << YAML::EndMap;
+        if (!ev.delay.empty()) e << YAML::Key << "delay" << YAML::Value << YAML::DoubleQuoted << ev.delay;
+        if (!ev.priority.empty())
+          e << YAML::Key << "priority" << YAML::Value << YAML::DoubleQuoted << ev.priority;
+        e << YAML::Key << "persistent" << YAML::Value << ev.persistent;
+        e << YAML::Key << "initial_value" << YAML::Value << ev.initial_value;
+        e << YAML::Key << "use_values_from_trigger_time" << YAML::Value
+          << ev.use_values_from_trigger_time;
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
   } else {
     e << YAML::Key << "model" << YAML::Value << model;
   }

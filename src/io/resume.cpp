@@ -235,7 +235,13 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
   const ode::Method method = cfg.integrator.method;
   RunOutcome outcome;
   outcome.resumed_from = std::numeric_limits<double>::quiet_NaN();
-  if (!resumable(method)) {
+  // A model with events runs through ode::integrate's event driver: the
+  // recording loop below integrates the right-hand side alone.
+  const bool events = !cfg.events.empty() || (cfg.sbml && cfg.sbml->equations.n_events() > 0);
+  if (events && !resume_path.empty())
+    throw Error("--resume " + resume_path + ": the model has events, and `costate run --resume` "
+                "does not continue a run with events yet; run it again without --resume");
+  if (!resumable(method) || events) {
     if (!resume_path.empty())
       throw Error("--resume " + resume_path + ": integrator.method = " + ode::to_string(method) +
                   " does not resume (its step history is internal to the integrator); --resume "

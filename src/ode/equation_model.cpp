@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "costate/core/error.hpp"
+#include <string>
 
 namespace costate::ode {
 
@@ -89,6 +90,54 @@ void EquationModel::set_algebraic_states(std::vector<std::size_t> indices) {
     seen[i] = 1;
   }
   algebraic_ = std::move(indices);
+}
+
+void EquationModel::set_events(std::vector<Event> events, const std::string& context) {
+  const std::size_t n = states_.size(), inputs = 1 + n + parameters_.size();
+  const auto label = [&](std::size_t k) {
+    return context + "[" + std::to_string(k) + "]" +
+           (events[k].attributes.name.empty() ? "" : " ('" + events[k].attributes.name + "')");
+  };
+  const auto check_program = [&](const expr::Program& prog, const std::string& where) {
+    for (const std::uint32_t u : prog.used_variables())
+      COSTATE_CHECK(u < variables_.size(), where << " uses variable " << u << " of only "
+                                                 << variables_.size());
+  };
+  std::vector<expr::Program> roots;
+  std::vector<std::size_t> offsets{0};
+  std::vector<EventKernels> kernels;
+  for (std::size_t k = 0; k < events.size(); ++k) {
+    Event& e = events[k];
+    COSTATE_CHECK_EQ(e.values.size(), e.targets.size(),
+                     label(k) << ": one value per assigned state is required");
+    std::set<std::size_t> seen;
+    for (const std::size_t j : e.targets) {
+      COSTATE_CHECK(j < n, label(k) << ": assigns state " << j << " of only " << n);
+      COSTATE_CHECK(seen.insert(j).second,
+                    label(k) << ": assigns the state '" << states_[j] << "' twice");
+    }
+    for (const auto& r : e.trigger.roots) check_program(r, label(k) + ": the trigger");
+    for (std::size_t j = 0; j < e.values.size(); ++j)
+      check_program(e.values[j], label(k) + ": the value of '" + states_[e.targets[j]] + "'");
+    if (!e.delay.empty()) check_program(e.delay, label(k) + ": the delay");
+    if (!e.priority.empty()) check_program(e.priority, label(k) + ": the priority");
+    e.attributes.has_delay = !e.delay.empty();
+    e.attributes.has_priority = !e.priority.empty();
+    roots.insert(roots.end(), e.trigger.roots.begin(), e.trigger.roots.end());
+    offsets.push_back(roots.size());
+    EventKernels ek;
+    ek.values = expr::Kernel::build(inputs, intermediates_, e.values, label(k));
+    if (!e.delay.empty())
+      ek.delay = expr::Kernel::build(inputs, intermediates_, std::span(&e.delay, 1), label(k));
+    if (!e.priority.empty())
+      ek.priority =
+          expr::Kernel::build(inputs, intermediates_, std::span(&e.priority, 1), label(k));
+    kernels.push_back(std::move(ek));
+  }
+  roots_kernel_ = expr::Kernel::build(inputs, intermediates_, roots, context + " (triggers)");
+  event_kernels_ = std::move(kernels);
+  root_offset_ = events.empty() ? std::vector<std::size_t>{} : std::move(offsets);
+  events_ = std::move(events);
 }
 
 }  // namespace costate::ode

@@ -374,6 +374,12 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();
   if (ny == 0)
     throw Error(sbml + ": the model has no state (only assignments); a PEtab problem needs one");
+  // The SBML importer reads events (issue 31); PEtab's own paths (condition
+  // switches, its simulation and calibration) do not take them yet.
+  if (m.equations.n_events() > 0)
+    throw Error(sbml + ": event '" + m.equations.event_attributes(0).name +
+                "': events are not supported in PEtab problems yet (" +
+                std::to_string(m.equations.n_events()) + " event(s) in the model)");
   const std::vector<std::string>& inter = m.intermediate_names;
 
   // ---- parameters

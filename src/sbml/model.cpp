@@ -99,6 +99,18 @@ struct Symbol {
   long index = -1;  ///< within its kind, after ordering
 };
 
+/// One SBML <event>, its math over Importer::syms_ (renumbered in assemble).
+struct EventDef {
+  std::string label;  ///< "event 'id'" or "event N", for messages
+  std::string name;   ///< its id (or name)
+  Node trigger;
+  std::string trigger_text;
+  std::vector<std::pair<std::uint32_t, Node>> assign;  ///< (symbol, value)
+  std::vector<std::string> assign_text;
+  std::optional<Node> delay, priority;
+  bool initial_value = true, persistent = true, use_values_from_trigger_time = true;
+};
+
 std::string formula(const libsbml::ASTNode* a) {
   if (!a) return "";
   char* s = libsbml::SBML_formulaToL3String(a);
@@ -129,8 +141,10 @@ class Importer {
     if (!m_) throw Error(file_ + ": the SBML document has no <model>");
     refuse_unsupported();
     collect_rules();
+    collect_event_targets();
     register_symbols();
     define_symbols();
+    define_events();
     hold_initial_assignments();
     resolve_rates();
     order_intermediates();
@@ -197,12 +211,6 @@ class Importer {
   }
 
   void refuse_unsupported() const {
-    if (m_->getNumEvents() > 0) {
-      const libsbml::Event* e = m_->getEvent(0);
-      refuse("event '" + e->getId() + "'",
-             "events are not supported (costate imports continuous ODE models; " +
-                 std::to_string(m_->getNumEvents()) + " event(s) in the model)");
-    }
     if (m_->getNumConstraints() > 0)
       refuse("constraint 1 of " + std::to_string(m_->getNumConstraints()) + " ('" +
                  formula(m_->getConstraint(0)->getMath()) + "')",
@@ -289,6 +297,13 @@ class Importer {
           refuse(s.what + " '" + s.id + "'",
                  "has a rate rule but no initial value (give it one or an initial assignment)");
         s.kind = Kind::State;
+      } else if (event_target_.count(s.id)) {
+        // Changed by an event only: a state with a zero derivative.
+        if (!value_set && !initial_assignment_.count(s.id))
+          refuse(s.what + " '" + s.id + "'",
+                 "is assigned by " + event_target_.at(s.id) +
+                     " but has no initial value (give it one or an initial assignment)");
+        s.kind = Kind::State;
       } else if (initial_assignment_.count(s.id)) {
         s.kind = Kind::Intermediate;  // constant in time: an expression of the parameters
       } else {
@@ -327,6 +342,15 @@ class Importer {
                                              ", not a compartment");
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
+      if (const auto ev = event_target_.find(s.id); ev != event_target_.end()) {
+        if (sp->getConstant())
+          refuse("species '" + s.id + "'",
+                 "is constant but assigned by " + ev->second + " (invalid SBML)");
+        if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment))
+          refuse("species '" + s.id + "'",
+                 "is assigned by " + ev->second + " and is in concentration in compartment '" +
+                     s.compartment + "' whose size is set by an assignment rule; not supported");
+      }
       if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
@@ -450,6 +474,17 @@ class Importer {
     for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
     for (const auto& [id, r] : rate_) check_target("rate rule", id);
     for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id);
+    for (const auto& [id, event] : event_target_) {
+      check_target("event assignment of " + event, id);
+      const Symbol& target = syms_[by_id_.at(id)];
+      if (target.assignment_rule)
+        refuse("event assignment of " + event + " (variable '" + id + "')",
+               "the variable is set by an assignment rule; an event may not assign it (invalid "
+               "SBML)");
+      if (target.what == "species reference")
+        refuse("event assignment of " + event + " (variable '" + id + "')",
+               "an event assigning a species reference's stoichiometry is not supported");
+    }
   }
 
   /// The symbol an SBML element refers to: `element` and `attribute` name
@@ -668,6 +703,200 @@ class Importer {
         }
       }
     }
+  }
+
+  // ---- events ---------------------------------------------------------------
+
+  static std::string event_label(const libsbml::Event* e, unsigned i) {
+    return e->isSetId() ? "event '" + e->getId() + "'" : "event " + std::to_string(i + 1);
+  }
+
+  /// What events assign: those symbols become states (register_symbols).
+  void collect_event_targets() {
+    for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
+      const libsbml::Event* e = m_->getEvent(i);
+      std::set<std::string> seen;
+      for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
+        const auto* a = e->getEventAssignment(k);
+        if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
+        if (!seen.insert(a->getVariable()).second)
+          refuse(event_label(e, i) + " (variable '" + a->getVariable() + "')",
+                 "assigns the variable twice (invalid SBML)");
+        event_target_.emplace(a->getVariable(), event_label(e, i));
+      }
+    }
+  }
+
+  /// A trigger that holds on a window of one quantity (S > 0.18 && S < 0.19:
+  /// a conjunction of relations sharing a variable that is not a constant
+  /// parameter) can turn true and false again between two steps, where the
+  /// event driver, which decides on each step's end, would miss it: refused
+  /// by name. (A conjunction of relations on different quantities, e.g.
+  /// h <= 0 && v < 0, is kept.)
+  void refuse_windows(const Node& n, const std::string& label, const std::string& text,
+                      bool negated = false) const {
+    if (n.kind != Node::Kind::Apply) return;
+    if (n.op == Op::Not) {
+      for (const Node& a : n.args) refuse_windows(a, label, text, !negated);
+      return;
+    }
+    if (n.op != Op::And && n.op != Op::Or) return;
+    const bool conjunction = (n.op == Op::And) != negated;
+    if (conjunction) {
+      // The relations this conjunction joins (through nested conjunctions).
+      std::vector<std::set<std::uint32_t>> relations;
+      std::function<void(const Node&, bool)> gather = [&](const Node& c, bool neg) {
+        if (c.kind != Node::Kind::Apply) return;
+        if (c.op == Op::Not) {
+          for (const Node& a : c.args) gather(a, !neg);
+        } else if ((c.op == Op::And) != neg && (c.op == Op::And || c.op == Op::Or)) {
+          for (const Node& a : c.args) gather(a, neg);
+        } else if (c.op == Op::Lt || c.op == Op::Le || c.op == Op::Gt || c.op == Op::Ge) {
+          std::set<std::uint32_t> vars, varying;
+          collect_variables(c, vars);
+          for (std::uint32_t v : vars)
+            if (syms_[v].kind != Kind::Parameter) varying.insert(v);
+          relations.push_back(std::move(varying));
+        }
+      };
+      gather(n, negated);
+      for (std::size_t a = 0; a < relations.size(); ++a)
+        for (std::size_t b = a + 1; b < relations.size(); ++b)
+          for (std::uint32_t v : relations[a])
+            if (relations[b].count(v))
+              refuse("trigger of " + label,
+                     "'" + text + "' holds on a window of '" + syms_[v].id +
+                         "' (two relations on it joined by and): it can turn true and false "
+                         "within one integration step, which the event driver does not "
+                         "detect yet; not supported");
+    }
+    for (const Node& a : n.args) refuse_windows(a, label, text, negated);
+  }
+
+  /// Pass 2 for events: their math over the symbols.
+  void define_events() {
+    for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
+      const libsbml::Event* e = m_->getEvent(i);
+      EventDef d;
+      d.label = event_label(e, i);
+      d.name = e->isSetId() ? e->getId() : e->isSetName() ? e->getName() : d.label;
+      const auto* trigger = e->getTrigger();
+      if (!trigger || !trigger->isSetMath()) refuse(d.label, "has no trigger math");
+      d.trigger = convert(trigger->getMath(), "trigger of " + d.label);
+      d.trigger_text = formula(trigger->getMath());
+      refuse_windows(d.trigger, d.label, d.trigger_text);
+      // Level 3 states both attributes; Level 2's triggers behave as
+      // initialValue = persistent = true.
+      if (trigger->isSetInitialValue()) d.initial_value = trigger->getInitialValue();
+      if (trigger->isSetPersistent()) d.persistent = trigger->getPersistent();
+      if (e->isSetUseValuesFromTriggerTime())
+        d.use_values_from_trigger_time = e->getUseValuesFromTriggerTime();
+      if (e->isSetDelay() && e->getDelay()->isSetMath())
+        d.delay = convert(e->getDelay()->getMath(), "delay of " + d.label);
+      if (e->isSetPriority() && e->getPriority()->isSetMath())
+        d.priority = convert(e->getPriority()->getMath(), "priority of " + d.label);
+      for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
+        const auto* a = e->getEventAssignment(k);
+        if (!a->isSetMath()) continue;
+        const std::string where = "event assignment of " + d.label + " (variable '" +
+                                  a->getVariable() + "')";
+        d.assign.emplace_back(index_of(a->getVariable(), where, "variable"),
+                              convert(a->getMath(), where));
+        d.assign_text.push_back(formula(a->getMath()));
+      }
+      // An event that assigns nothing changes nothing: not needed.
+      if (!d.assign.empty()) events_.push_back(std::move(d));
+    }
+    // SBML executes simultaneous events of equal priority in random order;
+    // costate's order is the declaration's (events.hpp). Refused when two
+    // events state the same priority.
+    std::map<std::string, std::string> priorities;  // formula → first event
+    for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
+      const libsbml::Event* e = m_->getEvent(i);
+      if (!e->isSetPriority() || !e->getPriority()->isSetMath()) continue;
+      const std::string f = formula(e->getPriority()->getMath());
+      const auto [it, fresh] = priorities.emplace(f, event_label(e, i));
+      if (!fresh)
+        refuse(it->second + " and " + event_label(e, i),
+               "have the same priority ('" + f + "'): SBML executes simultaneous events of equal "
+               "priority in random order; not supported");
+    }
+  }
+
+  /// The events as ode::EquationModel events over its variables (t,
+  /// states, parameters, intermediates), `remap` the symbols' numbering.
+  /// A compartment's new size V⁺ keeps the amounts of the species in
+  /// concentration in it that the event does not assign: C⁺ = C⁻ V⁻ / V⁺.
+  std::vector<ode::EquationModel::Event> compile_events(
+      const std::vector<std::uint32_t>& remap, std::size_t n_all,
+      const std::function<Node(const Node&)>& renumber) const {
+    std::vector<ode::EquationModel::Event> out;
+    for (const EventDef& d : events_) {
+      ode::EquationModel::Event e;
+      const std::string context = file_ + ": " + d.label;
+      e.attributes.name = d.name;
+      e.attributes.initial_value = d.initial_value;
+      e.attributes.persistent = d.persistent;
+      e.attributes.use_values_from_trigger_time = d.use_values_from_trigger_time;
+      e.trigger = ode::Condition::from_tree(renumber(d.trigger), n_all, d.trigger_text,
+                                            context + " (trigger)");
+      // Compartments this event resizes: symbol → the new size.
+      std::map<std::string, std::pair<std::uint32_t, const Node*>> resized;
+      std::set<std::uint32_t> assigned;
+      for (const auto& [sym, value] : d.assign) {
+        assigned.insert(sym);
+        if (syms_[sym].what == "compartment") resized[syms_[sym].id] = {sym, &value};
+      }
+      // A species in concentration in a resized compartment keeps its amount
+      // (SBML: the amount is what a species is; its concentration derives
+      // from it): C⁺ = C V⁻ / V⁺, with C its assigned value when the event
+      // assigns it too (computed with the size before the event), else C⁻.
+      auto in_resized = [&](const Symbol& sp) -> const std::pair<std::uint32_t, const Node*>* {
+        if (sp.what != "species" || sp.hosu) return nullptr;
+        const auto it = resized.find(sp.compartment);
+        if (it == resized.end()) return nullptr;
+        if (d.delay && d.use_values_from_trigger_time)
+          refuse(d.label, "resizes compartment '" + sp.compartment +
+                              "' after a delay with values from the trigger time, while "
+                              "species '" + sp.id + "' is in concentration in it; not supported");
+        return &it->second;
+      };
+      auto add = [&](std::uint32_t sym, Node value, const std::string& text) {
+        const Symbol& s = syms_[sym];
+        if (s.kind != Kind::State)
+          refuse("event assignment of " + d.label + " (variable '" + s.id + "')",
+                 "the variable is not a state of the imported model (internal)");
+        e.targets.push_back(remap[sym] - 1);
+        e.values.push_back(expr::Program::build(renumber(value), n_all, text, context));
+      };
+      for (std::size_t k = 0; k < d.assign.size(); ++k) {
+        const auto& [sym, value] = d.assign[k];
+        if (const auto* c = in_resized(syms_[sym]))
+          add(sym, div(mul(value, Node::var(c->first)), *c->second),
+              "(" + d.assign_text[k] + ") * " + syms_[c->first].id + " / new size");
+        else
+          add(sym, value, d.assign_text[k]);
+      }
+      for (std::uint32_t j = 0; j < syms_.size(); ++j) {
+        const Symbol& sp = syms_[j];
+        if (assigned.count(j) || (sp.kind == Kind::Intermediate && sp.assignment_rule)) continue;
+        const auto* c = in_resized(sp);
+        if (!c) continue;
+        if (sp.kind != Kind::State)
+          refuse(d.label, "resizes compartment '" + sp.compartment + "', which holds species '" +
+                              sp.id + "' in concentration that is constant; its concentration "
+                              "after the event is not supported");
+        add(j, div(mul(Node::var(j), Node::var(c->first)), *c->second),
+            sp.id + " * " + sp.compartment + " / new size");
+      }
+      if (d.delay)
+        e.delay = expr::Program::build(renumber(*d.delay), n_all, "delay", context + " (delay)");
+      if (d.priority)
+        e.priority = expr::Program::build(renumber(*d.priority), n_all, "priority",
+                                          context + " (priority)");
+      out.push_back(std::move(e));
+    }
+    return out;
   }
 
   /// An initial assignment is evaluated once, at the start time. A symbol
@@ -1104,6 +1333,10 @@ class Importer {
     if (ny > 0)
       out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
                                          std::move(f), file_);
+    if (!events_.empty()) {
+      if (ny == 0) refuse(events_.front().label, "the model has no state for it to change");
+      out.equations.set_events(compile_events(remap, n_all, renumber), file_ + ": events");
+    }
 
     // Initial states over (t, parameters): substitute every other symbol.
     std::vector<int> mark(syms_.size(), 0);
@@ -1204,6 +1437,8 @@ class Importer {
   std::set<std::string> active_functions_;
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
+  std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it
+  std::vector<EventDef> events_;
 };
 
 }  // namespace

@@ -350,6 +350,13 @@ std::map<std::string, Reference> references() {
                       kRegressionRelTol};
   // The same Lotka–Volterra typed as equations (RK4, dt = 0.01: error ~1e-8).
   r["lotka_volterra_equations.yaml"] = r["lotka_volterra.yaml"];
+  // The bouncing ball (an event): its closed form at t = 5, between the
+  // second impact τ_2 = t_1 (1 + 2e) and the third, t_1 = sqrt(2 h0/g).
+  {
+    const double g = 9.81, e = 0.8, h0 = 10.0, t1 = std::sqrt(2.0 * h0 / g);
+    const double u = e * e * g * t1, s = 5.0 - t1 * (1.0 + 2.0 * e);
+    r["bouncing_ball.yaml"] = {{u * s - 0.5 * g * s * s, u - g * s}, kRegressionRelTol};
+  }
   // Stiff Van der Pol (mu = 1000) by Crank–Nicolson, dt = 1e-3 (error ~1e-7):
   // reference RK4 with h = 1e-5 (stable: |λ| h ≈ 0.03).
   r["van_der_pol_stiff.yaml"] = {rk4_reference(

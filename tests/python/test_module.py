@@ -96,6 +96,20 @@ def test_dict_input_equals_the_file():
     np.testing.assert_allclose(costate.load(eq).run().y, costate.load(LV).run().y, rtol=1e-12)
 
 
+def test_input_file_events_equal_cli_and_the_closed_form():
+    """An input file's events: section (data/examples/bouncing_ball.yaml) runs
+    from Python as from the CLI, bit for bit, and matches the closed form:
+    on [t_2, t_3], h = e² g t_1 (t − t_2) − g/2 (t − t_2)², t_2 = t_1 (1 + 2e)."""
+    ball = os.path.join(EXAMPLES, "bouncing_ball.yaml")
+    sol = costate.load(ball).run()
+    assert sol.y[-1].tolist() == cli_json("run", ball)["final_state"]
+    g, e, h0, t = 9.81, 0.8, 10.0, 5.0
+    t1 = np.sqrt(2 * h0 / g)
+    s, u = t - t1 * (1 + 2 * e), e * e * g * t1
+    # dopri5 at rtol 1e-10 on a piecewise quadratic: round-off, located impacts.
+    np.testing.assert_allclose(sol.y[-1], [u * s - 0.5 * g * s * s, u - g * s], rtol=0, atol=1e-8)
+
+
 # ---- errors ------------------------------------------------------------------------
 
 def test_bad_file_raises_the_cli_message(tmp_path):

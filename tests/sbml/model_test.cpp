@@ -506,13 +506,79 @@ TEST(SbmlModel, CompIsFlattenedAndOtherRequiredPackagesRefused) {
   expect_refused(qual, {"package 'qual'", "required"});
 }
 
-TEST(SbmlModel, RefusesEvents) {
-  expect_refused(one_species("<listOfEvents><event id=\"boom\" useValuesFromTriggerTime=\"true\">"
-                             "<trigger initialValue=\"true\" persistent=\"true\">" +
-                             math(mathml_apply("gt", kTime + cn(1))) +
-                             "</trigger><listOfEventAssignments><eventAssignment variable=\"k\">" +
-                             math(cn(2)) + "</eventAssignment></listOfEventAssignments></event></listOfEvents>"),
-                 {"event 'boom'", "not supported"});
+// Events: the trigger's relations become roots (gt(t, 1): 1 − t, true on side
+// −1; geq(x, k): x − k, true on side +1), a parameter and a compartment that
+// an event assigns become states, and resizing the compartment keeps the
+// amount of the species in concentration in it: x⁺ = x V⁻ / V⁺.
+TEST(SbmlModel, EventsBecomeTheModelsEvents) {
+  const std::string event =
+      "<listOfEvents><event id=\"boom\" useValuesFromTriggerTime=\"false\">"
+      "<trigger initialValue=\"false\" persistent=\"false\">" +
+      math(mathml_apply("and", mathml_apply("gt", kTime + cn(1)) + mathml_apply("geq", ci("x") + ci("k")))) +
+      "</trigger><delay>" + math(cn(0.5)) + "</delay><priority>" + math(ci("u")) +
+      "</priority><listOfEventAssignments><eventAssignment variable=\"k\">" +
+      math(mathml_apply("times", cn(2) + ci("k"))) + "</eventAssignment><eventAssignment variable=\"V\">" +
+      math(cn(4)) + "</eventAssignment></listOfEventAssignments></event></listOfEvents>";
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"false\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 1.5, false) + parameter("u", 3.0) +
+      "</listOfParameters>" + event + "<listOfReactions>" + reaction("r", "", "x:1", ci("u")) +
+      "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "events.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"x", "V", "k"}));
+  EXPECT_EQ(m.parameter_names, (std::vector<std::string>{"u"}));
+  EXPECT_EQ(m.initial_values(m.parameters), (std::vector<double>{1.0, 2.0, 1.5}));
+  // Changed by the event only: zero derivatives; x' = u / V.
+  const std::vector<double> y{0.7, 2.0, 1.5}, p{3.0};
+  EXPECT_EQ(rhs(m, 0.0, y, p)[1], 0.0);
+  EXPECT_EQ(rhs(m, 0.0, y, p)[2], 0.0);
+  EXPECT_NEAR(rhs(m, 0.0, y, p)[0], 3.0 / 2.0, kSameArithmeticTol);
+  const costate::ode::EquationModel& eq = m.equations;
+  ASSERT_EQ(eq.n_events(), 1u);
+  ASSERT_EQ(eq.n_roots(), 2u);
+  std::vector<double> g(2);
+  eq.roots<double>(1.25, y, p, g);
+  EXPECT_EQ(g[0], 1.0 - 1.25);
+  EXPECT_EQ(g[1], 0.7 - 1.5);
+  using S = std::vector<std::int8_t>;
+  EXPECT_TRUE(eq.event_trigger(0, 1.25, y, p, S{-1, +1}));
+  EXPECT_FALSE(eq.event_trigger(0, 1.25, y, p, S{-1, -1}));
+  const costate::ode::EventAttributes a = eq.event_attributes(0);
+  EXPECT_EQ(a.name, "boom");
+  EXPECT_FALSE(a.initial_value);
+  EXPECT_FALSE(a.persistent);
+  EXPECT_FALSE(a.use_values_from_trigger_time);
+  EXPECT_TRUE(a.has_delay);
+  EXPECT_TRUE(a.has_priority);
+  EXPECT_EQ(eq.event_delay(0, 1.25, y, p), 0.5);
+  EXPECT_EQ(eq.event_priority(0, 1.25, y, p), 3.0);
+  // Targets k, V and (the amount kept) x.
+  const std::span<const std::size_t> targets = eq.event_targets(0);
+  ASSERT_EQ(std::vector<std::size_t>(targets.begin(), targets.end()),
+            (std::vector<std::size_t>{2, 1, 0}));
+  std::vector<double> values(3);
+  eq.event_assign<double>(0, 1.25, y, p, values);
+  EXPECT_EQ(values[0], 2.0 * 1.5);
+  EXPECT_EQ(values[1], 4.0);
+  EXPECT_NEAR(values[2], 0.7 * 2.0 / 4.0, kSameArithmeticTol);
+}
+
+TEST(SbmlModel, RefusesEventsItCannotImport) {
+  const auto event = [](const std::string& trigger, const std::string& variable) {
+    return "<listOfEvents><event id=\"boom\" useValuesFromTriggerTime=\"true\">"
+           "<trigger initialValue=\"true\" persistent=\"true\">" + math(trigger) +
+           "</trigger><listOfEventAssignments><eventAssignment variable=\"" + variable + "\">" +
+           math(cn(2)) + "</eventAssignment></listOfEventAssignments></event></listOfEvents>";
+  };
+  expect_refused(one_species(event(mathml_apply("eq", kTime + cn(1)), "u")),
+                 {"event 'boom'", "equality"});
+  expect_refused(one_species(event(ci("u"), "u")), {"event 'boom'", "condition"});
+  expect_refused(one_species("<listOfRules><assignmentRule variable=\"u\">" + math(cn(1)) +
+                             "</assignmentRule></listOfRules>" +
+                             event(mathml_apply("gt", kTime + cn(1)), "u")),
+                 {"event 'boom'", "assignment rule"});
 }
 
 TEST(SbmlModel, RefusesAlgebraicRules) {

@@ -272,9 +272,12 @@ TEST_F(SbmlCli, BadInputNamesTheFileAndTheElement) {
   with_event.replace(with_event.find("</model>"), 8,
                      "<listOfEvents><event id=\"dose\" useValuesFromTriggerTime=\"true\">"
                      "<trigger initialValue=\"false\" persistent=\"true\"><math "
-                     "xmlns=\"http://www.w3.org/1998/Math/MathML\"><apply><gt/><csymbol "
+                     "xmlns=\"http://www.w3.org/1998/Math/MathML\"><apply><eq/><csymbol "
                      "encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/time\">t"
-                     "</csymbol><cn>1</cn></apply></math></trigger></event></listOfEvents></model>");
+                     "</csymbol><cn>1</cn></apply></math></trigger><listOfEventAssignments>"
+                     "<eventAssignment variable=\"B\"><math "
+                     "xmlns=\"http://www.w3.org/1998/Math/MathML\"><cn>1</cn></math>"
+                     "</eventAssignment></listOfEventAssignments></event></listOfEvents></model>");
   write("models/event.xml", with_event);
   const Result ev = run("run '" + write("e.yaml", "model: {sbml: models/event.xml}\ntime: {end: 1}\n") +
                         "' -q");

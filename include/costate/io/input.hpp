@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costate/ode/checkpointing.hpp"
@@ -117,6 +118,18 @@ struct ConditionConfig {
   std::size_t line = 0;  ///< where it was declared (for messages)
 };
 
+/// One entry of the `events:` section of a model typed as equations, as
+/// written (ode::EquationModel::Event once compiled; events.hpp gives the
+/// semantics): when `trigger` (a condition, ode::Condition's grammar) turns
+/// true, each state of `assign` takes its expression's value.
+struct EventConfig {
+  std::string name;
+  std::string trigger;
+  std::vector<std::pair<std::string, std::string>> assign;  ///< state -> expression, file order
+  std::string delay, priority;  ///< expressions ("" = none)
+  bool persistent = true, initial_value = true, use_values_from_trigger_time = true;
+};
+
 /// Everything a `costate run|sensitivity|gradcheck` needs, fully resolved
 /// (defaults filled in).
 struct RunConfig {
@@ -131,6 +144,8 @@ struct RunConfig {
   /// states); their `equations` entries are residuals 0 = g. Only
   /// integrator.method = idas integrates them.
   std::vector<std::size_t> algebraic_states;
+  /// The `events:` of a model typed as equations.
+  std::vector<EventConfig> events;
   /// `model: {sbml: file}`: the imported model (model = "sbml"); its
   /// equations are an ode::EquationModel like the typed ones.
   std::string sbml_file;  ///< as resolved (relative to the input file's folder)
@@ -174,16 +189,16 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 /// (initial_state_expressions) from cfg.parameters.
 void evaluate_initial_state(RunConfig& cfg);
 
+/// The model typed as equations in the file, with its events (requires
+/// cfg.equation_model()).
+ode::EquationModel equation_model(const RunConfig& cfg);
+
 /// Calls f(model) with the configured model: a built-in model type, or an
 /// ode::EquationModel built from the file's equations.
 template <class F>
 decltype(auto) visit_model(const RunConfig& cfg, F&& f) {
   if (cfg.sbml) return f(ode::EquationModel(cfg.sbml->equations));
-  if (cfg.equation_model()) {
-    ode::EquationModel model(cfg.state_names, cfg.parameter_names, cfg.equations);
-    model.set_algebraic_states(cfg.algebraic_states);
-    return f(std::move(model));
-  }
+  if (cfg.equation_model()) return f(equation_model(cfg));
   return ode::visit_builtin_model(cfg.model, std::forward<F>(f));
 }
 

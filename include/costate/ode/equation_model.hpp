@@ -11,7 +11,14 @@
 /// assignment rules and reaction rates): evaluated in order before the
 /// equations, each from t, y, p and w_0 … w_{k−1}; the equations may use them
 /// all. Variables are then t, states, parameters, intermediates.
+///
+/// Events (events.hpp; set_events): triggers as ode::Condition (their
+/// relations become the model's roots), assigned values, delays and
+/// priorities as programs over the same variables, the intermediates
+/// evaluated first. A model without events has n_events() == 0 and behaves
+/// and costs exactly as before (make_system's EventAdapter is a pointer).
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -22,6 +29,8 @@
 #include "costate/core/error.hpp"
 #include "costate/expr/kernel.hpp"
 #include "costate/expr/program.hpp"
+#include "costate/ode/event_condition.hpp"
+#include "costate/ode/events.hpp"
 
 namespace costate::ode {
 
@@ -125,6 +134,57 @@ class EquationModel {
     return {&kernel_, &expr::Kernel::evaluate_rhs, &expr::Kernel::vjp_rhs, jacobian_rows()};
   }
 
+  // ---- Events (events.hpp's HasEvents).
+  /// One event, as expressions over variables() (t, states, parameters,
+  /// intermediates): y_{targets[j]}⁺ = values[j](t, y⁻, p, w).
+  struct Event {
+    /// name, initial_value, persistent, use_values_from_trigger_time;
+    /// has_delay and has_priority are set by set_events from delay/priority.
+    EventAttributes attributes;
+    Condition trigger;
+    std::vector<std::size_t> targets;   ///< state indices, each at most once
+    std::vector<expr::Program> values;  ///< one per target
+    expr::Program delay, priority;      ///< empty(): none
+  };
+  /// Replaces the model's events. Throws costate::Error (with `context`
+  /// and the event's name or number) for a target out of range or given
+  /// twice, a values/targets size mismatch, or a program that uses a
+  /// variable the model does not have.
+  void set_events(std::vector<Event> events, const std::string& context = "events");
+  const std::vector<Event>& events() const { return events_; }
+
+  /// Roots of every event's trigger, in event order (event k's relations
+  /// from root_offset(k)).
+  std::size_t n_roots() const { return root_offset_.empty() ? 0 : root_offset_.back(); }
+  std::size_t n_events() const { return events_.size(); }
+  std::size_t root_offset(std::size_t k) const { return root_offset_[k]; }
+  /// g = the roots at (t, y, p) (T: double, ad::Dual<double, 8>).
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    run_kernel(roots_kernel_, t, y, p, g);
+  }
+  EventAttributes event_attributes(std::size_t k) const { return events_[k].attributes; }
+  /// Event k's trigger from the roots' sides alone (t, y, p unused).
+  bool event_trigger(std::size_t k, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return events_[k].trigger.evaluate(sides, root_offset_[k]);
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const { return events_[k].targets; }
+  /// The values event k assigns to its targets at (t, y, p).
+  template <class T>
+  void event_assign(std::size_t k, T t, std::span<const T> y, std::span<const T> p,
+                    std::span<T> values) const {
+    run_kernel(event_kernels_[k].values, t, y, p, values);
+  }
+  double event_delay(std::size_t k, double t, std::span<const double> y,
+                     std::span<const double> p) const {
+    return scalar(event_kernels_[k].delay, t, y, p);
+  }
+  double event_priority(std::size_t k, double t, std::span<const double> y,
+                        std::span<const double> p) const {
+    return scalar(event_kernels_[k].priority, t, y, p);
+  }
+
  private:
   template <class T>
   void run(double t, std::span<const T> y, std::span<const T> p, std::span<T> dydt, T* r) const {
@@ -133,6 +193,34 @@ class EquationModel {
     for (std::size_t j = 0; j < p.size(); ++j) r[1 + y.size() + j] = p[j];
     kernel_.evaluate(r, dydt);
   }
+
+  /// kernel's outputs at inputs (t, y, p), on T = double or a Dual.
+  template <class T>
+  static void run_kernel(const expr::Kernel& kernel, T t, std::span<const T> y,
+                         std::span<const T> p, std::span<T> out) {
+    if (kernel.n_outputs() == 0) return;
+    thread_local std::vector<T> registers;
+    if (registers.size() < kernel.registers()) registers.resize(kernel.registers());
+    T* r = registers.data();
+    r[0] = t;
+    for (std::size_t i = 0; i < y.size(); ++i) r[1 + i] = y[i];
+    for (std::size_t j = 0; j < p.size(); ++j) r[1 + y.size() + j] = p[j];
+    kernel.evaluate(r, out);
+  }
+  static double scalar(const expr::Kernel& kernel, double t, std::span<const double> y,
+                       std::span<const double> p) {
+    double v = 0.0;
+    run_kernel(kernel, t, y, p, std::span<double>(&v, kernel.n_outputs()));
+    return v;
+  }
+
+  struct EventKernels {
+    expr::Kernel values, delay, priority;  // delay, priority: no output when absent
+  };
+  std::vector<Event> events_;
+  std::vector<std::size_t> root_offset_;  // n_events() + 1 entries (empty: no events)
+  expr::Kernel roots_kernel_;
+  std::vector<EventKernels> event_kernels_;
 
   std::vector<std::string> states_, parameters_, variables_, intermediate_names_;
   std::vector<expr::Program> intermediates_;

@@ -49,8 +49,22 @@
 /// factorial of a constant). docs/sbml.md lists what the SBML Test Suite
 /// checks of this.
 ///
+/// Events (<event>) become the EquationModel's events (ode::Condition for
+/// the trigger: its relations are the roots; eventAssignments, delay,
+/// priority, the trigger's initialValue and persistent,
+/// useValuesFromTriggerTime; Level 2 defaults initialValue = persistent =
+/// true). A parameter, compartment or species that an event assigns and
+/// no rule changes is a state with a zero derivative. An event that resizes
+/// a compartment keeps the amounts of the species in concentration in it
+/// that it does not assign (C⁺ = C⁻ V⁻ / V⁺). Refused by name: a trigger
+/// with eq/neq or with a relation whose operands hold a piecewise, an event
+/// assigning a species reference, a constant species or an assignment-rule
+/// variable, and a resized compartment holding a species in concentration
+/// set by a rate rule or constant (or with a delay and values from the
+/// trigger time).
+///
 /// Refused, with a costate::Error naming the element, its id and the file:
-/// events, algebraic rules, constraints, delay, fast reactions, reactions
+/// algebraic rules, constraints, delay, fast reactions, reactions
 /// without a kinetic law, a required SBML Level 3 package other than comp,
 /// piecewise with state-dependent conditions, piecewise in an initial
 /// value, factorial of a non-constant value, rateOf of an assignment-rule
