@@ -226,6 +226,7 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
                 " — not a result; check the bounds of the fitted parameters and the model "
                 "(try an implicit method, integrator.method: bdf, if it is stiff)");
   if (sol.summary.success()) io::check_finite_trajectory(fit, sol, "the model at the fitted values");
+  add_integration_warnings(sol.summary, cfg.warnings);  // stiff at the fitted values
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())
