@@ -263,7 +263,7 @@ io::FileGradientCheck petab_gradient_check(const Environment& env, const Command
     std::cerr << problem.brief_report() << "\ngradcheck: llh at the nominal values, "
               << ode::to_string(options.method) << " gradient\n";
   const petab::GradientCheck c = petab::gradient_check(problem, problem.nominal_on_scale(), options, env.comm());
-  return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed};
+  return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed, {}};
 }
 
 petab::Options petab_options(const CommandArgs& args) { return options_of(args); }
