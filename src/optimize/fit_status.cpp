@@ -75,7 +75,7 @@ std::string FitVerdict::describe() const {
 std::string FitVerdict::caveat() const {
   if (at_optimum()) return "";
   return "NOT at a converged optimum (" + test +
-         "): computed at the optimizer's last point, it describes no optimum — rerun with more "
+         "): computed at the optimizer's last point, it describes no optimum; rerun with more "
          "iterations or a better start";
 }
 
