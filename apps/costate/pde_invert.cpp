@@ -225,6 +225,7 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
       j["status"] = verdict.status == optimize::FitStatus::Converged ? std::string("ok")
                                                                      : optimize::to_string(verdict.status);
       j["convergence"] = {{"status", optimize::to_string(verdict.status)}, {"test", verdict.test}};
+      j["warnings"] = verdict.at_optimum() ? Json::array() : Json::array({"the result is " + verdict.caveat()});
       j["method"] = r.method;
       j["termination"] = r.termination;
       j["objective"] = r.objective;

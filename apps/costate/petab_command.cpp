@@ -93,6 +93,7 @@ nlohmann::ordered_json json_head(const std::string& path, const petab::Result& r
   j["llh"] = r.llh;
   j["chi2"] = r.chi2;
   j["log_prior"] = r.log_prior;
+  j["warnings"] = nlohmann::ordered_json::array();  // none found for a PEtab evaluation
   return j;
 }
 
@@ -348,6 +349,8 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
   j["status"] = verdict.status == optimize::FitStatus::Converged ? std::string("ok")
                                                                  : optimize::to_string(verdict.status);
   j["convergence"] = {{"status", optimize::to_string(verdict.status)}, {"test", verdict.test}};
+  j["warnings"] = verdict.at_optimum() ? nlohmann::ordered_json::array()
+                                       : nlohmann::ordered_json::array({"the best fit is " + verdict.caveat()});
   j["problem"] = path;
   j["llh"] = best.llh;
   j["objective"] = best.objective;
