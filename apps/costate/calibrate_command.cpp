@@ -65,7 +65,12 @@ void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   const std::size_t p = rep.names.size();
   auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
   Json j;
-  j["status"] = rep.converged ? "ok" : "not_converged";
+  // "ok" at a converged optimum; else the fit status (optimize/fit_status.hpp).
+  j["status"] = rep.verdict.status == optimize::FitStatus::Converged
+                    ? std::string("ok")
+                    : optimize::to_string(rep.verdict.status);
+  j["convergence"] = {{"status", optimize::to_string(rep.verdict.status)}, {"test", rep.verdict.test}};
+  if (!rep.verdict.at_optimum()) j["standard_errors_note"] = "standard errors " + rep.verdict.caveat();
   Json values = Json::object(), errors = Json::object(), corr = Json::object();
   for (std::size_t a = 0; a < p; ++a) {
     values[rep.names[a]] = rep.values[a];
@@ -118,9 +123,12 @@ void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
 void print_text(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   const std::size_t p = rep.names.size();
   std::ostringstream os;
-  os << "\n" << rep.tao.brief_report() << "\n"
-     << (rep.converged ? "" : "WARNING: the optimizer stopped without converging; the values below "
-                              "are its last iterate (the output file is marked partial)\n")
+  os << "\n" << rep.tao.brief_report() << "\n  fit: " << rep.verdict.describe() << "\n"
+     << (rep.verdict.at_optimum()
+             ? ""
+             : "WARNING: the optimizer stopped without converging; the values below are its last "
+               "iterate and their standard errors are " + rep.verdict.caveat() +
+                   " (the output file is marked partial)\n")
      << "\n  " << std::left << std::setw(14) << "quantity" << std::right << std::setw(16) << "initial"
      << std::setw(18) << "fitted" << std::setw(16) << "std. error" << std::setw(10) << "rel."
      << "\n";
@@ -346,6 +354,7 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
                 " — not a result; check the bounds of the fitted parameters and the model "
                 "(try an implicit method, integrator.method: bdf, if it is stiff)");
   if (sol.summary.success()) io::check_finite_trajectory(fit, sol, "the model at the fitted values");
+  add_integration_warnings(sol.summary, cfg.warnings);  // stiff at the fitted values
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
     if (sol.summary.success())
@@ -359,14 +368,14 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
                 << sol.summary.message << "); " << cfg.output_file << " not written\n";
     }
   }
-  if (!env.is_root()) return rep.converged ? 0 : 2;
+  if (!env.is_root()) return rep.verdict.at_optimum() ? 0 : 2;
 
   // 3. Report.
   if (args.json)
     print_json(cfg, rep);
   else
     print_text(cfg, rep);
-  return rep.converged ? 0 : 2;
+  return rep.verdict.at_optimum() ? 0 : 2;
 }
 
 }  // namespace costate::cli

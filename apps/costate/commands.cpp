@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -39,6 +40,10 @@ const std::vector<Command>& commands() {
                           "also the Hessian of the objective w.r.t. the parameters (forward over "
                           "the discrete adjoint; euler, rk4, dopri5, backward_euler, "
                           "crank_nicolson)");
+             cmd.add_flag("--check", a.check,
+                          "also check the gradient against a central difference of the "
+                          "objective (re-integrated) along one random direction (seeded): "
+                          "exit status 1 when they disagree beyond the difference's noise");
              cmd.add_flag("--fim", a.fim,
                           "PEtab problems: also the Fisher information (forward "
                           "sensitivities; after the gradient)");
@@ -118,6 +123,17 @@ std::string warnings_text(const std::vector<std::string>& warnings) {
   std::string out;
   for (const auto& w : warnings) out += "warning: " + w + "\n";
   return out.empty() ? out : "\n" + out;
+}
+
+void add_integration_warnings(const ode::Summary& s, std::vector<std::string>& warnings) {
+  if (std::isnan(s.stiff_from)) return;
+  std::string w = ode::to_string(s.method) + " found the problem stiff from t = " +
+                  costate::detail::format_value(s.stiff_from) +
+                  " (Hairer's test: its step size is held at the method's stability limit, not by "
+                  "accuracy); an explicit method's gradient, the discrete adjoint of the steps "
+                  "taken, ignores the step-size controller and may be wrong here; use the implicit "
+                  "integrator.method: bdf (check a gradient with costate sensitivity --check)";
+  if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(std::move(w));
 }
 
 int pde(const Environment& env, const CommandArgs& args, const char* command) {

@@ -17,6 +17,7 @@
 
 #include "costate/core/environment.hpp"
 #include "costate/io/input.hpp"
+#include "costate/ode/options.hpp"
 
 namespace CLI {
 class App;
@@ -32,6 +33,7 @@ struct CommandArgs {
   bool json = false;
   bool quiet = false;
   bool hessian = false;  ///< sensitivity --hessian
+  bool check = false;    ///< sensitivity --check (a directional difference along a random direction)
   std::string resume;    ///< run --resume OUT.h5
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
@@ -81,6 +83,10 @@ std::string join(const std::vector<std::string>& v);
 /// The input's warnings (io::RunConfig::warnings) as text lines for a
 /// command's text output ("" when none); its JSON lists them as `warnings`.
 std::string warnings_text(const std::vector<std::string>& warnings);
+/// Appends the warnings an integration's summary raises (once each): an
+/// explicit method found the problem stiff (ode::Summary::stiff_from), so its
+/// discrete adjoint may be wrong and bdf is the method to use.
+void add_integration_warnings(const ode::Summary& summary, std::vector<std::string>& warnings);
 /// "unknown command 'runn'; did you mean 'run'? Commands: …" when `word`
 /// (where a command goes) is none of `names`; "" when it is one.
 std::string unknown_command(const std::string& word, const std::vector<std::string>& names);

@@ -11,6 +11,7 @@
 //   mpiexec -n 2 costate sensitivity data/examples/heat2d_kappa.yaml --json
 //   costate gradcheck data/examples/burgers.yaml
 #include "pde_commands.hpp"
+#include "commands.hpp"
 
 #include "pde_detail.hpp"
 
@@ -158,6 +159,8 @@ int report_run(const Environment& env, const PdeArgs& args, const io::PdeConfig&
        << std::setw(20) << r.final_min[c] << r.final_max[c] << "\n";
   if (cfg.objective.present) os << "\n  objective J = " << r.objective << "\n";
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (+ .xmf)\n";
+  j["warnings"] = r.warnings;
+  os << warnings_text(r.warnings);
   return print_report(env, args, j, os);
 }
 
@@ -205,6 +208,8 @@ int report_sensitivity(const Environment& env, const PdeArgs& args, const io::Pd
   os << field_line;
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (+ .xmf)\n";
   os << "  " << std::setw(22) << "u(t0) (fields)" << "norm " << r.gradient_initial_state_norm << "\n";
+  j["warnings"] = r.warnings;
+  os << warnings_text(r.warnings);
   return print_report(env, args, j, os);
 }
 
@@ -245,6 +250,8 @@ int check_and_report_gradient(const Environment& env, const PdeArgs& args, const
   for (std::size_t i = 0; i < x.size(); ++i)
     os << "  " << std::setw(34) << in.names[i] << std::setw(22) << grad[i] << fd.fd[i] << "\n";
   os << fd.report() << "\n" << (passed ? "gradcheck: passed\n" : "gradcheck: FAILED\n");
+  j["warnings"] = in.warnings;
+  os << warnings_text(in.warnings);
   print_report(env, args, j, os);
   return passed ? 0 : 1;
 }

@@ -19,6 +19,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/io/pde_calibration.hpp"
+#include "costate/optimize/fit_status.hpp"
 #include "costate/pde/inversion.hpp"
 #include "costate/pde/laplace.hpp"
 #include "costate/pde/output.hpp"
@@ -122,6 +123,11 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   const pde::InversionResult r = pde::find_map(misfit, prior, mean, cc.optimizer, [&](const pde::InversionIteration& row) {
     if (env.is_root() && !args.json) print_row(row);
   });
+  // Its status in the calibrations' one vocabulary (optimize/fit_status.hpp);
+  // the gradient's noise is not measured here, so a stop without the
+  // optimizer's test is not_converged.
+  const optimize::FitVerdict verdict =
+      optimize::judge_fit({.converged = r.converged, .reason = r.termination, .gradient_norm = r.gradient_norm});
   // 4. The state at the MAP point, predictions, the distance to the reference.
   const double phi = misfit.misfit(r.m);
   const std::vector<double> predicted = obs->predictions(misfit.final_state());
@@ -208,12 +214,18 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
                                                       static_cast<double>(s.incremental_forward),
                                                       static_cast<double>(s.incremental_adjoint)});
     out.write_array("objective", std::vector<double>{r.objective, r.misfit, r.prior, r.gradient_norm});
-    out.finish();
+    out.write_attribute("fit_status", optimize::to_string(verdict.status));
+    out.write_attribute("convergence", verdict.describe());
+    if (post && !verdict.at_optimum()) out.write_attribute("posterior_note", "Laplace posterior " + verdict.caveat());
+    out.finish(verdict.file_status());
   }
   if (env.is_root()) {
     if (args.json) {
       Json j;
-      j["status"] = r.converged ? "ok" : "not_converged";
+      j["status"] = verdict.status == optimize::FitStatus::Converged ? std::string("ok")
+                                                                     : optimize::to_string(verdict.status);
+      j["convergence"] = {{"status", optimize::to_string(verdict.status)}, {"test", verdict.test}};
+      j["warnings"] = verdict.at_optimum() ? Json::array() : Json::array({"the result is " + verdict.caveat()});
       j["method"] = r.method;
       j["termination"] = r.termination;
       j["objective"] = r.objective;
@@ -244,6 +256,7 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
                               {"pde_solves", solves_json(post->solves)},
                               {"prior_solves", post->prior_solves},
                               {"seconds", post->seconds}};
+        if (!verdict.at_optimum()) j["posterior"]["note"] = "Laplace posterior " + verdict.caveat();
       }
       j["seconds"] = r.seconds;
       Json its = Json::array();
@@ -264,9 +277,16 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
                   "  %.3f s, %lld KSP solves with the prior's A\n",
                   r.brief_report().c_str(), chi2, obs->size(), cc.field.c_str(), distance, r.seconds,
                   static_cast<long long>(r.prior_solves));
+      std::printf("  fit: %s\n", verdict.describe().c_str());
       if (post) {
         const pde::LaplaceOptions& lo = cc.posterior_options;
-        std::printf("\nLaplace posterior at the MAP point (%s Hessian; rank %d, oversampling %d, seed %llu):\n"
+        if (!verdict.at_optimum())
+          std::printf("\nWARNING: the Laplace posterior below is %s\n", verdict.caveat().c_str());
+        std::printf(verdict.at_optimum()
+                        ? "\nLaplace posterior at the MAP point (%s Hessian; rank %d, oversampling %d, seed %llu):\n"
+                          "    i       eigenvalue   lambda/(1+lambda)\n"
+                        : "\nLaplace posterior at the optimizer's last point, NOT at a converged optimum (%s Hessian; "
+                          "rank %d, oversampling %d, seed %llu):\n"
                     "    i       eigenvalue   lambda/(1+lambda)\n",
                     lo.hessian == pde::HessianProduct::Exact ? "exact" : "Gauss-Newton", lo.eigen.rank,
                     lo.eigen.oversampling, static_cast<unsigned long long>(lo.eigen.seed));
@@ -285,7 +305,7 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
       if (!cfg.output_file.empty()) std::printf("  wrote %s\n", cfg.output_file.c_str());
     }
   }
-  return r.converged ? 0 : 2;
+  return verdict.at_optimum() ? 0 : 2;
 }
 
 }  // namespace

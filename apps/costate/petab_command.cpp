@@ -17,6 +17,7 @@
 #include "costate/core/error.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/input_text.hpp"
+#include "costate/optimize/fit_status.hpp"
 #include "costate/petab/calibrate.hpp"
 #include "costate/petab/check.hpp"
 #include "costate/petab/output.hpp"
@@ -92,6 +93,7 @@ nlohmann::ordered_json json_head(const std::string& path, const petab::Result& r
   j["llh"] = r.llh;
   j["chi2"] = r.chi2;
   j["log_prior"] = r.log_prior;
+  j["warnings"] = nlohmann::ordered_json::array();  // none found for a PEtab evaluation
   return j;
 }
 
@@ -263,7 +265,7 @@ io::FileGradientCheck petab_gradient_check(const Environment& env, const Command
     std::cerr << problem.brief_report() << "\ngradcheck: llh at the nominal values, "
               << ode::to_string(options.method) << " gradient\n";
   const petab::GradientCheck c = petab::gradient_check(problem, problem.nominal_on_scale(), options, env.comm());
-  return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed};
+  return {c.ids, c.theta, c.gradient, c.llh, c.taylor, c.fd, c.passed, {}};
 }
 
 petab::Options petab_options(const CommandArgs& args) { return options_of(args); }
@@ -314,11 +316,41 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
               << ", TAO " << optimize::to_string(options.optimizer.method) << ", "
               << ode::to_string(options.evaluation.method) << " gradients\n";
   const petab::Calibration c = petab::calibrate(problem, options, env.comm());
-  if (env.rank() != 0) return c.best().converged ? 0 : 2;
+  if (env.rank() != 0) return c.best().converged ? 0 : 2;  // rank 0's status (a stall) is reported there
 
   const petab::StartFit& best = c.best();
+  // The best start's status in the calibrations' one vocabulary
+  // (optimize/fit_status.hpp): a stall is judged against the gradient's
+  // change with the integrator's tolerances tightened kTighter-fold.
+  optimize::FitEnd end{.converged = best.converged, .reason = best.termination};
+  if (!best.converged && !best.failed && optimize::is_stall_reason(best.termination)) {
+    try {
+      petab::Options at = options.evaluation, tight = options.evaluation;
+      at.gradient = tight.gradient = true;
+      at.fim = tight.fim = false;
+      tight.integrator.rtol *= optimize::kTighter;
+      tight.integrator.atol *= optimize::kTighter;
+      for (double& a : tight.integrator.atol_per_state) a *= optimize::kTighter;
+      const std::vector<double> g = petab::evaluate(problem, best.x, at).gradient;
+      const std::vector<double> gt = petab::evaluate(problem, best.x, tight).gradient;
+      double gn = 0.0, dn = 0.0;
+      for (std::size_t e = 0; e < g.size(); ++e) {
+        gn += g[e] * g[e];
+        dn += (g[e] - gt[e]) * (g[e] - gt[e]);
+      }
+      end.gradient_norm = std::sqrt(gn);
+      end.gradient_noise = std::sqrt(dn);
+    } catch (const Error&) {
+      // Not integrable at the tighter tolerances: the noise stays unmeasured.
+    }
+  }
+  const optimize::FitVerdict verdict = optimize::judge_fit(end);
   nlohmann::ordered_json j;
-  j["status"] = best.converged ? "ok" : "not_converged";
+  j["status"] = verdict.status == optimize::FitStatus::Converged ? std::string("ok")
+                                                                 : optimize::to_string(verdict.status);
+  j["convergence"] = {{"status", optimize::to_string(verdict.status)}, {"test", verdict.test}};
+  j["warnings"] = verdict.at_optimum() ? nlohmann::ordered_json::array()
+                                       : nlohmann::ordered_json::array({"the best fit is " + verdict.caveat()});
   j["problem"] = path;
   j["llh"] = best.llh;
   j["objective"] = best.objective;
@@ -350,13 +382,14 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
     std::ofstream file(out);
     if (!(file << j.dump(1) << "\n")) throw Error(out + ": cannot write the JSON output");
   } else if (!out.empty()) {
-    petab::write_calibration_hdf5(out, c);
+    petab::write_calibration_hdf5(out, c, &verdict);
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;
   } else {
     std::cout << std::setprecision(12) << "best llh " << best.llh << " (start " << best.index
-              << ", " << best.termination << ")\nestimated parameters (on their scales):\n";
+              << ", " << best.termination << ")\nfit: " << verdict.describe()
+              << "\nestimated parameters (on their scales):\n";
     for (std::size_t e = 0; e < c.ids.size(); ++e)
       std::cout << "  " << std::left << std::setw(28) << c.ids[e] << std::right << best.x[e] << "\n";
     std::cout << "waterfall (final -llh by start, best first):\n";
@@ -372,7 +405,7 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
               << " of the best\n";
     if (!out.empty()) std::cout << "wrote " << out << "\n";
   }
-  return best.converged ? 0 : 2;
+  return verdict.at_optimum() ? 0 : 2;
 }
 
 }  // namespace costate::cli

@@ -169,6 +169,7 @@ int run_command(const Environment& env, const CommandArgs& args) {
     throw Error("integration of " + args.input + " failed: " + sol.summary.message +
                 " (no output written)");
   io::check_finite_trajectory(cfg, sol, "run");  // "ok" means finite
+  add_integration_warnings(sol.summary, cfg.warnings);
 
   // 3. Write the HDF5 output (one writer: rank 0).
   if (env.is_root() && !cfg.output_file.empty()) io::write_finished_run(cfg, outcome);

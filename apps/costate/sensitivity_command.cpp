@@ -1,14 +1,18 @@
 // `costate sensitivity FILE.yaml [-o OUT.h5] [--json] [--set key=value]...
-// [--hessian] [-q]`: the objective of the file's `objective:` section and
+// [--hessian] [--check] [-q]`: the objective of the file's `objective:` section and
 // its gradient by sensitivity.method (with --hessian also ∂²J/∂p² over
 // sensitivity.wrt), the trajectory and /sensitivity written to HDF5.
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.hpp"
+#include "costate/ad/verification.hpp"
 #include "costate/core/error.hpp"
 #include "costate/io/conditions.hpp"
 #include "costate/io/resume.hpp"
@@ -24,6 +28,30 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+/// sensitivity --check: ⟨∇J, v⟩ along one random direction v against a
+/// Richardson central difference of J re-integrated at p + h v (the
+/// objective as `run` computes it, the steps chosen anew — so a gradient
+/// that ignores the step-size controller shows).
+struct DirectionalCheck {
+  std::uint64_t seed = 0;
+  std::vector<double> direction;  ///< v over sensitivity.wrt: ±(0.5…1)·max(|p_i|, 1e-3)
+  double directional_derivative = 0.0;  ///< ⟨∇J, v⟩
+  ad::Difference difference;            ///< d/dh J(p + h v) at 0, its step and spread
+  double relative_error = 0.0;
+  bool within_noise = false;  ///< |⟨∇J, v⟩ − difference| ≤ kSpread·spread
+  bool passed = false;        ///< within kCheckRtol relative, or within the noise
+  int evaluations = 0;
+};
+
+/// The check's seed, its ladder (h₀ relative to the direction, halvings),
+/// and its tolerance: the difference of an adaptively integrated J is
+/// resolved only to about the tolerances, so 1e-3 relative plus kSpread
+/// times the difference's own spread.
+constexpr std::uint64_t kCheckSeed = 20261206;
+constexpr double kCheckStep = 1e-2;
+constexpr int kCheckSteps = 5;
+constexpr double kCheckRtol = 1e-3, kSpread = 3.0;
+
 /// What the command computed.
 struct SensitivityResult {
   ode::Solution trajectory;       ///< at the output times (for the file)
@@ -36,7 +64,72 @@ struct SensitivityResult {
   std::vector<io::RunConfig> problems;
   std::vector<ode::Solution> trajectories;
   std::vector<double> objectives;
+  std::optional<DirectionalCheck> check;  ///< with --check
 };
+
+DirectionalCheck directional_check(const io::RunConfig& cfg, const std::vector<std::size_t>& wrt,
+                                   const std::vector<double>& gradient) {
+  DirectionalCheck c;
+  c.seed = kCheckSeed;
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<double> size(0.5, 1.0);
+  const std::size_t m = wrt.size();
+  c.direction.resize(m);
+  for (std::size_t k = 0; k < m; ++k) {
+    const double sign = (rng() & 1U) ? 1.0 : -1.0;
+    c.direction[k] = sign * size(rng) * std::max(std::abs(cfg.parameters[wrt[k]]), 1e-3);
+    c.directional_derivative += gradient[k] * c.direction[k];
+  }
+  // J(p + h v), integrated afresh (initial values given as expressions
+  // follow the parameters).
+  auto J = [&](double h) {
+    io::RunConfig at = cfg;
+    for (std::size_t k = 0; k < m; ++k) at.parameters[wrt[k]] += h * c.direction[k];
+    io::evaluate_initial_state(at);
+    ++c.evaluations;
+    try {
+      return io::file_gradient(at, at.parameters, at.initial_state).result.objective;
+    } catch (const io::Interrupted&) {
+      throw;
+    } catch (const Error&) {
+      return std::numeric_limits<double>::quiet_NaN();  // skipped by the difference
+    }
+  };
+  double pmax = 0.0;
+  for (std::size_t k = 0; k < m; ++k) pmax = std::max(pmax, std::abs(c.direction[k]));
+  c.difference = ad::richardson_difference(J, kCheckStep * std::max(1.0, pmax) / pmax, kCheckSteps);
+  // One component: no norm floor, the spread is the noise.
+  const ad::GradientCheckResult r = ad::check_against_differences(
+      {c.directional_derivative}, {c.difference},
+      {.rtol = kCheckRtol, .norm_rtol = 0.0, .spread_factor = kSpread});
+  c.relative_error = r.rel_error[0];
+  c.within_noise = r.abs_error[0] <= kSpread * c.difference.spread;
+  c.passed = r.passed;
+  return c;
+}
+
+std::string check_text(const DirectionalCheck& c) {
+  std::ostringstream os;
+  os.precision(6);
+  os << "check along a random direction v (seed " << c.seed << ", " << c.evaluations
+     << " integrations): <grad J, v> = " << c.directional_derivative
+     << ", central difference of J = " << c.difference.value << " +- " << c.difference.spread
+     << " (h = " << c.difference.step << "); relative error " << std::setprecision(3)
+     << c.relative_error << (c.within_noise ? ", within the difference's noise" : "") << ": "
+     << (c.passed ? "agrees" : "DISAGREES");
+  return os.str();
+}
+
+std::string check_warning(const DirectionalCheck& c) {
+  std::ostringstream os;
+  os.precision(3);
+  os << "sensitivity --check: the gradient disagrees with a central difference of the objective "
+        "along a random direction (relative error "
+     << c.relative_error << ", beyond the difference's noise): it is not the derivative of J as "
+        "integrated; with an explicit adaptive method on a stiff problem use integrator.method: "
+        "bdf, otherwise tighten integrator.rtol/atol and compare sensitivity.method forward";
+  return os.str();
+}
 
 /// The report of the (wrt) gradient from res.gradient.
 void fill_output(const io::RunConfig& cfg, SensitivityResult& res, const std::vector<std::size_t>& wrt_index,
@@ -85,6 +178,7 @@ SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
   res.gradient = std::move(s.gradient);
   res.hessian = std::move(s.hessian);
   fill_output(cfg, res, wrt_index, args.hessian);
+  if (args.check) res.check = directional_check(cfg, wrt_index, res.output.gradient);
   return res;
 }
 
@@ -133,6 +227,22 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
                     {"products", res.hessian.products},
                     {"wall_seconds", res.hessian.wall_seconds}};
   }
+  if (res.check) {
+    const DirectionalCheck& c = *res.check;
+    Json dir = Json::object();
+    for (std::size_t k = 0; k < c.direction.size(); ++k) dir[out.parameter_names[k]] = c.direction[k];
+    j["check"] = {{"seed", c.seed},
+                  {"direction", dir},
+                  {"directional_derivative", c.directional_derivative},
+                  {"difference", c.difference.value},
+                  {"spread", c.difference.spread},
+                  {"step", c.difference.step},
+                  {"relative_error", c.relative_error},
+                  {"within_noise", c.within_noise},
+                  {"evaluations", c.evaluations},
+                  {"passed", c.passed}};
+    if (!c.passed) j["status"] = "check_failed";
+  }
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
   j["warnings"] = cfg.warnings;
   std::cout << j.dump() << std::endl;
@@ -173,6 +283,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   }
   os << "\n  wall time: gradient " << std::setprecision(3) << r.wall_seconds
      << " s, forward integration " << res.trajectory.summary.wall_seconds << " s\n";
+  if (res.check) os << "\n  " << check_text(*res.check) << "\n";
   if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << "\n";
   os << warnings_text(cfg.warnings);
   std::cout << os.str();
@@ -186,6 +297,9 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
                 "'model:' section) only; " + args.input + " is a " +
                 (is_petab_input(args.input) ? "PEtab problem" : "PDE input") +
                 ", whose gradient does not resume — rerun it without --resume");
+  if (args.check && (is_petab_input(args.input) || is_pde_input(args.input)))
+    throw Error(args.input + ": costate sensitivity --check is for ODE inputs (a 'model:' "
+                "section) in this version; use costate gradcheck " + args.input);
   if (is_petab_input(args.input))  // a PEtab problem file (docs/petab.md)
     return petab_sensitivity(env, args);
   if (is_pde_input(args.input)) {
@@ -264,14 +378,18 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     throw io::Interrupted(e.signal(), message);
   }
   io::check_sensitivity_results(cfg, res.trajectory, res.output);  // "ok" means finite
+  // The gradient's forward pass is the run's integration: its summary says
+  // whether dopri5 found the problem stiff.
+  add_integration_warnings(res.gradient.result.summary, cfg.warnings);
+  if (res.check && !res.check->passed) cfg.warnings.push_back(check_warning(*res.check));
   if (env.is_root() && !cfg.output_file.empty())
     io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
-  if (!env.is_root()) return 0;
+  if (!env.is_root()) return res.check && !res.check->passed ? 1 : 0;
   if (args.json)
     print_json(cfg, args, res);
   else
     print_text(cfg, args, res);
-  return 0;
+  return res.check && !res.check->passed ? 1 : 0;
 }
 
 }  // namespace costate::cli

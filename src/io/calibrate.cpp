@@ -362,6 +362,29 @@ CalibrationReport calibrate(const RunConfig& cfg,
   // 2. Residuals and the sensitivity matrix at the fit.
   std::vector<double> g(p);
   rep.objective = problem.objective_and_gradient(q, g);
+  // Its status: a stop without TAO's test is "stalled" when the gradient is
+  // at its noise floor — measured as its change with the integrator's
+  // tolerances tightened optimize::kTighter-fold (optimize/fit_status.hpp).
+  optimize::FitEnd end{.converged = rep.tao.converged,
+                       .reason = rep.tao.termination,
+                       .gradient_norm = rep.tao.gradient_norm};
+  if (!end.converged && optimize::is_stall_reason(end.reason) && !cfg.integrator.fixed_step()) {
+    RunConfig tight = cfg;
+    tight.integrator.rtol *= optimize::kTighter;
+    tight.integrator.atol *= optimize::kTighter;
+    for (double& a : tight.integrator.atol_per_state) a *= optimize::kTighter;
+    std::vector<double> gt(p);
+    try {
+      CalibrationProblem at_tight(tight);
+      (void)at_tight.objective_and_gradient(q, gt);
+      double d2 = 0.0;
+      for (std::size_t a = 0; a < p; ++a) d2 += (g[a] - gt[a]) * (g[a] - gt[a]);
+      end.gradient_noise = std::sqrt(d2);
+    } catch (const Error&) {
+      // Not integrable at the tighter tolerances: the noise stays unmeasured.
+    }
+  }
+  rep.verdict = optimize::judge_fit(end);
   const auto R = problem.residuals(q);
   const std::size_t m = R.r.size(), n = cfg.state_names.size();
   rep.n_residuals = m;

@@ -393,7 +393,11 @@ void write_calibration_group(hid_t file, const CalibrationReport& r) {
   write_string_scalar(g, "termination", r.tao.termination, true);
   write_string_scalar(g, "optimizer", r.tao.method, true);
   write_string_scalar(g, "gradient_method", r.gradient_method, true);
-  write_string_scalar(g, "status", r.converged ? "complete" : "partial", true);
+  write_string_scalar(g, "fit_status", optimize::to_string(r.verdict.status), true);
+  write_string_scalar(g, "convergence", r.verdict.describe(), true);
+  if (!r.verdict.at_optimum())
+    write_string_scalar(g, "standard_errors_note", "standard errors " + r.verdict.caveat(), true);
+  write_string_scalar(g, "status", r.verdict.file_status(), true);
 }
 
 }  // namespace
@@ -403,7 +407,7 @@ void write_calibration_hdf5(const std::string& path, const RunConfig& config,
   write_atomically(path, config, "calibrate", [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, "calibrate",
                [&](hid_t file) { write_calibration_group(file, report); },
-               report.converged ? "complete" : "partial");
+               report.verdict.file_status());
   });
 }
 

@@ -137,6 +137,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
     const std::string w = pde::stability_warning(
         *cfg.explicit_rk, static_cast<pde::ExplicitRkStepper&>(integ).stability(u0), "integrator.dt");
     if (g.rank() == 0 && !w.empty()) std::cerr << cfg.input_path << ": warning: " << w << "\n";
+    if (!w.empty()) res.warnings.push_back(w);
   }
 
   // 3. The command.
@@ -240,6 +241,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
     make_integrator(false)->integrate(u);
     return objective.evaluate(g, u, nullptr);
   };
+  in.warnings = res.warnings;
   res.status = options.gradcheck(in);
   return res;
 }

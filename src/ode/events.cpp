@@ -938,6 +938,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     s.factorizations += seg.factorizations;
     s.newton_iterations += seg.newton_iterations;
     s.last_step = seg.last_step;
+    if (std::isnan(s.stiff_from)) s.stiff_from = seg.stiff_from;
     steps_left -= seg.steps + seg.rejected_steps;
     if (!seg.success()) {
       s.termination = seg.termination;

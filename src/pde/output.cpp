@@ -430,7 +430,13 @@ void FieldWriter::write_array(const std::string& name, std::span<const double> v
   arrays_.push_back(name);
 }
 
-void FieldWriter::finish() {
+void FieldWriter::write_attribute(const std::string& name, const std::string& value) {
+  check_all(grid_->comm(), !finished_,
+            "pde::FieldWriter('" + path_ + "')::write_attribute: the file is already finished");
+  impl_->write_string_attribute(impl_->file, name.c_str(), value, path_);
+}
+
+void FieldWriter::finish(const std::string& status) {
   const Grid& g = *grid_;
   check_all(g.comm(), !finished_,
             "pde::FieldWriter('" + path_ + "')::finish: the file is already finished");
@@ -511,7 +517,7 @@ void FieldWriter::finish() {
                                       xdmf_path_ + "'");
     }
   }
-  im.write_string_attribute(im.file, "status", "complete", path_);
+  im.write_string_attribute(im.file, "status", status, path_);
   h5(H5Fflush(im.file, H5F_SCOPE_GLOBAL), path_, "flush the file");
   im.file.reset();  // collective close
   finished_ = true;

@@ -223,7 +223,7 @@ Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_
   return c;
 }
 
-void write_calibration_hdf5(const std::string& path, const Calibration& c) {
+void write_calibration_hdf5(const std::string& path, const Calibration& c, const optimize::FitVerdict* verdict) {
   using detail::H5, detail::write_doubles, detail::write_ids;
   H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
@@ -252,6 +252,11 @@ void write_calibration_hdf5(const std::string& path, const Calibration& c) {
   write_doubles(group.id, "/calibration", "iterations", iterations, m, 0, path);
   write_doubles(group.id, "/calibration", "initial", initial, m, n, path);
   write_doubles(group.id, "/calibration", "x", x, m, n, path);
+  if (verdict) {
+    detail::write_text(group.id, "/calibration", "fit_status", optimize::to_string(verdict->status), path);
+    detail::write_text(group.id, "/calibration", "convergence", verdict->describe(), path);
+    detail::write_text(group.id, "/calibration", "status", verdict->file_status(), path);
+  }
 }
 
 }  // namespace costate::petab

@@ -37,39 +37,15 @@ Difference richardson(const Problem& pb, const std::vector<double>& theta, std::
                       const Options& plain, MPI_Comm comm) {
   COSTATE_CHECK(e < theta.size(), pb.file << ": difference along component " << e << " of "
                                           << theta.size());
-  const double scale = std::max(1.0, std::abs(theta[e]));
-  // D(h) for h_k = kLargestStep·scale·2^−k, k = 0 … kSteps − 1.
-  std::vector<double> h(kDifferenceSteps), D(kDifferenceSteps);
+  // ad::richardson_difference over llh along θ_e, from
+  // h_0 = kLargestStep·max(1, |θ_e|) down kDifferenceSteps halvings.
   std::vector<double> x = theta;
-  for (int k = 0; k < kDifferenceSteps; ++k) {
-    h[static_cast<std::size_t>(k)] = kLargestStep * scale * std::ldexp(1.0, -k);
-    x[e] = theta[e] + h[static_cast<std::size_t>(k)];
-    const double up = llh_or_nan(pb, x, plain, comm);
-    x[e] = theta[e] - h[static_cast<std::size_t>(k)];
-    const double down = llh_or_nan(pb, x, plain, comm);
-    D[static_cast<std::size_t>(k)] = (up - down) / (2.0 * h[static_cast<std::size_t>(k)]);
-  }
-  // Richardson R_k = (4 D(h_k) − D(2 h_k)) / 3, k ≥ 1; the answer is the
-  // R_k closest to its successor: too large a step leaves truncation
-  // (R changes with h), too small a step the solver's noise over h (R
-  // jumps) — the plateau between is where consecutive R agree.
-  Difference best;
-  best.spread = std::numeric_limits<double>::infinity();
-  for (int k = 1; k + 1 < kDifferenceSteps; ++k) {
-    const auto i = static_cast<std::size_t>(k);
-    const double r0 = (4.0 * D[i] - D[i - 1]) / 3.0, r1 = (4.0 * D[i + 1] - D[i]) / 3.0;
-    const double s = std::abs(r1 - r0);
-    if (std::isfinite(s) && s < best.spread) {
-      best.spread = s;
-      best.value = r0;
-      best.step = h[i];
-    }
-  }
-  if (!std::isfinite(best.spread)) {
-    best.value = std::numeric_limits<double>::quiet_NaN();
-    best.step = h.back();
-  }
-  return best;
+  return ad::richardson_difference(
+      [&](double h) {
+        x[e] = theta[e] + h;
+        return llh_or_nan(pb, x, plain, comm);
+      },
+      kLargestStep * std::max(1.0, std::abs(theta[e])), kDifferenceSteps);
 }
 
 }  // namespace
@@ -117,38 +93,23 @@ GradientCheck gradient_check(const Problem& pb, const std::vector<double>& theta
     out.taylor.message = "no estimated parameters";
   }
   // Richardson-extrapolated central differences per component, the step
-  // chosen per component (richardson_difference).
-  ad::GradientCheckResult& fd = out.fd;
+  // chosen per component (richardson_difference), judged by
+  // ad::check_against_differences: against the component, the gradient's
+  // norm and the differences' own spread.
   const std::size_t n = theta.size();
-  fd.ad = out.gradient;
-  fd.fd.resize(n);
-  fd.abs_error.resize(n);
-  fd.rel_error.resize(n);
-  fd.tolerance.resize(n);
+  std::vector<Difference> d(n);
   out.steps.resize(n);
   out.spreads.resize(n);
-  double worst_ratio = -1.0;
   for (std::size_t i = 0; i < n; ++i) {
-    const Difference d = richardson(pb, theta, i, plain, comm);
-    out.steps[i] = d.step;
-    out.spreads[i] = d.spread;
-    fd.fd[i] = d.value;
-    fd.abs_error[i] = std::abs(fd.ad[i] - d.value);
-    const double size = std::max(std::abs(fd.ad[i]), std::abs(d.value));
-    fd.rel_error[i] = size > 0.0 ? fd.abs_error[i] / size : 0.0;
-    fd.tolerance[i] = kDifferenceRtol * size + kSpreadFactor * d.spread;
-    const bool ok = std::isfinite(fd.abs_error[i]) && fd.abs_error[i] <= fd.tolerance[i];
-    if (!ok) ++fd.failures;
-    fd.max_rel_error = std::max(fd.max_rel_error, std::isfinite(fd.rel_error[i]) ? fd.rel_error[i] : 1.0);
-    const double ratio = std::isfinite(fd.abs_error[i]) ? fd.abs_error[i] / std::max(fd.tolerance[i], 1e-300)
-                                                        : std::numeric_limits<double>::max();
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      fd.worst = static_cast<int>(i);
-    }
+    d[i] = richardson(pb, theta, i, plain, comm);
+    out.steps[i] = d[i].step;
+    out.spreads[i] = d[i].spread;
   }
-  fd.passed = fd.failures == 0;
-  out.passed = out.taylor.passed && fd.passed;
+  out.fd = ad::check_against_differences(out.gradient, d,
+                                         {.rtol = kDifferenceRtol,
+                                          .norm_rtol = kDifferenceRtol,
+                                          .spread_factor = kSpreadFactor});
+  out.passed = out.taylor.passed && out.fd.passed;
   return out;
 }
 

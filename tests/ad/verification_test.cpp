@@ -261,4 +261,58 @@ TEST(CheckGradient, ZeroComponentsAreNotFailedByDifferenceNoise) {
   EXPECT_THROW(ad::check_gradient(f, x, {.rtol = -1.0}), costate::Error);
 }
 
+// --------------------------------- differences that measure their noise
+
+TEST(RichardsonDifference, ExactForSmoothFunctionsAndSpreadMeasuresNoise) {
+  // φ(h) = e^{2h}: φ'(0) = 2. Richardson removes the h² term; the spread at
+  // the chosen step is the error left (round-off ~ε/h, truncation ~h⁴).
+  const ad::Difference d = ad::richardson_difference([](double h) { return std::exp(2.0 * h); }, 1e-2, 10);
+  EXPECT_NEAR(d.value, 2.0, 1e-9);
+  EXPECT_LT(d.spread, 1e-8);
+  // The same with noise of amplitude 1e-7 in φ (a deterministic hash of h):
+  // the spread rises with it, and the answer stays within a few spreads.
+  auto noisy = [](double h) {
+    const double u = std::sin(1e6 * h + 0.3) * 43758.5453;
+    return std::exp(2.0 * h) + 1e-7 * (u - std::floor(u) - 0.5);
+  };
+  const ad::Difference n = ad::richardson_difference(noisy, 1e-2, 10);
+  EXPECT_GT(n.spread, 1e-7);
+  // 3 spreads: check_against_differences' default spread_factor.
+  EXPECT_LT(std::abs(n.value - 2.0), 3.0 * n.spread + 1e-9) << n.value << " " << n.spread;
+  EXPECT_THROW(ad::richardson_difference(noisy, 1e-2, 2), costate::Error);
+}
+
+TEST(CheckAgainstDifferences, TinyComponentsAtAnOptimumAreAtTheNoiseFloorAndWrongOnesFail) {
+  // J = (x0 − 1)² + 3 x1 + 1e-3·sin(x2) at x0 = 1 + 1e-9 (an optimum in x0):
+  // ∂J/∂x0 = 2e-9, differences of J ~ 3 carry round-off ~ε·3/h ≈ 1e-11
+  // relative to the small component — its relative error is meaningless.
+  const auto J = [](const std::vector<double>& x) {
+    return (x[0] - 1.0) * (x[0] - 1.0) + 3.0 * x[1] + 1e-3 * std::sin(x[2]);
+  };
+  const std::vector<double> x = {1.0 + 1e-9, 2.0, 0.5};
+  const std::vector<double> g = {2e-9, 3.0, 1e-3 * std::cos(0.5)};
+  // 1e-6 relative to the component and to the norm (3): tight for these
+  // exact differences.
+  const ad::DifferenceCheckOptions tight{.rtol = 1e-6, .norm_rtol = 1e-6};
+  const ad::GradientCheckResult r = ad::check_gradient_with_noise(J, x, g, 1e-3, 8, tight);
+  EXPECT_TRUE(r.passed) << r.report();
+  EXPECT_EQ(r.at_noise_floor, (std::vector<int>{1, 0, 0})) << r.report();
+  EXPECT_EQ(r.noise_floor_names({"x0", "x1", "x2"}), "x0");
+  // A wrong small-but-resolved component (1 % off in ∂J/∂x2 = 8.8e-4, well
+  // above the norm floor 3e-6) fails, and is the worst.
+  std::vector<double> wrong = g;
+  wrong[2] *= 1.01;
+  const ad::GradientCheckResult w = ad::check_gradient_with_noise(J, x, wrong, 1e-3, 8, tight);
+  EXPECT_FALSE(w.passed) << w.report();
+  EXPECT_EQ(w.failures, 1);
+  EXPECT_EQ(w.worst, 2);
+  // A wrong component cannot widen its own tolerance: the floor uses the
+  // smaller of the two norms.
+  std::vector<double> huge = g;
+  huge[0] = 1e3;
+  const ad::GradientCheckResult h = ad::check_gradient_with_noise(J, x, huge, 1e-3, 8, tight);
+  EXPECT_FALSE(h.passed) << h.report();
+  EXPECT_EQ(h.worst, 0);
+}
+
 }  // namespace

@@ -326,6 +326,20 @@ struct GradientCheckResult {
   int worst = -1;  ///< component with the largest abs_error / tolerance (-1 if n = 0)
   int failures = 0;
   bool passed = true;
+  /// Per component, 1 when both |ad_i| and |fd_i| lie below what the check
+  /// resolves (check_against_differences: the norm floor plus the
+  /// differences' own noise) — its relative error means nothing there.
+  /// Empty for check_gradient.
+  std::vector<int> at_noise_floor;
+
+  /// Names of the components at the noise floor ("" when none), given the
+  /// components' names.
+  std::string noise_floor_names(const std::vector<std::string>& names) const {
+    std::string out;
+    for (std::size_t i = 0; i < at_noise_floor.size() && i < names.size(); ++i)
+      if (at_noise_floor[i]) out += (out.empty() ? "" : ", ") + names[i];
+    return out;
+  }
 
   /// One line per component, then the verdict.
   std::string report() const {
@@ -335,9 +349,16 @@ struct GradientCheckResult {
     for (std::size_t i = 0; i < ad.size(); ++i) {
       std::snprintf(line, sizeof line, "%4zu  %14.7e  %14.7e  %12.5e  %12.5e  %12.5e%s\n", i,
                     ad[i], fd[i], abs_error[i], rel_error[i], tolerance[i],
-                    abs_error[i] <= tolerance[i] ? "" : "  FAIL");
+                    abs_error[i] <= tolerance[i]
+                        ? (i < at_noise_floor.size() && at_noise_floor[i] ? "  noise floor" : "")
+                        : "  FAIL");
       os << line;
     }
+    int floor = 0;
+    for (int f : at_noise_floor) floor += f;
+    if (floor > 0)
+      os << floor << " component(s) at the noise floor: both values below what the differences "
+            "resolve (tolerance column), so their relative error means nothing\n";
     std::snprintf(line, sizeof line, "max rel error %.3e; %d of %zu components outside tolerance: ",
                   max_rel_error, failures, ad.size());
     os << line << (passed ? "PASSED" : "FAILED") << "\n";
@@ -417,6 +438,150 @@ GradientCheckResult check_gradient(F&& f, const std::vector<double>& x, G&& grad
   COSTATE_CHECK_EQ(g.size(), x.size(),
                    "ad::check_gradient: the gradient needs one entry per input x");
   return detail::check_gradient_core(f, x, std::move(g), options);
+}
+
+// ------------------------------------- differences that measure their noise
+
+/// A Richardson-extrapolated central difference of φ'(0), the step it took
+/// and its own error estimate.
+struct Difference {
+  double value = 0.0;
+  double step = 0.0;    ///< h of the chosen R(h)
+  double spread = 0.0;  ///< |R(h) − R(h/2)|: its error estimate (∞ when none is finite)
+};
+
+/// φ'(0) for a double callable φ(h) (e.g. h ↦ J(x + h d)): central
+/// differences D(h) = (φ(h) − φ(−h)) / 2h at h_k = h0·2^−k, k < steps
+/// (≥ 3), Richardson R_k = (4 D(h_k) − D(h_{k−1})) / 3, and the R_k closest
+/// to R_{k+1}: too large a step leaves truncation (R changes with h), too
+/// small a step the evaluation's noise over h (R jumps) — the plateau
+/// between is where consecutive R agree, and spread = |R_k − R_{k+1}| there
+/// is what the difference resolves. Non-finite φ values are skipped; when
+/// no spread is finite, value is NaN. 2·steps evaluations of φ.
+template <class Phi>
+Difference richardson_difference(Phi&& phi, double h0, int steps) {
+  COSTATE_CHECK(steps >= 3 && std::isfinite(h0) && h0 > 0.0,
+                "ad::richardson_difference: needs steps >= 3 (got " << steps
+                    << ") and a positive finite h0 (got " << costate::detail::format_value(h0) << ")");
+  const auto n = static_cast<std::size_t>(steps);
+  std::vector<double> h(n), D(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    h[k] = h0 * std::ldexp(1.0, -static_cast<int>(k));
+    D[k] = (static_cast<double>(phi(h[k])) - static_cast<double>(phi(-h[k]))) / (2.0 * h[k]);
+  }
+  Difference best;
+  best.spread = std::numeric_limits<double>::infinity();
+  for (std::size_t k = 1; k + 1 < n; ++k) {
+    const double r0 = (4.0 * D[k] - D[k - 1]) / 3.0, r1 = (4.0 * D[k + 1] - D[k]) / 3.0;
+    const double s = std::abs(r1 - r0);
+    if (std::isfinite(s) && s < best.spread) {
+      best.spread = s;
+      best.value = r0;
+      best.step = h[k];
+    }
+  }
+  if (!std::isfinite(best.spread)) {
+    best.value = std::numeric_limits<double>::quiet_NaN();
+    best.step = h.back();
+  }
+  return best;
+}
+
+/// How check_against_differences judges a gradient. Component i passes when
+///     |g_i − R_i| ≤ rtol·max(|g_i|, |R_i|) + norm_rtol·N + spread_factor·spread_i,
+/// N = min(‖g‖₂, ‖R‖₂) over the finite entries (the smaller, so that a wrong
+/// gradient cannot widen its own tolerance): a component far below the
+/// gradient's norm is judged on the scale of the whole gradient, not on its
+/// own (at an optimum the components are 1e-11 … 1e-4 of noise), and no
+/// component is held to more than the differences resolve. A component is
+/// at the noise floor when max(|g_i|, |R_i|) is below the last two terms.
+struct DifferenceCheckOptions {
+  double rtol = 1e-3;           ///< relative to the component (≥ 0)
+  double norm_rtol = 1e-3;      ///< relative to the gradient's norm (≥ 0)
+  double spread_factor = 3.0;   ///< multiples of the difference's spread (≥ 0)
+
+  void validate() const {
+    COSTATE_CHECK(std::isfinite(rtol) && rtol >= 0.0 && std::isfinite(norm_rtol) && norm_rtol >= 0.0 &&
+                      std::isfinite(spread_factor) && spread_factor >= 0.0,
+                  "DifferenceCheckOptions: rtol = " << costate::detail::format_value(rtol)
+                      << ", norm_rtol = " << costate::detail::format_value(norm_rtol)
+                      << ", spread_factor = " << costate::detail::format_value(spread_factor)
+                      << " must all be finite and >= 0");
+  }
+};
+
+/// The gradient g against the differences d (one per component, e.g. from
+/// richardson_difference along e_i), judged as DifferenceCheckOptions says;
+/// GradientCheckResult::at_noise_floor names the components below what the
+/// check resolves. A non-finite difference or gradient entry fails its
+/// component.
+inline GradientCheckResult check_against_differences(std::vector<double> g,
+                                                     const std::vector<Difference>& d,
+                                                     const DifferenceCheckOptions& options = {}) {
+  options.validate();
+  COSTATE_CHECK_EQ(g.size(), d.size(), "ad::check_against_differences: one difference per component");
+  const std::size_t n = g.size();
+  double gn = 0.0, dn = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::isfinite(g[i])) gn += g[i] * g[i];
+    if (std::isfinite(d[i].value)) dn += d[i].value * d[i].value;
+  }
+  const double norm_floor = options.norm_rtol * std::sqrt(std::min(gn, dn));
+  GradientCheckResult r;
+  r.ad = std::move(g);
+  r.fd.resize(n);
+  r.abs_error.resize(n);
+  r.rel_error.resize(n);
+  r.tolerance.resize(n);
+  r.at_noise_floor.assign(n, 0);
+  double worst_ratio = -1.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    r.fd[i] = d[i].value;
+    r.abs_error[i] = std::abs(r.ad[i] - r.fd[i]);
+    const double size = std::max(std::abs(r.ad[i]), std::abs(r.fd[i]));
+    r.rel_error[i] = size > 0.0 ? r.abs_error[i] / size : 0.0;
+    const double floor = norm_floor + options.spread_factor * d[i].spread;
+    r.tolerance[i] = options.rtol * size + floor;
+    const bool ok = std::isfinite(r.abs_error[i]) && r.abs_error[i] <= r.tolerance[i];
+    r.at_noise_floor[i] = ok && size <= floor ? 1 : 0;
+    if (!ok) ++r.failures;
+    if (!r.at_noise_floor[i])
+      r.max_rel_error = std::max(r.max_rel_error, std::isfinite(r.rel_error[i]) ? r.rel_error[i] : 1.0);
+    const double ratio = std::isfinite(r.abs_error[i]) ? r.abs_error[i] / std::max(r.tolerance[i], 1e-300)
+                                                       : std::numeric_limits<double>::max();
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      r.worst = static_cast<int>(i);
+    }
+  }
+  r.passed = r.failures == 0;
+  return r;
+}
+
+/// ∇J(x) against Richardson differences along every coordinate (steps
+/// h0_i = largest_step·max(1, |x_i|), `steps` of them: 2·n·steps
+/// evaluations of the double callable J), judged by check_against_differences.
+template <class F>
+GradientCheckResult check_gradient_with_noise(F&& f, const std::vector<double>& x,
+                                              std::vector<double> g, double largest_step, int steps,
+                                              const DifferenceCheckOptions& options = {},
+                                              std::vector<Difference>* differences = nullptr) {
+  COSTATE_CHECK_EQ(g.size(), x.size(), "ad::check_gradient_with_noise: one gradient entry per input x");
+  std::vector<Difference> d(x.size());
+  std::vector<double> q = x;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    d[i] = richardson_difference(
+        [&](double h) {
+          q[i] = x[i] + h;
+          const double v = static_cast<double>(f(std::as_const(q)));
+          q[i] = x[i];
+          return v;
+        },
+        largest_step * std::max(1.0, std::abs(x[i])), steps);
+  }
+  GradientCheckResult r = check_against_differences(std::move(g), d, options);
+  if (differences) *differences = std::move(d);
+  return r;
 }
 
 }  // namespace costate::ad

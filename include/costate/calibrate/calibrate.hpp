@@ -38,6 +38,7 @@
 
 #include "costate/ode/step_plan.hpp"
 #include "costate/optimize/stochastic.hpp"
+#include "costate/optimize/fit_status.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/io/input.hpp"
 
@@ -135,7 +136,11 @@ struct CalibrationReport {
   std::vector<std::string> residual_conditions;  ///< each residual's condition id (with conditions)
   optimize::TaoResult tao;
   std::string gradient_method;
-  bool converged = false;
+  bool converged = false;  ///< TAO's convergence test
+  /// converged / stalled at the integration's noise floor / not_converged
+  /// (optimize::judge_fit; the noise of the gradient measured at the fit).
+  /// The standard errors and the file's "complete" hold only at_optimum().
+  optimize::FitVerdict verdict;
   RunConfig fitted;  ///< the settings with the fitted values applied
 };
 

@@ -107,6 +107,7 @@ struct FileGradientCheck {
   ad::TaylorTestResult taylor;
   ad::GradientCheckResult fd;
   bool passed = false;
+  ode::Summary summary;  ///< the forward integration at x (e.g. dopri5 found it stiff)
 };
 
 FileGradientCheck file_gradient_check(const RunConfig& cfg);

@@ -57,6 +57,7 @@ struct PdeGradcheckInputs {
   std::vector<double> x, gradient;
   std::vector<std::string> names;
   double objective = 0.0;  ///< J at x (by the adjoint's forward sweep)
+  std::vector<std::string> warnings;  ///< PdeResult::warnings found so far
 };
 
 /// Thrown on every rank when PdeRunOptions::interrupted returned true on
@@ -90,6 +91,9 @@ struct PdeRunOptions {
 /// summaries: on every rank.
 struct PdeResult {
   PdeCommand command = PdeCommand::run;
+  /// Warnings for the command's text and JSON (e.g. an explicit step above
+  /// the stability estimate; also printed on stderr as it is found).
+  std::vector<std::string> warnings;
   // The grid.
   int dim = 1;
   std::array<std::int64_t, 3> cells{1, 1, 1};  ///< (n_x, n_y, n_z), 1 beyond dim

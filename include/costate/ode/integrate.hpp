@@ -243,6 +243,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
   bool last_rejected = false;
   double forced = std::numeric_limits<double>::infinity();  // a retaken step's end
   bool stop = false;
+  // Hairer's stiffness test: every kStiffEvery accepted steps, and on each
+  // step while a run of stiff estimates is counted.
+  constexpr std::int64_t kStiffEvery = 10, kStiffRun = 15, kNonStiffRun = 6;
+  constexpr double kStabilityLimit = 3.25;
+  std::int64_t stiff_run = 0, non_stiff_run = 0;
   while (t < t1 && !stop) {
     if (s.steps + s.rejected_steps >= opt.max_steps) {
       s.termination = Termination::MaxStepsReached;
@@ -299,6 +304,14 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     if (err <= 1.0) {
       fac_old = std::max(err, 1e-4);
       ++s.steps;
+      if (stiff_run > 0 || s.steps % kStiffEvery == 0) {
+        if (stepper.stiffness_estimate(y_new) > kStabilityLimit) {
+          non_stiff_run = 0;
+          if (++stiff_run == kStiffRun && std::isnan(s.stiff_from)) s.stiff_from = t;
+        } else if (++non_stiff_run == kNonStiffRun) {
+          stiff_run = 0;
+        }
+      }
       s.last_step = h;
       const double t_new = last ? target : t + h;
       stepper.accept(h, y, y_new, j < outputs.size() && outputs[j] < t_new);

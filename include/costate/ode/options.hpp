@@ -172,6 +172,11 @@ struct Summary {
   std::int64_t newton_iterations = 0;
   /// Instants at which events fired (a model with events).
   std::int64_t events = 0;
+  /// dopri5: the time from which Hairer's stiffness test held — the
+  /// estimate h·‖k7 − k6‖/‖y7 − y6‖ of |hλ| above 3.25 on 15 consecutive
+  /// tested steps (Dopri5::stiffness_estimate): the step size is held at
+  /// the method's stability limit, not by its accuracy. NaN when it never held.
+  double stiff_from = std::numeric_limits<double>::quiet_NaN();
 
   bool success() const { return termination == Termination::Success; }
   /// One-line report: "dopri5: success at t = 10 after 123 steps (4 rejected), 745 rhs evaluations".

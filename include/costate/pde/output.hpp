@@ -77,9 +77,14 @@ class FieldWriter {
   /// Writes replicated values (every rank passes the same values; checked).
   /// Collective.
   void write_array(const std::string& name, std::span<const double> values);
-  /// Writes /time and the XDMF sidecar, sets status = "complete" and
-  /// closes the file. Further writes throw. Collective.
-  void finish();
+  /// Sets a string attribute on the file's root (replicated: every rank
+  /// passes the same value), e.g. a calibration's fit_status. Collective.
+  void write_attribute(const std::string& name, const std::string& value);
+  /// Writes /time and the XDMF sidecar, sets status = `status` ("complete";
+  /// a calibration not at an optimum passes "partial": what the file
+  /// claims does not hold) and closes the file. Further writes throw.
+  /// Collective.
+  void finish(const std::string& status = "complete");
 
   const std::string& path() const { return path_; }
   /// The sidecar's path (PATH with .xmf in place of its extension).

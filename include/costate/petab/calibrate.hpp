@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/optimize/fit_status.hpp"
 #include "costate/optimize/tao.hpp"
 #include "costate/petab/problem.hpp"
 
@@ -120,6 +121,10 @@ Calibration calibrate(const Problem& problem, const CalibrationOptions& options 
 /// objective, llh, converged, failed, iterations, initial (starts × n), x
 /// (starts × n)}. Throws costate::Error naming the file when it cannot be
 /// written.
-void write_calibration_hdf5(const std::string& path, const Calibration& calibration);
+/// With `verdict` (the best start's, optimize::judge_fit), /calibration also
+/// holds fit_status and convergence, and status is "complete" only at an
+/// optimum ("partial" otherwise).
+void write_calibration_hdf5(const std::string& path, const Calibration& calibration,
+                            const optimize::FitVerdict* verdict = nullptr);
 
 }  // namespace costate::petab

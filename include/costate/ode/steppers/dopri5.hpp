@@ -112,6 +112,33 @@ class Dopri5 {
     return std::sqrt(local[0] / local[1]);
   }
 
+  /// Hairer's stiffness estimate of the last attempt (Hairer & Wanner,
+  /// Solving ODEs II, §IV.2, as in their DOPRI5): with y6 the last stage's
+  /// state and y7 = y_new, both at t + h,
+  ///     hλ ≈ h ‖k7 − k6‖ / ‖y7 − y6‖,
+  /// an estimate of |hλ| for the dominant eigenvalue λ of ∂f/∂y; dopri5's
+  /// stability region meets the negative real axis near −3.3. 0 when y7 = y6.
+  /// Call after attempt() and before accept(). Collective when distributed.
+  double stiffness_estimate(const V& y_new) const {
+    auto k6 = costate::detail::raw(k_[5]);
+    auto k7 = costate::detail::raw(k_[6]);
+    auto y6 = costate::detail::raw(stage_);
+    auto y7 = costate::detail::raw(y_new);
+    double local[2];
+    local[0] = costate::detail::sum_each(
+        "costate::dopri5::stiffness_num", y_new, KOKKOS_LAMBDA(std::size_t i, double& s) {
+          const double d = double(k7(i)) - double(k6(i));
+          s += d * d;
+        });
+    local[1] = costate::detail::sum_each(
+        "costate::dopri5::stiffness_den", y_new, KOKKOS_LAMBDA(std::size_t i, double& s) {
+          const double d = double(y7(i)) - double(y6(i));
+          s += d * d;
+        });
+    global_sum(y_new.comm(), local, 2);
+    return local[1] > 0.0 ? std::abs(h_) * std::sqrt(local[0] / local[1]) : 0.0;
+  }
+
   /// After an accepted step (t, y) → (t + h, y_new): builds the dense-output
   /// polynomial on [t, t + h] when `dense` (an output time lies inside the
   /// step) and makes k7 the next step's k1 (FSAL).
