@@ -198,6 +198,8 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
                        "crank_nicolson, sdirk3, bdf)"};
+}
+
 Support supports_dae(Method integrator, std::size_t n_algebraic) {
   // The DAE column of the table: only IDAS has a mass matrix M = diag(I, 0).
   if (n_algebraic == 0 || is_idas(integrator)) return {.supported = true, .message = {}};
