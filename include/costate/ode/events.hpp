@@ -38,13 +38,16 @@
 ///     };
 ///
 /// Semantics (SBML Level 3's, which the others are special cases of):
-///   - sides: root r is on side +1 when g_r > 0, else −1. A trigger is a
+///   - sides: root r is on side +1 when g_r ≥ 0, else −1. A trigger is a
 ///     function of the sides (and of t, y, p); an event fires when its
 ///     trigger turns from false to true. Before t0 a trigger has the value
 ///     EventAttributes::initial_value (false: a trigger true at t0 fires at t0).
 ///   - the instant τ of a firing is the located crossing of the root whose
 ///     side changed first: the step is retaken to end there (every native
-///     stepper, fixed or adaptive), to within a few ulps of τ in time.
+///     stepper, fixed or adaptive), to within a few ulps of τ in time; the
+///     CVODES methods' runs use CVODES' own root finding. A trigger that
+///     turns true and false again inside one step is not seen (keep
+///     integrator.dt_max below such windows).
 ///   - at one instant, the events that fire execute in order of priority
 ///     (event_priority, highest first; ties in declaration order); after
 ///     each execution every trigger is evaluated again, so an assignment may
@@ -65,7 +68,8 @@
 /// with y or p (t0, a root of t alone whose derivative vanishes) has dτ from
 /// the same formula (0 when g_y, g_p vanish). Several events at one instant
 /// share its dτ. Not yet differentiated (refused by name): delayed events,
-/// Hessian–vector products, the continuous adjoint and the CVODES methods.
+/// Hessian–vector products, the continuous adjoint and the CVODES methods
+/// (support.hpp: supports_events).
 
 #include <concepts>
 #include <cstddef>
