@@ -597,10 +597,9 @@ class EventState {
 /// to a few ulps of t.
 class Locator {
  public:
-  Locator(EventState& state, const System& system, std::span<const double> p, double t0,
-          double t1, std::function<void(double, std::span<const double>)> landed)
-      : st_(state), sys_(system), p_(p), span_(t1 - t0), landed_(std::move(landed)),
-        nx_(system.n_states()) {}
+  Locator(EventState& state, double t0, double t1,
+          std::function<void(double, std::span<const double>)> landed)
+      : st_(state), span_(t1 - t0), landed_(std::move(landed)) {}
 
   /// The pending execution time the current segment must stop at.
   void set_stop(double t) { stop_at_ = t; }
@@ -637,7 +636,7 @@ class Locator {
         st_.commit_roots(std::move(g));
       }
       if (t_new == stop_at_) {
-        end(t_new, x_new, -1);
+        end(x_new, -1);
         return {StepVerdict::Kind::Stop, t_new};
       }
       landed_(t_new, x_new);
@@ -682,7 +681,7 @@ class Locator {
     if (hi_ - lo_ <= tol || retakes_ >= kMaxRetakes) {
       if (at_hi) {
         locating_ = false;
-        end(t_new, x_new, root_);
+        end(x_new, root_);
         return {StepVerdict::Kind::Stop, t_new};
       }
       return {StepVerdict::Kind::Retry, hi_};
@@ -723,20 +722,16 @@ class Locator {
     return {StepVerdict::Kind::Retry, guess};
   }
 
-  void end(double t, std::span<const double> x, int root) {
+  void end(std::span<const double> x, int root) {
     stopped_ = true;
     stopped_root_ = root;
-    stopped_t_ = t;
     stopped_x_.assign(x.begin(), x.end());
   }
 
   static constexpr int kBisectAfter = 24, kMaxRetakes = 200;
   EventState& st_;
-  const System& sys_;
-  std::span<const double> p_;
   double span_;
   std::function<void(double, std::span<const double>)> landed_;
-  std::size_t nx_;
   bool locating_ = false;
   double scale_lo_ = 1.0, scale_hi_ = 1.0;
   int last_side_ = 0, retakes_ = 0, root_ = -1;
@@ -745,7 +740,6 @@ class Locator {
   double stop_at_ = std::numeric_limits<double>::quiet_NaN();
   bool stopped_ = false;
   int stopped_root_ = -1;
-  double stopped_t_ = 0.0;
   std::vector<double> stopped_x_;
 };
 
@@ -860,7 +854,6 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
   if (is_cvodes(options.method))
     return run_cvodes_with_events(system, x0, p, t0, t1, options, stops, landed);
-  const std::size_t nx = system.n_states();
   EventRun out;
   Summary& s = out.summary;
   s.method = options.method;
@@ -886,7 +879,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
                  std::vector<std::int8_t>(state.sides().begin(), state.sides().end()), trig);
   }
   landed(t0, x);
-  Locator locate(state, system, p, t0, t1, landed);
+  Locator locate(state, t0, t1, landed);
   double t = t0;
   std::int64_t steps_left = options.max_steps;
   // Zeno guard (below).
@@ -986,7 +979,6 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     }
     landed(t, x);
   }
-  (void)nx;
   out.plan_times = std::move(times);
   out.orders = std::move(orders);
   out.instants = std::move(instants);
