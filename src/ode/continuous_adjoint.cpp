@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "costate/ode/steppers/sdirk3.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "events_internal.hpp"
 #include "implicit_system.hpp"
 
 namespace costate::ode {
@@ -150,7 +152,7 @@ class ForwardTrajectory {
 };
 
 /// The backward equation as a System: in τ = t_b − t on a leg ending at t_b
-/// (set_leg), X = (λ, μ) (n_x + n_p, no parameters of its own),
+/// of a stretch of the forward run (set_leg), X = (λ, μ) (n_x + n_p, no parameters of its own),
 ///     dλ/dτ = f_xᵀ λ,   dμ/dτ = f_pᵀ λ   at (t, x(t)), x(t) interpolated.
 /// τ starts at 0 on each leg, so the steps there are resolved in absolute
 /// terms: λ(t_b) = ∂g/∂y is off λ's slow manifold and λ has a layer there
@@ -162,13 +164,19 @@ class ForwardTrajectory {
 /// linearization applied to X. Both are cached per t.
 class AdjointModel final : public SystemModel {
  public:
-  AdjointModel(const System& forward, std::span<const double> p, ForwardTrajectory& trajectory)
-      : fwd_(forward), p_(p), traj_(trajectory), nx_(forward.n_states()),
-        n_(forward.n_model_states()), np_(p.size()), lin_(forward), x_(nx_),
-        jac_(nx_ * (n_ + np_)) {}
+  AdjointModel(const System& forward, std::span<const double> p)
+      : fwd_(forward), p_(p), nx_(forward.n_states()), n_(forward.n_model_states()),
+        np_(p.size()), lin_(forward), x_(nx_), jac_(nx_ * (n_ + np_)) {}
 
-  /// The leg's end t_b: τ = t_b − t from now on.
-  void set_leg(double t_b) { t_b_ = t_b; }
+  /// The leg's end t_b, on the forward run's stretch `trajectory` (between
+  /// two event instants: x(t) from its interpolant): τ = t_b − t from now on.
+  void set_leg(double t_b, ForwardTrajectory& trajectory) {
+    t_b_ = t_b;
+    if (traj_ != &trajectory) {
+      traj_ = &trajectory;
+      lin_t_ = jac_t_ = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
   double time_of(double tau) const { return t_b_ - tau; }
   /// Forward linearizations made (one per distinct time asked for).
   std::int64_t linearizations() const { return linearizations_; }
@@ -203,7 +211,7 @@ class AdjointModel final : public SystemModel {
  private:
   void linearize(double t) const {
     if (t == lin_t_) return;
-    traj_.at(t, x_);
+    traj_->at(t, x_);
     lin_.at(t, x_, p_);
     lin_t_ = t;
     jac_t_ = std::numeric_limits<double>::quiet_NaN();
@@ -232,7 +240,7 @@ class AdjointModel final : public SystemModel {
 
   const System& fwd_;
   std::span<const double> p_;
-  ForwardTrajectory& traj_;
+  ForwardTrajectory* traj_ = nullptr;
   std::size_t nx_, n_, np_;
   mutable Linearization lin_;
   mutable std::vector<double> x_, jac_;
@@ -330,7 +338,10 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   std::vector<double> stops = obs;
   if (stops.empty() || stops.back() < t1) stops.push_back(t1);
 
-  // 2. Forward: the adaptive stepper on x = (y, z), keeping every accepted state.
+  // 2. Forward: the adaptive stepper on x = (y, z), keeping every accepted
+  //    state; with events, the event driver's run, kept in stretches between
+  //    the instants where events fired (a stretch ends on the state x⁻ before
+  //    its instant's events, the next starts on x⁺ after them).
   std::vector<double> x(na, 0.0);
   std::copy(y0.begin(), y0.end(), x.begin());
   if (running) {
@@ -339,28 +350,77 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   }
   options.stop_at_outputs = true;
   options.validate(na);
-  ForwardTrajectory traj(system, p, options.method);
-  traj.add(t0, x);
+  std::vector<double> times{t0}, states(x);  // states row i: x at times[i] (x⁺ at an instant)
+  std::vector<int> orders;
+  std::vector<EventInstant> instants;
+  std::vector<std::vector<double>> before;  // x⁻ at each instant
   GradientResult result;
-  result.summary = run_adaptive(system, p, x, t0, t1, options, stops,
-                                [&](double t, std::span<const double> xt, int k) {
-                                  traj.add(t, xt);
-                                  if (options.method == Method::Bdf) traj.orders.push_back(k);
-                                });
+  if (system.has_events()) {
+    states.clear();
+    EventRun run = run_with_events(system, x, p, t0, t1, options, stops,
+                                   [&](double, std::span<const double> xt) {
+                                     states.insert(states.end(), xt.begin(), xt.end());
+                                   });
+    result.summary = run.summary;
+    times = std::move(run.plan_times);
+    orders = std::move(run.orders);
+    instants = std::move(run.instants);
+    before = std::move(run.before_instants);
+  } else {
+    result.summary = run_adaptive(system, p, x, t0, t1, options, stops,
+                                  [&](double t, std::span<const double> xt, int k) {
+                                    times.push_back(t);
+                                    states.insert(states.end(), xt.begin(), xt.end());
+                                    if (options.method == Method::Bdf) orders.push_back(k);
+                                  });
+  }
   COSTATE_CHECK(result.summary.success(),
                 "gradient (continuous_adjoint): the forward integration failed: "
                     << result.summary.message);
-  const std::size_t l = traj.steps();
+  const std::size_t l = times.size() - 1;
   COSTATE_CHECK(l > 0, "gradient (continuous_adjoint): the forward run took no step");
+  COSTATE_CHECK(states.size() == times.size() * na && before.size() == instants.size() &&
+                    (orders.empty() || orders.size() == l),
+                "gradient (continuous_adjoint): internal error, the forward run's record is "
+                "inconsistent");
+  const auto state_at = [&](std::size_t i) {
+    return std::span<const double>(states).subspan(i * na, na);
+  };
 
-  // 3. Terms at the stops: J, the λ jumps and ∂/∂p.
+  // The stretches [a_j, a_{j+1}] of time indices, a_j the instants' (an
+  // instant at t1 leaves a last stretch of one point, its x⁺).
+  std::deque<ForwardTrajectory> stretches;
+  {
+    std::vector<std::size_t> bounds{0};
+    for (const EventInstant& inst : instants)
+      if (inst.at > 0) bounds.push_back(inst.at);
+    bounds.push_back(l);
+    for (std::size_t j = 0, e = 0; j + 1 < bounds.size(); ++j) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      while (e < instants.size() && instants[e].at <= bounds[j]) ++e;
+      const bool ends_on_instant = e < instants.size() && instants[e].at == bounds[j + 1];
+      for (std::size_t i = bounds[j]; i <= bounds[j + 1]; ++i)
+        tr.add(times[i], i == bounds[j + 1] && ends_on_instant ? std::span<const double>(before[e])
+                                                                : state_at(i));
+      if (!orders.empty())
+        tr.orders.assign(orders.begin() + static_cast<std::ptrdiff_t>(bounds[j]),
+                         orders.begin() + static_cast<std::ptrdiff_t>(bounds[j + 1]));
+    }
+    if (!instants.empty() && instants.back().at == l) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      tr.add(times[l], state_at(l));
+    }
+  }
+
+  // 3. Terms at the stops (observations see x⁺ at an instant): J, the λ
+  //    jumps and ∂/∂p.
   double J = 0.0;
   std::vector<double> mu_terms(np, 0.0), jumps(stops.size() * na, 0.0);
   for (std::size_t k = 0, i = 0; k < stops.size(); ++k) {
-    while (i < traj.times.size() && traj.times[i] < stops[k]) ++i;
-    COSTATE_CHECK(i < traj.times.size() && traj.times[i] == stops[k],
+    while (i < times.size() && times[i] < stops[k]) ++i;
+    COSTATE_CHECK(i < times.size() && times[i] == stops[k],
                   "gradient: internal error, no step lands on stop time " << stops[k]);
-    const std::span<const double> xs = traj.state(i);
+    const std::span<const double> xs = state_at(i);
     std::span<double> dl(&jumps[k * na], n);
     if (k < obs.size()) J += system.observation_gradient(k, xs, p, dl, mu_terms);
     if (k + 1 == stops.size()) {
@@ -372,9 +432,12 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     }
   }
 
-  // 4. Backward in τ = t_b − t on the adjoint System, one leg per pair of stops
-  //    (λ jumps between legs), with the forward's stepper.
-  auto adjoint_model = std::make_shared<AdjointModel>(system, p, traj);
+  // 4. Backward in τ = t_b − t on the adjoint System, one leg per pair of
+  //    neighbouring stops or instants, with the forward's stepper; at a stop
+  //    the λ jump, at an instant the transposed jump of its events (the
+  //    sensitivities' jump, events.hpp — the continuous adjoint's jump
+  //    condition) at its x⁻.
+  auto adjoint_model = std::make_shared<AdjointModel>(system, p);
   const std::size_t nb = na + np;
   const System adjoint(adjoint_model, nb, 0, false, false, false,
                        SystemOptions{.jacobian = JacobianStrategy::Dense});
@@ -406,19 +469,33 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   back.newton_max_iterations = options.newton_max_iterations;
   if (options.on_step)
     back.on_step = [&](double tau) { options.on_step(adjoint_model->time_of(tau)); };
-  std::vector<double> X(nb, 0.0);
+  std::vector<double> X(nb, 0.0), x_before;
+  const std::span<double> lambda = std::span<double>(X).first(na), mu = std::span<double>(X).subspan(na, np);
+  std::unique_ptr<InstantJump> jump;
+  if (!instants.empty()) jump = std::make_unique<InstantJump>(system);
   Summary back_summary;
-  for (std::size_t k = stops.size(); k-- > 0;) {
-    for (std::size_t i = 0; i < na; ++i) X[i] += jumps[k * na + i];
-    const double t_to = k > 0 ? stops[k - 1] : t0;
-    if (!(t_to < stops[k])) continue;
-    adjoint_model->set_leg(stops[k]);
-    const Summary bs = run_adaptive(adjoint, {}, X, 0.0, stops[k] - t_to, back, {},
+  std::size_t k = stops.size(), e = instants.size(), j = stretches.size() - 1;
+  for (double t_hi = stops.back();;) {
+    for (; k > 0 && stops[k - 1] == t_hi; --k)
+      for (std::size_t i = 0; i < na; ++i) X[i] += jumps[(k - 1) * na + i];
+    for (; e > 0 && times[instants[e - 1].at] == t_hi; --e) {
+      x_before = before[e - 1];
+      jump->apply(instants[e - 1], t_hi, x_before, p, true);
+      jump->adjoint(lambda, mu);
+    }
+    if (!(t_hi > t0)) break;
+    double t_lo = t0;
+    if (k > 0) t_lo = std::max(t_lo, stops[k - 1]);
+    if (e > 0) t_lo = std::max(t_lo, times[instants[e - 1].at]);
+    while (j > 0 && stretches[j].times.front() > t_lo) --j;
+    adjoint_model->set_leg(t_hi, stretches[j]);
+    const Summary bs = run_adaptive(adjoint, {}, X, 0.0, t_hi - t_lo, back, {},
                                     [](double, std::span<const double>, int) {});
     COSTATE_CHECK(bs.success(), "gradient (continuous_adjoint): the backward integration "
-                                "failed on [" << t_to << ", " << stops[k] << "]: "
+                                "failed on [" << t_lo << ", " << t_hi << "]: "
                                               << bs.message);
     add_counts(back_summary, bs);
+    t_hi = t_lo;
   }
 
   result.objective = J;
@@ -431,16 +508,22 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
      << atol << ")";
   result.method = os.str();
   result.checkpoints.steps = static_cast<std::int64_t>(l);
-  result.checkpoints.forward_steps = static_cast<std::int64_t>(l) + traj.recomputed;
-  result.checkpoints.recomputed_steps = traj.recomputed;
+  std::int64_t recomputed = 0, interpolant_rhs = 0;
+  for (const ForwardTrajectory& tr : stretches) {
+    recomputed += tr.recomputed;
+    interpolant_rhs += tr.rhs_evaluations;
+  }
+  if (jump) interpolant_rhs += jump->rhs_evaluations();
+  result.checkpoints.forward_steps = static_cast<std::int64_t>(l) + recomputed;
+  result.checkpoints.recomputed_steps = recomputed;
   result.checkpoints.peak_snapshots = static_cast<std::int64_t>(l) + 1;
   result.summary.message += "; backward pass " + std::to_string(back_summary.steps) +
                             " steps (" + std::to_string(back_summary.rejected_steps) +
                             " rejected)";
   result.rhs_evaluations =
-      result.summary.rhs_evaluations + traj.rhs_evaluations + back_summary.rhs_evaluations;
+      result.summary.rhs_evaluations + interpolant_rhs + back_summary.rhs_evaluations;
   result.vjp_evaluations = adjoint_model->linearizations();
-  result.steps = StepPlan(traj.times, traj.orders);
+  result.steps = StepPlan(std::move(times), std::move(orders), std::move(instants));
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -861,6 +861,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   std::vector<double> times{t0};
   std::vector<int> orders;
   std::vector<EventInstant> instants;
+  std::vector<std::vector<double>> before;
   std::vector<double> x(x0.begin(), x0.end());
   EventState state(system, p);
   state.set_span(t1 - t0);
@@ -873,6 +874,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     if (!inst.fired.empty()) {
       inst.at = 0;
       instants.push_back(std::move(inst));
+      before.emplace_back(x0.begin(), x0.end());
     }
   } else {
     state.commit(std::vector<double>(state.g().begin(), state.g().end()),
@@ -950,6 +952,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
       continue;
     }
     std::copy(locate.stopped_state().begin(), locate.stopped_state().end(), x.begin());
+    const std::span<const double> x_before = locate.stopped_state();
     std::vector<double> g;
     std::vector<std::int8_t> sides;
     state.roots_at(t, x, g, sides);
@@ -975,6 +978,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
       }
       inst.at = times.size() - 1;
       instants.push_back(std::move(inst));
+      before.emplace_back(x_before.begin(), x_before.end());
       ++s.events;
     }
     landed(t, x);
@@ -982,6 +986,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   out.plan_times = std::move(times);
   out.orders = std::move(orders);
   out.instants = std::move(instants);
+  out.before_instants = std::move(before);
   out.final_state = std::move(x);
   s.message = "reached t1";
   return out;

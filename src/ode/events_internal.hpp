@@ -58,11 +58,13 @@ std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme
                                     std::span<const double> p, const StepPlan& steps);
 
 /// What run_with_events did: the accepted step times (and bdf's orders),
-/// the instants, the state at the end and the summary.
+/// the instants with the state just before each (x⁻, n_x; the native
+/// methods' runs), the state at the end and the summary.
 struct EventRun {
   std::vector<double> plan_times;
   std::vector<int> orders;
   std::vector<EventInstant> instants;
+  std::vector<std::vector<double>> before_instants;
   std::vector<double> final_state;
   Summary summary;
 };

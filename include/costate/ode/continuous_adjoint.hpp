@@ -43,6 +43,12 @@
 ///     is as accurate as the step (O(rtol) in the weighted norm).
 /// The state is never integrated backward.
 ///
+/// Events (events.hpp): the forward run is the event driver's; the backward
+/// legs also end at each instant τ, where λ⁻ (and μ) come from λ⁺ by the
+/// transposed jump of the forward sensitivities' jump at τ (evaluated at the
+/// state x⁻ before the events), the continuous adjoint's jump condition; the
+/// interpolant never spans an instant.
+///
 /// Accuracy: this is the derivative of the exact objective, up to the
 /// forward tolerances, the adjoint tolerances and the interpolant — it
 /// differs from DiscreteAdjoint (the exact derivative of the discrete

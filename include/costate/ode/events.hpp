@@ -67,9 +67,11 @@
 /// and its transpose for the adjoint. An instant whose time does not move
 /// with y or p (t0, a root of t alone whose derivative vanishes) has dτ from
 /// the same formula (0 when g_y, g_p vanish). Several events at one instant
-/// share its dτ. Not yet differentiated (refused by name): delayed events,
-/// Hessian–vector products, the continuous adjoint and the CVODES methods
-/// (support.hpp: supports_events).
+/// share its dτ. The continuous adjoint integrates backward in legs between
+/// the instants and applies the same transposed jump at each (at x⁻): the
+/// continuous adjoint's jump condition. Not yet differentiated (refused by
+/// name): delayed events, Hessian–vector products and the CVODES methods'
+/// sensitivities (support.hpp: supports_events).
 
 #include <concepts>
 #include <cstddef>
