@@ -35,7 +35,7 @@ using namespace costate;
 constexpr int kInstants = 1000;
 
 /// The decay chain y' = A y; p = (k, τ_0, Δ, D).
-struct Chain {
+struct Chain : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
     d[0] = -p[0] * y[0];
@@ -65,18 +65,11 @@ struct Dose : Chain {
     v[0] = y[0] + p[3];
     v[1] = y[4] + 1.0;
   }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
-  }
   static constexpr std::size_t kTargets[2] = {0, 4};
 };
 
 /// x' = a(1 + x); p = (a, θ).
-struct Oscillator {
+struct Oscillator : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
     d[0] = p[0] * (1.0 + y[0]);
@@ -99,13 +92,6 @@ struct Reset : Oscillator {
   void event_assign(std::size_t, T, std::span<const T>, std::span<const T>,
                     std::span<T> v) const {
     v[0] = T(0.0);
-  }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
   }
   static constexpr std::size_t kTargets[1] = {0};
 };

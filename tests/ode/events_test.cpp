@@ -35,7 +35,7 @@ struct FirstStateAtEnd {
 // ------------------------------------------------------------- the models
 
 /// y' = −k y; at t = τ a dose y ← y + D.  p = (k, τ, D).
-struct Dose {
+struct Dose : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
     d[0] = -p[0] * y[0];
@@ -60,13 +60,6 @@ struct Dose {
                     std::span<T> v) const {
     v[0] = y[0] + p[2];
   }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
-  }
   static constexpr std::size_t kTargets[1] = {0};
 };
 
@@ -78,7 +71,7 @@ T dose_closed(const T* u, double t1) {
 
 /// (height, velocity)' = (v, −g); when the height falls through 0,
 /// v ← −e v.  p = (g, e).
-struct Ball {
+struct Ball : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
     d[0] = y[1];
@@ -101,13 +94,6 @@ struct Ball {
                     std::span<T> v) const {
     v[0] = -p[1] * y[1];
   }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
-  }
   static constexpr std::size_t kTargets[1] = {1};
 };
 
@@ -121,7 +107,7 @@ T ball_closed(const T* u, double t1) {
 }
 
 /// x' = a x; when x reaches θ, x ← x − c.  p = (a, θ, c).
-struct Reset {
+struct Reset : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
     d[0] = p[0] * y[0];
@@ -142,13 +128,6 @@ struct Reset {
   void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
                     std::span<T> v) const {
     v[0] = y[0] - p[2];
-  }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
   }
   static constexpr std::size_t kTargets[1] = {0};
 };
@@ -506,7 +485,7 @@ TEST(Events, ZenoIsRefusedWithAClearError) {
 }
 
 /// A root that touches zero at t = 1 without crossing: g = −(t − 1)².
-struct Touch {
+struct Touch : ode::EventDefaults {
   template <class T>
   void rhs(double, std::span<const T>, std::span<const T>, std::span<T> d) const {
     d[0] = T(1.0);
@@ -527,13 +506,6 @@ struct Touch {
   void event_assign(std::size_t, T, std::span<const T>, std::span<const T>,
                     std::span<T> v) const {
     v[0] = T(100.0);
-  }
-  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
-    return 0.0;
-  }
-  double event_priority(std::size_t, double, std::span<const double>,
-                        std::span<const double>) const {
-    return 0.0;
   }
   static constexpr std::size_t kTargets[1] = {0};
 };
@@ -569,7 +541,9 @@ TEST(Events, EventsAtT0AndAtT1) {
   // initialValue = false and τ = t0: the dose is given at t0 (its trigger
   // holds there); τ = t1: at the last step's end, which the terminal sees.
   const double k = 0.7, y0 = 2.0, D = 0.5, T = 3.0;
-  ode::Problem<Dose> at_t0{Dose{.fires_at_t0 = true}, {y0}, {k, 0.0, D}, {0.0, T}};
+  Dose fires_at_t0;
+  fires_at_t0.fires_at_t0 = true;
+  ode::Problem<Dose> at_t0{fires_at_t0, {y0}, {k, 0.0, D}, {0.0, T}};
   ode::Problem<Dose> at_t1{Dose{}, {y0}, {k, T, D}, {0.0, T}};
   for (const Setting& s : settings()) {
     const ode::GradientResult a =

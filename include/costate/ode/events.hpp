@@ -12,7 +12,7 @@
 /// record of what fired) and in one scheme decorator (the jumps of the
 /// tangents and of the adjoint), never per sweep.
 ///
-///     struct Ball {                       // y = (height, velocity), p = (g, e)
+///     struct Ball : ode::EventDefaults {  // y = (height, velocity), p = (g, e)
 ///       template <class T>
 ///       void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
 ///         d[0] = y[1];  d[1] = -p[0];
@@ -30,10 +30,6 @@
 ///       template <class T>                 // velocity ← −e · velocity
 ///       void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
 ///                         std::span<T> values) const { values[0] = -p[1] * y[1]; }
-///       double event_delay(std::size_t, double, std::span<const double>,
-///                          std::span<const double>) const { return 0.0; }
-///       double event_priority(std::size_t, double, std::span<const double>,
-///                             std::span<const double>) const { return 0.0; }
 ///       static constexpr std::size_t kTargets[1] = {1};
 ///     };
 ///
@@ -99,6 +95,19 @@ struct EventAttributes {
   bool has_delay = false;
   /// event_priority is called (else the priority is 0).
   bool has_priority = false;
+};
+
+/// The members of HasEvents that a model without delays or priorities need
+/// not write: derive from it (`struct Ball : ode::EventDefaults { … }`) and
+/// leave EventAttributes::has_delay and has_priority false.
+struct EventDefaults {
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
 };
 
 /// More events than this at one instant (a cascade that does not end) is an
