@@ -108,14 +108,61 @@ int root_functions(sunrealtype t, N_Vector y, sunrealtype* g, void* user) {
 }
 }  // namespace
 
-Stats integrate_to_root(const System& sys, const Settings& settings, double t0, double t_end,
-                        std::vector<double>& y, std::span<const double> outputs,
-                        const std::function<void(std::size_t, double, const double*)>& out,
-                        double& root_time, std::vector<int>& directions) {
+namespace {
+/// CVodeSensInit with S (column-major n × ns) at t0, in the error test
+/// with rtol and atol / |scales[d]| (empty: 1).
+void setup_sensitivities(Objects& o, Context& ctx, const System& sys, std::size_t ns,
+                         const std::vector<double>& S, std::span<const double> scales) {
+  COSTATE_CHECK(sys.sensitivity_rhs, "CVODES backend: the system needs sensitivity_rhs");
+  COSTATE_CHECK(ns >= 1 && S.size() == sys.n * ns,
+                "CVODES backend: S must hold n × ns = " << sys.n * ns << " values");
+  COSTATE_CHECK(scales.empty() || scales.size() == ns,
+                "CVODES backend: " << scales.size() << " sensitivity scales for " << ns
+                                   << " directions");
+  const std::size_t n = sys.n;
+  ctx.yS.resize(ns);
+  ctx.ySdot.resize(ns);
+  o.ns = static_cast<int>(ns);
+  o.yS = N_VCloneVectorArray(o.ns, o.y);
+  COSTATE_CHECK(o.yS != nullptr, "CVODES backend: N_VCloneVectorArray failed");
+  for (std::size_t d = 0; d < ns; ++d) std::copy(&S[d * n], &S[d * n] + n, data(o.yS[d]));
+  check(ctx, CVodeSensInit(o.mem, o.ns, CV_SIMULTANEOUS, sensitivity_rhs, o.yS), "CVodeSensInit");
+  if (!scales.empty()) {
+    std::vector<double> pbar(ns);
+    for (std::size_t d = 0; d < ns; ++d) {
+      COSTATE_CHECK(std::isfinite(scales[d]) && scales[d] != 0.0,
+                    "CVODES backend: sensitivity scale " << d << " = " << scales[d]
+                                                         << " is not a finite non-zero number");
+      pbar[d] = scales[d];
+    }
+    // p = nullptr: CVODES only reads p for difference quotients, and the
+    // sensitivity right-hand side is ours.
+    check(ctx, CVodeSetSensParams(o.mem, nullptr, pbar.data(), nullptr), "CVodeSetSensParams");
+  }
+  check(ctx, CVodeSensEEtolerances(o.mem), "CVodeSensEEtolerances");
+  check(ctx, CVodeSetSensErrCon(o.mem, SUNTRUE), "CVodeSetSensErrCon");
+}
+
+/// S (column-major n × ns) ← CVODES' sensitivities at t.
+void get_sensitivities(Objects& o, Context& ctx, std::size_t n, double t,
+                       std::vector<double>& S) {
+  check(ctx, CVodeGetSens(o.mem, &t, o.yS), "CVodeGetSens");
+  for (std::size_t d = 0; d < static_cast<std::size_t>(o.ns); ++d)
+    std::copy(data(o.yS[d]), data(o.yS[d]) + n, &S[d * n]);
+}
+}  // namespace
+
+Stats integrate_to_root(
+    const System& sys, const Settings& settings, double t0, double t_end, std::vector<double>& y,
+    std::span<const double> outputs,
+    const std::function<void(std::size_t, double, const double*, const double*)>& out,
+    double& root_time, std::vector<int>& directions, RootSensitivities sensitivities) {
   COSTATE_CHECK(sys.roots && sys.n_roots > 0, "CVODES backend: the system has no root functions");
   Objects o;
   Context ctx;
   setup_forward(o, ctx, sys, settings, t0, y.data());
+  std::vector<double>* S = sensitivities.S;
+  if (S) setup_sensitivities(o, ctx, sys, sensitivities.ns, *S, {});
   check(ctx, CVodeRootInit(o.mem, static_cast<int>(sys.n_roots), root_functions), "CVodeRootInit");
   check(ctx, CVodeSetStopTime(o.mem, t_end), "CVodeSetStopTime");
   Stats s;
@@ -140,11 +187,13 @@ Stats integrate_to_root(const System& sys, const Settings& settings, double t0, 
       break;
     }
     if (target < t_end) {
-      out(j++, t, data(o.y));
+      if (S) get_sensitivities(o, ctx, sys.n, t, *S);
+      out(j++, t, data(o.y), S ? S->data() : nullptr);
       continue;
     }
     break;
   }
+  if (S && s.success) get_sensitivities(o, ctx, sys.n, t, *S);
   std::copy(data(o.y), data(o.y) + sys.n, y.begin());
   collect(o.mem, s);
   return s;
@@ -155,37 +204,11 @@ Stats forward_sensitivities(
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,
     const std::function<void(std::size_t, double, const double*, const double*)>& at_stop,
     std::span<const double> scales) {
-  COSTATE_CHECK(sys.sensitivity_rhs, "CVODES backend: the system needs sensitivity_rhs");
-  COSTATE_CHECK(ns >= 1 && S.size() == sys.n * ns,
-                "CVODES backend: S must hold n × ns = " << sys.n * ns << " values");
-  COSTATE_CHECK(scales.empty() || scales.size() == ns,
-                "CVODES backend: " << scales.size() << " sensitivity scales for " << ns
-                                   << " directions");
   const std::size_t n = sys.n;
   Objects o;
   Context ctx;
   setup_forward(o, ctx, sys, settings, t0, y.data());
-  ctx.yS.resize(ns);
-  ctx.ySdot.resize(ns);
-  o.ns = static_cast<int>(ns);
-  o.yS = N_VCloneVectorArray(o.ns, o.y);
-  COSTATE_CHECK(o.yS != nullptr, "CVODES backend: N_VCloneVectorArray failed");
-  for (std::size_t d = 0; d < ns; ++d) std::copy(&S[d * n], &S[d * n] + n, data(o.yS[d]));
-  check(ctx, CVodeSensInit(o.mem, o.ns, CV_SIMULTANEOUS, sensitivity_rhs, o.yS), "CVodeSensInit");
-  if (!scales.empty()) {
-    std::vector<double> pbar(ns);
-    for (std::size_t d = 0; d < ns; ++d) {
-      COSTATE_CHECK(std::isfinite(scales[d]) && scales[d] != 0.0,
-                    "CVODES backend: sensitivity scale " << d << " = " << scales[d]
-                                                         << " is not a finite non-zero number");
-      pbar[d] = scales[d];
-    }
-    // p = nullptr: CVODES only reads p for difference quotients, and the
-    // sensitivity right-hand side is ours.
-    check(ctx, CVodeSetSensParams(o.mem, nullptr, pbar.data(), nullptr), "CVodeSetSensParams");
-  }
-  check(ctx, CVodeSensEEtolerances(o.mem), "CVodeSensEEtolerances");
-  check(ctx, CVodeSetSensErrCon(o.mem, SUNTRUE), "CVodeSetSensErrCon");
+  setup_sensitivities(o, ctx, sys, ns, S, scales);
   Stats s;
   s.final_time = t0;
   double t = t0;
@@ -199,8 +222,7 @@ Stats forward_sensitivities(
         fail(s, ctx, flag, t);
         break;
       }
-      check(ctx, CVodeGetSens(o.mem, &t, o.yS), "CVodeGetSens");
-      for (std::size_t d = 0; d < ns; ++d) std::copy(data(o.yS[d]), data(o.yS[d]) + n, &S[d * n]);
+      get_sensitivities(o, ctx, n, t, S);
     }
     at_stop(k, stops[k], data(o.y), S.data());
   }

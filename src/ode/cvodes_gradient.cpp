@@ -14,9 +14,27 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "ode/events_internal.hpp"
 #include "ode/sundials_terms.hpp"
 
 namespace costate::ode::detail {
+
+namespace {
+/// The counters of an event run (CVODES' runs between the instants), as one
+/// CVODES run's.
+cvodes::Stats stats_of(const Summary& s) {
+  cvodes::Stats st;
+  st.steps = s.steps;
+  st.error_test_failures = s.rejected_steps;
+  st.rhs_evaluations = s.rhs_evaluations;
+  st.jacobian_evaluations = s.jacobian_evaluations;
+  st.nonlinear_iterations = s.newton_iterations;
+  st.final_time = s.final_time;
+  st.success = s.success();
+  st.message = s.message;
+  return st;
+}
+}  // namespace
 
 GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
                                std::span<const double> p, double t0, double t1,
@@ -92,11 +110,25 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     const std::size_t ns = np + n;
     std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
     for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
-    fwd = cvodes::forward_sensitivities(
-        sys, settings, t0, y, ns, S, stops,
-        [&](std::size_t k, double, const double* yy, const double* SS) {
-          terms.add_forward(k, yy, SS, ns, dJ);
-        });
+    if (system.has_events()) {
+      // CVODES' root finding, S jumped at each instant (events.cpp).
+      std::size_t k = 0;
+      const EventRun run = cvodes_sensitivities_with_events(
+          system, y0a, p, t0, t1, options, stops, ns, S,
+          [&](double t, std::span<const double> xx, const double* SS) {
+            if (k < K && t == stops[k]) terms.add_forward(k++, xx.data(), SS, ns, dJ);
+          });
+      fwd = stats_of(run.summary);
+      result.summary.events = run.summary.events;
+      COSTATE_CHECK(!fwd.success || k == K,
+                    "gradient (cvodes_forward): internal error, " << K - k << " stops not landed on");
+    } else {
+      fwd = cvodes::forward_sensitivities(
+          sys, settings, t0, y, ns, S, stops,
+          [&](std::size_t k, double, const double* yy, const double* SS) {
+            terms.add_forward(k, yy, SS, ns, dJ);
+          });
+    }
     COSTATE_CHECK(fwd.success, "gradient (cvodes_forward): the integration failed: " << fwd.message);
     result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
     result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
@@ -174,15 +206,33 @@ CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<con
   out.ns = ns;
   out.states.assign(times.size() * n, 0.0);
   out.tangents.assign(times.size() * n * ns, 0.0);
-  const cvodes::Stats st = cvodes::forward_sensitivities(
-      binding.system(), cvodes::settings_from(options, na), t0, y, ns, S, times,
-      [&](std::size_t k, double, const double* yy, const double* SS) {
-        for (std::size_t i = 0; i < n; ++i) {
-          out.states[k * n + i] = yy[i];
-          for (std::size_t d = 0; d < ns; ++d) out.tangents[(k * n + i) * ns + d] = SS[d * na + i];
-        }
-      },
-      seed ? std::span<const double>(seed->scales) : std::span<const double>());
+  auto record = [&](std::size_t k, const double* yy, const double* SS) {
+    for (std::size_t i = 0; i < n; ++i) {
+      out.states[k * n + i] = yy[i];
+      for (std::size_t d = 0; d < ns; ++d) out.tangents[(k * n + i) * ns + d] = SS[d * na + i];
+    }
+  };
+  cvodes::Stats st;
+  if (system.has_events()) {
+    // CVODES' root finding, S jumped at each instant (events.cpp); the seed's
+    // scales do not enter the error test here.
+    std::size_t k = 0;
+    const EventRun run = cvodes_sensitivities_with_events(
+        system, y, p, t0, times.back(), options, times, ns, S,
+        [&](double t, std::span<const double> xx, const double* SS) {
+          if (k < times.size() && t == times[k]) record(k++, xx.data(), SS);
+        });
+    st = stats_of(run.summary);
+    out.summary.events = run.summary.events;
+    COSTATE_CHECK(!st.success || k == times.size(),
+                  "the calibration's residual Jacobian: internal error, "
+                      << times.size() - k << " observation times not landed on");
+  } else {
+    st = cvodes::forward_sensitivities(
+        binding.system(), cvodes::settings_from(options, na), t0, y, ns, S, times,
+        [&](std::size_t k, double, const double* yy, const double* SS) { record(k, yy, SS); },
+        seed ? std::span<const double>(seed->scales) : std::span<const double>());
+  }
   COSTATE_CHECK(st.success, "the calibration's residual Jacobian (CVODES forward sensitivities): "
                             "the integration failed: "
                                 << st.message);

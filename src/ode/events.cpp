@@ -749,13 +749,18 @@ namespace {
 
 /// The CVODES methods: CVODES' own root finding (CVodeRootInit) locates the
 /// roots on its interpolant; the instants execute as the native driver's
-/// (EventState), and CVODES restarts from each. A run only: the CVODES
-/// derivatives refuse events (supports_events).
-EventRun run_cvodes_with_events(
-    const System& system, std::span<const double> x0, std::span<const double> p, double t0,
-    double t1, const IntegratorOptions& options, std::span<const double> stops,
-    const std::function<void(double, std::span<const double>)>& landed) {
-  const std::size_t nx = system.n_states(), n = system.n_model_states();
+/// (EventState), and CVODES restarts from each. With `S` (column-major
+/// n_x × ns, S(t0) on entry, direction d < n_p the parameter d, the others
+/// fixed-p directions) also CVODES' forward sensitivities, jumped at each
+/// instant by InstantJump's tangent (the continuous sensitivities' jump:
+/// CVODES' solution is the continuous one to its tolerances). `landed(t, x,
+/// S)` (S nullptr without). CVODES' adjoint refuses events (supports_events).
+EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
+                           std::span<const double> p, double t0, double t1,
+                           const IntegratorOptions& options, std::span<const double> stops,
+                           std::size_t ns, std::vector<double>* S,
+                           const CvodesLanded& landed) {
+  const std::size_t nx = system.n_states(), n = system.n_model_states(), np = p.size();
   const EventModel& ev = *system.events();
   cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, x0);
   cvodes::System& cs = binding.system();
@@ -771,15 +776,36 @@ EventRun run_cvodes_with_events(
   std::vector<double> x(x0.begin(), x0.end());
   EventState state(system, p);
   state.set_span(t1 - t0);
+  // An instant at t with its root: x ← x⁺, and S ← its tangent jump.
+  std::unique_ptr<InstantJump> jump;
+  if (S) jump = std::make_unique<InstantJump>(system);
+  std::vector<double> before, Sr, P;
+  auto execute = [&](double t, const std::vector<char>& now, int root) {
+    before = x;
+    EventInstant inst = state.execute(t, x, now, root);
+    if (inst.fired.empty()) return;
+    ++s.events;
+    if (!S) return;
+    jump->apply(inst, t, before, p, true);
+    Sr.assign(nx * ns, 0.0);
+    P.assign(np * ns, 0.0);
+    for (std::size_t d = 0; d < ns; ++d)
+      for (std::size_t q = 0; q < nx; ++q) Sr[q * ns + d] = (*S)[d * nx + q];
+    for (std::size_t j = 0; j < np && j < ns; ++j) P[j * ns + j] = 1.0;
+    jump->tangent(ns, Sr, P);
+    for (std::size_t d = 0; d < ns; ++d)
+      for (std::size_t q = 0; q < nx; ++q) (*S)[d * nx + q] = Sr[q * ns + d];
+  };
+  auto land = [&](double t) { landed(t, x, S ? S->data() : nullptr); };
   std::vector<char> trig;
   state.start(t0, x, trig);
   if (state.fires(trig)) {
-    if (!state.execute(t0, x, trig, -1).fired.empty()) ++s.events;
+    execute(t0, trig, -1);
   } else {
     state.commit(std::vector<double>(state.g().begin(), state.g().end()),
                  std::vector<std::int8_t>(state.sides().begin(), state.sides().end()), trig);
   }
-  landed(t0, x);
+  land(t0);
   double t = t0;
   std::vector<int> directions;
   while (t < t1) {
@@ -791,10 +817,10 @@ EventRun run_cvodes_with_events(
     double root_time = 0.0;
     const cvodes::Stats st = cvodes::integrate_to_root(
         cs, settings, t, t_end, x, outs,
-        [&](std::size_t, double tt, const double* y) {
-          landed(tt, std::span<const double>(y, nx));
+        [&](std::size_t, double tt, const double* y, const double* SS) {
+          landed(tt, std::span<const double>(y, nx), SS);
         },
-        root_time, directions);
+        root_time, directions, {.ns = ns, .S = S});
     s.steps += st.steps;
     s.rejected_steps += st.error_test_failures;
     s.rhs_evaluations += st.rhs_evaluations;
@@ -817,9 +843,9 @@ EventRun run_cvodes_with_events(
       if (t == pending) {
         state.roots_at(t, x, g, sides);
         state.triggers_at(t, x, sides, now);
-        if (!state.execute(t, x, now, -1).fired.empty()) ++s.events;
+        execute(t, now, -1);
       }
-      landed(t, x);
+      land(t);
       continue;
     }
     // A root: the crossed ones on the side CVODES saw them cross to.
@@ -833,12 +859,12 @@ EventRun run_cvodes_with_events(
       }
     state.triggers_at(t, x, sides, now);
     if (state.fires(now)) {
-      if (!state.execute(t, x, now, first).fired.empty()) ++s.events;
+      execute(t, now, first);
     } else {
       state.drop_unpersistent(now);
       state.commit(std::move(g), std::move(sides), std::move(now));
     }
-    landed(t, x);
+    land(t);
   }
   out.final_state = std::move(x);
   s.message = "reached t1";
@@ -847,13 +873,28 @@ EventRun run_cvodes_with_events(
 
 }  // namespace
 
+EventRun cvodes_sensitivities_with_events(const System& system, std::span<const double> x0,
+                                          std::span<const double> p, double t0, double t1,
+                                          const IntegratorOptions& options,
+                                          std::span<const double> stops, std::size_t ns,
+                                          std::vector<double>& S, const CvodesLanded& landed) {
+  COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
+  COSTATE_CHECK(S.size() == system.n_states() * ns,
+                "events: CVODES sensitivities need S of n_x × ns = " << system.n_states() * ns
+                                                                     << " values");
+  return cvodes_event_loop(system, x0, p, t0, t1, options, stops, ns, &S, landed);
+}
+
 EventRun run_with_events(const System& system, std::span<const double> x0,
                          std::span<const double> p, double t0, double t1,
                          const IntegratorOptions& options, std::span<const double> stops,
                          const std::function<void(double, std::span<const double>)>& landed) {
   COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
   if (is_cvodes(options.method))
-    return run_cvodes_with_events(system, x0, p, t0, t1, options, stops, landed);
+    return cvodes_event_loop(system, x0, p, t0, t1, options, stops, 0, nullptr,
+                             [&](double t, std::span<const double> x, const double*) {
+                               landed(t, x);
+                             });
   EventRun out;
   Summary& s = out.summary;
   s.method = options.method;

@@ -79,4 +79,19 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
                          const IntegratorOptions& options, std::span<const double> stops,
                          const std::function<void(double, std::span<const double>)>& landed);
 
+/// `landed(t, x, S)` of the CVODES event runs (S nullptr without sensitivities).
+using CvodesLanded = std::function<void(double, std::span<const double>, const double*)>;
+
+/// run_with_events for the CVODES methods with their forward sensitivities:
+/// S (column-major n_x × ns; direction d < n_p is parameter d, the others
+/// fixed-p directions such as initial states) holds S(t0) on entry, is
+/// carried by CVODES between instants and jumped at each by the
+/// sensitivities' jump (events.hpp); `landed(t, x, S)` at t0, at each of
+/// `stops` and after each instant. Delayed events are refused (InstantJump).
+EventRun cvodes_sensitivities_with_events(const System& system, std::span<const double> x0,
+                                          std::span<const double> p, double t0, double t1,
+                                          const IntegratorOptions& options,
+                                          std::span<const double> stops, std::size_t ns,
+                                          std::vector<double>& S, const CvodesLanded& landed);
+
 }  // namespace costate::ode::detail

@@ -192,19 +192,20 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
   if (const Support s = supports(method, integrator, order); !s) return s;
   // The native sweeps cross the plan's instants by the jump (and its
   // transpose); the continuous adjoint applies the transposed jump between
-  // its backward legs. The CVODES methods' runs locate events, their
-  // sensitivities do not cross them yet.
+  // its backward legs; CVODES' forward sensitivities are jumped at the
+  // instants its root finding locates. CVODES' adjoint does not cross them yet.
   const bool crosses = method == SensitivityKind::DiscreteAdjoint ||
                        method == SensitivityKind::Forward ||
-                       method == SensitivityKind::ContinuousAdjoint;
+                       method == SensitivityKind::ContinuousAdjoint ||
+                       method == SensitivityKind::CvodesForward;
   if (crosses && order == 1) return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not cross events yet (the model has events): with events, "
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
-                       "crank_nicolson, sdirk3, bdf), or continuous_adjoint (dopri5, sdirk3, "
-                       "bdf)"};
+                       "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf) "
+                       "or cvodes_forward (cvodes_bdf, cvodes_adams)"};
 }
 
 Support supports_dae(Method integrator, std::size_t n_algebraic) {

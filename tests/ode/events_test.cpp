@@ -321,41 +321,91 @@ TEST(Events, HessianThroughEventsIsRefusedByName) {
   }
 }
 
-/// The continuous adjoint (legs between the instants, the transposed jump at
-/// each) against the closed forms' exact gradients, for its three adaptive
-/// steppers. Its error is the forward and backward runs' global errors and
-/// the interpolants': ~1e3 × rtol relative at rtol 1e-10 (as
-/// cross_method_test's kContinuousRelTol).
+/// The continuous methods against the closed forms' exact gradients:
+/// `method` on each of `steppers` at rtol 1e-10 (atol 1e-12), agreeing to
+/// `tol` relative to the largest gradient entry.
 template <class M, class F>
-void check_continuous(const ode::Problem<M>& problem, F f, const char* what) {
+void check_continuous(const ode::Problem<M>& problem, F f, const char* what,
+                      const ode::SensitivityMethod& method,
+                      std::initializer_list<ode::Method> steppers, double tol) {
   std::vector<double> u(problem.y0.begin(), problem.y0.end());
   u.insert(u.end(), problem.p.begin(), problem.p.end());
   double j_closed = 0.0;
   const std::vector<double> g_closed = closed_gradient(f, u, problem.t1(), j_closed);
   double scale = 0.0;
   for (double v : g_closed) scale = std::max(scale, std::abs(v));
-  constexpr double kRtol = 1e-10, kContinuousTol = 1e3 * kRtol;
   const std::size_t n = problem.y0.size();
-  for (ode::Method m : {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf}) {
+  for (ode::Method m : steppers) {
     SCOPED_TRACE(std::string(what) + " with " + ode::to_string(m));
-    const ode::GradientResult r = ode::gradient(problem, FirstStateAtEnd{},
-                                                ode::ContinuousAdjoint{}, adaptive(m, kRtol));
-    ASSERT_EQ(r.steps.events().size(), 1u) << "one instant";
-    EXPECT_NEAR(r.objective, j_closed, kContinuousTol * std::abs(j_closed));
+    const ode::GradientResult r =
+        ode::gradient(problem, FirstStateAtEnd{}, method, adaptive(m, 1e-10));
+    EXPECT_EQ(r.summary.events, 1) << "one instant";
+    EXPECT_NEAR(r.objective, j_closed, tol * std::abs(j_closed));
     for (std::size_t i = 0; i < u.size(); ++i) {
       const double g = i < n ? r.wrt_initial_state[i] : r.wrt_parameters[i - n];
-      EXPECT_NEAR(g, g_closed[i], kContinuousTol * scale) << "entry " << i << " vs closed form";
+      EXPECT_NEAR(g, g_closed[i], tol * scale) << "entry " << i << " vs closed form";
     }
   }
 }
 
-TEST(Events, ContinuousAdjointCrossesEventsExactly) {
+/// All three closed-form models under one continuous method.
+void check_continuous_models(const ode::SensitivityMethod& method,
+                             std::initializer_list<ode::Method> steppers, double tol) {
   check_continuous(ode::Problem<Dose>{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}},
-                   [](const auto* u, double t1) { return dose_closed(u, t1); }, "dose");
+                   [](const auto* u, double t1) { return dose_closed(u, t1); }, "dose", method,
+                   steppers, tol);
   check_continuous(ode::Problem<Ball>{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}},
-                   [](const auto* u, double t1) { return ball_closed(u, t1); }, "ball");
+                   [](const auto* u, double t1) { return ball_closed(u, t1); }, "ball", method,
+                   steppers, tol);
   check_continuous(ode::Problem<Reset>{Reset{}, {1.0}, {0.9, 2.0, 0.5}, {0.0, 1.0}},
-                   [](const auto* u, double t1) { return reset_closed(u, t1); }, "reset");
+                   [](const auto* u, double t1) { return reset_closed(u, t1); }, "reset", method,
+                   steppers, tol);
+}
+
+TEST(Events, ContinuousAdjointCrossesEventsExactly) {
+  // The continuous adjoint: legs between the instants, the transposed jump
+  // at each. Its error is the forward and backward runs' global errors and
+  // the interpolants': ~1e3 × rtol relative (as cross_method_test's
+  // kContinuousRelTol).
+  check_continuous_models(ode::ContinuousAdjoint{},
+                          {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf}, 1e-7);
+}
+
+TEST(Events, CvodesForwardSensitivitiesCrossEvents) {
+  // CVODES' forward sensitivities, jumped at the instants its root finding
+  // locates: CVODES' global error at rtol 1e-10 (states and sensitivities
+  // in the error test), ~1e2–1e4 × rtol over these spans.
+  check_continuous_models(ode::CvodesForward{},
+                          {ode::Method::CvodesBdf, ode::Method::CvodesAdams}, 1e-6);
+}
+
+TEST(Events, CvodesResidualJacobianAcrossABounce) {
+  // The calibration's residual Jacobian by CVODES' forward sensitivities
+  // through the bounce, against the discrete tangents of dopri5 at rtol
+  // 1e-12 (the exact derivative to ~1e-10): CVODES' error at rtol 1e-10.
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  ode::WeightedObservations obs;
+  obs.times = {0.2, 0.5, 0.6};
+  obs.n_states = 2;
+  obs.data = {0.9, 0.1, 0.2, 2.0, 0.3, 1.0};
+  obs.weights.assign(6, 1.0);
+  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::GradientResult plan = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, tight);
+  const ode::ResidualSensitivities ref = ode::sensitivity_matrix(problem, obs, tight, plan.steps);
+  double scale = 0.0;
+  for (std::size_t r = 0; r < ref.residuals.size(); ++r)
+    for (std::size_t c = 0; c < ref.n_columns; ++c) scale = std::max(scale, std::abs(ref.at(r, c)));
+  constexpr double kTol = 1e-6;
+  for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+    const ode::ResidualSensitivities S =
+        ode::sensitivity_matrix(problem, obs, adaptive(m, 1e-10), ode::StepPlan{});
+    ASSERT_EQ(S.residuals.size(), ref.residuals.size());
+    ASSERT_EQ(S.n_columns, ref.n_columns);
+    for (std::size_t r = 0; r < S.residuals.size(); ++r)
+      for (std::size_t c = 0; c < S.n_columns; ++c)
+        EXPECT_NEAR(S.at(r, c), ref.at(r, c), kTol * scale)
+            << ode::to_string(m) << " row " << r << " column " << c;
+  }
 }
 
 /// J = ∫ y² dt + Σ_k (y(t_k) − 1)² on the dose model, one observation at the
@@ -580,7 +630,7 @@ TEST(Events, CvodesRunsLocateByTheirOwnRootFinding) {
     ASSERT_TRUE(b.summary.success()) << b.summary.message;
     EXPECT_EQ(b.summary.events, 1) << ode::to_string(m);
     EXPECT_NEAR(b.state(b.n_outputs() - 1)[0], reset_closed(v, 1.0), 1e-7) << ode::to_string(m);
-    // Their derivatives through events are refused by name (not yet).
+    // CVODES' adjoint through events is refused by name (not yet).
     try {
       (void)ode::gradient(ball, FirstStateAtEnd{}, ode::CvodesAdjoint{}, o);
       ADD_FAILURE() << "cvodes_adjoint through events must be refused";

@@ -250,15 +250,25 @@ Stats integrate(const System& sys, const Settings& settings, double t0, double t
                 std::vector<double>& y, std::span<const double> outputs, bool stop_at_outputs,
                 const std::function<void(std::size_t j, double t, const double* y)>& out);
 
+/// Forward sensitivities carried by integrate_to_root: `S` (column-major
+/// n × ns, as forward_sensitivities') holds S(t0) on entry and S at the end
+/// on return, in the error test as forward_sensitivities' (scales 1).
+struct RootSensitivities {
+  std::size_t ns = 0;
+  std::vector<double>* S = nullptr;
+};
+
 /// integrate() until the first zero of sys.roots (CVODES' root finding) or
-/// t_end: outputs ≤ the end reached as integrate() reports them. Returns
-/// with y at the end; `root_time` is the root's time (NaN when t_end was
-/// reached) and `directions` (sys.n_roots) CVODES' rootsfound: +1 / −1 for
-/// a root crossed increasing / decreasing there, 0 for the others.
-Stats integrate_to_root(const System& sys, const Settings& settings, double t0, double t_end,
-                        std::vector<double>& y, std::span<const double> outputs,
-                        const std::function<void(std::size_t j, double t, const double* y)>& out,
-                        double& root_time, std::vector<int>& directions);
+/// t_end: outputs ≤ the end reached as integrate() reports them, with S
+/// there (nullptr without `sensitivities`). Returns with y (and S) at the
+/// end; `root_time` is the root's time (NaN when t_end was reached) and
+/// `directions` (sys.n_roots) CVODES' rootsfound: +1 / −1 for a root
+/// crossed increasing / decreasing there, 0 for the others.
+Stats integrate_to_root(
+    const System& sys, const Settings& settings, double t0, double t_end, std::vector<double>& y,
+    std::span<const double> outputs,
+    const std::function<void(std::size_t j, double t, const double* y, const double* S)>& out,
+    double& root_time, std::vector<int>& directions, RootSensitivities sensitivities = {});
 
 /// Forward sensitivities with ns directions: S (column-major n × ns,
 /// S(:, j) = ∂y/∂(direction j)) holds S(t0) on entry. The integrator stops

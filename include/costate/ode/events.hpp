@@ -65,9 +65,10 @@
 /// the same formula (0 when g_y, g_p vanish). Several events at one instant
 /// share its dτ. The continuous adjoint integrates backward in legs between
 /// the instants and applies the same transposed jump at each (at x⁻): the
-/// continuous adjoint's jump condition. Not yet differentiated (refused by
-/// name): delayed events, Hessian–vector products and the CVODES methods'
-/// sensitivities (support.hpp: supports_events).
+/// continuous adjoint's jump condition. CVODES' forward sensitivities are
+/// jumped by the same map at the instants its root finding locates. Not yet
+/// differentiated (refused by name): delayed events, Hessian–vector
+/// products and CVODES' adjoint (support.hpp: supports_events).
 
 #include <concepts>
 #include <cstddef>
