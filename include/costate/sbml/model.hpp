@@ -36,9 +36,15 @@
 ///   parameters (t = the start time), so that overriding a parameter moves
 ///   the initial states that depend on it.
 ///
-/// `piecewise` is supported when its conditions depend only on time and the
-/// parameters (e.g. a stimulus switched on at t = t_on): the integrators do
-/// not stop at the switch times, their step control meets the discontinuity.
+/// `piecewise` whose conditions depend only on time and the parameters
+/// (e.g. a stimulus switched on at t = t_on): the integrators do not stop at
+/// the switch times, their step control meets the discontinuity (PEtab
+/// integrates between them: time_switches). A relation (lt, leq, gt, geq)
+/// of the right-hand side that depends on the state is a switching
+/// function: a mode state "switch_N" (StateKind::Mode, 1 while the
+/// relation holds, else 0) and two events that set it when the relation
+/// turns true or false, located by the event driver; the right-hand side
+/// reads the mode, so that derivatives carry the switch's jump term.
 ///
 /// Also: initial assignments evaluated once at the start time and held;
 /// species references as values (constant, initial assignment, rules,
@@ -66,7 +72,7 @@
 /// Refused, with a costate::Error naming the element, its id and the file:
 /// algebraic rules, constraints, delay, fast reactions, reactions
 /// without a kinetic law, a required SBML Level 3 package other than comp,
-/// piecewise with state-dependent conditions, piecewise in an initial
+/// eq or neq on the state in a right-hand side, piecewise in an initial
 /// value, factorial of a non-constant value, rateOf of an assignment-rule
 /// target, recursive function definitions, and the SBML id "t" (costate's
 /// name for time).
@@ -86,6 +92,9 @@ enum class StateKind {
   SpeciesAmount,         ///< a species with hasOnlySubstanceUnits, state = its amount
   Parameter,             ///< a parameter with a rate rule
   Compartment,           ///< a compartment with a rate rule, state = its size
+  /// A switching function's mode: 1 while a state-dependent relation of
+  /// the right-hand side holds, else 0 (named "switch_N"; two events set it).
+  Mode,
 };
 std::string to_string(StateKind kind);
 
@@ -162,11 +171,21 @@ struct Model {
   std::vector<double> initial_values(const std::vector<double>& p, double t0 = 0.0) const;
 };
 
+/// How a document is read beyond the specification's defaults.
+struct ReadOptions {
+  /// Ids whose initial assignments are ignored, because the caller sets
+  /// their values (PEtab: a condition-table column overrides the model's
+  /// initial assignment of that id). The symbol then takes its stated
+  /// value as a parameter (or initial value), which the caller replaces.
+  std::vector<std::string> ignore_initial_assignments{};
+};
+
 /// Reads an SBML file (any level/version libsbml reads). Throws
 /// costate::Error naming the file on read errors (with libsbml's line and
 /// message) and on every unsupported element (see the file comment).
 Model read_file(const std::string& path);
 /// The same from a document in memory; `name` stands for the file in errors.
-Model read_string(const std::string& xml, const std::string& name = "<sbml string>");
+Model read_string(const std::string& xml, const std::string& name = "<sbml string>",
+                  const ReadOptions& options = {});
 
 }  // namespace costate::sbml
