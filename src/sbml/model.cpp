@@ -246,7 +246,11 @@ class Importer {
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
       if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
-      if (ignored_initial_assignments_.count(a->getSymbol())) continue;  // the caller sets it
+      // A parameter or compartment the caller sets (ReadOptions); a
+      // species keeps its assignment (the caller overrides its initial state).
+      if (ignored_initial_assignments_.count(a->getSymbol()) &&
+          (m_->getParameter(a->getSymbol()) || m_->getCompartment(a->getSymbol())))
+        continue;
       if (!initial_assignment_.emplace(a->getSymbol(), a).second)
         refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
                "the symbol already has an initial assignment; one per symbol (invalid SBML)");
@@ -490,9 +494,8 @@ class Importer {
         refuse("event assignment of " + event + " (variable '" + id + "')",
                "the variable is set by an assignment rule; an event may not assign it (invalid "
                "SBML)");
-      if (target.what == "species reference")
-        refuse("event assignment of " + event + " (variable '" + id + "')",
-               "an event assigning a species reference's stoichiometry is not supported");
+      // A species reference an event assigns is a state with a zero
+      // derivative (classify), which the reactions' terms read.
     }
   }
 
@@ -790,7 +793,9 @@ class Importer {
       d.label = event_label(e, i);
       d.name = e->isSetId() ? e->getId() : e->isSetName() ? e->getName() : d.label;
       const auto* trigger = e->getTrigger();
-      if (!trigger || !trigger->isSetMath()) refuse(d.label, "has no trigger math");
+      // Level 3 Version 2: a trigger without math is never true, and the
+      // event never fires (suite cases 01238, 01239).
+      if (!trigger || !trigger->isSetMath()) continue;
       d.trigger = convert(trigger->getMath(), "trigger of " + d.label);
       d.trigger_text = formula(trigger->getMath());
       refuse_windows(d.trigger, d.label, d.trigger_text);

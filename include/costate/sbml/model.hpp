@@ -173,10 +173,12 @@ struct Model {
 
 /// How a document is read beyond the specification's defaults.
 struct ReadOptions {
-  /// Ids whose initial assignments are ignored, because the caller sets
-  /// their values (PEtab: a condition-table column overrides the model's
-  /// initial assignment of that id). The symbol then takes its stated
-  /// value as a parameter (or initial value), which the caller replaces.
+  /// Parameter and compartment ids whose initial assignments are ignored,
+  /// because the caller sets their values (PEtab: a condition-table column
+  /// overrides the model's initial assignment of that id). The symbol is
+  /// then a parameter at its stated value (NaN when it states none), which
+  /// the caller replaces. (A species keeps its assignment: its initial
+  /// state is what a caller overrides.)
   std::vector<std::string> ignore_initial_assignments{};
 };
 
