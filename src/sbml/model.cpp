@@ -739,20 +739,20 @@ class Importer {
     }
   }
 
-  /// A trigger that holds on a window of one quantity (S > 0.18 && S < 0.19:
-  /// a conjunction of relations sharing a variable that is not a constant
-  /// parameter) can turn true and false again between two steps, where the
-  /// event driver, which decides on each step's end, would miss it: refused
-  /// by name. (A conjunction of relations on different quantities, e.g.
-  /// h <= 0 && v < 0, is kept.)
-  void refuse_windows(const Node& n, const std::string& label, const std::string& text,
-                      bool negated = false) const {
-    if (n.kind != Node::Kind::Apply) return;
+  /// Whether a trigger holds on a window of one quantity (S > 0.18 && S <
+  /// 0.19: a conjunction of relations sharing a variable that is not a
+  /// constant parameter), which can turn true and false again between two
+  /// steps, where the event driver, which decides on each step's end, would
+  /// miss it. (A conjunction of relations on different quantities, e.g.
+  /// h <= 0 && v < 0, is not a window.)
+  bool has_window(const Node& n, bool negated = false) const {
+    if (n.kind != Node::Kind::Apply) return false;
     if (n.op == Op::Not) {
-      for (const Node& a : n.args) refuse_windows(a, label, text, !negated);
-      return;
+      for (const Node& a : n.args)
+        if (has_window(a, !negated)) return true;
+      return false;
     }
-    if (n.op != Op::And && n.op != Op::Or) return;
+    if (n.op != Op::And && n.op != Op::Or) return false;
     const bool conjunction = (n.op == Op::And) != negated;
     if (conjunction) {
       // The relations this conjunction joins (through nested conjunctions).
@@ -775,14 +775,32 @@ class Importer {
       for (std::size_t a = 0; a < relations.size(); ++a)
         for (std::size_t b = a + 1; b < relations.size(); ++b)
           for (std::uint32_t v : relations[a])
-            if (relations[b].count(v))
-              refuse("trigger of " + label,
-                     "'" + text + "' holds on a window of '" + syms_[v].id +
-                         "' (two relations on it joined by and): it can turn true and false "
-                         "within one integration step, which the event driver does not "
-                         "detect yet; not supported");
+            if (relations[b].count(v)) return true;
     }
-    for (const Node& a : n.args) refuse_windows(a, label, text, negated);
+    for (const Node& a : n.args)
+      if (has_window(a, negated)) return true;
+    return false;
+  }
+
+  /// A window trigger with each relation on something that varies replaced
+  /// by its switching function's mode (m > 0.5, mode_of): the driver then
+  /// locates each relation's own crossing (the mode's events), and the
+  /// trigger, a function of the modes, is evaluated again after they fire
+  /// at that instant — a window opened and closed within one step is seen.
+  Node window_to_modes(const Node& n, const std::string& where, const std::string& text) {
+    if (n.op == Op::Lt || n.op == Op::Le || n.op == Op::Gt || n.op == Op::Ge) {
+      std::set<std::uint32_t> vars;
+      collect_variables(n, vars);
+      const bool varies = std::any_of(vars.begin(), vars.end(), [&](std::uint32_t v) {
+        return syms_[v].kind != Kind::Parameter;
+      });
+      if (varies)
+        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text)), Node::constant(0.5)});
+      return n;
+    }
+    Node c = n;
+    for (Node& a : c.args) a = window_to_modes(a, where, text);
+    return c;
   }
 
   /// Pass 2 for events: their math over the symbols.
@@ -798,7 +816,8 @@ class Importer {
       if (!trigger || !trigger->isSetMath()) continue;
       d.trigger = convert(trigger->getMath(), "trigger of " + d.label);
       d.trigger_text = formula(trigger->getMath());
-      refuse_windows(d.trigger, d.label, d.trigger_text);
+      if (has_window(d.trigger))
+        d.trigger = window_to_modes(d.trigger, "trigger of " + d.label, d.trigger_text);
       // Level 3 states both attributes; Level 2's triggers behave as
       // initialValue = persistent = true.
       if (trigger->isSetInitialValue()) d.initial_value = trigger->getInitialValue();
@@ -1333,7 +1352,6 @@ class Importer {
   /// (f⁻ − f⁺) dτ (events.hpp) that makes them exact. eq and neq on the
   /// state (a switch on a set of measure zero) are refused.
   void switch_state_relations() {
-    std::map<std::string, std::uint32_t> modes;  // relation's key → its mode symbol
     std::function<Node(const Node&, const Symbol&)> replace = [&](const Node& n,
                                                                  const Symbol& s) -> Node {
       const bool relation = n.op == Op::Lt || n.op == Op::Le || n.op == Op::Gt || n.op == Op::Ge;
@@ -1346,39 +1364,7 @@ class Importer {
         for (Node& a : c.args) a = replace(a, s);
         return c;
       }
-      const std::string key = key_of(n);
-      if (auto it = modes.find(key); it != modes.end()) return Node::var(it->second);
-      Symbol mode;
-      mode.id = "switch_" + std::to_string(modes.size() + 1);
-      while (by_id_.count(mode.id)) mode.id += "_";
-      mode.what = "switch";
-      mode.kind = Kind::State;
-      mode.state_kind = StateKind::Mode;
-      mode.rhs = Node::constant(0.0);
-      const Node& a = n.args[0];
-      const Node& b = n.args[1];
-      switch (n.op) {
-        case Op::Gt: mode.initial = positive(sub(a, b)); break;
-        case Op::Lt: mode.initial = positive(sub(b, a)); break;
-        case Op::Ge: mode.initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
-        default: mode.initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
-      }
-      mode.state_dependent = true;
-      mode.where = "switching function of " + s.where;
-      mode.text = s.text;
-      const std::uint32_t m = add_symbol(std::move(mode));
-      modes.emplace(key, m);
-      for (int on = 1; on >= 0; --on) {
-        EventDef d;
-        d.name = syms_[m].id + (on ? "_on" : "_off");
-        d.label = "switching function '" + d.name + "' (of " + s.where + ")";
-        d.trigger = on ? n : Node::apply(Op::Not, {n});
-        d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + s.text + "'";
-        d.assign.emplace_back(m, Node::constant(on));
-        d.assign_text.push_back(on ? "1" : "0");
-        events_.push_back(std::move(d));
-      }
-      return Node::var(m);
+      return Node::var(mode_of(n, s.where, s.text));
     };
     const std::size_t n = syms_.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -1386,6 +1372,45 @@ class Importer {
       if (s.kind == Kind::Intermediate) s.value = replace(s.value, s);
       if (s.kind == Kind::State) s.rhs = replace(s.rhs, s);
     }
+  }
+
+  /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
+  /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
+  /// comparisons), with the events n → m = 1 and not n → m = 0.
+  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text) {
+    const std::string key = key_of(n);
+    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+    Symbol mode;
+    mode.id = "switch_" + std::to_string(modes_.size() + 1);
+    while (by_id_.count(mode.id)) mode.id += "_";
+    mode.what = "switch";
+    mode.kind = Kind::State;
+    mode.state_kind = StateKind::Mode;
+    mode.rhs = Node::constant(0.0);
+    const Node& a = n.args[0];
+    const Node& b = n.args[1];
+    switch (n.op) {
+      case Op::Gt: mode.initial = positive(sub(a, b)); break;
+      case Op::Lt: mode.initial = positive(sub(b, a)); break;
+      case Op::Ge: mode.initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
+      default: mode.initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
+    }
+    mode.state_dependent = true;
+    mode.where = "switching function of " + where;
+    mode.text = text;
+    const std::uint32_t m = add_symbol(std::move(mode));
+    modes_.emplace(key, m);
+    for (int on = 1; on >= 0; --on) {
+      EventDef d;
+      d.name = syms_[m].id + (on ? "_on" : "_off");
+      d.label = "switching function '" + d.name + "' (of " + where + ")";
+      d.trigger = on ? n : Node::apply(Op::Not, {n});
+      d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
+      d.assign.emplace_back(m, Node::constant(on));
+      d.assign_text.push_back(on ? "1" : "0");
+      events_.push_back(std::move(d));
+    }
+    return m;
   }
 
   /// Comparisons (piecewise conditions) may depend on t and the parameters
@@ -1572,6 +1597,7 @@ class Importer {
   const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
   std::set<std::string> active_functions_;
   std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
+  std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
   std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it

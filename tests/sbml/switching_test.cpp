@@ -125,6 +125,47 @@ TEST(SbmlSwitching, ThresholdGradientIsTheJumpTermInClosedForm) {
   }
 }
 
+// A trigger that holds on a window of one quantity, x > 0.18 && x < 0.19
+// with dx/dt = 0.4 (open for 0.025 of time), is crossed within one step by
+// every adaptive integrator on this linear model; its relations are
+// switching functions, so the event still fires, once, at τ = 0.45.
+TEST(SbmlSwitching, WindowTriggerCrossedWithinOneStepFires) {
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">"
+      "<model id=\"window\"><listOfParameters>"
+      "<parameter id=\"x\" value=\"0\" constant=\"false\"/>"
+      "<parameter id=\"hits\" value=\"0\" constant=\"false\"/>"
+      "<parameter id=\"when\" value=\"-1\" constant=\"false\"/>"
+      "</listOfParameters><listOfRules><rateRule variable=\"x\">"
+      "<math xmlns=\"http://www.w3.org/1998/Math/MathML\"><cn>0.4</cn></math></rateRule>"
+      "</listOfRules><listOfEvents><event id=\"E\" useValuesFromTriggerTime=\"true\">"
+      "<trigger initialValue=\"false\" persistent=\"true\">"
+      "<math xmlns=\"http://www.w3.org/1998/Math/MathML\"><apply><and/>"
+      "<apply><gt/><ci>x</ci><cn>0.18</cn></apply><apply><lt/><ci>x</ci><cn>0.19</cn></apply>"
+      "</apply></math></trigger><listOfEventAssignments>"
+      "<eventAssignment variable=\"hits\"><math xmlns=\"http://www.w3.org/1998/Math/MathML\">"
+      "<apply><plus/><ci>hits</ci><cn>1</cn></apply></math></eventAssignment>"
+      "<eventAssignment variable=\"when\"><math xmlns=\"http://www.w3.org/1998/Math/MathML\">"
+      "<csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/time\">time"
+      "</csymbol></math></eventAssignment>"
+      "</listOfEventAssignments></event></listOfEvents></model></sbml>";
+  const Model m = costate::sbml::read_string(xml, "window.xml");
+  const long hits = m.state_index("hits"), when = m.state_index("when");
+  ASSERT_GE(hits, 0);
+  ASSERT_GE(when, 0);
+  const std::vector<double> y0 = m.initial_values(m.parameters);
+  ode::Problem<ode::EquationModel> problem{m.equations, y0, m.parameters, {0.0, 2.0}, {2.0}};
+  for (ode::Method method : {ode::Method::Bdf, ode::Method::Dopri5, ode::Method::CvodesBdf}) {
+    const ode::Solution sol = ode::integrate(problem, {.method = method, .rtol = 1e-8, .atol = 1e-10});
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+    const auto y = sol.state(sol.n_outputs() - 1);
+    EXPECT_EQ(y[static_cast<std::size_t>(hits)], 1.0) << ode::to_string(method);
+    // The window opens at x = 0.18: t = 0.45 (located to round-off).
+    EXPECT_NEAR(y[static_cast<std::size_t>(when)], 0.45, 1e-12) << ode::to_string(method);
+  }
+}
+
 TEST(SbmlSwitching, EqualityOnTheStateIsRefusedByName) {
   std::string xml = relation_model(2.0);
   const std::string gt = "<apply><gt/><ci>x</ci><ci>theta</ci></apply>";
