@@ -62,9 +62,16 @@
 /// true). A parameter, compartment or species that an event assigns and
 /// no rule changes is a state with a zero derivative. An event that resizes
 /// a compartment keeps the amounts of the species in concentration in it
-/// that it does not assign (C⁺ = C⁻ V⁻ / V⁺). Refused by name: a trigger
-/// with eq/neq or with a relation whose operands hold a piecewise, an event
-/// assigning a species reference, a constant species or an assignment-rule
+/// that it does not assign (C⁺ = C⁻ V⁻ / V⁺). An event may assign a
+/// species reference (a state the reactions read); a trigger without math
+/// (Level 3 Version 2) never fires. A trigger holding on a window of one
+/// quantity (S > 0.18 && S < 0.19) has its relations as switching functions
+/// (modes, as in right-hand sides), so a window opened and closed within
+/// one step fires. Events stating the same priority are executed in
+/// declaration order when they commute (neither assigns what the other
+/// assigns or reads). Refused by name: a trigger with eq/neq or with a
+/// relation whose operands hold a piecewise, events of equal priority that
+/// compete, an event assigning a constant species or an assignment-rule
 /// variable, and a resized compartment holding a species in concentration
 /// set by a rate rule or constant (or with a delay and values from the
 /// trigger time).
