@@ -174,6 +174,7 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
   if (args.json) {
     nlohmann::ordered_json j = json_head(path, r);
     j["method"] = ode::to_string(options.method);
+    j["gradient_method"] = r.gradient_method;  // differs for a model with events (petab::Result)
     j["integrator"] = {{"method", ode::to_string(options.integrator.method)},
                        {"rtol", options.integrator.rtol},
                        {"atol", options.integrator.atol}};
@@ -200,8 +201,8 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
   }
   std::cout << std::setprecision(15) << "llh  " << r.llh << "\nchi2 " << r.chi2 << "\n";
   if (r.log_prior != 0.0) std::cout << "log prior " << r.log_prior << "\n";
-  std::cout << "gradient of llh (estimated parameters, on their scales; "
-            << ode::to_string(options.method) << "):\n";
+  std::cout << "gradient of llh (estimated parameters, on their scales; " << r.gradient_method
+            << "):\n";
   for (std::size_t e = 0; e < n; ++e)
     std::cout << "  " << std::left << std::setw(28) << ids[e] << std::right << r.gradient[e] << "\n";
   if (fim_asked) print_fim(std::cout, ids, all.fim);

@@ -46,6 +46,13 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
   j["final_time"] = s.final_time;
   j["state_names"] = cfg.state_names;
   j["final_state"] = std::vector<double>(final_state.begin(), final_state.end());
+  if (cfg.sbml && final_state.size() == cfg.sbml->state_names.size() &&
+      cfg.parameters.size() == cfg.sbml->parameter_names.size()) {
+    // An SBML model: every symbol at the final time (sbml::Model::symbol_values;
+    // the HDF5 output's /symbols holds them at every output time).
+    j["symbol_names"] = cfg.sbml->symbol_names();
+    j["final_symbols"] = cfg.sbml->symbol_values(sol.t.back(), final_state, cfg.parameters);
+  }
   j["steps"] = s.steps;
   j["rejected_steps"] = s.rejected_steps;
   j["rhs_evaluations"] = s.rhs_evaluations;

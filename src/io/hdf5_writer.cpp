@@ -178,6 +178,23 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
     write_strings(ds, "names", cfg.state_names, true);
   }
   write_strings(file, "state_names", cfg.state_names, false);
+  if (cfg.sbml && !cfg.sbml->state_names.empty() && m == cfg.sbml->state_names.size() &&
+      cfg.parameters.size() == cfg.sbml->parameter_names.size()) {
+    // An SBML model: every symbol (states, parameters, assignment-rule
+    // targets, reaction fluxes, compartment sizes, species references) at
+    // each output time (sbml::Model::symbol_values).
+    const std::vector<std::string> names = cfg.sbml->symbol_names();
+    std::vector<double> values;
+    values.reserve(n * names.size());
+    for (hsize_t k = 0; k < n; ++k) {
+      const std::vector<double> v = cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters);
+      values.insert(values.end(), v.begin(), v.end());
+    }
+    write_doubles(file, "symbols", values, {n, names.size()});
+    Handle ds(H5Dopen2(file, "symbols", H5P_DEFAULT), H5Dclose, "open dataset symbols");
+    write_strings(ds, "names", names, true);
+    write_strings(file, "symbol_names", names, false);
+  }
   write_doubles(file, "parameters", cfg.parameters, {cfg.parameters.size()});
   {
     Handle ds(H5Dopen2(file, "parameters", H5P_DEFAULT), H5Dclose, "open dataset parameters");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <numbers>
+#include <sstream>
 #include <type_traits>
 #include <variant>
 
@@ -14,6 +15,7 @@
 #include "costate/nonlinear/solve.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/ode/support.hpp"
 #include "costate/petab/problem.hpp"
 
 namespace costate::petab {
@@ -65,7 +67,48 @@ struct ReducedModel {
     equations->vjp(work, w, ybar, std::span<double>(pbar));
     for (const auto& [j, i] : from_q) qbar[i] += pbar[j];
   }
+
+  // The SBML model's events (ode::HasEvents) on q: the same roots, triggers
+  // and assignments with model parameter j read from q where from_q says.
+  // A model without events has n_events() == 0, and make_system then gives
+  // a System without events (ode::System::has_events()).
+  std::size_t n_roots() const { return equations->n_roots(); }
+  std::size_t n_events() const { return equations->n_events(); }
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> q, std::span<T> g) const {
+    std::vector<T> p;
+    model_parameters(q, p);
+    equations->roots<T>(t, y, std::span<const T>(p), g);
+  }
+  ode::EventAttributes event_attributes(std::size_t k) const { return equations->event_attributes(k); }
+  bool event_trigger(std::size_t k, double t, std::span<const double> y, std::span<const double> q,
+                     std::span<const std::int8_t> sides) const {
+    return equations->event_trigger(k, t, y, q, sides);  // reads the sides alone
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return equations->event_targets(k);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T t, std::span<const T> y, std::span<const T> q,
+                    std::span<T> values) const {
+    std::vector<T> p;
+    model_parameters(q, p);
+    equations->event_assign<T>(k, t, y, std::span<const T>(p), values);
+  }
+  double event_delay(std::size_t k, double t, std::span<const double> y,
+                     std::span<const double> q) const {
+    std::vector<double> p;
+    model_parameters(q, p);
+    return equations->event_delay(k, t, y, std::span<const double>(p));
+  }
+  double event_priority(std::size_t k, double t, std::span<const double> y,
+                        std::span<const double> q) const {
+    std::vector<double> p;
+    model_parameters(q, p);
+    return equations->event_priority(k, t, y, std::span<const double>(p));
+  }
 };
+static_assert(ode::HasEvents<ReducedModel>);
 
 /// The double value of any of the AD scalar types.
 template <class T>
@@ -505,6 +548,23 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
                                                             &pb.model.equations);
   const InitialValues iv(pb.model);
   const Switches switches(pb.model);
+  // The gradient's method: Options::method on Options::integrator, or — for
+  // a model with events that they do not cross (the support table,
+  // ode::supports_events) — the discrete adjoint on costate's bdf at the
+  // same tolerances (Result::gradient_method says which).
+  ode::SensitivityMethod gradient_method = options.method;
+  ode::IntegratorOptions gradient_integrator = options.integrator;
+  if (options.gradient) {
+    result.gradient_method =
+        ode::to_string(options.method) + " on " + ode::to_string(options.integrator.method);
+    if (pb.model.equations.n_events() > 0 &&
+        !ode::supports_events(ode::kind_of(options.method), options.integrator.method, 1)) {
+      gradient_method = ode::DiscreteAdjoint{};
+      gradient_integrator.method = ode::Method::Bdf;
+      result.gradient_method = "discrete_adjoint on bdf (the model has events, which " +
+                               result.gradient_method + " does not cross)";
+    }
+  }
   std::vector<char> estimated(ntab, 0);
   for (std::size_t e : pb.estimated) estimated[e] = 1;
   // One experiment: its −log p into nll, its d(−log p)/d(table values)
@@ -634,6 +694,33 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     }
     cuts.push_back(t1);
     const std::size_t n_seg = cuts.size() - 1;
+    // A model with events (SBML <event>): one integration from t = 0, the
+    // event driver (ode::integrate; CVODES' root finding for the CVODES
+    // methods) locating and firing them. What does not cross events yet is
+    // refused by name: the pre-equilibration's steady-state solve (a Newton
+    // solve, no time course for a trigger to cross in), the segments
+    // between time switches (each would restart the events' history), and
+    // a derivative path the support table refuses (forward sensitivities:
+    // the Fisher information, seeded cvodes_forward).
+    if (pb.model.equations.n_events() > 0) {
+      const std::string events = "the model has events ('" +
+                                 pb.model.equations.event_attributes(0).name + "'" +
+                                 (pb.model.equations.n_events() > 1 ? ", …" : "") + ")";
+      if (ex.preequilibration >= 0)
+        throw Error(what + ": " + events + ", and pre-equilibration (a steady-state solve, "
+                           "which does not cross events) with events is not supported");
+      if (n_seg > 1) {
+        std::ostringstream at;
+        at << cuts[1];
+        throw Error(what + ": " + events + " and piecewise inputs switched in time (at t = " +
+                    at.str() + "): integrating between switch times would restart the events "
+                    "at each; not supported");
+      }
+      if (forward_sensitivities)
+        ode::require(ode::supports_events(ode::SensitivityKind::CvodesForward,
+                                          options.integrator.method, 1),
+                     what + " (the Fisher information or the seeded cvodes_forward gradient)");
+    }
     std::vector<std::size_t> first(n_seg + 1, 0);  // observations [first[s], first[s + 1]) in segment s
     for (std::size_t sg = 1; sg <= n_seg; ++sg) {
       first[sg] = first[sg - 1];
@@ -878,7 +965,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
     std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
-    if (std::holds_alternative<ode::CvodesForward>(options.method)) directions += q.size() + ny;
+    if (std::holds_alternative<ode::CvodesForward>(gradient_method)) directions += q.size() + ny;
     std::vector<double> switch_p_bar(np, 0.0);  // the jump terms, by model parameter
     for (std::size_t sg = n_seg; sg-- > 0;) {
       if (sg + 1 < n_seg && !moving.empty()) {
@@ -896,7 +983,8 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &lambda, &y_end};
       ode::GradientResult g;
       try {
-        g = ode::gradient(segment(sg, starts[sg], false), objective, options.method, options.integrator);
+        g = ode::gradient(segment(sg, starts[sg], false), objective, gradient_method,
+                          gradient_integrator);
       } catch (const Error& e) {
         throw Error(what + ": " + e.what());
       }

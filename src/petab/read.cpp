@@ -369,17 +369,26 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
                 "of one map of file lists)");
   }
 
-  pb.model = sbml::read_string(load(loader, sbml, "SBML file"), sbml);
+  // PEtab: a condition-table column overrides the model's value of its id,
+  // an initial assignment included — ignored where every condition gives a
+  // value (an empty or NaN cell keeps the model's value, assignment and all).
+  sbml::ReadOptions sbml_options;
+  for (const std::string& condition_file : pb.condition_files) {
+    const Table t = read_table(loader, condition_file);
+    for (std::size_t c = 0; c < t.header.size(); ++c) {
+      const std::string& h = t.header[c];
+      if (h == "conditionId" || h == "conditionName") continue;
+      const bool every = std::all_of(t.rows.begin(), t.rows.end(), [&](const Table::Row& r) {
+        return c < r.cells.size() && !r.cells[c].empty() && !is_nan_text(r.cells[c]);
+      });
+      if (every) sbml_options.ignore_initial_assignments.push_back(h);
+    }
+  }
+  pb.model = sbml::read_string(load(loader, sbml, "SBML file"), sbml, sbml_options);
   const sbml::Model& m = pb.model;
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();
   if (ny == 0)
     throw Error(sbml + ": the model has no state (only assignments); a PEtab problem needs one");
-  // The SBML importer reads events (issue 31); PEtab's own paths (condition
-  // switches, its simulation and calibration) do not take them yet.
-  if (m.equations.n_events() > 0)
-    throw Error(sbml + ": event '" + m.equations.event_attributes(0).name +
-                "': events are not supported in PEtab problems yet (" +
-                std::to_string(m.equations.n_events()) + " event(s) in the model)");
   const std::vector<std::string>& inter = m.intermediate_names;
 
   // ---- parameters

@@ -59,6 +59,7 @@ std::string to_string(StateKind kind) {
     case StateKind::SpeciesAmount: return "species (amount)";
     case StateKind::Parameter: return "parameter";
     case StateKind::Compartment: return "compartment";
+    case StateKind::Mode: return "switching-function mode";
   }
   return "?";
 }
@@ -108,6 +109,7 @@ struct EventDef {
   std::vector<std::pair<std::uint32_t, Node>> assign;  ///< (symbol, value)
   std::vector<std::string> assign_text;
   std::optional<Node> delay, priority;
+  std::string priority_text;  ///< the priority's formula ("" when unset)
   bool initial_value = true, persistent = true, use_values_from_trigger_time = true;
 };
 
@@ -132,7 +134,10 @@ void collect_variables(const Node& n, std::set<std::uint32_t>& out) {
 class Importer {
  public:
   /// `base` is the folder external model definitions (comp) are read from.
-  Importer(std::string file, std::string base) : file_(std::move(file)), base_(std::move(base)) {}
+  Importer(std::string file, std::string base, const ReadOptions& options = {})
+      : file_(std::move(file)), base_(std::move(base)),
+        ignored_initial_assignments_(options.ignore_initial_assignments.begin(),
+                                     options.ignore_initial_assignments.end()) {}
 
   Model run(libsbml::SBMLDocument& doc) {
     check_read_errors(doc);
@@ -148,6 +153,7 @@ class Importer {
     hold_initial_assignments();
     resolve_rates();
     order_intermediates();
+    switch_state_relations();
     check_discontinuities();
     return assemble();
   }
@@ -240,6 +246,11 @@ class Importer {
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
       if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
+      // A parameter or compartment the caller sets (ReadOptions); a
+      // species keeps its assignment (the caller overrides its initial state).
+      if (ignored_initial_assignments_.count(a->getSymbol()) &&
+          (m_->getParameter(a->getSymbol()) || m_->getCompartment(a->getSymbol())))
+        continue;
       if (!initial_assignment_.emplace(a->getSymbol(), a).second)
         refuse("initial assignment " + std::to_string(i + 1) + " (symbol '" + a->getSymbol() + "')",
                "the symbol already has an initial assignment; one per symbol (invalid SBML)");
@@ -307,7 +318,9 @@ class Importer {
       } else if (initial_assignment_.count(s.id)) {
         s.kind = Kind::Intermediate;  // constant in time: an expression of the parameters
       } else {
-        if (!value_set)
+        // An id whose initial assignment the caller overrides (ReadOptions)
+        // may lack a value: the caller gives it one.
+        if (!value_set && !ignored_initial_assignments_.count(s.id))
           refuse(s.what + " '" + s.id + "'",
                  "has no value (give it one, or an initial assignment or a rule)");
         s.kind = Kind::Parameter;
@@ -481,9 +494,8 @@ class Importer {
         refuse("event assignment of " + event + " (variable '" + id + "')",
                "the variable is set by an assignment rule; an event may not assign it (invalid "
                "SBML)");
-      if (target.what == "species reference")
-        refuse("event assignment of " + event + " (variable '" + id + "')",
-               "an event assigning a species reference's stoichiometry is not supported");
+      // A species reference an event assigns is a state with a zero
+      // derivative (classify), which the reactions' terms read.
     }
   }
 
@@ -727,20 +739,20 @@ class Importer {
     }
   }
 
-  /// A trigger that holds on a window of one quantity (S > 0.18 && S < 0.19:
-  /// a conjunction of relations sharing a variable that is not a constant
-  /// parameter) can turn true and false again between two steps, where the
-  /// event driver, which decides on each step's end, would miss it: refused
-  /// by name. (A conjunction of relations on different quantities, e.g.
-  /// h <= 0 && v < 0, is kept.)
-  void refuse_windows(const Node& n, const std::string& label, const std::string& text,
-                      bool negated = false) const {
-    if (n.kind != Node::Kind::Apply) return;
+  /// Whether a trigger holds on a window of one quantity (S > 0.18 && S <
+  /// 0.19: a conjunction of relations sharing a variable that is not a
+  /// constant parameter), which can turn true and false again between two
+  /// steps, where the event driver, which decides on each step's end, would
+  /// miss it. (A conjunction of relations on different quantities, e.g.
+  /// h <= 0 && v < 0, is not a window.)
+  bool has_window(const Node& n, bool negated = false) const {
+    if (n.kind != Node::Kind::Apply) return false;
     if (n.op == Op::Not) {
-      for (const Node& a : n.args) refuse_windows(a, label, text, !negated);
-      return;
+      for (const Node& a : n.args)
+        if (has_window(a, !negated)) return true;
+      return false;
     }
-    if (n.op != Op::And && n.op != Op::Or) return;
+    if (n.op != Op::And && n.op != Op::Or) return false;
     const bool conjunction = (n.op == Op::And) != negated;
     if (conjunction) {
       // The relations this conjunction joins (through nested conjunctions).
@@ -763,14 +775,32 @@ class Importer {
       for (std::size_t a = 0; a < relations.size(); ++a)
         for (std::size_t b = a + 1; b < relations.size(); ++b)
           for (std::uint32_t v : relations[a])
-            if (relations[b].count(v))
-              refuse("trigger of " + label,
-                     "'" + text + "' holds on a window of '" + syms_[v].id +
-                         "' (two relations on it joined by and): it can turn true and false "
-                         "within one integration step, which the event driver does not "
-                         "detect yet; not supported");
+            if (relations[b].count(v)) return true;
     }
-    for (const Node& a : n.args) refuse_windows(a, label, text, negated);
+    for (const Node& a : n.args)
+      if (has_window(a, negated)) return true;
+    return false;
+  }
+
+  /// A window trigger with each relation on something that varies replaced
+  /// by its switching function's mode (m > 0.5, mode_of): the driver then
+  /// locates each relation's own crossing (the mode's events), and the
+  /// trigger, a function of the modes, is evaluated again after they fire
+  /// at that instant — a window opened and closed within one step is seen.
+  Node window_to_modes(const Node& n, const std::string& where, const std::string& text) {
+    if (n.op == Op::Lt || n.op == Op::Le || n.op == Op::Gt || n.op == Op::Ge) {
+      std::set<std::uint32_t> vars;
+      collect_variables(n, vars);
+      const bool varies = std::any_of(vars.begin(), vars.end(), [&](std::uint32_t v) {
+        return syms_[v].kind != Kind::Parameter;
+      });
+      if (varies)
+        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text)), Node::constant(0.5)});
+      return n;
+    }
+    Node c = n;
+    for (Node& a : c.args) a = window_to_modes(a, where, text);
+    return c;
   }
 
   /// Pass 2 for events: their math over the symbols.
@@ -781,10 +811,13 @@ class Importer {
       d.label = event_label(e, i);
       d.name = e->isSetId() ? e->getId() : e->isSetName() ? e->getName() : d.label;
       const auto* trigger = e->getTrigger();
-      if (!trigger || !trigger->isSetMath()) refuse(d.label, "has no trigger math");
+      // Level 3 Version 2: a trigger without math is never true, and the
+      // event never fires (suite cases 01238, 01239).
+      if (!trigger || !trigger->isSetMath()) continue;
       d.trigger = convert(trigger->getMath(), "trigger of " + d.label);
       d.trigger_text = formula(trigger->getMath());
-      refuse_windows(d.trigger, d.label, d.trigger_text);
+      if (has_window(d.trigger))
+        d.trigger = window_to_modes(d.trigger, "trigger of " + d.label, d.trigger_text);
       // Level 3 states both attributes; Level 2's triggers behave as
       // initialValue = persistent = true.
       if (trigger->isSetInitialValue()) d.initial_value = trigger->getInitialValue();
@@ -793,8 +826,10 @@ class Importer {
         d.use_values_from_trigger_time = e->getUseValuesFromTriggerTime();
       if (e->isSetDelay() && e->getDelay()->isSetMath())
         d.delay = convert(e->getDelay()->getMath(), "delay of " + d.label);
-      if (e->isSetPriority() && e->getPriority()->isSetMath())
+      if (e->isSetPriority() && e->getPriority()->isSetMath()) {
         d.priority = convert(e->getPriority()->getMath(), "priority of " + d.label);
+        d.priority_text = formula(e->getPriority()->getMath());
+      }
       for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
         const auto* a = e->getEventAssignment(k);
         if (!a->isSetMath()) continue;
@@ -808,19 +843,50 @@ class Importer {
       if (!d.assign.empty()) events_.push_back(std::move(d));
     }
     // SBML executes simultaneous events of equal priority in random order;
-    // costate's order is the declaration's (events.hpp). Refused when two
-    // events state the same priority.
-    std::map<std::string, std::string> priorities;  // formula → first event
-    for (unsigned i = 0; i < m_->getNumEvents(); ++i) {
-      const libsbml::Event* e = m_->getEvent(i);
-      if (!e->isSetPriority() || !e->getPriority()->isSetMath()) continue;
-      const std::string f = formula(e->getPriority()->getMath());
-      const auto [it, fresh] = priorities.emplace(f, event_label(e, i));
-      if (!fresh)
-        refuse(it->second + " and " + event_label(e, i),
-               "have the same priority ('" + f + "'): SBML executes simultaneous events of equal "
-               "priority in random order; not supported");
-    }
+    // costate's order is the declaration's (events.hpp). Two events that
+    // state the same priority are accepted when their order cannot matter:
+    // neither assigns a symbol the other assigns or reads (in its trigger,
+    // assignments, delay or priority, through assignment rules too), so
+    // that either order gives the same state and the same triggers (the
+    // suite's cases tagged RandomEventExecution have events that compete
+    // for one symbol, and stay refused).
+    auto reads = [&](const EventDef& d) {
+      std::set<std::uint32_t> out;
+      std::function<void(const Node&)> visit = [&](const Node& n) {
+        if (n.kind == Node::Kind::Variable) {
+          if (!out.insert(n.variable).second) return;
+          const Symbol& v = syms_[n.variable];
+          if (v.kind == Kind::Intermediate) visit(v.value);
+          return;
+        }
+        for (const Node& a : n.args) visit(a);
+      };
+      visit(d.trigger);
+      for (const auto& [sym, value] : d.assign) visit(value);
+      if (d.delay) visit(*d.delay);
+      if (d.priority) visit(*d.priority);
+      return out;
+    };
+    auto commute = [&](const EventDef& a, const EventDef& b) {
+      const std::set<std::uint32_t> ra = reads(a), rb = reads(b);
+      for (const auto& [sa, va] : a.assign) {
+        if (rb.count(sa)) return false;
+        for (const auto& [sb, vb] : b.assign)
+          if (sa == sb) return false;
+      }
+      for (const auto& [sb, vb] : b.assign)
+        if (ra.count(sb)) return false;
+      return true;
+    };
+    for (std::size_t i = 0; i < events_.size(); ++i)
+      for (std::size_t j = i + 1; j < events_.size(); ++j) {
+        const EventDef &a = events_[i], &b = events_[j];
+        if (a.priority_text.empty() || a.priority_text != b.priority_text || commute(a, b)) continue;
+        refuse(a.label + " and " + b.label,
+               "have the same priority ('" + a.priority_text + "') and compete (one assigns what "
+               "the other assigns or reads): SBML executes simultaneous events of equal priority "
+               "in random order; not supported");
+      }
   }
 
   /// The events as ode::EquationModel events over its variables (t,
@@ -1253,8 +1319,103 @@ class Importer {
     return false;
   }
 
+  /// A tree's structure as text (equal trees, equal keys).
+  static std::string key_of(const Node& n) {
+    std::string k = std::to_string(static_cast<int>(n.op));
+    if (n.kind == Node::Kind::Constant) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%a", n.value);
+      k += buf;
+    }
+    if (n.kind == Node::Kind::Variable) k += "v" + std::to_string(n.variable);
+    k += "(";
+    for (const Node& a : n.args) k += key_of(a) + ",";
+    return k + ")";
+  }
+
+  /// [g > 0] without a comparison: ⌈min(max(g, 0), 1)⌉ (1 for every g > 0,
+  /// 0 for g ≤ 0) — what a mode's initial value is written with, since
+  /// initial values are expressions without relations.
+  static Node positive(Node g) {
+    return Node::apply(Op::Ceil, {Node::apply(Op::Min, {Node::apply(Op::Max, {std::move(g),
+                                                                            Node::constant(0.0)}),
+                                                        Node::constant(1.0)})});
+  }
+
+  /// State-dependent relations in the right-hand side (a piecewise's
+  /// condition, a relation used as a value) become switching functions, as
+  /// the events issue asks: each distinct relation r gets a mode state m_r
+  /// (dm/dt = 0, m(t0) = r at t0) and two events — r turns true → m = 1,
+  /// r turns false → m = 0 — and the right-hand side reads m where it read
+  /// r. The event driver then locates each switch, every integrator steps
+  /// only over smooth pieces, and the derivatives carry the jump term
+  /// (f⁻ − f⁺) dτ (events.hpp) that makes them exact. eq and neq on the
+  /// state (a switch on a set of measure zero) are refused.
+  void switch_state_relations() {
+    std::function<Node(const Node&, const Symbol&)> replace = [&](const Node& n,
+                                                                 const Symbol& s) -> Node {
+      const bool relation = n.op == Op::Lt || n.op == Op::Le || n.op == Op::Gt || n.op == Op::Ge;
+      if ((n.op == Op::Eq || n.op == Op::Ne) && state_dependent(n))
+        refuse(s.where, std::string("a relation ") + (n.op == Op::Eq ? "eq" : "neq") +
+                            " whose operands depend on the state is not supported (a switch on a "
+                            "set of measure zero), in '" + s.text + "'");
+      if (!relation || !state_dependent(n)) {
+        Node c = n;
+        for (Node& a : c.args) a = replace(a, s);
+        return c;
+      }
+      return Node::var(mode_of(n, s.where, s.text));
+    };
+    const std::size_t n = syms_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      Symbol& s = syms_[i];
+      if (s.kind == Kind::Intermediate) s.value = replace(s.value, s);
+      if (s.kind == Kind::State) s.rhs = replace(s.rhs, s);
+    }
+  }
+
+  /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
+  /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
+  /// comparisons), with the events n → m = 1 and not n → m = 0.
+  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text) {
+    const std::string key = key_of(n);
+    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+    Symbol mode;
+    mode.id = "switch_" + std::to_string(modes_.size() + 1);
+    while (by_id_.count(mode.id)) mode.id += "_";
+    mode.what = "switch";
+    mode.kind = Kind::State;
+    mode.state_kind = StateKind::Mode;
+    mode.rhs = Node::constant(0.0);
+    const Node& a = n.args[0];
+    const Node& b = n.args[1];
+    switch (n.op) {
+      case Op::Gt: mode.initial = positive(sub(a, b)); break;
+      case Op::Lt: mode.initial = positive(sub(b, a)); break;
+      case Op::Ge: mode.initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
+      default: mode.initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
+    }
+    mode.state_dependent = true;
+    mode.where = "switching function of " + where;
+    mode.text = text;
+    const std::uint32_t m = add_symbol(std::move(mode));
+    modes_.emplace(key, m);
+    for (int on = 1; on >= 0; --on) {
+      EventDef d;
+      d.name = syms_[m].id + (on ? "_on" : "_off");
+      d.label = "switching function '" + d.name + "' (of " + where + ")";
+      d.trigger = on ? n : Node::apply(Op::Not, {n});
+      d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
+      d.assign.emplace_back(m, Node::constant(on));
+      d.assign_text.push_back(on ? "1" : "0");
+      events_.push_back(std::move(d));
+    }
+    return m;
+  }
+
   /// Comparisons (piecewise conditions) may depend on t and the parameters
-  /// only: a state-dependent switch would need event detection.
+  /// only: a state-dependent switch is a switching function
+  /// (switch_state_relations) by now; this is the guard.
   void check_comparisons(const Node& n, const Symbol& s) const {
     switch (n.op) {
       case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
@@ -1282,7 +1443,7 @@ class Importer {
     out.file = file_;
     out.id = m_->getId();
     std::vector<std::uint32_t> states, params;
-    for (const char* what : {"species", "compartment", "parameter", "species reference"})
+    for (const char* what : {"species", "compartment", "parameter", "species reference", "switch"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::State && syms_[i].what == what) states.push_back(i);
     for (const char* what :
@@ -1435,6 +1596,8 @@ class Importer {
   std::map<std::string, std::map<std::string, std::uint32_t>> local_;  ///< reaction → local → symbol
   const std::map<std::string, std::uint32_t>* locals_ = nullptr;  ///< while converting a kinetic law
   std::set<std::string> active_functions_;
+  std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
+  std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
   std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it
@@ -1506,12 +1669,12 @@ Model read_file(const std::string& path) {
   return Importer(path, base.empty() ? "." : base).run(*doc);
 }
 
-Model read_string(const std::string& xml, const std::string& name) {
+Model read_string(const std::string& xml, const std::string& name, const ReadOptions& options) {
   io::check_xml_nesting(xml, name);
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
-  return Importer(name, ".").run(*doc);
+  return Importer(name, ".", options).run(*doc);
 }
 
 }  // namespace costate::sbml

@@ -1,7 +1,8 @@
 // petab::read on every problem of the benchmark collection in
 // COSTATE_PETAB_DIR/benchmark (skipped when absent): each reads, or is
-// refused naming a feature that other work owns (steady-state measurements,
-// events). The problems that only read since the reader takes the
+// refused naming a feature that other work owns (steady-state measurements;
+// Liu_IFACPapersOnLine2025's event reads since events do: events_test.cpp).
+// The problems that only read since the reader takes the
 // collection's layouts — Giordano_Nature2020 (a byte-order mark before its
 // condition table's header) and Lang_PLOSComputBiol2024 (a fixed parameter
 // at nominal value 0 on a log scale) — are simulated at their nominal values
@@ -42,7 +43,7 @@ const petab::Options kOptions{
 
 /// Features other issues own: a problem using one is refused by name.
 const std::vector<std::string> kRefusedElsewhere = {
-    "steady-state measurements (time inf) are not supported", "events are not supported"};
+    "steady-state measurements (time inf) are not supported"};
 
 /// The "simulation" column of a PEtab simulation table (byte-order mark
 /// tolerated), in row order.

@@ -594,17 +594,19 @@ TEST(SbmlModel, RefusesDelay) {
   expect_refused(one_species("", delay), {"kinetic law of reaction 'r'", "delay"});
 }
 
-TEST(SbmlModel, RefusesStateDependentPiecewise) {
-  const std::string law = "<piecewise><piece>" + cn(1) + mathml_apply("gt", ci("x") + cn(2)) +
+// lt/leq/gt/geq on the state are switching functions (switching_test.cpp);
+// eq and neq on the state are refused.
+TEST(SbmlModel, RefusesStateDependentEquality) {
+  const std::string law = "<piecewise><piece>" + cn(1) + mathml_apply("eq", ci("x") + cn(2)) +
                           "</piece><otherwise>" + cn(0) + "</otherwise></piecewise>";
-  expect_refused(one_species("", law), {"kinetic law of reaction 'r'", "depends on the state"});
+  expect_refused(one_species("", law), {"kinetic law of reaction 'r'", "depend on the state"});
   // Through an assignment rule that depends on the state.
   expect_refused(one_species("<listOfRules><assignmentRule variable=\"u\">" +
-                                 math("<piecewise><piece>" + cn(1) + mathml_apply("lt", ci("x") + cn(2)) +
+                                 math("<piecewise><piece>" + cn(1) + mathml_apply("neq", ci("x") + cn(2)) +
                                       "</piece><otherwise>" + cn(0) + "</otherwise></piecewise>") +
                                  "</assignmentRule></listOfRules>",
                              "<ci>u</ci>"),
-                 {"assignment rule for parameter 'u'", "depends on the state"});
+                 {"assignment rule for parameter 'u'", "depend on the state"});
 }
 
 TEST(SbmlModel, RefusesUnsupportedMathML) {

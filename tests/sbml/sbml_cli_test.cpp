@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +125,33 @@ TEST_F(SbmlCli, RunMatchesTheClosedFormAndHonoursOverrides) {
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_NEAR(Json::parse(p.out)["final_state"][0].get<double>(),
               closed_form_A(1.0, 0.5, 0.8, 0.05, 3.0), kClosedFormTol);
+}
+
+// Every SBML symbol at the final time in --json (and at every output time
+// in the HDF5 output's /symbols): the states, the parameters, the
+// compartment size and each reaction's flux, by id.
+TEST_F(SbmlCli, RunJsonHoldsEverySymbol) {
+  const std::string in = write("symbols.yaml",
+                               "model: {sbml: models/conversion.xml}\n"
+                               "time: {end: 3}\n"
+                               "integrator: {method: cvodes_bdf, rtol: 1.0e-10, atol: 1.0e-12}\n");
+  const Result r = run("run '" + in + "' --json -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  const auto names = j["symbol_names"].get<std::vector<std::string>>();
+  const auto values = j["final_symbols"].get<std::vector<double>>();
+  ASSERT_EQ(names.size(), values.size());
+  auto at = [&](const std::string& id) {
+    const auto it = std::find(names.begin(), names.end(), id);
+    EXPECT_NE(it, names.end()) << "no symbol " << id;
+    return it == names.end() ? std::nan("") : values[static_cast<std::size_t>(it - names.begin())];
+  };
+  const double a = closed_form_A(1.5, 0.5, 0.8, 0.3, 3.0), b = 2.0 - a;
+  EXPECT_NEAR(at("A"), a, kClosedFormTol);
+  EXPECT_EQ(at("V"), 2.0);
+  EXPECT_EQ(at("k1"), 0.8);
+  EXPECT_NEAR(at("fwd"), 0.8 * a * 2.0, kClosedFormTol);  // k1·A·V
+  EXPECT_NEAR(at("rev"), 0.3 * b * 2.0, kClosedFormTol);  // k2·B·V
 }
 
 // The gradient of an objective through the SBML model (including the

@@ -281,6 +281,11 @@ struct Result {
   double llh = 0.0;   ///< log-likelihood
   double chi2 = 0.0;
   std::vector<double> gradient;     ///< d llh / d θ (estimated, on their scales)
+  /// With Options::gradient: how it was computed, "<method> on <integrator>"
+  /// — Options::method on Options::integrator, or for a model with events
+  /// that they do not cross (ode::supports_events) the discrete adjoint on
+  /// bdf at the integrator's tolerances, with the reason.
+  std::string gradient_method;
   double log_prior = 0.0;           ///< Σ log prior density (0 without priors)
   std::vector<double> log_prior_gradient;  ///< d log_prior / d θ (with `gradient`)
   std::vector<double> simulations;  ///< h per measurement (untransformed)

@@ -36,9 +36,15 @@
 ///   parameters (t = the start time), so that overriding a parameter moves
 ///   the initial states that depend on it.
 ///
-/// `piecewise` is supported when its conditions depend only on time and the
-/// parameters (e.g. a stimulus switched on at t = t_on): the integrators do
-/// not stop at the switch times, their step control meets the discontinuity.
+/// `piecewise` whose conditions depend only on time and the parameters
+/// (e.g. a stimulus switched on at t = t_on): the integrators do not stop at
+/// the switch times, their step control meets the discontinuity (PEtab
+/// integrates between them: time_switches). A relation (lt, leq, gt, geq)
+/// of the right-hand side that depends on the state is a switching
+/// function: a mode state "switch_N" (StateKind::Mode, 1 while the
+/// relation holds, else 0) and two events that set it when the relation
+/// turns true or false, located by the event driver; the right-hand side
+/// reads the mode, so that derivatives carry the switch's jump term.
 ///
 /// Also: initial assignments evaluated once at the start time and held;
 /// species references as values (constant, initial assignment, rules,
@@ -56,9 +62,16 @@
 /// true). A parameter, compartment or species that an event assigns and
 /// no rule changes is a state with a zero derivative. An event that resizes
 /// a compartment keeps the amounts of the species in concentration in it
-/// that it does not assign (C⁺ = C⁻ V⁻ / V⁺). Refused by name: a trigger
-/// with eq/neq or with a relation whose operands hold a piecewise, an event
-/// assigning a species reference, a constant species or an assignment-rule
+/// that it does not assign (C⁺ = C⁻ V⁻ / V⁺). An event may assign a
+/// species reference (a state the reactions read); a trigger without math
+/// (Level 3 Version 2) never fires. A trigger holding on a window of one
+/// quantity (S > 0.18 && S < 0.19) has its relations as switching functions
+/// (modes, as in right-hand sides), so a window opened and closed within
+/// one step fires. Events stating the same priority are executed in
+/// declaration order when they commute (neither assigns what the other
+/// assigns or reads). Refused by name: a trigger with eq/neq or with a
+/// relation whose operands hold a piecewise, events of equal priority that
+/// compete, an event assigning a constant species or an assignment-rule
 /// variable, and a resized compartment holding a species in concentration
 /// set by a rate rule or constant (or with a delay and values from the
 /// trigger time).
@@ -66,7 +79,7 @@
 /// Refused, with a costate::Error naming the element, its id and the file:
 /// algebraic rules, constraints, delay, fast reactions, reactions
 /// without a kinetic law, a required SBML Level 3 package other than comp,
-/// piecewise with state-dependent conditions, piecewise in an initial
+/// eq or neq on the state in a right-hand side, piecewise in an initial
 /// value, factorial of a non-constant value, rateOf of an assignment-rule
 /// target, recursive function definitions, and the SBML id "t" (costate's
 /// name for time).
@@ -86,6 +99,9 @@ enum class StateKind {
   SpeciesAmount,         ///< a species with hasOnlySubstanceUnits, state = its amount
   Parameter,             ///< a parameter with a rate rule
   Compartment,           ///< a compartment with a rate rule, state = its size
+  /// A switching function's mode: 1 while a state-dependent relation of
+  /// the right-hand side holds, else 0 (named "switch_N"; two events set it).
+  Mode,
 };
 std::string to_string(StateKind kind);
 
@@ -162,11 +178,23 @@ struct Model {
   std::vector<double> initial_values(const std::vector<double>& p, double t0 = 0.0) const;
 };
 
+/// How a document is read beyond the specification's defaults.
+struct ReadOptions {
+  /// Parameter and compartment ids whose initial assignments are ignored,
+  /// because the caller sets their values (PEtab: a condition-table column
+  /// overrides the model's initial assignment of that id). The symbol is
+  /// then a parameter at its stated value (NaN when it states none), which
+  /// the caller replaces. (A species keeps its assignment: its initial
+  /// state is what a caller overrides.)
+  std::vector<std::string> ignore_initial_assignments{};
+};
+
 /// Reads an SBML file (any level/version libsbml reads). Throws
 /// costate::Error naming the file on read errors (with libsbml's line and
 /// message) and on every unsupported element (see the file comment).
 Model read_file(const std::string& path);
 /// The same from a document in memory; `name` stands for the file in errors.
-Model read_string(const std::string& xml, const std::string& name = "<sbml string>");
+Model read_string(const std::string& xml, const std::string& name = "<sbml string>",
+                  const ReadOptions& options = {});
 
 }  // namespace costate::sbml
