@@ -75,10 +75,10 @@ DECADES_FOR_LOG = 3
 # symmetric-log colour scale: on a linear one, everything but the largest
 # cell looks like 0.
 DECADES_FOR_SYMLOG_COLOURS = 2
-# A symmetric-log scale (axis or colours) shows at most this many decades
-# below its largest value; smaller values share the linear band around 0
-# (each decade is a tick label: more would not fit a panel's height).
-SYMLOG_DECADES = 4
+# A symmetric-log scale (axis or colours) labels at most this many decades
+# on each side of 0 (every k-th decade when it spans more): one label per
+# decade would not fit a panel's height.
+SYMLOG_LABELLED_DECADES = 4
 # Heat maps up to this size have their values written in the cells.
 ANNOTATE_MAX = 8
 NOT_CONVERGED_COLOUR = "red"
@@ -297,7 +297,10 @@ def _matrix(ax, m, labels, title, symmetric=False, limits=None, note=None):
     ax.set_xlabel("parameter")
     ax.set_ylabel("parameter")
     ax.set_title(title + (" (symmetric-log colours)" if norm is not None else ""))
-    ax.figure.colorbar(im, ax=ax)
+    cb = ax.figure.colorbar(im, ax=ax)
+    if norm is not None:
+        cb.set_ticks([v for v in _symlog_ticks(norm.linthresh, max(abs(limits[0]), abs(limits[1])))
+                      if limits[0] <= v <= limits[1]])
     if m.shape[0] <= ANNOTATE_MAX and m.shape[1] <= ANNOTATE_MAX:
         size = 9 if max(m.shape) <= 4 else 7 if max(m.shape) <= 6 else 6
         for i in range(m.shape[0]):
@@ -357,9 +360,19 @@ def _log_series(ax, x, y, style, label, **kwargs):
 
 
 def _linthresh(magnitudes):
-    """The linear band of a symmetric-log scale: the smallest magnitude, but
-    no more than SYMLOG_DECADES decades below the largest."""
-    return float(max(magnitudes.min(), magnitudes.max() * 10.0 ** -SYMLOG_DECADES))
+    """The linear band of a symmetric-log scale: up to the smallest nonzero
+    magnitude, so every value has its own decade."""
+    return float(magnitudes.min())
+
+
+def _symlog_ticks(linthresh, largest):
+    """0 and ±10^k from the linear band's edge up to the largest magnitude,
+    at most SYMLOG_LABELLED_DECADES of them a side (the default locator
+    labels every decade, and inside the linear band too, where they crowd)."""
+    lo, hi = math.ceil(math.log10(linthresh)), math.floor(math.log10(largest))
+    step = max(1, math.ceil((hi - lo + 1) / SYMLOG_LABELLED_DECADES))
+    powers = [10.0 ** k for k in range(hi, lo - 1, -step)]
+    return sorted([-v for v in powers] + [0.0] + powers)
 
 
 def _spans_decades(values, decades):
@@ -386,6 +399,14 @@ def _auto_scale(ax, which, series, bars=False):
             scale, kwargs = "symlog", {"linthresh": _linthresh(nonzero)}
     if scale != "linear":
         (ax.set_yscale if which == "y" else ax.set_xscale)(scale, **kwargs)
+    if scale == "symlog":
+        # matplotlib's autoscaling on symlog stops at the bars' sticky 0 and
+        # leaves negative bars outside: the limits are set here, a factor
+        # of 2 (0.3 decade) beyond the extreme values.
+        lo, hi = min(0.0, 2.0 * float(v.min())), max(0.0, 2.0 * float(v.max()))
+        (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
+        ticks = [t for t in _symlog_ticks(kwargs["linthresh"], float(np.abs(v).max())) if lo <= t <= hi]
+        (ax.set_yticks if which == "y" else ax.set_xticks)(ticks)
     return scale
 
 

@@ -627,8 +627,8 @@ def test_long_parameter_names_neither_clip_nor_overlap(petab_file, petab_run_fil
     """Twelve long PEtab ids (as in the benchmark models) on the waterfall's
     title and the gradient's bars, whose values span 11 decades of both
     signs: the title wraps inside the figure, the bar labels stand upright
-    without touching, and the symmetric-log axis keeps to SYMLOG_DECADES
-    decades of tick labels."""
+    without touching, every bar has its own decade on the symmetric-log
+    axis, whose labels are thinned to SYMLOG_LABELLED_DECADES a side."""
     ids = "".join("k_%s_phosphorylation_rate\n" % c for c in "ABCDEFGHIJKL")
     waterfall, gradient = str(tmp_path / "ms.h5"), str(tmp_path / "sens.h5")
     shutil.copy(petab_file, waterfall)
@@ -651,6 +651,10 @@ def test_long_parameter_names_neither_clip_nor_overlap(petab_file, petab_run_fil
     fig, panels = plot.figure(gradient)
     ax = panels["gradient"]
     assert ax.get_yscale() == "symlog"
+    assert ax.yaxis.get_transform().linthresh == np.abs(g).min()
+    lo, hi = ax.get_ylim()
+    assert lo <= g.min() and g.max() <= hi  # negative bars inside the axes too
+    assert len(ax.get_yticks()) <= 2 * plot.SYMLOG_LABELLED_DECADES + 1
     np.testing.assert_array_equal([b.get_height() for b in ax.patches], g)
     assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
     plt.close(fig)
