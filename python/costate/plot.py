@@ -32,6 +32,12 @@ draws what the file holds, one panel per kind, in one figure:
     eigenvalues   /arrays/eigenvalues: the spectrum, largest first, on a log
                   scale (values <= 0 cannot be drawn there: counted in the title)
 
+  Tables (``costate run FILE.yaml -o T.csv | T.tsv``; the PEtab simulation
+  table ``costate run problem.yaml`` writes beside its HDF5)
+    trajectory    columns t, then one per state: as the ODE trajectory
+    observable    observableId, simulationConditionId, time, simulation:
+                  one panel per observable, a line per condition
+
   PEtab multistart files (``costate calibrate problem.yaml --starts N -o``)
     waterfall     /calibration/waterfall: the final objective −(llh + log
                   prior) of every start, sorted, best first (failed starts,
@@ -132,29 +138,14 @@ def _ode_panels(f):
     cal = f["calibration"] if "calibration" in f else None
 
     def trajectory(ax):
-        colours = {}
-        drawn = [y]
-        for i, name in enumerate(names):
-            (line,) = ax.plot(t, y[:, i], label=name)
-            colours[name] = line.get_color()
+        observed = None
         if cal is not None and len(cal["residual_times"]) > 0:
-            st = np.array(_strings(cal["residual_states"][()]))
-            rt, obs = cal["residual_times"][()], cal["observed"][()]
-            drawn.append(obs)
-            for name in names:
-                sel = st == name
-                if sel.any():
-                    ax.plot(rt[sel], obs[sel], "o", ms=3, color=colours[name],
-                            label=name + " observed")
-        _auto_scale(ax, "y", drawn)
-        _log_times(ax, t)
-        ax.set_xlabel("t")
-        ax.set_ylabel("state")
+            observed = (np.array(_strings(cal["residual_states"][()])), cal["residual_times"][()],
+                        cal["observed"][()])
         title = "trajectory (%s)" % _attr(f, "model", "")
         if cal is not None:
             title += " at the fitted values"
-        ax.set_title(title)
-        ax.legend(fontsize="small")
+        _draw_trajectory(ax, t, y, names, title, observed)
 
     panels.append(_Panel("trajectory", trajectory))
 
@@ -225,6 +216,29 @@ def _ode_panels(f):
     if cal is not None and len(cal["correlation"]) > 0 and cal["correlation"].shape[0] > 0:
         panels.append(_Panel("correlation", lambda ax: _correlation(ax, cal)))
     return panels
+
+
+def _draw_trajectory(ax, t, y, names, title, observed=None):
+    """A line per state against t; observations (states, times, values) as
+    markers in their state's colour; log axes by the rules above."""
+    colours = {}
+    drawn = [y]
+    for i, name in enumerate(names):
+        (line,) = ax.plot(t, y[:, i], label=name)
+        colours[name] = line.get_color()
+    if observed is not None:
+        states, times, values = observed
+        drawn.append(values)
+        for name in names:
+            sel = states == name
+            if sel.any():
+                ax.plot(times[sel], values[sel], "o", ms=3, color=colours[name], label=name + " observed")
+    _auto_scale(ax, "y", drawn)
+    _log_times(ax, t)
+    ax.set_xlabel("t")
+    ax.set_ylabel("state")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
 
 
 def _correlation(ax, cal):
@@ -758,6 +772,67 @@ def matplotlib_colours():
     return plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
+# ---- tables (`costate run … -o traj.csv | .tsv`, a PEtab run's simulation table) ----
+
+PETAB_SIMULATION_COLUMNS = ("observableId", "simulationConditionId", "time", "simulation")
+
+
+def _table_panels(path):
+    """`costate run FILE.yaml -o T.csv` (columns t, then one per state) or
+    the PEtab simulation table `costate run problem.yaml` writes beside its
+    HDF5 (observableId, simulationConditionId, time, simulation)."""
+    import csv
+    import numpy as np
+    delimiter = "\t" if path.lower().endswith(".tsv") else ","
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.reader(fh, delimiter=delimiter) if r and not r[0].startswith("#")]
+    except UnicodeDecodeError as e:
+        raise ValueError("%s: not a text table (%s)" % (path, e))
+    if len(rows) < 2:
+        raise ValueError("%s: a table without rows (a header and at least one line expected)" % path)
+    header, body = rows[0], rows[1:]
+
+    def numbers(column_rows, what):
+        try:
+            return np.array(column_rows, dtype=float)
+        except ValueError as e:
+            raise ValueError("%s: %s: %s" % (path, what, e))
+
+    if header[0] == "t" and len(header) > 1:
+        bad = [k + 2 for k, r in enumerate(body) if len(r) != len(header)]
+        if bad:
+            raise ValueError("%s: line %d has %d columns, the header %d" % (
+                path, bad[0], len(body[bad[0] - 2]), len(header)))
+        data = numbers(body, "columns t, %s" % ", ".join(header[1:]))
+        title = "trajectory (%s)" % os.path.basename(path)
+        return [_Panel("trajectory", lambda ax: _draw_trajectory(ax, data[:, 0], data[:, 1:], header[1:], title))]
+    if all(c in header for c in PETAB_SIMULATION_COLUMNS):
+        col = {c: header.index(c) for c in PETAB_SIMULATION_COLUMNS}
+        obs = [r[col["observableId"]] for r in body]
+        cond = [r[col["simulationConditionId"]] for r in body]
+        t = numbers([r[col["time"]] for r in body], "column time")
+        h = numbers([r[col["simulation"]] for r in body], "column simulation")
+        panels = []
+        for k in list(dict.fromkeys(obs))[:SHOWN_OBSERVABLES]:
+            def draw(ax, k=k):
+                rows_k = [i for i, o in enumerate(obs) if o == k]
+                for c in dict.fromkeys(cond[i] for i in rows_k):
+                    sel = np.array([i for i in rows_k if cond[i] == c])
+                    sel = sel[np.argsort(t[sel], kind="stable")]
+                    ax.plot(t[sel], h[sel], "o-", ms=3, label="%s simulated" % c)
+                _auto_scale(ax, "y", [h[rows_k]])
+                ax.set_xlabel("time")
+                ax.set_ylabel(k)
+                ax.set_title("observable %s" % k)
+                ax.legend(fontsize="small")
+            panels.append(_Panel("observable " + k, draw))
+        return panels
+    raise ValueError("%s: not a table costate writes (a first column t, or the PEtab simulation "
+                     "table's columns %s; this one has %s)" % (path, ", ".join(PETAB_SIMULATION_COLUMNS),
+                                                                ", ".join(header[:6])))
+
+
 # ---- the figure ----------------------------------------------------------------
 
 def figure(path, dpi=100):
@@ -765,7 +840,8 @@ def figure(path, dpi=100):
     for a file that is not costate output or holds nothing to draw."""
     _require()
     import h5py
-    import matplotlib.pyplot as plt
+    if path.lower().endswith((".csv", ".tsv")):
+        return _lay_out(_table_panels(path), dpi, "%s  (table)" % os.path.basename(path))
     with h5py.File(path, "r") as f:
         if _attr(f, "format") == "costate-fields-1":
             panels = _pde_panels(f)
@@ -783,26 +859,33 @@ def figure(path, dpi=100):
                              "costate-fields-1)" % path)
         if not panels:
             raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
-        columns = 1 if len(panels) == 1 else 2
-        rows = math.ceil(len(panels) / columns)
-        # Constrained layout keeps titles, labels and colour bars apart.
-        fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=dpi, layout="constrained",
-                                 figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows))
-        out = {}
-        for k, panel in enumerate(panels):
-            ax = axes[k // columns][k % columns]
-            panel.draw(ax)
-            out[panel.name] = ax
-        for k in range(len(panels), rows * columns):
-            axes[k // columns][k % columns].set_visible(False)
         status = _attr(f, "status", "")
-        fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
-                                     _attr(f, "command", "fields" if "format" in f.attrs
-                                           else "stochastic fit" if "stochastic" in f
-                                           else "PEtab calibration" if "calibration" in f
-                                           else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
-                                     "" if status in ("complete", "") else ", status " + str(status)))
-        _fit_titles(fig, columns)
+        title = "%s  (%s%s)" % (os.path.basename(path),
+                                _attr(f, "command", "fields" if "format" in f.attrs
+                                      else "stochastic fit" if "stochastic" in f
+                                      else "PEtab calibration" if "calibration" in f
+                                      else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
+                                "" if status in ("complete", "") else ", status " + str(status))
+        return _lay_out(panels, dpi, title)
+
+
+def _lay_out(panels, dpi, title):
+    """Draws the panels two to a row (one alone) under `title`."""
+    import matplotlib.pyplot as plt
+    columns = 1 if len(panels) == 1 else 2
+    rows = math.ceil(len(panels) / columns)
+    # Constrained layout keeps titles, labels and colour bars apart.
+    fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=dpi, layout="constrained",
+                             figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows))
+    out = {}
+    for k, panel in enumerate(panels):
+        ax = axes[k // columns][k % columns]
+        panel.draw(ax)
+        out[panel.name] = ax
+    for k in range(len(panels), rows * columns):
+        axes[k // columns][k % columns].set_visible(False)
+    fig.suptitle(title)
+    _fit_titles(fig, columns)
     return fig, out
 
 
@@ -937,9 +1020,9 @@ def describe(fig, panels):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="costate plot", description="draw what a costate HDF5 output file holds")
-    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PEtab "
-                        "multistart, PDE inversion) or a PDE run")
+        prog="costate plot", description="draw what a costate output file holds")
+    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PDE, "
+                        "PEtab, stochastic fits, inversions) or a .csv/.tsv table costate run wrote")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
     parser.add_argument("--json", action="store_true",

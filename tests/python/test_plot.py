@@ -403,6 +403,9 @@ def more_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("kinds")
     out = {k: str(d / (k + ".h5")) for k in ("unconverged", "partly", "none", "robertson",
                                                "pde_run", "stochastic")}
+    out["table_csv"], out["table_tsv"] = str(d / "lv.csv"), str(d / "robertson.tsv")
+    costate("run", os.path.join(EXAMPLES, "lotka_volterra.yaml"), "-o", out["table_csv"])
+    costate("run", os.path.join(EXAMPLES, "robertson_stiff.yaml"), "-o", out["table_tsv"])
     cal = os.path.join(EXAMPLES, "lotka_volterra_calibration.yaml")
     r = subprocess.run([CLI, "calibrate", cal, "--set", "calibration.optimizer.max_iterations=4",
                         "-o", out["unconverged"], "-q"], env=cli_env(), stdout=subprocess.DEVNULL)
@@ -557,7 +560,7 @@ def test_petab_single_start_draws_the_fit(petab_single):
 
 KINDS = ["run", "sens", "cal", "pde", "unconverged", "partly", "none", "robertson", "pde_run",
          "stochastic", "inversion_map", "inversion_posterior", "petab_run", "petab_sensitivity",
-         "petab_single", "petab_multistart"]
+         "petab_single", "petab_multistart", "table_csv", "table_tsv", "petab_table"]
 
 
 @pytest.fixture
@@ -575,6 +578,8 @@ def any_file(request, files, more_files, inversion):
         if kind == "petab_multistart":
             return request.getfixturevalue("petab_file")
         run, sens = request.getfixturevalue("petab_run_files")
+        if kind == "petab_table":  # the simulation table `costate run` writes beside its HDF5
+            return os.path.splitext(run)[0] + ".tsv"
         return run if kind == "petab_run" else sens
     raise KeyError(kind)
 
@@ -658,3 +663,41 @@ def test_long_parameter_names_neither_clip_nor_overlap(petab_file, petab_run_fil
     np.testing.assert_array_equal([b.get_height() for b in ax.patches], g)
     assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
     plt.close(fig)
+
+
+def test_tables_costate_writes_are_drawn(more_files, petab_run_files, tmp_path):
+    """`costate run -o T.csv | T.tsv` and a PEtab run's simulation table:
+    the lines are the table's columns."""
+    for path, log in ((more_files["table_csv"], False), (more_files["table_tsv"], True)):
+        data = np.loadtxt(path, delimiter="," if path.endswith(".csv") else "\t", skiprows=1)
+        with open(path) as fh:
+            names = fh.readline().strip().replace("\t", ",").split(",")[1:]
+        fig, panels = plot.figure(path)
+        ax = panels["trajectory"]
+        assert [ln.get_label() for ln in ax.get_lines()] == names
+        for i, ln in enumerate(ax.get_lines()):
+            np.testing.assert_array_equal(ln.get_xdata(), data[:, 0])
+            np.testing.assert_array_equal(ln.get_ydata(), data[:, i + 1])
+        assert (ax.get_yscale() == "log") == log  # Robertson's y2 ~ 1e-10
+        plt.close(fig)
+    table = os.path.splitext(petab_run_files[0])[0] + ".tsv"
+    with h5py.File(petab_run_files[0]) as f:
+        g = f["simulation"]
+        t, h, cond = g["time"][()], g["simulation"][()], g["condition"][()]
+    fig, panels = plot.figure(table)
+    lines = panels["observable obs_a"].get_lines()
+    assert [ln.get_label() for ln in lines] == ["c0 simulated", "c1 simulated"]
+    for c, ln in enumerate(lines):  # the table's numbers are the HDF5 file's
+        rows = np.flatnonzero(cond == c)
+        rows = rows[np.argsort(t[rows], kind="stable")]
+        np.testing.assert_array_equal(ln.get_xdata(), t[rows])
+        np.testing.assert_allclose(ln.get_ydata(), h[rows], rtol=1e-15)
+    plt.close(fig)
+    bad = tmp_path / "other.csv"
+    bad.write_text("a,b\n1,2\n")
+    r = subprocess.run([CLI, "plot", str(bad)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "not a table costate writes" in r.stderr and "other.csv" in r.stderr
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("t,x\n0,1\n1\n")
+    r = subprocess.run([CLI, "plot", str(ragged)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "line 3 has 1 columns, the header 2" in r.stderr
