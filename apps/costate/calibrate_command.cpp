@@ -93,12 +93,15 @@ void print_json(const io::RunConfig& cfg, const io::CalibrationReport& rep) {
   j["non_finite_evaluations"] = rep.tao.non_finite_evaluations;
   j["gradient_norm"] = rep.tao.gradient_norm;
   std::vector<double> fh, gh;
+  Json jh = Json::array();
   for (const auto& it : rep.tao.history) {
     fh.push_back(it.objective);
     gh.push_back(it.gradient_norm);
+    jh.push_back(number(it.objective_gradient_norm));
   }
   j["objective_history"] = fh;
-  j["gradient_norm_history"] = gh;
+  j["gradient_norm_history"] = gh;  // TAO's residual
+  j["objective_gradient_norm_history"] = jh;  // ‖∇J‖₂ at each iterate
   j["initial"] = rep.initial;
   j["names"] = rep.names;
   j["correlation"] = corr;

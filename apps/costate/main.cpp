@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
 
   cli::PlotArgs plot_args;
   auto* plot_cmd = app.add_subcommand("plot", "draw an HDF5 output file (Python, matplotlib)");
-  plot_cmd->add_option("file", plot_args.input, "HDF5 output of costate")->required();
+  plot_cmd->add_option("file", plot_args.input, "output file of costate (HDF5, or a .csv/.tsv table)")->required();
   plot_cmd->add_option("-o,--output", plot_args.output, "image file (default: FILE.png)");
   plot_cmd->add_option("--dpi", plot_args.dpi, "resolution (default 100)");
   plot_cmd->add_flag("--json", plot_args.json, "print what was drawn as one JSON object on stdout");

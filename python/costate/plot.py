@@ -11,8 +11,10 @@ draws what the file holds, one panel per kind, in one figure:
                   (/calibration/observed at residual_times) as markers
     residuals     /calibration/residuals (weighted, sqrt(w)·(y − d)) per
                   state against time
-    history       /calibration/objective_history and gradient_norm_history
-                  per iteration (log scale)
+    history       /calibration/objective_history and
+                  objective_gradient_norm_history (‖∇J‖) per iteration (log
+                  scale); TAO's residual (gradient_norm_history) only as a
+                  curve labelled so; a fit that did not converge is marked
     gradient      /sensitivity/gradient (and gradient_initial_state) as bars
     hessian       /sensitivity/hessian as a heat map with a colour bar
     correlation   /calibration/correlation as a heat map in [-1, 1]
@@ -30,10 +32,29 @@ draws what the file holds, one panel per kind, in one figure:
     eigenvalues   /arrays/eigenvalues: the spectrum, largest first, on a log
                   scale (values <= 0 cannot be drawn there: counted in the title)
 
+  Tables (``costate run FILE.yaml -o T.csv | T.tsv``; the PEtab simulation
+  table ``costate run problem.yaml`` writes beside its HDF5)
+    trajectory    columns t, then one per state: as the ODE trajectory
+    observable    observableId, simulationConditionId, time, simulation:
+                  one panel per observable, a line per condition
+
   PEtab multistart files (``costate calibrate problem.yaml --starts N -o``)
     waterfall     /calibration/waterfall: the final objective −(llh + log
                   prior) of every start, sorted, best first (failed starts,
                   +inf, are counted in the title)
+
+Rules every panel follows (what a scientist reads at a glance): titles
+wrapped to their panel (no text overlaps another or leaves the figure:
+``text_problems(fig)`` checks with the renderer's bounding boxes);
+integer ticks on integer axes (iteration, epoch, index, start); a log axis
+when a positive series spans more than DECADES_FOR_LOG decades (symlog for
+bars of both signs); heat maps on a symmetric-log colour scale when their
+entries span more than DECADES_FOR_SYMLOG_COLOURS decades, with the values
+written in the cells up to ANNOTATE_MAX × ANNOTATE_MAX; every history of a
+fit that did not converge marked (a red cross at its last iterate, the
+reason in the title, red); and a sentence saying why instead of an empty
+panel (a correlation of unidentifiable parameters, a spectrum with no
+positive eigenvalue, starts that all failed).
 
 ``figure(path)`` returns the figure and a dict panel name -> Axes, for
 scripts and tests; ``main(argv)`` is the command line. Needs matplotlib and
@@ -52,6 +73,21 @@ PANEL_INCHES = (6.0, 4.0)  # width, height of one panel
 # PEtab multistart: starts within this of the best objective reached it
 # (petab::CalibrationOptions::best_tolerance's default).
 BEST_TOLERANCE = 1e-3
+# A positive series whose largest value exceeds its smallest by more than
+# 10^DECADES_FOR_LOG is drawn on a log axis (Robertson: 1e-10 … 1); a
+# linear axis would show all but its largest values as zero.
+DECADES_FOR_LOG = 3
+# A heat map whose nonzero |entries| span more than 10^2 gets a
+# symmetric-log colour scale: on a linear one, everything but the largest
+# cell looks like 0.
+DECADES_FOR_SYMLOG_COLOURS = 2
+# A symmetric-log scale (axis or colours) labels at most this many decades
+# on each side of 0 (every k-th decade when it spans more): one label per
+# decade would not fit a panel's height.
+SYMLOG_LABELLED_DECADES = 4
+# Heat maps up to this size have their values written in the cells.
+ANNOTATE_MAX = 8
+NOT_CONVERGED_COLOUR = "red"
 
 
 def _require():
@@ -102,25 +138,14 @@ def _ode_panels(f):
     cal = f["calibration"] if "calibration" in f else None
 
     def trajectory(ax):
-        colours = {}
-        for i, name in enumerate(names):
-            (line,) = ax.plot(t, y[:, i], label=name)
-            colours[name] = line.get_color()
+        observed = None
         if cal is not None and len(cal["residual_times"]) > 0:
-            st = np.array(_strings(cal["residual_states"][()]))
-            rt, obs = cal["residual_times"][()], cal["observed"][()]
-            for name in names:
-                sel = st == name
-                if sel.any():
-                    ax.plot(rt[sel], obs[sel], "o", ms=3, color=colours[name],
-                            label=name + " observed")
-        ax.set_xlabel("t")
-        ax.set_ylabel("state")
+            observed = (np.array(_strings(cal["residual_states"][()])), cal["residual_times"][()],
+                        cal["observed"][()])
         title = "trajectory (%s)" % _attr(f, "model", "")
         if cal is not None:
             title += " at the fitted values"
-        ax.set_title(title)
-        ax.legend(fontsize="small")
+        _draw_trajectory(ax, t, y, names, title, observed)
 
     panels.append(_Panel("trajectory", trajectory))
 
@@ -144,14 +169,21 @@ def _ode_panels(f):
     if cal is not None and len(cal["objective_history"]) > 0:
         def history(ax):
             fh = cal["objective_history"][()]
-            gh = cal["gradient_norm_history"][()]
             it = np.arange(len(fh))
-            ax.semilogy(it, fh, "o-", ms=3, label="objective J")
-            ax.semilogy(it, gh, "s-", ms=3, label="|gradient|")
+            _log_series(ax, it, fh, "o-", "objective J", ms=3)
+            if "objective_gradient_norm_history" in cal:
+                _log_series(ax, it, cal["objective_gradient_norm_history"][()], "s-",
+                            "‖∇J‖ (fitted variables)", ms=3)
+            _log_series(ax, it, cal["gradient_norm_history"][()], ":", "TAO residual (not ‖∇J‖)",
+                        color="0.5")
             ax.set_xlabel("iteration")
-            ax.set_ylabel("J, |gradient|")
-            ax.set_title("%s: %s" % (_attr(cal, "optimizer", "optimizer"),
-                                     _attr(cal, "termination", "")))
+            ax.set_ylabel("J, ‖∇J‖")
+            _integer_ticks(ax.xaxis)
+            termination = _attr(cal, "termination", "")
+            ax.set_title("%s: %s" % (_attr(cal, "optimizer", "optimizer"), termination))
+            if not int(_attr(cal, "converged", 1)):
+                _mark_not_converged(ax, it[-1], fh[-1], termination or "not converged",
+                                    _attr(cal, "optimizer", "optimizer"))
             ax.legend(fontsize="small")
 
         panels.append(_Panel("history", history))
@@ -167,8 +199,8 @@ def _ode_panels(f):
                 values += list(s["gradient_initial_state"][()])
             x = np.arange(len(values))
             ax.bar(x, values, color=["C0" if "(t0)" not in n else "C1" for n in labels])
-            ax.set_xticks(x)
-            ax.set_xticklabels(labels, rotation=45 if len(labels) > 6 else 0)
+            _category_ticks(ax, labels)
+            _auto_scale(ax, "y", [values], bars=True)
             ax.axhline(0.0, color="black", lw=0.8)
             ax.set_xlabel("parameter / initial state")
             ax.set_ylabel("dJ/dp")
@@ -182,27 +214,240 @@ def _ode_panels(f):
                 "Hessian d²J/dp²", symmetric=True)))
 
     if cal is not None and len(cal["correlation"]) > 0 and cal["correlation"].shape[0] > 0:
-        panels.append(_Panel("correlation", lambda ax: _matrix(
-            ax, cal["correlation"][()], _strings(cal["names"][()]),
-            "correlation of the fitted quantities", limits=(-1.0, 1.0))))
+        panels.append(_Panel("correlation", lambda ax: _correlation(ax, cal)))
     return panels
 
 
-def _matrix(ax, m, labels, title, symmetric=False, limits=None):
+def _draw_trajectory(ax, t, y, names, title, observed=None):
+    """A line per state against t; observations (states, times, values) as
+    markers in their state's colour; log axes by the rules above."""
+    colours = {}
+    drawn = [y]
+    for i, name in enumerate(names):
+        (line,) = ax.plot(t, y[:, i], label=name)
+        colours[name] = line.get_color()
+    if observed is not None:
+        states, times, values = observed
+        drawn.append(values)
+        for name in names:
+            sel = states == name
+            if sel.any():
+                ax.plot(times[sel], values[sel], "o", ms=3, color=colours[name], label=name + " observed")
+    _auto_scale(ax, "y", drawn)
+    _log_times(ax, t)
+    ax.set_xlabel("t")
+    ax.set_ylabel("state")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+
+
+def _correlation(ax, cal):
+    """The correlation of the fitted quantities; those the data do not
+    determine (/calibration/unidentifiable) have none: left out and named,
+    or a sentence when none is left."""
     import numpy as np
-    if limits is None:
-        scale = float(np.nanmax(np.abs(m))) if m.size else 1.0
-        scale = scale if scale > 0 else 1.0
-        limits = (-scale, scale) if symmetric or np.nanmin(m) < 0 else (0.0, scale)
-    im = ax.imshow(m, cmap="RdBu_r", vmin=limits[0], vmax=limits[1])
+    names = _strings(cal["names"][()])
+    corr = np.asarray(cal["correlation"][()], dtype=float)
+    bad = np.asarray(cal["unidentifiable"][()], dtype=bool) if "unidentifiable" in cal else \
+        np.zeros(len(names), dtype=bool)
+    bad |= ~np.isfinite(np.diag(corr))
+    title = "correlation of the fitted quantities"
+    sv = ", ".join("%.3g" % v for v in cal["singular_values"][()]) if "singular_values" in cal else ""
+    if bad.all():
+        return _explain(ax, title, "No correlation: the data do not determine %s (singular values of "
+                        "the scaled sensitivity matrix: %s)." % (", ".join(names), sv or "none"))
+    keep = np.flatnonzero(~bad)
+    if bad.any():
+        title += " (unidentifiable, not shown: %s)" % ", ".join(n for n, b in zip(names, bad) if b)
+    return _matrix(ax, corr[np.ix_(keep, keep)], [names[i] for i in keep], title, limits=(-1.0, 1.0))
+
+
+def _category_ticks(ax, labels):
+    """Bar labels on the x axis, turned upright when they would not fit
+    side by side."""
     ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=45 if len(labels) > 4 else 0)
-    ax.set_yticks(range(len(labels)))
+    crowded = len(labels) > 6 or sum(len(n) + 2 for n in labels) > 48
+    ax.set_xticklabels(labels, rotation=90 if crowded else 0, fontsize="small" if crowded else None)
+
+
+def _compact(v):
+    """A number in at most ~7 characters for a heat-map cell."""
+    if not math.isfinite(v):
+        return "n/a"
+    text = "%.2g" % v
+    return text.replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+
+
+def _matrix(ax, m, labels, title, symmetric=False, limits=None, note=None):
+    """A heat map of the square matrix m: symmetric-log colours when its
+    entries span decades, values in the cells when it is small, NaN cells
+    grey and marked n/a. `note`: the sentence drawn instead when no entry
+    is finite."""
+    import numpy as np
+    from matplotlib import colors
+    m = np.asarray(m, dtype=float)
+    finite = m[np.isfinite(m)]
+    if finite.size == 0:
+        return _explain(ax, title, note or "no finite entries to draw")
+    norm = None
+    if limits is None:
+        scale = float(np.max(np.abs(finite)))
+        scale = scale if scale > 0 else 1.0
+        limits = (-scale, scale) if symmetric or finite.min() < 0 else (0.0, scale)
+        nonzero = np.abs(finite[finite != 0])
+        if nonzero.size and nonzero.max() / nonzero.min() > 10 ** DECADES_FOR_SYMLOG_COLOURS:
+            norm = colors.SymLogNorm(linthresh=_linthresh(nonzero), vmin=limits[0], vmax=limits[1],
+                                     base=10)
+    cmap = _colour_map("RdBu_r")
+    if norm is not None:
+        im = ax.imshow(m, cmap=cmap, norm=norm)
+    else:
+        im = ax.imshow(m, cmap=cmap, vmin=limits[0], vmax=limits[1])
+    n = len(labels)
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(labels, rotation=90 if n > 4 or max(map(len, labels), default=0) > 8 else 0)
+    ax.set_yticks(range(n))
     ax.set_yticklabels(labels)
     ax.set_xlabel("parameter")
     ax.set_ylabel("parameter")
+    ax.set_title(title + (" (symmetric-log colours)" if norm is not None else ""))
+    cb = ax.figure.colorbar(im, ax=ax)
+    if norm is not None:
+        cb.set_ticks([v for v in _symlog_ticks(norm.linthresh, max(abs(limits[0]), abs(limits[1])))
+                      if limits[0] <= v <= limits[1]])
+    if m.shape[0] <= ANNOTATE_MAX and m.shape[1] <= ANNOTATE_MAX:
+        size = 9 if max(m.shape) <= 4 else 7 if max(m.shape) <= 6 else 6
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                v = m[i, j]
+                shade = im.norm(v) if math.isfinite(v) else 0.5
+                dark = math.isfinite(v) and abs(float(shade) - 0.5) > 0.3
+                ax.text(j, i, _compact(v), ha="center", va="center", fontsize=size,
+                        color="white" if dark else "black", gid="cell")
+    return im
+
+
+def _colour_map(name):
+    import matplotlib
+    cmap = matplotlib.colormaps[name].copy()
+    cmap.set_bad("0.8")  # NaN cells: grey
+    return cmap
+
+
+def _explain(ax, title, message):
+    """A sentence saying why a panel has nothing to draw, in place of an
+    empty one (describe() reports it as the panel's note)."""
+    import textwrap
     ax.set_title(title)
-    ax.figure.colorbar(im, ax=ax)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, textwrap.fill(message, 48), ha="center", va="center",
+            transform=ax.transAxes, gid="note")
+    ax._costate_note = message
+    return None
+
+
+def _integer_ticks(axis):
+    """Ticks only at integers (iterations, epochs, indices); call after
+    drawing the data. Under two units of data (a fit that stopped at
+    iteration 0) the locator would still pick fractions: the integers
+    themselves, with half a unit of margin."""
+    from matplotlib.ticker import MaxNLocator
+    lo, hi = axis.get_data_interval()
+    if math.isfinite(lo) and math.isfinite(hi) and hi - lo < 2:
+        axis.set_ticks(list(range(math.ceil(lo), math.floor(hi) + 1)))
+        axis.set_view_interval(lo - 0.5, hi + 0.5, ignore=True)
+    else:
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _log_series(ax, x, y, style, label, **kwargs):
+    """y against x on a log y axis; values ≤ 0 cannot be drawn there and
+    are counted in the label instead of vanishing silently."""
+    import numpy as np
+    x, y = np.asarray(x), np.asarray(y, dtype=float)
+    keep = ~(y <= 0)
+    if not keep.all():
+        label += " (%d ≤ 0 not drawn)" % int((~keep).sum())
+    ax.set_yscale("log")
+    return ax.plot(x[keep], y[keep], style, label=label, **kwargs)
+
+
+def _linthresh(magnitudes):
+    """The linear band of a symmetric-log scale: up to the smallest nonzero
+    magnitude, so every value has its own decade."""
+    return float(magnitudes.min())
+
+
+def _symlog_ticks(linthresh, largest):
+    """0 and ±10^k from the linear band's edge up to the largest magnitude,
+    at most SYMLOG_LABELLED_DECADES of them a side (the default locator
+    labels every decade, and inside the linear band too, where they crowd)."""
+    lo, hi = math.ceil(math.log10(linthresh)), math.floor(math.log10(largest))
+    step = max(1, math.ceil((hi - lo + 1) / SYMLOG_LABELLED_DECADES))
+    powers = [10.0 ** k for k in range(hi, lo - 1, -step)]
+    return sorted([-v for v in powers] + [0.0] + powers)
+
+
+def _spans_decades(values, decades):
+    import numpy as np
+    v = np.abs(values[np.isfinite(values) & (values != 0)])
+    return v.size > 0 and v.max() / v.min() > 10 ** decades
+
+
+def _auto_scale(ax, which, series, bars=False):
+    """A log axis when the values (a list of arrays) are positive and span
+    more than DECADES_FOR_LOG decades; symlog when some are 0 (or, for
+    bars, of both signs: each bar is its own value, so no curve crosses
+    the linear band). Returns the scale chosen."""
+    import numpy as np
+    arrays = [np.ravel(np.asarray(a, dtype=float)) for a in series]
+    v = np.concatenate(arrays) if arrays else np.zeros(0)
+    v = v[np.isfinite(v)]
+    scale, kwargs = "linear", {}
+    if _spans_decades(v, DECADES_FOR_LOG):
+        nonzero = np.abs(v[v != 0])
+        if (v > 0).all():
+            scale = "log"
+        elif (v >= 0).all() or bars:
+            scale, kwargs = "symlog", {"linthresh": _linthresh(nonzero)}
+    if scale != "linear":
+        (ax.set_yscale if which == "y" else ax.set_xscale)(scale, **kwargs)
+    if scale == "symlog":
+        # matplotlib's autoscaling on symlog stops at the bars' sticky 0 and
+        # leaves negative bars outside: the limits are set here, a factor
+        # of 2 (0.3 decade) beyond the extreme values.
+        lo, hi = min(0.0, 2.0 * float(v.min())), max(0.0, 2.0 * float(v.max()))
+        (ax.set_ylim if which == "y" else ax.set_xlim)(lo, hi)
+        ticks = [t for t in _symlog_ticks(kwargs["linthresh"], float(np.abs(v).max())) if lo <= t <= hi]
+        (ax.set_yticks if which == "y" else ax.set_xticks)(ticks)
+    return scale
+
+
+def _log_times(ax, t):
+    """Time on a log axis when the output times are geometric (Robertson:
+    0.4, 4, …, 4e7), never for a uniform grid, however long."""
+    import numpy as np
+    t = np.asarray(t, dtype=float)
+    pos = t[t > 0]
+    if pos.size < 3 or not _spans_decades(pos, DECADES_FOR_LOG):
+        return
+    dlog, dlin = np.diff(np.log(pos)), np.diff(pos)
+    if np.std(dlog) / max(np.mean(dlog), 1e-300) < np.std(dlin) / max(np.mean(dlin), 1e-300):
+        if (t > 0).all():
+            ax.set_xscale("log")
+        else:
+            ax.set_xscale("symlog", linthresh=_linthresh(pos))
+
+
+def _mark_not_converged(ax, x, y, reason, what):
+    """A red cross at a history's last iterate (None: no point), and the
+    title "WHAT: NOT CONVERGED (REASON)" in red."""
+    if x is not None:
+        ax.plot([x], [y], "X", ms=10, color=NOT_CONVERGED_COLOUR, zorder=5,
+                label="last iterate: not converged")
+    ax.set_title("%s: NOT CONVERGED (%s)" % (what, reason), color=NOT_CONVERGED_COLOUR)
+    ax._costate_not_converged = reason
 
 
 # ---- PDE field files ----------------------------------------------------------
@@ -217,9 +462,14 @@ def _pde_panels(f):
 
     def draw(ax, data, title, label):
         # data is (n_z, n_y, n_x)
+        finite = data[np.isfinite(data)]
+        if finite.size and finite.min() == finite.max():
+            # A uniform colour would say nothing: the title gives the value.
+            title += " (constant %.6g everywhere)" % finite.min()
         if dim == 1:
             x = origin[0] + spacing[0] * (np.arange(cells[0]) + 0.5)
             ax.plot(x, data[0, 0, :])
+            _auto_scale(ax, "y", [data[0, 0, :]])
             ax.set_xlabel(axis[0])
             ax.set_ylabel(label)
         else:
@@ -243,12 +493,17 @@ def _pde_panels(f):
                   else np.arange(len(arrays["history_objective"])))
             for key, label, style in (("history_objective", "objective", "o-"),
                                       ("history_misfit", "misfit", "^-"),
-                                      ("history_gradient_norm", "|gradient|", "s-")):
+                                      ("history_gradient_norm", "‖∇J‖", "s-")):
                 if key in arrays:
-                    ax.semilogy(it, arrays[key][()], style, ms=3, label=label)
+                    _log_series(ax, it, arrays[key][()], style, label, ms=3)
             ax.set_xlabel("iteration")
-            ax.set_ylabel("objective, misfit, |gradient|")
-            ax.set_title("inversion history")
+            ax.set_ylabel("objective, misfit, ‖∇J‖")
+            _integer_ticks(ax.xaxis)
+            ax.set_title("inversion history (inexact Newton–CG)")
+            status = str(_attr(f, "fit_status", ""))
+            if status and status != "converged":
+                _mark_not_converged(ax, it[-1], arrays["history_objective"][-1],
+                                    str(_attr(f, "convergence", status)), "inversion history")
             ax.legend(fontsize="small")
 
         panels.append(_Panel("history", history))
@@ -259,11 +514,15 @@ def _pde_panels(f):
             lam = lam[order]
             k = np.arange(1, len(lam) + 1)
             shown = lam > 0
+            title = "eigenvalue spectrum (%d)" % len(lam)
+            if not shown.any():
+                return _explain(ax, title, "No positive eigenvalue among the %d computed: the data "
+                                "inform no direction beyond the prior." % len(lam))
             ax.semilogy(k[shown], lam[shown], "o-", ms=3, label="eigenvalue")
             ax.axhline(1.0, color="black", lw=0.8, ls="--", label="1 (data = prior)")
             ax.set_xlabel("index k (largest first)")
             ax.set_ylabel("eigenvalue λ_k")
-            title = "eigenvalue spectrum (%d)" % len(lam)
+            _integer_ticks(ax.xaxis)
             if (~shown).any():
                 title += ", %d ≤ 0 not shown" % int((~shown).sum())
             ax.set_title(title)
@@ -325,23 +584,59 @@ def _petab_panels(f):
         w = np.asarray(c["waterfall"][()], dtype=float)
         finite = np.isfinite(w)
         k = np.arange(1, len(w) + 1)
+        title = "waterfall: %d starts, %d parameters (%s)" % (
+            len(w), len(ids), ", ".join(ids[:4]) + (", …" if len(ids) > 4 else ""))
+        if not finite.any():
+            return _explain(ax, title, "Every one of the %d starts failed (no finite final "
+                            "objective): nothing to rank." % len(w))
+        # Per start (file order) → the waterfall's order (sorted objective).
+        converged = np.ones(len(w), dtype=bool)
+        if "converged" in c and "objective" in c and len(c["converged"]) == len(w):
+            order = np.argsort(np.asarray(c["objective"][()], dtype=float), kind="stable")
+            converged = np.asarray(c["converged"][()], dtype=float)[order] > 0
         ax.plot(k[finite], w[finite], "o-", ms=4, label="start")
-        best = w[finite].min() if finite.any() else float("nan")
+        late = finite & ~converged
+        if late.any():
+            ax.plot(k[late], w[late], "X", ms=9, color=NOT_CONVERGED_COLOUR,
+                    label="start not converged")
+        best = w[finite].min()
         ax.axhline(best, color="black", lw=0.8, ls="--", label="best %.8g" % best)
         # Starts that all reach the best (within PEtab's 1e-3, the CLI's
         # best_tolerance) would otherwise be drawn on a 1e-11 axis offset.
         ax.ticklabel_format(axis="y", useOffset=False)
-        if finite.any() and w[finite].max() - best < BEST_TOLERANCE:
+        if w[finite].max() - best < BEST_TOLERANCE:
             ax.set_ylim(best - BEST_TOLERANCE, best + 2 * BEST_TOLERANCE)
         ax.set_xlabel("start, sorted by final objective")
         ax.set_ylabel("final objective  −(llh + log prior)")
-        title = "waterfall: %d starts, %d parameters (%s)" % (
-            len(w), len(ids), ", ".join(ids[:4]) + (", …" if len(ids) > 4 else ""))
+        _integer_ticks(ax.xaxis)
         if (~finite).any():
             title += ", %d failed" % int((~finite).sum())
+        if late.any():
+            title += ", %d not converged" % int(late.sum())
         ax.set_title(title)
+        if late[finite].all():
+            _mark_not_converged(ax, None, None, "no start converged", title)
         ax.legend(fontsize="small")
 
+    def single(ax):
+        x = np.asarray(c["best_x"][()], dtype=float)
+        x0 = np.asarray(c["initial"][()], dtype=float).reshape(-1, len(x))[0]
+        k = np.arange(len(x))
+        ax.bar(k - 0.2, x0, width=0.4, color="0.7", label="start")
+        ax.bar(k + 0.2, x, width=0.4, color="C0", label="fitted")
+        _category_ticks(ax, ids)
+        _auto_scale(ax, "y", [x, x0], bars=True)
+        ax.axhline(0.0, color="black", lw=0.6)
+        ax.set_ylabel("parameter (on its PEtab scale)")
+        status = str(_attr(c, "convergence", _attr(c, "fit_status", "")))
+        ax.set_title("PEtab fit: objective %.8g, %s" % (float(c["waterfall"][0]), status))
+        if str(_attr(c, "fit_status", "converged")) != "converged":
+            _mark_not_converged(ax, None, None, status,
+                                "PEtab fit: objective %.8g" % float(c["waterfall"][0]))
+        ax.legend(fontsize="small")
+
+    if len(c["waterfall"]) == 1 and "best_x" in c and "initial" in c:
+        return [_Panel("fit", single)]
     return [_Panel("waterfall", waterfall)]
 
 
@@ -379,11 +674,16 @@ def _stochastic_panels(f):
             ax.set_yscale("log")
         ax.set_title("%s: %d epochs, %d simulations (%s)" % (
             method, len(train), int(sims[-1]) if len(sims) else 0, termination))
+        # "epochs" and "early_stopping" end a stochastic fit as asked; an
+        # interrupted fit or a failed rescue did not finish.
+        if termination in ("interrupted", "rescue_failed") and len(train):
+            _mark_not_converged(ax, epochs[-1], train[-1], termination,
+                                "%s: %d epochs" % (method, len(train)))
         ax.legend(fontsize="small")
 
     def rate(ax):
         lr = np.asarray(g["learning_rate"][()], dtype=float)
-        ax.plot(epochs, lr, "o-", ms=3)
+        ax.plot(epochs, lr, "o-", ms=3, label="learning rate")
         ax.ticklabel_format(axis="y", useOffset=False)
         if len(lr) and lr.max() == lr.min():  # constant: no axis magnified around it
             ax.set_ylim(0.0, 1.25 * lr.max())
@@ -397,9 +697,8 @@ def _stochastic_panels(f):
         k = np.arange(len(change))
         ax.bar(k, change)
         ax.axhline(0.0, color="black", lw=0.6)
-        ax.set_xticks(k)
-        ax.set_xticklabels(ids, rotation=60 if len(ids) > 4 else 0, ha="right" if len(ids) > 4 else "center",
-                           fontsize="small")
+        _category_ticks(ax, ids)
+        _auto_scale(ax, "y", [change], bars=True)
         ax.set_ylabel("fitted − start (on its scale)")
         ax.set_title("what the fit moved")
 
@@ -439,6 +738,7 @@ def _petab_simulation_panels(f):
                     ax.errorbar(t[rows], m[rows], yerr=sigma[rows], fmt="o", ms=4, color=colour,
                                 label="%s measured (±σ)" % name)
                     ax.plot(t[rows], h[rows], "-", color=colour, label="%s simulated (at the measured times)" % name)
+                _auto_scale(ax, "y", [m[obs == k], h[obs == k]])
                 ax.set_xlabel("time")
                 ax.set_ylabel(obs_ids[k] if 0 <= k < len(obs_ids) else "observable %d" % k)
                 ax.set_title("observable %s" % (obs_ids[k] if 0 <= k < len(obs_ids) else k))
@@ -454,8 +754,8 @@ def _petab_simulation_panels(f):
         def gradient(ax):
             v = f["gradient"][()]
             ax.bar(range(len(v)), v)
-            ax.set_xticks(range(len(v)))
-            ax.set_xticklabels(ids, rotation=45 if len(ids) > 4 else 0, ha="right" if len(ids) > 4 else "center")
+            _category_ticks(ax, ids)
+            _auto_scale(ax, "y", [v], bars=True)
             ax.set_ylabel("d llh / d θ (on its scale)")
             ax.set_title("gradient of llh")
             ax.axhline(0.0, color="black", lw=0.6)
@@ -472,6 +772,67 @@ def matplotlib_colours():
     return plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
+# ---- tables (`costate run … -o traj.csv | .tsv`, a PEtab run's simulation table) ----
+
+PETAB_SIMULATION_COLUMNS = ("observableId", "simulationConditionId", "time", "simulation")
+
+
+def _table_panels(path):
+    """`costate run FILE.yaml -o T.csv` (columns t, then one per state) or
+    the PEtab simulation table `costate run problem.yaml` writes beside its
+    HDF5 (observableId, simulationConditionId, time, simulation)."""
+    import csv
+    import numpy as np
+    delimiter = "\t" if path.lower().endswith(".tsv") else ","
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.reader(fh, delimiter=delimiter) if r and not r[0].startswith("#")]
+    except UnicodeDecodeError as e:
+        raise ValueError("%s: not a text table (%s)" % (path, e))
+    if len(rows) < 2:
+        raise ValueError("%s: a table without rows (a header and at least one line expected)" % path)
+    header, body = rows[0], rows[1:]
+
+    def numbers(column_rows, what):
+        try:
+            return np.array(column_rows, dtype=float)
+        except ValueError as e:
+            raise ValueError("%s: %s: %s" % (path, what, e))
+
+    if header[0] == "t" and len(header) > 1:
+        bad = [k + 2 for k, r in enumerate(body) if len(r) != len(header)]
+        if bad:
+            raise ValueError("%s: line %d has %d columns, the header %d" % (
+                path, bad[0], len(body[bad[0] - 2]), len(header)))
+        data = numbers(body, "columns t, %s" % ", ".join(header[1:]))
+        title = "trajectory (%s)" % os.path.basename(path)
+        return [_Panel("trajectory", lambda ax: _draw_trajectory(ax, data[:, 0], data[:, 1:], header[1:], title))]
+    if all(c in header for c in PETAB_SIMULATION_COLUMNS):
+        col = {c: header.index(c) for c in PETAB_SIMULATION_COLUMNS}
+        obs = [r[col["observableId"]] for r in body]
+        cond = [r[col["simulationConditionId"]] for r in body]
+        t = numbers([r[col["time"]] for r in body], "column time")
+        h = numbers([r[col["simulation"]] for r in body], "column simulation")
+        panels = []
+        for k in list(dict.fromkeys(obs))[:SHOWN_OBSERVABLES]:
+            def draw(ax, k=k):
+                rows_k = [i for i, o in enumerate(obs) if o == k]
+                for c in dict.fromkeys(cond[i] for i in rows_k):
+                    sel = np.array([i for i in rows_k if cond[i] == c])
+                    sel = sel[np.argsort(t[sel], kind="stable")]
+                    ax.plot(t[sel], h[sel], "o-", ms=3, label="%s simulated" % c)
+                _auto_scale(ax, "y", [h[rows_k]])
+                ax.set_xlabel("time")
+                ax.set_ylabel(k)
+                ax.set_title("observable %s" % k)
+                ax.legend(fontsize="small")
+            panels.append(_Panel("observable " + k, draw))
+        return panels
+    raise ValueError("%s: not a table costate writes (a first column t, or the PEtab simulation "
+                     "table's columns %s; this one has %s)" % (path, ", ".join(PETAB_SIMULATION_COLUMNS),
+                                                                ", ".join(header[:6])))
+
+
 # ---- the figure ----------------------------------------------------------------
 
 def figure(path, dpi=100):
@@ -479,7 +840,8 @@ def figure(path, dpi=100):
     for a file that is not costate output or holds nothing to draw."""
     _require()
     import h5py
-    import matplotlib.pyplot as plt
+    if path.lower().endswith((".csv", ".tsv")):
+        return _lay_out(_table_panels(path), dpi, "%s  (table)" % os.path.basename(path))
     with h5py.File(path, "r") as f:
         if _attr(f, "format") == "costate-fields-1":
             panels = _pde_panels(f)
@@ -497,26 +859,136 @@ def figure(path, dpi=100):
                              "costate-fields-1)" % path)
         if not panels:
             raise ValueError("%s: nothing to draw (no frames, fields or trajectories)" % path)
-        columns = 1 if len(panels) == 1 else 2
-        rows = math.ceil(len(panels) / columns)
-        fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=dpi,
-                                 figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows))
-        out = {}
-        for k, panel in enumerate(panels):
-            ax = axes[k // columns][k % columns]
-            panel.draw(ax)
-            out[panel.name] = ax
-        for k in range(len(panels), rows * columns):
-            axes[k // columns][k % columns].set_visible(False)
         status = _attr(f, "status", "")
-        fig.suptitle("%s  (%s%s)" % (os.path.basename(path),
-                                     _attr(f, "command", "fields" if "format" in f.attrs
-                                           else "stochastic fit" if "stochastic" in f
-                                           else "PEtab calibration" if "calibration" in f
-                                           else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
-                                     "" if status in ("complete", "") else ", status " + str(status)))
-        fig.tight_layout()
+        title = "%s  (%s%s)" % (os.path.basename(path),
+                                _attr(f, "command", "fields" if "format" in f.attrs
+                                      else "stochastic fit" if "stochastic" in f
+                                      else "PEtab calibration" if "calibration" in f
+                                      else "PEtab " + os.path.basename(str(_attr(f, "problem", "problem")))),
+                                "" if status in ("complete", "") else ", status " + str(status))
+        return _lay_out(panels, dpi, title)
+
+
+def _lay_out(panels, dpi, title):
+    """Draws the panels two to a row (one alone) under `title`."""
+    import matplotlib.pyplot as plt
+    columns = 1 if len(panels) == 1 else 2
+    rows = math.ceil(len(panels) / columns)
+    # Constrained layout keeps titles, labels and colour bars apart.
+    fig, axes = plt.subplots(rows, columns, squeeze=False, dpi=dpi, layout="constrained",
+                             figsize=(PANEL_INCHES[0] * columns, PANEL_INCHES[1] * rows))
+    out = {}
+    for k, panel in enumerate(panels):
+        ax = axes[k // columns][k % columns]
+        panel.draw(ax)
+        out[panel.name] = ax
+    for k in range(len(panels), rows * columns):
+        axes[k // columns][k % columns].set_visible(False)
+    fig.suptitle(title)
+    _fit_titles(fig, columns)
     return fig, out
+
+
+def _fit_titles(fig, columns):
+    """Wraps every title (and the figure's) onto as many lines as it needs
+    to stay inside its axes (the figure's width): at the default
+    size no title runs into its neighbour's or off the figure."""
+    import textwrap
+    fig.canvas.draw()  # the constrained layout places the axes
+    renderer = fig.canvas.get_renderer()
+    cell = fig.bbox.width / columns
+    jobs = []
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and sup.get_text():
+        jobs.append((sup, 0.96 * fig.bbox.width))
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.title.get_text():
+            continue
+        # Within the axes' own width: wider, a centred title runs over the
+        # top y tick label (and, wider still, into the next column).
+        box = ax.get_window_extent(renderer)
+        centre = 0.5 * (box.x0 + box.x1)
+        left = math.floor(centre / cell) * cell
+        jobs.append((ax.title, min(box.width, 0.94 * 2 * min(centre - left, left + cell - centre))))
+    changed = False
+    for text, allowed in jobs:
+        one_line = " ".join(text.get_text().split())
+        text.set_text(one_line)
+        width = text.get_window_extent(renderer).width
+        if width <= allowed:
+            continue
+        chars = max(12, int(len(one_line) * allowed / width))
+        for _ in range(8):
+            text.set_text(textwrap.fill(one_line, chars))
+            if text.get_window_extent(renderer).width <= allowed or chars <= 12:
+                break
+            chars = max(12, int(chars * 0.9))
+        changed = True
+    if changed:
+        fig.canvas.draw()
+
+
+def _drawn_texts(fig, renderer):
+    """(owner, Text) of every non-empty text the figure draws: the figure's
+    title, every visible axes' titles, axis labels, offset texts, the tick
+    labels inside the view, texts and legends."""
+    out = []
+    sup = getattr(fig, "_suptitle", None)
+    for t in fig.texts + ([sup] if sup is not None and sup not in fig.texts else []):
+        out.append(("figure", t))
+    for k, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        owner = "axes %d" % k
+        for t in (ax.title, ax._left_title, ax._right_title):
+            out.append((owner + " title", t))
+        if ax.axison:
+            for axis in (ax.xaxis, ax.yaxis):
+                if not axis.get_visible():
+                    continue
+                out.append((owner + " label", axis.label))
+                out.append((owner + " offset", axis.get_offset_text()))
+                for tick in axis._update_ticks():
+                    for label in (tick.label1, tick.label2):
+                        if label.get_visible():
+                            out.append((owner + " tick", label))
+        for t in ax.texts:
+            out.append((owner + " text", t))
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            for t in legend.get_texts():
+                out.append((owner + " legend", t))
+    return [(o, t) for o, t in out if t.get_visible() and t.get_text().strip()]
+
+
+def text_problems(fig):
+    """Texts that overlap another text or another panel's plotting area, or
+    leave the figure, measured on the renderer's bounding boxes: {"overlaps": [[a, b], …], "clipped": [a,
+    …]} (empty lists: every text reads)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [(o, t, t.get_window_extent(renderer)) for o, t in _drawn_texts(fig, renderer)]
+    frame = fig.bbox
+    slack = 0.5  # pixels: antialiasing, not a collision
+    overlaps, clipped = [], []
+    # A text inside another panel's plotting area (a title running into the
+    # panel above) overlaps that panel.
+    areas = [("axes %d" % k, ax) for k, ax in enumerate(fig.axes) if ax.get_visible()]
+    for owner, a, ba in texts:
+        for name, ax in areas:
+            if owner.startswith(name + " "):
+                continue
+            bb = ax.bbox
+            if min(ba.x1, bb.x1) - max(ba.x0, bb.x0) > slack and min(ba.y1, bb.y1) - max(ba.y0, bb.y0) > slack:
+                overlaps.append([a.get_text(), "the plotting area of %s" % (ax.get_title() or name)])
+    for i, (_, a, ba) in enumerate(texts):
+        if (ba.x0 < frame.x0 - slack or ba.y0 < frame.y0 - slack or ba.x1 > frame.x1 + slack
+                or ba.y1 > frame.y1 + slack):
+            clipped.append(a.get_text())
+        for _, b, bb in texts[i + 1:]:
+            if min(ba.x1, bb.x1) - max(ba.x0, bb.x0) > slack and min(ba.y1, bb.y1) - max(ba.y0, bb.y0) > slack:
+                overlaps.append([a.get_text(), b.get_text()])
+    return {"overlaps": overlaps, "clipped": clipped}
 
 
 def describe(fig, panels):
@@ -535,18 +1007,22 @@ def describe(fig, panels):
                     "lines": lines, "images": images, "bars": len(ax.patches),
                     "error_bars": len(ax.containers) - sum(1 for c in ax.containers
                                                            if type(c).__name__ == "BarContainer"),
-                    "legend": [t.get_text() for t in legend.get_texts()] if legend else []})
+                    "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+                    "cell_values": sum(1 for t in ax.texts if t.get_gid() == "cell"),
+                    "note": getattr(ax, "_costate_note", None),
+                    "not_converged": getattr(ax, "_costate_not_converged", None)})
     w, h = fig.get_size_inches()
     sup = getattr(fig, "_suptitle", None)  # Figure.get_suptitle() is matplotlib ≥ 3.8
     title = sup.get_text() if sup is not None else ""
-    return {"title": title, "size_inches": [float(w), float(h)], "dpi": float(fig.dpi), "panels": out}
+    return dict({"title": title, "size_inches": [float(w), float(h)], "dpi": float(fig.dpi),
+                 "panels": out}, **text_problems(fig))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="costate plot", description="draw what a costate HDF5 output file holds")
-    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PEtab "
-                        "multistart, PDE inversion) or a PDE run")
+        prog="costate plot", description="draw what a costate output file holds")
+    parser.add_argument("file", help="HDF5 output of costate run/sensitivity/calibrate (ODE, PDE, "
+                        "PEtab, stochastic fits, inversions) or a .csv/.tsv table costate run wrote")
     parser.add_argument("-o", "--output", help="image file (default: FILE with extension .png)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution (default 100)")
     parser.add_argument("--json", action="store_true",

@@ -10,6 +10,8 @@
 #include <exception>
 #include <limits>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "costate/core/error.hpp"
 #include "costate/optimize/tao.hpp"
@@ -72,6 +74,22 @@ struct Context {
   const std::function<void(const Iteration&)>* monitor = nullptr;
   std::exception_ptr error;  // a non-costate exception (a bug): rethrown after TaoSolve
   int iteration_offset = 0;  // iterations of earlier stages
+  // The last few evaluated points and ‖∇f‖₂ there: the monitor looks its
+  // iterate up (line searches and trust regions evaluate trial points the
+  // iterate may or may not be).
+  static constexpr std::size_t kRecent = 8;
+  std::vector<std::pair<std::vector<double>, double>> recent;
+  void remember(std::span<const double> x, std::span<const double> g) {
+    double s = 0.0;
+    for (double v : g) s += v * v;
+    if (recent.size() == kRecent) recent.erase(recent.begin());
+    recent.emplace_back(std::vector<double>(x.begin(), x.end()), std::sqrt(s));
+  }
+  double gradient_norm_at(std::span<const double> x) const {
+    for (auto it = recent.rbegin(); it != recent.rend(); ++it)
+      if (std::equal(x.begin(), x.end(), it->first.begin(), it->first.end())) return it->second;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
 };
 
 PetscErrorCode objective_and_gradient(Tao, Vec x, PetscReal* f, Vec g, void* ctx) {
@@ -101,6 +119,8 @@ PetscErrorCode objective_and_gradient(Tao, Vec x, PetscReal* f, Vec g, void* ctx
     ++c->result->non_finite_evaluations;
     value = PETSC_INFINITY;
     std::fill(ga, ga + c->n, 0.0);
+  } else {
+    c->remember(std::span<const double>(xa, c->n), std::span<const double>(ga, c->n));
   }
   PetscCall(VecRestoreArray(g, &ga));
   PetscCall(VecRestoreArrayRead(x, &xa));
@@ -149,6 +169,12 @@ PetscErrorCode monitor(Tao tao, void* ctx) {
   TaoConvergedReason reason;
   PetscCall(TaoGetSolutionStatus(tao, &its, &f, &gnorm, &cnorm, &xdiff, &reason));
   Iteration it{c->iteration_offset + static_cast<int>(its), f, gnorm};
+  Vec x = nullptr;
+  PetscCall(TaoGetSolution(tao, &x));
+  const PetscScalar* xa = nullptr;
+  PetscCall(VecGetArrayRead(x, &xa));
+  it.objective_gradient_norm = c->gradient_norm_at(std::span<const double>(xa, c->n));
+  PetscCall(VecRestoreArrayRead(x, &xa));
   // bntr reports iteration 0 twice (before and after choosing its initial
   // trust radius): the history keeps the last report of each iteration.
   auto& h = c->result->history;

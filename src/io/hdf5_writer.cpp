@@ -383,13 +383,15 @@ void write_calibration_group(hid_t file, const CalibrationReport& r) {
   write_doubles(g, "correlation", r.correlation, {p, p});
   write_doubles(g, "singular_values", r.singular_values, {r.singular_values.size()});
   write_ints(g, "unidentifiable", r.unidentifiable);
-  std::vector<double> fh, gh;
+  std::vector<double> fh, gh, jh;
   for (const auto& it : r.tao.history) {
     fh.push_back(it.objective);
     gh.push_back(it.gradient_norm);
+    jh.push_back(it.objective_gradient_norm);
   }
   write_doubles(g, "objective_history", fh, {fh.size()});
-  write_doubles(g, "gradient_norm_history", gh, {gh.size()});
+  write_doubles(g, "gradient_norm_history", gh, {gh.size()});  // TAO's residual
+  write_doubles(g, "objective_gradient_norm_history", jh, {jh.size()});  // ‖∇J‖₂
   write_doubles(g, "residual_times", r.residual_times, {m});
   write_strings(g, "residual_states", r.residual_states, false);
   write_doubles(g, "observed", r.observed, {m});

@@ -70,6 +70,41 @@ TEST(Tao, ActiveBoundHoldsTheSolution) {
   EXPECT_NEAR(-2 * (1 - x) - 400 * x * (0.5 - x * x), 0.0, 1e-8);
 }
 
+/// The history's objective_gradient_norm is ‖∇f‖₂ at each iterate, not
+/// TAO's residual: from (-1.2, 1) it starts at ‖(-215.6, -88)‖, and on an
+/// active bound it stays at the bound's multiplier |∂f/∂y| while TAO's
+/// residual (the projected gradient) goes to zero.
+TEST(Tao, TheHistoryRecordsTheGradientNormAtEachIterate) {
+  const opt::Objective f = rosenbrock();
+  auto norm_at = [&](std::span<const double> x) {
+    std::vector<double> g(2);
+    f.objective_and_gradient(x, g);
+    return std::hypot(g[0], g[1]);
+  };
+  const std::vector<double> x0{-1.2, 1.0}, lo{-kInf, -kInf}, hi{kInf, kInf};
+  for (opt::TaoMethod m : opt::all_tao_methods()) {
+    SCOPED_TRACE(opt::to_string(m));
+    const auto r = opt::minimize(f, x0, lo, hi, {.method = m, .gatol = 1e-10, .grtol = 0, .max_iterations = 500});
+    for (const auto& it : r.history) EXPECT_TRUE(std::isfinite(it.objective_gradient_norm)) << it.iteration;
+    if (m != opt::TaoMethod::Bntr) {  // bntr's iteration 0 may already have moved (above)
+      EXPECT_EQ(r.history.front().objective_gradient_norm, std::hypot(215.6, 88.0));
+    }
+    EXPECT_EQ(r.history.back().objective_gradient_norm, norm_at(r.x));
+  }
+  // y ≤ 0.5 active at the solution: ∂f/∂y = 200 (0.5 − x²) ≈ 0 there too
+  // (the minimum over x nearly sits at x² = 0.5), so bound y ≤ 0.2 instead:
+  // ∂f/∂y = 200 (0.2 − x²) is far from zero at the constrained minimum.
+  const auto r = opt::minimize(f, std::vector<double>{0.0, 0.0}, std::vector<double>{-2, -2},
+                               std::vector<double>{2, 0.2}, {.gatol = 1e-10, .grtol = 0});
+  ASSERT_TRUE(r.converged) << r.termination;
+  EXPECT_EQ(r.x[1], 0.2);
+  const double multiplier = std::abs(200 * (0.2 - r.x[0] * r.x[0]));
+  EXPECT_GT(multiplier, 1.0);
+  EXPECT_LT(r.history.back().gradient_norm, 1e-8);
+  EXPECT_EQ(r.history.back().objective_gradient_norm, norm_at(r.x));
+  EXPECT_GT(r.history.back().objective_gradient_norm, multiplier * (1 - 1e-6));
+}
+
 /// f = cosh(2(x - 1)) + (y - 1)² "cannot be evaluated" beyond x = 1.2 (it
 /// throws, like an ODE that blows up). From (0, 0) the quasi-Newton methods'
 /// trial steps overshoot into that region (the curvature grows away from the

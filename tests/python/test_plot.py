@@ -99,7 +99,10 @@ def test_calibration_panels(files):
         np.testing.assert_array_equal(residual[name].get_ydata(), res[sel])
     hist = {ln.get_label(): ln for ln in panels["history"].get_lines()}
     np.testing.assert_array_equal(hist["objective J"].get_ydata(), fh)
-    np.testing.assert_array_equal(hist["|gradient|"].get_ydata(), gh)
+    np.testing.assert_array_equal(hist["TAO residual (not ‖∇J‖)"].get_ydata(), gh)
+    with h5py.File(files["cal"]) as f:
+        jh = f["calibration/objective_gradient_norm_history"][()]
+    np.testing.assert_array_equal(hist["‖∇J‖ (fitted variables)"].get_ydata(), jh)
     np.testing.assert_array_equal(hist["objective J"].get_xdata(), np.arange(len(fh)))
     assert panels["history"].get_yscale() == "log"
     im = panels["correlation"].get_images()[0]
@@ -245,7 +248,7 @@ def test_pde_inversion_history(inversion):
     with h5py.File(inversion[0]) as f:
         a = f["arrays"]
         for label, key in (("objective", "history_objective"), ("misfit", "history_misfit"),
-                           ("|gradient|", "history_gradient_norm")):
+                           ("‖∇J‖", "history_gradient_norm")):
             np.testing.assert_array_equal(hist[label].get_ydata(), a[key][()])
             np.testing.assert_array_equal(hist[label].get_xdata(), a["history_iteration"][()])
     assert panels["history"].get_yscale() == "log"
@@ -272,6 +275,12 @@ def test_pde_inversion_eigenvalues_and_variances(inversion, tmp_path):
     assert names[-5:] == ["field:eigenvector_%d:eigenvector_%d" % (i, i) for i in range(3)] + \
         ["field:sample_%d:sample_%d" % (i, i) for i in range(2)]
     assert "field:eigenvector_3:eigenvector_3" not in panels
+    # The prior mean is one value everywhere: said in the title.
+    with h5py.File(path) as f:
+        mean = f["fields/m_prior_mean/m_prior_mean"][()]
+    assert mean.min() == mean.max()
+    assert "constant %.6g everywhere" % mean.min() in \
+        panels["field:m_prior_mean:m_prior_mean"].get_title().replace("\n", " ")
     # Γ_post = Γ_prior − V D Vᵀ with D ≥ 0: never above the prior's variance.
     assert np.all(variances["m_variance"] <= variances["m_prior_variance"])
     assert variances["m_variance"].mean() < 0.5 * variances["m_prior_variance"].mean()
@@ -365,3 +374,334 @@ def test_cli_json_says_what_was_drawn(files, tmp_path):
     assert r.returncode == 1
     e = json.loads(r.stdout)
     assert e["status"] == "error" and "not.h5" in e["message"]
+
+
+# ---- plots a scientist reads at a glance (issue 36 item 4) and every file kind (item 3) ----
+
+SOURCE = os.environ["COSTATE_SOURCE_DIR"]
+# An equation model whose parameter e does not act (0*e): the data cannot
+# determine it, so it has no standard error and no correlation.
+UNIDENTIFIABLE = """
+model:
+  states: [x, y]
+  equations: {x: "a*x - b*x*y", y: "-c*y + d*x*y + 0*e"}
+parameters: {a: 1.5, b: 1.0, c: 3.0, d: 1.0, e: 1.0}
+initial_state: {x: 1.0, y: 1.0}
+time: {start: 0.0, end: 10.0, output_every: 0.25}
+integrator: {method: rk4, dt: 0.01}
+calibration:
+  parameters: {a: {lower: 0.1, upper: 10}, e: {lower: 0.1, upper: 10}}
+  data: {file: %s, noise: {x: 0.1, y: 0.1}}
+""" % os.path.join(SOURCE, "data", "synthetic", "lotka_volterra.csv")
+
+
+@pytest.fixture(scope="module")
+def more_files(tmp_path_factory):
+    """The other kinds costate writes: an unconverged calibration (4
+    iterations), fits with one and all parameters unidentifiable, Robertson
+    to 4e7, a PDE run, a stochastic fit."""
+    d = tmp_path_factory.mktemp("kinds")
+    out = {k: str(d / (k + ".h5")) for k in ("unconverged", "partly", "none", "robertson",
+                                               "pde_run", "stochastic")}
+    out["table_csv"], out["table_tsv"] = str(d / "lv.csv"), str(d / "robertson.tsv")
+    costate("run", os.path.join(EXAMPLES, "lotka_volterra.yaml"), "-o", out["table_csv"])
+    costate("run", os.path.join(EXAMPLES, "robertson_stiff.yaml"), "-o", out["table_tsv"])
+    cal = os.path.join(EXAMPLES, "lotka_volterra_calibration.yaml")
+    r = subprocess.run([CLI, "calibrate", cal, "--set", "calibration.optimizer.max_iterations=4",
+                        "-o", out["unconverged"], "-q"], env=cli_env(), stdout=subprocess.DEVNULL)
+    assert r.returncode == 2  # not converged: the exit status says so
+    yaml = d / "unidentifiable.yaml"
+    yaml.write_text(UNIDENTIFIABLE)
+    costate("calibrate", str(yaml), "-o", out["partly"])
+    costate("calibrate", str(yaml), "--set", "calibration.parameters={e: {lower: 0.1, upper: 10}}",
+            "-o", out["none"])
+    costate("run", os.path.join(EXAMPLES, "robertson_stiff.yaml"), "-o", out["robertson"])
+    costate("run", os.path.join(EXAMPLES, "heat2d_kappa.yaml"), "-o", out["pde_run"])
+    costate("calibrate", os.path.join(EXAMPLES, "decay_conditions.yaml"), "--optimizer", "adamw",
+            "--epochs", "30", "--batch", "2", "--learning-rate", "0.05", "--seed", "3",
+            "-o", out["stochastic"])
+    return out
+
+
+def test_history_draws_the_true_gradient_norm(files):
+    """The ‖∇J‖ curve is the norm of the gradient the Python objective
+    returns at the start (the optimizer's variables: log rates here), not
+    TAO's residual (about 10 where ‖∇J‖ is 5e4)."""
+    costate_module = pytest.importorskip("costate._costate", reason="the costate extension is not built")
+    del costate_module
+    import costate
+    q = costate.load(os.path.join(EXAMPLES, "lotka_volterra_calibration.yaml"))
+    f0, g0 = q.objective(q.fit.start)
+    fig, panels = plot.figure(files["cal"])
+    hist = {ln.get_label(): ln for ln in panels["history"].get_lines()}
+    # Same model, data and start: the first iterate's J and ‖∇J‖ to round-off.
+    kSameComputation = 1e-12
+    assert hist["objective J"].get_ydata()[0] == pytest.approx(f0, rel=kSameComputation)
+    assert hist["‖∇J‖ (fitted variables)"].get_ydata()[0] == pytest.approx(np.linalg.norm(g0),
+                                                                         rel=kSameComputation)
+    # bqnls's residual at the start is ~11 where ‖∇J‖ ~ 5e4: the two curves
+    # are different quantities, which the labels now say.
+    assert np.linalg.norm(g0) > 1e3 * hist["TAO residual (not ‖∇J‖)"].get_ydata()[0]
+    plt.close(fig)
+
+
+def test_unconverged_history_is_marked(files, more_files):
+    fig, panels = plot.figure(more_files["unconverged"])
+    ax = panels["history"]
+    with h5py.File(more_files["unconverged"]) as f:
+        fh = f["calibration/objective_history"][()]
+        termination = f["calibration"].attrs["termination"]
+        termination = termination.decode() if isinstance(termination, bytes) else termination
+    mark = [ln for ln in ax.get_lines() if ln.get_label() == "last iterate: not converged"]
+    assert len(mark) == 1
+    np.testing.assert_array_equal(mark[0].get_xdata(), [len(fh) - 1])
+    np.testing.assert_array_equal(mark[0].get_ydata(), [fh[-1]])
+    assert "NOT CONVERGED (%s)" % termination in ax.get_title()
+    assert matplotlib.colors.same_color(ax.title.get_color(), plot.NOT_CONVERGED_COLOUR)
+    plt.close(fig)
+    fig, panels = plot.figure(files["cal"])  # converged: no mark
+    assert not any("not converged" in ln.get_label() for ln in panels["history"].get_lines())
+    assert "NOT CONVERGED" not in panels["history"].get_title()
+    plt.close(fig)
+
+
+def integer_ticks(axis):
+    ticks = axis.get_majorticklocs()
+    lo, hi = axis.get_view_interval()
+    shown = [t for t in ticks if lo - 1e-9 <= t <= hi + 1e-9]
+    return len(shown) >= 2 and all(float(t).is_integer() for t in shown)
+
+
+def test_iteration_and_index_axes_have_integer_ticks(more_files, inversion):
+    fig, panels = plot.figure(more_files["unconverged"])  # 5 iterations: 0.5 steps by default
+    fig.canvas.draw()
+    assert integer_ticks(panels["history"].xaxis)
+    plt.close(fig)
+    fig, panels = plot.figure(inversion[1])
+    fig.canvas.draw()
+    assert integer_ticks(panels["history"].xaxis) and integer_ticks(panels["eigenvalues"].xaxis)
+    plt.close(fig)
+
+
+def test_series_spanning_decades_get_log_axes(files, more_files):
+    fig, panels = plot.figure(more_files["robertson"])
+    ax = panels["trajectory"]
+    with h5py.File(more_files["robertson"]) as f:
+        y, t = f["state"][()], f["time"][()]
+    # Robertson: y2 ~ 1e-10 … 3e-5 beside y1, y3 ~ 1 at geometric times 0.4 … 4e7.
+    assert y.min() > 0 and y.max() / y.min() > 1e3 ** 2
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    for i, ln in enumerate(ax.get_lines()):
+        np.testing.assert_array_equal(ln.get_ydata(), y[:, i])
+        np.testing.assert_array_equal(ln.get_xdata(), t)
+    plt.close(fig)
+    fig, panels = plot.figure(files["run"])  # Lotka–Volterra: 0.2 … 7 on a uniform grid
+    assert (panels["trajectory"].get_xscale(), panels["trajectory"].get_yscale()) == ("linear", "linear")
+    plt.close(fig)
+
+
+def test_hessian_heat_map_is_symmetric_log_and_annotated(files):
+    fig, panels = plot.figure(files["sens"])
+    ax = panels["hessian"]
+    im = ax.get_images()[0]
+    with h5py.File(files["sens"]) as f:
+        H = f["sensitivity/hessian"][()]
+    nonzero = np.abs(H[H != 0])
+    assert nonzero.max() / nonzero.min() > 10 ** plot.DECADES_FOR_SYMLOG_COLOURS
+    assert isinstance(im.norm, matplotlib.colors.SymLogNorm)
+    assert im.norm.linthresh == nonzero.min()
+    # Every cell of the 4 x 4 matrix carries its value to 2 significant
+    # digits ("%.2g": within 5 % of it).
+    kTwoDigits = 0.05
+    cells = [t for t in ax.texts if t.get_gid() == "cell"]
+    assert len(cells) == H.size
+    for t in cells:
+        j, i = (int(round(v)) for v in t.get_position())
+        assert float(t.get_text()) == pytest.approx(H[i, j], rel=kTwoDigits)
+    # The smallest entry's colour differs visibly from 0's (on a linear map
+    # it would be ~1 % of the way to the end).
+    smallest = H.flat[np.argmin(np.abs(H))]
+    assert abs(float(im.norm(smallest)) - 0.5) > 0.1
+    plt.close(fig)
+
+
+def test_unidentifiable_parameters_are_explained_not_drawn_empty(more_files):
+    fig, panels = plot.figure(more_files["partly"])
+    ax = panels["correlation"]
+    np.testing.assert_array_equal(np.asarray(ax.get_images()[0].get_array()), [[1.0]])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a"]
+    assert "not shown: e" in ax.get_title().replace("\n", " ")
+    plt.close(fig)
+    fig, panels = plot.figure(more_files["none"])
+    ax = panels["correlation"]
+    assert ax.get_images() == []
+    note = plot.describe(fig, panels)["panels"][list(panels).index("correlation")]["note"]
+    assert note.startswith("No correlation: the data do not determine e")
+    assert any("do not determine e" in t.get_text().replace("\n", " ") for t in ax.texts)
+    plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def petab_single(tmp_path_factory):
+    if not os.path.isfile(PETAB_CASE):
+        pytest.skip("PEtab test suite not found at %s (configure with -DCOSTATE_PETAB_DIR)"
+                    % PETAB_CASE)
+    out = str(tmp_path_factory.mktemp("petab_single") / "fit.h5")
+    costate("calibrate", PETAB_CASE, "-o", out)
+    return out
+
+
+def test_petab_single_start_draws_the_fit(petab_single):
+    fig, panels = plot.figure(petab_single)
+    assert list(panels) == ["fit"]
+    with h5py.File(petab_single) as f:
+        x, x0 = f["calibration/best_x"][()], f["calibration/initial"][()][0]
+    bars = panels["fit"].patches
+    np.testing.assert_array_equal([b.get_height() for b in bars], np.concatenate([x0, x]))
+    assert [t.get_text() for t in panels["fit"].get_xticklabels()] == ["k1", "k2"]
+    plt.close(fig)
+
+
+KINDS = ["run", "sens", "cal", "pde", "unconverged", "partly", "none", "robertson", "pde_run",
+         "stochastic", "inversion_map", "inversion_posterior", "petab_run", "petab_sensitivity",
+         "petab_single", "petab_multistart", "table_csv", "table_tsv", "petab_table"]
+
+
+@pytest.fixture
+def any_file(request, files, more_files, inversion):
+    kind = request.param
+    if kind in files:
+        return files[kind]
+    if kind in more_files:
+        return more_files[kind]
+    if kind.startswith("inversion"):
+        return inversion[0] if kind == "inversion_map" else inversion[1]
+    if kind.startswith("petab"):
+        if kind == "petab_single":
+            return request.getfixturevalue("petab_single")
+        if kind == "petab_multistart":
+            return request.getfixturevalue("petab_file")
+        run, sens = request.getfixturevalue("petab_run_files")
+        if kind == "petab_table":  # the simulation table `costate run` writes beside its HDF5
+            return os.path.splitext(run)[0] + ".tsv"
+        return run if kind == "petab_run" else sens
+    raise KeyError(kind)
+
+
+@pytest.mark.parametrize("any_file", KINDS, indirect=True)
+def test_every_file_kind_draws_without_overlapping_or_clipped_text(any_file, tmp_path):
+    """`costate plot --json` on every file kind: what it drew (panels with
+    their series, scales and point counts) is the figure's, and no text
+    overlaps another text or another panel, or leaves the figure, at the
+    default size."""
+    import json
+    png = str(tmp_path / "out.png")
+    r = subprocess.run([CLI, "plot", any_file, "-o", png, "--json"], env=cli_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["overlaps"] == [] and j["clipped"] == []
+    fig, panels = plot.figure(any_file)
+    assert [p["name"] for p in j["panels"]] == list(panels)
+    for p in j["panels"]:
+        ax = panels[p["name"]]
+        assert (p["xscale"], p["yscale"]) == (ax.get_xscale(), ax.get_yscale())
+        drawn = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        assert [(s["label"], s["points"]) for s in p["lines"]] == \
+            [(ln.get_label(), len(ln.get_xdata())) for ln in drawn]
+        # A panel draws something or says why not.
+        assert p["lines"] or p["images"] or p["bars"] or p["error_bars"] or p["note"], p["name"]
+    assert j["size_inches"] == [plot.PANEL_INCHES[0] * (1 if len(panels) == 1 else 2),
+                                plot.PANEL_INCHES[1] * -(-len(panels) // (1 if len(panels) == 1 else 2))]
+    plt.close(fig)
+
+
+def test_overlap_check_sees_a_title_running_into_the_panel_above():
+    """The checker itself: a two-row figure whose lower title is pushed up
+    into the upper panel is reported; the same figure laid out is not."""
+    fig, axes = plt.subplots(2, 1, figsize=(6, 6))  # no layout engine to make room
+    axes[0].plot([0, 1], [0, 1])
+    axes[1].set_title("a title")
+    assert plot.text_problems(fig) == {"overlaps": [], "clipped": []}
+    axes[1].set_title("a title", y=1.6)  # axes fraction: into the panel above
+    problems = plot.text_problems(fig)
+    assert ["a title", "the plotting area of axes 0"] in problems["overlaps"]
+    axes[1].set_title("a title", y=1.0)
+    fig.suptitle("x" * 400)  # wider than the figure
+    assert plot.text_problems(fig)["clipped"] == ["x" * 400]
+    plt.close(fig)
+
+
+def test_long_parameter_names_neither_clip_nor_overlap(petab_file, petab_run_files, tmp_path):
+    """Twelve long PEtab ids (as in the benchmark models) on the waterfall's
+    title and the gradient's bars, whose values span 11 decades of both
+    signs: the title wraps inside the figure, the bar labels stand upright
+    without touching, every bar has its own decade on the symmetric-log
+    axis, whose labels are thinned to SYMLOG_LABELLED_DECADES a side."""
+    ids = "".join("k_%s_phosphorylation_rate\n" % c for c in "ABCDEFGHIJKL")
+    waterfall, gradient = str(tmp_path / "ms.h5"), str(tmp_path / "sens.h5")
+    shutil.copy(petab_file, waterfall)
+    shutil.copy(petab_run_files[1], gradient)
+    g = np.array([(-1.0) ** k * 10.0 ** -k for k in range(12)])
+    with h5py.File(waterfall, "r+") as f:
+        f["calibration"].attrs["ids"] = ids
+    with h5py.File(gradient, "r+") as f:
+        del f["gradient"], f["fim"]
+        f["gradient"] = g
+        f["gradient"].attrs["ids"] = ids
+    for path in (waterfall, gradient):
+        fig, panels = plot.figure(path)
+        assert plot.text_problems(fig) == {"overlaps": [], "clipped": []}, path
+        plt.close(fig)
+    fig, panels = plot.figure(waterfall)
+    assert "k_L_phosphorylation_rate" not in panels["waterfall"].get_title()  # the first 4, then …
+    assert "\n" in panels["waterfall"].get_title()
+    plt.close(fig)
+    fig, panels = plot.figure(gradient)
+    ax = panels["gradient"]
+    assert ax.get_yscale() == "symlog"
+    assert ax.yaxis.get_transform().linthresh == np.abs(g).min()
+    lo, hi = ax.get_ylim()
+    assert lo <= g.min() and g.max() <= hi  # negative bars inside the axes too
+    assert len(ax.get_yticks()) <= 2 * plot.SYMLOG_LABELLED_DECADES + 1
+    np.testing.assert_array_equal([b.get_height() for b in ax.patches], g)
+    assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
+    plt.close(fig)
+
+
+def test_tables_costate_writes_are_drawn(more_files, petab_run_files, tmp_path):
+    """`costate run -o T.csv | T.tsv` and a PEtab run's simulation table:
+    the lines are the table's columns."""
+    for path, log in ((more_files["table_csv"], False), (more_files["table_tsv"], True)):
+        data = np.loadtxt(path, delimiter="," if path.endswith(".csv") else "\t", skiprows=1)
+        with open(path) as fh:
+            names = fh.readline().strip().replace("\t", ",").split(",")[1:]
+        fig, panels = plot.figure(path)
+        ax = panels["trajectory"]
+        assert [ln.get_label() for ln in ax.get_lines()] == names
+        for i, ln in enumerate(ax.get_lines()):
+            np.testing.assert_array_equal(ln.get_xdata(), data[:, 0])
+            np.testing.assert_array_equal(ln.get_ydata(), data[:, i + 1])
+        assert (ax.get_yscale() == "log") == log  # Robertson's y2 ~ 1e-10
+        plt.close(fig)
+    table = os.path.splitext(petab_run_files[0])[0] + ".tsv"
+    with h5py.File(petab_run_files[0]) as f:
+        g = f["simulation"]
+        t, h, cond = g["time"][()], g["simulation"][()], g["condition"][()]
+    fig, panels = plot.figure(table)
+    lines = panels["observable obs_a"].get_lines()
+    assert [ln.get_label() for ln in lines] == ["c0 simulated", "c1 simulated"]
+    for c, ln in enumerate(lines):  # the table's numbers are the HDF5 file's
+        rows = np.flatnonzero(cond == c)
+        rows = rows[np.argsort(t[rows], kind="stable")]
+        np.testing.assert_array_equal(ln.get_xdata(), t[rows])
+        np.testing.assert_allclose(ln.get_ydata(), h[rows], rtol=1e-15)
+    plt.close(fig)
+    bad = tmp_path / "other.csv"
+    bad.write_text("a,b\n1,2\n")
+    r = subprocess.run([CLI, "plot", str(bad)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "not a table costate writes" in r.stderr and "other.csv" in r.stderr
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("t,x\n0,1\n1\n")
+    r = subprocess.run([CLI, "plot", str(ragged)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "line 3 has 1 columns, the header 2" in r.stderr

@@ -20,7 +20,9 @@
 //                            initial, lower, upper, prior, log_transformed,
 //                            standard_errors, covariance (p x p), correlation,
 //                            singular_values, unidentifiable, objective_history,
-//                            gradient_norm_history, residual_times,
+//                            gradient_norm_history (TAO's residual),
+//                            objective_gradient_norm_history (‖∇J‖₂ at each
+//                            iterate, in the fitted variables), residual_times,
 //                            residual_states, observed, predicted, residuals;
 //                            attributes objective, rss, sigma2,
 //                            sigma_estimated, n_residuals, iterations,

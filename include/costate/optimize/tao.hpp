@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,7 +80,13 @@ struct Objective {
 struct Iteration {
   int iteration = 0;
   double objective = 0.0;
-  double gradient_norm = 0.0;  ///< of the projected gradient
+  /// TAO's residual (TaoGetSolutionStatus' gnorm): for the bound-constrained
+  /// methods a merit norm of the projected gradient, not ‖∇f‖ — it can be
+  /// 10 where ‖∇f‖ is 5e4.
+  double gradient_norm = 0.0;
+  /// ‖∇f(x_k)‖₂ at the iterate, from the objective_and_gradient call that
+  /// evaluated it (NaN if TAO reports an iterate it never evaluated).
+  double objective_gradient_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct TaoResult {
