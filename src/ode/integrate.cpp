@@ -19,6 +19,7 @@
 #include "costate/ode/steppers/theta.hpp"
 #include "ode/events_internal.hpp"
 #include "costate/ode/support.hpp"
+#include "ode/dae.hpp"
 #include "ode/implicit_system.hpp"
 
 namespace costate::ode::detail {
@@ -55,6 +56,9 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     validate_output_times(outputs, t0, t1);
     return integrate_idas(system, y0, p, t0, t1, options, outputs);
   }
+  COSTATE_CHECK(!(system.has_events() && system.n_algebraic() > 0),
+                "ode::integrate: the model has events and algebraic states: events on a DAE "
+                "(re-initialising the algebraic states after an event) are not supported yet");
   if (system.has_events() && !options.step_watch) {
     // A model with events: the event driver (events.cpp) integrates it in
     // segments, landing on every output time (reported after the events
@@ -84,6 +88,9 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     return sol;
   }
   HostVector y = HostVector::from(y0);
+  // A DAE (bdf, sdirk3, θ: M = diag(I, 0) in their Newton matrix): the
+  // algebraic initial values made consistent with the differential ones.
+  make_consistent(system, p, t0, std::span<double>(y.data(), n), "ode::integrate");
   auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
     system.rhs(t, std::span<const double>(yy.data(), yy.size()), p,
                std::span<double>(dydt.data(), dydt.size()));
