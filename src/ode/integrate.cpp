@@ -56,9 +56,6 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     validate_output_times(outputs, t0, t1);
     return integrate_idas(system, y0, p, t0, t1, options, outputs);
   }
-  COSTATE_CHECK(!(system.has_events() && system.n_algebraic() > 0),
-                "ode::integrate: the model has events and algebraic states: events on a DAE "
-                "(re-initialising the algebraic states after an event) are not supported yet");
   if (system.has_events() && !options.step_watch) {
     // A model with events: the event driver (events.cpp) integrates it in
     // segments, landing on every output time (reported after the events
@@ -73,8 +70,12 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     for (double t : outputs)
       if (t > t0) stops.push_back(t);
     std::size_t j = 0;
+    // A DAE: from consistent initial values (the events re-solve them after
+    // each instant).
+    std::vector<double> x0(y0.begin(), y0.end());
+    make_consistent(system, p, t0, x0, "ode::integrate");
     EventRun run = run_with_events(
-        system, y0, p, t0, t1, options, stops, [&](double t, std::span<const double> x) {
+        system, x0, p, t0, t1, options, stops, [&](double t, std::span<const double> x) {
           while (j < outputs.size() && outputs[j] < t) ++j;
           if (j < outputs.size() && outputs[j] == t) {
             sol.t.push_back(t);

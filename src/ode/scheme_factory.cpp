@@ -180,10 +180,6 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   std::copy(y0.begin(), y0.end(), out.x0.begin());
   // A DAE: x_0's algebraic states made consistent (the sweeps differentiate
   // this solve implicitly: ode/dae.hpp).
-  COSTATE_CHECK(!(system.has_events() && system.n_algebraic() > 0),
-                who << ": the model has events and algebraic states: events on a DAE "
-                       "(re-initialising the algebraic states after an event) are not supported "
-                       "yet");
   detail::make_consistent(system, p, t0, out.x0, who);
   Summary& s = out.summary;
   s.method = options.method;

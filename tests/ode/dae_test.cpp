@@ -475,4 +475,98 @@ TEST(Dae, InitialValuesAreMadeConsistentOrRefusedByName) {
   EXPECT_EQ(gb.wrt_initial_state[2], 0.0);
 }
 
+/// The closed-form DAE with a dose: when x falls through θ (p2), x ← x + c
+/// (p3); z = p1 x² is re-solved from the constraint after the event.
+struct DosedDae {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
+    f[0] = -p[0] * y[0];
+    f[1] = y[1] - p[1] * y[0] * y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {1}; }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    g[0] = y[0] - p[2];
+  }
+  std::size_t n_events() const { return 1; }
+  EventAttributes event_attributes(std::size_t) const { return {.name = "dose"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] < 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = y[0] + p[3];
+  }
+  double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
+    return 0.0;
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {0};
+};
+
+/// J = z(T) + ∫ z dt of DosedDae in closed form: τ = ln(x0/θ)/p0, before τ
+/// z = p1 x0² e^{−2p0 t}, after it p1 (θ + c)² e^{−2p0 (t − τ)}.
+double dosed_closed_form(double x0, double p0, double p1, double th, double c, double T) {
+  const double tau = std::log(x0 / th) / p0, e = std::exp(-2.0 * p0 * (T - tau));
+  const double a = p1 * x0 * x0, b = p1 * (th + c) * (th + c);
+  return b * e + a * (1.0 - std::exp(-2.0 * p0 * tau)) / (2.0 * p0) + b * (1.0 - e) / (2.0 * p0);
+}
+
+TEST(Dae, EventsReSolveTheAlgebraicStatesAndAreDifferentiated) {
+  const double x0 = 1.5, p0 = 0.7, p1 = 2.0, th = 0.6, c = 2.0, T = 3.0;
+  Problem<DosedDae> pr{DosedDae{}, {x0, 0.0}, {p0, p1, th, c}, {0.0, T}};
+  // The closed form's gradient by central differences of the formula
+  // itself (step 1e-6: truncation ~1e-12, round-off ~1e-10 relative).
+  const double u[5] = {p0, p1, th, c, x0};
+  auto Jc = [&](int k, double d) {
+    double v[5] = {u[0], u[1], u[2], u[3], u[4]};
+    v[k] += d;
+    return dosed_closed_form(v[4], v[0], v[1], v[2], v[3], T);
+  };
+  std::vector<double> exact(5);
+  for (int k = 0; k < 5; ++k) exact[static_cast<std::size_t>(k)] = (Jc(k, 1e-6) - Jc(k, -1e-6)) / 2e-6;
+  // bdf at rtol 1e-10: the discrete gradient (the instant located to ulps,
+  // its time derivative by the implicit function theorem) within 1e-6 of
+  // the exact one, as events_test's bdf rows.
+  constexpr double kEventClosedFormRelTol = 1e-6;
+  const IntegratorOptions o{.method = Method::Bdf, .rtol = 1e-10, .atol = 1e-12};
+  const GradientResult a = gradient(pr, AlgebraicCost{}, DiscreteAdjoint{}, o);
+  ASSERT_EQ(a.steps.events().size(), 1u);
+  EXPECT_LT(rel_err(a.objective, Jc(0, 0.0)), kEventClosedFormRelTol);
+  for (std::size_t k = 0; k < 4; ++k)
+    EXPECT_LT(rel_err(a.wrt_parameters[k], exact[k]), kEventClosedFormRelTol) << "p" << k;
+  EXPECT_LT(rel_err(a.wrt_initial_state[0], exact[4]), kEventClosedFormRelTol);
+  EXPECT_EQ(a.wrt_initial_state[1], 0.0);
+  // Forward tangents of the same steps and instant: the transpose.
+  for (const IntegratorOptions& oi : {o, IntegratorOptions{.method = Method::BackwardEuler, .dt = 0.01}}) {
+    const GradientResult ad = gradient(pr, AlgebraicCost{}, DiscreteAdjoint{}, oi);
+    const GradientResult fw = gradient(pr, AlgebraicCost{}, Forward{}, oi, ad.steps);
+    EXPECT_LT(costate::test::max_rel_err(ad.wrt_parameters, fw.wrt_parameters),
+              kAdjointVsForwardRelTol)
+        << to_string(oi.method);
+    EXPECT_LT(rel_err(ad.wrt_initial_state[0], fw.wrt_initial_state[0]), kAdjointVsForwardRelTol)
+        << to_string(oi.method);
+    // Every checkpoint schedule: the same bits.
+    const GradientResult b =
+        gradient(pr, AlgebraicCost{}, DiscreteAdjoint{.checkpointing = Binomial{3}}, oi);
+    EXPECT_EQ(b.wrt_parameters, ad.wrt_parameters) << to_string(oi.method);
+  }
+  // The run: z jumps with x, on the constraint, right after the instant.
+  pr.output_times = {1.0, T};
+  const Solution s = integrate(pr, {.method = Method::Bdf, .rtol = 1e-10, .atol = 1e-12,
+                                    .stop_at_outputs = true});
+  ASSERT_TRUE(s.summary.success()) << s.summary.message;
+  const double tau = std::log(x0 / th) / p0;
+  const double xT = (th + c) * std::exp(-p0 * (T - tau));
+  EXPECT_LT(rel_err(s.state(1)[0], xT), 1e-7);
+  EXPECT_LT(rel_err(s.state(1)[1], p1 * xT * xT), 1e-7);
+}
+
 }  // namespace

@@ -40,7 +40,9 @@
 /// z0 given the differential part, differentiated implicitly:
 /// dz0/dp = −g_z⁻¹ (g_x dx0/dp + g_p)). Refused by name: the explicit
 /// methods (no mass matrix), CVODES (ODEs only), the continuous adjoint and
-/// second order (H·v) on a DAE, and events on a DAE.
+/// second order (H·v) on a DAE. Events on a DAE: the native integrators
+/// re-solve the algebraic states after each instant (InstantJump), the
+/// solve differentiated as z0's; idas refuses events.
 ///
 /// `costate calibrate` needs the gradient of its objective by the chosen
 /// method and the residuals' Jacobian by forward tangents of the same
