@@ -1,4 +1,5 @@
 #include "costate/io/resume.hpp"
+#include "costate/ode/support.hpp"
 
 #include <hdf5.h>
 #include <mpi.h>
@@ -241,6 +242,9 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
   if (events && !resume_path.empty())
     throw Error("--resume " + resume_path + ": the model has events, and `costate run --resume` "
                 "does not continue a run with events yet; run it again without --resume");
+  // A DAE: the recording loop below integrates y' = f alone, so the table's
+  // DAE column decides first (the explicit methods refuse it by name).
+  ode::require(ode::supports_dae(method, cfg.algebraic_states.size()), "costate run");
   if (!resumable(method) || events) {
     if (!resume_path.empty())
       throw Error("--resume " + resume_path + ": integrator.method = " + ode::to_string(method) +

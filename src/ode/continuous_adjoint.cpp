@@ -325,7 +325,8 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   if (system.has_events())
     require(supports_events(SensitivityKind::ContinuousAdjoint, options.method, 1),
             "ode::gradient");
-  require(supports_dae(options.method, system.n_algebraic()), "ode::gradient");
+  require(supports_dae(SensitivityKind::ContinuousAdjoint, options.method, 1, system.n_algebraic()),
+          "ode::gradient");
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (continuous_adjoint): y0 and the System disagree");

@@ -4,6 +4,7 @@
 // rules), the jump of one instant and its linearization (InstantJump), and
 // the scheme decorator that makes every sweep — adjoint, adjoint block,
 // tangents, observed tangents — cross the instants of a plan (EventScheme).
+#include "ode/dae.hpp"
 #include "ode/events_internal.hpp"
 
 #include <algorithm>
@@ -118,6 +119,31 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     chain_[e + 1] = chain_[e];
     for (std::size_t j = 0; j < ex.targets.size(); ++j) chain_[e + 1][ex.targets[j]] = values[j];
   }
+  t_ = t;
+  p_ = p;
+  if (sys_.n_algebraic() > 0) {
+    // A DAE: the updates assign differential states; the algebraic ones
+    // follow from the constraints at x⁺ (a differentiated solve).
+    for (const Exec& ex : exec_)
+      for (const std::size_t j : ex.targets)
+        COSTATE_CHECK(!sys_.algebraic()[j],
+                      "events: " << event_label(*ev_, inst.fired[0]) << " at t = " << time_text(t)
+                                 << " assigns algebraic state " << j
+                                 << "; on a DAE an event assigns differential states and the "
+                                    "algebraic ones are re-solved from the constraints");
+    make_consistent(sys_, p, t, chain_[E], "events (after the instant at t = " + time_text(t) + ")");
+    if (linearize) {
+      const std::size_t w = 1 + n_ + np_;
+      for (const Exec& ex : exec_)
+        for (std::size_t j = 0; j < ex.targets.size(); ++j)
+          for (std::size_t q = 0; q < n_; ++q)
+            COSTATE_CHECK(!sys_.algebraic()[q] || ex.J[j * w + 1 + q] == 0.0,
+                          "events: an update of the instant at t = "
+                              << time_text(t) << " reads algebraic state " << q
+                              << "; derivatives through events on a DAE need updates and "
+                                 "triggers of differential states only (not yet supported)");
+    }
+  }
   std::copy(chain_[E].begin(), chain_[E].end(), x.begin());
   if (!linearize) return;
   f0_.assign(nx_, 0.0);
@@ -138,6 +164,12 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
       t, std::span<const double>(chain_[0]).first(n_), p, ev_->n_roots(), g, jac);
   const std::size_t w = 1 + n_ + np_;
   const double* row = jac.data() + r * w;
+  for (std::size_t q = 0; q < n_ && sys_.n_algebraic() > 0; ++q)
+    COSTATE_CHECK(!sys_.algebraic()[q] || row[1 + q] == 0.0,
+                  "events: root " << r << " (which fired " << event_label(*ev_, inst.fired[0])
+                                  << ") reads algebraic state " << q << " at t = " << time_text(t)
+                                  << "; derivatives through events on a DAE need triggers of "
+                                     "differential states and time only (not yet supported)");
   double gdot = row[0];
   for (std::size_t q = 0; q < n_; ++q) gdot += row[1 + q] * f0_[q];
   COSTATE_CHECK(std::isfinite(gdot) && gdot != 0.0,
@@ -180,12 +212,17 @@ void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const do
   }
   for (std::size_t q = 0; q < nx_; ++q)
     for (std::size_t d = 0; d < m; ++d) S[q * m + d] = D[E][q * m + d] - fE_[q] * dtau[d];
+  // A DAE: z⁺ = z(x⁺, p) (no algebraic state is read above: apply checked).
+  if (sys_.n_algebraic() > 0) ConstraintProjection(sys_, p_).tangent(t_, chain_[E], m, S, P);
 }
 
 void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const {
   COSTATE_CHECK(linearized_, "events: adjoint of an instant applied without linearization");
   const std::size_t E = exec_.size(), w = 1 + n_ + np_;
   std::vector<std::vector<double>> Dbar(E + 1, std::vector<double>(nx_, 0.0));
+  // A DAE: the transpose of z⁺ = z(x⁺, p) first.
+  if (sys_.n_algebraic() > 0)
+    ConstraintProjection(sys_, p_).adjoint(t_, chain_[E], lambda.first(nx_), lambda.first(nx_), mu);
   std::copy(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_), Dbar[E].begin());
   double ctau = 0.0;
   for (std::size_t q = 0; q < nx_; ++q) ctau -= fE_[q] * Dbar[E][q];
@@ -544,6 +581,11 @@ class EventState {
       triggers_at(t, x, sides, now);
       take_new(now);
     }
+    // A DAE: the algebraic states re-solved from the constraints after the
+    // executions (InstantJump::apply does the same in replays).
+    if (executed > 0 && sys_.n_algebraic() > 0)
+      make_consistent(sys_, p_, t, x.first(sys_.n_states()),
+                      "events (after the instant at t = " + time_text(t) + ")");
     roots_at(t, x, g, sides);
     if (executed > 0) settle(t, x, g, sides);
     g_ = g;

@@ -28,6 +28,11 @@ class InstantJump {
   explicit InstantJump(const System& system);
   /// x (n_x) ← x⁺ after `inst`'s executions at t; with `linearize` keeps
   /// what tangent() and adjoint() need (throws for delayed executions).
+  /// A DAE (issue 32): x⁺'s algebraic states are then re-solved from the
+  /// constraints (make_consistent, ode/dae.hpp), and tangent() and
+  /// adjoint() include that solve's implicit derivative; derivatives need
+  /// the locating root and the updates to read no algebraic state (checked,
+  /// refused by name).
   void apply(const EventInstant& inst, double t, std::span<double> x, std::span<const double> p,
              bool linearize);
   /// S (n_x × m, row-major) ← ∂x⁺ S + ∂x⁺/∂p P, the instant's time moving.
@@ -48,6 +53,8 @@ class InstantJump {
   std::vector<std::vector<double>> chain_;
   std::vector<Exec> exec_;
   std::vector<double> f0_, fE_, a_, b_;
+  double t_ = 0.0;
+  std::span<const double> p_;
   bool linearized_ = false;
   std::int64_t rhs_evaluations_ = 0;
 };

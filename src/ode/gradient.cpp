@@ -44,7 +44,7 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
                                const StepPlan& replay) {
   const auto start = std::chrono::steady_clock::now();
   COSTATE_CHECK(system.n_model_states() > 0, "gradient: the problem has no states");
-  require(supports_dae(options.method, system.n_algebraic()), "ode::gradient");
+  require(supports_dae(kind_of(method), options.method, 1, system.n_algebraic()), "ode::gradient");
   const auto* dam = std::get_if<DiscreteAdjoint>(&method);
   const AdjointResume* resume_from = dam ? dam->resume_from.get() : nullptr;
   if (resume_from)
@@ -95,7 +95,8 @@ std::vector<GradientResult> native_gradients(std::span<const System* const> syst
   const auto start = std::chrono::steady_clock::now();
   COSTATE_CHECK(!systems.empty(), "gradients: no objectives (give at least one)");
   COSTATE_CHECK(systems[0]->n_model_states() > 0, "gradients: the problem has no states");
-  require(supports_dae(options.method, systems[0]->n_algebraic()), "ode::gradients");
+  require(supports_dae(SensitivityKind::DiscreteAdjoint, options.method, 1, systems[0]->n_algebraic()),
+          "ode::gradients");
   // 1. The step plan (the first objective's, or replayed) and 2. the scheme
   // on it, as ode::gradient sets them up.
   ReplayedScheme run(*systems[0], y0, p, t0, t1, options, replay, "gradients",

@@ -17,7 +17,8 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
                                           const std::string& method_name,
                                           const IntegratorOptions& options,
                                           const StepPlan& replay) {
-  require(supports_dae(options.method, system.n_algebraic()), "ode::hessian_vector");
+  require(supports_dae(SensitivityKind::DiscreteAdjoint, options.method, 2, system.n_algebraic()),
+          "ode::hessian_vector");
   const auto start = std::chrono::steady_clock::now();
   // 1. The step plan, as ode::gradient chooses it, and 2. the compiled
   // scheme on it (ReplayedScheme: the one set-up). StoreAll: as under

@@ -11,14 +11,13 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/idas.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "ode/dae.hpp"
 #include "ode/sundials_terms.hpp"
 
 namespace costate::ode::detail {
@@ -139,54 +138,6 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
   return sol;
 }
 
-/// The adjoint's jump of a term at (t, y): w = ∂ℓ/∂y (n_x entries) on
-/// the constraint z = z(x, p): g_zᵀ ν = w_z, then the differential part
-/// w_x − g_xᵀ ν into dlambda (algebraic entries 0) and −g_pᵀ ν added to gp.
-/// For an ODE, or a term without z, dlambda = w.
-class JumpProjection {
- public:
-  JumpProjection(const System& system, std::span<const double> p)
-      : system_(system), p_(p), lin_(system) {
-    for (std::size_t i = 0; i < system.n_model_states(); ++i)
-      if (system.algebraic()[i]) z_.push_back(i);
-  }
-  void operator()(double t, const double* y, std::span<const double> w, double* dlambda,
-                  std::span<double> gp) {
-    const std::size_t nx = system_.n_states(), n = system_.n_model_states();
-    const std::size_t np = system_.n_parameters(), m = z_.size();
-    std::copy(w.begin(), w.end(), dlambda);
-    bool on_z = false;
-    for (std::size_t r : z_) on_z |= w[r] != 0.0;
-    if (!on_z) return;
-    lin_.at(t, std::span<const double>(y, nx), p_);
-    J_.resize(nx * (n + np));
-    lin_.jacobian(J_);  // column-major nx × (n + np)
-    Eigen::MatrixXd gzT(m, m);
-    Eigen::VectorXd wz(m);
-    for (std::size_t a = 0; a < m; ++a) {
-      wz(static_cast<Eigen::Index>(a)) = w[z_[a]];
-      for (std::size_t b = 0; b < m; ++b)  // (g_zᵀ)(a, b) = g_z(b, a) = F_y(z_b, z_a)
-        gzT(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = J_[z_[a] * nx + z_[b]];
-    }
-    const Eigen::VectorXd nu = gzT.partialPivLu().solve(wz);
-    for (std::size_t j = 0; j < n + np; ++j) {
-      double s = 0.0;
-      for (std::size_t b = 0; b < m; ++b) s += J_[j * nx + z_[b]] * nu(static_cast<Eigen::Index>(b));
-      if (j < n)
-        dlambda[j] = system_.algebraic()[j] ? 0.0 : w[j] - s;
-      else
-        gp[j - n] -= s;
-    }
-  }
-
- private:
-  const System& system_;
-  std::span<const double> p_;
-  Linearization lin_;
-  std::vector<std::size_t> z_;
-  std::vector<double> J_;
-};
-
 GradientResult idas_gradient(const System& system, std::span<const double> y0,
                              std::span<const double> p, double t0, double t1,
                              const IdasAdjoint* adjoint, IntegratorOptions options) {
@@ -241,7 +192,9 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
     //     stops, F_yᵀλ and F_pᵀλ from the System.
     result.method = "idas_adjoint(steps " + std::to_string(adjoint->steps) + ")";
     std::vector<double> mu_terms(np, 0.0), lambda, mu, w(na);
-    JumpProjection project(system, p);
+    // The jumps on the constraint z = z(x, p) (ode/dae.hpp, shared with the
+    // native schemes' initial point).
+    ConstraintProjection project(system, p);
     idas::adjoint(
         dae, settings, *adjoint, t0, y, stops,
         [&](std::size_t k, double t, const double* yy, double* dl) {
@@ -249,7 +202,8 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
           std::fill(w.begin(), w.end(), 0.0);
           std::copy(terms.gy.begin(), terms.gy.end(), w.begin());
           if (system.has_running() && k + 1 == K) w[n] = 1.0;
-          project(t, yy, w, dl, terms.gp);
+          project.adjoint(t, std::span<const double>(yy, na), w, std::span<double>(dl, na),
+                          terms.gp);
           for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
         },
         lambda, mu, fwd, bwd, &correction);

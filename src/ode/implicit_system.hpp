@@ -24,6 +24,12 @@
 
 namespace costate::ode::detail {
 
+/// The mass matrix of `sys` as the implicit steppers take it (stage_matrix,
+/// apply_mass): its algebraic-state mask, empty for an ODE (M = I).
+inline std::span<const std::uint8_t> mass_mask(const System& sys) {
+  return sys.n_algebraic() > 0 ? sys.algebraic() : std::span<const std::uint8_t>();
+}
+
 struct SystemRhs {
   const System& system;
   /// f(t, x, p) on doubles, for the steppers that call the model's rhs
@@ -51,6 +57,8 @@ class ModelJacobian<SystemRhs> {
   std::size_t n() const { return n_; }
   std::size_t n_parameters() const { return p_.size(); }
   std::span<const double> parameters() const { return p_; }
+  /// The DAE's algebraic-state mask (M = diag(1 − mask); empty for an ODE).
+  std::span<const std::uint8_t> algebraic() const { return mass_mask(sys_); }
 
   void rhs(double t, std::span<const double> y, std::span<double> out) {
     sys_.rhs(t, y, p_, out);

@@ -19,6 +19,7 @@
 #include "costate/ode/steppers/theta.hpp"
 #include "ode/events_internal.hpp"
 #include "costate/ode/support.hpp"
+#include "ode/dae.hpp"
 #include "ode/implicit_system.hpp"
 
 namespace costate::ode::detail {
@@ -69,8 +70,12 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     for (double t : outputs)
       if (t > t0) stops.push_back(t);
     std::size_t j = 0;
+    // A DAE: from consistent initial values (the events re-solve them after
+    // each instant).
+    std::vector<double> x0(y0.begin(), y0.end());
+    make_consistent(system, p, t0, x0, "ode::integrate");
     EventRun run = run_with_events(
-        system, y0, p, t0, t1, options, stops, [&](double t, std::span<const double> x) {
+        system, x0, p, t0, t1, options, stops, [&](double t, std::span<const double> x) {
           while (j < outputs.size() && outputs[j] < t) ++j;
           if (j < outputs.size() && outputs[j] == t) {
             sol.t.push_back(t);
@@ -84,6 +89,9 @@ Solution integrate_system(const System& system, std::span<const double> y0,
     return sol;
   }
   HostVector y = HostVector::from(y0);
+  // A DAE (bdf, sdirk3, θ: M = diag(I, 0) in their Newton matrix): the
+  // algebraic initial values made consistent with the differential ones.
+  make_consistent(system, p, t0, std::span<double>(y.data(), n), "ode::integrate");
   auto rhs = [&](double t, const HostVector& yy, const HostVector& dydt) {
     system.rhs(t, std::span<const double>(yy.data(), yy.size()), p,
                std::span<double>(dydt.data(), dydt.size()));

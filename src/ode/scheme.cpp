@@ -11,6 +11,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/explicit_rk.hpp"
 #include "costate/ode/snapshot_store.hpp"
+#include "ode/dae.hpp"
 
 namespace costate::ode {
 
@@ -947,6 +948,14 @@ std::vector<SweepOutcome> lanes_sweep(std::span<const System* const> systems, Sc
     throw;
   }
   if (store) stats.disk_snapshots = store->disk_writes();
+  // A DAE: x_0's algebraic states are z(x0, p) (ode/dae.hpp), so λ_0 is
+  // carried onto the differential initial values and the parameters.
+  for (AdjointLane& lane : lanes)
+    if (lane.sys->n_algebraic() > 0) {
+      const std::span<double> l0 = std::span<double>(lane.lambda).first(lane.sys->n_states());
+      detail::ConstraintProjection(*lane.sys, p).adjoint(steps.times().front(), x0, l0, l0,
+                                                         lane.mu);
+    }
   std::vector<SweepOutcome> out(lanes.size());
   for (std::size_t j = 0; j < lanes.size(); ++j) {
     SweepOutcome& o = out[j];
@@ -1009,6 +1018,7 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan&
   double J = 0.0;
   std::int64_t passes = 0;
   std::vector<double> x(nx), xn(nx), S, Sn, P;
+  detail::ConstraintProjection project(system, p);
   for (std::size_t first = 0; first < std::max<std::size_t>(m, 1); first += kTangentBlock) {
     ++passes;
     const std::size_t b = std::min(kTangentBlock, m - std::min(m, first));
@@ -1023,6 +1033,7 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan&
       else
         S[(dir - np) * w + d] = 1.0;
     }
+    project.tangent(steps.times().front(), x0, w, S, P);  // a DAE's z0 = z(x0, p)
     std::copy(x0.begin(), x0.end(), x.begin());
     double Jb = 0.0;
     // Adds a term's value and its derivative along the block's directions.

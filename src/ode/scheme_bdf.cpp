@@ -24,7 +24,8 @@ class Bdf final : public Scheme {
         newton_(jac_, opt.newton_tol, opt.newton_max_iterations), times_(times),
         orders_(orders), atol_(detail::atol_vector(opt, nx_)), rtol_(opt.rtol),
         kappa_(detail::replay_kappa(opt)), r_(nx_), pred_(nx_), w_(nx_), f_(nx_),
-        next_(kWindow * nx_), solve_(nx_) {
+        next_(kWindow * nx_), solve_(nx_, detail::mass_mask(sys)),
+        alg_(detail::mass_mask(sys)) {
     COSTATE_CHECK(times.size() >= 2, "bdf scheme: needs at least one step");
     COSTATE_CHECK(orders.size() + 1 == times.size(),
                   "bdf scheme: replaying bdf steps needs one order per step "
@@ -132,10 +133,13 @@ class Bdf final : public Scheme {
                 lambda.begin() + (s + 2) * static_cast<std::ptrdiff_t>(nx_),
                 lambda.begin() + s * static_cast<std::ptrdiff_t>(nx_));
     std::fill(lambda.begin() + (kWindow - 1) * static_cast<std::ptrdiff_t>(nx_), lambda.end(), 0.0);
+    // The window enters through M Σ α_j y_j: a DAE's algebraic entries of
+    // m do not reach it (M m).
     for (int j = 1; j <= k; ++j)
       for (std::size_t q = 0; q < nx_; ++q)
-        lambda[static_cast<std::size_t>(j - 1) * nx_ + q] +=
-            alpha[static_cast<std::size_t>(j - 1)] * m[static_cast<Eigen::Index>(q)];
+        if (alg_.empty() || !alg_[q])
+          lambda[static_cast<std::size_t>(j - 1) * nx_ + q] +=
+              alpha[static_cast<std::size_t>(j - 1)] * m[static_cast<Eigen::Index>(q)];
     detail::add_transposed_product(JP, nn, npp, m.data(), g, mu.data());
   }
 
@@ -157,8 +161,15 @@ class Bdf final : public Scheme {
     const Eigen::MatrixXd& JP = jac_.state_parameters(times_[i + 1], xn.first(nx_));
     ++lin_;
     rhs_m_ = g * (JP.rightCols(npp) * Pm);
-    for (int j = 1; j <= k; ++j) rhs_m_ += alpha[static_cast<std::size_t>(j - 1)] * Sm.middleRows((j - 1) * nn, nn);
-    M_ = Eigen::MatrixXd::Identity(nn, nn) - g * JP.leftCols(nn);
+    if (alg_.empty()) {
+      for (int j = 1; j <= k; ++j) rhs_m_ += alpha[static_cast<std::size_t>(j - 1)] * Sm.middleRows((j - 1) * nn, nn);
+    } else {  // a DAE: (M − hβ J) S'[0] = M Σ_j α_j S[j−1] + hβ f_p P
+      sum_m_.setZero(nn, mm);
+      for (int j = 1; j <= k; ++j) sum_m_ += alpha[static_cast<std::size_t>(j - 1)] * Sm.middleRows((j - 1) * nn, nn);
+      for (std::size_t q = 0; q < nx_; ++q)
+        if (!alg_[q]) rhs_m_.row(static_cast<Eigen::Index>(q)) += sum_m_.row(static_cast<Eigen::Index>(q));
+    }
+    detail::stage_matrix(M_, g, JP.leftCols(nn), alg_);
     lu_.compute(M_);
     for (int s = kWindow - 1; s >= 1; --s) Snm.middleRows(s * nn, nn) = Sm.middleRows((s - 1) * nn, nn);
     Snm.topRows(nn) = lu_.solve(rhs_m_);
@@ -188,6 +199,7 @@ class Bdf final : public Scheme {
       double r = 0.0;
       for (int j = 1; j <= k; ++j)
         r += alpha[static_cast<std::size_t>(j - 1)] * S[static_cast<std::size_t>(j - 1) * nx_ + q];
+      if (!alg_.empty() && alg_[q]) r = 0.0;  // a DAE: M Σ_j α_j S[j−1]
       double fp = 0.0;
       for (std::size_t c = 0; c < np_; ++c) fp += jp[(nx_ + c) * nx_ + q] * P[c];
       md_[static_cast<Eigen::Index>(q)] = r + g * fp;
@@ -281,9 +293,10 @@ class Bdf final : public Scheme {
  private:
   detail::StepCache cache_;
   detail::TransposedSolve solve_;
+  std::span<const std::uint8_t> alg_;  // a DAE's mass matrix (empty: an ODE)
   std::span<const double> forward_states_;
   bool use_forward_ = false;
-  Eigen::MatrixXd rhs_m_, M_;
+  Eigen::MatrixXd rhs_m_, M_, sum_m_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   std::int64_t lin_ = 0;
   // Second order (adjoint_tangent; tangent1's [J | f_p] at y_{i+1}, kept

@@ -10,6 +10,7 @@
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/steppers/bdf.hpp"
+#include "ode/dae.hpp"
 #include "ode/events_internal.hpp"
 
 namespace costate::ode {
@@ -177,6 +178,9 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   ReplaySetup out;
   out.x0.assign(nx, 0.0);
   std::copy(y0.begin(), y0.end(), out.x0.begin());
+  // A DAE: x_0's algebraic states made consistent (the sweeps differentiate
+  // this solve implicitly: ode/dae.hpp).
+  detail::make_consistent(system, p, t0, out.x0, who);
   Summary& s = out.summary;
   s.method = options.method;
   if (replay.empty() && system.has_events()) {
@@ -278,6 +282,7 @@ ObservedTangents observed_tangents(const System& system, Scheme& scheme, const S
   out.states.assign(K * n, 0.0);
   out.tangents.assign(K * n * m, 0.0);
   std::vector<double> x(nx), xn(nx), S, Sn, P;
+  detail::ConstraintProjection project(system, p);
   for (std::size_t first = 0; first < m; first += kTangentBlock) {
     const std::size_t b = std::min(kTangentBlock, m - first);
     S.assign(nx * b, 0.0);
@@ -290,6 +295,7 @@ ObservedTangents observed_tangents(const System& system, Scheme& scheme, const S
       else
         S[(dir - np) * b + d] = 1.0;
     }
+    project.tangent(steps.times().front(), x0, b, S, P);  // a DAE's z0 = z(x0, p)
     std::copy(x0.begin(), x0.end(), x.begin());
     std::size_t k = 0;
     auto record = [&](std::size_t i) {

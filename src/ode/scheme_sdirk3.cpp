@@ -19,7 +19,7 @@ class Sdirk3 final : public Scheme {
       : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), p_(p),
         st_(rhs_, p, nx_, opt.newton_tol, opt.newton_max_iterations, opt.rtol,
             detail::atol_vector(opt, nx_), detail::replay_kappa(opt)),
-        jac_(rhs_, p, nx_), times_(times), tmp_(nx_), solve_(nx_),
+        jac_(rhs_, p, nx_), times_(times), tmp_(nx_), solve_(nx_, detail::mass_mask(sys)),
         kbar_(static_cast<Eigen::Index>(nx_), 3), ybar_(static_cast<Eigen::Index>(nx_)),
         pbar_(static_cast<Eigen::Index>(np_)) {
     COSTATE_CHECK(times.size() >= 2, "sdirk3 scheme: needs at least one step");
@@ -111,7 +111,7 @@ class Sdirk3 final : public Scheme {
       arg_ = Sm;
       for (int j = 0; j < s; ++j) arg_ += h * a[s][j] * K_[static_cast<std::size_t>(j)];
       rhs_m_ = JP.leftCols(nn) * arg_ + JP.rightCols(npp) * Pm;
-      M_ = Eigen::MatrixXd::Identity(nn, nn) - h * gamma * JP.leftCols(nn);
+      detail::stage_matrix(M_, h * gamma, JP.leftCols(nn), jac_.algebraic());
       lu_.compute(M_);
       K_[static_cast<std::size_t>(s)] = lu_.solve(rhs_m_);
       Snm += h * b[s] * K_[static_cast<std::size_t>(s)];

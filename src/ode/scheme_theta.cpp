@@ -20,16 +20,18 @@ class Theta final : public Scheme {
         tol_(opt.newton_tol), max_iter_(opt.newton_max_iterations), jac_({sys}, p, nx_),
         fn_(nx_), f_(nx_), g_(nx_), next_(nx_), tmp_(nx_),
         A_(static_cast<Eigen::Index>(nx_), static_cast<Eigen::Index>(nx_)),
-        lu_(static_cast<Eigen::Index>(nx_)), solve_(nx_),
-        pbar_(static_cast<Eigen::Index>(np_)), pbard_(static_cast<Eigen::Index>(np_)) {
+        lu_(static_cast<Eigen::Index>(nx_)), solve_(nx_, detail::mass_mask(sys)),
+        pbar_(static_cast<Eigen::Index>(np_)), pbard_(static_cast<Eigen::Index>(np_)),
+        alg_(detail::mass_mask(sys)) {
     COSTATE_CHECK(times.size() >= 2, "θ scheme: needs at least one step");
   }
 
   std::size_t state_size() const override { return nx_; }
   std::size_t steps() const override { return times_.size() - 1; }
 
-  // Newton on G(z) = z − x − h(1−θ) f(t, x) − hθ f(t + h, z), from the
-  // explicit Euler predictor, J re-evaluated at every iterate.
+  // Newton on G(z) = M (z − x − h(1−θ) f(t, x)) − hθ f(t + h, z) (M = I
+  // for an ODE; a DAE's algebraic rows −hθ f(t + h, z)), from the explicit
+  // Euler predictor, J re-evaluated at every iterate.
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
     const double t = times_[i], h = times_[i + 1] - t;
     jac_.rhs(t, x, fn_);
@@ -44,8 +46,9 @@ class Theta final : public Scheme {
       for (std::size_t q = 0; q < nx_; ++q)
         g_[static_cast<Eigen::Index>(q)] =
             xn[q] - x[q] - h * (1.0 - theta_) * fn_[q] - h * theta_ * f_[q];
-      A_.setIdentity();
-      A_.noalias() -= (h * theta_) * jac_.state(t + h, xn).leftCols(nn);
+      for (std::size_t q = 0; q < alg_.size(); ++q)
+        if (alg_[q]) g_[static_cast<Eigen::Index>(q)] = -(h * theta_) * f_[q];
+      detail::stage_matrix(A_, h * theta_, jac_.state(t + h, xn).leftCols(nn), alg_);
       lu_.compute(A_);
       delta_ = lu_.solve(g_);
       double change = 0.0, finite = 0.0;
@@ -90,11 +93,13 @@ class Theta final : public Scheme {
     ++lin_;
     jp_index_ = static_cast<std::int64_t>(i);
     for (std::size_t q = 0; q < nx_; ++q) lambda[q] = m[static_cast<Eigen::Index>(q)];
+    // A DAE: x_i enters through M (x_i + h(1−θ) f(t, x_i)): λ ← M m + h(1−θ) J_xᵀ M m.
+    detail::apply_mass(alg_, lambda.data());
     if (theta_ < 1.0) {
-      detail::add_transposed_product(jp_next_, 0, nn, m.data(), h * (1.0 - theta_),
-                                     lambda.data());
-      detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * (1.0 - theta_),
-                                     pbar_.data());
+      const double* mm = alg_.empty() ? m.data() : lambda.data();
+      if (!alg_.empty()) mass_m_.assign(mm, mm + nx_), mm = mass_m_.data();
+      detail::add_transposed_product(jp_next_, 0, nn, mm, h * (1.0 - theta_), lambda.data());
+      detail::add_transposed_product(jp_next_, nn, npp, mm, h * (1.0 - theta_), pbar_.data());
     }
     for (std::size_t j = 0; j < np_; ++j) mu[j] += pbar_[static_cast<Eigen::Index>(j)];
     if (!instants_.at(i)) next_.reversed(i, x);
@@ -143,11 +148,12 @@ class Theta final : public Scheme {
       Eigen::VectorXd& pbar = pbars_[j];
       std::span<double> lambda = lambdas[j];
       for (std::size_t q = 0; q < nx_; ++q) lambda[q] = m[static_cast<Eigen::Index>(q)];
+      detail::apply_mass(alg_, lambda.data());  // a DAE: as adjoint()
       if (theta_ < 1.0) {
-        detail::add_transposed_product(jp_next_, 0, nn, m.data(), h * (1.0 - theta_),
-                                       lambda.data());
-        detail::add_transposed_product(jp_next_, nn, npp, m.data(), h * (1.0 - theta_),
-                                       pbar.data());
+        const double* mm = alg_.empty() ? m.data() : lambda.data();
+        if (!alg_.empty()) mass_m_.assign(mm, mm + nx_), mm = mass_m_.data();
+        detail::add_transposed_product(jp_next_, 0, nn, mm, h * (1.0 - theta_), lambda.data());
+        detail::add_transposed_product(jp_next_, nn, npp, mm, h * (1.0 - theta_), pbar.data());
       }
       for (std::size_t q = 0; q < np_; ++q) mus[j][q] += pbar[static_cast<Eigen::Index>(q)];
     }
@@ -157,7 +163,7 @@ class Theta final : public Scheme {
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
                std::span<const double> S, std::span<double> Sn,
                std::span<const double> P) override {
-    if (m == 1 && detail::TangentPass::available(sys_)) {
+    if (m == 1 && alg_.empty() && detail::TangentPass::available(sys_)) {
       tangent1(i, x, xn, S, Sn, P);
       return;
     }
@@ -171,11 +177,21 @@ class Theta final : public Scheme {
     step(i, x, xn);
     const Eigen::MatrixXd& J1 = jac_.state_parameters(times_[i + 1], xn);
     lin_ += 2;
-    Eigen::MatrixXd rhs = Sm + (h * theta_) * (J1.rightCols(npp) * Pm);
-    if (theta_ < 1.0)
-      rhs += (h * (1.0 - theta_)) * (tjp_.leftCols(nn) * Sm + tjp_.rightCols(npp) * Pm);
-    A_.setIdentity();
-    A_.noalias() -= (h * theta_) * J1.leftCols(nn);
+    Eigen::MatrixXd rhs;
+    if (alg_.empty()) {
+      rhs = Sm + (h * theta_) * (J1.rightCols(npp) * Pm);
+      if (theta_ < 1.0)
+        rhs += (h * (1.0 - theta_)) * (tjp_.leftCols(nn) * Sm + tjp_.rightCols(npp) * Pm);
+    } else {
+      // A DAE: (M − hθ J') S' = M (S + h(1−θ)(J S + f_p P)) + hθ f_p' P.
+      rhs = Sm;
+      if (theta_ < 1.0)
+        rhs += (h * (1.0 - theta_)) * (tjp_.leftCols(nn) * Sm + tjp_.rightCols(npp) * Pm);
+      for (std::size_t q = 0; q < nx_; ++q)
+        if (alg_[q]) rhs.row(static_cast<Eigen::Index>(q)).setZero();
+      rhs += (h * theta_) * (J1.rightCols(npp) * Pm);
+    }
+    detail::stage_matrix(A_, h * theta_, J1.leftCols(nn), alg_);
     lu_.compute(A_);
     detail::RowMap(Sn.data(), nn, mm) = lu_.solve(rhs);
     tjp_ = J1;
@@ -304,6 +320,8 @@ class Theta final : public Scheme {
   std::optional<detail::SystemJacobianTangent> second_;
   std::optional<detail::TangentPass> pass_;  // tangent1
   std::vector<double> b_, d_;
+  std::span<const std::uint8_t> alg_;  // a DAE's mass matrix (empty: an ODE)
+  std::vector<double> mass_m_;         // M m (a DAE's adjoint)
   std::int64_t jp_index_ = -1, tjp_index_ = -1, lin_ = 0;
 };
 

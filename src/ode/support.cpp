@@ -208,14 +208,47 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "or cvodes_forward (cvodes_bdf, cvodes_adams)"};
 }
 
+namespace {
+/// The integrators with a mass matrix M = diag(I, 0): the native implicit
+/// schemes (their one Newton matrix, implicit_common.hpp) and IDAS.
+bool integrates_dae(Method m) {
+  return m == Method::Bdf || m == Method::Sdirk3 || m == Method::BackwardEuler ||
+         m == Method::CrankNicolson || is_idas(m);
+}
+std::vector<std::string> dae_integrators() {
+  std::vector<std::string> names;
+  for (Method m : all_methods())
+    if (integrates_dae(m)) names.push_back(to_string(m));
+  return names;
+}
+}  // namespace
+
 Support supports_dae(Method integrator, std::size_t n_algebraic) {
-  // The DAE column of the table: only IDAS has a mass matrix M = diag(I, 0).
-  if (n_algebraic == 0 || is_idas(integrator)) return {.supported = true, .message = {}};
+  if (n_algebraic == 0 || integrates_dae(integrator)) return {.supported = true, .message = {}};
   return {.supported = false,
           .message = "the model has algebraic states (a DAE: " + std::to_string(n_algebraic) +
                      " algebraic), which integrator.method = " + to_string(integrator) +
-                     " does not integrate (it solves ODEs y' = f only): use integrator.method = "
-                     "idas (with sensitivity.method = idas_forward or idas_adjoint for gradients)"};
+                     " does not integrate (it solves ODEs y' = f only): use integrator.method = " +
+                     either(dae_integrators())};
+}
+
+Support supports_dae(SensitivityKind method, Method integrator, int order,
+                     std::size_t n_algebraic) {
+  if (const Support s = supports(method, integrator, order); !s) return s;
+  if (n_algebraic == 0) return {.supported = true, .message = {}};
+  if (const Support s = supports_dae(integrator, n_algebraic); !s) return s;
+  const bool native = method == SensitivityKind::DiscreteAdjoint || method == SensitivityKind::Forward;
+  const bool idas = method == SensitivityKind::IdasForward || method == SensitivityKind::IdasAdjoint;
+  if ((native || idas) && order == 1) return {.supported = true, .message = {}};
+  std::string why = "sensitivity.method = " + to_string(method);
+  if (order == 2) why = "Hessian-vector products (" + why + ")";
+  return {.supported = false,
+          .message = why + " does not differentiate a DAE yet (the model has " +
+                     std::to_string(n_algebraic) +
+                     " algebraic states): DAE gradients are by sensitivity.method = "
+                     "discrete_adjoint or forward with integrator.method = bdf, sdirk3, "
+                     "backward_euler or crank_nicolson, or idas_adjoint / idas_forward with "
+                     "integrator.method = idas"};
 }
 
 void require(const Support& s, std::string_view where) {

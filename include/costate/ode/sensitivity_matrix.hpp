@@ -129,7 +129,8 @@ ResidualSensitivities sensitivity_matrix(const Problem<M>& problem,
   // observations have no running cost) on the plan, its tangents read at
   // the steps landing on the observation times.
   const System system = make_system(problem.model, obs, n, np);
-  require(supports_dae(options.method, system.n_algebraic()), "sensitivity_matrix");
+  require(supports_dae(SensitivityKind::Forward, options.method, 1, system.n_algebraic()),
+          "sensitivity_matrix");
   const std::span<const double> p(problem.p);
   const ReplayedScheme run(system, problem.y0, p, problem.t0(), problem.t1(), options, steps,
                            "sensitivity_matrix");

@@ -26,9 +26,23 @@
 ///     idas_forward        idas                                          1
 ///     idas_adjoint        idas                                          1
 ///
-/// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates):
-/// only integrator.method = idas integrates them (supports_dae); every
-/// other integrator, hence every other row, refuses them by name.
+/// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates,
+/// semi-explicit index 1) — the `supports_dae` column:
+///
+///     integrate          bdf sdirk3 backward_euler crank_nicolson idas
+///     discrete_adjoint   bdf sdirk3 backward_euler crank_nicolson     1
+///     forward            bdf sdirk3 backward_euler crank_nicolson     1
+///     idas_forward, idas_adjoint   idas                               1
+///
+/// The native implicit schemes solve M (y − …) − hγ f = 0 with M =
+/// diag(1 differential, 0 algebraic) in their one Newton matrix (steppers/
+/// implicit_common.hpp), from consistent initial values (a Newton solve for
+/// z0 given the differential part, differentiated implicitly:
+/// dz0/dp = −g_z⁻¹ (g_x dx0/dp + g_p)). Refused by name: the explicit
+/// methods (no mass matrix), CVODES (ODEs only), the continuous adjoint and
+/// second order (H·v) on a DAE. Events on a DAE: the native integrators
+/// re-solve the algebraic states after each instant (InstantJump), the
+/// solve differentiated as z0's; idas refuses events.
 ///
 /// `costate calibrate` needs the gradient of its objective by the chosen
 /// method and the residuals' Jacobian by forward tangents of the same
@@ -120,10 +134,16 @@ Support supports_calibration(SensitivityKind method, Method integrator);
 Support supports_events(SensitivityKind method, Method integrator, int order);
 /// Whether `integrator` integrates a model with `n_algebraic` algebraic
 /// states (n_algebraic > 0: a DAE, System::n_algebraic()): always for an
-/// ODE (0), only idas for a DAE. The message names the integrator and the
-/// fix ("… has algebraic states (a DAE): use integrator.method = idas").
-/// Every integrate / gradient / Hessian entry point asks it.
+/// ODE (0); for a DAE bdf, sdirk3, backward_euler, crank_nicolson and idas.
+/// The message names the integrator and the fix ("… has algebraic states
+/// (a DAE): use integrator.method = bdf, …"). Every integrate entry point
+/// asks it.
 Support supports_dae(Method integrator, std::size_t n_algebraic);
+/// The derivative column for a DAE: the table's answer (supports) and, with
+/// n_algebraic > 0, the combinations that differentiate a DAE (above). Every
+/// gradient / Hessian / sensitivity-matrix entry point asks it.
+Support supports_dae(SensitivityKind method, Method integrator, int order,
+                     std::size_t n_algebraic);
 
 /// Throws costate::Error("<where>: <message>") unless `s` is supported.
 void require(const Support& s, std::string_view where);

@@ -31,6 +31,12 @@
 /// (≤ 0.2 from the second), the third drops the order by one and h by 10;
 /// a Newton failure (with a fresh Jacobian) shortens h by 4.
 ///
+/// DAEs (semi-explicit index 1, M = diag(1 differential, 0 algebraic);
+/// implicit_common.hpp): the step solves M (y_{n+1} − Σ α_j y_{n+1−j}) =
+/// hβ f(t_{n+1}, y_{n+1}), i.e. the constraints at t_{n+1}, and the
+/// algebraic states are left out of E_q (IDA's suppressalg; they follow the
+/// differential ones through the constraints).
+///
 /// Jacobian reuse: J is re-evaluated every 50 steps, after Newton converged
 /// slowly (rate > 0.5), or when Newton fails with an older J; M = I − hβ J is
 /// refactored when hβ moves by more than 30 % from the factored value.
@@ -91,7 +97,8 @@ class BdfStepper {
   BdfStepper(const M& model, std::span<const double> p, std::size_t n, double newton_tol,
              int newton_max_iterations)
       : jac_(model, p, n), newton_(jac_, newton_tol, newton_max_iterations), n_(n),
-        store_(kHistory * n), r_(n), pred_(n), z_(n), e_(n), w_(n), f0_(n) {
+        store_(kHistory * n), r_(n), pred_(n), z_(n), e_(n), w_(n), f0_(n),
+        algebraic_(jac_.algebraic().begin(), jac_.algebraic().end()) {
     for (int i = 0; i < kHistory; ++i) slot_[i] = i;
   }
 
@@ -175,6 +182,7 @@ class BdfStepper {
     const auto yn = point(0);
     const double scale = npts_ == 1 ? 0.5 : 1.0 / (lead(tau, k) * (tn - T_[k]));
     for (std::size_t q = 0; q < n_; ++q) e_[q] = scale * (z_[q] - pred_[q]);
+    detail::apply_mass(algebraic_, e_.data());
     err_ = detail::wrms(e_, w_);
     h_ = h;
     return true;
@@ -217,6 +225,7 @@ class BdfStepper {
       for (int m = 0; m <= q; ++m) pv += wts[m] * point(m + 1)[i];
       e_[i] = scale * (y1[i] - pv);
     }
+    detail::apply_mass(algebraic_, e_.data());
     return detail::wrms(e_, w_);
   }
 
@@ -272,6 +281,7 @@ class BdfStepper {
     predict(tn, k, tn - t);
     const double scale = npts_ == 1 ? 0.5 : 1.0 / (lead(tau, k) * (tn - T_[k]));
     for (std::size_t q = 0; q < n_; ++q) e_[q] = scale * (z_[q] - pred_[q]);
+    detail::apply_mass(algebraic_, e_.data());
     err_ = detail::wrms(e_, w_);
     h_ = h;
     tn_ = tn;
@@ -303,6 +313,7 @@ class BdfStepper {
   detail::ModifiedNewton<M> newton_;
   std::size_t n_;
   std::vector<double> store_, r_, pred_, z_, e_, w_, f0_;
+  std::vector<std::uint8_t> algebraic_;  // a DAE's (empty: an ODE)
   std::array<int, kHistory> slot_{};
   std::array<double, kHistory> T_{};
   int npts_ = 0;

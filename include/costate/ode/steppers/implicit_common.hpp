@@ -8,7 +8,13 @@
 ///   ad::jacobian_forward (which builds its inputs and result every time).
 /// - detail::ModifiedNewton: Newton's method for the implicit equation every
 ///   stage/step of these methods has,
-///       G(z) = z − r − g f(t, z) = 0,        G'(z) = I − g J,
+///       G(z) = M (z − r) − g f(t, z) = 0,    G'(z) = M − g J,
+///   M = I for an ODE; for a semi-explicit index-1 DAE (issue 32: rows of f
+///   that are constraints 0 = g(t, x, z, p), the model's algebraic states)
+///   M = diag(1 differential, 0 algebraic), so those rows read f(t, z) = 0.
+///   The mass matrix enters here and in TransposedSolve only (stage_matrix):
+///   every implicit scheme forms its Newton matrix and its adjoint's and
+///   tangents' solves through them.
 ///   with a Jacobian J and an LU of M = I − g_LU J that are reused across
 ///   stages and steps (modified Newton; up to kSmallLu states a plain
 ///   partial-pivoting LU, above that Eigen's). M is refactored when g has drifted
@@ -52,6 +58,10 @@ class ModelJacobian {
   std::size_t n() const { return n_; }
   std::size_t n_parameters() const { return p_.size(); }
   std::span<const double> parameters() const { return p_; }
+  /// The algebraic-state mask of a DAE (empty: an ODE, M = I). A model
+  /// behind this template is an ODE; ModelJacobian<SystemRhs> reads the
+  /// System's.
+  std::span<const std::uint8_t> algebraic() const { return {}; }
 
   /// f(t, y) into out (counted).
   void rhs(double t, std::span<const double> y, std::span<double> out) {
@@ -103,6 +113,25 @@ class ModelJacobian {
   Eigen::MatrixXd jac_;
 };
 
+/// A = M − g J (M = diag(1 − algebraic), I when `algebraic` is empty: an
+/// ODE), J an n × n expression (J or Jᵀ): the Newton matrix of every
+/// implicit stage and its transpose for the adjoints. For an ODE the same
+/// operations (and bits) as I − g J always had.
+template <class JE>
+inline void stage_matrix(Eigen::MatrixXd& A, double g, const JE& J,
+                         std::span<const std::uint8_t> algebraic) {
+  A.setIdentity(J.rows(), J.cols());
+  for (std::size_t i = 0; i < algebraic.size(); ++i)
+    if (algebraic[i]) A(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(i)) = 0.0;
+  A.noalias() -= g * J;
+}
+
+/// v ← M v (the algebraic entries zeroed; nothing for an ODE).
+inline void apply_mass(std::span<const std::uint8_t> algebraic, double* v) {
+  for (std::size_t i = 0; i < algebraic.size(); ++i)
+    if (algebraic[i]) v[i] = 0.0;
+}
+
 /// Dense LU with partial pivoting of a small n × n matrix, factored in place
 /// (column-major: a[r + c n]) as plain loops, and its solve: Eigen's
 /// dynamic-size LU spends most of its time in set-up on 2×2 … 8×8 systems.
@@ -141,7 +170,8 @@ inline void small_lu_solve(const double* a, Eigen::Index n, const Eigen::Index* 
 }
 
 /// The transposed solves of the implicit steps' adjoints,
-///     (I − g J)ᵀ x = b,   J the left n columns of a [J | f_p] buffer,
+///     (M − g J)ᵀ x = b,   J the left n columns of a [J | f_p] buffer,
+/// (M the mass matrix of `algebraic`, stage_matrix; I for an ODE)
 /// with the matrix, its LU and the result allocated once: factor() builds
 /// and factors (I − g J)ᵀ = I − g Jᵀ directly (no transposed view of an
 /// LU), solve() then allocates nothing. Up to kSmall states the LU is a
@@ -151,22 +181,20 @@ class TransposedSolve {
  public:
   static constexpr std::size_t kSmall = kSmallLu;
 
-  explicit TransposedSolve(std::size_t n)
+  explicit TransposedSolve(std::size_t n, std::span<const std::uint8_t> algebraic = {})
       : n_(static_cast<Eigen::Index>(n)), A_(n_, n_), lu_(n > kSmall ? n_ : 0), x_(n_),
-        piv_(n) {}
+        piv_(n), algebraic_(algebraic.begin(), algebraic.end()) {}
 
   template <class JP>
   void factor(double g, const JP& jp) {
-    A_.setIdentity();
-    A_.noalias() -= g * jp.leftCols(n_).transpose();
+    stage_matrix(A_, g, jp.leftCols(n_).transpose(), algebraic_);
     factor_matrix();
   }
-  /// factor() of I − g J itself (not transposed): solve() then gives
-  /// (I − g J)⁻¹ b — the implicit steps' forward tangents.
+  /// factor() of M − g J itself (not transposed): solve() then gives
+  /// (M − g J)⁻¹ b — the implicit steps' forward tangents.
   template <class JP>
   void factor_untransposed(double g, const JP& jp) {
-    A_.setIdentity();
-    A_.noalias() -= g * jp.leftCols(n_);
+    stage_matrix(A_, g, jp.leftCols(n_), algebraic_);
     factor_matrix();
   }
   /// x = (I − g J)⁻ᵀ b with the last factor(); valid until the next solve.
@@ -194,6 +222,7 @@ class TransposedSolve {
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;
   Eigen::VectorXd x_;
   std::vector<Eigen::Index> piv_;
+  std::vector<std::uint8_t> algebraic_;  // empty: an ODE
 };
 
 /// out[j] += s · Σ_r jp(r, first + j) x[r] for j < count: columns of a
@@ -272,7 +301,8 @@ class ModifiedNewton {
         J_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
         A_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
         lu_(static_cast<Eigen::Index>(n_ > kSmallLu ? n_ : 0)), g_(static_cast<Eigen::Index>(n_)),
-        d_(static_cast<Eigen::Index>(n_)), f_(n_), piv_(n_) {}
+        d_(static_cast<Eigen::Index>(n_)), f_(n_), piv_(n_),
+        algebraic_(jac.algebraic().begin(), jac.algebraic().end()) {}
 
   /// Evaluates J at (t, y) (and refactors at the next solve).
   void evaluate_jacobian(double t, std::span<const double> y) {
@@ -294,12 +324,11 @@ class ModifiedNewton {
   /// Forces a refactorisation with the current J at the next solve.
   void invalidate_factorization() { factored_ = false; }
 
-  /// Makes M = I − g J factored for this g (reusing the LU when g is within
-  /// 30 % of the g it was built with).
+  /// Makes M − g J factored for this g (reusing the LU when g is within
+  /// 30 % of the g it was built with; M the mass matrix, stage_matrix).
   void prepare(double g) {
     if (factored_ && std::abs(g / g_lu_ - 1.0) <= 0.3) return;
-    A_.setIdentity();
-    A_.noalias() -= g * J_;
+    stage_matrix(A_, g, J_, algebraic_);
     if (n_ > kSmallLu)
       lu_.compute(A_);
     else
@@ -315,7 +344,8 @@ class ModifiedNewton {
     x = d_;
   }
 
-  /// Solves z = r + g f(t, z) from the guess in z (overwritten). Returns
+  /// Solves M (z − r) = g f(t, z) from the guess in z (overwritten; for an
+  /// ODE z = r + g f(t, z), for a DAE's algebraic rows f(t, z) = 0). Returns
   /// false when Newton failed; `rate` is the last observed contraction.
   /// With error weights w (1/(atol_i + rtol |y_i|)), the update must also be
   /// below `kappa` in the weighted RMS norm, so that the Newton error is a
@@ -329,6 +359,8 @@ class ModifiedNewton {
       jac_.rhs(t, z, f_);
       for (std::size_t i = 0; i < n_; ++i)
         g_[static_cast<Eigen::Index>(i)] = -(z[i] - r[i] - g * f_[i]);
+      for (std::size_t i = 0; i < algebraic_.size(); ++i)
+        if (algebraic_[i]) g_[static_cast<Eigen::Index>(i)] = g * f_[i];
       lu_solve(g_, d_);
       double change = 0.0, finite = 0.0, weighted = 0.0;
       for (std::size_t i = 0; i < n_; ++i) {
@@ -379,6 +411,7 @@ class ModifiedNewton {
   Eigen::VectorXd g_, d_;
   std::vector<double> f_;
   std::vector<Eigen::Index> piv_;
+  std::vector<std::uint8_t> algebraic_;  // the DAE's mask (empty: an ODE)
   double g_lu_ = 0.0;
   bool have_j_ = false, factored_ = false;
 };

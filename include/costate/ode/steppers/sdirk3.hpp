@@ -34,6 +34,14 @@
 /// reported by cubic Hermite interpolation (order 3) unless
 /// stop_at_outputs lands the steps on them.
 ///
+/// DAEs (M = diag(1 differential, 0 algebraic), implicit_common.hpp): each
+/// stage solves M (Y_i − r_i) = hγ f(Y_i), the constraints at the stage;
+/// the method is stiffly accurate (b = the last row of A), so y_{n+1} = Y_3
+/// satisfies them. The slopes k_i = (Y_i − r_i)/(hγ) are then the stage
+/// derivatives of every state, and the error estimate is
+/// (M − hγJ)⁻¹ M h Σ (b_i − b̂_i) k_i with the algebraic states left out
+/// of its norm.
+///
 /// Discrete adjoint of one step (ode::gradient; the step sizes are constants
 /// of the adjoint): with k̄_i = h b_i λ, for i = 3, 2, 1:
 ///     (I − hγ J(Y_i))ᵀ w_i = k̄_i,   Ȳ_i = J(Y_i)ᵀ w_i,   p̄ += f_p(Y_i)ᵀ w_i,
@@ -157,7 +165,10 @@ class Sdirk3Stepper {
       for (int i = 0; i < kStages; ++i) s += (b[i] - bhat[i]) * K_[static_cast<std::size_t>(i) * n_ + q];
       e_[q] = h_ * s;
     }
+    const std::span<const std::uint8_t> alg = jac_.algebraic();
+    detail::apply_mass(alg, e_.data());
     newton_.solve_in_place(e);
+    detail::apply_mass(alg, e_.data());
     for (std::size_t q = 0; q < n_; ++q)
       w_[q] = 1.0 / (atol[q] + rtol * std::max(std::abs(y[q]), std::abs(y_new[q])));
     return detail::wrms(e_, w_);

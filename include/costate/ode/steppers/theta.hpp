@@ -14,6 +14,10 @@
 ///     (I − h θ J_{n+1})ᵀ μ = λ,
 ///     λ_n = μ + h (1 − θ) J_nᵀ μ,
 ///     p̄ += h θ f_p(n+1)ᵀ μ + h (1 − θ) f_p(n)ᵀ μ.
+/// DAEs (M = diag(1 differential, 0 algebraic), implicit_common.hpp):
+///     M (z − y_n − h (1 − θ) f_n) − h θ f(t_{n+1}, z) = 0,
+/// the constraints at t_{n+1} and, on the differential states, the θ-method
+/// of the state-space form (y_n consistent: f_n is f(t_n, x_n, z(x_n))).
 /// Limitations: dense linear algebra (small and medium systems); fixed step
 /// sizes (the adaptive implicit steppers are steppers/sdirk3.hpp and bdf.hpp).
 
@@ -76,8 +80,10 @@ class ThetaStepper {
       rhs(t + h, z_, f_);
       for (std::size_t i = 0; i < n_; ++i)
         g_[i] = z_[i] - y[i] - h * (1.0 - theta_) * fn_[i] - h * theta_ * f_[i];
-      A_.setIdentity();
-      A_.noalias() -= (h * theta_) * jacobian(t + h, z_).leftCols(nn);
+      const std::span<const std::uint8_t> alg = jac_.algebraic();
+      for (std::size_t i = 0; i < alg.size(); ++i)
+        if (alg[i]) g_[i] = -(h * theta_) * f_[i];
+      detail::stage_matrix(A_, h * theta_, jacobian(t + h, z_).leftCols(nn), alg);
       lu_.compute(A_);
       delta = lu_.solve(Eigen::Map<const Eigen::VectorXd>(g_.data(), nn));
       double change = 0.0, finite = 0.0;
