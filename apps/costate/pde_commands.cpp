@@ -66,6 +66,7 @@ int pde_command(const Environment& env, const PdeArgs& args) {
   // `calibrate`: the parameter-field inversion (pde_invert.cpp). What PETSc
   // cannot index or the machine cannot hold is refused before any work
   // (io/resources.hpp).
+  io::check_same_settings_on_every_rank(env.comm(), cfg);
   io::check_pde_resources(cfg, true, env.size());
   const auto system = std::make_shared<const pde::EquationSystem>(cfg.equations);
   try {

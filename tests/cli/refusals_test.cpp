@@ -74,6 +74,25 @@ TEST_F(RefusalsTest, MessagesCarryNoCheckReportsUnlessDebug) {
   EXPECT_TRUE(has(d.err, ".cpp:")) << d.err;
 }
 
+TEST_F(RefusalsTest, PetscErrorsAreCostateErrorsWithoutPetscsStackOrSourcePaths) {
+  // An unknown TAO type: PETSc printed its raw error stack (configure line,
+  // its source paths) and costate's message ended in "at
+  // ../solvers/petsc/tao_minimize.cpp:233".
+  const std::string in = "calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' -q -tao_type nonsense";
+  const Result r = run(in);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "costate: error: PETSc's TaoSetFromOptions failed: Unable to find requested Tao type nonsense"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "PETSC ERROR")) << r.err;
+  EXPECT_FALSE(has(r.err, ".cpp:")) << r.err;
+  EXPECT_FALSE(has(r.err, "check failed")) << r.err;
+  // --debug keeps the call and where it was made.
+  const Result d = run(in + " --debug");
+  EXPECT_EQ(d.code, 1);
+  EXPECT_TRUE(has(d.err, "[check failed: TaoSetFromOptions(")) << d.err;
+  EXPECT_TRUE(has(d.err, "tao_minimize.cpp:")) << d.err;
+}
+
 // ------------------------------------------------ "ok" means finite
 
 TEST_F(RefusalsTest, NonFiniteGradientIsAnErrorAndNoFileIsWritten) {
