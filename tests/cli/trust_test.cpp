@@ -230,6 +230,40 @@ TEST_F(TrustTest, GradcheckPassesBrunoAtItsOptimum) {
   EXPECT_TRUE(j.contains("warnings"));
 }
 
+TEST_F(TrustTest, PdeGradcheckUsesTheSharedDifferencesAndReportsTheNoiseFloor) {
+  // A heat equation with a parameter c whose effect is ~1e-9 of the rest:
+  // dJ/dc = 1.07e-12 by the adjoint, below what differences of J resolve.
+  // The PDE gradcheck now judges like the ODE and PEtab ones (Richardson
+  // differences, the gradient's norm, their spread): c is reported at the
+  // noise floor instead of carrying a 19 % "relative error" (h = 1e-6
+  // central differences before).
+  write("pde.yaml",
+        "pde:\n  grid: {n: [16, 16], extent: [[0, 1], [0, 1]], boundary: [dirichlet, neumann]}\n"
+        "  fields: [u]\n  parameters: {q0: 2.0, c: 1.0}\n"
+        "  initial: {u: \"exp(-30*((x - 0.3)^2 + (y - 0.6)^2))\"}\n"
+        "  equations: {u: \"0.05*lap(u) + q0*exp(-((x - 0.7)^2 + (y - 0.4)^2)/(2*0.1^2)) + 1e-9*c*u*u\"}\n"
+        "integrator: {method: crank_nicolson, dt: 0.01, steps: 10}\n"
+        "objective:\n  misfit: {u: \"0.2*sin(pi*x)*sin(pi*y)\"}\nsensitivity:\n  method: discrete_adjoint\n");
+  const Result r = run("gradcheck pde.yaml -q --json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["finite_differences"]["at_noise_floor"], Json::array({"c (relative)"})) << r.out;
+  const auto& comps = j["finite_differences"]["components"];
+  EXPECT_TRUE(comps["c (relative)"]["at_noise_floor"].get<bool>());
+  EXPECT_FALSE(comps["q0 (relative)"]["at_noise_floor"].get<bool>());
+  EXPECT_GT(comps["q0 (relative)"]["tolerance"].get<double>(), 0.0);
+  // The resolved components: a linear PDE with fixed steps is smooth to
+  // round-off, and Richardson differences agree to ~1e-10 (measured
+  // 6.7e-11); 1e-8 leaves room, and excludes the floor's noise (0.19 with
+  // plain differences counted it).
+  constexpr double kResolvedRel = 1e-8;
+  EXPECT_LT(j["finite_differences"]["max_rel_error"].get<double>(), kResolvedRel) << r.out;
+  const Result t = run("gradcheck pde.yaml -q");
+  EXPECT_TRUE(has(t.out, "at the noise floor: c (relative)")) << t.out;
+  EXPECT_TRUE(has(t.out, "Richardson-extrapolated")) << t.out;
+}
+
 // ---------------------------------------- 3. convergence stated honestly
 
 TEST_F(TrustTest, OdeCalibrationThatConvergesSaysConverged) {
