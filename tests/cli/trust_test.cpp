@@ -343,6 +343,40 @@ TEST_F(TrustTest, PdeInversionNotConvergedSaysSoInItsPosterior) {
   EXPECT_EQ(attribute("c.h5", "/", "fit_status"), "converged");
 }
 
+TEST_F(TrustTest, PdeInversionStalledAtTheNoiseFloorIsStalledNotNotConverged) {
+  // Newton-CG asked for |g| <= 1e-14 |g0|: it reaches |g| ~ 8e-11 (from
+  // 631) in 8 iterations and then takes steps that J cannot tell apart
+  // from round-off. It ran on to max_iterations and reported
+  // not_converged (exit 2, file partial) — the same as a fit stopped early.
+  // Now: three accepted steps without a J below the best end the search,
+  // and the decrease Newton's last step predicted is compared with J's
+  // round-off (8 eps |J|): stalled, at an optimum.
+  fs::copy(examples("heat2d_inversion.yaml"), dir_ / "inv.yaml");
+  fs::copy(examples("heat2d_inversion_sensors.csv"), dir_ / "heat2d_inversion_sensors.csv");
+  const std::string in = "calibrate inv.yaml -q --set calibration.optimizer.gradient_rtol=1e-14";
+  const Result r = run(in + " --json -o s.h5");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "stalled") << r.out;
+  EXPECT_EQ(j["convergence"]["status"], "stalled");
+  const std::string test = j["convergence"]["test"].get<std::string>();
+  EXPECT_TRUE(has(test, "no decrease of J")) << test;
+  EXPECT_TRUE(has(test, "<= the objective's round-off")) << test;
+  // The same optimum as the converged run (the example's 1e-8): J to 1e-6.
+  const Result c = run("calibrate inv.yaml -q --json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  constexpr double kSameOptimumRel = 1e-6;  // both at |g| <= 1e-8 |g0|
+  const double jc = Json::parse(c.out)["objective"].get<double>();
+  EXPECT_NEAR(j["objective"].get<double>(), jc, kSameOptimumRel * jc);
+  EXPECT_FALSE(j["posterior"].contains("note")) << r.out;
+  EXPECT_EQ(costate::test::read_status(dir_ / "s.h5"), "complete");
+  EXPECT_EQ(attribute("s.h5", "/", "fit_status"), "stalled");
+  const Result t = run(in + " -o t.h5");
+  EXPECT_EQ(t.code, 0);
+  EXPECT_TRUE(has(t.out, "stalled at the integration's noise floor")) << t.out;
+  EXPECT_FALSE(has(t.out, "NOT at a converged optimum")) << t.out;
+}
+
 TEST_F(TrustTest, PetabCalibrationStatesItsStatus) {
   const fs::path yaml = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001" / "_0001.yaml";
   if (!fs::exists(yaml)) GTEST_SKIP() << "PEtab test suite not found at " << yaml;
