@@ -393,4 +393,47 @@ TEST_F(TrustTest, PetabCalibrationStatesItsStatus) {
   EXPECT_EQ(attribute("n.h5", "/calibration", "status"), "partial");
 }
 
+TEST_F(TrustTest, StochasticFitsStateTheirStatusInTheSameVocabulary) {
+  // AdamW by epochs has no convergence test: it printed "status": "ok" and
+  // exit 0 whatever its gradient. Now not_converged (exit 2) with the
+  // reason and the fix (--finish N), in the JSON, the text and the file;
+  // a full-batch finish that meets its test is converged.
+  const std::string input = "calibrate '" + examples("decay_conditions.yaml") + "' -q";
+  const std::string adam = " --optimizer adamw --epochs 40 --batch 3 --learning-rate 0.05 --seed 2";
+  const Result e = run(input + adam + " --json -o e.h5");
+  EXPECT_EQ(e.code, 2) << e.out << e.err;
+  const Json je = Json::parse(e.out);
+  EXPECT_EQ(je["status"], "not_converged");
+  EXPECT_EQ(je["convergence"]["status"], "not_converged");
+  EXPECT_TRUE(has(je["convergence"]["test"].get<std::string>(), "add --finish N")) << e.out;
+  ASSERT_EQ(je["warnings"].size(), 1u) << e.out;
+  EXPECT_TRUE(has(je["warnings"][0].get<std::string>(), "NOT at a converged optimum"));
+  EXPECT_EQ(attribute("e.h5", "/stochastic", "fit_status"), "not_converged");
+  EXPECT_EQ(attribute("e.h5", "/stochastic", "status"), "partial");
+  const Result t = run(input + adam);
+  EXPECT_EQ(t.code, 2);
+  EXPECT_TRUE(has(t.out, "fit: not converged (its epochs done")) << t.out;
+  // With a full-batch finish that converges (TAO's gradient test).
+  const Result f = run(input + adam + " --finish 10 --json -o f.h5");
+  EXPECT_EQ(f.code, 0) << f.out << f.err;
+  const Json jf = Json::parse(f.out);
+  EXPECT_EQ(jf["status"], "ok");
+  EXPECT_EQ(jf["convergence"]["status"], "converged");
+  EXPECT_EQ(jf["convergence"]["test"], "full-batch finish: CONVERGED_GATOL");
+  EXPECT_TRUE(jf["warnings"].empty()) << f.out;
+  EXPECT_EQ(attribute("f.h5", "/stochastic", "fit_status"), "converged");
+  EXPECT_EQ(attribute("f.h5", "/stochastic", "status"), "complete");
+  // A PEtab problem's stochastic fit: the same vocabulary.
+  const fs::path fujita = fs::path(COSTATE_PETAB_DIR) / "benchmark" / "Fujita_SciSignal2010" / "Fujita_SciSignal2010.yaml";
+  if (!fs::exists(fujita)) GTEST_SKIP() << "PEtab benchmark not found at " << fujita;
+  const Result p = run("calibrate '" + fujita.string() +
+                       "' -q --optimizer adamw --epochs 2 --batch 2 --learning-rate 0.02 --json -o p.h5");
+  EXPECT_EQ(p.code, 2) << p.out << p.err;
+  const Json jp = Json::parse(p.out);
+  EXPECT_EQ(jp["status"], "not_converged");
+  EXPECT_EQ(jp["convergence"]["status"], "not_converged");
+  EXPECT_EQ(attribute("p.h5", "/stochastic", "fit_status"), "not_converged");
+  EXPECT_EQ(attribute("p.h5", "/stochastic", "status"), "partial");
+}
+
 }  // namespace
