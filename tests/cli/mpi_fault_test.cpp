@@ -168,6 +168,19 @@ TEST_F(MpiFaultTest, DifferentGridsOnTwoRanksAreACostateErrorNotAPetscHang) {
                "rank 1 has 'integrator.dt: 0.02' where rank 0 has 'integrator.dt: 0.01'");
 }
 
+TEST_F(MpiFaultTest, DeeplyNestedExpressionOnOneRank) {
+  // 30 000 parentheses in rank 1's equation overflowed that rank's stack
+  // (SIGSEGV, the job killed by Open MPI); now its parser refuses the
+  // nesting by name and the job ends with that message.
+  std::string deep = kOde;
+  const std::string eq = "\"a*x - x*y\"";
+  deep.replace(deep.find(eq), eq.size(), "\"" + std::string(30000, '(') + "a*x - x*y" + std::string(30000, ')') + "\"");
+  write("deep.yaml", deep);
+  const auto r = mpmd("sensitivity good.yaml -q -o a.h5", "sensitivity deep.yaml -q -o b.h5");
+  expect_fault(r, "nesting deeper than 1000 levels", 1);
+  EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err.substr(0, 2000);
+}
+
 TEST_F(MpiFaultTest, UnwritableOutputOnOneRank) {
   // ODE runs write on rank 0: an unwritable path there, a fine one on rank 1.
   expect_fault(mpmd("run good.yaml -q -o no/such/dir/a.h5", "run good.yaml -q -o b.h5"),

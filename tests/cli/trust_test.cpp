@@ -393,6 +393,27 @@ TEST_F(TrustTest, PetabCalibrationStatesItsStatus) {
   EXPECT_EQ(attribute("n.h5", "/calibration", "status"), "partial");
 }
 
+TEST_F(TrustTest, DeepPetabFormulasAreRefusedNamingTheTableAndLimit) {
+  // 30 000 parentheses or 100 000 unary minus signs in an observable
+  // formula overflowed the stack (SIGSEGV); the shared expression parser
+  // now refuses them, naming the table, its row and the limit.
+  const fs::path suite = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001";
+  if (!fs::exists(suite / "_0001.yaml")) GTEST_SKIP() << "PEtab test suite not found at " << suite;
+  for (const char* f : {"_0001.yaml", "_model.xml", "_parameters.tsv", "_measurements.tsv", "_conditions.tsv"})
+    fs::copy(suite / f, dir_ / f);
+  const std::string deep[] = {std::string(30000, '(') + "A" + std::string(30000, ')'), std::string(100000, '-') + "A"};
+  for (const std::string& formula : deep) {
+    write("_observables.tsv", "observableId\tobservableFormula\tnoiseFormula\nobs_a\t" + formula + "\t0.5\n");
+    for (const char* command : {"run", "gradcheck", "calibrate"}) {
+      const Result r = run(std::string(command) + " _0001.yaml -q");
+      EXPECT_EQ(r.code, 1) << command << r.err.substr(0, 300);
+      EXPECT_TRUE(has(r.err, "_observables.tsv:2:2 (observableFormula of obs_a)")) << r.err.substr(0, 300);
+      EXPECT_TRUE(has(r.err, "nesting deeper than 1000 levels")) << r.err.substr(0, 300);
+      EXPECT_LT(r.err.size(), 1000u);  // not echoed whole
+    }
+  }
+}
+
 TEST_F(TrustTest, StochasticFitsStateTheirStatusInTheSameVocabulary) {
   // AdamW by epochs has no convergence test: it printed "status": "ok" and
   // exit 0 whatever its gradient. Now not_converged (exit 2) with the
