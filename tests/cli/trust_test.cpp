@@ -414,6 +414,23 @@ TEST_F(TrustTest, DeepPetabFormulasAreRefusedNamingTheTableAndLimit) {
   }
 }
 
+TEST_F(TrustTest, PetabRunWithANonFiniteLlhIsAnErrorNamingTheMeasurement) {
+  // log(A - 10) of a species below 10: `costate run` printed "llh nan" with
+  // "status": "ok" and exit 0, and wrote its files.
+  const fs::path suite = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001";
+  if (!fs::exists(suite / "_0001.yaml")) GTEST_SKIP() << "PEtab test suite not found at " << suite;
+  for (const char* f : {"_0001.yaml", "_model.xml", "_parameters.tsv", "_measurements.tsv", "_conditions.tsv"})
+    fs::copy(suite / f, dir_ / f);
+  write("_observables.tsv", "observableId\tobservableFormula\tnoiseFormula\nobs_a\tlog(A - 10)\t0.5\n");
+  const Result r = run("run _0001.yaml -q --json -o sims.tsv");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "the log-likelihood at the nominal parameters is nan, not a result")) << r.err;
+  EXPECT_TRUE(has(r.err, "line 2 of _measurements.tsv (observable obs_a, time 0)")) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["status"], "error");
+  EXPECT_FALSE(fs::exists(dir_ / "sims.tsv"));
+  EXPECT_FALSE(fs::exists(dir_ / "sims.h5"));
+}
+
 TEST_F(TrustTest, StochasticFitsStateTheirStatusInTheSameVocabulary) {
   // AdamW by epochs has no convergence test: it printed "status": "ok" and
   // exit 0 whatever its gradient. Now not_converged (exit 2) with the
