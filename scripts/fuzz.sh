@@ -75,7 +75,7 @@ for src in "${sources[@]}" "tests/fuzz/${target}_fuzz.cpp"; do
   # header change alters what the fuzzed sources compile to: an object
   # built against an old class layout crashes against the new library).
   if [[ ! -f $obj || $root/$src -nt $obj ||
-        -n $(find "$root/include" -name '*.hpp' -newer "$obj" -print -quit) ]]; then
+        -n $(find "$root/include" "$root/tests/fuzz" -name '*.hpp' -newer "$obj" -print -quit) ]]; then
     echo "fuzz.sh: compiling $src" >&2
     # shellcheck disable=SC2086
     $launcher "$cxx" $cflags $includes -c "$root/$src" -o "$obj"

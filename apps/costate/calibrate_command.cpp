@@ -213,10 +213,11 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
   const bool finite = std::isfinite(r.objective);
-  const int status = completed && finite ? 0 : 2;
-  if (env.rank() != 0) return status;
+  const optimize::FitVerdict verdict = stochastic_verdict(r, options);
   Json j;
-  j["status"] = !completed ? "failed" : (finite ? "ok" : "non_finite");
+  std::vector<std::string> warnings = cfg.warnings;
+  const int status = add_stochastic_verdict(j, verdict, completed, finite, warnings);
+  if (env.rank() != 0) return status;
   j["input"] = path;
   j["optimizer"] = optimize::to_string(options.method);
   j["termination"] = r.termination;
@@ -230,9 +231,11 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   j["optimizer_variables"] = scaled;  // q: log for log-scale quantities
   j["conditions"] = io::condition_count(cfg);
   add_stochastic_json(j, r, options);
-  j["warnings"] = cfg.warnings;
+  j["warnings"] = warnings;
   if (!out.empty()) {
     petab::StochasticFit as_written;
+    as_written.fit_status = optimize::to_string(verdict.status);
+    as_written.convergence = verdict.describe();
     as_written.ids = fit.names;
     as_written.initial = fit.initial;
     as_written.result = r;
@@ -251,9 +254,10 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   if (options.finish_iterations > 0)
     std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
               << (r.finish_converged ? "" : " (not converged)") << "\n";
+  std::cout << "fit: " << verdict.describe() << "\n";
   if (!finite) std::cout << "the final objective is not finite: the fit's result is not usable\n";
   if (!out.empty()) std::cout << "wrote " << out << "\n";
-  std::cout << warnings_text(cfg.warnings);
+  std::cout << warnings_text(warnings);
   return status;
 }
 

@@ -123,11 +123,36 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   const pde::InversionResult r = pde::find_map(misfit, prior, mean, cc.optimizer, [&](const pde::InversionIteration& row) {
     if (env.is_root() && !args.json) print_row(row);
   });
-  // Its status in the calibrations' one vocabulary (optimize/fit_status.hpp);
-  // the gradient's noise is not measured here, so a stop without the
-  // optimizer's test is not_converged.
-  const optimize::FitVerdict verdict =
-      optimize::judge_fit({.converged = r.converged, .reason = r.termination, .gradient_norm = r.gradient_norm});
+  // Its status in the calibrations' one vocabulary (optimize/fit_status.hpp):
+  // a stop without the optimizer's test, because no step decreased J, is
+  // "stalled" when the gradient is at its noise floor — measured, as for
+  // ODE calibrations, as the change of the misfit's gradient at the final
+  // point when the solves' tolerances (KSP, Newton) are tightened
+  // optimize::kTighter-fold (the prior's part is the same in both) — or
+  // when Newton's last predicted decrease is below J's round-off. An
+  // explicit method has no solver tolerance: its gradient noise stays
+  // unmeasured.
+  optimize::FitEnd end{.converged = r.converged,
+                       .reason = r.termination,
+                       .gradient_norm = r.gradient_norm,
+                       .objective = r.objective,
+                       .predicted_decrease = r.predicted_decrease};
+  if (!r.converged && optimize::is_stall_reason(r.termination) && !cfg.explicit_rk) {
+    pde::ThetaOptions tight = cfg.integrator;
+    tight.ksp.rtol *= optimize::kTighter;
+    tight.newton_rtol *= optimize::kTighter;
+    try {
+      pde::Misfit<Model> at_tight(op, tight, u0, pde::Objective::sensors(obs), cc.log_form);
+      auto g_loose = fg.create_global(), g_tight = fg.create_global();
+      (void)misfit.linearize(r.m, g_loose);
+      (void)at_tight.linearize(r.m, g_tight);
+      linear_sum(g_loose, 1.0, g_loose, -1.0, g_tight);
+      end.gradient_noise = l2_norm(g_loose);
+    } catch (const Error&) {
+      // Not solvable at the tighter tolerances: the noise stays unmeasured.
+    }
+  }
+  const optimize::FitVerdict verdict = optimize::judge_fit(end);
   // 4. The state at the MAP point, predictions, the distance to the reference.
   const double phi = misfit.misfit(r.m);
   const std::vector<double> predicted = obs->predictions(misfit.final_state());

@@ -240,6 +240,29 @@ int petab_run(const Environment& env, const CommandArgs& args) {
   if (!args.quiet && !args.json && env.rank() == 0) std::cerr << problem.brief_report() << "\n";
   const petab::Result r = petab::evaluate(problem, problem.nominal_on_scale(), options, env.comm());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // "ok" means finite (issue 35): a NaN or infinite llh is no result — an
+  // error on every rank naming the first measurement whose simulation is
+  // not finite, and no file written.
+  if (!std::isfinite(r.llh)) {
+    std::string where;
+    for (std::size_t i = 0; i < r.simulations.size() && i < problem.measurements.size(); ++i)
+      if (!std::isfinite(r.simulations[i])) {
+        const petab::Measurement& m = problem.measurements[i];
+        std::ostringstream os;
+        os.precision(16);
+        os << ": the simulation of the measurement on line " << m.line << " of "
+           << (m.file < problem.measurement_files.size() ? problem.measurement_files[m.file] : "the measurements")
+           << " (observable " << problem.observables[m.observable].id << ", time " << m.time << ") is "
+           << r.simulations[i] << " — check that observable's formula (log or sqrt of negative values, "
+           << "division by zero) and the model";
+        where = os.str();
+        break;
+      }
+    throw Error(path + ": the log-likelihood at the nominal parameters is " + ::costate::detail::format_value(r.llh) +
+                ", not a result" +
+                (where.empty() ? std::string("; check the noise formulas and the model (nothing written)")
+                               : where + " (nothing written)"));
+  }
   if (env.rank() != 0) return 0;
   petab::write_simulation_table(problem, r, tsv);
   petab::write_result_hdf5(problem, r, h5);

@@ -68,11 +68,12 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   }
   const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
   const bool finite = std::isfinite(fit.llh) && std::isfinite(r.objective);
-  const int status = completed && finite ? 0 : 2;
-  if (env.rank() != 0) return status;
-
+  // Its status in the calibrations' one vocabulary (stochastic_verdict).
+  const optimize::FitVerdict verdict = stochastic_verdict(r, options);
   nlohmann::ordered_json j;
-  j["status"] = !completed ? "failed" : (finite ? "ok" : "non_finite");
+  std::vector<std::string> warnings;
+  const int status = add_stochastic_verdict(j, verdict, completed, finite, warnings);
+  if (env.rank() != 0) return status;
   j["problem"] = path;
   j["optimizer"] = optimize::to_string(options.method);
   j["termination"] = r.termination;
@@ -82,10 +83,14 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   for (std::size_t e = 0; e < fit.ids.size(); ++e) x[fit.ids[e]] = r.x[e];
   j["parameters"] = x;  // on their scales
   add_stochastic_json(j, r, options);
+  j["warnings"] = warnings;
   if (to_json) {
     write_json_file(out, j, {path});
   } else if (!out.empty()) {
-    petab::write_stochastic_hdf5(out, fit, options, path);
+    petab::StochasticFit as_written = fit;
+    as_written.fit_status = optimize::to_string(verdict.status);
+    as_written.convergence = verdict.describe();
+    petab::write_stochastic_hdf5(out, as_written, options, path);
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;
@@ -98,8 +103,10 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
     if (options.finish_iterations > 0)
       std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
                 << (r.finish_converged ? "" : " (not converged)") << "\n";
+    std::cout << "fit: " << verdict.describe() << "\n";
     if (!finite) std::cout << "the final llh is not finite: the fit's result is not usable\n";
     if (!out.empty()) std::cout << "wrote " << out << "\n";
+    std::cout << warnings_text(warnings);
   }
   return status;
 }

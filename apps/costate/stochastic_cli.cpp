@@ -84,6 +84,27 @@ std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Envir
   };
 }
 
+optimize::FitVerdict stochastic_verdict(const optimize::StochasticResult& r,
+                                        const optimize::StochasticOptions& options) {
+  if (options.finish_iterations > 0)
+    return optimize::judge_fit({.converged = r.finish_converged, .reason = "full-batch finish: " + r.finish_termination});
+  const std::string why = r.termination == "early_stopping" ? "early stopping on the validation loss" : "its epochs done";
+  return optimize::judge_fit({.converged = false,
+                              .reason = why + "; a stochastic optimizer has no convergence test: add --finish N "
+                                              "for a full-batch finish that has one"});
+}
+
+int add_stochastic_verdict(nlohmann::ordered_json& j, const optimize::FitVerdict& v, bool completed, bool finite,
+                           std::vector<std::string>& warnings) {
+  j["status"] = !completed ? std::string("failed")
+                : !finite  ? std::string("non_finite")
+                : v.status == optimize::FitStatus::Converged ? std::string("ok")
+                                                              : optimize::to_string(v.status);
+  j["convergence"] = {{"status", optimize::to_string(v.status)}, {"test", v.test}};
+  if (!v.at_optimum()) warnings.push_back("the fit's result is " + v.caveat());
+  return completed && finite && v.at_optimum() ? 0 : 2;
+}
+
 nlohmann::ordered_json json_number(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "costate/optimize/fit_status.hpp"
 #include "costate/optimize/stochastic.hpp"
 
 namespace costate::cli {
@@ -40,6 +41,20 @@ void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticRe
 /// `j` written to `out` (io::write_output_file, never over `keep`).
 void write_json_file(const std::string& out, const nlohmann::ordered_json& j, const std::vector<std::string>& keep);
 
+/// The fit's status in the calibrations' one vocabulary
+/// (optimize/fit_status.hpp): converged only by the full-batch finish's own
+/// test (--finish N); epochs or early stopping alone are not_converged (a
+/// stochastic optimizer has no convergence test), and so is a finish that
+/// stopped without its test (its gradient's noise is not measured here).
+optimize::FitVerdict stochastic_verdict(const optimize::StochasticResult& r,
+                                        const optimize::StochasticOptions& options);
+/// The report's status and exit code from the verdict: "ok" (0) when
+/// converged or stalled at an optimum, else the verdict's name (2);
+/// "failed" / "non_finite" (2) before any verdict. Adds "convergence"
+/// {status, test} to `j`, and the caveat to `warnings` when not at an
+/// optimum.
+int add_stochastic_verdict(nlohmann::ordered_json& j, const optimize::FitVerdict& v, bool completed, bool finite,
+                           std::vector<std::string>& warnings);
 /// The number or null (JSON has no NaN).
 nlohmann::ordered_json json_number(double v);
 

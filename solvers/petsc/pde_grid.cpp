@@ -8,6 +8,8 @@
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "costate/pde/grid.hpp"
 #include "costate/pde/matrix.hpp"
@@ -138,6 +140,34 @@ Grid::Grid(MPI_Comm comm, const GridSpec& spec) : spec_(spec), comm_(comm) {
   spec_.validate();
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
+  // Every rank must pass the same grid: PETSc's DMDA set-up does not check
+  // that and waits for ever (or fails inside) when two ranks differ.
+  {
+    std::vector<double> mine{static_cast<double>(spec_.dim), static_cast<double>(spec_.dof),
+                             static_cast<double>(spec_.stencil_width), spec_.star_stencil ? 1.0 : 0.0,
+                             spec_.dirichlet_value};
+    for (int d = 0; d < 3; ++d) {
+      const auto D = static_cast<std::size_t>(d);
+      mine.insert(mine.end(), {static_cast<double>(spec_.cells[D]), spec_.extent[D][0], spec_.extent[D][1],
+                               static_cast<double>(static_cast<int>(spec_.boundary[D])),
+                               static_cast<double>(spec_.processes[D])});
+    }
+    std::vector<double> low(mine.size()), high(mine.size());
+    MPI_Allreduce(mine.data(), low.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MIN, comm);
+    MPI_Allreduce(mine.data(), high.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX, comm);
+    static const char* const kNames[] = {"dim", "dof", "stencil_width", "star_stencil", "dirichlet_value"};
+    static const char* const kPerDim[] = {"cells", "extent (low)", "extent (high)", "boundary", "processes"};
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (!(low[i] == high[i])) {
+        const std::string what = i < 5 ? kNames[i]
+                                       : std::string(kPerDim[(i - 5) % 5]) + " in the " +
+                                             "xyz"[(i - 5) / 5] + "-direction";
+        throw Error("pde::Grid: the ranks pass different grids: " + what + " ranges from " +
+                    detail::format_value(low[i]) + " to " + detail::format_value(high[i]) +
+                    " across the " + std::to_string(size_) +
+                    " ranks; every rank must build the same grid (collective)");
+      }
+  }
   // Every check below uses only data every rank has, so a bad grid throws
   // on every rank before the first collective PETSc call.
   if (spec_.processes[0] > 0) {

@@ -7,18 +7,25 @@
 #include <string>
 
 #include "costate/core/error.hpp"
+#include "petsc/petsc_runtime.hpp"
 
 namespace costate::detail {
 
-/// Throws costate::Error naming the failed PETSc call, PETSc's message for
-/// the code, and the caller's context.
+/// Throws costate::Error naming the failed PETSc function, PETSc's own
+/// message (captured by the error handler petsc_initialize installs) and its
+/// text for the code. The call and its source location follow as a check
+/// report, which the command line shows only under --debug.
 [[noreturn]] inline void throw_petsc_error(PetscErrorCode code, const char* call, const char* file,
                                            int line) {
   const char* text = nullptr;
   PetscErrorMessage(code, &text, nullptr);
-  throw Error(std::string("PETSc call ") + call + " failed with error code " +
-                  std::to_string(static_cast<int>(code)) + " (" + (text ? text : "no message") +
-                  ") at " + file + ":" + std::to_string(line),
+  std::string function(call);
+  function = function.substr(0, function.find('('));
+  const std::string detail = petsc_last_error_message();
+  throw Error("PETSc's " + function + " failed: " + (detail.empty() ? "" : detail + "; ") +
+                  (text ? text : "no message") + " (PETSc error code " +
+                  std::to_string(static_cast<int>(code)) + ") [check failed: " + call + " at " + file +
+                  ":" + std::to_string(line) + "]",
               call, file, line);
 }
 

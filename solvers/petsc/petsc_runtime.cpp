@@ -44,7 +44,26 @@ std::vector<std::string> g_arguments;
 std::vector<char*> g_argv;
 int g_argc = 0;
 
+/// PETSc's own message for the error being raised (its first frame), for
+/// COSTATE_PETSC's costate::Error; PETSc prints no error stack of its own.
+thread_local std::string g_last_message;
+
+PetscErrorCode capture_error(MPI_Comm, int, const char* function, const char*, PetscErrorCode code,
+                             PetscErrorType type, const char* message, void*) {
+  if (type == PETSC_ERROR_INITIAL) {
+    g_last_message = message != nullptr ? message : "";
+    if (function != nullptr) g_last_message += std::string(" (in ") + function + ")";
+  }
+  return code;
+}
+
 }  // namespace
+
+std::string petsc_last_error_message() {
+  std::string out;
+  out.swap(g_last_message);
+  return out;
+}
 
 std::vector<std::string> petsc_arguments(int argc, const char* const* argv) {
   std::vector<std::string> out;
@@ -76,6 +95,9 @@ bool petsc_initialize(int* argc, char*** argv) {
   const PetscErrorCode ierr = g_argc > 0 ? PetscInitialize(&g_argc, &pargv, nullptr, nullptr)
                                          : PetscInitializeNoArguments();
   COSTATE_CHECK(ierr == 0, "PetscInitialize failed with PETSc error code " << ierr);
+  // Errors inside PETSc come back as codes that COSTATE_PETSC turns into a
+  // costate::Error carrying PETSc's message; no raw error stack on stderr.
+  PetscPushErrorHandler(capture_error, nullptr);
   return true;
 }
 

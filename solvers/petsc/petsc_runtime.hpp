@@ -15,6 +15,9 @@ bool petsc_initialize(int* argc, char*** argv);
 /// value (does not start with '-', or is a negative number). Everything
 /// else (the host's `-o FILE`, `--set k=v`, positional files) is left out.
 std::vector<std::string> petsc_arguments(int argc, const char* const* argv);
+/// PETSc's message for the last error raised on this thread (and the PETSc
+/// function raising it), then cleared; empty when none was captured.
+std::string petsc_last_error_message();
 /// PetscFinalize (only call when petsc_initialize returned true).
 void petsc_finalize();
 /// PETSC_MAX_INT: the largest PetscInt (2³¹ − 1 with 32-bit indices).

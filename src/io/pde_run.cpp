@@ -7,9 +7,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <span>
 #include <sstream>
+#include <utility>
 
 #include "costate/io/pde_cells.hpp"
 #include "costate/io/resources.hpp"
@@ -27,7 +29,60 @@ std::string to_string(PdeCommand c) {
   return "?";
 }
 
+void check_same_settings_on_every_rank(MPI_Comm comm, const PdeConfig& cfg) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (size == 1) return;
+  const std::string mine = cfg.to_yaml();
+  // FNV-1a of the resolved settings: one number per rank, gathered.
+  std::uint64_t hash = 1469598103934665603ull;
+  for (const unsigned char c : mine) hash = (hash ^ c) * 1099511628211ull;
+  std::vector<std::uint64_t> hashes(static_cast<std::size_t>(size));
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, comm);
+  int other = 0;
+  for (int r = 1; r < size && other == 0; ++r)
+    if (hashes[static_cast<std::size_t>(r)] != hashes[0]) other = r;
+  if (other == 0) return;
+  // Rank 0's text and the differing rank's, on every rank, for one message.
+  auto text_of = [&](int root) {
+    std::string text = rank == root ? mine : std::string();
+    int length = static_cast<int>(text.size());
+    MPI_Bcast(&length, 1, MPI_INT, root, comm);
+    text.resize(static_cast<std::size_t>(length));
+    MPI_Bcast(text.data(), length, MPI_CHAR, root, comm);
+    return text;
+  };
+  const std::string first = text_of(0), second = text_of(other);
+  std::istringstream a(first), b(second);
+  std::string la, lb;
+  // The keys enclosing the current line, by indentation, to name the first
+  // difference by its full key (grid.n).
+  std::vector<std::pair<std::size_t, std::string>> parents;
+  auto trim = [](std::string s) {
+    s.erase(0, s.find_first_not_of(' '));
+    return s;
+  };
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, la));
+    const bool more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a) la = "(end of settings)";
+    if (!more_b) lb = "(end of settings)";
+    if (la != lb || (!more_a && !more_b)) break;
+    const std::size_t indent = la.find_first_not_of(' ');
+    while (!parents.empty() && parents.back().first >= indent) parents.pop_back();
+    const std::string key = trim(la).substr(0, trim(la).find(':'));
+    if (la.find(':') != std::string::npos && trim(la).back() == ':') parents.emplace_back(indent, key);
+  }
+  std::string where;
+  for (const auto& p : parents) where += p.second + ".";
+  throw Error(cfg.input_path + ": the MPI ranks resolved different settings: rank " + std::to_string(other) +
+              " has '" + where + trim(lb) + "' where rank 0 has '" + where + trim(la) +
+              "'; every rank must read the same input with the same --set options");
+}
+
 PdeResult pde_run(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& options) {
+  check_same_settings_on_every_rank(comm, cfg);
   int size = 1;
   MPI_Comm_size(comm, &size);
   // What PETSc cannot index or the machine cannot hold is refused before

@@ -2,6 +2,7 @@
 #include "costate/optimize/fit_status.hpp"
 
 #include <array>
+#include <limits>
 #include <sstream>
 
 #include "costate/core/error.hpp"
@@ -49,6 +50,18 @@ FitVerdict judge_fit(const FitEnd& end) {
     os << end.reason << ", |g| = " << end.gradient_norm << " <= " << kNoiseFloorFactor
        << " x its noise " << end.gradient_noise << " (its change with the tolerances tightened "
        << 1.0 / kTighter << "-fold)";
+    v.status = FitStatus::Stalled;
+    v.test = os.str();
+    return v;
+  }
+  // J's own round-off: a few ulps of |J| (the line searches' slack).
+  const double j_noise = 8.0 * std::numeric_limits<double>::epsilon() * std::abs(end.objective);
+  if (is_stall_reason(end.reason) && std::isfinite(end.predicted_decrease) && std::isfinite(j_noise) &&
+      end.predicted_decrease <= j_noise) {
+    std::ostringstream os;
+    os.precision(3);
+    os << end.reason << ", |g| = " << end.gradient_norm << ", the decrease its last step predicted "
+       << end.predicted_decrease << " <= the objective's round-off " << j_noise << " (8 eps |J|)";
     v.status = FitStatus::Stalled;
     v.test = os.str();
     return v;

@@ -119,6 +119,9 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
                p = fg.create_global(), trial = fg.create_global();
   deep_copy(m, start);
   double g0 = 0.0, g_prev = 0.0, eta_prev = o.eta_max, tolerance = 0.0;
+  constexpr int kStagnantSteps = 3;
+  int stagnant = 0;  // consecutive accepted steps that found no J below the best so far
+  double best = std::numeric_limits<double>::infinity();
   const std::int64_t prior_solves0 = prior.solves();
   const PdeSolves solves0 = model.solves();
   for (int k = 0;; ++k) {
@@ -147,6 +150,16 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
     };
     if (row.gradient_norm <= tolerance) {
       finish("converged: |g| <= " + costate::detail::format_value(tolerance), true);
+      break;
+    }
+    // Steps accepted only by the round-off slack below, none reaching a J
+    // below the best so far (J hops between rounding neighbours): the search
+    // works at J's rounding, a stall (optimize::is_stall_reason), not
+    // progress toward the iteration limit.
+    if (stagnant >= kStagnantSteps) {
+      finish("stopped: the line search found no decrease of J in " + std::to_string(kStagnantSteps) +
+                 " steps (J at its round-off)",
+             false);
       break;
     }
     if (k >= o.max_iterations) {
@@ -185,13 +198,14 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
     res.cg_iterations += cg.iterations;
     // Armijo backtracking on J.
     const double slope = dot(g, p);
+    res.predicted_decrease = -0.5 * slope;
     if (!(slope < 0.0)) {
       finish("stopped: the Newton direction is not a descent direction (g.p = " +
                  costate::detail::format_value(slope) + ")",
              false);
       break;
     }
-    double alpha = 1.0;
+    double alpha = 1.0, j_accepted = row.objective;
     bool accepted = false;
     for (int b = 0; b <= o.max_backtracks; ++b, alpha *= 0.5) {
       linear_sum(trial, 1.0, m, alpha, p);
@@ -201,6 +215,7 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
       const double slack = 8.0 * std::numeric_limits<double>::epsilon() * std::abs(row.objective);
       if (std::isfinite(j_trial) && j_trial <= row.objective + o.armijo_c * alpha * slope + slack) {
         accepted = true;
+        j_accepted = j_trial;
         break;
       }
     }
@@ -211,6 +226,12 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
       break;
     }
     row.step_length = alpha;
+    if (j_accepted < best) {
+      best = j_accepted;
+      stagnant = 0;
+    } else {
+      ++stagnant;
+    }
     res.history.push_back(row);
     if (monitor) monitor(row);
     deep_copy(m, trial);

@@ -280,6 +280,11 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
   write_text(group.id, g, "method", optimize::to_string(options.method), path);
   write_text(group.id, g, "termination", r.termination, path);
   write_text(group.id, g, "settings", stochastic_settings(options), path);
+  if (!fit.fit_status.empty()) {
+    write_text(group.id, g, "fit_status", fit.fit_status, path);
+    write_text(group.id, g, "convergence", fit.convergence, path);
+    write_text(group.id, g, "status", fit.fit_status == "not_converged" ? "partial" : "complete", path);
+  }
   const std::size_t n = fit.ids.size(), ne = r.epochs.size();
   write_doubles(group.id, g, "x", r.x, n, 0, path);
   write_doubles(group.id, g, "initial", fit.initial, n, 0, path);

@@ -141,6 +141,46 @@ TEST_F(MpiFaultTest, NonFiniteValueOnOneRank) {
                "'sqrt(0.75 - x)' is nan at the cell centred at x = 0.7", 1);
 }
 
+TEST_F(MpiFaultTest, DifferentGridsOnTwoRanksAreACostateErrorNotAPetscHang) {
+  // Issue 35: rank 1 resolves another grid. PETSc's DMDA set-up does not
+  // compare the ranks' sizes: the job waited in it until killed (or printed
+  // PETSc's raw error stack). Now every rank refuses it, naming the key and
+  // both values, before any PETSc call.
+  for (const char* command : {"run", "sensitivity", "calibrate"}) {
+    const std::string a = std::string(command) + " pde.yaml -q";
+    const auto r = mpmd(a, a + " --set pde.grid.n=[16,20]");
+    expect_fault(r, "the MPI ranks resolved different settings: rank 1 has 'pde.grid.n: [16, 20]' "
+                    "where rank 0 has 'pde.grid.n: [16, 16]'");
+    EXPECT_EQ(r.err.find("PETSC ERROR"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << r.err;
+  }
+  // An error inside PETSc on both ranks: one costate message, no PETSc
+  // error stack from either rank.
+  std::string lv = kOde;
+  lv = lv.substr(0, lv.find("objective:")) +
+       "calibration:\n  parameters: {a: {lower: 0.1, upper: 5}}\n  data: {file: obs.csv, noise: {x: 0.1}}\n";
+  write("lv.yaml", lv);
+  const auto p = mpmd("calibrate lv.yaml -q -tao_type nonsense", "calibrate lv.yaml -q -tao_type nonsense");
+  expect_fault(p, "PETSc's TaoSetFromOptions failed: Unable to find requested Tao type nonsense");
+  EXPECT_EQ(p.err.find("PETSC ERROR"), std::string::npos) << p.err;
+  // Any other resolved setting, too (here the time step).
+  expect_fault(mpmd("run pde.yaml -q", "run pde.yaml -q --set integrator.dt=0.02"),
+               "rank 1 has 'integrator.dt: 0.02' where rank 0 has 'integrator.dt: 0.01'");
+}
+
+TEST_F(MpiFaultTest, DeeplyNestedExpressionOnOneRank) {
+  // 30 000 parentheses in rank 1's equation overflowed that rank's stack
+  // (SIGSEGV, the job killed by Open MPI); now its parser refuses the
+  // nesting by name and the job ends with that message.
+  std::string deep = kOde;
+  const std::string eq = "\"a*x - x*y\"";
+  deep.replace(deep.find(eq), eq.size(), "\"" + std::string(30000, '(') + "a*x - x*y" + std::string(30000, ')') + "\"");
+  write("deep.yaml", deep);
+  const auto r = mpmd("sensitivity good.yaml -q -o a.h5", "sensitivity deep.yaml -q -o b.h5");
+  expect_fault(r, "nesting deeper than 1000 levels", 1);
+  EXPECT_EQ(r.err.find("Segmentation fault"), std::string::npos) << r.err.substr(0, 2000);
+}
+
 TEST_F(MpiFaultTest, UnwritableOutputOnOneRank) {
   // ODE runs write on rank 0: an unwritable path there, a fine one on rank 1.
   expect_fault(mpmd("run good.yaml -q -o no/such/dir/a.h5", "run good.yaml -q -o b.h5"),

@@ -74,6 +74,76 @@ TEST_F(RefusalsTest, MessagesCarryNoCheckReportsUnlessDebug) {
   EXPECT_TRUE(has(d.err, ".cpp:")) << d.err;
 }
 
+TEST_F(RefusalsTest, PetscErrorsAreCostateErrorsWithoutPetscsStackOrSourcePaths) {
+  // An unknown TAO type: PETSc printed its raw error stack (configure line,
+  // its source paths) and costate's message ended in "at
+  // ../solvers/petsc/tao_minimize.cpp:233".
+  const std::string in = "calibrate '" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml' -q -tao_type nonsense";
+  const Result r = run(in);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "costate: error: PETSc's TaoSetFromOptions failed: Unable to find requested Tao type nonsense"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "PETSC ERROR")) << r.err;
+  EXPECT_FALSE(has(r.err, ".cpp:")) << r.err;
+  EXPECT_FALSE(has(r.err, "check failed")) << r.err;
+  // --debug keeps the call and where it was made.
+  const Result d = run(in + " --debug");
+  EXPECT_EQ(d.code, 1);
+  EXPECT_TRUE(has(d.err, "[check failed: TaoSetFromOptions(")) << d.err;
+  EXPECT_TRUE(has(d.err, "tao_minimize.cpp:")) << d.err;
+}
+
+TEST_F(RefusalsTest, NoRefusalCarriesInternals) {
+  // One bad input per reader and stage (YAML, expressions, events, CSV,
+  // calibration bounds, PDE grid/fields/equations, SBML, output path, a
+  // PETSc option): every message is costate's, with no assert text,
+  // source path or third-party error stack — the PETSc case printed
+  // PETSc's stack and "at ../solvers/petsc/tao_minimize.cpp:233".
+  write("twice.yaml", "model:\n  states: [x]\n  equations: {x: \"-x\"}\nparameters: {x: 1.0}\n"
+                      "initial_state: [1.0]\ntime: {end: 1.0}\n");
+  write("badexpr.yaml", "model:\n  states: [x]\n  equations: {x: \"-x +* 2\"}\ninitial_state: [1.0]\ntime: {end: 1.0}\n");
+  write("event.yaml", "model:\n  states: [x]\n  equations: {x: \"-x\"}\ninitial_state: [1.0]\ntime: {end: 1.0}\n"
+                      "events: [{trigger: \"x <\", assign: {x: 1}}]\n");
+  write("data.csv", "t,x,x\n1,2,3\n");
+  write("csv.yaml", "model:\n  states: [x]\n  equations: {x: \"-k*x\"}\nparameters: {k: 1}\ninitial_state: [1.0]\n"
+                    "time: {end: 2.0}\nobjective: {data: {file: data.csv}}\n");
+  write("bounds.yaml", "model:\n  states: [x]\n  equations: {x: \"-k*x\"}\nparameters: {k: 1}\ninitial_state: [1.0]\n"
+                       "time: {end: 1.0}\ncalibration:\n  parameters: {k: {lower: 2, upper: 1}}\n  data: {file: data.csv}\n");
+  write("grid.yaml", "pde:\n  grid: {n: [2, 2]}\n  fields: [u]\n  initial: {u: \"1\"}\n  equations: {u: \"lap(u)\"}\n"
+                     "integrator: {method: crank_nicolson, dt: 0.01, steps: 2}\n");
+  write("field.yaml", "pde:\n  grid: {n: [8, 8]}\n  fields: [u]\n  initial: {u: \"1\"}\n  equations: {u: \"lap(v)\"}\n"
+                      "integrator: {method: crank_nicolson, dt: 0.01, steps: 2}\n");
+  write("m.xml", "not xml at all");
+  write("sbml.yaml", "model: {sbml: m.xml}\ntime: {end: 1}\n");
+  const std::string lv = "'" COSTATE_EXAMPLES_DIR "/lotka_volterra.yaml'";
+  const std::string lv_cal = "'" COSTATE_EXAMPLES_DIR "/lotka_volterra_calibration.yaml'";
+  const char* const kCases[][2] = {
+      {"run twice.yaml", "the name 'x' is used twice"},
+      {"run badexpr.yaml", "badexpr.yaml:3:"},
+      {"run event.yaml", "events[0].trigger"},
+      {"sensitivity csv.yaml", "data.csv"},
+      {"calibrate bounds.yaml", "lower = 2 must be below upper = 1"},
+      {"run grid.yaml", "pde.grid"},
+      {"run field.yaml", "pde.equations"},
+      {"run sbml.yaml", "m.xml"},
+      {"run twice.yaml -o twice.yaml", "twice.yaml"},
+      {"run LV -o /dev/null", "/dev/null"},
+      {"calibrate LVCAL -tao_type nonsense", "Unable to find requested Tao type nonsense"},
+  };
+  for (const auto& c : kCases) {
+    std::string args = c[0];
+    if (const auto at = args.find("LVCAL"); at != std::string::npos) args.replace(at, 5, lv_cal);
+    if (const auto at = args.find("LV "); at != std::string::npos) args.replace(at, 2, lv);
+    const Result r = run(args + " -q");
+    SCOPED_TRACE(args);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(has(r.err, "costate: error: ")) << r.err;
+    EXPECT_TRUE(has(r.err, c[1])) << r.err;
+    for (const char* internal : {".cpp:", ".hpp:", "check failed", "Assertion", "PETSC ERROR", "terminate called"})
+      EXPECT_FALSE(has(r.err + r.out, internal)) << internal << " in: " << r.err;
+  }
+}
+
 // ------------------------------------------------ "ok" means finite
 
 TEST_F(RefusalsTest, NonFiniteGradientIsAnErrorAndNoFileIsWritten) {

@@ -230,6 +230,40 @@ TEST_F(TrustTest, GradcheckPassesBrunoAtItsOptimum) {
   EXPECT_TRUE(j.contains("warnings"));
 }
 
+TEST_F(TrustTest, PdeGradcheckUsesTheSharedDifferencesAndReportsTheNoiseFloor) {
+  // A heat equation with a parameter c whose effect is ~1e-9 of the rest:
+  // dJ/dc = 1.07e-12 by the adjoint, below what differences of J resolve.
+  // The PDE gradcheck now judges like the ODE and PEtab ones (Richardson
+  // differences, the gradient's norm, their spread): c is reported at the
+  // noise floor instead of carrying a 19 % "relative error" (h = 1e-6
+  // central differences before).
+  write("pde.yaml",
+        "pde:\n  grid: {n: [16, 16], extent: [[0, 1], [0, 1]], boundary: [dirichlet, neumann]}\n"
+        "  fields: [u]\n  parameters: {q0: 2.0, c: 1.0}\n"
+        "  initial: {u: \"exp(-30*((x - 0.3)^2 + (y - 0.6)^2))\"}\n"
+        "  equations: {u: \"0.05*lap(u) + q0*exp(-((x - 0.7)^2 + (y - 0.4)^2)/(2*0.1^2)) + 1e-9*c*u*u\"}\n"
+        "integrator: {method: crank_nicolson, dt: 0.01, steps: 10}\n"
+        "objective:\n  misfit: {u: \"0.2*sin(pi*x)*sin(pi*y)\"}\nsensitivity:\n  method: discrete_adjoint\n");
+  const Result r = run("gradcheck pde.yaml -q --json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["finite_differences"]["at_noise_floor"], Json::array({"c (relative)"})) << r.out;
+  const auto& comps = j["finite_differences"]["components"];
+  EXPECT_TRUE(comps["c (relative)"]["at_noise_floor"].get<bool>());
+  EXPECT_FALSE(comps["q0 (relative)"]["at_noise_floor"].get<bool>());
+  EXPECT_GT(comps["q0 (relative)"]["tolerance"].get<double>(), 0.0);
+  // The resolved components: a linear PDE with fixed steps is smooth to
+  // round-off, and Richardson differences agree to ~1e-10 (measured
+  // 6.7e-11); 1e-8 leaves room, and excludes the floor's noise (0.19 with
+  // plain differences counted it).
+  constexpr double kResolvedRel = 1e-8;
+  EXPECT_LT(j["finite_differences"]["max_rel_error"].get<double>(), kResolvedRel) << r.out;
+  const Result t = run("gradcheck pde.yaml -q");
+  EXPECT_TRUE(has(t.out, "at the noise floor: c (relative)")) << t.out;
+  EXPECT_TRUE(has(t.out, "Richardson-extrapolated")) << t.out;
+}
+
 // ---------------------------------------- 3. convergence stated honestly
 
 TEST_F(TrustTest, OdeCalibrationThatConvergesSaysConverged) {
@@ -309,6 +343,40 @@ TEST_F(TrustTest, PdeInversionNotConvergedSaysSoInItsPosterior) {
   EXPECT_EQ(attribute("c.h5", "/", "fit_status"), "converged");
 }
 
+TEST_F(TrustTest, PdeInversionStalledAtTheNoiseFloorIsStalledNotNotConverged) {
+  // Newton-CG asked for |g| <= 1e-14 |g0|: it reaches |g| ~ 8e-11 (from
+  // 631) in 8 iterations and then takes steps that J cannot tell apart
+  // from round-off. It ran on to max_iterations and reported
+  // not_converged (exit 2, file partial) — the same as a fit stopped early.
+  // Now: three accepted steps without a J below the best end the search,
+  // and the decrease Newton's last step predicted is compared with J's
+  // round-off (8 eps |J|): stalled, at an optimum.
+  fs::copy(examples("heat2d_inversion.yaml"), dir_ / "inv.yaml");
+  fs::copy(examples("heat2d_inversion_sensors.csv"), dir_ / "heat2d_inversion_sensors.csv");
+  const std::string in = "calibrate inv.yaml -q --set calibration.optimizer.gradient_rtol=1e-14";
+  const Result r = run(in + " --json -o s.h5");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["status"], "stalled") << r.out;
+  EXPECT_EQ(j["convergence"]["status"], "stalled");
+  const std::string test = j["convergence"]["test"].get<std::string>();
+  EXPECT_TRUE(has(test, "no decrease of J")) << test;
+  EXPECT_TRUE(has(test, "<= the objective's round-off")) << test;
+  // The same optimum as the converged run (the example's 1e-8): J to 1e-6.
+  const Result c = run("calibrate inv.yaml -q --json");
+  ASSERT_EQ(c.code, 0) << c.err;
+  constexpr double kSameOptimumRel = 1e-6;  // both at |g| <= 1e-8 |g0|
+  const double jc = Json::parse(c.out)["objective"].get<double>();
+  EXPECT_NEAR(j["objective"].get<double>(), jc, kSameOptimumRel * jc);
+  EXPECT_FALSE(j["posterior"].contains("note")) << r.out;
+  EXPECT_EQ(costate::test::read_status(dir_ / "s.h5"), "complete");
+  EXPECT_EQ(attribute("s.h5", "/", "fit_status"), "stalled");
+  const Result t = run(in + " -o t.h5");
+  EXPECT_EQ(t.code, 0);
+  EXPECT_TRUE(has(t.out, "stalled at the integration's noise floor")) << t.out;
+  EXPECT_FALSE(has(t.out, "NOT at a converged optimum")) << t.out;
+}
+
 TEST_F(TrustTest, PetabCalibrationStatesItsStatus) {
   const fs::path yaml = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001" / "_0001.yaml";
   if (!fs::exists(yaml)) GTEST_SKIP() << "PEtab test suite not found at " << yaml;
@@ -323,6 +391,87 @@ TEST_F(TrustTest, PetabCalibrationStatesItsStatus) {
   EXPECT_EQ(j["convergence"]["status"], "not_converged");
   EXPECT_EQ(attribute("n.h5", "/calibration", "fit_status"), "not_converged");
   EXPECT_EQ(attribute("n.h5", "/calibration", "status"), "partial");
+}
+
+TEST_F(TrustTest, DeepPetabFormulasAreRefusedNamingTheTableAndLimit) {
+  // 30 000 parentheses or 100 000 unary minus signs in an observable
+  // formula overflowed the stack (SIGSEGV); the shared expression parser
+  // now refuses them, naming the table, its row and the limit.
+  const fs::path suite = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001";
+  if (!fs::exists(suite / "_0001.yaml")) GTEST_SKIP() << "PEtab test suite not found at " << suite;
+  for (const char* f : {"_0001.yaml", "_model.xml", "_parameters.tsv", "_measurements.tsv", "_conditions.tsv"})
+    fs::copy(suite / f, dir_ / f);
+  const std::string deep[] = {std::string(30000, '(') + "A" + std::string(30000, ')'), std::string(100000, '-') + "A"};
+  for (const std::string& formula : deep) {
+    write("_observables.tsv", "observableId\tobservableFormula\tnoiseFormula\nobs_a\t" + formula + "\t0.5\n");
+    for (const char* command : {"run", "gradcheck", "calibrate"}) {
+      const Result r = run(std::string(command) + " _0001.yaml -q");
+      EXPECT_EQ(r.code, 1) << command << r.err.substr(0, 300);
+      EXPECT_TRUE(has(r.err, "_observables.tsv:2:2 (observableFormula of obs_a)")) << r.err.substr(0, 300);
+      EXPECT_TRUE(has(r.err, "nesting deeper than 1000 levels")) << r.err.substr(0, 300);
+      EXPECT_LT(r.err.size(), 1000u);  // not echoed whole
+    }
+  }
+}
+
+TEST_F(TrustTest, PetabRunWithANonFiniteLlhIsAnErrorNamingTheMeasurement) {
+  // log(A - 10) of a species below 10: `costate run` printed "llh nan" with
+  // "status": "ok" and exit 0, and wrote its files.
+  const fs::path suite = fs::path(COSTATE_PETAB_DIR) / "test-suite-v1" / "0001";
+  if (!fs::exists(suite / "_0001.yaml")) GTEST_SKIP() << "PEtab test suite not found at " << suite;
+  for (const char* f : {"_0001.yaml", "_model.xml", "_parameters.tsv", "_measurements.tsv", "_conditions.tsv"})
+    fs::copy(suite / f, dir_ / f);
+  write("_observables.tsv", "observableId\tobservableFormula\tnoiseFormula\nobs_a\tlog(A - 10)\t0.5\n");
+  const Result r = run("run _0001.yaml -q --json -o sims.tsv");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "the log-likelihood at the nominal parameters is nan, not a result")) << r.err;
+  EXPECT_TRUE(has(r.err, "line 2 of _measurements.tsv (observable obs_a, time 0)")) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["status"], "error");
+  EXPECT_FALSE(fs::exists(dir_ / "sims.tsv"));
+  EXPECT_FALSE(fs::exists(dir_ / "sims.h5"));
+}
+
+TEST_F(TrustTest, StochasticFitsStateTheirStatusInTheSameVocabulary) {
+  // AdamW by epochs has no convergence test: it printed "status": "ok" and
+  // exit 0 whatever its gradient. Now not_converged (exit 2) with the
+  // reason and the fix (--finish N), in the JSON, the text and the file;
+  // a full-batch finish that meets its test is converged.
+  const std::string input = "calibrate '" + examples("decay_conditions.yaml") + "' -q";
+  const std::string adam = " --optimizer adamw --epochs 40 --batch 3 --learning-rate 0.05 --seed 2";
+  const Result e = run(input + adam + " --json -o e.h5");
+  EXPECT_EQ(e.code, 2) << e.out << e.err;
+  const Json je = Json::parse(e.out);
+  EXPECT_EQ(je["status"], "not_converged");
+  EXPECT_EQ(je["convergence"]["status"], "not_converged");
+  EXPECT_TRUE(has(je["convergence"]["test"].get<std::string>(), "add --finish N")) << e.out;
+  ASSERT_EQ(je["warnings"].size(), 1u) << e.out;
+  EXPECT_TRUE(has(je["warnings"][0].get<std::string>(), "NOT at a converged optimum"));
+  EXPECT_EQ(attribute("e.h5", "/stochastic", "fit_status"), "not_converged");
+  EXPECT_EQ(attribute("e.h5", "/stochastic", "status"), "partial");
+  const Result t = run(input + adam);
+  EXPECT_EQ(t.code, 2);
+  EXPECT_TRUE(has(t.out, "fit: not converged (its epochs done")) << t.out;
+  // With a full-batch finish that converges (TAO's gradient test).
+  const Result f = run(input + adam + " --finish 10 --json -o f.h5");
+  EXPECT_EQ(f.code, 0) << f.out << f.err;
+  const Json jf = Json::parse(f.out);
+  EXPECT_EQ(jf["status"], "ok");
+  EXPECT_EQ(jf["convergence"]["status"], "converged");
+  EXPECT_EQ(jf["convergence"]["test"], "full-batch finish: CONVERGED_GATOL");
+  EXPECT_TRUE(jf["warnings"].empty()) << f.out;
+  EXPECT_EQ(attribute("f.h5", "/stochastic", "fit_status"), "converged");
+  EXPECT_EQ(attribute("f.h5", "/stochastic", "status"), "complete");
+  // A PEtab problem's stochastic fit: the same vocabulary.
+  const fs::path fujita = fs::path(COSTATE_PETAB_DIR) / "benchmark" / "Fujita_SciSignal2010" / "Fujita_SciSignal2010.yaml";
+  if (!fs::exists(fujita)) GTEST_SKIP() << "PEtab benchmark not found at " << fujita;
+  const Result p = run("calibrate '" + fujita.string() +
+                       "' -q --optimizer adamw --epochs 2 --batch 2 --learning-rate 0.02 --json -o p.h5");
+  EXPECT_EQ(p.code, 2) << p.out << p.err;
+  const Json jp = Json::parse(p.out);
+  EXPECT_EQ(jp["status"], "not_converged");
+  EXPECT_EQ(jp["convergence"]["status"], "not_converged");
+  EXPECT_EQ(attribute("p.h5", "/stochastic", "fit_status"), "not_converged");
+  EXPECT_EQ(attribute("p.h5", "/stochastic", "status"), "partial");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ An HTML comment right above a block's fence steers it:
   <!-- docs: slow -->            run only with --slow (ctest label slow)
   <!-- docs: replace A => B -->  run with the text A replaced by B (placeholders)
   <!-- docs: expect TEXT -->     the block prints TEXT (numbers to the digits shown)
+  <!-- docs: exit N -->          the block's commands exit N (e.g. 2: a fit that did not converge)
   <!-- docs: check CODE -->      python run after the block, in its namespace
   <!-- docs: excerpt-of FILE -->  (yaml) every key and value of the block is FILE's
 Any other C++ or python block without a main() or a marker fails: a block
@@ -240,7 +241,7 @@ class Runner:
             # stdout and stderr as a terminal shows them (the settings echo is on stderr)
             r = subprocess.run(cmd, shell=True, cwd=self.work, env=self.env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, timeout=self.args.timeout)
-            if r.returncode != 0:
+            if r.returncode != int(block.marks.get("exit", "0")):
                 return self.fail(block, "`%s` exited %d:\n%s" % (cmd, r.returncode, r.stdout[-2000:]))
             missing = compare(expected, r.stdout)
             if missing is not None:

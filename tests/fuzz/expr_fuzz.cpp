@@ -22,6 +22,7 @@
 
 #include "costate/ad/dual.hpp"
 #include "costate/core/error.hpp"
+#include "structured.hpp"
 #include "costate/expr/kernel.hpp"
 #include "costate/expr/program.hpp"
 
@@ -143,4 +144,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abs(v - w.value()) > kSameFunctionTol * std::max(1.0, std::abs(v)))
     __builtin_trap();
   return 0;
+}
+
+// Structure-aware mutations (structured.hpp): grammar-built inputs and
+// nesting to 10⁵ levels, beside libFuzzer's byte mutations.
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                              unsigned int seed) {
+  return costate::fuzz::mutate(costate::fuzz::Grammar::Expression, data, size, max_size, seed);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "structured.hpp"
 #include "costate/io/input.hpp"
 #include "costate/io/pde_input.hpp"
 
@@ -47,4 +48,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const costate::Error&) {
   }
   return 0;
+}
+
+// Structure-aware mutations (structured.hpp): grammar-built inputs and
+// nesting to 10⁵ levels, beside libFuzzer's byte mutations.
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
+                                              unsigned int seed) {
+  return costate::fuzz::mutate(costate::fuzz::Grammar::Input, data, size, max_size, seed);
 }

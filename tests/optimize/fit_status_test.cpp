@@ -49,4 +49,25 @@ TEST(FitStatus, TheNoiseFloorRule) {
             opt::FitStatus::NotConverged);
 }
 
+TEST(FitStatus, AStepPredictingLessThanTheObjectivesRoundOffIsAStall) {
+  // Newton's last step predicted a decrease of 1e-18 on J = 45.67, whose
+  // round-off is 8 eps |J| = 8.1e-14: J cannot tell a better point.
+  const opt::FitVerdict s = opt::judge_fit({.reason = "stopped: the line search found no decrease of J",
+                                            .gradient_norm = 8e-11,
+                                            .objective = 45.67,
+                                            .predicted_decrease = 1e-18});
+  EXPECT_EQ(s.status, opt::FitStatus::Stalled);
+  EXPECT_NE(s.test.find("round-off"), std::string::npos) << s.test;
+  // A predicted decrease J resolves (1e-6): not converged.
+  EXPECT_EQ(opt::judge_fit({.reason = "stopped: the line search found no decrease of J",
+                            .objective = 45.67,
+                            .predicted_decrease = 1e-6})
+                .status,
+            opt::FitStatus::NotConverged);
+  // An iteration limit stays not converged, whatever the prediction.
+  EXPECT_EQ(opt::judge_fit({.reason = "stopped: max_iterations = 30", .objective = 45.67, .predicted_decrease = 0.0})
+                .status,
+            opt::FitStatus::NotConverged);
+}
+
 }  // namespace

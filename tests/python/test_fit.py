@@ -81,7 +81,7 @@ def test_plot_draws_the_training_curves(tmp_path):
     r = subprocess.run([CLI, "calibrate", FUJITA, "--optimizer", "adamw", "--epochs", "3", "--batch", "2",
                         "--validation-split", "0.2", "-q", "-o", out], env=cli_env(), capture_output=True,
                        text=True)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr  # epochs only: written, not converged (exit 2)
     fig, panels = plot.figure(out)
     assert set(panels) == {"training", "learning rate", "parameters"}
     with h5py.File(out, "r") as f:

@@ -140,4 +140,13 @@ struct PdeResult {
 /// (io::check_pde_resources) before any work. Collective.
 PdeResult pde_run(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& options);
 
+/// Throws costate::Error on every rank when the ranks of `comm` resolved
+/// different settings (`cfg.to_yaml()`): different grids, equations or
+/// options on two ranks would otherwise hang or fail inside PETSc's
+/// collective set-up. The message names the lowest rank that differs from
+/// rank 0 and its first differing line beside rank 0's. pde_run calls it
+/// first; callers that build grids themselves (calibrate) call it too.
+/// Collective.
+void check_same_settings_on_every_rank(MPI_Comm comm, const PdeConfig& cfg);
+
 }  // namespace costate::io

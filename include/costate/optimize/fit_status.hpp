@@ -13,8 +13,12 @@
 ///                  floor: ‖g‖ ≤ kNoiseFloorFactor · ‖g(tol) − g(tol·kTighter)‖,
 ///                  the change of the gradient when the solver tolerances are
 ///                  tightened kTighter-fold (measured by the caller at the
-///                  final point). The point is an optimum to the accuracy the
-///                  integration allows: tighten the tolerances to go further;
+///                  final point) — or where the decrease the last step
+///                  predicted is below the objective's own round-off,
+///                  predicted_decrease ≤ 8 ε |J| (J cannot tell a better
+///                  point from this one). The point is an optimum to the
+///                  accuracy the integration allows: tighten the tolerances
+///                  to go further;
 ///   not_converged  anything else (iteration limit, a gradient well above its
 ///                  noise, a non-finite objective, an interrupted fit, or a
 ///                  noise level nobody measured).
@@ -51,6 +55,10 @@ struct FitEnd {
   double gradient_norm = std::numeric_limits<double>::quiet_NaN();
   /// ‖g(tol) − g(tol·kTighter)‖ at the final point; NaN when not measured.
   double gradient_noise = std::numeric_limits<double>::quiet_NaN();
+  /// The objective at the final point and the decrease the optimizer's last
+  /// step predicted (Newton: −½ gᵀp); NaN when not known.
+  double objective = std::numeric_limits<double>::quiet_NaN();
+  double predicted_decrease = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct FitVerdict {

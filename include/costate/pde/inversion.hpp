@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,10 @@ struct InversionIteration {
 struct InversionResult {
   GlobalVector m;  ///< the MAP point (owned entries)
   double objective = 0.0, misfit = 0.0, prior = 0.0, gradient_norm = 0.0;
+  /// Newton-CG: the decrease −½ gᵀp its last Newton direction predicted
+  /// (NaN for L-BFGS): below J's round-off, the optimum is resolved as far
+  /// as J can tell (optimize::FitEnd::predicted_decrease).
+  double predicted_decrease = std::numeric_limits<double>::quiet_NaN();
   int iterations = 0;
   int cg_iterations = 0;  ///< total
   bool converged = false;

@@ -37,6 +37,10 @@ struct StochasticFit {
   optimize::StochasticResult result;   ///< result.x on the scales; result.objective = −(llh + log prior)
   /// llh at result.x over every experiment (NaN when that evaluation failed).
   double llh = 0.0;
+  /// The fit's status in the calibrations' vocabulary (optimize::FitStatus's
+  /// name) and its description, set by the caller that judged it; written
+  /// by write_stochastic_hdf5 when not empty.
+  std::string fit_status, convergence;
   std::string brief_report() const;
 };
 
@@ -53,7 +57,9 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
 /// termination (attributes), x, initial, objective, llh, steps,
 /// simulations, rescues, training, validation (condition indices), and per
 /// epoch: train_loss, train_loss_stderr, validation_loss, learning_rate,
-/// epoch_steps, epoch_simulations, epoch_rescues}, through
+/// epoch_steps, epoch_simulations, epoch_rescues; with fit.fit_status: the
+/// attributes fit_status, convergence and status — "complete" when the fit
+/// is at an optimum (converged or stalled), else "partial"}, through
 /// io::write_output_file (never over `problem_file` or a special file; a
 /// failed write leaves a previous file intact). Throws costate::Error naming
 /// the file when it cannot be written.
