@@ -91,6 +91,15 @@ void add_integration_warnings(const ode::Summary& summary, std::vector<std::stri
 /// (where a command goes) is none of `names`; "" when it is one.
 std::string unknown_command(const std::string& word, const std::vector<std::string>& names);
 
+/// True in `costate`, the front that links libcostate without its PETSc part
+/// (front.cpp); false in `costate-petsc`, which links everything (full.cpp).
+bool is_front();
+/// Replaces this process by `costate-petsc` beside the running executable,
+/// with the same arguments (a command that needs PETSc, started in the
+/// front). Called before MPI is started, so it works under mpiexec (each rank
+/// execs). Returns only by throwing costate::Error when it cannot be started.
+[[noreturn]] void hand_over_to_petsc(char** argv);
+
 /// A PDE input (a `pde:` section) runs through pde_commands.cpp.
 int pde(const Environment& env, const CommandArgs& args, const char* command);
 

@@ -36,6 +36,7 @@
 
 #include <mpi.h>
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -103,6 +104,27 @@ void check_stdout() {
 }
 
 }  // namespace
+
+namespace costate::cli {
+
+void hand_over_to_petsc(char** argv) {
+  // The directory of the running executable (not argv[0]: it may be a bare
+  // name found on PATH).
+  char self[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    throw Error(std::string("cannot find the running executable (/proc/self/exe: ") + std::strerror(errno) +
+                ") to start costate-petsc, which runs the commands that need PETSc");
+  std::string path(self, static_cast<std::size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + "costate-petsc";
+  std::cout.flush();
+  std::cerr.flush();
+  ::execv(path.c_str(), argv);
+  throw Error("cannot start " + path + ": " + std::strerror(errno) +
+              " (calibrate and PDE inputs run in costate-petsc, installed beside costate)");
+}
+
+}  // namespace costate::cli
 
 int main(int argc, char** argv) {
   namespace cli = costate::cli;
@@ -177,6 +199,8 @@ int main(int argc, char** argv) {
     // started alone skips Open MPI's singleton start-up (~0.4 s); Kokkos for
     // the commands that integrate.
     const bool pde_input = command.input && cli::is_pde_input(a.input);
+    // The front `costate` has no PETSc (front.cpp): hand such a command over.
+    if ((command.petsc || pde_input) && cli::is_front()) cli::hand_over_to_petsc(argv);
     env = std::make_unique<costate::Environment>(
         argc, argv,
         costate::EnvironmentOptions{.petsc = command.petsc || pde_input,
