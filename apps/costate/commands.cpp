@@ -29,6 +29,9 @@ const std::vector<Command>& commands() {
              cmd.add_option("--resume", a.resume,
                             "continue the interrupted run in this partial HDF5 output (same "
                             "input and --set options)");
+             cmd.add_flag("--trajectory", a.trajectory,
+                          "with --json: also every output time's state (`t`, `states`: one row "
+                          "per output time, columns in the order of `state_names`)");
            }},
       {.name = "sensitivity",
        .help = "objective and its gradient (discrete adjoint or forward sensitivities)",

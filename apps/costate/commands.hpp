@@ -35,6 +35,7 @@ struct CommandArgs {
   bool hessian = false;  ///< sensitivity --hessian
   bool check = false;    ///< sensitivity --check (a directional difference along a random direction)
   std::string resume;    ///< run --resume OUT.h5
+  bool trajectory = false;  ///< run --json --trajectory: every output time in the JSON
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)

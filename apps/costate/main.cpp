@@ -210,9 +210,11 @@ int main(int argc, char** argv) {
     // any work (io/output_file.hpp; the writers check again when writing).
     if (command.writes_output && !a.output.empty()) {
       costate::io::check_output_path(a.output, {a.input});
-      // ODE inputs: HDF5, or a table for `run` (PEtab and PDE commands name
-      // their own formats).
-      if (!pde_input && !cli::is_petab_input(a.input))
+      // ODE inputs: HDF5, or a table for `run`; PDE inputs: HDF5 (+ .xmf)
+      // only; PEtab problems name their own formats.
+      if (pde_input)
+        (void)costate::io::output_format(a.output, std::string(command.name) + " on a PDE input", false);
+      else if (!cli::is_petab_input(a.input))
         (void)costate::io::output_format(a.output, command.name,
                                          std::string(command.name) == "run");
     }

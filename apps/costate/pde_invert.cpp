@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -166,6 +167,20 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   const pde::PdeSolves all_solves = post ? plus(r.solves, post->solves) : r.solves;
   if (!cfg.output_file.empty()) {
     pde::FieldWriter out(g, cfg.output_file, eq.fields);
+    {
+      // The PDE's settings, then the calibration's (the sensors' noise model included).
+      std::ostringstream cal;
+      cal.precision(17);
+      cal << "calibration: {field: " << cc.field << ", log: " << (cc.log_form ? "true" : "false")
+          << ", sensors: \"" << cc.sensors_file << "\", sensors_component: " << cc.sensors_component
+          << ", noise_sigma: " << (cc.sigma > 0.0 ? std::to_string(cc.sigma) : std::string("\"the sensors' sigma column\""))
+          << ", prior: {gamma: " << cc.prior.gamma << ", delta: " << cc.prior.delta << ", mean: \""
+          << cc.prior_mean << "\"}, optimizer: {max_iterations: " << cc.optimizer.max_iterations
+          << ", gradient_rtol: " << cc.optimizer.gradient_rtol << ", gradient_atol: " << cc.optimizer.gradient_atol
+          << ", cg_max_iterations: " << cc.optimizer.cg_max_iterations << "}, posterior: "
+          << (cc.posterior ? "true" : "false") << "}\n";
+      out.write_provenance("calibrate", cfg.to_yaml() + cal.str());
+    }
     out.write_frame(t_end, misfit.final_state());
     out.write_field(cc.field + "_map", fg, kappa, {cc.field + "_map"});
     out.write_field("m_map", fg, r.m, {"m_map"});

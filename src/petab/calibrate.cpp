@@ -223,7 +223,8 @@ Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_
   return c;
 }
 
-void write_calibration_hdf5(const std::string& path, const Calibration& c, const optimize::FitVerdict* verdict) {
+void write_calibration_hdf5(const std::string& path, const Calibration& c, const optimize::FitVerdict* verdict,
+                            const Provenance& provenance) {
   using detail::H5, detail::write_doubles, detail::write_ids;
   H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
@@ -257,6 +258,7 @@ void write_calibration_hdf5(const std::string& path, const Calibration& c, const
     detail::write_text(group.id, "/calibration", "convergence", verdict->describe(), path);
     detail::write_text(group.id, "/calibration", "status", verdict->file_status(), path);
   }
+  detail::write_provenance(file.id, provenance.command, provenance.settings, path);
 }
 
 }  // namespace costate::petab
