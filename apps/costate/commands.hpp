@@ -109,19 +109,4 @@ int pde(const Environment& env, const CommandArgs& args, const char* command);
 io::RunConfig load_with_objective(const Environment& env, const CommandArgs& args,
                                   const char* command);
 
-/// A one-line progress bar on stderr, drawn only on a terminal, only for
-/// runs longer than half a second, at most ten times a second.
-class Progress {
- public:
-  Progress(double t0, double t1, bool enabled);
-  void update(double t);
-  void finish();
-
- private:
-  double t0_, t1_;
-  bool enabled_;
-  bool drawn_ = false;
-  double start_ = 0.0, last_ = 0.0;  ///< steady-clock seconds
-};
-
 }  // namespace costate::cli

@@ -53,6 +53,7 @@
 #include "costate/config.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
@@ -206,6 +207,8 @@ int main(int argc, char** argv) {
         costate::EnvironmentOptions{.petsc = command.petsc || pde_input,
                                     .kokkos = command.kokkos,
                                     .mpi = costate::MpiStart::when_launched});
+    // Progress lines (core/progress.hpp): rank 0, on a terminal, without -q.
+    costate::set_progress_enabled(env->is_root() && !a.quiet && ::isatty(STDERR_FILENO));
     // 3. Refuse an -o that would destroy a file or hide its format, before
     // any work (io/output_file.hpp; the writers check again when writing).
     if (command.writes_output && !a.output.empty()) {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/pde_calibration.hpp"
 #include "costate/optimize/fit_status.hpp"
 #include "costate/pde/inversion.hpp"
@@ -58,6 +59,7 @@ Json solves_json(const pde::PdeSolves& s) {
 }
 
 void print_row(const pde::InversionIteration& r) {
+  clear_progress_line();
   std::printf("  %3d  %15.8e  %13.6e  %13.6e  %11.4e  %5d  %-18s %3s  %7lld\n", r.iteration, r.objective, r.misfit,
               r.prior, r.gradient_norm, r.cg_iterations, r.cg_stop.c_str(), r.gauss_newton ? "GN" : "",
               static_cast<long long>(r.solves.total()));

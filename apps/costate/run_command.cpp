@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/conditions.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
@@ -181,9 +182,10 @@ int run_command(const Environment& env, const CommandArgs& args) {
   // (costate/io/resume.hpp).
   if (!args.resume.empty() && args.output.empty()) cfg.output_file = args.resume;
   io::InterruptHandler interrupts;
-  Progress progress(cfg.t_start, cfg.t_end, talk);
-  const io::RunOutcome outcome =
-      io::integrate_run(cfg, [&](double t) { progress.update(t); }, args.resume);
+  Progress progress("integrate", cfg.t_end - cfg.t_start);
+  const io::RunOutcome outcome = io::integrate_run(
+      cfg, [&](double t) { progress.update(t - cfg.t_start, "t = " + costate::detail::format_value(t)); },
+      args.resume);
   progress.finish();
   if (outcome.signal)
     return io::finish_interrupted_run(cfg, outcome, env.is_root(), env.is_root(), args.json);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/optimize/tao.hpp"
 #include "petsc/petsc_check.hpp"
 
@@ -27,6 +28,7 @@ struct Context {
   TaoResult* result = nullptr;
   const std::function<void(const Iteration&)>* monitor = nullptr;
   std::exception_ptr error;  // a non-costate exception (a bug): rethrown after TaoSolve
+  Progress* progress = nullptr;  // the optimizer's iterations on the progress line
   int iteration_offset = 0;  // iterations of earlier stages
 };
 
@@ -105,6 +107,12 @@ PetscErrorCode monitor(Tao tao, void* ctx) {
   TaoConvergedReason reason;
   PetscCall(TaoGetSolutionStatus(tao, &its, &f, &gnorm, &cnorm, &xdiff, &reason));
   Iteration it{c->iteration_offset + static_cast<int>(its), f, gnorm};
+  if (c->progress) {
+    std::ostringstream note;
+    note.precision(8);
+    note << "f = " << f << ", |g| = " << gnorm;
+    c->progress->update(static_cast<double>(it.iteration), note.str());
+  }
   // bntr reports iteration 0 twice (before and after choosing its initial
   // trust radius): the history keeps the last report of each iteration.
   auto& h = c->result->history;
@@ -246,6 +254,8 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
   ctx.n = n;
   ctx.result = &result;
   ctx.monitor = &monitor_fn;
+  Progress progress("TAO iteration", static_cast<double>(options.max_iterations));
+  ctx.progress = &progress;
   ctx.hessian.assign(n * n, 0.0);
 
   // Stages: the method's own line search (More–Thuente for the line-search

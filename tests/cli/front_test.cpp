@@ -97,6 +97,54 @@ TEST_F(FrontTest, CalibrateIsHandedToCostatePetsc) {
   EXPECT_TRUE(fs::exists(dir_ / "fit.h5"));
 }
 
+// ------------------------------------------------ progress
+
+// script(1) runs the command on a pseudo-terminal (its stderr a terminal)
+// and copies what the terminal showed to its stdout. COSTATE_PROGRESS_DELAY=0
+// draws from the first update (the default waits half a second), so no
+// assertion depends on timing.
+Result on_terminal(const fs::path& dir, const std::string& args) {
+  return costate::test::run_command(dir, "script",
+                                    "-qec \"COSTATE_PROGRESS_DELAY=0 '" + std::string(COSTATE_EXE) + "' " + args +
+                                        "\" /dev/null",
+                                    "timeout -s KILL 300");
+}
+
+TEST_F(FrontTest, ProgressOnATerminalOnlyAndNotWithQuiet) {
+  const std::string sens = "sensitivity " + example("lotka_volterra_equations.yaml");
+  const Result tty = on_terminal(dir_, sens);
+  ASSERT_EQ(tty.code, 0) << tty.out;
+  EXPECT_TRUE(has(tty.out, "adjoint sweep: step")) << tty.out.substr(0, 3000);
+  EXPECT_TRUE(has(tty.out, "adjoint sweep, reverse: step")) << "the reverse sweep's steps";
+  EXPECT_TRUE(has(tty.out, "steps recomputed")) << "checkpoint recomputation";
+  EXPECT_TRUE(has(tty.out, " left")) << "an estimate of the time remaining";
+  // Not on a terminal (stderr a file), and not with -q on one.
+  const Result file = run(sens);
+  ASSERT_EQ(file.code, 0) << file.err;
+  EXPECT_FALSE(has(file.err, "adjoint sweep")) << file.err;
+  const Result quiet = on_terminal(dir_, sens + " -q");
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_FALSE(has(quiet.out, "adjoint sweep")) << quiet.out.substr(0, 3000);
+}
+
+TEST_F(FrontTest, ProgressOfTangentsCalibrationAndPetabConditions) {
+  const Result fwd = on_terminal(dir_, "sensitivity " + example("lotka_volterra_equations.yaml") +
+                                           " --set sensitivity.method=forward");
+  ASSERT_EQ(fwd.code, 0) << fwd.out;
+  EXPECT_TRUE(has(fwd.out, "tangent sweep: step")) << fwd.out.substr(0, 3000);
+  const Result fit = on_terminal(dir_, "calibrate " + example("van_der_pol_calibration.yaml") + " -o fit.h5");
+  ASSERT_EQ(fit.code, 0) << fit.out.substr(0, 3000);
+  EXPECT_TRUE(has(fit.out, "TAO iteration ")) << fit.out.substr(0, 3000);
+  const std::string problem = std::string(COSTATE_PETAB_DIR) + "/benchmark/Bruno_JExpBot2016/Bruno_JExpBot2016.yaml";
+  if (!fs::exists(problem)) GTEST_SKIP() << "PEtab benchmark not found at " << problem;
+  const Result pe = on_terminal(dir_, "sensitivity " + problem);
+  ASSERT_EQ(pe.code, 0) << pe.out.substr(0, 3000);
+  EXPECT_TRUE(has(pe.out, "PEtab condition ")) << pe.out.substr(0, 3000);
+  const Result starts = on_terminal(dir_, "calibrate " + problem + " --starts 2 --seed 1");
+  EXPECT_TRUE(has(starts.out, "start 1/2")) << starts.out.substr(0, 3000);
+  EXPECT_TRUE(has(starts.out, "best objective")) << starts.out.substr(0, 3000);
+}
+
 // ------------------------------------------------ self-describing results
 
 // run --json --trajectory holds every output time's state, the same bits as
