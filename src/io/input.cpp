@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,13 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  // The same name in another case first ('T' for 't').
+  const auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const auto& c : candidates)
+    if (c != word && lower(c) == lower(word)) return c;
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const auto& c : candidates) {
@@ -50,9 +58,10 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
       best = c;
     }
   }
-  // Close enough to be a typo: at most a third of the word, and at least 2.
+  // Close enough to be a typo: at most a third of the word, and at least 2;
+  // and not every character replaced ('s' is no typo of 't').
   const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  return best_d <= limit ? best : std::string{};
+  return best_d <= limit && best_d < std::max(word.size(), best.size()) ? best : std::string{};
 }
 
 namespace {

@@ -238,4 +238,24 @@ TEST_F(FrontTest, PetabFilesCarryVersionCommandAndNoiseModels) {
   EXPECT_EQ(YAML::Load(root_attribute(dir_ / "grad.h5", "settings"))["integrator"]["rtol"].as<double>(), 1e-8);
 }
 
+// ------------------------------------------------ smaller
+
+// An unknown one-letter symbol is no typo of 't' (every character replaced);
+// the same name in another case is suggested.
+TEST_F(FrontTest, UnknownSymbolSuggestionsAreTypos) {
+  const auto model = [&](const std::string& term) {
+    std::ofstream(dir_ / "m.yaml") << "model:\n  states: [x]\n  equations: {x: \"-k*x + " << term
+                                   << "\"}\nparameters: {k: 1.0}\ninitial_state: {x: 1.0}\ntime: {end: 1.0}\n";
+    return run("run m.yaml -q");
+  };
+  const Result s = model("s");
+  EXPECT_EQ(s.code, 1);
+  EXPECT_TRUE(has(s.err, "unknown symbol 's'")) << s.err;
+  EXPECT_FALSE(has(s.err, "did you mean")) << s.err;
+  const Result upper = model("K");
+  EXPECT_TRUE(has(upper.err, "unknown symbol 'K'; did you mean 'k'?")) << upper.err;
+  const Result typo = model("kk");
+  EXPECT_TRUE(has(typo.err, "unknown symbol 'kk'; did you mean 'k'?")) << typo.err;
+}
+
 }  // namespace
