@@ -89,7 +89,7 @@ for o in "${objects[@]}"; do [[ $o -nt $exe ]] && stale=1; done
 if ((stale)); then
   echo "fuzz.sh: linking $exe" >&2
   # shellcheck disable=SC2086
-  "$cxx" $sanitize "${objects[@]}" -o "$exe" -L"$build" -Wl,-rpath,"$build" -lcostate \
+  "$cxx" $sanitize "${objects[@]}" -o "$exe" -L"$build" -Wl,-rpath,"$build" -lcostate -lcostate_petsc \
     $(pkg-config --libs yaml-cpp 2>/dev/null || echo -lyaml-cpp) \
     $(pkg-config --libs libsbml 2>/dev/null || echo -lsbml)
 fi

@@ -18,6 +18,7 @@
 #include "petab_command.hpp"
 #include "costate/calibrate/calibrate.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/conditions.hpp"
@@ -322,9 +323,11 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
   };
   io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after an iteration
   auto monitor = [&](const optimize::Iteration& it) {
-    if (talk)
+    if (talk) {
+      clear_progress_line();
       std::fprintf(stderr, "  %4d  %15.8e  %15.8e%s\n", it.iteration, it.objective,
                    it.gradient_norm, journal.entries.size() <= journal.recorded ? "  (replayed)" : "");
+    }
     journal.last_iteration = it.iteration;
     if (keep && journal.entries.size() > kept) keep_journal(0);
     io::throw_if_interrupted("after iteration " + std::to_string(it.iteration) +

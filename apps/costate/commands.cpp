@@ -29,6 +29,9 @@ const std::vector<Command>& commands() {
              cmd.add_option("--resume", a.resume,
                             "continue the interrupted run in this partial HDF5 output (same "
                             "input and --set options)");
+             cmd.add_flag("--trajectory", a.trajectory,
+                          "with --json: also every output time's state (`t`, `states`: one row "
+                          "per output time, columns in the order of `state_names`)");
            }},
       {.name = "sensitivity",
        .help = "objective and its gradient (discrete adjoint or forward sensitivities)",
@@ -158,35 +161,6 @@ io::RunConfig load_with_objective(const Environment& env, const CommandArgs& arg
               << ode::to_string(cfg.sensitivity.checkpointing) << "\n";
   }
   return cfg;
-}
-
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
-Progress::Progress(double t0, double t1, bool enabled)
-    : t0_(t0), t1_(t1), enabled_(enabled && isatty(STDERR_FILENO)), start_(now_seconds()),
-      last_(start_) {}
-
-void Progress::update(double t) {
-  if (!enabled_) return;
-  const double now = now_seconds();
-  if (now - start_ < 0.5 || now - last_ < 0.1) return;
-  last_ = now;
-  drawn_ = true;
-  const double frac = std::clamp((t - t0_) / (t1_ - t0_), 0.0, 1.0);
-  const int width = 40;
-  const int filled = static_cast<int>(frac * width);
-  std::fprintf(stderr, "\r[%s%s] %5.1f%%  t = %-12.6g", std::string(filled, '#').c_str(),
-               std::string(width - filled, '.').c_str(), 100.0 * frac, t);
-  std::fflush(stderr);
-}
-
-void Progress::finish() {
-  if (drawn_) std::fprintf(stderr, "\r%*s\r", 80, "");
 }
 
 }  // namespace costate::cli

@@ -35,6 +35,7 @@ struct CommandArgs {
   bool hessian = false;  ///< sensitivity --hessian
   bool check = false;    ///< sensitivity --check (a directional difference along a random direction)
   std::string resume;    ///< run --resume OUT.h5
+  bool trajectory = false;  ///< run --json --trajectory: every output time in the JSON
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)
@@ -91,6 +92,15 @@ void add_integration_warnings(const ode::Summary& summary, std::vector<std::stri
 /// (where a command goes) is none of `names`; "" when it is one.
 std::string unknown_command(const std::string& word, const std::vector<std::string>& names);
 
+/// True in `costate`, the front that links libcostate without its PETSc part
+/// (front.cpp); false in `costate-petsc`, which links everything (full.cpp).
+bool is_front();
+/// Replaces this process by `costate-petsc` beside the running executable,
+/// with the same arguments (a command that needs PETSc, started in the
+/// front). Called before MPI is started, so it works under mpiexec (each rank
+/// execs). Returns only by throwing costate::Error when it cannot be started.
+[[noreturn]] void hand_over_to_petsc(char** argv);
+
 /// A PDE input (a `pde:` section) runs through pde_commands.cpp.
 int pde(const Environment& env, const CommandArgs& args, const char* command);
 
@@ -98,20 +108,5 @@ int pde(const Environment& env, const CommandArgs& args, const char* command);
 /// overrides and -o, checked to have an objective, and echoed on stderr.
 io::RunConfig load_with_objective(const Environment& env, const CommandArgs& args,
                                   const char* command);
-
-/// A one-line progress bar on stderr, drawn only on a terminal, only for
-/// runs longer than half a second, at most ten times a second.
-class Progress {
- public:
-  Progress(double t0, double t1, bool enabled);
-  void update(double t);
-  void finish();
-
- private:
-  double t0_, t1_;
-  bool enabled_;
-  bool drawn_ = false;
-  double start_ = 0.0, last_ = 0.0;  ///< steady-clock seconds
-};
 
 }  // namespace costate::cli

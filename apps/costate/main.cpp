@@ -36,6 +36,7 @@
 
 #include <mpi.h>
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -52,6 +53,7 @@
 #include "costate/config.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "pde_commands.hpp"
@@ -103,6 +105,27 @@ void check_stdout() {
 }
 
 }  // namespace
+
+namespace costate::cli {
+
+void hand_over_to_petsc(char** argv) {
+  // The directory of the running executable (not argv[0]: it may be a bare
+  // name found on PATH).
+  char self[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    throw Error(std::string("cannot find the running executable (/proc/self/exe: ") + std::strerror(errno) +
+                ") to start costate-petsc, which runs the commands that need PETSc");
+  std::string path(self, static_cast<std::size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + "costate-petsc";
+  std::cout.flush();
+  std::cerr.flush();
+  ::execv(path.c_str(), argv);
+  throw Error("cannot start " + path + ": " + std::strerror(errno) +
+              " (calibrate and PDE inputs run in costate-petsc, installed beside costate)");
+}
+
+}  // namespace costate::cli
 
 int main(int argc, char** argv) {
   namespace cli = costate::cli;
@@ -177,18 +200,24 @@ int main(int argc, char** argv) {
     // started alone skips Open MPI's singleton start-up (~0.4 s); Kokkos for
     // the commands that integrate.
     const bool pde_input = command.input && cli::is_pde_input(a.input);
+    // The front `costate` has no PETSc (front.cpp): hand such a command over.
+    if ((command.petsc || pde_input) && cli::is_front()) cli::hand_over_to_petsc(argv);
     env = std::make_unique<costate::Environment>(
         argc, argv,
         costate::EnvironmentOptions{.petsc = command.petsc || pde_input,
                                     .kokkos = command.kokkos,
                                     .mpi = costate::MpiStart::when_launched});
+    // Progress lines (core/progress.hpp): rank 0, on a terminal, without -q.
+    costate::set_progress_enabled(env->is_root() && !a.quiet && ::isatty(STDERR_FILENO));
     // 3. Refuse an -o that would destroy a file or hide its format, before
     // any work (io/output_file.hpp; the writers check again when writing).
     if (command.writes_output && !a.output.empty()) {
       costate::io::check_output_path(a.output, {a.input});
-      // ODE inputs: HDF5, or a table for `run` (PEtab and PDE commands name
-      // their own formats).
-      if (!pde_input && !cli::is_petab_input(a.input))
+      // ODE inputs: HDF5, or a table for `run`; PDE inputs: HDF5 (+ .xmf)
+      // only; PEtab problems name their own formats.
+      if (pde_input)
+        (void)costate::io::output_format(a.output, std::string(command.name) + " on a PDE input", false);
+      else if (!cli::is_petab_input(a.input))
         (void)costate::io::output_format(a.output, command.name,
                                          std::string(command.name) == "run");
     }

@@ -12,12 +12,14 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <iostream>
 #include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/pde_calibration.hpp"
 #include "costate/optimize/fit_status.hpp"
 #include "costate/pde/inversion.hpp"
@@ -57,6 +59,7 @@ Json solves_json(const pde::PdeSolves& s) {
 }
 
 void print_row(const pde::InversionIteration& r) {
+  clear_progress_line();
   std::printf("  %3d  %15.8e  %13.6e  %13.6e  %11.4e  %5d  %-18s %3s  %7lld\n", r.iteration, r.objective, r.misfit,
               r.prior, r.gradient_norm, r.cg_iterations, r.cg_stop.c_str(), r.gauss_newton ? "GN" : "",
               static_cast<long long>(r.solves.total()));
@@ -191,6 +194,20 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
   const pde::PdeSolves all_solves = post ? plus(r.solves, post->solves) : r.solves;
   if (!cfg.output_file.empty()) {
     pde::FieldWriter out(g, cfg.output_file, eq.fields);
+    {
+      // The PDE's settings, then the calibration's (the sensors' noise model included).
+      std::ostringstream cal;
+      cal.precision(17);
+      cal << "calibration: {field: " << cc.field << ", log: " << (cc.log_form ? "true" : "false")
+          << ", sensors: \"" << cc.sensors_file << "\", sensors_component: " << cc.sensors_component
+          << ", noise_sigma: " << (cc.sigma > 0.0 ? std::to_string(cc.sigma) : std::string("\"the sensors' sigma column\""))
+          << ", prior: {gamma: " << cc.prior.gamma << ", delta: " << cc.prior.delta << ", mean: \""
+          << cc.prior_mean << "\"}, optimizer: {max_iterations: " << cc.optimizer.max_iterations
+          << ", gradient_rtol: " << cc.optimizer.gradient_rtol << ", gradient_atol: " << cc.optimizer.gradient_atol
+          << ", cg_max_iterations: " << cc.optimizer.cg_max_iterations << "}, posterior: "
+          << (cc.posterior ? "true" : "false") << "}\n";
+      out.write_provenance("calibrate", cfg.to_yaml() + cal.str());
+    }
     out.write_frame(t_end, misfit.final_state());
     out.write_field(cc.field + "_map", fg, kappa, {cc.field + "_map"});
     out.write_field("m_map", fg, r.m, {"m_map"});

@@ -163,7 +163,8 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
   }
   const auto t3 = clock::now();
   const petab::Result& r = all;
-  if (!out.empty() && env.rank() == 0) petab::write_result_hdf5(problem, all, out);
+  if (!out.empty() && env.rank() == 0)
+    petab::write_result_hdf5(problem, all, out, {"sensitivity", petab::settings_yaml(problem, options)});
   const std::vector<std::string> ids = problem.estimated_ids();
   if (env.rank() != 0) return 0;
   const double load = std::chrono::duration<double>(t1 - t0).count();
@@ -265,7 +266,7 @@ int petab_run(const Environment& env, const CommandArgs& args) {
   }
   if (env.rank() != 0) return 0;
   petab::write_simulation_table(problem, r, tsv);
-  petab::write_result_hdf5(problem, r, h5);
+  petab::write_result_hdf5(problem, r, h5, {"run", petab::settings_yaml(problem, options)});
   if (args.json) {
     nlohmann::ordered_json j = json_head(path, r);
     j["simulations"] = r.simulations;  // measurement-table order
@@ -406,7 +407,15 @@ int petab_calibrate(const Environment& env, const CommandArgs& args) {
     std::ofstream file(out);
     if (!(file << j.dump(1) << "\n")) throw Error(out + ": cannot write the JSON output");
   } else if (!out.empty()) {
-    petab::write_calibration_hdf5(out, c, &verdict);
+    std::ostringstream settings;
+    settings.precision(17);
+    settings << petab::settings_yaml(problem, options.evaluation) << "calibration: {starts: " << options.starts
+             << ", seed: " << options.seed << ", sampling: " << petab::to_string(options.sampling)
+             << ", optimizer: " << optimize::to_string(options.optimizer.method)
+             << ", gatol: " << options.optimizer.gatol << ", grtol: " << options.optimizer.grtol
+             << ", gttol: " << options.optimizer.gttol << ", max_iterations: " << options.optimizer.max_iterations
+             << "}\n";
+    petab::write_calibration_hdf5(out, c, &verdict, {"calibrate", settings.str()});
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/conditions.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
@@ -36,7 +37,19 @@ void echo(const io::RunConfig& cfg, const std::string& input) {
             << cfg.output_times.size() << " output times\n";
 }
 
-void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
+/// `t` and `states` (one row per output time) of a run's JSON, with
+/// --trajectory: the whole trajectory, as the HDF5 file holds it.
+void add_trajectory(Json& j, const ode::Solution& sol) {
+  j["t"] = sol.t;
+  Json rows = Json::array();
+  for (std::size_t k = 0; k < sol.n_outputs(); ++k) {
+    const auto y = sol.state(k);
+    rows.push_back(std::vector<double>(y.begin(), y.end()));
+  }
+  j["states"] = rows;
+}
+
+void print_json(const io::RunConfig& cfg, const ode::Solution& sol, bool trajectory) {
   const ode::Summary& s = sol.summary;
   const auto final_state = sol.state(sol.n_outputs() - 1);
   Json j;
@@ -60,6 +73,7 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol) {
   j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
   j["wall_seconds"] = s.wall_seconds;
   j["warnings"] = cfg.warnings;
+  if (trajectory) add_trajectory(j, sol);
   std::cout << j.dump() << std::endl;
 }
 
@@ -128,6 +142,7 @@ int run_conditions(const Environment& env, const CommandArgs& args, const io::Ru
                       {"rhs_evaluations", sol.summary.rhs_evaluations},
                       {"outputs", sol.n_outputs()},
                       {"wall_seconds", sol.summary.wall_seconds}});
+      if (args.trajectory) add_trajectory(rows.back(), sol);
     }
     j["conditions"] = rows;
     j["output_file"] = cfg.output_file.empty() ? Json(nullptr) : Json(cfg.output_file);
@@ -151,6 +166,15 @@ int run_conditions(const Environment& env, const CommandArgs& args, const io::Ru
 }  // namespace
 
 int run_command(const Environment& env, const CommandArgs& args) {
+  if (args.trajectory && !args.json)
+    throw Error(args.input + ": --trajectory adds the trajectory to --json's output: give --json too "
+                             "(the text output shows a table of it; -o writes all of it)");
+  if (args.trajectory && is_petab_input(args.input))
+    throw Error(args.input + ": --trajectory is for input files; a PEtab run's --json already holds its "
+                             "simulations (one per measurement) and -o writes the simulation table");
+  if (args.trajectory && is_pde_input(args.input))
+    throw Error(args.input + ": --trajectory is for ODE input files; a PDE run's fields are in its HDF5 "
+                             "output (-o OUT.h5, with an .xmf for ParaView)");
   if (is_petab_input(args.input)) return petab_run(env, args);  // docs/petab.md
   if (is_pde_input(args.input)) return pde(env, args, "run");
   // 1. Read, override and validate the settings.
@@ -165,9 +189,10 @@ int run_command(const Environment& env, const CommandArgs& args) {
   // (costate/io/resume.hpp).
   if (!args.resume.empty() && args.output.empty()) cfg.output_file = args.resume;
   io::InterruptHandler interrupts;
-  Progress progress(cfg.t_start, cfg.t_end, talk);
-  const io::RunOutcome outcome =
-      io::integrate_run(cfg, [&](double t) { progress.update(t); }, args.resume);
+  Progress progress("integrate", cfg.t_end - cfg.t_start);
+  const io::RunOutcome outcome = io::integrate_run(
+      cfg, [&](double t) { progress.update(t - cfg.t_start, "t = " + costate::detail::format_value(t)); },
+      args.resume);
   progress.finish();
   if (outcome.signal)
     return io::finish_interrupted_run(cfg, outcome, env.is_root(), env.is_root(), args.json);
@@ -184,7 +209,7 @@ int run_command(const Environment& env, const CommandArgs& args) {
   // 4. Report.
   if (!env.is_root()) return 0;
   if (args.json)
-    print_json(cfg, sol);
+    print_json(cfg, sol, args.trajectory);
   else
     print_text(cfg, sol);
   return 0;

@@ -14,55 +14,12 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/optimize/tao.hpp"
 #include "petsc/petsc_check.hpp"
 
 namespace costate::optimize {
 
-std::string to_string(TaoMethod m) {
-  switch (m) {
-    case TaoMethod::Bqnls: return "bqnls";
-    case TaoMethod::Blmvm: return "blmvm";
-    case TaoMethod::Bnls: return "bnls";
-    case TaoMethod::Bntr: return "bntr";
-  }
-  return "unknown";
-}
-
-std::vector<TaoMethod> all_tao_methods() {
-  return {TaoMethod::Bqnls, TaoMethod::Blmvm, TaoMethod::Bnls, TaoMethod::Bntr};
-}
-
-TaoMethod tao_method_from_string(const std::string& name) {
-  std::string valid;
-  for (TaoMethod m : all_tao_methods()) {
-    if (to_string(m) == name) return m;
-    valid += (valid.empty() ? "" : ", ") + to_string(m);
-  }
-  throw Error("unknown optimizer '" + name + "'; valid: " + valid);
-}
-
-bool uses_hessian(TaoMethod m) { return m == TaoMethod::Bnls || m == TaoMethod::Bntr; }
-
-void TaoOptions::validate() const {
-  COSTATE_CHECK(gatol >= 0.0 && std::isfinite(gatol), "TaoOptions::gatol = " << gatol << " must be >= 0");
-  COSTATE_CHECK(grtol >= 0.0 && std::isfinite(grtol), "TaoOptions::grtol = " << grtol << " must be >= 0");
-  COSTATE_CHECK(gttol >= 0.0 && std::isfinite(gttol), "TaoOptions::gttol = " << gttol << " must be >= 0");
-  COSTATE_CHECK(max_iterations >= 0, "TaoOptions::max_iterations = " << max_iterations << " must be >= 0");
-  COSTATE_CHECK(max_function_evaluations > 0,
-                "TaoOptions::max_function_evaluations = " << max_function_evaluations << " must be > 0");
-}
-
-std::string TaoResult::brief_report() const {
-  std::ostringstream os;
-  os.precision(6);
-  os << "TAO " << method << ": " << termination << " after " << iterations << " iterations ("
-     << function_evaluations << " objective+gradient, " << hessian_evaluations
-     << " Hessian evaluations), f = " << objective << ", |g| = " << gradient_norm;
-  if (non_finite_evaluations > 0)
-    os << "; " << non_finite_evaluations << " trial points had no finite objective";
-  return os.str();
-}
 
 namespace {
 
@@ -73,6 +30,7 @@ struct Context {
   TaoResult* result = nullptr;
   const std::function<void(const Iteration&)>* monitor = nullptr;
   std::exception_ptr error;  // a non-costate exception (a bug): rethrown after TaoSolve
+  Progress* progress = nullptr;  // the optimizer's iterations on the progress line
   int iteration_offset = 0;  // iterations of earlier stages
   // The last few evaluated points and ‖∇f‖₂ there: the monitor looks its
   // iterate up (line searches and trust regions evaluate trial points the
@@ -175,6 +133,13 @@ PetscErrorCode monitor(Tao tao, void* ctx) {
   PetscCall(VecGetArrayRead(x, &xa));
   it.objective_gradient_norm = c->gradient_norm_at(std::span<const double>(xa, c->n));
   PetscCall(VecRestoreArrayRead(x, &xa));
+  if (c->progress) {
+    std::ostringstream note;
+    note.precision(8);
+    note << "f = " << f << ", |grad J| = "
+         << (std::isfinite(it.objective_gradient_norm) ? it.objective_gradient_norm : gnorm);
+    c->progress->update(static_cast<double>(it.iteration), note.str());
+  }
   // bntr reports iteration 0 twice (before and after choosing its initial
   // trust radius): the history keeps the last report of each iteration.
   auto& h = c->result->history;
@@ -316,6 +281,8 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
   ctx.n = n;
   ctx.result = &result;
   ctx.monitor = &monitor_fn;
+  Progress progress("TAO iteration", static_cast<double>(options.max_iterations));
+  ctx.progress = &progress;
   ctx.hessian.assign(n * n, 0.0);
 
   // Stages: the method's own line search (More–Thuente for the line-search

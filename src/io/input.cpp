@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,13 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  // The same name in another case first ('T' for 't').
+  const auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (const auto& c : candidates)
+    if (c != word && lower(c) == lower(word)) return c;
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const auto& c : candidates) {
@@ -50,9 +58,10 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
       best = c;
     }
   }
-  // Close enough to be a typo: at most a third of the word, and at least 2.
+  // Close enough to be a typo: at most a third of the word, and at least 2;
+  // and not every character replaced ('s' is no typo of 't').
   const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  return best_d <= limit ? best : std::string{};
+  return best_d <= limit && best_d < std::max(word.size(), best.size()) ? best : std::string{};
 }
 
 namespace {
@@ -1867,9 +1876,14 @@ std::string RunConfig::to_yaml() const {
     if (!objective.data_file.empty()) {
       e << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
       e << YAML::Key << "file" << YAML::Value << objective.data_file;
-      e << YAML::Key << "weights" << YAML::Value << YAML::BeginMap;
+      // The noise model as σ per state (weight 1/σ²) when every state has
+      // one; a zero weight (a state left out) keeps the weights.
+      const bool all_noise = std::all_of(objective.weights.begin(), objective.weights.end(),
+                                         [](double w) { return w > 0.0 && std::isfinite(w); });
+      e << YAML::Key << (all_noise ? "noise" : "weights") << YAML::Value << YAML::BeginMap;
       for (std::size_t i = 0; i < state_names.size(); ++i)
-        e << YAML::Key << state_names[i] << YAML::Value << objective.weights[i];
+        e << YAML::Key << state_names[i] << YAML::Value
+          << (all_noise ? 1.0 / std::sqrt(objective.weights[i]) : objective.weights[i]);
       e << YAML::EndMap << YAML::EndMap;
     }
     e << YAML::EndMap;
@@ -1913,6 +1927,26 @@ std::string RunConfig::to_yaml() const {
       e << YAML::EndMap;
     }
     e << YAML::Key << "data" << YAML::Value << YAML::Flow << c.data_files;
+    // The noise model of the merged data: σ = 1/√weight per state where one
+    // σ holds for every observation of the state, else the range of σ.
+    e << YAML::Key << "noise" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    const std::size_t ns = state_names.size();
+    for (std::size_t i = 0; i < ns && !c.weights.empty(); ++i) {
+      double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+      for (std::size_t k = i; k < c.weights.size(); k += ns)
+        if (!std::isnan(c.data[k]) && c.weights[k] > 0.0) {
+          lo = std::min(lo, 1.0 / std::sqrt(c.weights[k]));
+          hi = std::max(hi, 1.0 / std::sqrt(c.weights[k]));
+        }
+      if (hi == 0.0) continue;  // not observed
+      e << YAML::Key << state_names[i] << YAML::Value;
+      if (lo == hi)
+        e << lo;
+      else
+        e << YAML::Flow << std::vector<double>{lo, hi};
+    }
+    e << YAML::EndMap;
+    e << YAML::Key << "noise_given" << YAML::Value << c.noise_given;
     e << YAML::Key << "regularization" << YAML::Value << YAML::Flow << YAML::BeginMap;
     e << YAML::Key << "weight" << YAML::Value << c.regularization_weight << YAML::EndMap;
     e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;

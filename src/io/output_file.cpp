@@ -168,7 +168,7 @@ OutputFormat output_format(const std::string& path, const std::string& command,
   if (ext == ".csv" || ext == ".tsv") {
     if (!tables_allowed)
       throw Error(path + ": costate " + command + " writes " + what + "; its results do not fit " +
-                  "one table (`costate run -o x.csv` writes the trajectory as CSV)");
+                  "one table (`costate run -o x.csv` on an ODE input file writes its trajectory as CSV)");
     return ext == ".csv" ? OutputFormat::Csv : OutputFormat::Tsv;
   }
   for (const char* text : {".json", ".txt", ".yaml", ".yml", ".dat", ".png", ".pdf", ".svg"})

@@ -147,6 +147,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
     std::unique_ptr<pde::FieldWriter> out;
     if (!cfg.output_file.empty()) {
       out = std::make_unique<pde::FieldWriter>(g, cfg.output_file, eq.fields);
+      out->write_provenance("run", cfg.to_yaml());
       if constexpr (Model::field_parameters > 0)
         out->write_field(eq.parameter_fields[0], *fg, op.fields(), {eq.parameter_fields[0]});
     }
@@ -162,6 +163,7 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
       // field, and the gradient: dJ/d<field> and dJ/du(t0) as fields, the
       // objective and dJ/d<scalars> as arrays.
       pde::FieldWriter out(g, cfg.output_file, eq.fields);
+      out.write_provenance("sensitivity", cfg.to_yaml());
       auto u = g.create_global("pde::u");
       deep_copy(u, u0);
       PdeFrames frames(&out, options.gather ? &res : nullptr, g);

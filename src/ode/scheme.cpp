@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/ode/explicit_rk.hpp"
 #include "costate/ode/snapshot_store.hpp"
 #include "ode/dae.hpp"
@@ -700,19 +701,44 @@ class ExplicitRk final : public Scheme {
 };
 
 /// Calls the sweep's hook every kSweepHookInterval steps (forward and
-/// reverse), with the time of the step.
+/// reverse), with the time of the step, and keeps the progress line
+/// (core/progress.hpp): the reverse steps done of the plan's, the forward
+/// steps (first sweep, then recomputation from checkpoints) in the note.
 class Hook {
  public:
-  explicit Hook(const SweepHook& hook, std::span<const double> times) : hook_(hook), times_(times) {}
-  void operator()(std::size_t i) {
-    if (!hook_ || ++count_ % kSweepHookInterval != 0) return;
-    hook_(times_[std::min(i, times_.size() - 1)]);
+  Hook(const SweepHook& hook, std::span<const double> times, const char* what)
+      : hook_(hook), times_(times), what_(what), steps_(times.size() > 1 ? static_cast<double>(times.size() - 1) : 0.0),
+        progress_(std::in_place, std::string(what) + ": step", steps_) {}
+  void forward(std::size_t i) {
+    ++forward_;
+    if (progress_->active() && (reverse_ == 0 || forward_ % kSweepHookInterval == 0))
+      progress_->update(static_cast<double>(reverse_ == 0 ? i : reverse_), reverse_ == 0 ? "" : note());
+    call(i);
+  }
+  void reverse(std::size_t i) {
+    if (reverse_++ == 0) {  // the reverse phase: a scope of its own
+      first_forward_ = forward_;
+      progress_.reset();
+      progress_.emplace(std::string(what_) + ", reverse: step", steps_);
+    }
+    if (progress_->active()) progress_->update(static_cast<double>(reverse_), note());
+    call(i);
   }
 
  private:
+  void call(std::size_t i) {
+    if (!hook_ || ++count_ % kSweepHookInterval != 0) return;
+    hook_(times_[std::min(i, times_.size() - 1)]);
+  }
+  std::string note() const { return std::to_string(forward_ - first_forward_) + " steps recomputed"; }
+
   const SweepHook& hook_;
   std::span<const double> times_;
+  const char* what_;
+  double steps_;
   std::int64_t count_ = 0;
+  std::int64_t forward_ = 0, reverse_ = 0, first_forward_ = 0;
+  std::optional<Progress> progress_;
 };
 
 /// Where the System's observations land on the sweep's plan: obs_at[i] = k
@@ -773,7 +799,7 @@ class AdjointOps {
     scheme_.step(static_cast<std::size_t>(i_), cur_, next_);
     cur_.swap(next_);
     ++i_;
-    hook_(static_cast<std::size_t>(i_));
+    hook_.forward(static_cast<std::size_t>(i_));
   }
   void save(std::size_t s) {
     store_->save(s, cur_);
@@ -816,7 +842,7 @@ class AdjointOps {
     }
     for (AdjointLane& lane : lanes_) observe(lane, i, x);
     reached_ = static_cast<std::int64_t>(i);
-    hook_(i);
+    hook_.reverse(i);
   }
 
   /// Steps the sweep runs (the scheme's, or a resumed sweep's remainder).
@@ -862,7 +888,7 @@ CheckpointStats store_all_arena(std::size_t l, std::size_t w, std::span<const do
   for (std::size_t i = 0; i + 1 < l; ++i) {
     forward(i, std::span<const double>(xs.get() + i * w, w),
             std::span<double>(xs.get() + (i + 1) * w, w));
-    hook(i + 1);
+    hook.forward(i + 1);
   }
   for (std::size_t i = l; i-- > 0;)
     reverse(i, std::span<const double>(xs.get() + i * w, w),
@@ -925,7 +951,7 @@ std::vector<SweepOutcome> lanes_sweep(std::span<const System* const> systems, Sc
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
-  Hook every(hook, steps.times());
+  Hook every(hook, steps.times(), "adjoint sweep");
   const bool store_all_states = std::holds_alternative<StoreAll>(checkpointing);
   std::optional<SnapshotStore> store;
   if (!store_all_states) store.emplace(scheme.state_size(), disk_slots, disk_path);
@@ -1009,7 +1035,7 @@ std::vector<SweepOutcome> adjoint_block_sweep(std::span<const System* const> sys
 SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan& steps,
                            std::span<const double> x0, std::span<const double> p,
                            const SweepHook& hook) {
-  Hook every(hook, steps.times());
+  Hook every(hook, steps.times(), "tangent sweep");
   const std::size_t l = scheme.steps(), nx = scheme.state_size();
   const std::size_t n = system.n_model_states(), np = p.size(), m = np + n;
   const std::vector<std::int64_t> obs_at = observations_on(system, scheme, steps, "tangent_sweep");
@@ -1059,7 +1085,7 @@ SweepOutcome tangent_sweep(const System& system, Scheme& scheme, const StepPlan&
       x.swap(xn);
       S.swap(Sn);
       observe(i + 1);
-      every(i + 1);
+      every.forward(i + 1);
     }
     if (system.has_terminal()) {
       std::fill(gy.begin(), gy.end(), 0.0);
@@ -1119,7 +1145,7 @@ class SecondOrderOps {
     forward(static_cast<std::size_t>(i_), cur_, next_);
     cur_.swap(next_);
     ++i_;
-    hook_(static_cast<std::size_t>(i_));
+    hook_.forward(static_cast<std::size_t>(i_));
   }
   void save(std::size_t s) {
     store_->save(s, cur_);
@@ -1166,7 +1192,7 @@ class SecondOrderOps {
     scheme_.adjoint_tangent(i, x(s), xdot(s), x(after), xdot(after), pdot_, lambda_,
                             lambda_dot_, mu_, mu_dot_);
     observe(i, s);
-    hook_(i);
+    hook_.reverse(i);
   }
 
   // (x_{i+1}, ẋ_{i+1}) into `to` from (x_i, ẋ_i): the scheme's tangent with one direction.
@@ -1238,7 +1264,7 @@ SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
     disk_slots = static_cast<std::size_t>(ml->disk);
     disk_path = ml->path;
   }
-  Hook every(hook, steps.times());
+  Hook every(hook, steps.times(), "second-order sweep");
   SecondOrderOutcome out;
   std::optional<SnapshotStore> store;
   std::vector<double> s0;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/optimize/tao.hpp"
 
 namespace costate::pde {
@@ -81,7 +82,9 @@ CgOutcome steihaug_pcg(MisfitModel& model, const Prior& prior, HessianProduct ki
   const double target = eta * std::sqrt(std::max(rz, 0.0));
   deep_copy(d, z);
   CgOutcome out;
+  Progress progress("CG iteration", static_cast<double>(max_iterations));
   for (int it = 0; it < max_iterations; ++it) {
+    progress.update(static_cast<double>(it));
     model.hessian_vector(d, hd, kind);
     prior.apply(d, tmp);
     axpy(1.0, tmp, hd);
@@ -124,6 +127,7 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
   double best = std::numeric_limits<double>::infinity();
   const std::int64_t prior_solves0 = prior.solves();
   const PdeSolves solves0 = model.solves();
+  Progress progress("Newton iteration", static_cast<double>(o.max_iterations));
   for (int k = 0;; ++k) {
     InversionIteration row;
     row.iteration = k;
@@ -142,6 +146,12 @@ InversionResult newton_cg(MisfitModel& model, const Prior& prior, const GlobalVe
     res.prior = row.prior;
     res.gradient_norm = row.gradient_norm;
     res.iterations = k;
+    {
+      std::ostringstream note;
+      note.precision(6);
+      note << "J = " << row.objective << ", |g| = " << row.gradient_norm;
+      progress.update(static_cast<double>(k), note.str());
+    }
     const auto finish = [&](const std::string& why, bool converged) {
       res.history.push_back(row);
       if (monitor) monitor(row);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 
 namespace costate::pde {
 
@@ -90,7 +91,9 @@ GeneralizedEigenpairs double_pass_eigensolve(const Grid& grid, const FieldOperat
   std::vector<GlobalVector> q, bq;
   GlobalVector omega = grid.create_global("pde::laplace omega"), tmp = grid.create_global("pde::laplace work"),
                y = grid.create_global("pde::laplace y"), by = grid.create_global("pde::laplace By");
+  Progress pass1("eigensolve pass 1 (B⁻¹A actions)", static_cast<double>(l));
   for (int j = 0; j < l; ++j) {
+    pass1.update(static_cast<double>(j));
     // Column j of Y; if it is numerically inside span(Q) (the second
     // Gram–Schmidt pass removed more than half of what the first left:
     // Kahan–Parlett's criterion), a random direction instead (Rayleigh–
@@ -131,8 +134,11 @@ GeneralizedEigenpairs double_pass_eigensolve(const Grid& grid, const FieldOperat
     }
   }
   // Pass 2: T = Qᵀ A Q, its eigenpairs, V = Q U.
+  pass1.finish();
   std::vector<GlobalVector> aq;
+  Progress pass2("eigensolve pass 2 (A actions)", static_cast<double>(q.size()));
   for (std::size_t j = 0; j < q.size(); ++j) {
+    pass2.update(static_cast<double>(j));
     GlobalVector v = grid.create_global("pde::laplace AQ");
     a(q[j], v);
     ++out.a_actions;

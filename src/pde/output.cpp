@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "costate/config.hpp"
 #include "costate/core/error.hpp"
 
 namespace costate::pde {
@@ -434,6 +435,12 @@ void FieldWriter::write_attribute(const std::string& name, const std::string& va
   check_all(grid_->comm(), !finished_,
             "pde::FieldWriter('" + path_ + "')::write_attribute: the file is already finished");
   impl_->write_string_attribute(impl_->file, name.c_str(), value, path_);
+}
+
+void FieldWriter::write_provenance(const std::string& command, const std::string& settings) {
+  write_attribute("costate_version", COSTATE_VERSION_STRING);
+  write_attribute("command", command);
+  write_attribute("settings", settings);
 }
 
 void FieldWriter::finish(const std::string& status) {

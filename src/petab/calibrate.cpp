@@ -2,6 +2,8 @@
 // optimize::minimize (include/costate/petab/calibrate.hpp).
 #include "costate/petab/calibrate.hpp"
 
+#include "costate/core/progress.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -206,10 +208,18 @@ Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_
     // One fit on every rank, each evaluation's experiments over the ranks.
     c.starts[0] = fit_one(pb, x0[0], 0, options, comm);
   } else {
+    // Progress (rank 0's starts): start k of n and the best −llh so far.
+    Progress progress("start", static_cast<double>(x0.size()));
+    double best = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < x0.size(); ++i)
       if (static_cast<int>(i % static_cast<std::size_t>(size)) == rank) {
         c.starts[i] = fit_one(pb, x0[i], i, options, MPI_COMM_SELF);
         c.starts[i].rank = rank;
+        if (!c.starts[i].failed) best = std::min(best, c.starts[i].objective);
+        std::ostringstream note;
+        note.precision(8);
+        note << "best objective " << best;
+        progress.update(static_cast<double>(i + 1), note.str());
       }
     if (size > 1) gather(c.starts, pb.estimated.size(), rank, size, comm);
   }
@@ -223,7 +233,8 @@ Calibration calibrate(const Problem& pb, const CalibrationOptions& options, MPI_
   return c;
 }
 
-void write_calibration_hdf5(const std::string& path, const Calibration& c, const optimize::FitVerdict* verdict) {
+void write_calibration_hdf5(const std::string& path, const Calibration& c, const optimize::FitVerdict* verdict,
+                            const Provenance& provenance) {
   using detail::H5, detail::write_doubles, detail::write_ids;
   H5 file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
@@ -257,6 +268,7 @@ void write_calibration_hdf5(const std::string& path, const Calibration& c, const
     detail::write_text(group.id, "/calibration", "convergence", verdict->describe(), path);
     detail::write_text(group.id, "/calibration", "status", verdict->file_status(), path);
   }
+  detail::write_provenance(file.id, provenance.command, provenance.settings, path);
 }
 
 }  // namespace costate::petab

@@ -12,6 +12,7 @@
 
 #include "costate/ad/drivers.hpp"
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/nonlinear/solve.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
@@ -1044,6 +1045,11 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     selected[e] = 1;
   }
   std::string failure;
+  // Progress: this rank's experiments (simulation conditions), in order.
+  std::size_t mine = 0, done = 0;
+  for (std::size_t e = 0; e < n_ex; ++e)
+    mine += selected[e] && static_cast<int>(e % static_cast<std::size_t>(size)) == rank;
+  Progress progress("PEtab condition", static_cast<double>(mine));
   for (std::size_t e = 0; e < n_ex; ++e) {
     if (!selected[e]) continue;
     if (static_cast<int>(e % static_cast<std::size_t>(size)) != rank) continue;
@@ -1054,6 +1060,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       failure = err.what();
       break;
     }
+    progress.update(static_cast<double>(++done));
   }
   if (size > 1) {
     detail_raise_on_any_rank(comm, rank, failure);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/config.hpp"
 #include "costate/core/error.hpp"
 
 namespace costate::petab::detail {
@@ -47,6 +48,15 @@ inline void write_text(hid_t object, const std::string& where, const char* name,
   H5 attr(H5Acreate2(object, name, type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   COSTATE_CHECK(attr.id >= 0 && H5Awrite(attr.id, type.id, text.c_str()) >= 0,
                 path << ": cannot write attribute " << where << "/" << name);
+}
+
+/// The root attributes every costate file carries: costate_version, and
+/// command and settings when given.
+inline void write_provenance(hid_t file, const std::string& command, const std::string& settings,
+                             const std::string& path) {
+  write_text(file, "", "costate_version", COSTATE_VERSION_STRING, path);
+  if (!command.empty()) write_text(file, "", "command", command, path);
+  if (!settings.empty()) write_text(file, "", "settings", settings, path);
 }
 
 /// String attribute `name` of `object`: the ids, one per line.

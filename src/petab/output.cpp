@@ -3,15 +3,61 @@
 // the measurement table with.
 #include "costate/petab/output.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 
+#include <sstream>
+
+#include "costate/config.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/options.hpp"
 #include "hdf5.hpp"
 
 namespace costate::petab {
 
+namespace {
+
+/// A YAML double-quoted scalar (the JSON escapes: a formula may hold quotes).
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+/// The shortest text that reads back as `v` (1e-12, not 9.9999999999999998e-13).
+std::string number(double v) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
+}
+
+}  // namespace
+
+std::string settings_yaml(const Problem& pb, const Options& o) {
+  std::ostringstream y;
+  y << "problem: " << quoted(pb.file) << "\n"
+    << "integrator: {method: " << ode::to_string(o.integrator.method) << ", rtol: " << number(o.integrator.rtol)
+    << ", atol: " << number(o.integrator.atol) << "}\n"
+    << "sensitivity: {method: " << quoted(ode::to_string(o.method)) << "}\n"
+    << "steady_state_tol: " << number(o.steady_state_tol) << "\n"
+    << "observables:\n";
+  for (const Observable& ob : pb.observables)
+    y << "  " << ob.id << ": {formula: " << quoted(ob.formula) << ", noise_formula: " << quoted(ob.noise_formula)
+      << ", noise_distribution: " << to_string(ob.distribution)
+      << ", transformation: " << to_string(ob.transformation) << "}\n";
+  return y.str();
+}
+
 void write_result_hdf5(const Problem& pb, const Result& r, const std::string& path) {
+  write_result_hdf5(pb, r, path, Provenance{});
+}
+
+void write_result_hdf5(const Problem& pb, const Result& r, const std::string& path,
+                       const Provenance& provenance) {
   using detail::H5, detail::write_doubles, detail::write_ids;
   const std::string partial = path + ".partial";
   {
@@ -57,6 +103,7 @@ void write_result_hdf5(const Problem& pb, const Result& r, const std::string& pa
     if (!r.gradient.empty()) with_ids("gradient", r.gradient, 0);
     if (!r.fim.empty()) with_ids("fim", r.fim, n);
     detail::write_text(file.id, "", "problem", pb.file, path);
+    detail::write_provenance(file.id, provenance.command, provenance.settings, path);
     detail::write_text(file.id, "", "status", "complete", path);
   }
   std::error_code ec;

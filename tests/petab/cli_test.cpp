@@ -422,6 +422,9 @@ TEST(PetabCli, TheGradientCarriesTheJumpOfAMovingSwitchTime) {
   const fs::path dir = fs::temp_directory_path() / "costate_petab_cli_beer";
   fs::remove_all(dir);
   fs::copy(src, dir, fs::copy_options::recursive);
+  // The copy keeps ../shared's read-only modes: the directory too must take
+  // the command's stdout.txt and the edited table.
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add);
   for (const auto& e : fs::directory_iterator(dir)) fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
   const std::string yaml = "Beer_MolBioSystems2014.yaml", table = "parameters_Beer_MolBioSystems2014.tsv";
   const Json j = run_json(dir, yaml);

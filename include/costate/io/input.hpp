@@ -215,7 +215,9 @@ void read_csv_data(const std::string& path, const std::vector<std::string>& stat
 
 /// Levenshtein edit distance (for "did you mean" suggestions).
 std::size_t edit_distance(const std::string& a, const std::string& b);
-/// The candidate nearest to `word`, or "" when none is close enough.
+/// The candidate nearest to `word`, or "" when none is close enough: the
+/// same name in another case first, else within an edit distance of a third
+/// of the word (at least 2) that keeps one of its characters.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace costate::io

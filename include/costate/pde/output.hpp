@@ -80,6 +80,10 @@ class FieldWriter {
   /// Sets a string attribute on the file's root (replicated: every rank
   /// passes the same value), e.g. a calibration's fit_status. Collective.
   void write_attribute(const std::string& name, const std::string& value);
+  /// The root attributes every costate file carries: costate_version, the
+  /// command that wrote the file and its fully resolved settings (YAML).
+  /// Collective.
+  void write_provenance(const std::string& command, const std::string& settings);
   /// Writes /time and the XDMF sidecar, sets status = `status` ("complete";
   /// a calibration not at an optimum passes "partial": what the file
   /// claims does not hold) and closes the file. Further writes throw.

@@ -48,6 +48,7 @@
 
 #include "costate/optimize/fit_status.hpp"
 #include "costate/optimize/tao.hpp"
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 
 namespace costate::petab {
@@ -124,7 +125,10 @@ Calibration calibrate(const Problem& problem, const CalibrationOptions& options 
 /// With `verdict` (the best start's, optimize::judge_fit), /calibration also
 /// holds fit_status and convergence, and status is "complete" only at an
 /// optimum ("partial" otherwise).
+/// `provenance` (petab/output.hpp): the root attributes command and settings
+/// (costate_version always).
 void write_calibration_hdf5(const std::string& path, const Calibration& calibration,
-                            const optimize::FitVerdict* verdict = nullptr);
+                            const optimize::FitVerdict* verdict = nullptr,
+                            const Provenance& provenance = {});
 
 }  // namespace costate::petab

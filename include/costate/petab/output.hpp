@@ -18,12 +18,32 @@ namespace costate::petab {
 /// read again or no longer matches the problem, or `path` cannot be written.
 void write_simulation_table(const Problem& problem, const Result& result, const std::string& path);
 
+/// What a PEtab output file records beside its results, as root attributes:
+/// the command that wrote it and its fully resolved settings (YAML text,
+/// settings_yaml); costate_version is added by the writers.
+struct Provenance {
+  std::string command;   ///< "run", "sensitivity", "calibrate"
+  std::string settings;  ///< YAML
+};
+
+/// The settings of an evaluation as YAML: the integrator (method, rtol,
+/// atol), the sensitivity method, the steady-state tolerance, and every
+/// observable's formula and noise model (distribution, transformation,
+/// noise formula), in the observable table's order.
+std::string settings_yaml(const Problem& problem, const Options& options);
+
 /// HDF5: /simulation/{time, measurement, simulation, sigma, observable,
 /// condition, preequilibration (indices; −1: none)} with the attributes
 /// observable_ids and condition_ids (one id per line); /llh, /chi2,
 /// /log_prior; with a gradient /gradient and with the Fisher information
 /// /fim (n × n), both with the attribute ids (Problem::estimated_ids());
-/// root attributes problem (the YAML file) and status = "complete".
+/// root attributes problem (the YAML file) and status = "complete", and
+/// the provenance every costate file carries: costate_version, command and
+/// settings (Provenance).
+void write_result_hdf5(const Problem& problem, const Result& result, const std::string& path,
+                       const Provenance& provenance);
 void write_result_hdf5(const Problem& problem, const Result& result, const std::string& path);
+
+
 
 }  // namespace costate::petab
