@@ -379,16 +379,22 @@ TEST(Events, CvodesForwardSensitivitiesCrossEvents) {
                           {ode::Method::CvodesBdf, ode::Method::CvodesAdams}, 1e-6);
 }
 
-TEST(Events, CvodesResidualJacobianAcrossABounce) {
-  // The calibration's residual Jacobian by CVODES' forward sensitivities
-  // through the bounce, against the discrete tangents of dopri5 at rtol
-  // 1e-12 (the exact derivative to ~1e-10): CVODES' error at rtol 1e-10.
-  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+/// Both states observed before and after the ball's bounce (at 0.483) and at t1.
+ode::WeightedObservations bounce_observations() {
   ode::WeightedObservations obs;
   obs.times = {0.2, 0.5, 0.6};
   obs.n_states = 2;
   obs.data = {0.9, 0.1, 0.2, 2.0, 0.3, 1.0};
   obs.weights.assign(6, 1.0);
+  return obs;
+}
+
+TEST(Events, CvodesResidualJacobianAcrossABounce) {
+  // The calibration's residual Jacobian by CVODES' forward sensitivities
+  // through the bounce, against the discrete tangents of dopri5 at rtol
+  // 1e-12 (the exact derivative to ~1e-10): CVODES' error at rtol 1e-10.
+  ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
+  const ode::WeightedObservations obs = bounce_observations();
   const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
   const ode::GradientResult plan = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, tight);
   const ode::ResidualSensitivities ref = ode::sensitivity_matrix(problem, obs, tight, plan.steps);
@@ -501,11 +507,7 @@ TEST(Events, ResidualJacobianAcrossABounce) {
   // The calibration's residual Jacobian (forward tangents through the
   // jump): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
-  ode::WeightedObservations obs;
-  obs.times = {0.2, 0.5, 0.6};
-  obs.n_states = 2;
-  obs.data = {0.9, 0.1, 0.2, 2.0, 0.3, 1.0};
-  obs.weights.assign(6, 1.0);
+  const ode::WeightedObservations obs = bounce_observations();
   const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
   const ode::GradientResult g = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, o);
   ASSERT_EQ(g.steps.events().size(), 1u);
