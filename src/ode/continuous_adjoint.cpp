@@ -388,31 +388,6 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     return std::span<const double>(states).subspan(i * na, na);
   };
 
-  // The stretches [a_j, a_{j+1}] of time indices, a_j the instants' (an
-  // instant at t1 leaves a last stretch of one point, its x⁺).
-  std::deque<ForwardTrajectory> stretches;
-  {
-    std::vector<std::size_t> bounds{0};
-    for (const EventInstant& inst : instants)
-      if (inst.at > 0) bounds.push_back(inst.at);
-    bounds.push_back(l);
-    for (std::size_t j = 0, e = 0; j + 1 < bounds.size(); ++j) {
-      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
-      while (e < instants.size() && instants[e].at <= bounds[j]) ++e;
-      const bool ends_on_instant = e < instants.size() && instants[e].at == bounds[j + 1];
-      for (std::size_t i = bounds[j]; i <= bounds[j + 1]; ++i)
-        tr.add(times[i], i == bounds[j + 1] && ends_on_instant ? std::span<const double>(before[e])
-                                                                : state_at(i));
-      if (!orders.empty())
-        tr.orders.assign(orders.begin() + static_cast<std::ptrdiff_t>(bounds[j]),
-                         orders.begin() + static_cast<std::ptrdiff_t>(bounds[j + 1]));
-    }
-    if (!instants.empty() && instants.back().at == l) {
-      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
-      tr.add(times[l], state_at(l));
-    }
-  }
-
   // 3. Terms at the stops (observations see x⁺ at an instant): J, the λ
   //    jumps and ∂/∂p.
   double J = 0.0;
@@ -430,6 +405,38 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
         J += xs[n];
         jumps[k * na + n] = 1.0;
       }
+    }
+  }
+
+  // The stretches [a_j, a_{j+1}] of time indices (after the terms: without
+  // instants the one stretch takes the record's states), a_j the instants' (an
+  // instant at t1 leaves a last stretch of one point, its x⁺).
+  std::deque<ForwardTrajectory> stretches;
+  if (instants.empty()) {
+    // One stretch: the record itself (its states moved, not copied).
+    ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+    tr.times = times;
+    tr.states = std::move(states);
+    tr.orders = orders;
+  } else {
+    std::vector<std::size_t> bounds{0};
+    for (const EventInstant& inst : instants)
+      if (inst.at > 0) bounds.push_back(inst.at);
+    bounds.push_back(l);
+    for (std::size_t j = 0, e = 0; j + 1 < bounds.size(); ++j) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      while (e < instants.size() && instants[e].at <= bounds[j]) ++e;
+      const bool ends_on_instant = e < instants.size() && instants[e].at == bounds[j + 1];
+      for (std::size_t i = bounds[j]; i <= bounds[j + 1]; ++i)
+        tr.add(times[i], i == bounds[j + 1] && ends_on_instant ? std::span<const double>(before[e])
+                                                                : state_at(i));
+      if (!orders.empty())
+        tr.orders.assign(orders.begin() + static_cast<std::ptrdiff_t>(bounds[j]),
+                         orders.begin() + static_cast<std::ptrdiff_t>(bounds[j + 1]));
+    }
+    if (instants.back().at == l) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      tr.add(times[l], state_at(l));
     }
   }
 
