@@ -34,6 +34,132 @@ cvodes::Stats stats_of(const Summary& s) {
   st.message = s.message;
   return st;
 }
+
+void add_stats(cvodes::Stats& into, const cvodes::Stats& leg) {
+  into.steps += leg.steps;
+  into.error_test_failures += leg.error_test_failures;
+  into.rhs_evaluations += leg.rhs_evaluations;
+  into.jacobian_evaluations += leg.jacobian_evaluations;
+  into.nonlinear_iterations += leg.nonlinear_iterations;
+  into.linear_setups += leg.linear_setups;
+  into.checkpoints += leg.checkpoints;
+  into.final_time = std::max(into.final_time, leg.final_time);
+}
+
+/// CVODES' adjoint across the instants of an event model. The event run
+/// (CVODES' root finding, run_with_events) locates the instants and keeps
+/// x⁻ at each; the stretches between instants are then taken last first,
+/// each by cvodes::adjoint from x⁺ at its start (InstantJump::apply on x⁻,
+/// which also linearizes the jump) to its end, where λ starts from the later
+/// stretch's λ(start) carried through the transposed jump
+/// (InstantJump::adjoint, the same jump as the discrete and continuous
+/// adjoints'). The terms of a stop at an instant read x⁺ (as the run's
+/// outputs do) and enter λ before the jump. Each stretch's forward pass
+/// repeats the event run's integration of that stretch, landing exactly on
+/// the instant (CVODES' checkpoints are per CVodeF run), so the event model's
+/// forward work is about twice the run's.
+void adjoint_across_instants(const System& system, const cvodes::System& sys,
+                             const cvodes::Settings& settings, const CvodesAdjoint& adj,
+                             const IntegratorOptions& options, std::span<const double> p,
+                             double t0, double t1, const std::vector<double>& y0a,
+                             const std::vector<double>& stops, StopTerms& terms,
+                             std::vector<double>& mu_terms, std::vector<double>& lambda,
+                             std::vector<double>& mu, cvodes::Stats& fwd, cvodes::Stats& bwd,
+                             std::int64_t& events) {
+  const std::size_t n = system.n_model_states(), na = system.n_states();
+  const std::size_t np = system.n_parameters(), K = stops.size();
+  const bool running = system.has_running();
+  const EventRun run =
+      run_with_events(system, y0a, p, t0, t1, options, {}, [](double, std::span<const double>) {});
+  fwd = stats_of(run.summary);
+  events = run.summary.events;
+  COSTATE_CHECK(fwd.success, "gradient (cvodes_adjoint): the forward integration with events "
+                             "failed: " << fwd.message);
+  const std::vector<double>& T = run.instant_times;
+  const std::size_t E = T.size();
+  // Stretch boundaries: t0, the distinct instant times in (t0, t1), t1.
+  std::vector<double> bounds{t0};
+  for (double t : T)
+    if (t > bounds.back() && t < t1) bounds.push_back(t);
+  bounds.push_back(t1);
+  auto has_instant_at = [&](double t) { return std::find(T.begin(), T.end(), t) != T.end(); };
+
+  lambda.assign(na, 0.0);  // λ at the end of the stretch being taken
+  mu.assign(np, 0.0);
+  std::vector<double> x_plus, x_minus, lam, mu_leg;
+  InstantJump jump(system);
+  auto add_terms = [&](std::size_t k, const double* y, double* dl) {
+    terms.at(k, y);
+    for (std::size_t i = 0; i < n; ++i) dl[i] += terms.gy[i];
+    if (running && k + 1 == K) dl[n] += 1.0;
+    for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
+  };
+  // The instants at t (in the order they executed) and the stops there,
+  // backward: λ ← λ + the stops' terms at x⁺, then each instant's
+  // transposed jump, last first. x_plus ← x⁺ after all of them.
+  auto instants_backward = [&](double t) {
+    std::size_t first = E, last = 0;
+    for (std::size_t e = 0; e < E; ++e)
+      if (T[e] == t) first = std::min(first, e), last = e + 1;
+    if (first == E) return;
+    x_plus = run.before_instants[last - 1];
+    jump.apply(run.instants[last - 1], t, x_plus, p, false);
+    for (std::size_t k = 0; k < K; ++k)
+      if (stops[k] == t) add_terms(k, x_plus.data(), lambda.data());
+    for (std::size_t e = last; e-- > first;) {
+      x_minus = run.before_instants[e];
+      jump.apply(run.instants[e], t, x_minus, p, true);
+      jump.adjoint(lambda, mu);
+    }
+  };
+  instants_backward(t1);
+  for (std::size_t b = bounds.size() - 1; b-- > 0;) {
+    const double lo = bounds[b], hi = bounds[b + 1];
+    // x⁺ at lo: the state after lo's instants (y0 without any at t0).
+    std::vector<double> x_lo = y0a;
+    if (has_instant_at(lo)) {
+      std::size_t last = 0;
+      for (std::size_t e = 0; e < E; ++e)
+        if (T[e] == lo) last = e + 1;
+      x_lo = run.before_instants[last - 1];
+      jump.apply(run.instants[last - 1], lo, x_lo, p, false);
+    }
+    // The stretch's stops: those in (lo, hi), at lo when no instant is
+    // there (t0 only), and hi (a stop's terms at hi when no instant is at
+    // hi; the carried λ always).
+    std::vector<double> leg_stops;
+    std::vector<std::size_t> global;
+    constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+    for (std::size_t k = 0; k < K; ++k) {
+      const double s = stops[k];
+      if ((s > lo && s < hi) || (s == lo && !has_instant_at(lo)) ||
+          (s == hi && !has_instant_at(hi))) {
+        leg_stops.push_back(s);
+        global.push_back(k);
+      }
+    }
+    if (leg_stops.empty() || leg_stops.back() < hi) {
+      leg_stops.push_back(hi);
+      global.push_back(kNone);
+    }
+    const std::vector<double> carried = lambda;
+    cvodes::Stats f, bk;
+    cvodes::adjoint(
+        sys, settings, adj, lo, x_lo, leg_stops,
+        [&](std::size_t k, double, const double* yy, double* dl) {
+          if (global[k] != kNone) add_terms(global[k], yy, dl);
+          if (k + 1 == leg_stops.size())
+            for (std::size_t i = 0; i < na; ++i) dl[i] += carried[i];
+        },
+        lam, mu_leg, f, bk);
+    add_stats(fwd, f);
+    add_stats(bwd, bk);
+    lambda = lam;
+    for (std::size_t j = 0; j < np; ++j) mu[j] += mu_leg[j];
+    instants_backward(lo);
+  }
+}
+
 }  // namespace
 
 GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
@@ -135,15 +261,20 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
   } else {
     // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
     std::vector<double> mu_terms(np, 0.0), lambda, mu;
-    cvodes::adjoint(
-        sys, settings, adj, t0, y0a, stops,
-        [&](std::size_t k, double, const double* yy, double* dl) {
-          terms.at(k, yy);
-          for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];
-          if (running && k + 1 == K) dl[n] = 1.0;
-          for (std::size_t j = 0; j < np; ++j) mu_terms[j] += gp[j];
-        },
-        lambda, mu, fwd, bwd);
+    if (system.has_events()) {
+      adjoint_across_instants(system, sys, settings, adj, options, p, t0, t1, y0a, stops, terms,
+                              mu_terms, lambda, mu, fwd, bwd, result.summary.events);
+    } else {
+      cvodes::adjoint(
+          sys, settings, adj, t0, y0a, stops,
+          [&](std::size_t k, double, const double* yy, double* dl) {
+            terms.at(k, yy);
+            for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];
+            if (running && k + 1 == K) dl[n] = 1.0;
+            for (std::size_t j = 0; j < np; ++j) mu_terms[j] += gp[j];
+          },
+          lambda, mu, fwd, bwd);
+    }
     result.wrt_parameters.resize(np);
     for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
     result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));

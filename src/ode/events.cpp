@@ -796,7 +796,8 @@ namespace {
 /// fixed-p directions) also CVODES' forward sensitivities, jumped at each
 /// instant by InstantJump's tangent (the continuous sensitivities' jump:
 /// CVODES' solution is the continuous one to its tolerances). `landed(t, x,
-/// S)` (S nullptr without). CVODES' adjoint refuses events (supports_events).
+/// S)` (S nullptr without). CVODES' adjoint crosses the instants stretch by
+/// stretch from this run's record (cvodes_gradient.cpp).
 EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
                            std::span<const double> p, double t0, double t1,
                            const IntegratorOptions& options, std::span<const double> stops,
@@ -827,6 +828,9 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
     EventInstant inst = state.execute(t, x, now, root);
     if (inst.fired.empty()) return;
     ++s.events;
+    out.instant_times.push_back(t);
+    out.before_instants.push_back(before);
+    out.instants.push_back(inst);
     if (!S) return;
     jump->apply(inst, t, before, p, true);
     Sr.assign(nx * ns, 0.0);
@@ -1060,6 +1064,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
                       "solution past that point; end the run before it or change the model");
       }
       inst.at = times.size() - 1;
+      out.instant_times.push_back(t);
       instants.push_back(std::move(inst));
       before.emplace_back(x_before.begin(), x_before.end());
       ++s.events;

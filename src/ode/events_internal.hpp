@@ -64,13 +64,16 @@ class InstantJump {
 std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme> inner,
                                     std::span<const double> p, const StepPlan& steps);
 
-/// What run_with_events did: the accepted step times (and bdf's orders),
-/// the instants with the state just before each (x⁻, n_x; the native
-/// methods' runs), the state at the end and the summary.
+/// What run_with_events did: the accepted step times (and bdf's orders;
+/// the native methods' runs), the instants with the time of each and the
+/// state just before it (x⁻, n_x), the state at the end and the summary.
+/// An instant's `at` indexes plan_times in the native runs; the CVODES runs
+/// keep no step times.
 struct EventRun {
   std::vector<double> plan_times;
   std::vector<int> orders;
   std::vector<EventInstant> instants;
+  std::vector<double> instant_times;
   std::vector<std::vector<double>> before_instants;
   std::vector<double> final_state;
   Summary summary;

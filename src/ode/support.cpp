@@ -193,11 +193,13 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
   // The native sweeps cross the plan's instants by the jump (and its
   // transpose); the continuous adjoint applies the transposed jump between
   // its backward legs; CVODES' forward sensitivities are jumped at the
-  // instants its root finding locates. CVODES' adjoint does not cross them yet.
+  // instants its root finding locates, and CVODES' adjoint takes the
+  // stretches between them one by one (cvodes_gradient.cpp).
   const bool crosses = method == SensitivityKind::DiscreteAdjoint ||
                        method == SensitivityKind::Forward ||
                        method == SensitivityKind::ContinuousAdjoint ||
-                       method == SensitivityKind::CvodesForward;
+                       method == SensitivityKind::CvodesForward ||
+                       method == SensitivityKind::CvodesAdjoint;
   if (crosses && order == 1) return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
@@ -205,7 +207,7 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
                        "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf) "
-                       "or cvodes_forward (cvodes_bdf, cvodes_adams)"};
+                       "or cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams)"};
 }
 
 namespace {
