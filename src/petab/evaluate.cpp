@@ -670,9 +670,9 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     //     dJ/dθ += λ(t_s)ᵀ (f⁻ − f⁺)(t_s, y(t_s)) · dt_s/dθ,
     // λ(t_s) = dJ/dy(t_s) (the later segments' wrt_initial_state). The
     // segmented adjoint below adds it; the forward sensitivities (the FIM,
-    // seeded cvodes_forward) do not carry it yet: refused by name rather
-    // than a derivative missing it (dllh/dtau came out 0 where central
-    // differences give up to 1e3).
+    // seeded cvodes_forward) carry its tangent form, S(t_s⁺) = S(t_s⁻) +
+    // (f⁻ − f⁺) dt_s/dθ, between their segments (without it dllh/dtau came
+    // out 0 where central differences give up to 1e3).
     std::vector<std::size_t> moving;  // model parameters (estimated) that move a switch
     if (options.gradient || options.fim)
       for (std::size_t j = 0; j < np; ++j) {
@@ -684,15 +684,6 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     const bool forward_sensitivities =
         options.fim || (options.gradient && options.seed_initial_sensitivities &&
                         std::holds_alternative<ode::CvodesForward>(options.method));
-    if (!moving.empty() && forward_sensitivities) {
-      const std::size_t j = moving.front();
-      throw Error(what + ": a time switch of the model's piecewise inputs moves with the "
-                         "estimated parameter " + pb.parameters[static_cast<std::size_t>(src[j].parameter)].id +
-                  " (model parameter " + pb.model.parameter_names[j] +
-                  "): forward sensitivities (the Fisher information, cvodes_forward) through a "
-                  "moving switch time are not supported yet (the adjoint gradient is; or fix it: "
-                  "estimate = 0 in the parameter table)");
-    }
     cuts.push_back(t1);
     const std::size_t n_seg = cuts.size() - 1;
     // A model with events (SBML <event>): one integration from t = 0, the
@@ -824,6 +815,21 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       for (std::size_t i = 0; i < ny; ++i)
         for (std::size_t d = 0; d < ns; ++d) S[i * ns + d] = S0[d * ny + i];
       for (std::size_t sg = 0; sg < n_seg; ++sg) {
+        if (sg > 0 && !moving.empty()) {
+          // The switch at c = cuts[sg] moves: S ← S + (f⁻ − f⁺) dt_s/d(direction),
+          // f⁻ on segment sg − 1's side, f⁺ on segment sg's (as the adjoint's
+          // jump below). Direction d < nq is q_d, which the model parameters
+          // j with from_q (j, d) read.
+          const double c = cuts[sg];
+          std::vector<double> f_minus(ny), f_plus(ny), dts(ns, 0.0);
+          segment(sg - 1, y, false).model.rhs<double>(c, y, q, f_minus);
+          segment(sg, y, false).model.rhs<double>(c, y, q, f_plus);
+          for (std::size_t j : moving)
+            for (const auto& [pj, qi] : model.from_q)
+              if (pj == j && qi < ns) dts[qi] += switches.derivative(c, p, j, t1);
+          for (std::size_t i = 0; i < ny; ++i)
+            for (std::size_t d = 0; d < ns; ++d) S[i * ns + d] += (f_minus[i] - f_plus[i]) * dts[d];
+        }
         std::size_t k = first[sg];
         // Observations at t = 0 (CVODES reports only later times): y0 itself.
         for (; k < first[sg + 1] && ex.times[k] <= cuts[sg]; ++k) {
