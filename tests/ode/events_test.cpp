@@ -327,7 +327,7 @@ TEST(Events, HessianThroughEventsIsRefusedByName) {
 template <class M, class F>
 void check_continuous(const ode::Problem<M>& problem, F f, const char* what,
                       const ode::SensitivityMethod& method,
-                      std::initializer_list<ode::Method> steppers, double tol) {
+                      std::initializer_list<ode::Method> steppers, double tol, double rtol) {
   std::vector<double> u(problem.y0.begin(), problem.y0.end());
   u.insert(u.end(), problem.p.begin(), problem.p.end());
   double j_closed = 0.0;
@@ -338,7 +338,7 @@ void check_continuous(const ode::Problem<M>& problem, F f, const char* what,
   for (ode::Method m : steppers) {
     SCOPED_TRACE(std::string(what) + " with " + ode::to_string(m));
     const ode::GradientResult r =
-        ode::gradient(problem, FirstStateAtEnd{}, method, adaptive(m, 1e-10));
+        ode::gradient(problem, FirstStateAtEnd{}, method, adaptive(m, rtol));
     EXPECT_EQ(r.summary.events, 1) << "one instant";
     EXPECT_NEAR(r.objective, j_closed, tol * std::abs(j_closed));
     for (std::size_t i = 0; i < u.size(); ++i) {
@@ -348,18 +348,19 @@ void check_continuous(const ode::Problem<M>& problem, F f, const char* what,
   }
 }
 
-/// All three closed-form models under one continuous method.
+/// All three closed-form models under one continuous method (at rtol).
 void check_continuous_models(const ode::SensitivityMethod& method,
-                             std::initializer_list<ode::Method> steppers, double tol) {
+                             std::initializer_list<ode::Method> steppers, double tol,
+                             double rtol = 1e-10) {
   check_continuous(ode::Problem<Dose>{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}},
                    [](const auto* u, double t1) { return dose_closed(u, t1); }, "dose", method,
-                   steppers, tol);
+                   steppers, tol, rtol);
   check_continuous(ode::Problem<Ball>{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}},
                    [](const auto* u, double t1) { return ball_closed(u, t1); }, "ball", method,
-                   steppers, tol);
+                   steppers, tol, rtol);
   check_continuous(ode::Problem<Reset>{Reset{}, {1.0}, {0.9, 2.0, 0.5}, {0.0, 1.0}},
                    [](const auto* u, double t1) { return reset_closed(u, t1); }, "reset", method,
-                   steppers, tol);
+                   steppers, tol, rtol);
 }
 
 TEST(Events, ContinuousAdjointCrossesEventsExactly) {
@@ -369,6 +370,9 @@ TEST(Events, ContinuousAdjointCrossesEventsExactly) {
   // kContinuousRelTol).
   check_continuous_models(ode::ContinuousAdjoint{},
                           {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf}, 1e-7);
+  // At tight tolerances (rtol 1e-13) the 1e-8 of the largest entry.
+  check_continuous_models(ode::ContinuousAdjoint{},
+                          {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf}, 1e-8, 1e-13);
 }
 
 TEST(Events, CvodesForwardSensitivitiesCrossEvents) {
@@ -390,6 +394,11 @@ TEST(Events, CvodesAdjointCrossesEvents) {
   polynomial.interpolation = ode::CvodesInterpolation::Polynomial;
   polynomial.steps = 20;
   check_continuous_models(polynomial, {ode::Method::CvodesBdf}, 1e-6);
+  // At tight tolerances (rtol 1e-13) the 1e-8 of the largest entry.
+  check_continuous_models(ode::CvodesAdjoint{}, {ode::Method::CvodesBdf, ode::Method::CvodesAdams},
+                          1e-8, 1e-13);
+  check_continuous_models(ode::CvodesForward{}, {ode::Method::CvodesBdf, ode::Method::CvodesAdams},
+                          1e-8, 1e-13);
 }
 
 /// Both states observed before and after the ball's bounce (at 0.483) and at t1.
