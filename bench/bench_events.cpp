@@ -25,6 +25,7 @@
 
 #include "bench_util.hpp"
 #include "costate/core/environment.hpp"
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/integrate.hpp"
 
@@ -169,6 +170,42 @@ Row measure(const char* name, const MEv& with_events, const MPlain& plain, std::
   return {name, median(a), median(b), median(c)};
 }
 
+/// CVODES across the same instants (cvodes_bdf, the same tolerances): its
+/// run (root finding), the gradient by its forward sensitivities and by its
+/// adjoint (the event run, then CVodeF/CVodeB per stretch), CPU seconds,
+/// the three alternated within each repeat.
+struct CvodesRow {
+  const char* name;
+  double run, forward, adjoint;
+};
+
+template <class MEv>
+CvodesRow measure_cvodes(const char* name, const MEv& with_events, std::vector<double> y0,
+                         std::vector<double> p, double t1, int repeats) {
+  ode::Problem<MEv> problem{with_events, y0, p, {0.0, t1}};
+  ode::IntegratorOptions o = options();
+  o.method = ode::Method::CvodesBdf;
+  const ode::GradientResult f = ode::gradient(problem, Final0{}, ode::CvodesForward{}, o);
+  const ode::GradientResult g = ode::gradient(problem, Final0{}, ode::CvodesAdjoint{}, o);
+  std::printf("%s (cvodes_bdf): %lld instants; dJ/dp_0 = %.8g forward, %.8g adjoint\n", name,
+              static_cast<long long>(g.summary.events), f.wrt_parameters[0], g.wrt_parameters[0]);
+  std::vector<double> a, b, c;
+  for (int r = 0; r < repeats; ++r) {
+    a.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(problem, o); }, 1).cpu);
+    b.push_back(bench::median_wall_cpu(
+                    [&] { (void)ode::gradient(problem, Final0{}, ode::CvodesForward{}, o); }, 1)
+                    .cpu);
+    c.push_back(bench::median_wall_cpu(
+                    [&] { (void)ode::gradient(problem, Final0{}, ode::CvodesAdjoint{}, o); }, 1)
+                    .cpu);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {name, median(a), median(b), median(c)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,5 +237,15 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.name, 1e3 * r.events,
                 1e3 * r.boundaries, r.events / r.boundaries, 1e3 * r.gradient,
                 r.gradient / r.events);
+  const CvodesRow cdose =
+      measure_cvodes("dose", Dose{}, {0.0, 0.0, 0.0, 0.0, 0.0}, {k, tau0, delta, D}, t1_dose, repeats);
+  const CvodesRow creset =
+      measure_cvodes("reset", Reset{}, {0.0}, {a, theta}, (kInstants + 0.5) * period, repeats);
+  std::printf("\n| model (cvodes_bdf) | run (ms CPU) | cvodes_forward gradient (ms CPU) | / run "
+              "| cvodes_adjoint gradient (ms CPU) | / run |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const CvodesRow& r : {cdose, creset})
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.name, 1e3 * r.run,
+                1e3 * r.forward, r.forward / r.run, 1e3 * r.adjoint, r.adjoint / r.run);
   return 0;
 }

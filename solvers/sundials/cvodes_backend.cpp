@@ -297,12 +297,7 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
     void* memB = CVodeGetAdjCVodeBmem(o.mem, which);
     leg = Stats{};
     collect(memB, leg);
-    backward.steps += leg.steps;
-    backward.rhs_evaluations += leg.rhs_evaluations;
-    backward.jacobian_evaluations += leg.jacobian_evaluations;
-    backward.error_test_failures += leg.error_test_failures;
-    backward.nonlinear_iterations += leg.nonlinear_iterations;
-    backward.linear_setups += leg.linear_setups;
+    backward.add_counts(leg);
   };
   auto run_back = [&](double t_to) {
     const int flag = CVodeB(o.mem, t_to, CV_NORMAL);

@@ -103,12 +103,7 @@ struct SecondObjects {
 void add_counters(void* memB, Stats& total) {
   Stats leg;
   collect(memB, leg);
-  total.steps += leg.steps;
-  total.rhs_evaluations += leg.rhs_evaluations;
-  total.jacobian_evaluations += leg.jacobian_evaluations;
-  total.error_test_failures += leg.error_test_failures;
-  total.nonlinear_iterations += leg.nonlinear_iterations;
-  total.linear_setups += leg.linear_setups;
+  total.add_counts(leg);
 }
 
 }  // namespace

@@ -35,16 +35,6 @@ cvodes::Stats stats_of(const Summary& s) {
   return st;
 }
 
-void add_stats(cvodes::Stats& into, const cvodes::Stats& leg) {
-  into.steps += leg.steps;
-  into.error_test_failures += leg.error_test_failures;
-  into.rhs_evaluations += leg.rhs_evaluations;
-  into.jacobian_evaluations += leg.jacobian_evaluations;
-  into.nonlinear_iterations += leg.nonlinear_iterations;
-  into.linear_setups += leg.linear_setups;
-  into.checkpoints += leg.checkpoints;
-  into.final_time = std::max(into.final_time, leg.final_time);
-}
 
 /// CVODES' adjoint across the instants of an event model. The event run
 /// (CVODES' root finding, run_with_events) locates the instants and keeps
@@ -152,8 +142,9 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
             for (std::size_t i = 0; i < na; ++i) dl[i] += carried[i];
         },
         lam, mu_leg, f, bk);
-    add_stats(fwd, f);
-    add_stats(bwd, bk);
+    fwd.add_counts(f);
+    fwd.checkpoints += f.checkpoints;
+    bwd.add_counts(bk);
     lambda = lam;
     for (std::size_t j = 0; j < np; ++j) mu[j] += mu_leg[j];
     instants_backward(lo);

@@ -240,6 +240,17 @@ struct Stats {
   bool success = true;
   std::string flag;     ///< CVODES' return flag name of a failed run (CV_TOO_MUCH_WORK, …)
   std::string message;  ///< CVODES' flag name and error text when it failed
+
+  /// Adds another run's (or leg's) work counters: steps, evaluations,
+  /// failures, iterations and setups (not checkpoints, times or flags).
+  void add_counts(const Stats& o) {
+    steps += o.steps;
+    rhs_evaluations += o.rhs_evaluations;
+    jacobian_evaluations += o.jacobian_evaluations;
+    error_test_failures += o.error_test_failures;
+    nonlinear_iterations += o.nonlinear_iterations;
+    linear_setups += o.linear_setups;
+  }
 };
 
 /// Integrates from t0 to the last output time; `out(j, t, y)` at every
