@@ -65,79 +65,67 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
   events = run.summary.events;
   COSTATE_CHECK(fwd.success, "gradient (cvodes_adjoint): the forward integration with events "
                              "failed: " << fwd.message);
+  // Instants (T ascending, several at one time possible) and stops are
+  // each taken once, backward, by the pointers e_end and k_end.
   const std::vector<double>& T = run.instant_times;
-  const std::size_t E = T.size();
-  // Stretch boundaries: t0, the distinct instant times in (t0, t1), t1.
-  std::vector<double> bounds{t0};
-  for (double t : T)
-    if (t > bounds.back() && t < t1) bounds.push_back(t);
-  bounds.push_back(t1);
-  auto has_instant_at = [&](double t) { return std::find(T.begin(), T.end(), t) != T.end(); };
-
+  std::size_t e_end = T.size(), k_end = K;
+  // The first instant of the group at t (e_end when none is there).
+  auto group_at = [&](double t) {
+    std::size_t e = e_end;
+    while (e > 0 && T[e - 1] == t) --e;
+    return e;
+  };
+  InstantJump jump(system);
+  // x⁺ at t: after the last instant of the group at t (ending at e_end).
+  auto after_group = [&](double t) {
+    std::vector<double> x = run.before_instants[e_end - 1];
+    jump.apply(run.instants[e_end - 1], t, x, p, false);
+    return x;
+  };
   lambda.assign(na, 0.0);  // λ at the end of the stretch being taken
   mu.assign(np, 0.0);
-  std::vector<double> x_plus, x_minus, lam, mu_leg;
-  InstantJump jump(system);
+  std::vector<double> x_minus, lam, mu_leg;
   auto add_terms = [&](std::size_t k, const double* y, double* dl) {
     terms.at(k, y);
     for (std::size_t i = 0; i < n; ++i) dl[i] += terms.gy[i];
     if (running && k + 1 == K) dl[n] += 1.0;
     for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
   };
-  // The instants at t (in the order they executed) and the stops there,
-  // backward: λ ← λ + the stops' terms at x⁺, then each instant's
-  // transposed jump, last first. x_plus ← x⁺ after all of them.
-  auto instants_backward = [&](double t) {
-    std::size_t first = E, last = 0;
-    for (std::size_t e = 0; e < E; ++e)
-      if (T[e] == t) first = std::min(first, e), last = e + 1;
-    if (first == E) return;
-    x_plus = run.before_instants[last - 1];
-    jump.apply(run.instants[last - 1], t, x_plus, p, false);
-    for (std::size_t k = 0; k < K; ++k)
-      if (stops[k] == t) add_terms(k, x_plus.data(), lambda.data());
-    for (std::size_t e = last; e-- > first;) {
-      x_minus = run.before_instants[e];
-      jump.apply(run.instants[e], t, x_minus, p, true);
-      jump.adjoint(lambda, mu);
-    }
-  };
-  instants_backward(t1);
-  for (std::size_t b = bounds.size() - 1; b-- > 0;) {
-    const double lo = bounds[b], hi = bounds[b + 1];
-    // x⁺ at lo: the state after lo's instants (y0 without any at t0).
-    std::vector<double> x_lo = y0a;
-    if (has_instant_at(lo)) {
-      std::size_t last = 0;
-      for (std::size_t e = 0; e < E; ++e)
-        if (T[e] == lo) last = e + 1;
-      x_lo = run.before_instants[last - 1];
-      jump.apply(run.instants[last - 1], lo, x_lo, p, false);
-    }
-    // The stretch's stops: those in (lo, hi), at lo when no instant is
-    // there (t0 only), and hi (a stop's terms at hi when no instant is at
-    // hi; the carried λ always).
-    std::vector<double> leg_stops;
-    std::vector<std::size_t> global;
-    constexpr std::size_t kNone = static_cast<std::size_t>(-1);
-    for (std::size_t k = 0; k < K; ++k) {
-      const double s = stops[k];
-      if ((s > lo && s < hi) || (s == lo && !has_instant_at(lo)) ||
-          (s == hi && !has_instant_at(hi))) {
-        leg_stops.push_back(s);
-        global.push_back(k);
+  double hi = t1;
+  std::size_t first = group_at(hi);
+  std::vector<double> x_hi = first < e_end ? after_group(hi) : std::vector<double>{};
+  for (;;) {
+    if (first < e_end) {
+      // The group at hi, backward: the stops there read x⁺ and enter λ
+      // first, then each instant's transposed jump, last first.
+      for (; k_end > 0 && stops[k_end - 1] == hi; --k_end) add_terms(k_end - 1, x_hi.data(), lambda.data());
+      for (std::size_t e = e_end; e-- > first;) {
+        x_minus = run.before_instants[e];
+        jump.apply(run.instants[e], hi, x_minus, p, true);
+        jump.adjoint(lambda, mu);
       }
+      e_end = first;
     }
-    if (leg_stops.empty() || leg_stops.back() < hi) {
-      leg_stops.push_back(hi);
-      global.push_back(kNone);
-    }
+    if (!(hi > t0)) break;
+    // The stretch [lo, hi] from x⁺ at lo (y0 when no instant is at lo).
+    const double lo = e_end > 0 ? std::max(t0, T[e_end - 1]) : t0;
+    first = group_at(lo);
+    std::vector<double> x_lo = first < e_end ? after_group(lo) : y0a;
+    // Its stops: the rest above lo, and at lo when no instant is there
+    // (t0 only); the carried λ enters at hi.
+    std::size_t k_first = k_end;
+    while (k_first > 0 && (stops[k_first - 1] > lo || (stops[k_first - 1] == lo && first == e_end)))
+      --k_first;
+    std::vector<double> leg_stops(stops.begin() + static_cast<std::ptrdiff_t>(k_first),
+                                  stops.begin() + static_cast<std::ptrdiff_t>(k_end));
+    const bool own_end = leg_stops.empty() || leg_stops.back() < hi;
+    if (own_end) leg_stops.push_back(hi);
     const std::vector<double> carried = lambda;
     cvodes::Stats f, bk;
     cvodes::adjoint(
         sys, settings, adj, lo, x_lo, leg_stops,
         [&](std::size_t k, double, const double* yy, double* dl) {
-          if (global[k] != kNone) add_terms(global[k], yy, dl);
+          if (k_first + k < k_end) add_terms(k_first + k, yy, dl);
           if (k + 1 == leg_stops.size())
             for (std::size_t i = 0; i < na; ++i) dl[i] += carried[i];
         },
@@ -147,7 +135,9 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
     bwd.add_counts(bk);
     lambda = lam;
     for (std::size_t j = 0; j < np; ++j) mu[j] += mu_leg[j];
-    instants_backward(lo);
+    k_end = k_first;
+    hi = lo;
+    x_hi = std::move(x_lo);
   }
 }
 
