@@ -783,6 +783,39 @@ TEST(Events, EventsAtT0AndAtT1) {
   }
 }
 
+TEST(Events, HessianVectorAtT0AndAtT1) {
+  // The doses of EventsAtT0AndAtT1. At t0 (the initial-value rule: the
+  // instant does not move with τ) J = (y0 + D) e^{−kT}; at t1 (τ = T, the
+  // last step's end) J = y0 e^{−kT} + D e^{−k(T−τ)}, τ moving: the whole
+  // closed form. u = (y0, k, τ, D); H against each, for every stepper.
+  const double k = 0.7, y0 = 2.0, D = 0.5, T = 3.0;
+  Dose fires_at_t0;
+  fires_at_t0.fires_at_t0 = true;
+  ode::Problem<Dose> at_t0{fires_at_t0, {y0}, {k, 0.0, D}, {0.0, T}};
+  ode::Problem<Dose> at_t1{Dose{}, {y0}, {k, T, D}, {0.0, T}};
+  const double e = std::exp(-k * T);
+  // ∂²/∂u² of (y0 + D) e^{−kT} (no τ entries).
+  const std::vector<double> h0 = {0.0,    -T * e,               0.0, 0.0,     //
+                                  -T * e, T * T * (y0 + D) * e, 0.0, -T * e,  //
+                                  0.0,    0.0,                  0.0, 0.0,     //
+                                  0.0,    -T * e,               0.0, 0.0};
+  const std::vector<double> h1 = closed_hessian(
+      [](const auto* u, double t1) { return dose_closed(u, t1); }, {y0, k, T, D}, T);
+  for (const Setting& s : settings()) {
+    for (std::size_t col = 0; col < 4; ++col) {
+      const std::vector<double> c0 = hv_column(at_t0, col, s.options);
+      const std::vector<double> c1 = hv_column(at_t1, col, s.options);
+      for (std::size_t i = 0; i < 4; ++i) {
+        // The steppers' error, relative to the largest entry (as the gradient).
+        EXPECT_NEAR(c0[i], h0[i * 4 + col], s.closed_tol * T * T * (y0 + D) * e)
+            << s.name << " at t0: H(" << i << ", " << col << ")";
+        EXPECT_NEAR(c1[i], h1[i * 4 + col], s.closed_tol * T * T * y0 * e)
+            << s.name << " at t1: H(" << i << ", " << col << ")";
+      }
+    }
+  }
+}
+
 TEST(Events, CvodesRunsLocateByTheirOwnRootFinding) {
   // cvodes_bdf and cvodes_adams: CVODES' root finding, the instants
   // executed by the same rules; states against the closed forms (rtol
