@@ -12,8 +12,10 @@
 // run with the instants given as step boundaries (ode::integrate segment by
 // segment to the known times, the update applied between segments: no root
 // location); and the gradient of the final state (discrete adjoint, StoreAll)
-// against the forward run with events. CPU medians, the two sides alternated
-// within each repeat.
+// against the forward run with events; and the Hessian-vector product of the
+// same objective (forward over the discrete adjoint, StoreAll; v = e_0 in p,
+// every instant's jump reversed to second order) against the gradient. CPU
+// medians, the sides alternated within each repeat.
 //
 // Sample run:  build/bench/bench_events [repeats]
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "costate/core/environment.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
 #include "costate/ode/integrate.hpp"
 
 namespace {
@@ -132,7 +135,7 @@ double segments(const M& model, std::vector<double> y, const std::vector<double>
 
 struct Row {
   const char* name;
-  double events, boundaries, gradient;
+  double events, boundaries, gradient, hv;
 };
 
 template <class MEv, class MPlain, class U>
@@ -149,7 +152,13 @@ Row measure(const char* name, const MEv& with_events, const MPlain& plain, std::
               "segments; dJ/dp_0 = %.6g\n",
               name, static_cast<long long>(ev.summary.events), static_cast<int>(instants.size()),
               ev.state(ev.n_outputs() - 1)[0], ref, g.wrt_parameters[0]);
-  std::vector<double> a, b, c;
+  ode::HessianDirection v{.parameters = std::vector<double>(p.size(), 0.0)};
+  v.parameters[0] = 1.0;
+  const ode::HessianVectorResult h = ode::hessian_vector(
+      problem, Final0{}, v, ode::DiscreteAdjoint{ode::StoreAll{}}, options());
+  std::printf("%s: H v (v = e_0): gradient part %.6g (the gradient's: %.6g), d2J/dp_0^2 = %.6g\n",
+              name, h.gradient_wrt_parameters[0], g.wrt_parameters[0], h.hv_wrt_parameters[0]);
+  std::vector<double> a, b, c, d;
   for (int r = 0; r < repeats; ++r) {
     a.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(problem, options()); }, 1).cpu);
     b.push_back(bench::median_wall_cpu(
@@ -162,12 +171,19 @@ Row measure(const char* name, const MEv& with_events, const MPlain& plain, std::
                     },
                     1)
                     .cpu);
+    d.push_back(bench::median_wall_cpu(
+                    [&] {
+                      (void)ode::hessian_vector(problem, Final0{}, v,
+                                                ode::DiscreteAdjoint{ode::StoreAll{}}, options());
+                    },
+                    1)
+                    .cpu);
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  return {name, median(a), median(b), median(c)};
+  return {name, median(a), median(b), median(c), median(d)};
 }
 
 /// CVODES across the same instants (cvodes_bdf, the same tolerances): its
@@ -231,12 +247,13 @@ int main(int argc, char** argv) {
       "reset", Reset{}, Oscillator{}, {0.0}, {a, theta}, reset_times,
       (kInstants + 0.5) * period, [](std::vector<double>& y) { y[0] = 0.0; }, repeats);
   std::printf("\n| model | with events (ms CPU) | instants as boundaries (ms CPU) | ratio "
-              "(target ≤ 1.3) | gradient (ms CPU) | gradient / forward (target ≤ 3) |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+              "(target ≤ 1.3) | gradient (ms CPU) | gradient / forward (target ≤ 3) | H·v (ms CPU) | "
+              "H·v / gradient |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Row& r : {dose, reset})
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.name, 1e3 * r.events,
-                1e3 * r.boundaries, r.events / r.boundaries, 1e3 * r.gradient,
-                r.gradient / r.events);
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.name,
+                1e3 * r.events, 1e3 * r.boundaries, r.events / r.boundaries, 1e3 * r.gradient,
+                r.gradient / r.events, 1e3 * r.hv, r.hv / r.gradient);
   const CvodesRow cdose =
       measure_cvodes("dose", Dose{}, {0.0, 0.0, 0.0, 0.0, 0.0}, {k, tau0, delta, D}, t1_dose, repeats);
   const CvodesRow creset =

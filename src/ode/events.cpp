@@ -103,6 +103,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   for (std::size_t e = 0; e < E; ++e) {
     const std::size_t k = inst.fired[e];
     Exec& ex = exec_[e];
+    ex.event = k;
     ex.targets = ev_->targets(k);
     ex.source = inst.source[e];
     const std::span<const double> src = std::span<const double>(chain_[ex.source]).first(n_);
@@ -153,6 +154,8 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   rhs_evaluations_ += 2;
   a_.assign(n_, 0.0);
   b_.assign(np_, 0.0);
+  root_ = inst.root;
+  gdot_ = 0.0;
   if (inst.root < 0) return;
   // dτ = −(g_y s⁻ + g_p ṗ)/ġ,  ġ = g_t + g_y f⁻, from the root that located τ.
   const auto r = static_cast<std::size_t>(inst.root);
@@ -179,6 +182,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
                                 << "): the event time is not differentiable there");
   for (std::size_t q = 0; q < n_; ++q) a_[q] = -row[1 + q] / gdot;
   for (std::size_t j = 0; j < np_; ++j) b_[j] = -row[1 + n_ + j] / gdot;
+  gdot_ = gdot;
 }
 
 void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const double> P) const {
@@ -247,6 +251,135 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const 
   for (std::size_t q = 0; q < nx_; ++q) lambda[q] = Dbar[0][q];
   for (std::size_t q = 0; q < n_; ++q) lambda[q] += ctau * a_[q];
   for (std::size_t i = 0; i < np_; ++i) mu[i] += ctau * b_[i];
+}
+
+// Second order. The jump as a map of the state at the instant's fixed time
+// τ₀ (the plan's): a state x just before τ₀ at (x, p) flows on by δ to the
+// instant τ = τ₀ + δ where root r vanishes, is jumped there, and flows back
+// by −δ with the right-hand side after the events:
+//     g_r(τ₀ + δ, P⁻(δ, x), p) = 0,   z = H(τ₀ + δ, P⁻(δ, x), p),
+//     Ĵ(x, p) = P⁺(−δ, z),
+// P∓ the flows before and after the instant to second order in δ (at δ = 0
+// their derivatives up to the second are the flows' own):
+//     P⁻(δ, x) = x + δ f(τ₀, x) + ½δ² (f_t + f_x f)⁻,
+//     P⁺(−δ, z) = z − δ f(τ₀, z) + ½δ² (f_x f − f_t)⁺.
+// Ĵ's first derivative is tangent()'s map (f⁻ dτ and −f⁺ dτ are its flow
+// terms), so the sweeps' fixed-time steps composed with Ĵ are the objective
+// whose gradient the first-order sweeps compute; its second derivative
+// gives their Hessian. (D²Ĵ[v])ᵀλ⁺ is formed by forward over forward on
+// that map: inputs (y, p) on Dual<Dual<double, 1>, 8> — 8 lanes of first
+// derivatives, each with its ε-part along v = (ẋ⁻, ṗ) — and the ε-parts of
+// the lanes of λ⁺·Ĵ. δ solves its equation by chord steps δ ← δ − g_r/ġ
+// from δ = 0 (ġ = g_t + g_y f⁻ at the root; the value of δ kept 0): each
+// step makes one more order of δ's expansion exact, so two give δ's first
+// and second derivatives exactly (the implicit function theorem to second
+// order, never the root finder's iterations); a third is a margin. f enters
+// Ĵ multiplied by δ (whose value is 0), so its linearization at x⁻ and x⁺
+// gives its part exactly; f_t (the model's t is a double) is a one-sided
+// three-point difference on the instant's own side (zero, exactly, for an
+// autonomous right-hand side).
+void InstantJump::second_order(std::span<const double> lambda_plus, std::span<const double> xdot,
+                               std::span<const double> pdot, std::span<double> lambda_dot,
+                               std::span<double> mu_dot) {
+  COSTATE_CHECK(linearized_, "events: second order of an instant applied without linearization");
+  COSTATE_CHECK(sys_.n_algebraic() == 0,
+                "events: Hessian-vector products through events on a DAE (algebraic states) are "
+                "not supported yet; gradients are");
+  using D1 = ad::Dual<double, 1>;
+  using DD = EventModel::Dual8x1;
+  const std::size_t E = exec_.size(), w = n_ + np_;
+  const std::span<const double> xm(chain_[0]), xe(chain_[E]);
+  // The flows' pieces at x⁻ and x⁺ (an instant located by a root only).
+  std::vector<double> jm, jp, cm(nx_, 0.0), cp(nx_, 0.0);
+  if (root_ >= 0) {
+    Linearization lin(sys_);
+    jm.assign(nx_ * w, 0.0);
+    jp.assign(nx_ * w, 0.0);
+    lin.at(t_, xm, p_);
+    lin.jacobian(jm);
+    lin.at(t_, xe, p_);
+    lin.jacobian(jp);
+    // Time step of the one-sided differences for f_t: truncation O(η²)
+    // ~1e-10, round-off ~1e-16/η ~1e-11 relative to f.
+    const double eta = 1e-5 * std::max(1.0, std::abs(t_));
+    std::vector<double> f1(nx_), f2(nx_), g1(nx_), g2(nx_);
+    sys_.rhs(t_ - eta, xm, p_, f1);
+    sys_.rhs(t_ - 2 * eta, xm, p_, f2);
+    sys_.rhs(t_ + eta, xe, p_, g1);
+    sys_.rhs(t_ + 2 * eta, xe, p_, g2);
+    rhs_evaluations_ += 4;
+    for (std::size_t q = 0; q < nx_; ++q) {
+      const double ftm = (3.0 * (f0_[q] - f1[q]) - (f1[q] - f2[q])) / (2 * eta);
+      const double ftp = (-3.0 * (fE_[q] - g1[q]) + (g1[q] - g2[q])) / (2 * eta);
+      double am = 0.0, ap = 0.0;
+      for (std::size_t c = 0; c < n_; ++c) {
+        am += jm[c * nx_ + q] * f0_[c];
+        ap += jp[c * nx_ + q] * fE_[c];
+      }
+      cm[q] = ftm + am;
+      cp[q] = ap - ftp;
+    }
+  }
+  std::vector<DD> x(nx_), pd(np_), fm(nx_), y(nx_), g(ev_->n_roots()), vals;
+  std::vector<std::vector<DD>> chain(E + 1);
+  for (std::size_t first = 0; first < w; first += 8) {
+    const std::size_t lanes = std::min<std::size_t>(8, w - first);
+    for (std::size_t q = 0; q < nx_; ++q) x[q] = DD(D1(xm[q], {xdot[q]}));
+    for (std::size_t j = 0; j < np_; ++j) pd[j] = DD(D1(p_[j], {pdot[j]}));
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const std::size_t u = first + l;
+      (u < n_ ? x[u] : pd[u - n_]).set_tangent(static_cast<int>(l), D1(1.0));
+    }
+    // f(τ₀, ·) linearized at a point xl (n_x rows, its y and p perturbed).
+    auto flow = [&](const std::vector<double>& jac, std::span<const double> f0,
+                    std::span<const DD> at, std::span<const double> xl, std::vector<DD>& out) {
+      out.assign(nx_, DD(0.0));
+      for (std::size_t q = 0; q < nx_; ++q) {
+        DD v(f0[q]);
+        for (std::size_t c = 0; c < n_; ++c) v += jac[c * nx_ + q] * (at[c] - xl[c]);
+        for (std::size_t j = 0; j < np_; ++j) v += jac[(n_ + j) * nx_ + q] * (pd[j] - p_[j]);
+        out[q] = v;
+      }
+    };
+    const DD t0{D1(t_)};
+    DD delta(0.0);
+    chain[0] = x;
+    if (root_ >= 0) {
+      flow(jm, f0_, x, xm, fm);
+      const auto r = static_cast<std::size_t>(root_);
+      for (int it = 0; it < 3; ++it) {
+        for (std::size_t q = 0; q < nx_; ++q) y[q] = x[q] + delta * fm[q] + 0.5 * delta * delta * cm[q];
+        ev_->roots(t0 + delta, std::span<const DD>(y).first(n_), pd, g);
+        delta = delta - g[r] / gdot_;
+        delta.value().value() = 0.0;
+      }
+      for (std::size_t q = 0; q < nx_; ++q)
+        chain[0][q] = x[q] + delta * fm[q] + 0.5 * delta * delta * cm[q];
+    }
+    for (std::size_t e = 0; e < E; ++e) {
+      const Exec& ex = exec_[e];
+      vals.assign(ex.targets.size(), DD(0.0));
+      ev_->assign(ex.event, t0 + delta, std::span<const DD>(chain[ex.source]).first(n_), pd, vals);
+      chain[e + 1] = chain[e];
+      for (std::size_t j = 0; j < ex.targets.size(); ++j) chain[e + 1][ex.targets[j]] = vals[j];
+    }
+    std::vector<DD>& z = chain[E];
+    if (root_ >= 0) {
+      flow(jp, fE_, z, xe, fm);
+      for (std::size_t q = 0; q < nx_; ++q)
+        z[q] = z[q] - delta * fm[q] + 0.5 * delta * delta * cp[q];
+    }
+    DD s(0.0);
+    for (std::size_t q = 0; q < nx_; ++q) s += lambda_plus[q] * z[q];
+    for (std::size_t l = 0; l < lanes; ++l) {
+      const std::size_t u = first + l;
+      const double v = s.tangent(static_cast<int>(l)).tangent(0);
+      if (u < n_)
+        lambda_dot[u] += v;
+      else
+        mu_dot[u - n_] += v;
+    }
+  }
 }
 
 // ------------------------------------------------------- the scheme decorator
@@ -344,14 +477,43 @@ class EventScheme final : public Scheme {
     }
   }
 
-  void adjoint_tangent(std::size_t, std::span<const double>, std::span<const double>,
-                       std::span<const double>, std::span<const double>, std::span<const double>,
-                       std::span<double>, std::span<double>, std::span<double>,
-                       std::span<double>) override {
-    throw Error(
-        "events: Hessian-vector products through events are not supported yet (the model fires "
-        "events on this step plan); gradients by the discrete adjoint or forward sensitivities "
-        "are");
+  // Second order: the inner step's adjoint_tangent between the jumps'
+  // (their transposed first-order maps on λ and on λ̇, and λ̇ += (D²Ĵ[ẋ⁻,
+  // ṗ])ᵀλ⁺: InstantJump::second_order); ẋ⁻ at an instant by the inner step's
+  // tangent again.
+  void adjoint_tangent(std::size_t i, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double> xn, std::span<const double> xndot,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> mu,
+                       std::span<double> mu_dot) override {
+    std::span<const double> xs = x, xsdot = xdot;
+    if (i == 0 && at_[0] >= 0) {
+      start_.assign(x.begin(), x.end());
+      jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
+                  std::span<double>(start_).first(nx_), p_, true);
+      s_start_.assign(xdot.begin(), xdot.end());
+      jump_.tangent(1, std::span<double>(s_start_).first(nx_), pdot);
+      xs = start_;
+      xsdot = s_start_;
+    }
+    std::span<const double> xe = xn, xedot = xndot;
+    if (const int e = at_[i + 1]; e >= 0) {
+      tmp_dot_.resize(tmp_.size());
+      inner_->tangent(i, xs, tmp_, 1, xsdot, tmp_dot_, pdot);  // x⁻, ẋ⁻
+      after_.assign(tmp_.begin(), tmp_.end());
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
+                  std::span<double>(after_).first(nx_), p_, true);
+      jump_back(lambda, lambda_dot, mu, mu_dot, std::span<const double>(tmp_dot_).first(nx_), pdot);
+      xe = tmp_;
+      xedot = tmp_dot_;
+    }
+    inner_->adjoint_tangent(i, xs, xsdot, xe, xedot, pdot, lambda, lambda_dot, mu, mu_dot);
+    if (i == 0 && at_[0] >= 0) {
+      start_.assign(x.begin(), x.end());
+      jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
+                  std::span<double>(start_).first(nx_), p_, true);
+      jump_back(lambda, lambda_dot, mu, mu_dot, xdot.first(nx_), pdot);
+    }
   }
 
   std::int64_t rhs_evaluations() const override {
@@ -362,6 +524,18 @@ class EventScheme final : public Scheme {
   }
 
  private:
+  /// The applied jump's reverse step to second order: (λ, μ) by the
+  /// transposed jump, (λ̇, μ̇) by the same and its derivative along (ẋ⁻, ṗ).
+  void jump_back(std::span<double> lambda, std::span<double> lambda_dot, std::span<double> mu,
+                 std::span<double> mu_dot, std::span<const double> xdot_before,
+                 std::span<const double> pdot) {
+    lambda_plus_.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_));
+    jump_.adjoint(lambda.first(nx_), mu);
+    jump_.adjoint(lambda_dot.first(nx_), mu_dot);
+    jump_.second_order(lambda_plus_, xdot_before, pdot, lambda_dot.first(nx_), mu_dot);
+    ++linearizations_;
+  }
+
   /// x_0 with the events of t0 applied (step 0), else x itself; with
   /// `linearize` the jump keeps its linearization (for tangent()).
   std::span<const double> start(std::size_t i, std::span<const double> x, bool linearize) {
@@ -379,7 +553,7 @@ class EventScheme final : public Scheme {
   InstantJump jump_;
   std::vector<int> at_;  // instant index at each time index, −1 for none
   std::vector<EventInstant> instants_;
-  std::vector<double> tmp_, start_, s_start_;
+  std::vector<double> tmp_, start_, s_start_, tmp_dot_, after_, lambda_plus_;
   std::int64_t linearizations_ = 0;
 };
 

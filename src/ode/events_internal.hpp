@@ -39,10 +39,19 @@ class InstantJump {
   void tangent(std::size_t m, std::span<double> S, std::span<const double> P) const;
   /// λ (n_x) ← the transposed jump applied to λ; μ (n_p) += its parameter part.
   void adjoint(std::span<double> lambda, std::span<double> mu) const;
+  /// Second order (after apply with `linearize`): λ̇ (n_x) and μ̇ (n_p) +=
+  /// (D²Ĵ[ẋ⁻, ṗ])ᵀ λ⁺, the jump's derivative along the direction applied to
+  /// λ⁺ (n_x); ẋ⁻ (n_x) is the tangent just before the instant. Ĵ is the
+  /// jump as a map of the state at the instant's fixed time (events.cpp says
+  /// how); its first derivative is tangent()'s map.
+  void second_order(std::span<const double> lambda_plus, std::span<const double> xdot,
+                    std::span<const double> pdot, std::span<double> lambda_dot,
+                    std::span<double> mu_dot);
   std::int64_t rhs_evaluations() const { return rhs_evaluations_; }
 
  private:
   struct Exec {
+    std::size_t event = 0;
     std::vector<std::size_t> targets;
     std::size_t source = 0;
     std::vector<double> J;  // targets × (1 + n + n_p): ∂/∂t, ∂/∂y, ∂/∂p
@@ -53,7 +62,8 @@ class InstantJump {
   std::vector<std::vector<double>> chain_;
   std::vector<Exec> exec_;
   std::vector<double> f0_, fE_, a_, b_;
-  double t_ = 0.0;
+  double t_ = 0.0, gdot_ = 0.0;
+  int root_ = -1;
   std::span<const double> p_;
   bool linearized_ = false;
   std::int64_t rhs_evaluations_ = 0;

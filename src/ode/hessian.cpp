@@ -19,6 +19,9 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
                                           const StepPlan& replay) {
   require(supports_dae(SensitivityKind::DiscreteAdjoint, options.method, 2, system.n_algebraic()),
           "ode::hessian_vector");
+  if (system.has_events())
+    require(supports_events(SensitivityKind::DiscreteAdjoint, options.method, 2),
+            "ode::hessian_vector");
   const auto start = std::chrono::steady_clock::now();
   // 1. The step plan, as ode::gradient chooses it, and 2. the compiled
   // scheme on it (ReplayedScheme: the one set-up). StoreAll: as under

@@ -186,7 +186,8 @@ class Bdf final : public Scheme {
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
-    const double* jp = cache_.get(i + 1);
+    // (not at an event instant: x_{i+1}'s kept Jacobian is after the events.)
+    const double* jp = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
     if (!jp) {
       const std::span<const double> y = xn.first(nx_);
       jp = start_.keep(i + 1, y, jac_.state_parameters(times_[i + 1], y)).data();

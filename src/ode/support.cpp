@@ -201,13 +201,17 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        method == SensitivityKind::CvodesForward ||
                        method == SensitivityKind::CvodesAdjoint;
   if (crosses && order == 1) return {true, {}};
+  // Second order: forward over the discrete adjoint, the jump of each
+  // instant differentiated once more (InstantJump::second_order).
+  if (method == SensitivityKind::DiscreteAdjoint && order == 2) return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not cross events yet (the model has events): with events, "
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
                        "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf) "
-                       "or cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams)"};
+                       "or cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams); "
+                       "Hessian-vector products by discrete_adjoint on the native integrators"};
 }
 
 namespace {

@@ -18,6 +18,12 @@
 // central differences of the residuals, and Sᵀr against the discrete
 // adjoint, for every integrator supports_calibration accepts.
 //
+// Events (issue 31): a second family, models that switch (a bounce, a dose at
+// a parameter time, a harvest at a state threshold; EventFamilyModel below),
+// runs every (method × integrator) that supports_events says crosses events
+// — gradients against a reference of the exact objective and each discrete
+// pair against itself; H·v against the reference's H·v and for symmetry.
+//
 // The loops ask the table: a new stepper (ode::all_methods) or sensitivity
 // method (ode::all_sensitivity_kinds, with a case in method_of below) is
 // tested here everywhere it says it works. The models and functionals are one
@@ -430,6 +436,317 @@ TEST_P(CrossMethod, EverySupportedHessianVectorAgrees) {
   EXPECT_EQ(tested, expected) << to_string(mk);
   EXPECT_GE(expected, 7 + 2) << to_string(mk);
 }
+
+// ------------------------------------------------------------ events
+// MatrixModel is one runtime type without events (giving it events would
+// make every model of the matrix "have events"); the event family is a
+// second runtime type, so this section instantiates the paths once more.
+
+/// Models that switch, one runtime type (p's meaning per kind):
+///   Ball:    (h, v)' = (v, −g − k v); h falls through 0: v ← −e v.   p = (g, e, k)
+///   Dose:    two compartments y' = (−k1 y0, k1 y0 − k2 y1); at t = τ
+///            y0 ← y0 + D (a time trigger at a parameter).          p = (k1, k2, τ, D)
+///   Harvest: Lotka–Volterra; prey x reaches θ upward: x ← (1 − c) x
+///            (an update whose derivative moves with p).            p = (a, b, c', d, θ, c)
+struct EventFamilyModel : EventDefaults {
+  enum class Kind { Ball, Dose, Harvest };
+  Kind kind = Kind::Ball;
+
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    switch (kind) {
+      case Kind::Ball:
+        d[0] = y[1];
+        d[1] = -p[0] - p[2] * y[1];
+        break;
+      case Kind::Dose:
+        d[0] = -p[0] * y[0];
+        d[1] = p[0] * y[0] - p[1] * y[1];
+        break;
+      case Kind::Harvest:
+        d[0] = p[0] * y[0] - p[1] * y[0] * y[1];
+        d[1] = p[2] * y[0] * y[1] - p[3] * y[1];
+        break;
+    }
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    switch (kind) {
+      case Kind::Ball: g[0] = -y[0]; break;
+      case Kind::Dose: g[0] = t - p[2]; break;
+      case Kind::Harvest: g[0] = y[0] - p[4]; break;
+    }
+  }
+  std::size_t n_events() const { return 1; }
+  EventAttributes event_attributes(std::size_t) const { return {.name = "switch"}; }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const {
+    return kind == Kind::Ball ? std::span<const std::size_t>(kSecond)
+                              : std::span<const std::size_t>(kFirst);
+  }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    switch (kind) {
+      case Kind::Ball: v[0] = -p[1] * y[1]; break;
+      case Kind::Dose: v[0] = y[0] + p[3]; break;
+      case Kind::Harvest: v[0] = (1.0 - p[5]) * y[0]; break;
+    }
+  }
+  static constexpr std::size_t kFirst[1] = {0}, kSecond[1] = {1};
+};
+
+std::string to_string(EventFamilyModel::Kind k) {
+  switch (k) {
+    case EventFamilyModel::Kind::Ball: return "ball";
+    case EventFamilyModel::Kind::Dose: return "dose";
+    case EventFamilyModel::Kind::Harvest: return "harvest";
+  }
+  return "?";
+}
+
+using EventProblem = Problem<EventFamilyModel>;
+
+/// Each kind's problem: one or two instants inside (t0, t1), none near an
+/// observation time (observations at (k − ½)/5 of the span).
+EventProblem event_problem(EventFamilyModel::Kind k) {
+  using K = EventFamilyModel::Kind;
+  EventFamilyModel m;
+  m.kind = k;
+  switch (k) {
+    case K::Ball: return {m, {1.0, 0.3}, {9.81, 0.8, 0.2}, {0.0, 0.8}};
+    case K::Dose: return {m, {2.0, 0.0}, {0.7, 0.3, 1.3, 0.5}, {0.0, 3.0}};
+    case K::Harvest: return {m, {1.0, 0.5}, {1.5, 1.0, 0.8, 1.0, 1.8, 0.4}, {0.0, 2.0}};
+  }
+  return {m, {}, {}, {0.0, 1.0}};
+}
+
+MatrixFunctional event_functional(FunctionalKind kind, const EventProblem& pr) {
+  MatrixFunctional f;
+  f.kind = kind;
+  if (kind != FunctionalKind::Observations) return f;
+  const std::size_t n = pr.n_states();
+  f.obs.n_states = n;
+  constexpr int kTimes = 5;
+  for (int j = 1; j <= kTimes; ++j) {
+    const double t = pr.t0() + (pr.t1() - pr.t0()) * (j - 0.5) / kTimes;
+    f.obs.times.push_back(t);
+    for (std::size_t i = 0; i < n; ++i) {
+      f.obs.data.push_back(0.5 + 0.3 * std::sin(1.7 * t + 0.1 * static_cast<double>(i)));
+      f.obs.weights.push_back(1.0);
+    }
+  }
+  return f;
+}
+
+// Tolerances of the event rows, each with its reason. Across an instant the
+// discrete methods' derivatives carry the continuous jump (events.hpp), so
+// every method is compared with the exact objective's derivatives (the
+// reference) to its own global error, not with differences of a replayed
+// objective (a replay keeps the instants where they were).
+/// The integrators' settings here: adaptive at this rtol (atol 1e-2 rtol);
+/// fixed steps by order (first-order methods 1e-4, Crank–Nicolson and rk4 1e-3).
+constexpr double kEventRtol = 1e-10;
+/// The reference: dopri5's discrete adjoint (and its H·v) at this rtol.
+constexpr double kEventReferenceRtol = 1e-12;
+/// The reference against central differences of its objective / gradients,
+/// each run locating its own instants (step kFdStep resp. kHvFdStep): the
+/// adaptive steps' noise ~1e-12 / step dominates — 1e-6 and 1e-5 (H·v
+/// measured ≤ 2.0e-7).
+constexpr double kEventReferenceFdTol = 1e-6;
+constexpr double kEventReferenceHvFdTol = 1e-5;
+
+/// Agreement with the reference expected of integrator m (gradients and
+/// H·v alike: H·v's error is the gradient's, differentiated): its global
+/// error at the settings above. Measured worst over the three models, three
+/// functionals and both directions: euler / backward_euler 9.8e-4 (O(dt) =
+/// 1e-4 times the models' constants), crank_nicolson 1.5e-6, rk4 1.6e-11,
+/// the adaptive natives 5.5e-7 (bdf), CVODES' forward sensitivities 1.5e-9.
+double event_tol(Method m) {
+  if (is_cvodes(m)) return 1e-7;
+  if (is_adaptive(m)) return 2e-6;
+  switch (m) {
+    case Method::ExplicitEuler:
+    case Method::BackwardEuler: return 3e-3;
+    case Method::CrankNicolson: return 5e-6;
+    default: return 1e-9;
+  }
+}
+
+IntegratorOptions event_options(Method m, double rtol = kEventRtol) {
+  IntegratorOptions o{.method = m, .rtol = rtol, .atol = 1e-2 * rtol};
+  if (!is_adaptive(m))
+    o.dt = m == Method::ExplicitEuler || m == Method::BackwardEuler ? 1e-4 : 1e-3;
+  o.max_steps = 10'000'000;
+  return o;
+}
+
+EventProblem moved(const EventProblem& pr, const std::vector<double>& d, double h) {
+  EventProblem q = pr;
+  const std::size_t np = pr.p.size();
+  for (std::size_t j = 0; j < np; ++j) q.p[j] += h * d[j];
+  for (std::size_t i = 0; i < pr.y0.size(); ++i) q.y0[i] += h * d[np + i];
+  return q;
+}
+
+std::vector<std::vector<double>> event_directions(const EventProblem& pr) {
+  const std::size_t np = pr.p.size(), n = pr.y0.size();
+  std::vector<double> dp(np + n, 0.0), dy(np + n, 0.0);
+  for (std::size_t j = 0; j < np; ++j)
+    dp[j] = (1.0 + 0.3 * static_cast<double>(j % 3)) * std::max(std::abs(pr.p[j]), 0.1);
+  for (std::size_t i = 0; i < n; ++i)
+    dy[np + i] = (i % 2 == 0 ? 1.0 : -1.0) * (0.5 + 0.1 * static_cast<double>(i % 5)) *
+                 std::max(std::abs(pr.y0[i]), 0.1);
+  return {dp, dy};
+}
+
+class CrossMethodEvents : public ::testing::TestWithParam<EventFamilyModel::Kind> {};
+
+TEST_P(CrossMethodEvents, EveryMethodThatCrossesEventsAgrees) {
+  const EventFamilyModel::Kind mk = GetParam();
+  const EventProblem pr = event_problem(mk);
+  const std::vector<std::vector<double>> dirs = event_directions(pr);
+  int tested = 0, expected = 0, tested2 = 0, expected2 = 0;
+  for (Method m : all_methods())
+    for (SensitivityKind k : all_sensitivity_kinds()) {
+      expected += supports_events(k, m, 1) && supports(k, event_options(m), 1) ? 1 : 0;
+      expected2 += supports_events(k, m, 2) && supports(k, event_options(m), 2) ? 1 : 0;
+    }
+  for (FunctionalKind fk :
+       {FunctionalKind::Terminal, FunctionalKind::Integral, FunctionalKind::Observations}) {
+    const MatrixFunctional f = event_functional(fk, pr);
+    const std::string where = to_string(mk) + " / " + costate::test::to_string(fk);
+    // The reference: the exact objective's gradient and H·v along each
+    // direction, against central differences of fresh runs (each locating
+    // its own instants).
+    const IntegratorOptions ro = event_options(Method::Dopri5, kEventReferenceRtol);
+    const GradientResult ref = gradient(pr, f, DiscreteAdjoint{}, ro);
+    ASSERT_GE(ref.steps.events().size(), 1u) << where << ": the model switches";
+    const std::vector<double> reference = all_of(ref);
+    std::vector<std::vector<double>> hv_reference;
+    for (const auto& d : dirs) {
+      auto run = [&](double h) { return gradient(moved(pr, d, h), f, DiscreteAdjoint{}, ro); };
+      const GradientResult a = run(kFdStep), b = run(-kFdStep);
+      double gd = 0.0, scale = 0.0;
+      for (std::size_t j = 0; j < d.size(); ++j) {
+        gd += reference[j] * d[j];
+        scale += std::abs(reference[j] * d[j]);
+      }
+      EXPECT_LT(std::abs(gd - (a.objective - b.objective) / (2 * kFdStep)) / scale,
+                kEventReferenceFdTol)
+          << where << " reference gradient";
+      const HessianVectorResult r =
+          hessian_vector(pr, f, {{d.begin(), d.begin() + static_cast<std::ptrdiff_t>(pr.p.size())},
+                                 {d.begin() + static_cast<std::ptrdiff_t>(pr.p.size()), d.end()}},
+                         DiscreteAdjoint{}, ro);
+      hv_reference.push_back(r.hv_wrt_parameters);
+      hv_reference.back().insert(hv_reference.back().end(), r.hv_wrt_initial_state.begin(),
+                                 r.hv_wrt_initial_state.end());
+      const std::vector<double> ga = all_of(run(kHvFdStep)), gb = all_of(run(-kHvFdStep));
+      std::vector<double> fd(ga.size());
+      for (std::size_t i = 0; i < fd.size(); ++i) fd[i] = (ga[i] - gb[i]) / (2 * kHvFdStep);
+      const double e = max_rel_err(hv_reference.back(), fd);
+      std::printf("%-48s reference H v vs differences %.2e\n", where.c_str(), e);
+      EXPECT_LT(e, kEventReferenceHvFdTol) << where << " reference H v";
+    }
+    for (Method m : all_methods()) {
+      const IntegratorOptions o = event_options(m);
+      std::map<SensitivityKind, GradientResult> got;
+      for (SensitivityKind k : all_sensitivity_kinds())
+        if (supports_events(k, m, 1) && supports(k, o, 1)) got.emplace(k, gradient(pr, f, method_of(k), o));
+      for (const auto& [k, g] : got) {
+        const std::string what = where + " / " + to_string(k) + " / " + to_string(m);
+        if (fk == FunctionalKind::Terminal) ++tested;
+        const double e = max_rel_err(all_of(g), reference);
+        std::printf("%-48s vs reference %.2e\n", what.c_str(), e);
+        EXPECT_LT(e, event_tol(m)) << what;
+        // The discrete pair: transposes of one map on the same steps.
+        if (k == SensitivityKind::DiscreteAdjoint)
+          if (const auto it = got.find(SensitivityKind::Forward); it != got.end()) {
+            EXPECT_EQ(g.steps.times(), it->second.steps.times()) << what;
+            EXPECT_LT(max_rel_err(all_of(g), all_of(it->second)), kSameDiscreteRelTol) << what;
+          }
+      }
+      for (SensitivityKind k : all_sensitivity_kinds()) {
+        if (!(supports_events(k, m, 2) && supports(k, o, 2))) continue;
+        const std::string what = where + " / " + to_string(k) + " / " + to_string(m) + " / H v";
+        if (fk == FunctionalKind::Terminal) ++tested2;
+        std::vector<std::vector<double>> hv;
+        for (std::size_t j = 0; j < dirs.size(); ++j) {
+          const std::vector<double>& d = dirs[j];
+          const auto np = static_cast<std::ptrdiff_t>(pr.p.size());
+          const HessianVectorResult r =
+              hessian_vector(pr, f, {{d.begin(), d.begin() + np}, {d.begin() + np, d.end()}},
+                             method_of(k), o);
+          hv.push_back(r.hv_wrt_parameters);
+          hv.back().insert(hv.back().end(), r.hv_wrt_initial_state.begin(),
+                           r.hv_wrt_initial_state.end());
+          const double e = max_rel_err(hv.back(), hv_reference[j]);
+          std::printf("%-56s vs reference %.2e\n", what.c_str(), e);
+          // H·v's error is the gradient's, differentiated: the same order.
+          EXPECT_LT(e, event_tol(m)) << what << " dir " << j;
+        }
+        // One discrete objective's Hessian (the jumps' included): round-off
+        // (measured ≤ 7.5e-14).
+        const double a = asymmetry(hv[0], dirs[0], hv[1], dirs[1]);
+        std::printf("%-56s asymmetry %.2e\n", what.c_str(), a);
+        EXPECT_LT(a, kDiscreteRoundOffTol) << what;
+      }
+    }
+  }
+  // Every combination the table allows ran: at least the seven native
+  // steppers' discrete adjoint and forward, the continuous adjoint (dopri5,
+  // sdirk3, bdf) and CVODES' forward (two), and the seven H·v.
+  EXPECT_EQ(tested, expected) << to_string(mk);
+  EXPECT_EQ(tested2, expected2) << to_string(mk);
+  EXPECT_GE(expected, 7 * 2 + 3 + 2) << to_string(mk);
+  EXPECT_GE(expected2, 7) << to_string(mk);
+}
+
+/// Checkpoint invariance across events: for every integrator whose discrete
+/// adjoint crosses events (to first and second order, as the table says),
+/// the gradient and H·v are the same bits under every schedule (the
+/// instants are part of the replayed plan).
+TEST_P(CrossMethodEvents, EveryScheduleGivesTheSameBits) {
+  const EventFamilyModel::Kind mk = GetParam();
+  const EventProblem pr = event_problem(mk);
+  const MatrixFunctional f = event_functional(FunctionalKind::Observations, pr);
+  const std::vector<double> d = event_directions(pr)[0];
+  const auto np = static_cast<std::ptrdiff_t>(pr.p.size());
+  const HessianDirection v{{d.begin(), d.begin() + np}, {d.begin() + np, d.end()}};
+  int tested = 0;
+  for (Method m : all_methods()) {
+    // Coarser settings than above: the bits, not the accuracy, are tested.
+    IntegratorOptions o = event_options(m, 1e-6);
+    if (!is_adaptive(m)) o.dt = 1e-2;
+    const std::string what = to_string(mk) + " / " + to_string(m);
+    for (int order : {1, 2}) {
+      if (!(supports_events(SensitivityKind::DiscreteAdjoint, m, order) &&
+            supports(SensitivityKind::DiscreteAdjoint, o, order)))
+        continue;
+      ++tested;
+      auto run = [&](const Checkpointing& c) {
+        if (order == 1) return all_of(gradient(pr, f, DiscreteAdjoint{c}, o));
+        return hv_of(hessian_vector(pr, f, v, DiscreteAdjoint{c}, o));
+      };
+      const std::vector<double> ref = run(StoreAll{});
+      for (const Checkpointing& c : {Checkpointing{Uniform{4}}, Checkpointing{Binomial{3}},
+                                     Checkpointing{Online{3}}})
+        EXPECT_EQ(run(c), ref) << what << " order " << order;
+    }
+  }
+  EXPECT_GE(tested, 7 * 2) << "every native stepper, gradient and H v";
+}
+
+INSTANTIATE_TEST_SUITE_P(EventModels, CrossMethodEvents,
+                         ::testing::Values(EventFamilyModel::Kind::Ball,
+                                           EventFamilyModel::Kind::Dose,
+                                           EventFamilyModel::Kind::Harvest),
+                         [](const auto& info) { return to_string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Models, CrossMethod,
                          ::testing::Values(MatrixModel::Kind::LotkaVolterra,

@@ -66,9 +66,15 @@
 /// share its dτ. The continuous adjoint integrates backward in legs between
 /// the instants and applies the same transposed jump at each (at x⁻): the
 /// continuous adjoint's jump condition. CVODES' forward sensitivities are
-/// jumped by the same map at the instants its root finding locates. Not yet
-/// differentiated (refused by name): delayed events, Hessian–vector
-/// products and CVODES' adjoint (support.hpp: supports_events).
+/// jumped by the same map at the instants its root finding locates.
+/// Hessian–vector products (the discrete adjoint's forward over adjoint)
+/// differentiate the jump once more: the jump as a map of the state at the
+/// instant's fixed time, whose first derivative is the map above and whose
+/// second adds the instant's movement to second order (the flows beside it,
+/// f_t + f_y f, and dτ's own second derivative by the implicit function
+/// theorem; src/ode/events.cpp, InstantJump::second_order). Not yet
+/// differentiated (refused by name): delayed events and CVODES' adjoint
+/// (support.hpp: supports_events).
 
 #include <concepts>
 #include <cstddef>
@@ -118,7 +124,9 @@ inline constexpr std::size_t kMaxEventsPerInstant = 1000;
 /// A model with events (see the file comment): roots on double and on
 /// ad::Dual<double, 8> (for g_t, g_y, g_p), triggers on the roots' sides,
 /// the assigned states (indices into y) and their new values (on double and
-/// Dual<double, 8>), delay and priority.
+/// Dual<double, 8>), delay and priority. Roots and assignments are also
+/// evaluated on ad::Dual<ad::Dual<double, 1>, 8> (Hessian–vector products
+/// through an instant): write them on a generic T.
 template <class M>
 concept HasEvents = requires(const M& m, double t, std::span<const double> y,
                              std::span<const double> p, std::span<double> out,
@@ -141,6 +149,9 @@ namespace detail {
 class EventModel {
  public:
   using Dual8 = ad::Dual<double, 8>;
+  /// Second order (Hessian–vector products through an instant): 8 lanes of
+  /// first derivatives, each with its derivative along one direction ε.
+  using Dual8x1 = ad::Dual<ad::Dual<double, 1>, 8>;
   virtual ~EventModel() = default;
   virtual std::size_t n_roots() const = 0;
   virtual std::size_t n_events() const = 0;
@@ -148,6 +159,8 @@ class EventModel {
                      std::span<double> g) const = 0;
   virtual void roots(Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
                      std::span<Dual8> g) const = 0;
+  virtual void roots(Dual8x1 t, std::span<const Dual8x1> y, std::span<const Dual8x1> p,
+                     std::span<Dual8x1> g) const = 0;
   virtual EventAttributes attributes(std::size_t k) const = 0;
   virtual bool trigger(std::size_t k, double t, std::span<const double> y,
                        std::span<const double> p, std::span<const std::int8_t> sides) const = 0;
@@ -156,6 +169,8 @@ class EventModel {
                       std::span<const double> p, std::span<double> values) const = 0;
   virtual void assign(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
                       std::span<Dual8> values) const = 0;
+  virtual void assign(std::size_t k, Dual8x1 t, std::span<const Dual8x1> y,
+                      std::span<const Dual8x1> p, std::span<Dual8x1> values) const = 0;
   virtual double delay(std::size_t k, double t, std::span<const double> y,
                        std::span<const double> p) const = 0;
   virtual double priority(std::size_t k, double t, std::span<const double> y,
@@ -176,6 +191,10 @@ class EventAdapter final : public EventModel {
              std::span<Dual8> g) const override {
     m_.template roots<Dual8>(t, y, p, g);
   }
+  void roots(Dual8x1 t, std::span<const Dual8x1> y, std::span<const Dual8x1> p,
+             std::span<Dual8x1> g) const override {
+    m_.template roots<Dual8x1>(t, y, p, g);
+  }
   EventAttributes attributes(std::size_t k) const override { return m_.event_attributes(k); }
   bool trigger(std::size_t k, double t, std::span<const double> y, std::span<const double> p,
                std::span<const std::int8_t> sides) const override {
@@ -192,6 +211,10 @@ class EventAdapter final : public EventModel {
   void assign(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
               std::span<Dual8> values) const override {
     m_.template event_assign<Dual8>(k, t, y, p, values);
+  }
+  void assign(std::size_t k, Dual8x1 t, std::span<const Dual8x1> y, std::span<const Dual8x1> p,
+              std::span<Dual8x1> values) const override {
+    m_.template event_assign<Dual8x1>(k, t, y, p, values);
   }
   double delay(std::size_t k, double t, std::span<const double> y,
                std::span<const double> p) const override {

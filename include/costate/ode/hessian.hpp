@@ -34,6 +34,9 @@
 /// replayed discrete gradient. Snapshots hold value and tangent (twice a
 /// gradient's memory per slot); every schedule gives the same bits.
 ///
+/// Events (events.hpp): each instant of the plan is a jump between the
+/// replayed steps, reversed to second order by the jump's own second
+/// derivative (the instant's movement with v included); native steppers only.
 /// Steppers: euler, rk4, dopri5 (explicit RK: the gradient part is
 /// ode::gradient's bit for bit with the dense strategy), backward_euler,
 /// crank_nicolson (θ), sdirk3 and bdf. Implicit solves are never

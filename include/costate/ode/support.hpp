@@ -130,7 +130,8 @@ Support supports_calibration(SensitivityKind method, Method integrator);
 /// A model with events (events.hpp): the combinations of the table that also
 /// cross events — today the discrete adjoint and forward sensitivities of the
 /// native integrators, the continuous adjoint and CVODES' forward
-/// sensitivities, order 1 (every native integrator, and CVODES, runs them).
+/// sensitivities, order 1 (every native integrator, and CVODES, runs them),
+/// and the discrete adjoint's Hessian–vector products (order 2).
 Support supports_events(SensitivityKind method, Method integrator, int order);
 /// Whether `integrator` integrates a model with `n_algebraic` algebraic
 /// states (n_algebraic > 0: a DAE, System::n_algebraic()): always for an
