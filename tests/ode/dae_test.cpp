@@ -21,6 +21,8 @@
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "costate/ode/residual_dae.hpp"
+#include "support/dae_models.hpp"
 #include "support/relative_error.hpp"
 
 namespace {
@@ -28,113 +30,10 @@ namespace {
 using namespace costate::ode;
 using costate::test::rel_err;
 
-/// x' = −p0 x,  0 = z − p1 x²: x = x0 e^{−p0 t}, z = p1 x0² e^{−2 p0 t}.
-struct ClosedFormDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0];
-    f[1] = y[1] - p[1] * y[0] * y[0];
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// A nonlinear, coupled index-1 DAE (z enters f and g_z depends on z):
-///   x0' = −p0 x0 + z,  x1' = x0 − p1 x1 z,  0 = z³ + z − p2 x0 x1 − 1.
-struct CoupledDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0] + 0.3 * y[2];
-    f[1] = y[0] - p[1] * y[1] * y[2];
-    f[2] = y[2] * y[2] * y[2] + y[2] - p[2] * y[0] * y[1] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {2}; }
-};
-
-/// Robertson as a semi-explicit DAE (SUNDIALS' idasRoberts): y3 algebraic.
-struct RobertsonDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0] + p[1] * y[1] * y[2];
-    f[1] = p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] * y[1];
-    f[2] = y[0] + y[1] + y[2] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {2}; }
-};
-
-/// Index 2: x' = p0 z, 0 = x − 1 (g_z = 0).
-struct IndexTwoDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = p[0] * y[1];
-    f[1] = y[0] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// x' = −x, 0 = e^z + x: no real z for x > 0.
-struct UnsolvableDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T>, std::span<T> f) const {
-    using std::exp;
-    f[0] = -y[0];
-    f[1] = exp(y[1]) + y[0];
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// J = z(t1) + ∫ z dt.
-struct AlgebraicCost {
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    return y[1];
-  }
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[1];
-  }
-};
-
-/// Every kind of term: observations of every state (one at t0, where z0 =
-/// z(x0, p) is differentiated through the constraint), the last state at
-/// t1, and ∫ x0 z dt.
-struct MixedTerms {
-  LeastSquares ls;
-  std::size_t z = 1;
-  std::vector<double> observation_times() const { return ls.times; }
-  template <class T>
-  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
-    return ls.observation<T>(k, y, p);
-  }
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    return y[z];
-  }
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[0] * y[z];
-  }
-};
-
-MixedTerms closed_form_terms() {
-  return {.ls = {.times = {0.0, 1.0, 2.5}, .data = {1.0, 4.0, 0.6, 0.9, 0.3, 0.2}, .n_states = 2},
-          .z = 1};
-}
-MixedTerms coupled_terms() {
-  return {.ls = {.times = {0.0, 0.5, 2.0},
-                 .data = {1.0, 0.5, 1.0, 0.9, 0.7, 0.8, 0.4, 1.1, 0.9},
-                 .n_states = 3},
-          .z = 2};
-}
-
-/// G = ∫ y3 dt (idasRoberts_ASAi_dns).
-struct IntegralOfY3 {
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[2];
-  }
-};
-
-constexpr double kK[3] = {0.04, 1e4, 3e7};
+using namespace costate::test::dae;
+const double (&kK)[3] = kRobertsonK;
+/// MixedTerms on ClosedFormDae (its defaults).
+MixedTerms closed_form_terms() { return {}; }
 
 /// The DAE integrators of the table and settings for each: bdf and sdirk3
 /// adaptive, the θ-methods on fixed steps.
@@ -567,6 +466,283 @@ TEST(Dae, EventsReSolveTheAlgebraicStatesAndAreDifferentiated) {
   const double xT = (th + c) * std::exp(-p0 * (T - tau));
   EXPECT_LT(rel_err(s.state(1)[0], xT), 1e-7);
   EXPECT_LT(rel_err(s.state(1)[1], p1 * xT * xT), 1e-7);
+}
+
+
+// ---------------------------------------------------------------- fully implicit
+// F(t, y, y', p) = 0 through ode::ResidualForm (residual_dae.hpp): the state
+// is (y, y'), the scheme's algebraic states are y' and its rows F.
+
+/// The ImplicitClosedForm problem: y = (x, z), y' guessed as 0 (made
+/// consistent: x' = −p0 x0, z = p1 x0²).
+Problem<ResidualForm<ImplicitClosedForm>> implicit_closed_form(double x0, double p0, double p1,
+                                                                double T) {
+  return {{ImplicitClosedForm{}, 2}, {x0, 7.0, 0.0, 0.0}, {p0, p1}, {0.0, T}};
+}
+Problem<ResidualForm<ImplicitCoupled>> implicit_coupled() {
+  return {{ImplicitCoupled{}, 3}, {0.8, 1.2, 0.0, 0.0, 0.0, 0.0}, {0.9, 0.6, 0.5}, {0.0, 3.0}};
+}
+
+TEST(ImplicitDae, ClosedFormSolutionAndDerivativeAreReproducedByEveryDaeIntegrator) {
+  const double x0 = 1.5, p0 = 0.7, p1 = 2.0, T = 3.0;
+  auto pr = implicit_closed_form(x0, p0, p1, T);
+  pr.output_times = {0.0, 1.0, 2.0, T};
+  // As the semi-explicit form (ClosedFormSolutionIsReproducedByEveryDaeIntegrator):
+  // bdf and sdirk3 at rtol 1e-10 below 1e-7, backward Euler first order
+  // (2e-2), Crank–Nicolson second order (2e-5). x' is the scheme's
+  // derivative at the step's end: as accurate as x for bdf and sdirk3
+  // (stiffly accurate), for the θ-methods the difference quotient's error.
+  const double tol[4] = {1e-7, 1e-7, 2e-2, 2e-5};
+  std::vector<IntegratorOptions> ints = dae_integrators(1e-10);
+  for (std::size_t a = 0; a < ints.size(); ++a) {
+    ints[a].stop_at_outputs = true;
+    const Solution s = integrate(pr, ints[a]);
+    const std::string what = to_string(ints[a].method);
+    ASSERT_TRUE(s.summary.success()) << what << ": " << s.summary.message;
+    ASSERT_EQ(s.n_outputs(), 4u);
+    EXPECT_EQ(s.state(0)[0], x0) << what;  // the differential value is kept
+    // The consistent initial values: z0 = p1 x0², x'(0) = −p0 x0 (to Newton's round-off).
+    EXPECT_LT(rel_err(s.state(0)[1], p1 * x0 * x0), 1e-14) << what;
+    EXPECT_LT(rel_err(s.state(0)[2], -p0 * x0), 1e-14) << what;
+    for (std::size_t j = 1; j < s.n_outputs(); ++j) {
+      const double x = x0 * std::exp(-p0 * s.t[j]);
+      EXPECT_LT(rel_err(s.state(j)[0], x), tol[a]) << what << " t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[1], p1 * x * x), tol[a]) << what << " t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[2], -p0 * x), 2.0 * tol[a] + 1e-7) << what << " t = " << s.t[j];
+      EXPECT_NEAR(s.state(j)[1], p1 * s.state(j)[0] * s.state(j)[0], 1e-9) << what;
+    }
+  }
+}
+
+TEST(ImplicitDae, ClosedFormGradientIsExactByBothNativeMethods) {
+  const double x0 = 1.5, p0 = 0.7, p1 = 2.0, T = 3.0;
+  const auto pr = implicit_closed_form(x0, p0, p1, T);
+  const double e = std::exp(-2.0 * p0 * T);
+  const double J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const double dJ_dp0 =
+      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
+  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  // The semi-explicit form's bounds (ClosedFormGradientIsExactByBothNativeMethods).
+  const double tol[4] = {1e-7, 1e-7, 3e-2, 1e-4};
+  const std::vector<IntegratorOptions> ints = dae_integrators(1e-10);
+  for (std::size_t a = 0; a < ints.size(); ++a)
+    for (const SensitivityMethod& m :
+         {SensitivityMethod{DiscreteAdjoint{}}, SensitivityMethod{Forward{}}}) {
+      const GradientResult g = gradient(pr, AlgebraicCost{}, m, ints[a]);
+      const std::string what = to_string(ints[a].method) + " " + g.method;
+      ASSERT_EQ(g.wrt_initial_state.size(), 4u) << what;
+      EXPECT_LT(rel_err(g.objective, J), tol[a]) << what;
+      EXPECT_LT(rel_err(g.wrt_parameters[0], dJ_dp0), tol[a]) << what;
+      EXPECT_LT(rel_err(g.wrt_parameters[1], dJ_dp1), tol[a]) << what;
+      EXPECT_LT(rel_err(g.wrt_initial_state[0], dJ_dx0), tol[a]) << what;
+      // z0, x'(0) and z'(0) are guesses: not data.
+      for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(g.wrt_initial_state[i], 0.0) << what << " " << i;
+    }
+}
+
+TEST(ImplicitDae, OnOneStepPlanTheImplicitAndSemiExplicitFormsGiveTheSameGradient) {
+  // F = T(y) r: on the same steps every scheme's equations are the
+  // semi-explicit ones multiplied by T (ImplicitCoupled's comment), so the
+  // two discrete solutions differ only by Newton's residual (newton_tol
+  // 1e-13 here: the derivatives w = (y − ψ)/(hβ) carry round-off ε|y|/h,
+  // ~1e-14 relative at dt 0.01, so 1e-14 stalls) and their exact discrete gradients by its effect: 1e-8
+  // relative. Forward and adjoint on the implicit form are transposes of
+  // one map: kAdjointVsForwardRelTol.
+  constexpr double kSameDiscreteMapRelTol = 1e-8;
+  const Problem<CoupledDae> semi{CoupledDae{}, {0.8, 1.2, 0.0}, {0.9, 0.6, 0.5}, {0.0, 3.0}};
+  const auto impl = implicit_coupled();
+  for (IntegratorOptions o : dae_integrators(1e-8)) {
+    o.newton_tol = 1e-13;
+    const std::string what = to_string(o.method);
+    const GradientResult s = gradient(semi, coupled_terms(), DiscreteAdjoint{}, o);
+    const GradientResult a = gradient(impl, coupled_terms(), DiscreteAdjoint{}, o, s.steps);
+    const GradientResult f = gradient(impl, coupled_terms(), Forward{}, o, s.steps);
+    EXPECT_LT(rel_err(a.objective, s.objective), kSameDiscreteMapRelTol) << what;
+    EXPECT_LT(costate::test::max_rel_err(a.wrt_parameters, s.wrt_parameters), kSameDiscreteMapRelTol)
+        << what;
+    EXPECT_LT(rel_err(a.wrt_initial_state[0], s.wrt_initial_state[0]), kSameDiscreteMapRelTol) << what;
+    EXPECT_LT(rel_err(a.wrt_initial_state[1], s.wrt_initial_state[1]), kSameDiscreteMapRelTol) << what;
+    for (std::size_t i = 2; i < 6; ++i) EXPECT_EQ(a.wrt_initial_state[i], 0.0) << what << " " << i;
+    EXPECT_LT(costate::test::max_rel_err(a.wrt_parameters, f.wrt_parameters), kAdjointVsForwardRelTol)
+        << what;
+    EXPECT_LT(costate::test::max_rel_err(a.wrt_initial_state, f.wrt_initial_state),
+              kAdjointVsForwardRelTol)
+        << what;
+    // Its own adaptive steps (y's algebraic component is in its error test,
+    // so the plan differs): the same exact gradient within the discrete
+    // solutions' errors at rtol 1e-8 (~1e-7): 1e-5 for the adaptive
+    // schemes; the θ-methods' fixed steps are the same plan.
+    const GradientResult own = gradient(impl, coupled_terms(), DiscreteAdjoint{}, o);
+    EXPECT_LT(costate::test::max_rel_err(own.wrt_parameters, s.wrt_parameters), 1e-5) << what;
+  }
+}
+
+TEST(ImplicitDae, DiscreteAdjointMatchesCentralDifferencesOfTheReplayedSteps) {
+  // As the semi-explicit test: step 1e-6, 1e-6 relative.
+  constexpr double kCentralDifferenceRelTol = 1e-6;
+  const auto pr = implicit_coupled();
+  for (IntegratorOptions o : dae_integrators(1e-8)) {
+    o.newton_tol = 1e-13;
+    const GradientResult g = gradient(pr, coupled_terms(), DiscreteAdjoint{}, o);
+    auto J = [&](std::size_t which, double delta) {
+      auto q = pr;
+      if (which < 3)
+        q.p[which] += delta;
+      else
+        q.y0[which - 3] += delta;
+      return gradient(q, coupled_terms(), DiscreteAdjoint{}, o, g.steps).objective;
+    };
+    const double h = 1e-6;
+    // Parameters and the 6 entries of (y0, y'0): the last four (z0 and the
+    // derivatives) are guesses, whose differences must vanish too.
+    for (std::size_t j = 0; j < 9; ++j) {
+      const double fd = (J(j, h) - J(j, -h)) / (2.0 * h);
+      const double ad = j < 3 ? g.wrt_parameters[j] : g.wrt_initial_state[j - 3];
+      EXPECT_LT(std::abs(ad - fd), kCentralDifferenceRelTol * (1.0 + std::abs(fd)))
+          << to_string(o.method) << " direction " << j << ": " << ad << " vs " << fd;
+    }
+  }
+}
+
+TEST(ImplicitDae, ForwardSensitivitiesSatisfyTheDifferentiatedResidualAtEveryStep) {
+  // F_y s + F_{y'} s' + F_p e_j = 0 — the rows n … 2n of the System's jvp
+  // on (s, s'), after every step and for every direction: round-off of the
+  // step's solve, as the semi-explicit kConstraintTol.
+  constexpr double kConstraintTol = 1e-11;
+  const auto pr = implicit_coupled();
+  static constexpr costate::ode::detail::NoObjectiveTerms kNone{};
+  for (const IntegratorOptions& o : dae_integrators(1e-8)) {
+    const StepPlan plan = gradient(pr, AlgebraicCost{}, DiscreteAdjoint{}, o).steps;
+    const std::vector<double> times(plan.times().begin(), plan.times().end());
+    const LeastSquares every{.times = times, .data = std::vector<double>(times.size() * 6, 0.0),
+                             .n_states = 6};
+    const System sys = make_system(pr.model, every, 6, 3);
+    const ReplayedScheme run(sys, pr.y0, pr.p, 0.0, 3.0, o, plan, "test");
+    const ObservedTangents t = observed_tangents(sys, run.scheme(), run.steps(), run.x0(), pr.p);
+    const System bare = make_system(pr.model, kNone, 6, 3);
+    Linearization lin(bare);
+    const std::size_t m = 9;  // 3 parameters, 6 initial values
+    for (std::size_t k = 0; k < times.size(); ++k) {
+      const std::span<const double> y(t.states.data() + k * 6, 6);
+      lin.at(times[k], y, pr.p);
+      // The state itself is on F = 0 (Newton's tolerance).
+      for (std::size_t r = 3; r < 6; ++r) EXPECT_LT(std::abs(lin.value()[r]), 1e-8);
+      for (std::size_t d = 0; d < m; ++d) {
+        std::vector<double> s(6), q(3, 0.0), out(6);
+        double size = 1.0;
+        for (std::size_t i = 0; i < 6; ++i) {
+          s[i] = t.tangents[(k * 6 + i) * m + d];
+          size += std::abs(s[i]);
+        }
+        if (d < 3) q[d] = 1.0;
+        lin.jvp(s, q, out);
+        for (std::size_t r = 3; r < 6; ++r)
+          EXPECT_LT(std::abs(out[r]) / size, kConstraintTol)
+              << to_string(o.method) << " t = " << times[k] << ", direction " << d << ", F" << r - 3;
+      }
+    }
+  }
+}
+
+TEST(ImplicitDae, EveryCheckpointScheduleGivesTheSameBits) {
+  const auto pr = implicit_coupled();
+  for (const IntegratorOptions& o : dae_integrators(1e-8)) {
+    const GradientResult ref = gradient(pr, coupled_terms(), DiscreteAdjoint{}, o);
+    for (const Checkpointing& c :
+         {Checkpointing{Uniform{4}}, Checkpointing{Binomial{3}}, Checkpointing{Online{3}}}) {
+      const GradientResult g = gradient(pr, coupled_terms(), DiscreteAdjoint{.checkpointing = c}, o);
+      EXPECT_EQ(g.objective, ref.objective) << to_string(o.method) << " " << to_string(c);
+      EXPECT_EQ(g.wrt_parameters, ref.wrt_parameters) << to_string(o.method) << " " << to_string(c);
+      EXPECT_EQ(g.wrt_initial_state, ref.wrt_initial_state)
+          << to_string(o.method) << " " << to_string(c);
+    }
+  }
+}
+
+TEST(ImplicitDae, NativeBdfOnTheResidualAgreesWithIdasOnTheSemiExplicitForm) {
+  // IDAS integrates the semi-explicit CoupledDae; native bdf the mixed
+  // residual T(y) r = 0 of the same DAE. Two solvers of one exact solution
+  // and gradient at rtol 1e-10 (global errors ~10–100 rtol): 1e-6.
+  constexpr double kSameSolutionRelTol = 1e-6;
+  auto impl = implicit_coupled();
+  Problem<CoupledDae> semi{CoupledDae{}, {0.8, 1.2, 0.0}, {0.9, 0.6, 0.5}, {0.0, 3.0}};
+  impl.output_times = semi.output_times = {0.5, 1.0, 2.0, 3.0};
+  const Solution nb = integrate(impl, {.method = Method::Bdf, .rtol = 1e-10, .atol = 1e-12});
+  const Solution id = integrate(semi, {.method = Method::Idas, .rtol = 1e-10, .atol = 1e-12});
+  ASSERT_TRUE(nb.summary.success()) << nb.summary.message;
+  ASSERT_TRUE(id.summary.success()) << id.summary.message;
+  ASSERT_EQ(nb.n_outputs(), id.n_outputs());
+  for (std::size_t j = 0; j < nb.n_outputs(); ++j)
+    for (std::size_t i = 0; i < 3; ++i)
+      EXPECT_LT(rel_err(nb.state(j)[i], id.state(j)[i]), kSameSolutionRelTol)
+          << "t = " << nb.t[j] << ", y" << i;
+  const IntegratorOptions tight{.method = Method::Bdf, .rtol = 1e-10, .atol = 1e-12};
+  const GradientResult g = gradient(impl, coupled_terms(), DiscreteAdjoint{}, tight);
+  const GradientResult gi = gradient(semi, coupled_terms(), IdasAdjoint{},
+                                     {.method = Method::Idas, .rtol = 1e-10, .atol = 1e-12});
+  EXPECT_LT(costate::test::max_rel_err(g.wrt_parameters, gi.wrt_parameters), kSameSolutionRelTol);
+  EXPECT_LT(rel_err(g.wrt_initial_state[0], gi.wrt_initial_state[0]), kSameSolutionRelTol);
+  EXPECT_LT(rel_err(g.wrt_initial_state[1], gi.wrt_initial_state[1]), kSameSolutionRelTol);
+}
+
+TEST(ImplicitDae, BadModelsAreRefusedByName) {
+  auto expect_error = [](auto&& run, const std::vector<std::string>& parts) {
+    try {
+      run();
+      ADD_FAILURE() << "no error; expected " << parts.front();
+    } catch (const costate::Error& e) {
+      for (const std::string& part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  // Index 2: [F_{x'} | F_z] singular; residual equation 1 has no pivot.
+  expect_error(
+      [] {
+        integrate(Problem<ResidualForm<ImplicitIndexTwo>>{
+                      {ImplicitIndexTwo{}, 2}, {1.0, 0.0, 0.0, 0.0}, {1.0}, {0.0, 1.0}},
+                  {.method = Method::Bdf});
+      },
+      {"not of index 1", "residual equation(s) 1"});
+  // z listed as algebraic but F reads z'.
+  expect_error(
+      [] {
+        integrate(Problem<ResidualForm<ImplicitReadsAlgebraicDerivative>>{
+                      {ImplicitReadsAlgebraicDerivative{}, 2}, {1.0, 0.0, 0.0, 0.0}, {1.0}, {0.0, 1.0}},
+                  {.method = Method::Bdf});
+      },
+      {"residual equation 1 depends on y'_1", "algebraic_states()"});
+  // The state is (y, y'): 2n values.
+  expect_error(
+      [] {
+        integrate(Problem<ResidualForm<ImplicitClosedForm>>{
+                      {ImplicitClosedForm{}, 2}, {1.5, 4.5, 0.0}, {0.7, 2.0}, {0.0, 1.0}},
+                  {.method = Method::Bdf});
+      },
+      {"is not a state"});
+  expect_error(
+      [] {
+        integrate(Problem<ResidualForm<ImplicitClosedForm>>{
+                      {ImplicitClosedForm{}, 2}, {1.5, 4.5, 0.0, 0.0, 0.0}, {0.7, 2.0}, {0.0, 1.0}},
+                  {.method = Method::Bdf});
+      },
+      {"must hold 2n = 4 values", "got 5"});
+  expect_error(
+      [] {
+        integrate(Problem<ResidualForm<ImplicitClosedForm>>{
+                      {ImplicitClosedForm{}, 0}, {1.5, 4.5}, {0.7, 2.0}, {0.0, 1.0}},
+                  {.method = Method::Bdf});
+      },
+      {"ResidualForm: n (the number of unknowns y) is 0"});
+  // IDAS takes the semi-explicit form only; H·v and the continuous adjoint no DAE.
+  const auto pr = implicit_closed_form(1.5, 0.7, 2.0, 1.0);
+  expect_error([&] { integrate(pr, {.method = Method::Idas}); },
+               {"does not integrate a fully implicit model"});
+  expect_error([&] { gradient(pr, AlgebraicCost{}, IdasForward{}, {.method = Method::Idas}); },
+               {"does not integrate a fully implicit model"});
+  expect_error(
+      [&] { gradient(pr, AlgebraicCost{}, ContinuousAdjoint{}, {.method = Method::Bdf}); },
+      {"does not differentiate a DAE"});
 }
 
 }  // namespace
