@@ -179,4 +179,53 @@ void ConstraintProjection::adjoint(double t, std::span<const double> x,
   for (std::size_t j : guesses_) dlambda[j] = 0.0;
 }
 
+void ConstraintProjection::adjoint_tangent(double t, std::span<const double> x,
+                                           std::span<const double> xdot,
+                                           std::span<const double> pdot, std::span<double> lambda,
+                                           std::span<double> lambda_dot, std::span<double> gp,
+                                           std::span<double> gp_dot) {
+  const std::size_t nx = system_.n_states(), n = system_.n_model_states();
+  const std::size_t np = system_.n_parameters(), m = z_.size();
+  if (m == 0) return;
+  SecondOrderLinearization lin(system_);
+  lin.at(t, x.first(nx), xdot.first(nx), p_, pdot);
+  std::vector<double> J(nx * (n + np)), Jd(J.size());
+  lin.jacobian(J, Jd);
+  const auto mm = static_cast<Eigen::Index>(m);
+  Eigen::MatrixXd gzT(mm, mm);
+  Eigen::VectorXd wz(mm), wzd(mm);
+  for (std::size_t a = 0; a < m; ++a) {
+    wz(static_cast<Eigen::Index>(a)) = lambda[u_[a]];
+    wzd(static_cast<Eigen::Index>(a)) = lambda_dot[u_[a]];
+    for (std::size_t b = 0; b < m; ++b)
+      gzT(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = J[u_[a] * nx + z_[b]];
+  }
+  const Eigen::PartialPivLU<Eigen::MatrixXd> lu(gzT);
+  const Eigen::VectorXd nu = lu.solve(wz);
+  // ẇ_z − ġ_zᵀ ν, then ν̇.
+  for (std::size_t a = 0; a < m; ++a) {
+    double s = 0.0;
+    for (std::size_t b = 0; b < m; ++b) s += Jd[u_[a] * nx + z_[b]] * nu(static_cast<Eigen::Index>(b));
+    wzd(static_cast<Eigen::Index>(a)) -= s;
+  }
+  const Eigen::VectorXd nud = lu.solve(wzd);
+  for (std::size_t j = 0; j < n + np; ++j) {
+    double s = 0.0, sd = 0.0;
+    for (std::size_t b = 0; b < m; ++b) {
+      const auto bb = static_cast<Eigen::Index>(b);
+      s += J[j * nx + z_[b]] * nu(bb);
+      sd += J[j * nx + z_[b]] * nud(bb) + Jd[j * nx + z_[b]] * nu(bb);
+    }
+    if (j < n) {
+      const bool u = system_.initial_unknowns()[j] != 0;
+      lambda[j] = u ? 0.0 : lambda[j] - s;
+      lambda_dot[j] = u ? 0.0 : lambda_dot[j] - sd;
+    } else {
+      gp[j - n] -= s;
+      gp_dot[j - n] -= sd;
+    }
+  }
+  for (std::size_t j : guesses_) lambda[j] = lambda_dot[j] = 0.0;
+}
+
 }  // namespace costate::ode::detail

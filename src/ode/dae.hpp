@@ -52,6 +52,17 @@ class ConstraintProjection {
   /// algebraic entries, dlambda = w.
   void adjoint(double t, std::span<const double> x, std::span<const double> w,
                std::span<double> dlambda, std::span<double> gp);
+  /// Second order (hessian_vector's forward-over-adjoint sweep): adjoint()
+  /// at (x + ε ẋ, p + ε ṗ) with w + ε ẇ, ẋ consistent (tangent()), on a
+  /// System from make_second_order_system:
+  ///     g_zᵀ ν̇ = ẇ_z − ġ_zᵀ ν,   λ̇_x = ẇ_x − g_xᵀ ν̇ − ġ_xᵀ ν,
+  ///     ṗ̄ −= g_pᵀ ν̇ + ġ_pᵀ ν   (ġ_· the ε-parts of the blocks along (ẋ, ṗ)),
+  /// and adjoint() itself on (w, λ, gp). In place: lambda and lambda_dot
+  /// (n_x entries) hold w and ẇ on entry.
+  void adjoint_tangent(double t, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> gp,
+                       std::span<double> gp_dot);
 
  private:
   void linearize(double t, std::span<const double> x);

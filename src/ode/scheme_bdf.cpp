@@ -239,6 +239,7 @@ class Bdf final : public Scheme {
     }
     for (int j = 1; j <= k; ++j)
       for (std::size_t q = 0; q < nx_; ++q) {
+        if (!alg_.empty() && alg_[q]) continue;  // a DAE: M m, M ṁ (as adjoint())
         const double aj = alpha[static_cast<std::size_t>(j - 1)];
         lambda[static_cast<std::size_t>(j - 1) * nx_ + q] += aj * m_[static_cast<Eigen::Index>(q)];
         lambda_dot[static_cast<std::size_t>(j - 1) * nx_ + q] +=
