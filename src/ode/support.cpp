@@ -244,6 +244,9 @@ Support supports_dae(SensitivityKind method, Method integrator, int order,
   // with the mass matrix, the initial point's second-order projection.
   if (method == SensitivityKind::DiscreteAdjoint && order == 2 && !is_idas(integrator))
     return {.supported = true, .message = {}};
+  // The continuous adjoint DAE (semi-explicit index 1; continuous_adjoint.hpp).
+  if (method == SensitivityKind::ContinuousAdjoint && order == 1)
+    return {.supported = true, .message = {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {.supported = false,
