@@ -1,6 +1,7 @@
 #pragma once
 // DAE models and objectives shared by tests/ode/dae_test.cpp, idas_test.cpp
-// and bench/bench_dae.cpp, bench_idas_dae.cpp (issue 32): semi-explicit
+// and bench/bench_dae.cpp, bench_idas_dae.cpp (issue 32; the benches have
+// tests/ on their include path): semi-explicit
 // index-1 models (rhs rows f, then g for the algebraic states), fully
 // implicit ones (residual F(t, y, y', p), ode::ResidualForm), the bad
 // inputs the refusals are tested on, and the objectives.
@@ -245,6 +246,19 @@ struct IntegralOfY3 {
   template <class T>
   T running(double, std::span<const T> y, std::span<const T>) const {
     return y[2];
+  }
+};
+
+/// bench_dae's MOL objective with a terminal term only: mean(u v)(t1). (A
+/// running cost adds a quadrature row that reads every state, which no
+/// colouring compresses: the System then forms Jacobians on its tape.)
+struct MolTerminalCost {
+  std::size_t n = 50;
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T s = 0.0;
+    for (std::size_t i = 0; i < n; ++i) s = T(s + y[i] * y[n + i]);
+    return T(s / static_cast<double>(n));
   }
 };
 
