@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -469,6 +470,37 @@ TEST(Dae, EventsReSolveTheAlgebraicStatesAndAreDifferentiated) {
 }
 
 
+
+TEST(Dae, LargeSparseDaeReverseStepsBySparseLuAgreeWithForwardTangents) {
+  // 40 cells: 80 states with a coloured Jacobian (no quadrature row), so
+  // bdf's reverse steps solve (M − hβJ)ᵀ by the sparse LU while its forward
+  // tangents use the dense one: two elimination orders of the same
+  // matrices, whose condition (hβ D/Δx² up to ~1e2 here) keeps their
+  // round-off apart by < 1e-11: 1e-9 relative.
+  constexpr double kSparseVsDenseRelTol = 1e-9;
+  const std::size_t cells = 40;
+  std::vector<double> y0(2 * cells, 0.0);
+  for (std::size_t i = 0; i < cells; ++i)
+    y0[i] = 1.0 + 0.5 * std::cos(3.14159 * (static_cast<double>(i) + 0.5) / static_cast<double>(cells));
+  const Problem<QuasiSteadyDiffusion> pr{QuasiSteadyDiffusion{.n = cells}, y0, {0.05, 2.0, 1.0},
+                                         {0.0, 1.0}};
+  const MolTerminalCost G{.n = cells};
+  const IntegratorOptions o{.method = Method::Bdf, .rtol = 1e-6, .atol = 1e-8};
+  const GradientResult a = gradient(pr, G, DiscreteAdjoint{}, o);
+  const GradientResult f = gradient(pr, G, Forward{}, o, a.steps);
+  EXPECT_LT(costate::test::max_rel_err(a.wrt_parameters, f.wrt_parameters), kSparseVsDenseRelTol);
+  EXPECT_LT(costate::test::max_rel_err(a.wrt_initial_state, f.wrt_initial_state), kSparseVsDenseRelTol);
+  // And a central difference of D on the same steps (as the coupled DAE's: 1e-6).
+  auto J = [&](double d) {
+    auto q = pr;
+    q.p[0] += d;
+    return gradient(q, G, DiscreteAdjoint{}, o, a.steps).objective;
+  };
+  const double fd = (J(1e-6) - J(-1e-6)) / 2e-6;
+  EXPECT_LT(std::abs(a.wrt_parameters[0] - fd), 1e-6 * (1.0 + std::abs(fd)))
+      << a.wrt_parameters[0] << " vs " << fd;
+}
+
 // ---------------------------------------------------------------- fully implicit
 // F(t, y, y', p) = 0 through ode::ResidualForm (residual_dae.hpp): the state
 // is (y, y'), the scheme's algebraic states are y' and its rows F.
@@ -908,6 +940,76 @@ TEST(DaeContinuousAdjoint, StiffRobertsonDaeMatchesTheDiscreteAdjointAndTheOdeFo
         << to_string(m);
     EXPECT_LT(rel_err(c.wrt_initial_state[0], d.wrt_initial_state[0]), kSameGradientRelTol);
   }
+}
+
+
+// ---------------------------------------------------------------- cross-method
+// Every (sensitivity method, integrator) the support table says
+// differentiates a DAE (supports_dae), on the semi-explicit CoupledDae with
+// every kind of term and, where the table's combination takes it, on its
+// fully implicit form: each gradient against one reference.
+
+/// The settings of each integrator here: the adaptive ones at rtol 1e-9
+/// (global errors ~1e-8), the θ-methods on fixed steps.
+IntegratorOptions cross_method_options(Method m) {
+  if (m == Method::BackwardEuler) return {.method = m, .dt = 1e-3};
+  if (m == Method::CrankNicolson) return {.method = m, .dt = 2e-3};
+  return {.method = m, .rtol = 1e-9, .atol = 1e-11};
+}
+/// Each combination's distance from the exact gradient: the adaptive
+/// integrators' ~100 rtol (1e-6, the continuous adjoint's backward run
+/// included); Crank–Nicolson second order at dt 2e-3 (~1e-5); backward
+/// Euler first order at dt 1e-3 (~1e-3 measured 6e-4): 2e-3.
+double cross_method_tolerance(Method m) {
+  if (m == Method::BackwardEuler) return 2e-3;
+  if (m == Method::CrankNicolson) return 2e-5;
+  return 2e-6;
+}
+std::optional<SensitivityMethod> method_of(SensitivityKind k) {
+  switch (k) {
+    case SensitivityKind::DiscreteAdjoint: return DiscreteAdjoint{};
+    case SensitivityKind::Forward: return Forward{};
+    case SensitivityKind::ContinuousAdjoint: return ContinuousAdjoint{};
+    case SensitivityKind::IdasForward: return IdasForward{};
+    case SensitivityKind::IdasAdjoint: return IdasAdjoint{};
+    default: return std::nullopt;  // CVODES: ODEs only (the table refuses DAEs)
+  }
+}
+
+TEST(DaeCrossMethod, EveryCombinationTheTableAllowsAgreesWithTheReference) {
+  const Problem<CoupledDae> semi{CoupledDae{}, {0.8, 1.2, 0.0}, {0.9, 0.6, 0.5}, {0.0, 3.0}};
+  const auto impl = implicit_coupled();
+  // Reference: bdf's discrete adjoint at rtol 1e-12 (~1e-10 of the exact gradient).
+  const GradientResult ref = gradient(semi, coupled_terms(), DiscreteAdjoint{},
+                                      {.method = Method::Bdf, .rtol = 1e-12, .atol = 1e-14});
+  std::size_t ran = 0;
+  for (Method m : all_methods())
+    for (SensitivityKind k : all_sensitivity_kinds()) {
+      const IntegratorOptions o = cross_method_options(m);
+      if (!supports_dae(k, m, 1, 1) || !supports(k, o, 1)) continue;
+      const std::optional<SensitivityMethod> sm = method_of(k);
+      ASSERT_TRUE(sm.has_value()) << "the table allows " << to_string(k) << " on a DAE";
+      const std::string what = to_string(k) + " " + to_string(m);
+      const GradientResult g = gradient(semi, coupled_terms(), *sm, o);
+      EXPECT_LT(costate::test::max_rel_err(g.wrt_parameters, ref.wrt_parameters),
+                cross_method_tolerance(m))
+          << what;
+      EXPECT_LT(costate::test::max_rel_err(g.wrt_initial_state, ref.wrt_initial_state),
+                cross_method_tolerance(m))
+          << what;
+      ++ran;
+      // The fully implicit form: the native discrete adjoint and forward
+      // (IDAS and the continuous adjoint refuse it by name: ImplicitDae tests).
+      if (k != SensitivityKind::DiscreteAdjoint && k != SensitivityKind::Forward) continue;
+      const GradientResult gi = gradient(impl, coupled_terms(), *sm, o);
+      EXPECT_LT(costate::test::max_rel_err(gi.wrt_parameters, ref.wrt_parameters),
+                cross_method_tolerance(m))
+          << "fully implicit " << what;
+      ++ran;
+    }
+  // bdf, sdirk3, backward_euler, crank_nicolson × (discrete_adjoint,
+  // forward) on both forms, continuous_adjoint on bdf and sdirk3, idas × 2.
+  EXPECT_EQ(ran, 20u);
 }
 
 }  // namespace
