@@ -13,6 +13,7 @@
 
 #include "costate/ode/models.hpp"
 #include "costate/ode/objective.hpp"
+#include "costate/ode/problem.hpp"
 
 namespace costate::test::dae {
 
@@ -79,6 +80,15 @@ struct AkzoNobel {
   }
   std::vector<std::size_t> algebraic_states() const { return {5}; }
 };
+
+/// idasAkzoNob_ASAi_dns' problem: y0 = (0.444, 0.00123, 0, 0.007, 0,
+/// Ks y1 y4) on [0, 180], and its published G = ∫ y1 dt and dG/dy0.
+inline ode::Problem<AkzoNobel> akzo_nobel() {
+  const double y1 = 0.444, y4 = 0.007;
+  return {AkzoNobel{}, {y1, 0.00123, 0.0, y4, 0.0, 115.83 * y1 * y4}, {}, {0.0, 180.0}};
+}
+inline constexpr double kAkzoNobelObjective = 31.2642162580310945;
+inline constexpr double kAkzoNobelGradient[5] = {22.207, -62.695, -2.5114, 91.837, 3.5176};
 
 /// Index 2: x' = p0 z, 0 = x − 1 (g does not depend on z: g_z = 0).
 struct IndexTwoDae {
