@@ -114,13 +114,7 @@ TEST(Dae, ClosedFormSolutionIsReproducedByEveryDaeIntegrator) {
 TEST(Dae, ClosedFormGradientIsExactByBothNativeMethods) {
   const double x0 = 1.5, p0 = 0.7, p1 = 2.0, T = 3.0;
   Problem<ClosedFormDae> pr{ClosedFormDae{}, {x0, 0.0}, {p0, p1}, {0.0, T}};
-  // J = p1 x0² e^{−2p0T} + p1 x0² (1 − e^{−2p0T}) / (2p0).
-  const double e = std::exp(-2.0 * p0 * T);
-  const double J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dp0 =
-      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
-  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   // The discrete solutions' errors (as above) bound the gradients' too:
   // bdf and sdirk3 at rtol 1e-10: 1e-7; backward Euler (dt 0.01, first
   // order): 3e-2; Crank–Nicolson (second order): 1e-4.
@@ -585,12 +579,7 @@ TEST(ImplicitDae, ClosedFormSolutionAndDerivativeAreReproducedByEveryDaeIntegrat
 TEST(ImplicitDae, ClosedFormGradientIsExactByBothNativeMethods) {
   const double x0 = 1.5, p0 = 0.7, p1 = 2.0, T = 3.0;
   const auto pr = implicit_closed_form(x0, p0, p1, T);
-  const double e = std::exp(-2.0 * p0 * T);
-  const double J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dp0 =
-      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
-  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   // The semi-explicit form's bounds (ClosedFormGradientIsExactByBothNativeMethods).
   const double tol[4] = {1e-7, 1e-7, 3e-2, 1e-4};
   const std::vector<IntegratorOptions> ints = dae_integrators(1e-10);
@@ -885,11 +874,7 @@ TEST(DaeHessian, HessianVectorMatchesCentralDifferencesAndIsSymmetricOnEveryDaeI
 TEST(DaeContinuousAdjoint, ClosedFormGradientIsReproducedAndMatchesTheDiscreteAdjoint) {
   const double x0 = 1.5, p0 = 0.7, p1 = 2.0, T = 3.0;
   const Problem<ClosedFormDae> pr{ClosedFormDae{}, {x0, 0.0}, {p0, p1}, {0.0, T}};
-  const double e = std::exp(-2.0 * p0 * T);
-  const double dJ_dp0 =
-      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
-  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   // rtol 1e-10 forward and backward: each gradient within ~100 rtol of the
   // exact one: 1e-7; the continuous and discrete ones then within 2e-7.
   constexpr double kContinuousClosedFormRelTol = 1e-7;

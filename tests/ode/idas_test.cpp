@@ -169,13 +169,7 @@ TEST(Idas, ClosedFormDaeSolutionAndGradientAreExact) {
     EXPECT_LT(rel_err(s.state(j)[0], x), kClosedFormRelTol) << s.t[j];
     EXPECT_LT(rel_err(s.state(j)[1], p1 * x * x), kClosedFormRelTol) << s.t[j];
   }
-  // J = p1 x0² e^{−2p0T} + p1 x0² (1 − e^{−2p0T}) / (2p0).
-  const double e = std::exp(-2.0 * p0 * T);
-  const double J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dp0 =
-      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
-  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   for (const SensitivityMethod& m : {SensitivityMethod{IdasForward{}},
                                      SensitivityMethod{IdasAdjoint{}}}) {
     const GradientResult g = gradient(pr, AlgebraicCost{}, m, o);

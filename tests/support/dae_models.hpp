@@ -29,6 +29,21 @@ struct ClosedFormDae {
   std::vector<std::size_t> algebraic_states() const { return {1}; }
 };
 
+/// AlgebraicCost's J = z(T) + ∫₀^T z dt on ClosedFormDae from (x0, ·) and
+/// its exact gradient:
+///   J = p1 x0² e^{−2p0T} + p1 x0² (1 − e^{−2p0T}) / (2p0).
+struct ClosedFormGradient {
+  double J, dJ_dp0, dJ_dp1, dJ_dx0;
+};
+inline ClosedFormGradient closed_form_gradient(double x0, double p0, double p1, double T) {
+  const double e = std::exp(-2.0 * p0 * T);
+  return {.J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0)),
+          .dJ_dp0 = p1 * x0 * x0 *
+                    (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0)),
+          .dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0)),
+          .dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0))};
+}
+
 /// A nonlinear, coupled index-1 DAE (z enters f and g_z depends on z):
 ///   x0' = −p0 x0 + 0.3 z,  x1' = x0 − p1 x1 z,  0 = z³ + z − p2 x0 x1 − 1.
 struct CoupledDae {
