@@ -35,10 +35,14 @@
 /// nonsingular, checked at t0 with the residual equations that have no
 /// pivot named — and differentiated implicitly:
 ///     u̇0 = −[F_{y'_d} | F_{y_a}]⁻¹ (F_{y_d} ẏ_d + F_p ṗ)
-/// (adjoint: its transpose). y'_a(t0) is left at the given value: F does
-/// not read it (checked at t0) and no later value depends on it (bdf and
-/// sdirk3 never read the step's start derivative; the θ-methods carry it
-/// into y'_a only).
+/// (adjoint: its transpose). y'_a(t0) is left at the given value and its
+/// tangent and adjoint are 0: F does not read it (checked at t0); bdf's
+/// and sdirk3's steps do not depend on it (bdf's first predictor does,
+/// Newton's converged result does not); the θ-methods with θ < 1 carry it
+/// into later y'_a only (y'_a oscillates under Crank–Nicolson, y does not).
+///
+/// Newton: the derivatives w = (y − ψ)/(hβ) carry round-off ε|y|/(hβ), so
+/// integrator.newton_tol much below 1e-13 may stall on small steps.
 ///
 /// The differentiated constraint F_y s + F_{y'} s' + F_p e_j = 0 holds for
 /// the forward sensitivities at every step (the algebraic rows of the
