@@ -18,28 +18,15 @@
 #include "costate/core/environment.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "support/dae_models.hpp"
 
 namespace {
 
 namespace ode = costate::ode;
 using costate::bench::median_seconds;
 
-struct RobertsonDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0] + p[1] * y[1] * y[2];
-    f[1] = p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] * y[1];
-    f[2] = y[0] + y[1] + y[2] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {2}; }
-};
-
-struct IntegralOfY3 {
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[2];
-  }
-};
+using costate::test::dae::IntegralOfY3;
+using costate::test::dae::RobertsonDae;
 
 }  // namespace
 

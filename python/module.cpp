@@ -919,6 +919,14 @@ PYBIND11_MODULE(_costate, m) {
       .def_property_readonly("model", [](const Problem& p) { return p.config().model; })
       .def_property_readonly("description", [](const Problem& p) { return p.config().description; })
       .def_property_readonly("state_names", [](const Problem& p) { return p.config().state_names; })
+      // A DAE's algebraic unknowns (model.algebraic, issue 32), by name; empty for an ODE.
+      .def_property_readonly("algebraic_states",
+                             [](const Problem& p) {
+                               std::vector<std::string> names;
+                               for (const std::size_t i : p.config().algebraic_states)
+                                 names.push_back(p.config().state_names.at(i));
+                               return names;
+                             })
       .def_property_readonly("parameter_names",
                              [](const Problem& p) { return p.config().parameter_names; })
       .def_property_readonly("parameters", [](const Problem& p) { return array(p.config().parameters); })

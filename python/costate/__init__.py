@@ -175,6 +175,8 @@ class Problem:
     model = property(lambda self: self._core.model)
     description = property(lambda self: self._core.description)
     state_names = property(lambda self: list(self._core.state_names))
+    #: A DAE's algebraic unknowns (model.algebraic), by name; [] for an ODE.
+    algebraic_states = property(lambda self: list(self._core.algebraic_states))
     parameter_names = property(lambda self: list(self._core.parameter_names))
     settings = property(lambda self: self._core.settings, doc="the resolved settings (YAML)")
 

@@ -25,6 +25,7 @@
 #include "costate/ode/system.hpp"
 #include "events_internal.hpp"
 #include "implicit_system.hpp"
+#include "ode/dae.hpp"
 
 namespace costate::ode {
 
@@ -207,6 +208,15 @@ class AdjointModel final : public SystemModel {
     return ad::Real(0.0);
   }
   std::vector<double> observation_times() const override { return {}; }
+  /// A DAE (issue 32): the rows of f_xᵀ λ at the forward's algebraic states
+  /// are the adjoint's constraints f_zᵀ λ_x + g_zᵀ λ_z = 0, λ_z its
+  /// algebraic states (index 1: g_zᵀ nonsingular).
+  std::vector<std::size_t> algebraic_states() const override {
+    std::vector<std::size_t> z;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (fwd_.n_algebraic() > 0 && fwd_.algebraic()[i]) z.push_back(i);
+    return z;
+  }
 
  private:
   void linearize(double t) const {
@@ -332,6 +342,16 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (continuous_adjoint): y0 and the System disagree");
   COSTATE_CHECK_EQ(p.size(), np, "gradient (continuous_adjoint): p and the System disagree");
   const bool running = system.has_running();
+  // A DAE: semi-explicit index 1 without events (the adjoint DAE of the
+  // header); a fully implicit ResidualForm's adjoint is not of index 1.
+  const bool dae = system.n_algebraic() > 0;
+  COSTATE_CHECK(!dae || !system.residual_form(),
+                "gradient: sensitivity.method = continuous_adjoint does not differentiate a fully "
+                "implicit DAE (ode::ResidualForm: its adjoint in (y, y') is not of index 1): use "
+                "discrete_adjoint or forward");
+  COSTATE_CHECK(!dae || !system.has_events(),
+                "gradient: sensitivity.method = continuous_adjoint does not differentiate a DAE "
+                "with events yet: use discrete_adjoint or forward");
 
   // 1. Stops: observation times, then t1; the forward run lands on them.
   const std::vector<double> obs = system.observation_times();
@@ -345,6 +365,8 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   //    its instant's events, the next starts on x⁺ after them).
   std::vector<double> x(na, 0.0);
   std::copy(y0.begin(), y0.end(), x.begin());
+  // A DAE: z0 = z(x0, p) (ode/dae.hpp; its derivative is carried by λ_x(t0)).
+  make_consistent(system, p, t0, x, "gradient (continuous_adjoint)");
   if (running) {
     if (options.atol_per_state.empty()) options.atol_per_state.assign(n, options.atol);
     options.atol_per_state.push_back(kQuadratureAtol);  // z: a quadrature
@@ -406,6 +428,12 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
         jumps[k * na + n] = 1.0;
       }
     }
+    // A DAE: the jump of a term ℓ(x, z, p) on z = z(x, p) (ode/dae.hpp):
+    // g_zᵀ ν = ℓ_z, λ_x += ℓ_x − g_xᵀ ν, p̄ −= g_pᵀ ν; λ_z follows at the
+    // backward leg's start (consistent initial values of the adjoint DAE).
+    if (dae)
+      ConstraintProjection(system, p).adjoint(stops[k], xs, std::span<const double>(&jumps[k * na], na),
+                                              std::span<double>(&jumps[k * na], na), mu_terms);
   }
 
   // The stretches [a_j, a_{j+1}] of time indices (after the terms: without
@@ -497,6 +525,7 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     if (e > 0) t_lo = std::max(t_lo, times[instants[e - 1].at]);
     while (j > 0 && stretches[j].times.front() > t_lo) --j;
     adjoint_model->set_leg(t_hi, stretches[j]);
+    if (dae) make_consistent(adjoint, {}, 0.0, X, "gradient (continuous_adjoint, backward)");
     const Summary bs = run_adaptive(adjoint, {}, X, 0.0, t_hi - t_lo, back, {},
                                     [](double, std::span<const double>, int) {});
     COSTATE_CHECK(bs.success(), "gradient (continuous_adjoint): the backward integration "
@@ -508,6 +537,8 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
 
   result.objective = J;
   result.wrt_initial_state.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t i = 0; i < n && dae; ++i)  // z0 is a guess: not data
+    if (system.algebraic()[i]) result.wrt_initial_state[i] = 0.0;
   result.wrt_parameters.resize(np);
   for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = X[na + j] + mu_terms[j];
   std::ostringstream os;

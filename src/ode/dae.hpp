@@ -11,6 +11,13 @@
 ///     tangent:  ż0 = −g_z⁻¹ (g_x ẋ0 + g_p ṗ),
 ///     adjoint:  g_zᵀ ν = λ_z;  λ_x −= g_xᵀ ν,  p̄ −= g_pᵀ ν,  λ_z = 0
 /// (the given z0 is a guess: its own derivative is zero).
+///
+/// A fully implicit F(t, y, y', p) = 0 (ResidualForm, residual_dae.hpp: the
+/// state (y, y'), its algebraic rows F) solves the same equations for other
+/// unknowns: u = (y'_d, y_a) (System::initial_unknowns()), every other
+/// state fixed. Everything below reads "z" as those unknowns and g_z as
+/// [F_{y'_d} | F_{y_a}], the matrix whose nonsingularity is index 1; the
+/// remaining y'_a(t0) are guesses F does not read (tangent and adjoint 0).
 
 #include <cstdint>
 #include <span>
@@ -45,12 +52,25 @@ class ConstraintProjection {
   /// algebraic entries, dlambda = w.
   void adjoint(double t, std::span<const double> x, std::span<const double> w,
                std::span<double> dlambda, std::span<double> gp);
+  /// Second order (hessian_vector's forward-over-adjoint sweep): adjoint()
+  /// at (x + ε ẋ, p + ε ṗ) with w + ε ẇ, ẋ consistent (tangent()), on a
+  /// System from make_second_order_system:
+  ///     g_zᵀ ν̇ = ẇ_z − ġ_zᵀ ν,   λ̇_x = ẇ_x − g_xᵀ ν̇ − ġ_xᵀ ν,
+  ///     ṗ̄ −= g_pᵀ ν̇ + ġ_pᵀ ν   (ġ_· the ε-parts of the blocks along (ẋ, ṗ)),
+  /// and adjoint() itself on (w, λ, gp). In place: lambda and lambda_dot
+  /// (n_x entries) hold w and ẇ on entry.
+  void adjoint_tangent(double t, std::span<const double> x, std::span<const double> xdot,
+                       std::span<const double> pdot, std::span<double> lambda,
+                       std::span<double> lambda_dot, std::span<double> gp,
+                       std::span<double> gp_dot);
 
  private:
   void linearize(double t, std::span<const double> x);
   const System& system_;
   std::span<const double> p_;
-  std::vector<std::size_t> z_;
+  // Constraint rows, initial unknowns, and the states that are neither
+  // solved nor data (a ResidualForm's y'_a(t0): tangent and adjoint 0).
+  std::vector<std::size_t> z_, u_, guesses_;
   std::vector<double> J_;  // [F_y | F_p], column-major n_x × (n + n_p)
 };
 

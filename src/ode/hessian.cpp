@@ -7,6 +7,7 @@
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/support.hpp"
+#include "ode/dae.hpp"
 
 namespace costate::ode::detail {
 
@@ -34,6 +35,13 @@ HessianVectorResult native_hessian_vector(const System& system, std::span<const 
   // 3. Forward over adjoint on the scheme: x_0 + ε v_y0, p + ε v_p.
   std::vector<double> x0dot(run.scheme().state_size(), 0.0);
   if (!v.initial_state.empty()) std::copy(v.initial_state.begin(), v.initial_state.end(), x0dot.begin());
+  if (system.n_algebraic() > 0) {  // a DAE: ż0 = −g_z⁻¹ (g_x ẋ0 + g_p ṗ) (ode/dae.hpp)
+    const std::vector<double> pd =
+        v.parameters.empty() ? std::vector<double>(p.size(), 0.0) : v.parameters;
+    ConstraintProjection(system, p)
+        .tangent(t0, std::span<const double>(run.x0()).first(system.n_states()), 1,
+                 std::span<double>(x0dot).first(system.n_states()), pd);
+  }
   const SecondOrderOutcome o = second_order_sweep(system, run.scheme(), run.steps(), checkpointing,
                                                   run.x0(), x0dot, p, v.parameters, options.on_step);
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costate/core/error.hpp"
@@ -46,6 +47,15 @@ void add_correction(Summary& s, const idas::InitialCorrection& c) {
   if (!r.empty()) s.message += "; " + r;
 }
 
+/// IDAS takes the semi-explicit form only (its residual M y' − F): a
+/// ResidualForm's (y, y') state would be an index-2 system there.
+void refuse_residual_form(const System& system, std::string_view who) {
+  COSTATE_CHECK(!system.residual_form(),
+                who << ": integrator.method = idas does not integrate a fully implicit model "
+                       "(ode::ResidualForm) yet: use integrator.method = bdf, sdirk3, "
+                       "backward_euler or crank_nicolson (forward and discrete_adjoint)");
+}
+
 }  // namespace
 
 void check_index_one(const System& system, std::span<const double> p, double t0,
@@ -58,14 +68,28 @@ void check_index_one(const System& system, std::span<const double> p, double t0,
   lin.at(t0, x0, p);
   std::vector<double> J(nx * (n + system.n_parameters()));
   lin.jacobian(J);
-  std::vector<std::size_t> z;
-  for (std::size_t i = 0; i < n; ++i)
+  std::vector<std::size_t> z, u;
+  for (std::size_t i = 0; i < n; ++i) {
     if (system.algebraic()[i]) z.push_back(i);
+    if (system.initial_unknowns()[i]) u.push_back(i);
+  }
+  // A fully implicit model (ResidualForm): F may not read y'_i of a
+  // component it declared algebraic (that y'_i is a free guess at t0).
+  for (std::size_t i = 0; i < n && system.residual_form(); ++i) {
+    if (!system.algebraic()[i] || system.initial_unknowns()[i]) continue;
+    for (std::size_t r : z)
+      COSTATE_CHECK(J[i * nx + r] == 0.0,
+                    "the fully implicit DAE's residual equation "
+                        << r - n / 2 << " depends on y'_" << i - n / 2 << " (∂F/∂y' = "
+                        << J[i * nx + r] << " at t0 = " << t0 << "), but component " << i - n / 2
+                        << " is listed in algebraic_states(): list only components whose "
+                           "derivative F does not read");
+  }
   std::vector<double> A(m * m);  // row-major m × m
   double scale = 0.0;
   for (std::size_t r = 0; r < m; ++r)
     for (std::size_t c = 0; c < m; ++c) {
-      A[r * m + c] = J[z[c] * nx + z[r]];
+      A[r * m + c] = J[u[c] * nx + z[r]];
       scale = std::max(scale, std::abs(A[r * m + c]));
     }
   // Gaussian elimination with full pivoting: the rows left without a pivot
@@ -97,6 +121,19 @@ void check_index_one(const System& system, std::span<const double> p, double t0,
   if (rank == m) return;
   std::ostringstream os;
   os.precision(16);
+  if (system.residual_form()) {
+    std::vector<std::size_t> named;
+    for (std::size_t r = rank; r < m; ++r) named.push_back(z[rows[r]] - n / 2);
+    std::sort(named.begin(), named.end());
+    os << "the fully implicit DAE is not of index 1: [∂F/∂y' (differential components) | ∂F/∂y "
+          "(algebraic components)] is singular at t0 = "
+       << t0 << " (rank " << rank << " of " << m << "); residual equation(s) ";
+    for (std::size_t k = 0; k < named.size(); ++k) os << (k ? ", " : "") << named[k];
+    os << " do not determine y' and the algebraic components. costate integrates index-1 DAEs: "
+          "check algebraic_states() (the components whose derivative F does not read) or "
+          "reduce the index";
+    throw Error(os.str());
+  }
   os << "the DAE is not of index 1: the Jacobian g_z of its algebraic equations with respect to "
         "the algebraic states is singular at t0 = "
      << t0 << " (rank " << rank << " of " << m << "); algebraic equation(s) ";
@@ -115,6 +152,7 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
                         const IntegratorOptions& options, std::span<const double> outputs) {
   const std::size_t n = system.n_states();
   options.validate(n);
+  refuse_residual_form(system, "ode::integrate");
   const auto start = std::chrono::steady_clock::now();
   cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y0);
   check_index_one(system, p, t0, y0);
@@ -145,6 +183,7 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
+  refuse_residual_form(system, "ode::gradient");
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (IDAS): initial state");
   COSTATE_CHECK_EQ(p.size(), np, "gradient (IDAS): parameters");
   require(supports(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,

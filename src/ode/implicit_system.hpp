@@ -10,6 +10,8 @@
 /// running cost's z (f does not depend on z).
 
 #include <Eigen/Core>
+#include <Eigen/SparseCore>
+#include <Eigen/SparseLU>
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
@@ -238,6 +240,78 @@ class StartJacobian {
   Eigen::MatrixXd jp_;
   std::vector<double> y_;
   std::int64_t step_ = -1;
+};
+
+/// (M − g J)ᵀ m = λ by a sparse LU (Eigen's SparseLU: COLAMD ordering,
+/// partial pivoting) on the structure of a System's coloured Jacobian: the
+/// pattern of J's state block plus the diagonal analysed once, the values
+/// refactored per factor() — for the reverse steps of large sparse systems
+/// (method-of-lines DAEs), where the dense TransposedSolve's O(n³) LU is
+/// most of the gradient's cost. M = diag(1 − algebraic) (empty: I). The
+/// result differs from the dense LU's by round-off (another elimination
+/// order), so a scheme picks one or the other for a whole run.
+class SparseTransposedSolve {
+ public:
+  /// Systems with at least this many states and the sparse strategy use it.
+  static constexpr std::size_t kMinStates = 64;
+
+  /// `pattern`: System::sparsity() (n_x rows, columns y then p); n = n_x;
+  /// n_model: the model's states (columns ≥ n_model are not state columns).
+  SparseTransposedSolve(const ad::SparsityPattern& pattern, std::size_t n, std::size_t n_model,
+                        std::span<const std::uint8_t> algebraic)
+      : n_(static_cast<Eigen::Index>(n)), mass_(n, 1.0), x_(n_) {
+    for (std::size_t i = 0; i < algebraic.size(); ++i)
+      if (algebraic[i]) mass_[i] = 0.0;
+    std::vector<Eigen::Triplet<double>> t;
+    for (std::size_t i = 0; i < n; ++i) {
+      t.emplace_back(static_cast<int>(i), static_cast<int>(i), 0.0);
+      if (static_cast<int>(i) >= pattern.rows) continue;
+      for (const int j : pattern.row(static_cast<int>(i)))
+        if (static_cast<std::size_t>(j) < n_model && static_cast<std::size_t>(j) != i)
+          t.emplace_back(j, static_cast<int>(i), 0.0);  // Aᵀ(j, i) = A(i, j)
+    }
+    At_.resize(n_, n_);
+    At_.setFromTriplets(t.begin(), t.end());
+    At_.makeCompressed();
+    // Each stored value of Aᵀ: its (row, column) of A, read from J.
+    const int* outer = At_.outerIndexPtr();
+    const int* inner = At_.innerIndexPtr();
+    for (Eigen::Index c = 0; c < n_; ++c)  // column c of Aᵀ = row c of A
+      for (int k = outer[c]; k < outer[c + 1]; ++k)
+        slots_.push_back({static_cast<std::size_t>(c), static_cast<std::size_t>(inner[k])});
+    lu_.analyzePattern(At_);
+  }
+  /// Factors (M − g J)ᵀ with J the left n columns of `jp` (column-major,
+  /// n rows: SystemJacobian's layout).
+  void factor(double g, const double* jp) {
+    double* v = At_.valuePtr();
+    const auto n = static_cast<std::size_t>(n_);
+    for (std::size_t k = 0; k < slots_.size(); ++k) {
+      const auto [i, j] = slots_[k];  // A(i, j) = M(i, j) − g J(i, j)
+      v[k] = (i == j ? mass_[i] : 0.0) - g * jp[j * n + i];
+    }
+    lu_.factorize(At_);
+    COSTATE_CHECK(lu_.info() == Eigen::Success,
+                  "reverse step: the sparse LU of (M − hγJ)ᵀ failed (" << lu_.lastErrorMessage()
+                                                                       << "): singular step matrix");
+  }
+  /// x = (M − g J)⁻ᵀ b with the last factor(); valid until the next solve.
+  template <class B>
+  const Eigen::VectorXd& solve(const B& b) {
+    x_ = lu_.solve(b);
+    return x_;
+  }
+
+ private:
+  struct Slot {
+    std::size_t row, col;  // of A
+  };
+  Eigen::Index n_;
+  std::vector<double> mass_;
+  Eigen::SparseMatrix<double, Eigen::ColMajor, int> At_;
+  Eigen::SparseLU<Eigen::SparseMatrix<double, Eigen::ColMajor, int>, Eigen::COLAMDOrdering<int>> lu_;
+  std::vector<Slot> slots_;
+  Eigen::VectorXd x_;
 };
 
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error

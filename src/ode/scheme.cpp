@@ -1288,6 +1288,18 @@ SecondOrderOutcome second_order_sweep(const System& system, Scheme& scheme,
   out.hv_wrt_parameters = ops.mu_dot();
   out.wrt_initial_state.assign(ops.lambda().begin(), ops.lambda().begin() + nn);
   out.hv_wrt_initial_state.assign(ops.lambda_dot().begin(), ops.lambda_dot().begin() + nn);
+  if (system.n_algebraic() > 0) {
+    // A DAE: x_0's algebraic states are z(x0, p) (ode/dae.hpp), as adjoint_sweep's end.
+    const std::size_t ns = system.n_states();
+    std::vector<double> l(ops.lambda().begin(), ops.lambda().begin() + static_cast<std::ptrdiff_t>(ns));
+    std::vector<double> ld(ops.lambda_dot().begin(),
+                           ops.lambda_dot().begin() + static_cast<std::ptrdiff_t>(ns));
+    detail::ConstraintProjection(system, p)
+        .adjoint_tangent(steps.times().front(), x0.first(ns), x0dot.first(ns), pdot, l, ld,
+                         out.wrt_parameters, out.hv_wrt_parameters);
+    out.wrt_initial_state.assign(l.begin(), l.begin() + nn);
+    out.hv_wrt_initial_state.assign(ld.begin(), ld.begin() + nn);
+  }
   out.rhs_evaluations = scheme.rhs_evaluations();
   out.linearizations = scheme.linearizations();
   return out;

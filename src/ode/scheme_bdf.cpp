@@ -124,8 +124,7 @@ class Bdf final : public Scheme {
     }
     ++lin_;
     const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
-    solve_.factor(g, JP);
-    const Eigen::VectorXd& m = solve_.solve(Eigen::Map<const Eigen::VectorXd>(lambda.data(), nn));
+    const Eigen::VectorXd& m = transposed_solve(g, JP, lambda.first(nx_));
     if (!instants_.at(i)) next_.reversed(i, x);
     // Shift: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j m.
     for (int s = 0; s + 1 < kWindow; ++s)
@@ -240,6 +239,7 @@ class Bdf final : public Scheme {
     }
     for (int j = 1; j <= k; ++j)
       for (std::size_t q = 0; q < nx_; ++q) {
+        if (!alg_.empty() && alg_[q]) continue;  // a DAE: M m, M ṁ (as adjoint())
         const double aj = alpha[static_cast<std::size_t>(j - 1)];
         lambda[static_cast<std::size_t>(j - 1) * nx_ + q] += aj * m_[static_cast<Eigen::Index>(q)];
         lambda_dot[static_cast<std::size_t>(j - 1) * nx_ + q] +=
@@ -259,6 +259,30 @@ class Bdf final : public Scheme {
   const Eigen::MatrixXd& start_jacobian(std::size_t i, std::span<const double> y) {
     if (const Eigen::MatrixXd* kept = start_.find(i, y)) return *kept;
     return jac_.state_parameters(times_[i], y);
+  }
+  /// m = (M − g J)⁻ᵀ λ: a large System with the sparse strategy by the
+  /// sparse LU on its pattern (decided at the first call, for the whole
+  /// run), else the dense one.
+  const Eigen::VectorXd& transposed_solve(double g, const Eigen::Map<const Eigen::MatrixXd>& JP,
+                                          std::span<const double> lambda) {
+    const Eigen::Map<const Eigen::VectorXd> b(lambda.data(), static_cast<Eigen::Index>(nx_));
+    if (!sparse_decided_) {
+      sparse_decided_ = true;
+      const System& sys = rhs_.system;
+      if (nx_ >= detail::SparseTransposedSolve::kMinStates &&
+          sys.strategy() == JacobianStrategy::Sparse) {
+        // The pattern is the System's (detected at its first linearization;
+        // the point given here is not read again).
+        const std::vector<double> x0(sys.n_states(), 0.0);
+        sparse_.emplace(sys.sparsity(times_[0], x0, p_), nx_, sys.n_model_states(), alg_);
+      }
+    }
+    if (sparse_) {
+      sparse_->factor(g, JP.data());
+      return sparse_->solve(b);
+    }
+    solve_.factor(g, JP);
+    return solve_.solve(b);
   }
   /// Order, α_j and hβ of step i.
   int coefficients(std::size_t i, double* alpha, double* g) const {
@@ -294,6 +318,8 @@ class Bdf final : public Scheme {
  private:
   detail::StepCache cache_;
   detail::TransposedSolve solve_;
+  std::optional<detail::SparseTransposedSolve> sparse_;  // transposed_solve's choice
+  bool sparse_decided_ = false;
   std::span<const std::uint8_t> alg_;  // a DAE's mass matrix (empty: an ODE)
   std::span<const double> forward_states_;
   bool use_forward_ = false;

@@ -278,6 +278,12 @@ class Theta final : public Scheme {
       lambda[q] = m_[static_cast<Eigen::Index>(q)];
       lambda_dot[q] = md_[static_cast<Eigen::Index>(q)];
     }
+    if (!alg_.empty()) {  // a DAE: x_i enters through M (as adjoint()): M m, M ṁ
+      detail::apply_mass(alg_, lambda.data());
+      detail::apply_mass(alg_, lambda_dot.data());
+      detail::apply_mass(alg_, m_.data());
+      detail::apply_mass(alg_, md_.data());
+    }
     if (theta_ < 1.0) {
       const double c = h * (1.0 - theta_);
       jt.at(t, x, xdot, pdot);

@@ -246,6 +246,13 @@ Support supports_dae(SensitivityKind method, Method integrator, int order,
   const bool native = method == SensitivityKind::DiscreteAdjoint || method == SensitivityKind::Forward;
   const bool idas = method == SensitivityKind::IdasForward || method == SensitivityKind::IdasAdjoint;
   if ((native || idas) && order == 1) return {.supported = true, .message = {}};
+  // H·v (forward over the discrete adjoint): the schemes' adjoint_tangent
+  // with the mass matrix, the initial point's second-order projection.
+  if (method == SensitivityKind::DiscreteAdjoint && order == 2 && !is_idas(integrator))
+    return {.supported = true, .message = {}};
+  // The continuous adjoint DAE (semi-explicit index 1; continuous_adjoint.hpp).
+  if (method == SensitivityKind::ContinuousAdjoint && order == 1)
+    return {.supported = true, .message = {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {.supported = false,
@@ -254,7 +261,8 @@ Support supports_dae(SensitivityKind method, Method integrator, int order,
                      " algebraic states): DAE gradients are by sensitivity.method = "
                      "discrete_adjoint or forward with integrator.method = bdf, sdirk3, "
                      "backward_euler or crank_nicolson, or idas_adjoint / idas_forward with "
-                     "integrator.method = idas"};
+                     "integrator.method = idas; Hessian-vector products by discrete_adjoint "
+                     "on those native integrators"};
 }
 
 void require(const Support& s, std::string_view where) {

@@ -99,6 +99,27 @@ void System::set_algebraic() {
   COSTATE_CHECK(n_algebraic_ < n_, "ode::System: all " << n_
                                                        << " states are algebraic (a DAE needs at "
                                                           "least one differential state)");
+
+  unknowns_ = n_algebraic_ > 0 ? algebraic_ : std::vector<std::uint8_t>{};
+  const std::vector<std::size_t> u = model_->initial_unknowns();
+  if (u.empty()) return;
+  residual_form_ = true;
+  unknowns_.assign(nx_, 0);
+  for (const std::size_t i : u) {
+    COSTATE_CHECK(i < n_, "ode::System: initial unknown " << i << " is not a state (the model has "
+                                                          << n_ << " states)");
+    COSTATE_CHECK(unknowns_[i] == 0, "ode::System: initial unknown " << i << " is listed twice");
+    unknowns_[i] = 1;
+  }
+  COSTATE_CHECK(n_ == 2 * n_algebraic_,
+                "ode::System: a fully implicit model (ResidualForm) with n = "
+                    << n_algebraic_ << " unknowns has the state (y, y'): its initial state must "
+                    << "hold 2n = " << 2 * n_algebraic_ << " values (y0, then a guess of y'(t0)), got "
+                    << n_);
+  COSTATE_CHECK(u.size() == n_algebraic_,
+                "ode::System: " << u.size() << " initial unknowns for " << n_algebraic_
+                                << " algebraic equations (a fully implicit model's states are "
+                                   "(y, y'): its initial state holds 2n values)");
 }
 
 

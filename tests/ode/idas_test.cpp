@@ -17,6 +17,7 @@
 #include "costate/ode/models.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "support/dae_models.hpp"
 #include "support/relative_error.hpp"
 
 namespace {
@@ -24,124 +25,9 @@ namespace {
 using namespace costate::ode;
 using costate::test::rel_err;
 
-/// Robertson as a semi-explicit DAE: y1, y2 differential, y3 algebraic,
-///   y1' = −k1 y1 + k2 y2 y3,  y2' = k1 y1 − k2 y2 y3 − k3 y2²,  0 = y1 + y2 + y3 − 1.
-struct RobertsonDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0] + p[1] * y[1] * y[2];
-    f[1] = p[0] * y[0] - p[1] * y[1] * y[2] - p[2] * y[1] * y[1];
-    f[2] = y[0] + y[1] + y[2] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {2}; }
-};
+using namespace costate::test::dae;
 
-/// x' = −p0 x,  0 = z − p1 x²: x = x0 e^{−p0 t}, z = p1 x0² e^{−2 p0 t}.
-struct ClosedFormDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = -p[0] * y[0];
-    f[1] = y[1] - p[1] * y[0] * y[0];
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// Index 2: x' = p0 z, 0 = x − 1 (g does not depend on z: g_z = 0).
-struct IndexTwoDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
-    f[0] = p[0] * y[1];
-    f[1] = y[0] - 1.0;
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// x' = −x, 0 = e^z + x: no real z for x > 0 (g_z = e^z is nonsingular, so
-/// the index check passes and IDACalcIC must fail).
-struct UnsolvableDae {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T>, std::span<T> f) const {
-    using std::exp;
-    f[0] = -y[0];
-    f[1] = exp(y[1]) + y[0];
-  }
-  std::vector<std::size_t> algebraic_states() const { return {1}; }
-};
-
-/// J = z(t1) + ∫ z dt (terminal and running cost on the algebraic state).
-struct AlgebraicCost {
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    return y[1];
-  }
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[1];
-  }
-};
-
-/// Every kind of term on a DAE: observations of x and z (one at t0),
-/// z(t1) and ∫ x z dt.
-struct MixedTerms {
-  LeastSquares ls{.times = {0.0, 1.0, 2.5},
-                  .data = {1.0, 4.0, 0.6, 0.9, 0.3, 0.2},
-                  .n_states = 2};
-  std::vector<double> observation_times() const { return ls.times; }
-  template <class T>
-  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
-    return ls.observation<T>(k, y, p);
-  }
-  template <class T>
-  T terminal(std::span<const T> y, std::span<const T>) const {
-    return y[1];
-  }
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[0] * y[1];
-  }
-};
-
-/// The Akzo Nobel problem (Test Set for IVP solvers, "chemakzo";
-/// idasAkzoNob_ASAi_dns): 5 differential concentrations and y6 = Ks y1 y4.
-struct AkzoNobel {
-  template <class T>
-  void rhs(double, std::span<const T> y, std::span<const T>, std::span<T> f) const {
-    using std::sqrt;
-    const double k1 = 18.7, k2 = 0.58, k3 = 0.09, k4 = 0.42, K = 34.4, klA = 3.3, Ks = 115.83,
-                 pCO2 = 0.9, H = 737.0;
-    const T r1 = k1 * y[0] * y[0] * y[0] * y[0] * sqrt(y[1]);
-    const T r2 = k2 * y[2] * y[3];
-    const T r3 = (k2 / K) * y[0] * y[4];
-    const T r4 = k3 * y[0] * y[3] * y[3];
-    const T r5 = k4 * y[5] * y[5] * sqrt(y[1]);
-    const T Fin = klA * (pCO2 / H - y[1]);
-    f[0] = -2.0 * r1 + r2 - r3 - r4;
-    f[1] = -0.5 * r1 - r4 - 0.5 * r5 + Fin;
-    f[2] = r1 - r2 + r3;
-    f[3] = -r2 + r3 - 2.0 * r4;
-    f[4] = r2 - r3 + r5;
-    f[5] = Ks * y[0] * y[3] - y[5];
-  }
-  std::vector<std::size_t> algebraic_states() const { return {5}; }
-};
-
-/// G = ∫ y1 dt (idasAkzoNob_ASAi_dns).
-struct IntegralOfY1 {
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[0];
-  }
-};
-
-/// G = ∫ y3 dt (idasRoberts_ASAi_dns).
-struct IntegralOfY3 {
-  template <class T>
-  T running(double, std::span<const T> y, std::span<const T>) const {
-    return y[2];
-  }
-};
-
-constexpr double kK[3] = {0.04, 1e4, 3e7};
+const double (&kK)[3] = kRobertsonK;
 
 /// IDAS at tight tolerances against the exact solution and gradient of the
 /// closed-form DAE: rtol 1e-12 keeps the global error near 1e-11; 1e-8 is
@@ -226,15 +112,13 @@ TEST(Idas, AkzoNobelMatchesIdasAkzoNobAsaiDns) {
   // rtol 1e-8 (the example's at 1e-10), 1e-6 relative; dG/dy0: 5 printed
   // digits and the backward tolerance 1e-6, 5e-4 relative.
   constexpr double kAkzoObjectiveRelTol = 1e-6;
-  const double y1 = 0.444, y4 = 0.007;
-  const Problem<AkzoNobel> pr{AkzoNobel{}, {y1, 0.00123, 0.0, y4, 0.0, 115.83 * y1 * y4}, {},
-                              {0.0, 180.0}};
+  const Problem<AkzoNobel> pr = akzo_nobel();
   const IntegratorOptions o{.method = Method::Idas, .rtol = 1e-8, .atol = 1e-10};
-  const double published[5] = {22.207, -62.695, -2.5114, 91.837, 3.5176};
+  const auto& published = kAkzoNobelGradient;
   for (const SensitivityMethod& m : {SensitivityMethod{IdasAdjoint{.rtol = 1e-6, .atol = 1e-8}},
                                      SensitivityMethod{IdasForward{}}}) {
     const GradientResult g = gradient(pr, IntegralOfY1{}, m, o);
-    EXPECT_LT(rel_err(g.objective, 31.2642162580310945), kAkzoObjectiveRelTol) << g.method;
+    EXPECT_LT(rel_err(g.objective, kAkzoNobelObjective), kAkzoObjectiveRelTol) << g.method;
     for (std::size_t i = 0; i < 5; ++i)
       EXPECT_LT(rel_err(g.wrt_initial_state[i], published[i]), kPublishedGradientRelTol)
           << g.method << ", y0[" << i << "] = " << g.wrt_initial_state[i];
@@ -285,13 +169,7 @@ TEST(Idas, ClosedFormDaeSolutionAndGradientAreExact) {
     EXPECT_LT(rel_err(s.state(j)[0], x), kClosedFormRelTol) << s.t[j];
     EXPECT_LT(rel_err(s.state(j)[1], p1 * x * x), kClosedFormRelTol) << s.t[j];
   }
-  // J = p1 x0² e^{−2p0T} + p1 x0² (1 − e^{−2p0T}) / (2p0).
-  const double e = std::exp(-2.0 * p0 * T);
-  const double J = p1 * x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dp0 =
-      p1 * x0 * x0 * (-2.0 * T * e + (2.0 * T * e) / (2.0 * p0) - (1.0 - e) / (2.0 * p0 * p0));
-  const double dJ_dp1 = x0 * x0 * (e + (1.0 - e) / (2.0 * p0));
-  const double dJ_dx0 = 2.0 * p1 * x0 * (e + (1.0 - e) / (2.0 * p0));
+  const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   for (const SensitivityMethod& m : {SensitivityMethod{IdasForward{}},
                                      SensitivityMethod{IdasAdjoint{}}}) {
     const GradientResult g = gradient(pr, AlgebraicCost{}, m, o);

@@ -119,6 +119,8 @@ def test_dae_input_file_native_bdf_gradient_matches_idas_example():
     map; Robertson's step matrices round them apart by ~1e-9: 1e-8), and the
     CLI gives the same bits."""
     rob = os.path.join(EXAMPLES, "robertson_dae.yaml")
+    assert costate.load(rob).algebraic_states == ["y3"]
+    assert costate.load(os.path.join(EXAMPLES, "lotka_volterra.yaml")).algebraic_states == []
     native = {"integrator.method": "bdf", "integrator.rtol": 1e-8,
               "integrator.atol": [1e-10, 1e-16, 1e-8],
               "sensitivity.method": "discrete_adjoint"}

@@ -49,6 +49,15 @@
 /// state x⁻ before the events), the continuous adjoint's jump condition; the
 /// interpolant never spans an instant.
 ///
+/// DAEs (issue 32; semi-explicit index 1, x' = f, 0 = g, sdirk3 and bdf,
+/// no events): the adjoint DAE
+///     λ_x' = −f_xᵀ λ_x − g_xᵀ λ_z,   0 = f_zᵀ λ_x + g_zᵀ λ_z,   μ' = −f_pᵀ λ,
+/// (index 1: g_zᵀ nonsingular) integrated backward by the same stepper as a
+/// DAE with algebraic λ_z, made consistent at each leg's start; each term's
+/// jump is taken on z = z(x, p) (g_zᵀ ν = ℓ_z, λ_x += ℓ_x − g_xᵀ ν,
+/// p̄ −= g_pᵀ ν); dJ/dx0 = λ_x(t0), dJ/dz0 = 0. A fully implicit
+/// ode::ResidualForm is refused (its adjoint in (y, y') is not of index 1).
+///
 /// Accuracy: this is the derivative of the exact objective, up to the
 /// forward tolerances, the adjoint tolerances and the interpolant — it
 /// differs from DiscreteAdjoint (the exact derivative of the discrete

@@ -27,20 +27,27 @@
 ///     idas_adjoint        idas                                          1
 ///
 /// Models with algebraic states (DAEs, system.hpp's HasAlgebraicStates,
-/// semi-explicit index 1) — the `supports_dae` column:
+/// semi-explicit index 1, and the fully implicit F(t, y, y', p) = 0 as
+/// ode::ResidualForm, residual_dae.hpp) — the `supports_dae` column:
 ///
 ///     integrate          bdf sdirk3 backward_euler crank_nicolson idas
-///     discrete_adjoint   bdf sdirk3 backward_euler crank_nicolson     1
+///     discrete_adjoint   bdf sdirk3 backward_euler crank_nicolson     1, 2
 ///     forward            bdf sdirk3 backward_euler crank_nicolson     1
+///     continuous_adjoint bdf sdirk3                                   1
 ///     idas_forward, idas_adjoint   idas                               1
+///
+/// (idas and continuous_adjoint: the semi-explicit form only, and the
+/// continuous adjoint without events; a ResidualForm is refused by name.)
 ///
 /// The native implicit schemes solve M (y − …) − hγ f = 0 with M =
 /// diag(1 differential, 0 algebraic) in their one Newton matrix (steppers/
 /// implicit_common.hpp), from consistent initial values (a Newton solve for
 /// z0 given the differential part, differentiated implicitly:
 /// dz0/dp = −g_z⁻¹ (g_x dx0/dp + g_p)). Refused by name: the explicit
-/// methods (no mass matrix), CVODES (ODEs only), the continuous adjoint and
-/// second order (H·v) on a DAE. Events on a DAE: the native integrators
+/// methods (no mass matrix), CVODES (ODEs only), the continuous
+/// second-order adjoint on a DAE. H·v (forward over the discrete
+/// adjoint) projects ẋ0 and the final (λ, λ̇) through the second-order
+/// implicit derivative of z0(x0, p) (src/ode/dae.hpp). Events on a DAE: the native integrators
 /// re-solve the algebraic states after each instant (InstantJump), the
 /// solve differentiated as z0's; idas refuses events.
 ///

@@ -181,6 +181,16 @@ concept HasAlgebraicStates = requires(const M& m) {
   { *std::begin(m.algebraic_states()) } -> std::convertible_to<std::size_t>;
 };
 
+/// A DAE whose consistent initial values solve for other unknowns than its
+/// algebraic states (issue 32: the fully implicit form, ResidualForm in
+/// residual_dae.hpp): `initial_unknowns()` lists the states solved from the
+/// algebraic rows at t0 with every other state fixed (as many as there are
+/// algebraic rows). Without it, the algebraic states themselves.
+template <class M>
+concept HasInitialUnknowns = HasAlgebraicStates<M> && requires(const M& m) {
+  { *std::begin(m.initial_unknowns()) } -> std::convertible_to<std::size_t>;
+};
+
 /// The per-model part: evaluations on the scalar types the library uses.
 /// Implemented by SystemAdapter<M, O> (below); everything else is compiled.
 class SystemModel {
@@ -254,6 +264,8 @@ class SystemModel {
   /// DAEs (HasAlgebraicStates): the indices of the algebraic states, whose
   /// rhs rows are constraints 0 = g; empty for an ODE.
   virtual std::vector<std::size_t> algebraic_states() const { return {}; }
+  /// HasInitialUnknowns: the states solved at t0 (empty: the algebraic ones).
+  virtual std::vector<std::size_t> initial_unknowns() const { return {}; }
 };
 
 template <class M, class O>
@@ -330,6 +342,15 @@ class SystemAdapter : public SystemModel {
       std::vector<std::size_t> z;
       for (const auto i : model_.algebraic_states()) z.push_back(static_cast<std::size_t>(i));
       return z;
+    } else {
+      return {};
+    }
+  }
+  std::vector<std::size_t> initial_unknowns() const override {
+    if constexpr (HasInitialUnknowns<M>) {
+      std::vector<std::size_t> u;
+      for (const auto i : model_.initial_unknowns()) u.push_back(static_cast<std::size_t>(i));
+      return u;
     } else {
       return {};
     }
@@ -435,6 +456,13 @@ class System {
   // integrates a System with n_algebraic() > 0 (support.hpp: supports_dae).
   std::span<const std::uint8_t> algebraic() const { return algebraic_; }
   std::size_t n_algebraic() const { return n_algebraic_; }
+  /// The states solved from the algebraic rows at t0 (consistent initial
+  /// values, dae.hpp): algebraic() for a semi-explicit DAE; for a fully
+  /// implicit one (ResidualForm, residual_dae.hpp) the derivatives of its
+  /// differential components and its algebraic components. Empty for an ODE.
+  std::span<const std::uint8_t> initial_unknowns() const { return unknowns_; }
+  /// Whether the model declared its own initial unknowns (a ResidualForm).
+  bool residual_form() const { return residual_form_; }
 
   /// dxdt = (f, q)(t, x, p). Inline: the model's DirectCalls::rhs when it
   /// has one (one indirect call from the stepper into the model).
@@ -517,8 +545,9 @@ class System {
   // DAEs: the mask of algebraic states (n_x entries) and their count, from
   // the model's algebraic_states() (checked in set_algebraic()).
   void set_algebraic();
-  std::vector<std::uint8_t> algebraic_;
+  std::vector<std::uint8_t> algebraic_, unknowns_;
   std::size_t n_algebraic_ = 0;
+  bool residual_form_ = false;
 };
 
 namespace detail {
