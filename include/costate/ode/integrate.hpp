@@ -105,7 +105,8 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
                     at_time(t, s.steps) + "; raise max_steps or increase dt";
         return;
       }
-      const double target = std::min(j < outputs.size() ? outputs[j] : t1, forced);
+      const double target =
+          std::min({j < outputs.size() ? outputs[j] : t1, opt.next_landing(t, t1), forced});
       const FixedStepClock::Next next = clock.next(target);
       const double t_new = next.t;
       const double h = t_new - t;
@@ -257,9 +258,10 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       break;
     }
     h = std::min(h, hmax);
-    // Land exactly on t1 — and on every output time when stop_at_outputs.
-    const double target =
-        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
+    // Land exactly on t1 and the landing times — and on every output time
+    // when stop_at_outputs.
+    const double target = std::min({opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1,
+                                    opt.next_landing(t, t1), forced});
     bool last = false;
     if (t + 1.01 * h >= target) {
       h = target - t;
@@ -276,6 +278,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       s.message = os.str();
       break;
     }
+    // The step as its end time holds it: h = t_end − t, the step a replay of
+    // these times takes (scheme.hpp), so that the gradient's forward pass
+    // recomputes this run's states bit for bit.
+    const double t_end = last ? target : t + h;
+    h = t_end - t;
     stepper.attempt(f, t, h, y, y_new);
     const double err = stepper.error_norm(y, y_new, opt.rtol, atol);
     if (!std::isfinite(err)) {
@@ -291,7 +298,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     double h_new = h / fac;
     if (err <= 1.0 && opt.step_watch) {
       const StepVerdict v =
-          opt.step_watch(t, std::span<const double>(y.data(), y.size()), last ? target : t + h,
+          opt.step_watch(t, std::span<const double>(y.data(), y.size()), t_end,
                          std::span<const double>(y_new.data(), y_new.size()));
       if (v.kind == StepVerdict::Kind::Retry) {
         forced = v.t;
@@ -313,8 +320,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
         }
       }
       s.last_step = h;
-      const double t_new = last ? target : t + h;
+      const double t_new = t_end;
       stepper.accept(h, y, y_new, j < outputs.size() && outputs[j] < t_new);
+      // FSAL: k1 of the next step is f(t + h, y_new), which a replay
+      // evaluates at t_new; where t + h rounds elsewhere, evaluate it there.
+      const bool refresh_k1 = t + h != t_new;
       while (j < outputs.size() && outputs[j] <= t_new) {
         const double t_out = outputs[j];
         if (t_out == t_new) {
@@ -327,6 +337,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       }
       std::swap(y, y_new);
       t = t_new;
+      if (refresh_k1) stepper.start(f, t, y);
       s.final_time = t;
       if (opt.on_step) opt.on_step(t);
       if (last_rejected) h_new = std::min(h_new, h);
