@@ -161,6 +161,7 @@ std::string to_string(Termination termination) {
     case Termination::StepSizeUnderflow: return "step_size_underflow";
     case Termination::NonFiniteState: return "non_finite_state";
     case Termination::NonlinearSolverFailed: return "nonlinear_solver_failed";
+    case Termination::BlowUp: return "blow_up";
   }
   return "unknown";
 }

@@ -85,6 +85,41 @@ bool finite_state(const V& y) {
   }
 }
 
+/// A finite-time blow-up under fixed steps (y' = y² past t = 1/y0): the
+/// steps stay finite far past the singularity (Euler gives 1e173 where no
+/// solution exists), so finiteness alone does not reveal it. Its mark is
+/// growth faster than exponential: the state's largest entry more than
+/// doubles on each of kRun consecutive steps, at a rate ln(growth)/h that
+/// rises by more than kRise on each. An exponential's rate is constant, and
+/// a step that doubles the state is no accurate step of any method; an
+/// unstable linear recursion (dt beyond the stability limit) grows at a
+/// constant rate too and ends as a non-finite state.
+struct BlowUpWatch {
+  static constexpr int kRun = 5;
+  static constexpr double kRise = 1.1;
+  double norm = 0.0;       ///< max |y| at the start of the step
+  double rate = 0.0;       ///< the last doubling step's ln(growth)/h
+  double run_from = 0.0;   ///< max |y| before the run of doubling steps
+  int run = 0;
+  /// Records a step of size h that ends with max |y| = norm_new; true when
+  /// the run of accelerating doublings reaches kRun.
+  bool step(double h, double norm_new) {
+    if (norm > 0.0 && norm_new > 2.0 * norm) {
+      const double r = std::log(norm_new / norm) / h;
+      if (run == 0 || !(r > kRise * rate)) {
+        run = 0;
+        run_from = norm;
+      }
+      ++run;
+      rate = r;
+    } else {
+      run = 0;
+    }
+    norm = norm_new;
+    return run >= kRun;
+  }
+};
+
 /// Fixed steps with the explicit stepper of opt.method, or with `custom`
 /// (an implicit stepper: `bool step(f, t, h, y, y_new, std::string* why)`).
 template <class V, class Rhs, class Output, class Custom = std::nullptr_t>
@@ -97,6 +132,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
   while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
   // A retaken step's end (step_watch): the step lands there instead.
   double forced = std::numeric_limits<double>::infinity();
+  BlowUpWatch blowup{.norm = max_norm(y)};
   auto advance = [&](auto& stepper) {
     while (t < t1) {
       if (s.steps >= opt.max_steps) {
@@ -152,6 +188,20 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
         s.termination = Termination::NonFiniteState;
         s.message = "the state became non-finite (NaN or Inf) at " + at_time(t_new, s.steps) +
                     "; the step dt may be too large for stability, or the solution blows up";
+        s.final_time = t;
+        return;
+      }
+      if (blowup.step(h, max_norm(y_new))) {
+        std::ostringstream os;
+        os.precision(6);
+        os << "the solution blows up near " << at_time(t_new, s.steps) << ": its largest entry grew from "
+           << blowup.run_from << " to " << blowup.norm << " over the last " << BlowUpWatch::kRun
+           << " steps, more than doubling on each at a rising rate (faster than exponential: a "
+              "finite-time singularity, or a step dt far too large); no solution exists past it — "
+              "end time.end before t = "
+           << t << ", or use an adaptive integrator.method (dopri5, bdf), which stops at the singularity";
+        s.termination = Termination::BlowUp;
+        s.message = os.str();
         s.final_time = t;
         return;
       }

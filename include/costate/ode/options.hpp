@@ -160,6 +160,8 @@ enum class Termination {
   StepSizeUnderflow,  ///< adaptive step fell below dt_min or round-off
   NonFiniteState,     ///< the state became NaN or infinite
   NonlinearSolverFailed,  ///< Newton of an implicit step did not converge
+  BlowUp,  ///< fixed steps: the state grew faster than exponentially (a finite-time
+           ///< blow-up, detail::BlowUpWatch); the run stops there
 };
 std::string to_string(Termination termination);
 
