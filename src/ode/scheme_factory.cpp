@@ -224,8 +224,19 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   } else if (options.method == Method::Sdirk3 || options.method == Method::Bdf) {
     // The adaptive run chooses the steps and bdf's orders; bdf makes them
     // replay-identical, so `record` (a StoreAll adjoint's) keeps its states.
+    // With a running cost, the run of the model alone (as `costate run`'s:
+    // z in the Newton matrix and the error norms would change the steps);
+    // its record lacks z, so the sweep replays the states instead.
     options.validate(nx);
-    out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
+    if (nx == n) {
+      out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
+    } else {
+      IntegratorOptions opt = options;
+      opt.atol_per_state = model_atol;
+      out.steps = implicit_run(system.without_running_cost(), p,
+                               std::span<const double>(out.x0).first(n), t0, t1, opt, stops,
+                               nullptr, s);
+    }
   } else {
     // dopri5's adaptive run, its accepted steps recorded: the run of the
     // model's states alone, exactly as `costate run` integrates them. A
@@ -238,18 +249,10 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
       times.push_back(t);
       if (options.on_step) options.on_step(t);
     };
-    std::vector<double> xs(nx, 0.0), fs(nx, 0.0);
-    auto rhs = [&](double t, const HostVector& y, const HostVector& dydt) {
-      if (nx == n) {
-        system.rhs(t, std::span<const double>(y.data(), n), p, std::span<double>(dydt.data(), n));
-        return;
-      }
-      std::copy(y.data(), y.data() + n, xs.begin());
-      system.rhs(t, xs, p, fs);
-      std::copy(fs.begin(), fs.begin() + static_cast<std::ptrdiff_t>(n), dydt.data());
-    };
-    HostVector y = HostVector::from(std::span<const double>(out.x0).first(n));
-    s = integrate_vector(rhs, t0, t1, y, opt, stops, [](std::size_t, double, const HostVector&) {});
+    const System model = system.without_running_cost();
+    s = detail::integrate_system(nx == n ? system : model, std::span<const double>(out.x0).first(n),
+                                 p, t0, t1, stops, opt)
+            .summary;
     if (s.success()) out.steps = StepPlan(std::move(times));
   }
   COSTATE_CHECK(s.success(), who << ": the forward integration failed: " << s.message);

@@ -194,7 +194,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       if (blowup.step(h, max_norm(y_new))) {
         std::ostringstream os;
         os.precision(6);
-        os << "the solution blows up near " << at_time(t_new, s.steps) << ": its largest entry grew from "
+        os << "the solution blows up: detected at " << at_time(t_new, s.steps) << ", its largest entry grew from "
            << blowup.run_from << " to " << blowup.norm << " over the last " << BlowUpWatch::kRun
            << " steps, more than doubling on each at a rising rate (faster than exponential: a "
               "finite-time singularity, or a step dt far too large); no solution exists past it — "
