@@ -136,10 +136,6 @@ Solution integrate_system(const System& system, std::span<const double> y0,
       finish(st);
     } else {
       BdfStepper<SystemRhs> st(model, p, n, options.newton_tol, options.newton_max_iterations);
-      // The steps of the gradient's plan (plan_bdf): Newton converged to
-      // replay_kappa of the error tolerance, so the run and the forward
-      // pass of its gradient take the same steps.
-      st.set_replay(replay_kappa(options));
       run_bdf(st, t0, t1, ys, options, outputs, record_span, s, [](double, int) {});
       finish(st);
     }
