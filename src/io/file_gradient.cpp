@@ -37,7 +37,7 @@ decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
 ode::Solution integrate_file(const RunConfig& cfg) {
   return with_model(cfg, cfg.parameters, cfg.initial_state, true,
                     [&](const auto& problem, auto kernels) {
-                      return kernels.integrate(problem, cfg.integrator);
+                      return kernels.integrate(problem, integrator_options(cfg));
                     });
 }
 
@@ -88,7 +88,8 @@ FileGradient gradient_of(const RunConfig& cfg, const Problem& problem, Kernels k
                          const ExpressionObjective& objective, const ode::SensitivityMethod& method,
                          const ode::StepPlan& replay) {
   FileGradient out;
-  out.result = kernels.gradient(problem, objective, method, cfg.integrator, replay);
+  // The run's options (its landing times): the forward pass is the run's.
+  out.result = kernels.gradient(problem, objective, method, integrator_options(cfg), replay);
   out.gradient_p = out.result.wrt_parameters;
   const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
   for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
@@ -115,7 +116,7 @@ FileHessian hessian_of(const RunConfig& cfg, const Problem& problem, Kernels ker
     v[c].initial_state = initial_state_parameter_jvp(cfg, v[c].parameters);
   }
   const std::vector<ode::HessianVectorResult> hv =
-      kernels.hessian_vectors(problem, objective, v, method, cfg.integrator, g.steps);
+      kernels.hessian_vectors(problem, objective, v, method, integrator_options(cfg), g.steps);
   for (std::size_t c = 0; c < m; ++c) {
     const ode::HessianVectorResult& r = hv[c];
     const std::vector<double> extra = initial_state_parameter_hvp(
@@ -156,7 +157,7 @@ FileSensitivity file_sensitivity(const RunConfig& cfg, const AdjointResumeLink& 
   // One build of the model (and of the objective) for the three parts.
   with_model(cfg, cfg.parameters, cfg.initial_state, true, [&](const auto& problem, auto kernels) {
     // 1. The trajectory at the output times (for the output file).
-    out.trajectory = kernels.integrate(problem, cfg.integrator);
+    out.trajectory = kernels.integrate(problem, integrator_options(cfg));
     if (!out.trajectory.summary.success())
       throw Error("integration of " + cfg.input_path + " failed: " +
                   out.trajectory.summary.message + " (no output written)");

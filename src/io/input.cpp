@@ -921,6 +921,19 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
 
 }  // namespace
 
+ode::IntegratorOptions integrator_options(const RunConfig& cfg) {
+  ode::IntegratorOptions opt = cfg.integrator;
+  std::vector<double>& land = opt.landing_times;
+  if (cfg.objective.present)
+    land.insert(land.end(), cfg.objective.data_times.begin(), cfg.objective.data_times.end());
+  const bool events = !cfg.events.empty() || (cfg.sbml && cfg.sbml->equations.n_events() > 0);
+  if (opt.fixed_step() || events)
+    land.insert(land.end(), cfg.output_times.begin(), cfg.output_times.end());
+  std::sort(land.begin(), land.end());
+  land.erase(std::unique(land.begin(), land.end()), land.end());
+  return opt;
+}
+
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))

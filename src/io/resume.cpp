@@ -251,7 +251,7 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
                   " does not resume (its step history is internal to the integrator); --resume "
                   "continues euler, rk4 and dopri5 runs");
     // Stops at a step boundary, nothing kept: main reports it (no file).
-    ode::IntegratorOptions opt = cfg.integrator;
+    ode::IntegratorOptions opt = integrator_options(cfg);  // its landing times
     opt.on_step = [&](double t) {
       if (on_step) on_step(t);
       std::ostringstream os;
@@ -328,7 +328,7 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
     // t_begin, before any step).
     outcome.steps_to_last_output = base_steps + (t == t_begin && steps == 0 ? 0 : steps + 1);
   };
-  ode::IntegratorOptions opt = cfg.integrator;
+  ode::IntegratorOptions opt = integrator_options(cfg);  // its landing times
   opt.on_step = [&](double t) {
     ++steps;
     if (on_step) on_step(t);

@@ -1,5 +1,6 @@
 #include "costate/ode/options.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <sstream>
@@ -77,6 +78,11 @@ double theta_of(Method method) {
 
 bool IntegratorOptions::fixed_step() const { return !is_adaptive(method) || !adaptive; }
 
+double IntegratorOptions::next_landing(double t, double t1) const {
+  const auto it = std::upper_bound(landing_times.begin(), landing_times.end(), t);
+  return it != landing_times.end() && *it < t1 ? *it : t1;
+}
+
 void IntegratorOptions::validate(std::size_t n_states) const {
   auto positive = [](const char* field, double v) {
     COSTATE_CHECK(std::isfinite(v) && v > 0.0,
@@ -90,6 +96,10 @@ void IntegratorOptions::validate(std::size_t n_states) const {
   };
   positive("rtol", rtol);
   positive("atol", atol);
+  for (std::size_t k = 0; k < landing_times.size(); ++k)
+    COSTATE_CHECK(std::isfinite(landing_times[k]) && (k == 0 || landing_times[k] > landing_times[k - 1]),
+                  "landing times must be finite and strictly ascending: landing_times["
+                      << k << "] = " << detail::format_value(landing_times[k]));
   if (!atol_per_state.empty()) {
     COSTATE_CHECK(atol_per_state.size() == n_states,
                   "integrator.atol has " << atol_per_state.size() << " entries but the model has "
@@ -151,6 +161,7 @@ std::string to_string(Termination termination) {
     case Termination::StepSizeUnderflow: return "step_size_underflow";
     case Termination::NonFiniteState: return "non_finite_state";
     case Termination::NonlinearSolverFailed: return "nonlinear_solver_failed";
+    case Termination::BlowUp: return "blow_up";
   }
   return "unknown";
 }

@@ -160,11 +160,19 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   COSTATE_CHECK_EQ(y0.size(), n, who << ": initial state and System disagree");
   COSTATE_CHECK_EQ(p.size(), system.n_parameters(),
                    who << ": parameters and System disagree");
-  // The stops: every observation time, then t1.
+  // The stops: every observation time and landing time (the run's, so
+  // that these steps are the run's: IntegratorOptions::landing_times), then t1.
   std::vector<double> stops;
   if (system.has_observations()) stops = system.observation_times();
   detail::validate_output_times(stops, t0, t1);
+  for (double t : options.landing_times)
+    if (t > t0 && t < t1) stops.push_back(t);
+  std::sort(stops.begin(), stops.end());
+  stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   if (stops.empty() || stops.back() < t1) stops.push_back(t1);
+  // The model's own tolerances (before z's is added below): the explicit
+  // run controls its steps on the model's states alone, as `costate run`.
+  const std::vector<double> model_atol = options.atol_per_state;
   // The options as the schemes replay them: the steps land on the stops; the
   // running cost's z is a quadrature, not error-controlled (the implicit
   // replays' Newton test reads these atol).
@@ -216,18 +224,35 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
   } else if (options.method == Method::Sdirk3 || options.method == Method::Bdf) {
     // The adaptive run chooses the steps and bdf's orders; bdf makes them
     // replay-identical, so `record` (a StoreAll adjoint's) keeps its states.
+    // With a running cost, the run of the model alone (as `costate run`'s:
+    // z in the Newton matrix and the error norms would change the steps);
+    // its record lacks z, so the sweep replays the states instead.
     options.validate(nx);
-    out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
+    if (nx == n) {
+      out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
+    } else {
+      IntegratorOptions opt = options;
+      opt.atol_per_state = model_atol;
+      out.steps = implicit_run(system.without_running_cost(), p,
+                               std::span<const double>(out.x0).first(n), t0, t1, opt, stops,
+                               nullptr, s);
+    }
   } else {
-    // dopri5's adaptive run on the System's right-hand side, its accepted
-    // steps recorded.
+    // dopri5's adaptive run, its accepted steps recorded: the run of the
+    // model's states alone, exactly as `costate run` integrates them. A
+    // running cost's z is a quadrature along these steps (z' = q(t, y, p)
+    // feeds nothing back); in the error norm it would change the steps.
     std::vector<double> times{t0};
     IntegratorOptions opt = options;
+    opt.atol_per_state = model_atol;
     opt.on_step = [&](double t) {
       times.push_back(t);
       if (options.on_step) options.on_step(t);
     };
-    s = detail::integrate_system(system, out.x0, p, t0, t1, stops, opt).summary;
+    const System model = system.without_running_cost();
+    s = detail::integrate_system(nx == n ? system : model, std::span<const double>(out.x0).first(n),
+                                 p, t0, t1, stops, opt)
+            .summary;
     if (s.success()) out.steps = StepPlan(std::move(times));
   }
   COSTATE_CHECK(s.success(), who << ": the forward integration failed: " << s.message);

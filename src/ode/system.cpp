@@ -85,6 +85,10 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
 
 JacobianStrategy System::strategy() const { return shared_->strategy; }
 
+System System::without_running_cost() const {
+  return System(model_, n_, np_, has_terminal_, false, has_observations_, options_);
+}
+
 // ---- DAEs (issue 32) --------------------------------------------------------
 
 void System::set_algebraic() {

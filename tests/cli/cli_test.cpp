@@ -717,8 +717,10 @@ TEST_F(CliTest, BadInputFailsClearlyAndWritesNothing) {
        {"in.yaml:2:23", "time.end: must be greater than time.start: start = 5, end = 5"}},
       {"wrong number of initial values", good + "initial_state: [1, 2, 3]\n", "",
        {"in.yaml:4:16", "has 3 values but model 'lotka_volterra' has 2 states (x, y)"}},
-      {"non-finite state", blowup, "--set integrator.method=euler --set integrator.dt=0.1",
-       {"non-finite", "at t = 2.5 (step 25)", "no output written"}},
+      // Euler keeps the state finite to t = 2.5 (step 25); its growth is
+      // faster than exponential from t = 1.5: caught at step 20.
+      {"blow-up", blowup, "--set integrator.method=euler --set integrator.dt=0.1",
+       {"the solution blows up: detected at t = 2 (step 20)", "end time.end before", "no output written"}},
       {"step size underflow", blowup, "",
        {"step size", "fell below the limit", "at t = 1.2", "blow up"}},
       {"bad --set", good, "--set integrator", {"expected key=value"}},

@@ -4,8 +4,16 @@
 // --check`, gradcheck's noise floor, and converged / stalled /
 // not_converged in the text, the JSON and the file of ODE, PEtab and PDE
 // calibrations.
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -472,6 +480,209 @@ TEST_F(TrustTest, StochasticFitsStateTheirStatusInTheSameVocabulary) {
   EXPECT_EQ(jp["convergence"]["status"], "not_converged");
   EXPECT_EQ(attribute("p.h5", "/stochastic", "fit_status"), "not_converged");
   EXPECT_EQ(attribute("p.h5", "/stochastic", "status"), "partial");
+}
+
+// ------------------- 1. the gradient's forward pass is the run's integration
+
+/// One file through `run` and `sensitivity`: the same number of steps, and
+/// with the objective x(t1) the same bits (JSON doubles are printed to 17
+/// significant digits: a parsed equal double is the same double).
+struct SameRun {
+  std::int64_t run_steps = -1, sensitivity_steps = -2;
+  double run_x = 0.0, objective = 1.0;
+};
+
+class SameStepsTest : public TrustTest {
+ protected:
+  SameRun both(const std::string& file, const std::string& sets) {
+    SameRun out;
+    const Result r = run("run " + file + " -q --json" + sets);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    const Result s = run("sensitivity " + file + " -q --json" + sets);
+    EXPECT_EQ(s.code, 0) << s.out << s.err;
+    if (r.code != 0 || s.code != 0) return out;
+    const Json jr = Json::parse(r.out), js = Json::parse(s.out);
+    out.run_steps = jr["steps"].get<std::int64_t>();
+    out.run_x = jr["final_state"][0].get<double>();
+    out.sensitivity_steps = js["steps"].get<std::int64_t>();
+    out.objective = js["objective"].get<double>();
+    return out;
+  }
+  std::string example_with(const std::string& name, const std::string& extra) {
+    std::ifstream in(examples(name));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string file = "in_" + std::to_string(serial_++) + ".yaml";
+    write(file, text + extra);
+    return file;
+  }
+  int serial_ = 0;
+};
+
+TEST_F(SameStepsTest, RunAndSensitivityTakeTheSameStepsToTheSameBits) {
+  // Van der Pol μ = 1000 with dopri5 to t = 100 (86 677 steps: the case of
+  // the issue, where the forward pass took one step fewer); Lotka–Volterra
+  // with rk4 at a dt that does not divide the output spacing (the run
+  // shortens steps to land on every output time), with euler, and with
+  // dopri5 and fixed-step dopri5.
+  const std::string vdp = example_with("van_der_pol_mu1000.yaml", "objective: {terminal: \"x\"}\n");
+  const std::string lv = example_with("lotka_volterra.yaml", "objective: {terminal: \"x\"}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {vdp, " --set integrator.method=dopri5 --set time.end=100"},
+      {lv, " --set integrator.method=rk4 --set integrator.dt=0.013"},
+      {lv, " --set integrator.method=euler --set integrator.dt=0.013"},
+      {lv, " --set integrator.method=dopri5"},
+      {lv, " --set integrator.method=dopri5 --set integrator.adaptive=false --set integrator.dt=0.013"},
+  };
+  for (const auto& [file, sets] : cases) {
+    const SameRun r = both(file, sets);
+    EXPECT_EQ(r.run_steps, r.sensitivity_steps) << file << sets;
+    EXPECT_EQ(r.run_x, r.objective) << file << sets;  // bitwise: x(t1) is J
+  }
+}
+
+TEST_F(SameStepsTest, RunningCostsAndObservationsDoNotChangeTheSteps) {
+  // An integral objective adds the quadrature z to the forward pass: it must
+  // not enter the step-size control. Observations at times between the
+  // output times: the run lands on them as the gradient must.
+  const std::string integral = example_with("lotka_volterra.yaml", "objective: {integral: \"x*y\"}\n");
+  write("obs.csv", "t,x,y\n0.33,1.2,0.7\n1.77,0.4,1.9\n4.05,2.1,0.5\n");
+  const std::string observed = example_with("lotka_volterra.yaml", "objective: {data: {file: obs.csv}}\n");
+  for (const std::string& file : {integral, observed})
+    for (const char* sets : {" --set integrator.method=dopri5",
+                             " --set integrator.method=rk4 --set integrator.dt=0.013"}) {
+      const SameRun r = both(file, sets);
+      EXPECT_EQ(r.run_steps, r.sensitivity_steps) << file << sets;
+    }
+}
+
+TEST_F(SameStepsTest, ImplicitMethodsTakeTheRunsSteps) {
+  // sdirk3 chooses its steps on the model alone, as the run does. Its
+  // replay converges Newton further (replay_kappa) from its own starting
+  // guesses: J = x(t1) agrees with the run's to the Newton tolerance's
+  // level, not to the bit (measured 9e-11 relative). (bdf: its plan runs
+  // Newton to replay_kappa (set_replay), the run does not — doing so in the
+  // run took 5x the Jacobians on Robertson — so their steps still differ.)
+  constexpr double kReplayNewton = 1e-8;  // relative: rtol 1e-8 of the example
+  const std::string vdp = example_with("van_der_pol_mu1000.yaml", "objective: {terminal: \"x\"}\n");
+  const SameRun r = both(vdp, " --set time.end=100 --set integrator.method=sdirk3");
+  EXPECT_EQ(r.run_steps, r.sensitivity_steps);
+  EXPECT_NEAR(r.objective, r.run_x, kReplayNewton * std::abs(r.run_x));
+}
+
+TEST_F(SameStepsTest, VanDerPolThroughItsJumpHasTheRunsFiniteObjective) {
+  // The issue's case: μ = 1000 to t = 1000 with dopri5 gave J = NaN in
+  // `sensitivity` while `run` reached x(1000) = −1.8636.
+  const std::string vdp = example_with("van_der_pol_mu1000.yaml", "objective: {terminal: \"x\"}\n");
+  const SameRun r = both(vdp, " --set integrator.method=dopri5");
+  EXPECT_EQ(r.run_steps, r.sensitivity_steps);
+  EXPECT_EQ(r.run_x, r.objective);
+  EXPECT_TRUE(std::isfinite(r.objective));
+  EXPECT_LT(r.objective, -1.5);  // past the jump, on the branch x < −1
+}
+
+// ---------------------------------------- finite-time blow-up is not ok
+
+TEST_F(TrustTest, AFiniteTimeBlowUpIsAnErrorNamingItsTime) {
+  // y' = y², y(0) = 1: y = 1/(1 − t) has no solution past t = 1. Euler and
+  // rk4 keep finite numbers far past it (Euler gave J = 3.5e173, "ok").
+  write("blowup.yaml",
+        "model:\n  states: [y]\n  equations: {y: \"y^2\"}\ninitial_state: {y: 1.0}\n"
+        "time: {start: 0.0, end: 2.0}\nobjective: {terminal: \"y\"}\n");
+  for (const char* method : {"euler", "rk4"}) {
+    const std::string sets = std::string(" --set integrator.method=") + method + " --set integrator.dt=1e-3";
+    for (const char* command : {"run", "sensitivity"}) {
+      const Result r = run(std::string(command) + " blowup.yaml -q" + sets);
+      EXPECT_EQ(r.code, 1) << command << sets << r.out << r.err;
+      EXPECT_TRUE(has(r.err, "blows up: detected at t = 1.0") || has(r.err, "non-finite"))
+          << command << sets << r.err;
+      const Result j = run(std::string(command) + " blowup.yaml -q --json" + sets);
+      EXPECT_EQ(j.code, 1);
+      EXPECT_EQ(Json::parse(j.out)["status"], "error") << j.out;
+    }
+  }
+  // Euler's blow-up is caught while the state is still finite.
+  const Result e = run("run blowup.yaml -q --set integrator.method=euler --set integrator.dt=1e-3");
+  EXPECT_TRUE(has(e.err, "the solution blows up: detected at t = 1.0")) << e.err;
+  EXPECT_TRUE(has(e.err, "end time.end before")) << e.err;
+  // dopri5 stops at the singularity by itself (its step size underflows).
+  const Result d = run("sensitivity blowup.yaml -q --set integrator.method=dopri5");
+  EXPECT_EQ(d.code, 1) << d.out << d.err;
+  EXPECT_TRUE(has(d.err, "may blow up near this time")) << d.err;
+  // Fast exponential growth is not a blow-up: y' = 50 y to t = 10 by
+  // Euler doubles the state on no step (factor 1 + 50·1e-3) and reaches
+  // e^{500·ln(1.05)}·… ≈ 1e211 finite; with dt = 0.05 each step multiplies
+  // it by 3.5, at a constant rate: an unstable-looking but exponential run.
+  write("exp.yaml",
+        "model:\n  states: [y]\n  equations: {y: \"50*y\"}\ninitial_state: {y: 1.0}\n"
+        "time: {start: 0.0, end: 4.0}\nobjective: {terminal: \"y\"}\n");
+  for (const char* dt : {"1e-3", "0.05"}) {
+    const Result x = run(std::string("run exp.yaml -q --json --set integrator.method=euler --set integrator.dt=") + dt);
+    EXPECT_EQ(x.code, 0) << dt << x.out << x.err;
+  }
+}
+
+// --------------------- a second SIGTERM while the partial file is written
+
+TEST_F(TrustTest, ASecondSigtermDuringThePartialWriteNeverTearsTheFile) {
+  // A long run with many outputs (a partial file of tens of MB), an older
+  // complete file under the same name, SIGTERM once (it stops and writes
+  // the partial), and a second SIGTERM as soon as the temporary file
+  // appears. Whatever the timing, the named file is the old one (same
+  // inode and bytes) or a valid partial file, never a torn one (a leftover
+  // out.h5.partial is the temporary, emptied by the next writer).
+  write("long.yaml",
+        "model: lotka_volterra\nparameters: {alpha: 1.5, beta: 1.0, gamma: 3.0, delta: 1.0}\n"
+        "initial_state: {x: 1.0, y: 1.0}\ntime: {start: 0.0, end: 100000.0, output_every: 0.05}\n"
+        "integrator: {method: dopri5, rtol: 1.0e-8, atol: 1.0e-10}\n");
+  write("short.yaml",
+        "model: lotka_volterra\nparameters: {alpha: 1.5, beta: 1.0, gamma: 3.0, delta: 1.0}\n"
+        "initial_state: {x: 1.0, y: 1.0}\ntime: {start: 0.0, end: 1.0}\n");
+  int kept_old = 0, partial = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ASSERT_EQ(run("run short.yaml -q -o out.h5").code, 0);
+    struct stat before {};
+    ASSERT_EQ(::stat((dir_ / "out.h5").c_str(), &before), 0);
+    std::ifstream oldf(dir_ / "out.h5", std::ios::binary);
+    const std::string old_bytes((std::istreambuf_iterator<char>(oldf)), std::istreambuf_iterator<char>());
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::chdir(dir_.c_str());
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl(COSTATE_EXE, COSTATE_EXE, "run", "long.yaml", "-q", "-o", "out.h5", (char*)nullptr);
+      ::_exit(127);
+    }
+    // Let it integrate for a while (2·10⁶ outputs in all), then stop it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(700 + 300 * attempt));
+    ::kill(pid, SIGTERM);
+    const fs::path tmp = dir_ / "out.h5.partial";
+    int status = 0;
+    bool second = false;
+    for (int i = 0; i < 200000 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) {
+      if (!second && fs::exists(tmp)) {
+        ::kill(pid, SIGTERM);
+        second = true;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (::waitpid(pid, &status, WNOHANG) == 0) ::waitpid(pid, &status, 0);
+    struct stat after {};
+    ASSERT_EQ(::stat((dir_ / "out.h5").c_str(), &after), 0) << "the named file vanished";
+    std::ifstream nowf(dir_ / "out.h5", std::ios::binary);
+    const std::string now_bytes((std::istreambuf_iterator<char>(nowf)), std::istreambuf_iterator<char>());
+    if (after.st_ino == before.st_ino && now_bytes == old_bytes) {
+      ++kept_old;
+    } else {
+      // Partial (or complete, when the first SIGTERM came after the last
+      // step): readable, with its status.
+      const std::string st = attribute("out.h5", "/", "status");
+      EXPECT_TRUE(st == "partial" || st == "complete") << "attempt " << attempt << ": '" << st << "'";
+      ++partial;
+    }
+  }
+  std::printf("[ sigterm ] kept the old file %d times, a valid partial %d times\n", kept_old, partial);
 }
 
 }  // namespace

@@ -67,10 +67,12 @@ TEST(ContinuousAdjoint, ConvergesToTheDiscreteAdjointAsTolerancesTighten) {
     std::vector<double> gd = d.wrt_parameters, gc = c.wrt_parameters;
     gd.insert(gd.end(), d.wrt_initial_state.begin(), d.wrt_initial_state.end());
     gc.insert(gc.end(), c.wrt_initial_state.begin(), c.wrt_initial_state.end());
-    // Same forward steps; the discrete adjoint replays them with the generic
-    // Runge–Kutta step (another summation order): equal up to round-off.
-    constexpr double kSameStepsRelTol = 1e-12;
-    EXPECT_NEAR(c.objective, d.objective, kSameStepsRelTol * std::abs(d.objective));
+    // The discrete adjoint's steps are the run's, chosen on the model's
+    // states alone (issue 35); the continuous adjoint's forward pass still
+    // controls its steps on (y, z): two integrations of J at this rtol
+    // (measured 3.1e-4 relative at rtol 1e-5 … 5e-11 at 1e-11).
+    const double kSameIntegrationRelTol = 100.0 * rtol;
+    EXPECT_NEAR(c.objective, d.objective, kSameIntegrationRelTol * std::abs(d.objective));
     errors.push_back(max_rel_err(gc, gd));
     std::printf("rtol %.0e: |continuous - discrete| / |discrete| = %.3e (%s)\n", rtol,
                 errors.back(), c.summary.message.c_str());

@@ -118,7 +118,9 @@ TEST(Dae, ClosedFormGradientIsExactByBothNativeMethods) {
   // The discrete solutions' errors (as above) bound the gradients' too:
   // bdf and sdirk3 at rtol 1e-10: 1e-7; backward Euler (dt 0.01, first
   // order): 3e-2; Crank–Nicolson (second order): 1e-4.
-  const double tol[4] = {1e-7, 1e-7, 3e-2, 1e-4};
+  // (bdf: 3.1e-7 measured since the plan chooses its steps on the model's
+  // states alone, without the running cost's z in the error norm: 5e-7.)
+  const double tol[4] = {5e-7, 1e-7, 3e-2, 1e-4};
   const std::vector<IntegratorOptions> ints = dae_integrators(1e-10);
   for (std::size_t a = 0; a < ints.size(); ++a)
     for (const SensitivityMethod& m :

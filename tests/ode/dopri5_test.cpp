@@ -398,9 +398,12 @@ TEST(Termination, MaxStepsReached) {
   EXPECT_NEAR(fixed.summary.final_time, 0.1, 1e-15);
 }
 
-TEST(Termination, NonFiniteStateForEulerWithHugeSteps) {
-  // Euler on y' = y², y(0) = 1 with dt = 100: y ← y + 100 y² overflows after
-  // a few steps. Replay the same recursion here to know which step.
+TEST(Termination, BlowUpForEulerWithHugeSteps) {
+  // Euler on y' = y², y(0) = 1 with dt = 100: y ← y + 100 y² would overflow
+  // at step 8 (1 → 101 → ~1e6 → ~1e14 → … → ~1e254 → inf). The growth is
+  // faster than exponential from the first step (factors 101, ~1e4, ~1e8,
+  // …): the blow-up watch (BlowUpWatch, kRun = 5 accelerating doublings)
+  // ends the run at step 5, at the last state before it, still finite.
   const double dt = 100.0;
   double y = 1.0;
   int overflow_step = 0;
@@ -408,17 +411,16 @@ TEST(Termination, NonFiniteStateForEulerWithHugeSteps) {
     y = y + dt * (y * y);
     ++overflow_step;
   }
-  ASSERT_EQ(overflow_step, 8);  // 1 → 101 → ~1e6 → ~1e14 → … → ~1e254 → inf
+  ASSERT_EQ(overflow_step, 8);
 
   const ode::Problem<Blowup> problem{.model = {}, .y0 = {1.0}, .p = {}, .tspan = {0.0, 2000.0}};
   const auto sol = ode::integrate(problem, {.method = ode::Method::ExplicitEuler, .dt = dt});
   const auto& s = sol.summary;
-  EXPECT_EQ(s.termination, ode::Termination::NonFiniteState) << s.brief_report();
-  EXPECT_EQ(s.steps, overflow_step);
-  // The run stopped at the last finite state, one step before the overflow.
-  EXPECT_EQ(s.final_time, dt * (overflow_step - 1));
-  EXPECT_TRUE(contains(s.message, "non-finite")) << s.message;
-  EXPECT_TRUE(contains(s.message, "t = 800")) << s.message;
+  EXPECT_EQ(s.termination, ode::Termination::BlowUp) << s.brief_report();
+  EXPECT_EQ(s.steps, ode::detail::BlowUpWatch::kRun);
+  EXPECT_EQ(s.final_time, dt * (ode::detail::BlowUpWatch::kRun - 1));
+  EXPECT_TRUE(contains(s.message, "blows up")) << s.message;
+  EXPECT_TRUE(contains(s.message, "t = 500")) << s.message;
 }
 
 TEST(Termination, NonFiniteInitialState) {

@@ -259,7 +259,11 @@ TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
   const Problem<LotkaVolterra> lv{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 2.0}};
   LeastSquares ls{.times = {0.5, 1.0, 1.5}, .data = {2, 1, 1, NAN, 1, 1}, .n_states = 2};
   const IntegratorOptions lo{.method = Method::Bdf, .rtol = 1e-8, .atol = 1e-10};
-  auto check = [](auto&& grad, const char* what) {
+  // With a running cost the steps are chosen on the model alone, as
+  // `costate run` chooses them (issue 35: the gradient's forward pass is
+  // the run's); that run has no z, so its record is not taken and the
+  // StoreAll sweep replays the forward steps: the same bits, more work.
+  auto check = [](auto&& grad, const char* what, bool record_taken) {
     SCOPED_TRACE(what);
     const GradientResult all = grad(Checkpointing{StoreAll{}}, StepPlan{});
     const GradientResult replayed = grad(Checkpointing{StoreAll{}}, all.steps);
@@ -276,18 +280,20 @@ TEST(StiffGradient, BdfStoreAllTakesTheForwardRunBitwise) {
     // chose the steps): the replay re-solves every step (Newton), the
     // forward run's states need none.
     EXPECT_EQ(replayed.summary.rhs_evaluations, 0);
-    EXPECT_LT(all.rhs_evaluations - all.summary.rhs_evaluations, replayed.rhs_evaluations / 10);
+    if (record_taken) {
+      EXPECT_LT(all.rhs_evaluations - all.summary.rhs_evaluations, replayed.rhs_evaluations / 10);
+    }
   };
   check(
       [&](const Checkpointing& c, const StepPlan& steps) {
         return gradient(rob, RobertsonObjective{}, DiscreteAdjoint{c}, ro, steps);
       },
-      "robertson, running cost");
+      "robertson, running cost", false);
   check(
       [&](const Checkpointing& c, const StepPlan& steps) {
         return gradient(lv, ls, DiscreteAdjoint{c}, lo, steps);
       },
-      "lotka-volterra, observations");
+      "lotka-volterra, observations", true);
 }
 
 /// The interrupt a hook throws (as `costate sensitivity`'s SIGTERM check does).

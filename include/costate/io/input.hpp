@@ -181,6 +181,13 @@ struct RunConfig {
   std::string to_yaml() const;
 };
 
+/// cfg.integrator with the times every integration of the file lands on
+/// (ode::IntegratorOptions::landing_times): the objective's observation
+/// times, and the output times where the run lands on them (fixed steps, a
+/// model with events). `costate run` and the gradient's forward pass take
+/// these options, so that they take the same steps.
+ode::IntegratorOptions integrator_options(const RunConfig& cfg);
+
 /// Reads `path`, applies `overrides` ("key.path=value"), validates and
 /// resolves. Throws costate::Error with file:line:column on bad input.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});

@@ -85,6 +85,41 @@ bool finite_state(const V& y) {
   }
 }
 
+/// A finite-time blow-up under fixed steps (y' = y² past t = 1/y0): the
+/// steps stay finite far past the singularity (Euler gives 1e173 where no
+/// solution exists), so finiteness alone does not reveal it. Its mark is
+/// growth faster than exponential: the state's largest entry more than
+/// doubles on each of kRun consecutive steps, at a rate ln(growth)/h that
+/// rises by more than kRise on each. An exponential's rate is constant, and
+/// a step that doubles the state is no accurate step of any method; an
+/// unstable linear recursion (dt beyond the stability limit) grows at a
+/// constant rate too and ends as a non-finite state.
+struct BlowUpWatch {
+  static constexpr int kRun = 5;
+  static constexpr double kRise = 1.1;
+  double norm = 0.0;       ///< max |y| at the start of the step
+  double rate = 0.0;       ///< the last doubling step's ln(growth)/h
+  double run_from = 0.0;   ///< max |y| before the run of doubling steps
+  int run = 0;
+  /// Records a step of size h that ends with max |y| = norm_new; true when
+  /// the run of accelerating doublings reaches kRun.
+  bool step(double h, double norm_new) {
+    if (norm > 0.0 && norm_new > 2.0 * norm) {
+      const double r = std::log(norm_new / norm) / h;
+      if (run == 0 || !(r > kRise * rate)) {
+        run = 0;
+        run_from = norm;
+      }
+      ++run;
+      rate = r;
+    } else {
+      run = 0;
+    }
+    norm = norm_new;
+    return run >= kRun;
+  }
+};
+
 /// Fixed steps with the explicit stepper of opt.method, or with `custom`
 /// (an implicit stepper: `bool step(f, t, h, y, y_new, std::string* why)`).
 template <class V, class Rhs, class Output, class Custom = std::nullptr_t>
@@ -97,6 +132,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
   while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
   // A retaken step's end (step_watch): the step lands there instead.
   double forced = std::numeric_limits<double>::infinity();
+  BlowUpWatch blowup{.norm = max_norm(y)};
   auto advance = [&](auto& stepper) {
     while (t < t1) {
       if (s.steps >= opt.max_steps) {
@@ -105,7 +141,8 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
                     at_time(t, s.steps) + "; raise max_steps or increase dt";
         return;
       }
-      const double target = std::min(j < outputs.size() ? outputs[j] : t1, forced);
+      const double target =
+          std::min({j < outputs.size() ? outputs[j] : t1, opt.next_landing(t, t1), forced});
       const FixedStepClock::Next next = clock.next(target);
       const double t_new = next.t;
       const double h = t_new - t;
@@ -151,6 +188,20 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
         s.termination = Termination::NonFiniteState;
         s.message = "the state became non-finite (NaN or Inf) at " + at_time(t_new, s.steps) +
                     "; the step dt may be too large for stability, or the solution blows up";
+        s.final_time = t;
+        return;
+      }
+      if (blowup.step(h, max_norm(y_new))) {
+        std::ostringstream os;
+        os.precision(6);
+        os << "the solution blows up: detected at " << at_time(t_new, s.steps) << ", its largest entry grew from "
+           << blowup.run_from << " to " << blowup.norm << " over the last " << BlowUpWatch::kRun
+           << " steps, more than doubling on each at a rising rate (faster than exponential: a "
+              "finite-time singularity, or a step dt far too large); no solution exists past it — "
+              "end time.end before t = "
+           << t << ", or use an adaptive integrator.method (dopri5, bdf), which stops at the singularity";
+        s.termination = Termination::BlowUp;
+        s.message = os.str();
         s.final_time = t;
         return;
       }
@@ -257,9 +308,10 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       break;
     }
     h = std::min(h, hmax);
-    // Land exactly on t1 — and on every output time when stop_at_outputs.
-    const double target =
-        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
+    // Land exactly on t1 and the landing times — and on every output time
+    // when stop_at_outputs.
+    const double target = std::min({opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1,
+                                    opt.next_landing(t, t1), forced});
     bool last = false;
     if (t + 1.01 * h >= target) {
       h = target - t;
@@ -276,6 +328,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       s.message = os.str();
       break;
     }
+    // The step as its end time holds it: h = t_end − t, the step a replay of
+    // these times takes (scheme.hpp), so that the gradient's forward pass
+    // recomputes this run's states bit for bit.
+    const double t_end = last ? target : t + h;
+    h = t_end - t;
     stepper.attempt(f, t, h, y, y_new);
     const double err = stepper.error_norm(y, y_new, opt.rtol, atol);
     if (!std::isfinite(err)) {
@@ -291,7 +348,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     double h_new = h / fac;
     if (err <= 1.0 && opt.step_watch) {
       const StepVerdict v =
-          opt.step_watch(t, std::span<const double>(y.data(), y.size()), last ? target : t + h,
+          opt.step_watch(t, std::span<const double>(y.data(), y.size()), t_end,
                          std::span<const double>(y_new.data(), y_new.size()));
       if (v.kind == StepVerdict::Kind::Retry) {
         forced = v.t;
@@ -313,8 +370,11 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
         }
       }
       s.last_step = h;
-      const double t_new = last ? target : t + h;
+      const double t_new = t_end;
       stepper.accept(h, y, y_new, j < outputs.size() && outputs[j] < t_new);
+      // FSAL: k1 of the next step is f(t + h, y_new), which a replay
+      // evaluates at t_new; where t + h rounds elsewhere, evaluate it there.
+      const bool refresh_k1 = t + h != t_new;
       while (j < outputs.size() && outputs[j] <= t_new) {
         const double t_out = outputs[j];
         if (t_out == t_new) {
@@ -327,6 +387,7 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
       }
       std::swap(y, y_new);
       t = t_new;
+      if (refresh_k1) stepper.start(f, t, y);
       s.final_time = t;
       if (opt.on_step) opt.on_step(t);
       if (last_rejected) h_new = std::min(h_new, h);

@@ -119,6 +119,13 @@ struct IntegratorOptions {
   /// (instead of interpolating there): what observations in an objective
   /// need, since the discrete adjoint differentiates the steps themselves.
   bool stop_at_outputs = false;
+  /// Times every method's steps land on exactly besides t1 (ascending,
+  /// finite; those outside (t0, t1) are ignored): an objective's
+  /// observation times, and for fixed-step methods the output times, so
+  /// that a run and the forward pass of its gradient take the same steps
+  /// (io::integrator_options sets them for an input file). Not a setting:
+  /// never written to output.
+  std::vector<double> landing_times{};
   /// Newton of implicit methods: converged when the update is below this
   /// (max norm, relative to 1 + |y|); fails after newton_max_iterations.
   double newton_tol = 1e-12;
@@ -142,6 +149,8 @@ struct IntegratorOptions {
   void validate(std::size_t n_states) const;
   /// True when the chosen method uses fixed steps.
   bool fixed_step() const;
+  /// The first of landing_times after t, or t1 when none lies in (t, t1).
+  double next_landing(double t, double t1) const;
 };
 
 /// Why integration ended.
@@ -151,6 +160,8 @@ enum class Termination {
   StepSizeUnderflow,  ///< adaptive step fell below dt_min or round-off
   NonFiniteState,     ///< the state became NaN or infinite
   NonlinearSolverFailed,  ///< Newton of an implicit step did not converge
+  BlowUp,  ///< fixed steps: the state grew faster than exponentially (a finite-time
+           ///< blow-up, detail::BlowUpWatch); the run stops there
 };
 std::string to_string(Termination termination);
 

@@ -368,7 +368,10 @@ class SystemAdapter : public SystemModel {
   template <class T>
   void eval(double t, std::span<const T> y, std::span<const T> p, std::span<T> dxdt) const {
     model_.template rhs<T>(t, y.first(n_), p, dxdt.first(n_));
-    if constexpr (HasRunning<O>) dxdt[n_] = T(objective_.template running<T>(t, y.first(n_), p));
+    // The running cost's z' = q: only on a System that integrates z
+    // (System::without_running_cost() evaluates the model alone).
+    if constexpr (HasRunning<O>)
+      if (dxdt.size() > n_) dxdt[n_] = T(objective_.template running<T>(t, y.first(n_), p));
   }
   static constexpr bool kOwnVjp = HasOwnVjp<M> && !HasRunning<O>;
   const M& model_;
@@ -444,6 +447,10 @@ class System {
   std::size_t n_parameters() const { return np_; }
   bool has_terminal() const { return has_terminal_; }
   bool has_running() const { return has_running_; }
+  /// The same model without the running cost's quadrature z (n_x = n): what
+  /// `costate run` integrates. A step plan chooses its steps on it, so that
+  /// z (which feeds nothing back) never changes them. Shares the model.
+  System without_running_cost() const;
   bool has_observations() const { return has_observations_; }
   /// The strategy products use (Automatic resolved; Sparse may have fallen
   /// back to Tape after the first linearization detected too many colours).

@@ -353,7 +353,8 @@ void run_bdf(BdfStepper<M>& st, double t0, double t1, std::span<double> y,
   bool stop = false;
   while (t < t1 && !stop) {
     const double target =
-        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
+        std::min({opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1,
+                  opt.next_landing(t, t1), forced});
     bool last = false;
     if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     const double t_new = last ? target : t + h;

@@ -34,7 +34,9 @@ class RK4 {
     f(t + 0.5 * h, stage_, k3_);
     linear_sum(stage_, 1.0, y, h, k3_);
     f(t + h, stage_, k4_);
-    const std::array<double, 5> c{1.0, h / 6.0, h / 3.0, h / 3.0, h / 6.0};
+    // h · b_j as the scheme's replay forms them (h · (1/6), not h / 6), so
+    // that a gradient's forward pass recomputes these steps bit for bit.
+    const std::array<double, 5> c{1.0, h * (1.0 / 6), h * (1.0 / 3), h * (1.0 / 3), h * (1.0 / 6)};
     const std::array<const V*, 5> x{&y, &k1_, &k2_, &k3_, &k4_};
     linear_combination(y_new, std::span<const double>(c), std::span<const V* const>(x));
   }

@@ -50,6 +50,7 @@
 /// afresh at the step's start, so its result is a function of (t, h, y)
 /// alone — identical bits whichever checkpoint schedule recomputes it.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
@@ -265,7 +266,8 @@ void run_sdirk3(Sdirk3Stepper<M>& st, double t0, double t1, std::span<double> y,
   bool stop = false;
   while (t < t1 && !stop) {
     const double target =
-        std::min(opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1, forced);
+        std::min({opt.stop_at_outputs && j < outputs.size() ? outputs[j] : t1,
+                  opt.next_landing(t, t1), forced});
     bool last = false;
     if (!guard_step(t, h, hmax, target, opt, s, last)) break;
     if (!st.attempt(t, h, y, y_new, false)) {
