@@ -38,6 +38,7 @@ using ::Model;
 using ::Parameter;
 using ::Reaction;
 using ::Rule;
+using ::SBase;
 using ::SBMLDocument;
 using ::SBMLError;
 using ::SBMLReader;
@@ -89,6 +90,7 @@ struct Symbol {
   Node rhs;             ///< State: its time derivative
   Node initial;         ///< State: its initial value
   std::string where;    ///< what `value`/`rhs` came from, for messages
+  const libsbml::SBase* element = nullptr;  ///< the element `where` names (its line in refusals)
   std::string text;     ///< the formula (libsbml's L3 infix), for messages
   std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
   std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
@@ -97,6 +99,10 @@ struct Symbol {
   /// its amount is the state (this symbol's index), C = A / V.
   long amount = -1;
   bool state_dependent = false;
+  /// A state determined by an algebraic rule (choose_algebraic_unknowns):
+  /// `rhs` is the rule's residual 0 = g, `initial` a guess that the
+  /// integrator's consistent initialisation replaces.
+  bool algebraic = false;
   long index = -1;  ///< within its kind, after ordering
 };
 
@@ -104,6 +110,7 @@ struct Symbol {
 struct EventDef {
   std::string label;  ///< "event 'id'" or "event N", for messages
   std::string name;   ///< its id (or name)
+  const libsbml::SBase* element = nullptr;  ///< the <event> (or what a switch comes from)
   Node trigger;
   std::string trigger_text;
   std::vector<std::pair<std::uint32_t, Node>> assign;  ///< (symbol, value)
@@ -147,6 +154,7 @@ class Importer {
     refuse_unsupported();
     collect_rules();
     collect_event_targets();
+    choose_algebraic_unknowns();
     register_symbols();
     define_symbols();
     define_events();
@@ -154,14 +162,38 @@ class Importer {
     resolve_rates();
     order_intermediates();
     switch_state_relations();
+    check_event_triggers();
     check_discontinuities();
     return assemble();
   }
 
  private:
-  [[noreturn]] void refuse(const std::string& element, const std::string& problem) const {
-    throw Error(file_ + ": " + element + ": " + problem);
+  /// Throws costate::Error "file:line: element: problem", the line of `at`
+  /// (else of the element being read, at_) when libsbml knows it.
+  [[noreturn]] void refuse(const std::string& element, const std::string& problem,
+                           const libsbml::SBase* at = nullptr) const {
+    const libsbml::SBase* where = at ? at : at_;
+    std::string head = file_;
+    if (where && where->getLine() > 0) head += ":" + std::to_string(where->getLine());
+    throw Error(head + ": " + element + ": " + problem);
   }
+
+  /// While it lives, refusals without an element of their own name the line
+  /// of `e` (restores the previous one after).
+  class Reading {
+   public:
+    Reading(const Importer& importer, const libsbml::SBase* e)
+        : importer_(importer), saved_(importer.at_) {
+      importer_.at_ = e;
+    }
+    ~Reading() { importer_.at_ = saved_; }
+    Reading(const Reading&) = delete;
+    Reading& operator=(const Reading&) = delete;
+
+   private:
+    const Importer& importer_;
+    const libsbml::SBase* saved_;
+  };
 
   void check_read_errors(libsbml::SBMLDocument& doc) const {
     std::string messages;
@@ -195,7 +227,7 @@ class Importer {
       }
       if (doc.getPackageRequired(uri))
         refuse("package '" + prefix + "' (" + uri + ")",
-               "the document marks it required and costate does not implement it");
+               "the document marks it required and costate does not implement it", &doc);
     }
     if (!comp) return;
     libsbml::ConversionProperties props;
@@ -212,7 +244,8 @@ class Importer {
         ++shown;
       }
       refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
-                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages));
+                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages),
+             &doc);
     }
   }
 
@@ -220,20 +253,18 @@ class Importer {
     if (m_->getNumConstraints() > 0)
       refuse("constraint 1 of " + std::to_string(m_->getNumConstraints()) + " ('" +
                  formula(m_->getConstraint(0)->getMath()) + "')",
-             "constraints are not supported");
-    for (unsigned i = 0; i < m_->getNumRules(); ++i) {
-      const libsbml::Rule* r = m_->getRule(i);
-      if (r->isAlgebraic())
-        refuse("algebraic rule " + std::to_string(i + 1) + " ('" + formula(r->getMath()) + " = 0')",
-               "algebraic rules (differential-algebraic models) are not supported");
-    }
+             "constraints are not supported", m_->getConstraint(0));
   }
 
   void collect_rules() {
     for (unsigned i = 0; i < m_->getNumRules(); ++i) {
       const libsbml::Rule* r = m_->getRule(i);
-      if (!r->isAssignment() && !r->isRate()) continue;  // algebraic: refused before
+      Reading here(*this, r);
       if (!r->isSetMath()) continue;  // Level 3 Version 2: a rule without math is ignored
+      if (r->isAlgebraic()) {
+        algebraic_rules_.emplace_back(i, r);
+        continue;
+      }
       const std::string kind = r->isAssignment() ? "assignment rule" : "rate rule";
       const std::string& v = r->getVariable();
       if (assignment_.count(v) || rate_.count(v))
@@ -245,6 +276,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
+      Reading here(*this, a);
       if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
       // A parameter or compartment the caller sets (ReadOptions); a
       // species keeps its assignment (the caller overrides its initial state).
@@ -301,7 +333,13 @@ class Importer {
     auto classify = [&](Symbol& s, double value, bool value_set) {
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
-      if (s.assignment_rule) {
+      if (algebraic_.count(s.id)) {
+        // Its stated value (else 1, a size that keeps amount ↔ concentration
+        // conversions finite) is a guess the integrator makes consistent at t0.
+        s.kind = Kind::State;
+        s.algebraic = true;
+        s.number = value_set ? value : 1.0;
+      } else if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
         if (!value_set && !initial_assignment_.count(s.id))
@@ -329,8 +367,10 @@ class Importer {
     };
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
+      Reading here(*this, c);
       Symbol s;
       s.id = c->getId();
+      s.element = c;
       s.what = "compartment";
       s.state_kind = StateKind::Compartment;
       classify(s, compartment_size(c), has_size(c));
@@ -338,8 +378,10 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
+      Reading here(*this, sp);
       Symbol s;
       s.id = sp->getId();
+      s.element = sp;
       s.what = "species";
       s.compartment = sp->getCompartment();
       s.hosu = sp->getHasOnlySubstanceUnits();
@@ -355,16 +397,22 @@ class Importer {
                                              ", not a compartment");
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
+      s.algebraic = algebraic_.count(s.id) > 0;
       if (const auto ev = event_target_.find(s.id); ev != event_target_.end()) {
         if (sp->getConstant())
           refuse("species '" + s.id + "'",
                  "is constant but assigned by " + ev->second + " (invalid SBML)");
-        if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment))
+        if (!s.hosu && !s.assignment_rule && !s.rate_rule &&
+            (assignment_.count(s.compartment) || algebraic_.count(s.compartment)))
           refuse("species '" + s.id + "'",
                  "is assigned by " + ev->second + " and is in concentration in compartment '" +
-                     s.compartment + "' whose size is set by an assignment rule; not supported");
+                     s.compartment + "' whose size is set by an " +
+                     (algebraic_.count(s.compartment) ? "algebraic" : "assignment") +
+                     " rule; not supported");
       }
-      if (s.assignment_rule) {
+      if (s.algebraic) {
+        s.kind = Kind::State;  // its value as its math uses it, from its algebraic rule
+      } else if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
         s.kind = Kind::State;
@@ -388,9 +436,11 @@ class Importer {
         s.kind = Kind::State;
         s.by_reactions = !s.boundary;
       }
-      if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment)) {
-        // V(t) has no derivative to dilute with: the amount is the state
-        // (a symbol added below) and the concentration an intermediate.
+      if (!s.hosu && !s.assignment_rule && !s.rate_rule && !s.algebraic &&
+          (assignment_.count(s.compartment) || algebraic_.count(s.compartment))) {
+        // V(t) has no derivative to dilute with (set by an assignment or an
+        // algebraic rule): the amount is the state (a symbol added below)
+        // and the concentration an intermediate.
         s.kind = Kind::Intermediate;
         s.by_reactions = !s.boundary;
         amount_held_.push_back(add_symbol(std::move(s)));
@@ -400,8 +450,10 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
+      Reading here(*this, p);
       Symbol s;
       s.id = p->getId();
+      s.element = p;
       s.what = "parameter";
       s.state_kind = StateKind::Parameter;
       classify(s, p->getValue(), p->isSetValue());
@@ -409,8 +461,10 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
+      Reading here(*this, r);
       Symbol s;
       s.id = r->getId();
+      s.element = r;
       s.what = "reaction";
       s.kind = Kind::Intermediate;
       if (r->isSetFast() && r->getFast())
@@ -427,8 +481,10 @@ class Importer {
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
           if (!sr->isSetId()) continue;
+          Reading here(*this, sr);
           Symbol ref;
           ref.id = sr->getId();
+          ref.element = sr;
           ref.what = "species reference";
           classify(ref, stoichiometry_of(sr), true);
           add_symbol(std::move(ref));
@@ -440,6 +496,7 @@ class Importer {
       const libsbml::KineticLaw* kl = r->getKineticLaw();
       for (unsigned k = 0; k < kl->getNumParameters(); ++k) {
         const libsbml::Parameter* lp = kl->getParameter(k);
+        Reading here(*this, lp);
         std::string name = r->getId() + "_" + lp->getId();
         while (by_id_.count(name) || name == "t") name += "_";
         if (!lp->isSetValue())
@@ -448,6 +505,7 @@ class Importer {
         Symbol s;
         s.id = name;
         s.what = "local parameter";
+        s.element = lp;
         s.kind = Kind::Parameter;
         s.number = lp->getValue();
         local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
@@ -466,12 +524,15 @@ class Importer {
       a.hosu = true;
       a.rhs = Node::constant(0.0);
       a.where = "amount of species '" + syms_[i].id + "'";
+      a.element = syms_[i].element;
       syms_[i].amount = add_symbol(std::move(a));
     }
     // What rules and initial assignments set must be a compartment, species
     // or parameter (a speciesReference's stoichiometry is refused later by
     // name); anything else would be dropped silently.
-    auto check_target = [&](const std::string& element, const std::string& id) {
+    auto check_target = [&](const std::string& element, const std::string& id,
+                            const libsbml::SBase* at) {
+      Reading here(*this, at);
       const auto it = by_id_.find(id);
       if (it == by_id_.end())
         refuse(element + " (variable '" + id + "')",
@@ -484,16 +545,16 @@ class Importer {
                    "; rules and initial assignments set compartments, species, parameters "
                    "and species references");
     };
-    for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
-    for (const auto& [id, r] : rate_) check_target("rate rule", id);
-    for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id);
+    for (const auto& [id, r] : assignment_) check_target("assignment rule", id, r);
+    for (const auto& [id, r] : rate_) check_target("rate rule", id, r);
+    for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id, a);
     for (const auto& [id, event] : event_target_) {
-      check_target("event assignment of " + event, id);
+      check_target("event assignment of " + event, id, event_assignment_.at(id));
       const Symbol& target = syms_[by_id_.at(id)];
       if (target.assignment_rule)
         refuse("event assignment of " + event + " (variable '" + id + "')",
                "the variable is set by an assignment rule; an event may not assign it (invalid "
-               "SBML)");
+               "SBML)", event_assignment_.at(id));
       // A species reference an event assigns is a state with a zero
       // derivative (classify), which the reactions' terms read.
     }
@@ -518,11 +579,13 @@ class Importer {
   void define_symbols() {
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
+      Reading here(*this, c);
       define(sym(c->getId(), "compartment " + std::to_string(i + 1)),
              Node::constant(compartment_size(c)));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
+      Reading here(*this, sp);
       Symbol& s = sym(sp->getId(), "species " + std::to_string(i + 1));
       const Node V = Node::var(index_of(s.compartment, "species '" + s.id + "'", "compartment"));
       Node stated;
@@ -532,6 +595,8 @@ class Importer {
       } else if (sp->isSetInitialAmount()) {
         stated = Node::constant(sp->getInitialAmount());
         if (!s.hosu) stated = div(std::move(stated), V);
+      } else if (s.algebraic) {
+        stated = Node::constant(1.0);  // a guess: the algebraic rule determines it
       } else if (!initial_assignment_.count(s.id) && !s.assignment_rule) {
         refuse("species '" + s.id + "'",
                "has no initial value (initialConcentration, initialAmount or an initial assignment)");
@@ -549,6 +614,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
+      Reading here(*this, p);
       define(sym(p->getId(), "parameter " + std::to_string(i + 1)), Node::constant(p->getValue()));
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i)
@@ -556,24 +622,31 @@ class Importer {
                                m_->getReaction(i)->getListOfProducts()})
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          Reading here(*this, sr);
           if (sr->isSetId())
             define(sym(sr->getId(), "species reference"), Node::constant(stoichiometry_of(sr)));
         }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
+      Reading here(*this, r);
       const std::uint32_t self = index_of(r->getId(), "reaction " + std::to_string(i + 1), "id");
       const std::string where = "kinetic law of reaction '" + r->getId() + "'";
       const libsbml::KineticLaw* kl = r->getKineticLaw();
       const auto local = local_.find(r->getId());
       locals_ = local != local_.end() ? &local->second : nullptr;
-      Node rate = convert(kl->getMath(), where);
+      Node rate = [&] {
+        Reading law(*this, kl);
+        return convert(kl->getMath(), where);
+      }();
       locals_ = nullptr;
       syms_[self].value = std::move(rate);
       syms_[self].where = where;
+      syms_[self].element = kl;
       syms_[self].text = formula(kl->getMath());
       auto stoichiometry = [&](const libsbml::ListOf* list, double sign) {
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          Reading here(*this, sr);
           const std::string element = "species reference to '" + sr->getSpecies() +
                                       "' in reaction '" + r->getId() + "'";
           // ν: stoichiometryMath (Level 2), the reference's own symbol
@@ -652,7 +725,8 @@ class Importer {
           refuse("species '" + s.id + "'",
                  "is in concentration (hasOnlySubstanceUnits = false) in compartment '" + comp.id +
                      "' whose size is set by an assignment rule; not supported (give the "
-                     "compartment a rate rule, or the species hasOnlySubstanceUnits = true)");
+                     "compartment a rate rule, or the species hasOnlySubstanceUnits = true)",
+                 s.element);
         sum = div(std::move(sum), Node::var(c));
         if (comp.kind == Kind::State)
           sum = sub(std::move(sum),
@@ -667,19 +741,24 @@ class Importer {
   /// from the element's attribute (in its math units).
   void define(Symbol& s, Node stated) {
     const std::string label = s.what + " '" + s.id + "'";
-    Node initial = std::move(stated);
+    // An algebraic unknown's guess: its stated value, else 1 (classify).
+    Node initial = s.algebraic && s.what != "species" ? Node::constant(s.number) : std::move(stated);
     if (auto it = initial_assignment_.find(s.id); it != initial_assignment_.end()) {
+      Reading here(*this, it->second);
       if (!it->second->isSetMath()) refuse("initial assignment for " + label, "has no math");
       initial = convert(it->second->getMath(), "initial assignment for " + label);
       if (s.kind == Kind::Intermediate && !s.assignment_rule) {
         s.where = "initial assignment for " + label;
         s.text = formula(it->second->getMath());
+        s.element = it->second;
       }
     }
     if (s.assignment_rule) {
       const auto rule = assignment_.find(s.id);
       if (rule == assignment_.end()) refuse(label, "has no assignment rule (internal: classified as one)");
       const libsbml::Rule* r = rule->second;
+      Reading here(*this, r);
+      s.element = r;
       if (!r->isSetMath()) refuse("assignment rule for " + label, "has no math");
       s.where = "assignment rule for " + label;
       s.value = convert(r->getMath(), s.where);
@@ -693,10 +772,19 @@ class Importer {
     }
     if (s.kind == Kind::State) {
       s.initial = std::move(initial);
-      if (s.rate_rule) {
+      if (s.algebraic) {
+        const auto& [index, rule] = algebraic_rules_[algebraic_.at(s.id)];
+        Reading here(*this, rule);
+        s.element = rule;
+        s.where = "algebraic rule " + std::to_string(index + 1) + " (determining " + label + ")";
+        s.rhs = convert(rule->getMath(), s.where);
+        s.text = "0 = " + formula(rule->getMath());
+      } else if (s.rate_rule) {
         const auto rule = rate_.find(s.id);
         if (rule == rate_.end()) refuse(label, "has no rate rule (internal: classified as one)");
         const libsbml::Rule* r = rule->second;
+        Reading here(*this, r);
+        s.element = r;
         if (!r->isSetMath()) refuse("rate rule for " + label, "has no math");
         s.where = "rate rule for " + label;
         s.rhs = convert(r->getMath(), s.where);
@@ -730,12 +818,140 @@ class Importer {
       std::set<std::string> seen;
       for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
         const auto* a = e->getEventAssignment(k);
+        Reading here(*this, a);
         if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
         if (!seen.insert(a->getVariable()).second)
           refuse(event_label(e, i) + " (variable '" + a->getVariable() + "')",
                  "assigns the variable twice (invalid SBML)");
         event_target_.emplace(a->getVariable(), event_label(e, i));
+        event_assignment_.emplace(a->getVariable(), a);
       }
+    }
+  }
+
+  /// Every id a math tree names (function-call arguments included).
+  static void names_in(const libsbml::ASTNode* a, std::set<std::string>& out) {
+    if (!a) return;
+    if (a->getType() == AST_NAME && a->getName()) out.insert(a->getName());
+    for (unsigned i = 0; i < a->getNumChildren(); ++i) names_in(a->getChild(i), out);
+  }
+
+  std::string algebraic_label(std::size_t k) const {
+    const auto& [index, rule] = algebraic_rules_[k];
+    return "algebraic rule " + std::to_string(index + 1) + " ('0 = " + formula(rule->getMath()) + "')";
+  }
+
+  /// Algebraic rules 0 = g(…) (SBML: the model must be structurally
+  /// determined): each rule determines one variable that nothing else
+  /// determines — a compartment, species, parameter or species reference
+  /// that is not constant, has no assignment or rate rule and (a species) is
+  /// not changed by a reaction — and that the rule's math uses, directly or
+  /// through assignment rules and reaction rates. The rules and these
+  /// candidates are matched one to one (augmenting paths; a variable no
+  /// event assigns is tried first). A rule left without a variable is
+  /// refused by name: the model is overdetermined (SBML's structural
+  /// determination fails). The chosen variables become algebraic states
+  /// (ode::EquationModel::set_algebraic_states); whether g_z is regular
+  /// (index 1) is checked at the start time by the integrator.
+  void choose_algebraic_unknowns() {
+    if (algebraic_rules_.empty()) return;
+    const bool level1 = m_->getLevel() == 1;
+    std::set<std::string> by_reactions;
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          const libsbml::Species* sp = m_->getSpecies(sr->getSpecies());
+          if (sp && !sp->getBoundaryCondition()) by_reactions.insert(sr->getSpecies());
+        }
+    }
+    std::set<std::string> candidates;
+    auto free = [&](const std::string& id) { return !assignment_.count(id) && !rate_.count(id); };
+    for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
+      const libsbml::Compartment* c = m_->getCompartment(i);
+      if ((level1 || !c->getConstant()) && free(c->getId())) candidates.insert(c->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      if ((level1 || !sp->getConstant()) && free(sp->getId()) && !by_reactions.count(sp->getId()))
+        candidates.insert(sp->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
+      const libsbml::Parameter* p = m_->getParameter(i);
+      if ((level1 || !p->getConstant()) && free(p->getId())) candidates.insert(p->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          if (sr->isSetId() && m_->getLevel() >= 3 && !sr->getConstant() && free(sr->getId()))
+            candidates.insert(sr->getId());
+        }
+    }
+    // What each rule reads, through assignment rules and reaction rates.
+    std::map<std::string, const libsbml::ASTNode*> through;
+    for (const auto& [id, r] : assignment_) through[id] = r->getMath();
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      if (r->isSetKineticLaw() && r->getKineticLaw()->isSetMath())
+        through[r->getId()] = r->getKineticLaw()->getMath();
+    }
+    const std::size_t n = algebraic_rules_.size();
+    std::vector<std::vector<std::string>> options(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      std::set<std::string> seen;
+      std::vector<const libsbml::ASTNode*> todo{algebraic_rules_[k].second->getMath()};
+      while (!todo.empty()) {
+        std::set<std::string> names;
+        names_in(todo.back(), names);
+        todo.pop_back();
+        for (const std::string& id : names) {
+          if (!seen.insert(id).second) continue;
+          if (const auto it = through.find(id); it != through.end()) todo.push_back(it->second);
+        }
+      }
+      for (int pass = 0; pass < 2; ++pass)  // variables no event assigns first
+        for (const std::string& id : seen)
+          if (candidates.count(id) && (event_target_.count(id) > 0) == (pass == 1))
+            options[k].push_back(id);
+    }
+    // Kuhn's augmenting paths: rule k ↦ owner[variable].
+    std::map<std::string, std::size_t> owner;
+    std::function<bool(std::size_t, std::set<std::string>&)> place =
+        [&](std::size_t k, std::set<std::string>& visited) {
+          for (const std::string& id : options[k]) {
+            if (!visited.insert(id).second) continue;
+            const auto it = owner.find(id);
+            if (it == owner.end() || place(it->second, visited)) {
+              owner[id] = k;
+              return true;
+            }
+          }
+          return false;
+        };
+    for (std::size_t k = 0; k < n; ++k) {
+      std::set<std::string> visited;
+      if (place(k, visited)) continue;
+      std::string read;
+      for (const std::string& id : options[k]) read += (read.empty() ? "'" : ", '") + id + "'";
+      refuse(algebraic_label(k),
+             "the model is not structurally determined: no variable is left for this rule to "
+             "determine (" + (options[k].empty()
+                                  ? std::string("it reads no variable that is not constant and "
+                                                "not already set by a rule or by reactions")
+                                  : "the variables it could determine, " + read +
+                                        ", are determined by other algebraic rules") +
+             ")", algebraic_rules_[k].second);
+    }
+    for (const auto& [id, k] : owner) {
+      if (const auto ev = event_target_.find(id); ev != event_target_.end())
+        refuse(algebraic_label(k), "determines '" + id + "', which " + ev->second +
+                                       " also assigns; an event may not assign a variable an "
+                                       "algebraic rule determines",
+               algebraic_rules_[k].second);
+      algebraic_.emplace(id, k);
     }
   }
 
@@ -795,12 +1011,46 @@ class Importer {
         return syms_[v].kind != Kind::Parameter;
       });
       if (varies)
-        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text)), Node::constant(0.5)});
+        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text, at_)), Node::constant(0.5)});
       return n;
     }
     Node c = n;
     for (Node& a : c.args) a = window_to_modes(a, where, text);
     return c;
+  }
+
+  /// Events whose trigger reads a variable an algebraic rule determines
+  /// (directly or through intermediates) are refused: the event driver
+  /// re-solves the algebraic states only after all executions of an
+  /// instant, so a trigger would see their values from before it.
+  void check_event_triggers() const {
+    if (algebraic_.empty()) return;
+    std::vector<int> memo(syms_.size(), -1);
+    std::function<long(std::uint32_t)> algebraic_in = [&](std::uint32_t i) -> long {
+      if (memo[i] == -2) return -1;
+      const Symbol& s = syms_[i];
+      if (s.algebraic) return i;
+      if (s.kind != Kind::Intermediate) return -1;
+      memo[i] = -2;  // cycles are reported by order_intermediates
+      std::set<std::uint32_t> deps;
+      collect_variables(s.value, deps);
+      for (std::uint32_t d : deps)
+        if (const long a = algebraic_in(d); a >= 0) return memo[i] = -1, a;
+      memo[i] = -1;
+      return -1;
+    };
+    for (const EventDef& d : events_) {
+      std::set<std::uint32_t> deps;
+      collect_variables(d.trigger, deps);
+      for (std::uint32_t v : deps)
+        if (const long a = algebraic_in(v); a >= 0)
+          refuse("trigger of " + d.label,
+                 "reads '" + syms_[static_cast<std::size_t>(a)].id +
+                     "', which an algebraic rule determines; events whose triggers depend on "
+                     "algebraic states are not supported (the event driver re-solves them only "
+                     "after an instant's executions)",
+                 d.element);
+    }
   }
 
   /// Pass 2 for events: their math over the symbols.
@@ -809,6 +1059,8 @@ class Importer {
       const libsbml::Event* e = m_->getEvent(i);
       EventDef d;
       d.label = event_label(e, i);
+      d.element = e;
+      Reading here(*this, e);
       d.name = e->isSetId() ? e->getId() : e->isSetName() ? e->getName() : d.label;
       const auto* trigger = e->getTrigger();
       // Level 3 Version 2: a trigger without math is never true, and the
@@ -832,6 +1084,7 @@ class Importer {
       }
       for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
         const auto* a = e->getEventAssignment(k);
+        Reading assignment(*this, a);
         if (!a->isSetMath()) continue;
         const std::string where = "event assignment of " + d.label + " (variable '" +
                                   a->getVariable() + "')";
@@ -885,7 +1138,7 @@ class Importer {
         refuse(a.label + " and " + b.label,
                "have the same priority ('" + a.priority_text + "') and compete (one assigns what "
                "the other assigns or reads): SBML executes simultaneous events of equal priority "
-               "in random order; not supported");
+               "in random order; not supported", b.element);
       }
   }
 
@@ -898,6 +1151,7 @@ class Importer {
       const std::function<Node(const Node&)>& renumber) const {
     std::vector<ode::EquationModel::Event> out;
     for (const EventDef& d : events_) {
+      Reading here(*this, d.element);
       ode::EquationModel::Event e;
       const std::string context = file_ + ": " + d.label;
       e.attributes.name = d.name;
@@ -1016,7 +1270,8 @@ class Importer {
 
   [[noreturn]] void refuse_math(const libsbml::ASTNode* a, const std::string& where,
                                 const std::string& problem) const {
-    refuse(where, problem + " in '" + formula(a) + "'");
+    const libsbml::SBase* parent = a ? a->getParentSBMLObject() : nullptr;
+    refuse(where, problem + " in '" + formula(a) + "'", parent ? parent : at_);
   }
 
   Node child(const libsbml::ASTNode* a, unsigned i, const std::string& where, const Scope& scope) {
@@ -1226,6 +1481,7 @@ class Importer {
     s.kind = Kind::Intermediate;
     s.rate_of = id;
     s.where = where;
+    s.element = at_;
     return Node::var(add_symbol(std::move(s)));
   }
 
@@ -1236,12 +1492,15 @@ class Importer {
       const Symbol& x = syms_[by_id_.at(s.rate_of)];
       if (x.amount >= 0)
         refuse(s.where, "rateOf('" + x.id + "') of a species in concentration in a compartment "
-                        "set by an assignment rule is not supported");
+                        "set by an assignment rule is not supported", s.element);
+      if (x.algebraic)
+        refuse(s.where, "rateOf('" + x.id + "') of a variable determined by an algebraic rule is "
+                        "not supported (its derivative is not a right-hand side)", s.element);
       if (x.kind == Kind::State) s.value = x.rhs;
       else if (x.kind == Kind::Parameter || !x.assignment_rule) s.value = Node::constant(0.0);
       else
         refuse(s.where, "rateOf('" + x.id + "') of a symbol set by an assignment rule is not "
-                        "supported (its derivative would need the rule's derivative)");
+                        "supported (its derivative would need the rule's derivative)", s.element);
     }
   }
 
@@ -1289,7 +1548,7 @@ class Importer {
         std::string cycle;
         auto at = std::find(stack.begin(), stack.end(), i);
         for (; at != stack.end(); ++at) cycle += "'" + syms_[*at].id + "' -> ";
-        refuse(syms_[i].where, "the definitions form a cycle: " + cycle + "'" + syms_[i].id + "'");
+        refuse(syms_[i].where, "the definitions form a cycle: " + cycle + "'" + syms_[i].id + "'", syms_[i].element);
       }
       mark[i] = 1;
       stack.push_back(i);
@@ -1358,13 +1617,13 @@ class Importer {
       if ((n.op == Op::Eq || n.op == Op::Ne) && state_dependent(n))
         refuse(s.where, std::string("a relation ") + (n.op == Op::Eq ? "eq" : "neq") +
                             " whose operands depend on the state is not supported (a switch on a "
-                            "set of measure zero), in '" + s.text + "'");
+                            "set of measure zero), in '" + s.text + "'", s.element);
       if (!relation || !state_dependent(n)) {
         Node c = n;
         for (Node& a : c.args) a = replace(a, s);
         return c;
       }
-      return Node::var(mode_of(n, s.where, s.text));
+      return Node::var(mode_of(n, s.where, s.text, s.element));
     };
     const std::size_t n = syms_.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -1377,7 +1636,8 @@ class Importer {
   /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
   /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
   /// comparisons), with the events n → m = 1 and not n → m = 0.
-  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text) {
+  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text,
+                        const libsbml::SBase* element) {
     const std::string key = key_of(n);
     if (auto it = modes_.find(key); it != modes_.end()) return it->second;
     Symbol mode;
@@ -1398,12 +1658,14 @@ class Importer {
     mode.state_dependent = true;
     mode.where = "switching function of " + where;
     mode.text = text;
+    mode.element = element;
     const std::uint32_t m = add_symbol(std::move(mode));
     modes_.emplace(key, m);
     for (int on = 1; on >= 0; --on) {
       EventDef d;
       d.name = syms_[m].id + (on ? "_on" : "_off");
       d.label = "switching function '" + d.name + "' (of " + where + ")";
+      d.element = element;
       d.trigger = on ? n : Node::apply(Op::Not, {n});
       d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
       d.assign.emplace_back(m, Node::constant(on));
@@ -1422,7 +1684,7 @@ class Importer {
         if (state_dependent(n))
           refuse(s.where, "a piecewise (or relation) whose condition depends on the state is "
                           "not supported (only conditions on time and parameters are), in '" +
-                              s.text + "'");
+                              s.text + "'", s.element);
         return;
       default: break;
     }
@@ -1491,11 +1753,23 @@ class Importer {
     out.parameter_names = param_names;
     out.intermediate_names = w_names;
     out.intermediates = w;
-    if (ny > 0)
+    if (ny > 0) {
       out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
                                          std::move(f), file_);
+      std::vector<std::size_t> algebraic;
+      for (std::size_t i = 0; i < ny; ++i)
+        if (syms_[states[i]].algebraic) algebraic.push_back(i);
+      if (!algebraic.empty() && algebraic.size() == ny)
+        refuse(algebraic_label(0), "every state of the model is determined by an algebraic rule "
+                                   "(no differential state: a nonlinear system at each time); "
+                                   "costate's DAEs need at least one differential state",
+               algebraic_rules_.front().second);
+      if (!algebraic.empty()) out.equations.set_algebraic_states(std::move(algebraic));
+    }
     if (!events_.empty()) {
-      if (ny == 0) refuse(events_.front().label, "the model has no state for it to change");
+      if (ny == 0)
+        refuse(events_.front().label, "the model has no state for it to change",
+               events_.front().element);
       out.equations.set_events(compile_events(remap, n_all, renumber), file_ + ": events");
     }
 
@@ -1509,7 +1783,8 @@ class Importer {
       // Parameter j is variable 1 + j of an initial value.
       if (s.kind == Kind::Parameter) return Node::var(remap[i] - static_cast<std::uint32_t>(ny));
       if (resolved[i]) return *resolved[i];
-      if (mark[i] == 1) refuse(where, "the initial values form a cycle through '" + s.id + "'");
+      if (mark[i] == 1)
+        refuse(where, "the initial values form a cycle through '" + s.id + "'", s.element);
       mark[i] = 1;
       Node v = resolve(s.kind == Kind::State ? s.initial : s.value, where);
       mark[i] = 2;
@@ -1527,6 +1802,7 @@ class Importer {
     for (std::uint32_t i : states) {
       const Symbol& s = syms_[i];
       const std::string where = "initial value of " + s.what + " '" + s.id + "'";
+      Reading here(*this, s.element);
       Node tree = resolve_symbol(i, where);
       const expr::Program p = expr::Program::build(tree, 1 + np, where, file_ + ": " + where);
       std::string text;
@@ -1588,6 +1864,7 @@ class Importer {
   std::string file_;
   std::string base_;
   const libsbml::Model* m_ = nullptr;
+  mutable const libsbml::SBase* at_ = nullptr;  ///< the element being read (Reading), for refusals' lines
   std::deque<Symbol> syms_;  ///< a deque: references stay valid as rateOf adds symbols
   std::map<std::string, std::uint32_t> by_id_;
   std::map<std::string, const libsbml::Rule*> assignment_, rate_;
@@ -1601,6 +1878,10 @@ class Importer {
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
   std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it
+  std::map<std::string, const libsbml::SBase*> event_assignment_;  ///< … and its eventAssignment
+  /// Algebraic rules with math: (index among the rules, the rule).
+  std::vector<std::pair<unsigned, const libsbml::Rule*>> algebraic_rules_;
+  std::map<std::string, std::size_t> algebraic_;  ///< variable id → its algebraic rule (k)
   std::vector<EventDef> events_;
 };
 

@@ -166,10 +166,14 @@ struct FinalSquares {
   }
 };
 
-/// The simulations' integrator: CVODES BDF, and for a model with events
-/// (which CVODES does not cross yet) costate's bdf, at the same tolerances.
+/// The simulations' integrator: CVODES BDF; for a model with events
+/// (which CVODES does not cross yet) costate's bdf; for a DAE (algebraic
+/// rules, fast reactions) IDAS, or bdf when it has events too — all at the
+/// same tolerances.
 ode::Method simulation_method(const costate::sbml::Model& m) {
-  return m.equations.n_events() > 0 ? ode::Method::Bdf : ode::Method::CvodesBdf;
+  const bool dae = !m.equations.algebraic_states().empty();
+  if (m.equations.n_events() > 0) return ode::Method::Bdf;
+  return dae ? ode::Method::Idas : ode::Method::CvodesBdf;
 }
 
 /// Worst disagreement of the gradient of FinalSquares with respect to the
@@ -262,6 +266,9 @@ struct FileResult {
 std::string refusal_class(const std::string& message, const std::string& file) {
   std::string m = message.substr(0, message.find('\n'));
   if (m.rfind(file + ": ", 0) == 0) m = m.substr(file.size() + 2);
+  // "file:line: …" (the line of the element refused)
+  static const std::regex at_line("^[0-9]+: ");
+  if (m.rfind(file + ":", 0) == 0) m = std::regex_replace(m.substr(file.size() + 1), at_line, "");
   for (std::size_t at; (at = m.find("'s ")) != std::string::npos;) m.replace(at, 1, "\u2019");
   static const std::regex quoted("'[^']*'"), digits("[0-9]+"), formula(" in '.*$");
   m = std::regex_replace(m, formula, "");
@@ -291,11 +298,16 @@ FileResult run_file(const Case& c, const fs::path& xml) {
     r.outcome = Outcome::Refused;
     r.detail = e.what();
     r.reason = refusal_class(e.what(), xml.string());
-    // A refusal names the file and the element by its id (or number).
+    // A refusal names the file, the element's line (libsbml knows it for
+    // every element read from a file) and the element by its id (or number).
     const std::string head = r.detail.substr(0, r.detail.find('\n'));
-    if (head.rfind(xml.string() + ": ", 0) != 0 || head.find('\'') == std::string::npos) {
+    static const std::regex file_line("^[0-9]+: ");
+    const bool named_line = head.rfind(xml.string() + ":", 0) == 0 &&
+                            std::regex_search(head.substr(xml.string().size() + 1), file_line);
+    const bool read_error = head.rfind(xml.string() + ": libsbml cannot read", 0) == 0;
+    if (!(named_line || read_error) || head.find('\'') == std::string::npos) {
       r.outcome = Outcome::Fail;
-      r.reason = "a refusal that does not name the file and the element";
+      r.reason = "a refusal that does not name the file, the line and the element";
     }
     return r;
   }
