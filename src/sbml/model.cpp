@@ -83,6 +83,7 @@ struct Symbol {
   bool hosu = false;        ///< species: hasOnlySubstanceUnits
   bool boundary = false;    ///< species: boundaryCondition
   bool by_reactions = false;  ///< a species state changed by reactions
+  bool fast = false;  ///< a reaction with fast = true; a species a fast reaction changes
   bool assignment_rule = false;
   bool rate_rule = false;
   double number = 0.0;  ///< Parameter: its value
@@ -467,8 +468,7 @@ class Importer {
       s.element = r;
       s.what = "reaction";
       s.kind = Kind::Intermediate;
-      if (r->isSetFast() && r->getFast())
-        refuse("reaction '" + s.id + "'", "fast reactions are not supported");
+      s.fast = r->isSetFast() && r->getFast();  // reduce_fast_reactions
       if (!r->isSetKineticLaw() || !r->getKineticLaw()->isSetMath())
         refuse("reaction '" + s.id + "'", "has no kinetic law (costate needs its rate)");
       add_symbol(std::move(s));
@@ -690,25 +690,11 @@ class Importer {
       stoichiometry(r->getListOfReactants(), -1.0);
       stoichiometry(r->getListOfProducts(), 1.0);
     }
+    reduce_fast_reactions();
     // Species changed by reactions: dC/dt = (Σ ν v) / V [− C V'/V].
     for (Symbol& s : syms_) {
       if (!s.by_reactions) continue;
-      Node sum = Node::constant(0.0);
-      bool first = true;
-      for (const auto& [nu, reaction] : s.terms) {
-        Node term = Node::var(reaction);
-        if (nu.kind != Node::Kind::Constant) {
-          term = mul(nu, std::move(term));
-        } else if (nu.value == 0.0) {
-          continue;
-        } else if (nu.value == -1.0) {
-          term = Node::apply(Op::Neg, {std::move(term)});
-        } else if (nu.value != 1.0) {
-          term = mul(nu, std::move(term));
-        }
-        sum = first ? std::move(term) : add(std::move(sum), std::move(term));
-        first = false;
-      }
+      Node sum = reaction_sum(s);
       s.where = "reactions changing species '" + s.id + "'";
       if (!s.conversion_factor.empty())  // dA/dt = f Σ ν v
         sum = mul(Node::var(index_of(s.conversion_factor, "species '" + s.id + "'",
@@ -734,6 +720,210 @@ class Importer {
                         Node::var(c)));
       }
       s.rhs = std::move(sum);
+    }
+  }
+
+  /// Σ ν v over the reactions changing species `s` (an amount per time),
+  /// fast reactions left out when `slow_only`.
+  Node reaction_sum(const Symbol& s, bool slow_only = false) const {
+    Node sum = Node::constant(0.0);
+    bool first = true;
+    for (const auto& [nu, reaction] : s.terms) {
+      if (slow_only && syms_[reaction].fast) continue;
+      Node term = Node::var(reaction);
+      if (nu.kind != Node::Kind::Constant) {
+        term = mul(nu, std::move(term));
+      } else if (nu.value == 0.0) {
+        continue;
+      } else if (nu.value == -1.0) {
+        term = Node::apply(Op::Neg, {std::move(term)});
+      } else if (nu.value != 1.0) {
+        term = mul(nu, std::move(term));
+      }
+      sum = first ? std::move(term) : add(std::move(sum), std::move(term));
+      first = false;
+    }
+    return sum;
+  }
+
+  /// Fast reactions (SBML Level 2 and Level 3 Version 1: fast="true") are
+  /// at equilibrium on the slow reactions' time scale: their kinetic laws
+  /// are 0 and the fast subsystem's conservation laws hold. With a the
+  /// amounts of the species the r fast reactions change, N_f their
+  /// stoichiometry (columns independent) and N_s v_s the slow reactions'
+  /// rates: r pivot species P (N_f[P] regular, partial pivoting) become
+  /// algebraic states, residuals v_k(…) = 0 for the fast reactions k; each
+  /// other species j is given by the conserved amount
+  ///     T_j = a_j − Σ_{i∈P} M_ji a_i,   M = N_f[non-P] N_f[P]⁻¹,
+  /// a state "<id>_total" with dT_j/dt = (N_s v_s)_j − Σ_i M_ji (N_s v_s)_i
+  /// (the fast fluxes cancel), T_j(t0) from the stated values, and
+  /// a_j = T_j + Σ_i M_ji a_i. At t0 the consistent initialisation then
+  /// equilibrates the fast reactions keeping the T_j, as SBML says (fast
+  /// reactions act at t = 0). Refused by name: fast stoichiometries that
+  /// are not constant numbers or are linearly dependent, conversion
+  /// factors, and species whose compartment changes in time.
+  void reduce_fast_reactions() {
+    std::vector<std::uint32_t> fast, species;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i)
+      if (syms_[i].what == "reaction" && syms_[i].fast) fast.push_back(i);
+    if (fast.empty()) return;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i) {
+      const Symbol& s = syms_[i];
+      if (!s.by_reactions) continue;
+      for (const auto& term : s.terms)
+        if (syms_[term.second].fast) {
+          species.push_back(i);
+          break;
+        }
+    }
+    const std::size_t nf = fast.size(), ns = species.size();
+    // N_f (amounts), row-major ns × nf.
+    std::vector<double> N(ns * nf, 0.0);
+    for (std::size_t a = 0; a < ns; ++a) {
+      Symbol& s = syms_[species[a]];
+      Reading here(*this, s.element);
+      const std::string label = "species '" + s.id + "'";
+      const std::string why = " (a fast reaction changes it); not supported";
+      if (!s.conversion_factor.empty()) refuse(label, "has a conversion factor" + why);
+      if (s.amount >= 0)
+        refuse(label, "is in concentration in compartment '" + s.compartment +
+                          "', whose size an assignment or algebraic rule sets" + why);
+      if (event_target_.count(s.id))
+        refuse(label, "is assigned by " + event_target_.at(s.id) + why);
+      if (!s.hosu) {
+        const Symbol& c = syms_[index_of(s.compartment, label, "compartment")];
+        if (c.kind == Kind::State || c.assignment_rule)
+          refuse(label, "is in concentration in compartment '" + c.id +
+                            "', whose size changes in time" + why);
+      }
+      for (const auto& [nu, reaction] : s.terms) {
+        if (!syms_[reaction].fast) continue;
+        if (nu.kind != Node::Kind::Constant)
+          refuse(label, "its stoichiometry in fast reaction '" + syms_[reaction].id +
+                            "' is not a constant number; not supported");
+        const std::size_t k = static_cast<std::size_t>(
+            std::find(fast.begin(), fast.end(), reaction) - fast.begin());
+        N[a * nf + k] += nu.value;
+      }
+    }
+    // Pivots: Gaussian elimination with partial pivoting on a copy.
+    std::vector<double> E = N;
+    std::vector<std::size_t> pivot_row(nf);
+    std::vector<char> is_pivot(ns, 0);
+    for (std::size_t k = 0; k < nf; ++k) {
+      std::size_t best = ns;
+      double best_abs = 0.0;
+      for (std::size_t a = 0; a < ns; ++a)
+        if (!is_pivot[a] && std::abs(E[a * nf + k]) > best_abs) {
+          best = a;
+          best_abs = std::abs(E[a * nf + k]);
+        }
+      // Stoichiometries are small integers: a pivot below this is a
+      // combination of the others, not a number.
+      constexpr double kDependent = 1e-9;
+      if (best == ns || best_abs < kDependent)
+        refuse("reaction '" + syms_[fast[k]].id + "'",
+               "is fast, and its stoichiometry is a combination of the other fast reactions' "
+               "(their equilibria would overdetermine the species); not supported",
+               syms_[fast[k]].element);
+      is_pivot[best] = 1;
+      pivot_row[k] = best;
+      for (std::size_t a = 0; a < ns; ++a) {
+        if (a == best || E[a * nf + k] == 0.0) continue;
+        const double f = E[a * nf + k] / E[best * nf + k];
+        for (std::size_t q = 0; q < nf; ++q) E[a * nf + q] -= f * E[best * nf + q];
+      }
+    }
+    // B = N_f[P] (nf × nf, rows in pivot order) and its inverse.
+    std::vector<double> B(nf * nf), Binv(nf * nf, 0.0);
+    for (std::size_t k = 0; k < nf; ++k) {
+      for (std::size_t q = 0; q < nf; ++q) B[k * nf + q] = N[pivot_row[k] * nf + q];
+      Binv[k * nf + k] = 1.0;
+    }
+    for (std::size_t c = 0; c < nf; ++c) {  // Gauss–Jordan with partial pivoting
+      std::size_t best = c;
+      for (std::size_t r = c + 1; r < nf; ++r)
+        if (std::abs(B[r * nf + c]) > std::abs(B[best * nf + c])) best = r;
+      for (std::size_t q = 0; q < nf; ++q) {
+        std::swap(B[c * nf + q], B[best * nf + q]);
+        std::swap(Binv[c * nf + q], Binv[best * nf + q]);
+      }
+      const double d = B[c * nf + c];
+      for (std::size_t q = 0; q < nf; ++q) {
+        B[c * nf + q] /= d;
+        Binv[c * nf + q] /= d;
+      }
+      for (std::size_t r = 0; r < nf; ++r) {
+        if (r == c || B[r * nf + c] == 0.0) continue;
+        const double f = B[r * nf + c];
+        for (std::size_t q = 0; q < nf; ++q) {
+          B[r * nf + q] -= f * B[c * nf + q];
+          Binv[r * nf + q] -= f * Binv[c * nf + q];
+        }
+      }
+    }
+    // Amount a of a species from its value u (u·V in concentration) and back.
+    auto amount = [&](const Symbol& s, Node u) {
+      return s.hosu ? u : mul(std::move(u), Node::var(index_of(s.compartment, s.id, "compartment")));
+    };
+    // Slow rates and stated initial values of the species, before any changes.
+    std::vector<Node> slow(ns), initial(ns);
+    for (std::size_t a = 0; a < ns; ++a) {
+      slow[a] = reaction_sum(syms_[species[a]], true);
+      initial[a] = amount(syms_[species[a]], syms_[species[a]].initial);
+    }
+    // Pivot species: algebraic, 0 = the kinetic law of their fast reaction.
+    for (std::size_t k = 0; k < nf; ++k) {
+      Symbol& s = syms_[species[pivot_row[k]]];
+      s.by_reactions = false;
+      s.fast = true;
+      s.algebraic = true;
+      s.rhs = Node::var(fast[k]);
+      s.where = "equilibrium of fast reaction '" + syms_[fast[k]].id + "' (determining species '" +
+                s.id + "')";
+      s.text = "0 = " + syms_[fast[k]].text;
+      s.element = syms_[fast[k]].element;
+    }
+    for (std::size_t a = 0; a < ns; ++a) {
+      if (is_pivot[a]) continue;
+      // M_a = N_f[a] B⁻¹ (1 × nf, column k ↔ pivot k).
+      std::vector<double> M(nf, 0.0);
+      for (std::size_t k = 0; k < nf; ++k)
+        for (std::size_t q = 0; q < nf; ++q) M[k] += N[a * nf + q] * Binv[q * nf + k];
+      Node rate = slow[a], init = initial[a], others = Node::constant(0.0);
+      for (std::size_t k = 0; k < nf; ++k) {
+        if (M[k] == 0.0) continue;
+        const std::size_t b = pivot_row[k];
+        const Symbol& p = syms_[species[b]];
+        rate = sub(std::move(rate), mul(Node::constant(M[k]), slow[b]));
+        init = sub(std::move(init), mul(Node::constant(M[k]), initial[b]));
+        others = add(std::move(others),
+                     mul(Node::constant(M[k]), amount(p, Node::var(species[b]))));
+      }
+      Symbol total;
+      total.id = syms_[species[a]].id + "_total";
+      while (by_id_.count(total.id)) total.id += "_";
+      total.what = "species";
+      total.kind = Kind::State;
+      total.state_kind = StateKind::SpeciesAmount;
+      total.compartment = syms_[species[a]].compartment;
+      total.hosu = true;
+      total.rhs = std::move(rate);
+      total.initial = std::move(init);
+      total.where = "conserved amount of species '" + syms_[species[a]].id +
+                    "' under the fast reactions";
+      total.element = syms_[species[a]].element;
+      const std::uint32_t t = add_symbol(std::move(total));
+      Symbol& s = syms_[species[a]];
+      s.by_reactions = false;
+      s.fast = true;
+      s.kind = Kind::Intermediate;
+      Node a_j = add(Node::var(t), std::move(others));
+      s.value = s.hosu ? std::move(a_j)
+                       : div(std::move(a_j), Node::var(index_of(s.compartment, s.id, "compartment")));
+      s.initial = Node{};
+      s.rhs = Node{};
+      s.where = "species '" + s.id + "' from its conserved amount under the fast reactions";
     }
   }
 
@@ -1245,7 +1435,7 @@ class Importer {
     for (std::uint32_t i = 0; i < syms_.size(); ++i) {
       const Symbol& s = syms_[i];
       if (s.kind == Kind::Intermediate && !s.assignment_rule && s.what != "reaction" &&
-          s.amount < 0 && (initial_assignment_.count(s.id) || s.what == "species") &&
+          s.amount < 0 && !s.fast && (initial_assignment_.count(s.id) || s.what == "species") &&
           varies(i))
         held.push_back(i);
     }
@@ -1493,6 +1683,9 @@ class Importer {
       if (x.amount >= 0)
         refuse(s.where, "rateOf('" + x.id + "') of a species in concentration in a compartment "
                         "set by an assignment rule is not supported", s.element);
+      if (x.fast)
+        refuse(s.where, "rateOf('" + x.id + "') of a species a fast reaction changes is not "
+                        "supported", s.element);
       if (x.algebraic)
         refuse(s.where, "rateOf('" + x.id + "') of a variable determined by an algebraic rule is "
                         "not supported (its derivative is not a right-hand side)", s.element);

@@ -337,8 +337,12 @@ FileResult run_file(const Case& c, const fs::path& xml) {
   } catch (const costate::Error& e) {
     // The event driver refuses an ill-posed event model by name while
     // integrating it (a cascade that does not end, event times that
-    // accumulate): a refusal, counted with its reason.
-    r.outcome = m.equations.n_events() > 0 ? Outcome::Refused : Outcome::Fail;
+    // accumulate), and the DAE layer a DAE that is not of index 1 at its
+    // initial point or whose initial values cannot be made consistent
+    // (SBML: algebraic rules, fast reactions): a refusal, counted with its
+    // reason.
+    const bool dae = !m.equations.algebraic_states().empty();
+    r.outcome = m.equations.n_events() > 0 || dae ? Outcome::Refused : Outcome::Fail;
     r.reason = r.outcome == Outcome::Refused ? "while simulating: " + refusal_class(e.what(), "")
                                              : "error while simulating";
     r.detail = e.what();
