@@ -461,6 +461,8 @@ int main(int argc, char** argv) {
   int gradients_checked = 0;
   std::vector<std::pair<double, std::string>> worst_fa, worst_ac;  // (disagreement, case)
   std::vector<std::pair<double, std::string>> worst_fa_events, worst_fa_logarithmic;
+  // DAEs (algebraic rules, fast reactions): forward vs adjoint, adjoint vs central.
+  std::vector<std::pair<double, std::string>> worst_fa_dae, worst_ac_dae;
   std::vector<std::string> gradient_errors;
   // Event models whose gradient a path refuses by name (events.hpp: delayed
   // events, …): not compared, counted by reason.
@@ -519,6 +521,10 @@ int main(int argc, char** argv) {
             worst_fa.emplace_back(g.forward_vs_adjoint, c.name);
             worst_fa_logarithmic.emplace_back(g.forward_vs_adjoint_logarithmic, c.name);
             if (m.equations.n_events() > 0) worst_fa_events.emplace_back(g.forward_vs_adjoint, c.name);
+            if (!m.equations.algebraic_states().empty()) {
+              worst_fa_dae.emplace_back(g.forward_vs_adjoint, c.name);
+              worst_ac_dae.emplace_back(g.adjoint_vs_central, c.name);
+            }
             worst_ac.emplace_back(g.adjoint_vs_central, c.name);
           } catch (const costate::Error& e) {
             if (m.equations.n_events() == 0) throw;
@@ -589,6 +595,10 @@ int main(int argc, char** argv) {
     << " within 1e-4, " << below(worst_ac, 1e-2) << " within 1e-2; worst: " << worst(worst_ac)
     << "\n";
   o << "  of them with events: " << event_gradients_checked << "\n";
+  o << "  of them DAEs (algebraic rules, fast reactions): " << worst_fa_dae.size()
+    << "; forward vs adjoint " << below(worst_fa_dae, 1e-10) << " within 1e-10, worst: "
+    << worst(worst_fa_dae) << "; adjoint vs central " << below(worst_ac_dae, 1e-4)
+    << " within 1e-4, worst: " << worst(worst_ac_dae) << "\n";
   int not_compared = 0;
   for (const auto& [r, n] : gradients_not_compared) not_compared += n;
   o << "  not compared (a path refuses the event model's gradient by name): " << not_compared
