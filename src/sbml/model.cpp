@@ -759,9 +759,13 @@ class Importer {
   /// (the fast fluxes cancel), T_j(t0) from the stated values, and
   /// a_j = T_j + Σ_i M_ji a_i. At t0 the consistent initialisation then
   /// equilibrates the fast reactions keeping the T_j, as SBML says (fast
-  /// reactions act at t = 0). Refused by name: fast stoichiometries that
-  /// are not constant numbers or are linearly dependent, conversion
-  /// factors, and species whose compartment changes in time.
+  /// reactions act at t = 0). A species' conversion factor f scales its
+  /// row (da/dt = f N v). With one fast reaction the stoichiometries may be
+  /// expressions constant in time (species references, conversion
+  /// factors): M_j = N_j / N_p as trees. Refused by name: stoichiometries
+  /// that change in time, non-numeric ones with several fast reactions,
+  /// linearly dependent fast reactions, species an event assigns, and
+  /// species in concentration whose compartment changes in time.
   void reduce_fast_reactions() {
     std::vector<std::uint32_t> fast, species;
     for (std::uint32_t i = 0; i < syms_.size(); ++i)
@@ -777,14 +781,33 @@ class Importer {
         }
     }
     const std::size_t nf = fast.size(), ns = species.size();
-    // N_f (amounts), row-major ns × nf.
-    std::vector<double> N(ns * nf, 0.0);
+    // Whether a stoichiometry (or conversion factor) is constant in time:
+    // numbers, parameters, and values that depend on neither t nor a state.
+    std::function<bool(const Node&)> constant_in_time = [&](const Node& n) {
+      if (n.kind == Node::Kind::Variable) {
+        const Symbol& v = syms_[n.variable];
+        if (v.kind == Kind::Parameter) return true;
+        if (v.kind != Kind::Intermediate || v.what == "reaction" || v.fast) return false;
+        return constant_in_time(v.value);
+      }
+      for (const Node& a : n.args)
+        if (!constant_in_time(a)) return false;
+      return true;
+    };
+    // N_f (amount per fast flux), row-major ns × nf: numbers, or for one
+    // fast reaction trees constant in time (a species reference's
+    // stoichiometry, a conversion factor).
+    std::vector<Node> N(ns * nf, Node::constant(0.0));
+    std::vector<Node> factor(ns);  // the conversion factor (a constant 1 without one)
+    bool numeric = true;
     for (std::size_t a = 0; a < ns; ++a) {
       Symbol& s = syms_[species[a]];
       Reading here(*this, s.element);
       const std::string label = "species '" + s.id + "'";
       const std::string why = " (a fast reaction changes it); not supported";
-      if (!s.conversion_factor.empty()) refuse(label, "has a conversion factor" + why);
+      factor[a] = Node::constant(1.0);
+      if (!s.conversion_factor.empty())
+        factor[a] = Node::var(index_of(s.conversion_factor, label, "conversionFactor"));
       if (s.amount >= 0)
         refuse(label, "is in concentration in compartment '" + s.compartment +
                           "', whose size an assignment or algebraic rule sets" + why);
@@ -798,67 +821,110 @@ class Importer {
       }
       for (const auto& [nu, reaction] : s.terms) {
         if (!syms_[reaction].fast) continue;
-        if (nu.kind != Node::Kind::Constant)
-          refuse(label, "its stoichiometry in fast reaction '" + syms_[reaction].id +
-                            "' is not a constant number; not supported");
         const std::size_t k = static_cast<std::size_t>(
             std::find(fast.begin(), fast.end(), reaction) - fast.begin());
-        N[a * nf + k] += nu.value;
+        Node entry = factor[a].kind == Node::Kind::Constant ? nu : mul(factor[a], nu);
+        if (!constant_in_time(entry))
+          refuse(label, "its stoichiometry in fast reaction '" + syms_[reaction].id +
+                            "' (or its conversion factor) changes in time; not supported");
+        Node& cell = N[a * nf + k];
+        cell = cell.kind == Node::Kind::Constant && entry.kind == Node::Kind::Constant
+                   ? Node::constant(cell.value + entry.value)
+                   : add(std::move(cell), std::move(entry));
+        numeric = numeric && cell.kind == Node::Kind::Constant;
       }
     }
-    // Pivots: Gaussian elimination with partial pivoting on a copy.
-    std::vector<double> E = N;
+    if (!numeric && nf > 1)
+      refuse("reaction '" + syms_[fast[0]].id + "'",
+             "is one of " + std::to_string(nf) + " fast reactions whose stoichiometries are not "
+             "all numbers (species references or conversion factors); with several fast "
+             "reactions only numbers are supported", syms_[fast[0]].element);
+    // Stoichiometries are small integers: a pivot below this is a
+    // combination of the others, not a number.
+    constexpr double kDependent = 1e-9;
     std::vector<std::size_t> pivot_row(nf);
     std::vector<char> is_pivot(ns, 0);
-    for (std::size_t k = 0; k < nf; ++k) {
+    // M[a] (nf entries, column k ↔ pivot k) for each non-pivot species a.
+    std::vector<std::vector<Node>> M(ns);
+    if (!numeric) {
+      // One fast reaction: the pivot is a species with a number (the
+      // largest), else the first; M_a = N_a / N_p.
       std::size_t best = ns;
-      double best_abs = 0.0;
-      for (std::size_t a = 0; a < ns; ++a)
-        if (!is_pivot[a] && std::abs(E[a * nf + k]) > best_abs) {
-          best = a;
-          best_abs = std::abs(E[a * nf + k]);
-        }
-      // Stoichiometries are small integers: a pivot below this is a
-      // combination of the others, not a number.
-      constexpr double kDependent = 1e-9;
-      if (best == ns || best_abs < kDependent)
-        refuse("reaction '" + syms_[fast[k]].id + "'",
-               "is fast, and its stoichiometry is a combination of the other fast reactions' "
-               "(their equilibria would overdetermine the species); not supported",
-               syms_[fast[k]].element);
-      is_pivot[best] = 1;
-      pivot_row[k] = best;
       for (std::size_t a = 0; a < ns; ++a) {
-        if (a == best || E[a * nf + k] == 0.0) continue;
-        const double f = E[a * nf + k] / E[best * nf + k];
-        for (std::size_t q = 0; q < nf; ++q) E[a * nf + q] -= f * E[best * nf + q];
+        const Node& c = N[a];
+        if (c.kind != Node::Kind::Constant) {
+          if (best == ns) best = a;
+        } else if (std::abs(c.value) > kDependent &&
+                   (best == ns || N[best].kind != Node::Kind::Constant ||
+                    std::abs(c.value) > std::abs(N[best].value))) {
+          best = a;
+        }
       }
-    }
-    // B = N_f[P] (nf × nf, rows in pivot order) and its inverse.
-    std::vector<double> B(nf * nf), Binv(nf * nf, 0.0);
-    for (std::size_t k = 0; k < nf; ++k) {
-      for (std::size_t q = 0; q < nf; ++q) B[k * nf + q] = N[pivot_row[k] * nf + q];
-      Binv[k * nf + k] = 1.0;
-    }
-    for (std::size_t c = 0; c < nf; ++c) {  // Gauss–Jordan with partial pivoting
-      std::size_t best = c;
-      for (std::size_t r = c + 1; r < nf; ++r)
-        if (std::abs(B[r * nf + c]) > std::abs(B[best * nf + c])) best = r;
-      for (std::size_t q = 0; q < nf; ++q) {
-        std::swap(B[c * nf + q], B[best * nf + q]);
-        std::swap(Binv[c * nf + q], Binv[best * nf + q]);
+      pivot_row[0] = best;
+      is_pivot[best] = 1;
+      for (std::size_t a = 0; a < ns; ++a)
+        if (!is_pivot[a]) M[a] = {div(N[a], N[best])};
+    } else {
+      std::vector<double> E(ns * nf);
+      for (std::size_t q = 0; q < ns * nf; ++q) E[q] = N[q].value;
+      const std::vector<double> Nd = E;
+      // Pivots: Gaussian elimination with partial pivoting.
+      for (std::size_t k = 0; k < nf; ++k) {
+        std::size_t best = ns;
+        double best_abs = 0.0;
+        for (std::size_t a = 0; a < ns; ++a)
+          if (!is_pivot[a] && std::abs(E[a * nf + k]) > best_abs) {
+            best = a;
+            best_abs = std::abs(E[a * nf + k]);
+          }
+        if (best == ns || best_abs < kDependent)
+          refuse("reaction '" + syms_[fast[k]].id + "'",
+                 "is fast, and its stoichiometry is a combination of the other fast reactions' "
+                 "(their equilibria would overdetermine the species); not supported",
+                 syms_[fast[k]].element);
+        is_pivot[best] = 1;
+        pivot_row[k] = best;
+        for (std::size_t a = 0; a < ns; ++a) {
+          if (a == best || E[a * nf + k] == 0.0) continue;
+          const double f = E[a * nf + k] / E[best * nf + k];
+          for (std::size_t q = 0; q < nf; ++q) E[a * nf + q] -= f * E[best * nf + q];
+        }
       }
-      const double d = B[c * nf + c];
-      for (std::size_t q = 0; q < nf; ++q) {
-        B[c * nf + q] /= d;
-        Binv[c * nf + q] /= d;
+      // B = N_f[P] (nf × nf, rows in pivot order) and its inverse.
+      std::vector<double> B(nf * nf), Binv(nf * nf, 0.0);
+      for (std::size_t k = 0; k < nf; ++k) {
+        for (std::size_t q = 0; q < nf; ++q) B[k * nf + q] = Nd[pivot_row[k] * nf + q];
+        Binv[k * nf + k] = 1.0;
       }
-      for (std::size_t r = 0; r < nf; ++r) {
-        if (r == c || B[r * nf + c] == 0.0) continue;
-        const double f = B[r * nf + c];
+      for (std::size_t c = 0; c < nf; ++c) {  // Gauss–Jordan with partial pivoting
+        std::size_t best = c;
+        for (std::size_t r = c + 1; r < nf; ++r)
+          if (std::abs(B[r * nf + c]) > std::abs(B[best * nf + c])) best = r;
         for (std::size_t q = 0; q < nf; ++q) {
-          B[r * nf + q] -= f * B[c * nf + q];
-          Binv[r * nf + q] -= f * Binv[c * nf + q];
+          std::swap(B[c * nf + q], B[best * nf + q]);
+          std::swap(Binv[c * nf + q], Binv[best * nf + q]);
+        }
+        const double d = B[c * nf + c];
+        for (std::size_t q = 0; q < nf; ++q) {
+          B[c * nf + q] /= d;
+          Binv[c * nf + q] /= d;
+        }
+        for (std::size_t r = 0; r < nf; ++r) {
+          if (r == c || B[r * nf + c] == 0.0) continue;
+          const double f = B[r * nf + c];
+          for (std::size_t q = 0; q < nf; ++q) {
+            B[r * nf + q] -= f * B[c * nf + q];
+            Binv[r * nf + q] -= f * Binv[c * nf + q];
+          }
+        }
+      }
+      for (std::size_t a = 0; a < ns; ++a) {
+        if (is_pivot[a]) continue;
+        M[a].assign(nf, Node::constant(0.0));
+        for (std::size_t k = 0; k < nf; ++k) {
+          double m = 0.0;
+          for (std::size_t q = 0; q < nf; ++q) m += Nd[a * nf + q] * Binv[q * nf + k];
+          M[a][k] = Node::constant(m);
         }
       }
     }
@@ -870,6 +936,7 @@ class Importer {
     std::vector<Node> slow(ns), initial(ns);
     for (std::size_t a = 0; a < ns; ++a) {
       slow[a] = reaction_sum(syms_[species[a]], true);
+      if (factor[a].kind != Node::Kind::Constant) slow[a] = mul(factor[a], std::move(slow[a]));
       initial[a] = amount(syms_[species[a]], syms_[species[a]].initial);
     }
     // Pivot species: algebraic, 0 = the kinetic law of their fast reaction.
@@ -886,19 +953,15 @@ class Importer {
     }
     for (std::size_t a = 0; a < ns; ++a) {
       if (is_pivot[a]) continue;
-      // M_a = N_f[a] B⁻¹ (1 × nf, column k ↔ pivot k).
-      std::vector<double> M(nf, 0.0);
-      for (std::size_t k = 0; k < nf; ++k)
-        for (std::size_t q = 0; q < nf; ++q) M[k] += N[a * nf + q] * Binv[q * nf + k];
       Node rate = slow[a], init = initial[a], others = Node::constant(0.0);
       for (std::size_t k = 0; k < nf; ++k) {
-        if (M[k] == 0.0) continue;
+        const Node& m = M[a][k];
+        if (m.kind == Node::Kind::Constant && m.value == 0.0) continue;
         const std::size_t b = pivot_row[k];
         const Symbol& p = syms_[species[b]];
-        rate = sub(std::move(rate), mul(Node::constant(M[k]), slow[b]));
-        init = sub(std::move(init), mul(Node::constant(M[k]), initial[b]));
-        others = add(std::move(others),
-                     mul(Node::constant(M[k]), amount(p, Node::var(species[b]))));
+        rate = sub(std::move(rate), mul(m, slow[b]));
+        init = sub(std::move(init), mul(m, initial[b]));
+        others = add(std::move(others), mul(m, amount(p, Node::var(species[b]))));
       }
       Symbol total;
       total.id = syms_[species[a]].id + "_total";
