@@ -179,6 +179,12 @@ class Importer {
     throw Error(head + ": " + element + ": " + problem);
   }
 
+  /// "file:line" of an element (the file alone when libsbml has no line):
+  /// the head of messages raised beyond this importer (expr, ode).
+  std::string located(const libsbml::SBase* e) const {
+    return e && e->getLine() > 0 ? file_ + ":" + std::to_string(e->getLine()) : file_;
+  }
+
   /// While it lives, refusals without an element of their own name the line
   /// of `e` (restores the previous one after).
   class Reading {
@@ -1406,7 +1412,7 @@ class Importer {
     for (const EventDef& d : events_) {
       Reading here(*this, d.element);
       ode::EquationModel::Event e;
-      const std::string context = file_ + ": " + d.label;
+      const std::string context = located(d.element) + ": " + d.label;
       e.attributes.name = d.name;
       e.attributes.initial_value = d.initial_value;
       e.attributes.persistent = d.persistent;
@@ -1997,13 +2003,14 @@ class Importer {
       const Symbol& s = syms_[intermediates_[k]];
       w_names.push_back(s.id);
       w.push_back(expr::Program::build(renumber(s.value), 1 + ny + np + k,
-                                       s.text.empty() ? s.id : s.text, file_ + ": " + s.where));
+                                       s.text.empty() ? s.id : s.text,
+                                       located(s.element) + ": " + s.where));
     }
     const std::size_t n_all = 1 + ny + np + intermediates_.size();
     for (std::uint32_t i : states) {
       const Symbol& s = syms_[i];
       f.push_back(expr::Program::build(renumber(s.rhs), n_all, s.text.empty() ? s.where : s.text,
-                                       file_ + ": " + s.where));
+                                       located(s.element) + ": " + s.where));
     }
     out.state_names = state_names;
     out.parameter_names = param_names;
@@ -2060,7 +2067,8 @@ class Importer {
       const std::string where = "initial value of " + s.what + " '" + s.id + "'";
       Reading here(*this, s.element);
       Node tree = resolve_symbol(i, where);
-      const expr::Program p = expr::Program::build(tree, 1 + np, where, file_ + ": " + where);
+      const expr::Program p =
+          expr::Program::build(tree, 1 + np, where, located(s.element) + ": " + where);
       std::string text;
       if (p.code().size() == 1 && p.code()[0].op == Op::Constant) {
         char buf[32];
