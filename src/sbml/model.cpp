@@ -1880,6 +1880,14 @@ class Importer {
         refuse(s.where, std::string("a relation ") + (n.op == Op::Eq ? "eq" : "neq") +
                             " whose operands depend on the state is not supported (a switch on a "
                             "set of measure zero), in '" + s.text + "'", s.element);
+      const bool integer_part = n.kind == Node::Kind::Apply && (n.op == Op::Floor || n.op == Op::Ceil);
+      if (integer_part && state_dependent(n)) {
+        // ⌊g⌋ is a mode; ⌈g⌉ = −⌊−g⌋.
+        Node g = replace(n.args[0], s);
+        if (n.op == Op::Floor) return Node::var(floor_of(g, s.where, s.text, s.element));
+        return Node::apply(Op::Neg, {Node::var(floor_of(Node::apply(Op::Neg, {std::move(g)}),
+                                                        s.where, s.text, s.element))});
+      }
       if (!relation || !state_dependent(n)) {
         Node c = n;
         for (Node& a : c.args) a = replace(a, s);
@@ -1932,6 +1940,51 @@ class Importer {
       d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
       d.assign.emplace_back(m, Node::constant(on));
       d.assign_text.push_back(on ? "1" : "0");
+      events_.push_back(std::move(d));
+    }
+    return m;
+  }
+
+  /// floor(g) of a g that depends on the state, as a switching function: a
+  /// mode state "floor_N" holding the integer n = ⌊g⌋ (dn/dt = 0, n(t0) =
+  /// ⌊g(t0)⌋) and two events, g ≥ n + 1 → n = max(n + 1, ⌊g⌋) and g < n →
+  /// n = min(n − 1, ⌊g⌋) (the max/min keep a step of one at a crossing
+  /// located to round-off, ⌊g⌋ a jump of several). Between the events the
+  /// right-hand side is smooth and the derivatives carry the jump terms,
+  /// as for relations (mode_of).
+  std::uint32_t floor_of(const Node& g, const std::string& where, const std::string& text,
+                         const libsbml::SBase* element) {
+    const std::string key = "floor:" + key_of(g);
+    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+    Symbol mode;
+    mode.id = "floor_" + std::to_string(modes_.size() + 1);
+    while (by_id_.count(mode.id)) mode.id += "_";
+    mode.what = "switch";
+    mode.kind = Kind::State;
+    mode.state_kind = StateKind::Mode;
+    mode.rhs = Node::constant(0.0);
+    mode.initial = Node::apply(Op::Floor, {g});
+    mode.state_dependent = true;
+    mode.where = "integer part (floor) in " + where;
+    mode.text = text;
+    mode.element = element;
+    const std::uint32_t m = add_symbol(std::move(mode));
+    modes_.emplace(key, m);
+    const Node n = Node::var(m), floor_g = Node::apply(Op::Floor, {g});
+    for (int up = 1; up >= 0; --up) {
+      EventDef d;
+      d.name = syms_[m].id + (up ? "_up" : "_down");
+      d.label = "switching function '" + d.name + "' (of " + where + ")";
+      d.element = element;
+      d.trigger = up ? Node::apply(Op::Ge, {g, add(n, Node::constant(1.0))})
+                     : Node::apply(Op::Lt, {g, n});
+      d.trigger_text = std::string(up ? "the argument of a floor reaches n + 1"
+                                      : "the argument of a floor falls below n") +
+                       " in '" + text + "'";
+      d.assign.emplace_back(
+          m, up ? Node::apply(Op::Max, {add(n, Node::constant(1.0)), floor_g})
+                : Node::apply(Op::Min, {sub(n, Node::constant(1.0)), floor_g}));
+      d.assign_text.push_back(up ? "max(n + 1, floor(g))" : "min(n - 1, floor(g))");
       events_.push_back(std::move(d));
     }
     return m;
