@@ -1671,9 +1671,13 @@ class Importer {
       case AST_FUNCTION_FACTORIAL: {
         if (n != 1) refuse_math(a, where, "factorial takes one argument");
         const Node x = child(a, 0, where, scope);
-        if (x.kind != Node::Kind::Constant)
-          refuse_math(a, where, "factorial of a value that is not a constant number is not "
-                                "supported");
+        if (x.kind != Node::Kind::Constant) {
+          if (x.kind != Node::Kind::Apply || (x.op != Op::Floor && x.op != Op::Ceil))
+            refuse_math(a, where, "factorial of a value that is not a constant number and not "
+                                  "an integer by floor or ceiling (SBML defines factorial for "
+                                  "non-negative integers) is not supported");
+          return factorial_of_integer(x);
+        }
         if (x.value < 0 || x.value != std::floor(x.value))
           refuse_math(a, where, "factorial of " + std::to_string(x.value) +
                                     " (SBML defines it for non-negative integers)");
@@ -1702,6 +1706,40 @@ class Importer {
     }
     const char* type = a->getName();
     refuse_math(a, where, std::string("the MathML element ") + (type ? std::string("'") + type + "'" : "of type " + std::to_string(static_cast<int>(a->getType()))) + " is not supported");
+  }
+
+  /// n! for an integer-valued n (a floor or ceiling, whose state-dependent
+  /// forms become switching functions), without comparisons:
+  ///     n! = Π_{k=2}^{170} (1 + (k − 1)·min(1, max(0, n − k + 1)))
+  /// (the factor is k for k ≤ n, else 1), times √(n + ½)/√(n + ½) (NaN for
+  /// a negative n, where SBML leaves factorial undefined; exactly 1
+  /// otherwise) and exp(10⁶·min(1, max(0, n − 170))) (170! is the largest
+  /// factorial a double holds: ∞ beyond, exactly 1 below). Piecewise
+  /// constant between the switches, so its derivative is 0 there.
+  static Node factorial_of_integer(const Node& n) {
+    constexpr int kLargest = 170;
+    auto clamp01 = [](Node v) {
+      return Node::apply(Op::Min, {Node::constant(1.0),
+                                   Node::apply(Op::Max, {Node::constant(0.0), std::move(v)})});
+    };
+    std::vector<Node> factors;
+    for (int k = 2; k <= kLargest; ++k)
+      factors.push_back(add(Node::constant(1.0),
+                            mul(Node::constant(k - 1.0),
+                                clamp01(sub(n, Node::constant(k - 1.0))))));
+    const Node root = Node::apply(Op::Sqrt, {add(n, Node::constant(0.5))});
+    factors.push_back(div(root, root));
+    factors.push_back(Node::apply(
+        Op::Exp, {mul(Node::constant(1e6), clamp01(sub(n, Node::constant(kLargest))))}));
+    // A balanced product keeps the tree shallow.
+    while (factors.size() > 1) {
+      std::vector<Node> next;
+      for (std::size_t i = 0; i + 1 < factors.size(); i += 2)
+        next.push_back(mul(std::move(factors[i]), std::move(factors[i + 1])));
+      if (factors.size() % 2 == 1) next.push_back(std::move(factors.back()));
+      factors = std::move(next);
+    }
+    return factors.front();
   }
 
   /// 1/x of a one-argument function's argument (the arc* family:

@@ -733,7 +733,35 @@ TEST(SbmlModel, RefusesStateDependentEquality) {
 }
 
 TEST(SbmlModel, RefusesUnsupportedMathML) {
-  expect_refused(one_species("", mathml_apply("factorial", ci("k"))), {"reaction 'r'", "factorial"});
+  // factorial of a value that is not an integer by floor or ceiling.
+  expect_refused(one_species("", mathml_apply("factorial", ci("k"))),
+                 {"reaction 'r'", "factorial", "floor or ceiling"});
+}
+
+// factorial of an integer that varies (floor/ceiling of time here; of the
+// state it is a switching function's mode): n! exactly for 0 ≤ n ≤ 170,
+// NaN for a negative n (undefined in SBML), ∞ beyond 170.
+TEST(SbmlModel, FactorialOfAVaryingInteger) {
+  const std::string xml = document(
+      "<listOfParameters>" + parameter("y", 0.0, false) + parameter("s", 0.0) +
+      "</listOfParameters><listOfRules><rateRule variable=\"y\">" +
+      math(mathml_apply("factorial",
+                        mathml_apply("floor", mathml_apply("minus", kTime + ci("s"))))) +
+      "</rateRule></listOfRules>");
+  const Model m = costate::sbml::read_string(xml, "factorial.xml");
+  const std::vector<double> p = m.parameters;
+  // Up to 169 products, reassociated against tgamma's own rounding: well
+  // inside 1e-13 relative.
+  constexpr double kProductTol = 1e-13;
+  for (double t : {0.2, 1.5, 4.5, 5.99, 12.0, 170.5}) {
+    const double n = std::floor(t);
+    EXPECT_NEAR(rhs(m, t, {0.0}, p)[0], std::tgamma(n + 1.0), kProductTol * std::tgamma(n + 1.0))
+        << "t = " << t;
+  }
+  EXPECT_TRUE(std::isinf(rhs(m, 171.5, {0.0}, p)[0]));
+  std::vector<double> shifted = p;
+  shifted[param(m, "s")] = 3.0;
+  EXPECT_TRUE(std::isnan(rhs(m, 1.0, {0.0}, shifted)[0]));  // (−2)!
 }
 
 TEST(SbmlModel, RefusesOtherUnsupportedElements) {
