@@ -23,6 +23,7 @@
 #include "costate/ad/verification.hpp"
 #include "costate/core/error.hpp"
 #include "costate/petab/problem.hpp"
+#include "text_problem.hpp"
 
 namespace {
 
@@ -87,47 +88,34 @@ const char* kResetModel = R"(<?xml version="1.0" encoding="UTF-8"?>
 </sbml>
 )";
 
-struct ResetFiles {
-  std::string parameters =
-      "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
-      "k\tlog10\t0.01\t100\t0.5\t1\n"
-      "theta\tlin\t0.01\t1\t0.3\t1\n"
-      "dose\tlin\t0.01\t10\t0.5\t1\n"
-      "sigma\tlin\t0.01\t10\t0.1\t0\n";
-  std::string observables =
-      "observableId\tobservableFormula\tnoiseFormula\n"
-      "obs_a\tA\tsigma\n";
-  std::string conditions =
-      "conditionId\ta0\n"
-      "low\t1\n"
-      "high\t2\n";
-  std::string measurements =
-      "observableId\tsimulationConditionId\ttime\tmeasurement\n"
-      "obs_a\tlow\t1\t0.55\n"
-      "obs_a\tlow\t2\t0.40\n"
-      "obs_a\tlow\t3\t0.60\n"
-      "obs_a\tlow\t4\t0.45\n"
-      "obs_a\thigh\t1\t1.2\n"
-      "obs_a\thigh\t3\t0.50\n"
-      "obs_a\thigh\t4\t0.60\n"
-      "obs_a\thigh\t5\t0.50\n";
-  std::string yaml =
-      "format_version: 1\n"
-      "parameter_file: parameters.tsv\n"
-      "problems:\n"
-      "- sbml_files: [model.xml]\n"
-      "  condition_files: [conditions.tsv]\n"
-      "  measurement_files: [measurements.tsv]\n"
-      "  observable_files: [observables.tsv]\n";
-
-  petab::Problem read() const {
-    return petab::read_text(yaml, "reset/problem.yaml",
-                            {{"reset/model.xml", kResetModel},
-                             {"reset/parameters.tsv", parameters},
-                             {"reset/observables.tsv", observables},
-                             {"reset/conditions.tsv", conditions},
-                             {"reset/measurements.tsv", measurements}});
+struct ResetFiles : costate::test::TextProblem {
+  ResetFiles() {
+    model = kResetModel;
+    parameters =
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+        "k\tlog10\t0.01\t100\t0.5\t1\n"
+        "theta\tlin\t0.01\t1\t0.3\t1\n"
+        "dose\tlin\t0.01\t10\t0.5\t1\n"
+        "sigma\tlin\t0.01\t10\t0.1\t0\n";
+    observables =
+        "observableId\tobservableFormula\tnoiseFormula\n"
+        "obs_a\tA\tsigma\n";
+    conditions =
+        "conditionId\ta0\n"
+        "low\t1\n"
+        "high\t2\n";
+    measurements =
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+        "obs_a\tlow\t1\t0.55\n"
+        "obs_a\tlow\t2\t0.40\n"
+        "obs_a\tlow\t3\t0.60\n"
+        "obs_a\tlow\t4\t0.45\n"
+        "obs_a\thigh\t1\t1.2\n"
+        "obs_a\thigh\t3\t0.50\n"
+        "obs_a\thigh\t4\t0.60\n"
+        "obs_a\thigh\t5\t0.50\n";
   }
+  petab::Problem read() const { return read_text("reset/"); }
 };
 
 #define EXPECT_HAS(text, part) \
