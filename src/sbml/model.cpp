@@ -1941,6 +1941,43 @@ class Importer {
     }
   }
 
+  /// A new mode state (a switching function's: dm/dt = 0, StateKind::Mode)
+  /// named "<prefix>N", remembered under `key`.
+  std::uint32_t add_mode(const std::string& prefix, const std::string& key, Node initial,
+                         const std::string& where, const std::string& text,
+                         const libsbml::SBase* element) {
+    Symbol mode;
+    mode.id = prefix + std::to_string(modes_.size() + 1);
+    while (by_id_.count(mode.id)) mode.id += "_";
+    mode.what = "switch";
+    mode.kind = Kind::State;
+    mode.state_kind = StateKind::Mode;
+    mode.rhs = Node::constant(0.0);
+    mode.initial = std::move(initial);
+    mode.state_dependent = true;
+    mode.where = where;
+    mode.text = text;
+    mode.element = element;
+    const std::uint32_t m = add_symbol(std::move(mode));
+    modes_.emplace(key, m);
+    return m;
+  }
+
+  /// One of a mode's events: when `trigger` turns true, m = value.
+  void add_mode_event(std::uint32_t m, const std::string& suffix, const std::string& where,
+                      const libsbml::SBase* element, Node trigger, std::string trigger_text,
+                      Node value, std::string value_text) {
+    EventDef d;
+    d.name = syms_[m].id + suffix;
+    d.label = "switching function '" + d.name + "' (of " + where + ")";
+    d.element = element;
+    d.trigger = std::move(trigger);
+    d.trigger_text = std::move(trigger_text);
+    d.assign.emplace_back(m, std::move(value));
+    d.assign_text.push_back(std::move(value_text));
+    events_.push_back(std::move(d));
+  }
+
   /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
   /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
   /// comparisons), with the events n → m = 1 and not n → m = 0.
@@ -1948,38 +1985,21 @@ class Importer {
                         const libsbml::SBase* element) {
     const std::string key = key_of(n);
     if (auto it = modes_.find(key); it != modes_.end()) return it->second;
-    Symbol mode;
-    mode.id = "switch_" + std::to_string(modes_.size() + 1);
-    while (by_id_.count(mode.id)) mode.id += "_";
-    mode.what = "switch";
-    mode.kind = Kind::State;
-    mode.state_kind = StateKind::Mode;
-    mode.rhs = Node::constant(0.0);
     const Node& a = n.args[0];
     const Node& b = n.args[1];
+    Node initial;
     switch (n.op) {
-      case Op::Gt: mode.initial = positive(sub(a, b)); break;
-      case Op::Lt: mode.initial = positive(sub(b, a)); break;
-      case Op::Ge: mode.initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
-      default: mode.initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
+      case Op::Gt: initial = positive(sub(a, b)); break;
+      case Op::Lt: initial = positive(sub(b, a)); break;
+      case Op::Ge: initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
+      default: initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
     }
-    mode.state_dependent = true;
-    mode.where = "switching function of " + where;
-    mode.text = text;
-    mode.element = element;
-    const std::uint32_t m = add_symbol(std::move(mode));
-    modes_.emplace(key, m);
-    for (int on = 1; on >= 0; --on) {
-      EventDef d;
-      d.name = syms_[m].id + (on ? "_on" : "_off");
-      d.label = "switching function '" + d.name + "' (of " + where + ")";
-      d.element = element;
-      d.trigger = on ? n : Node::apply(Op::Not, {n});
-      d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
-      d.assign.emplace_back(m, Node::constant(on));
-      d.assign_text.push_back(on ? "1" : "0");
-      events_.push_back(std::move(d));
-    }
+    const std::uint32_t m =
+        add_mode("switch_", key, std::move(initial), "switching function of " + where, text, element);
+    add_mode_event(m, "_on", where, element, n, "a relation in '" + text + "'",
+                   Node::constant(1.0), "1");
+    add_mode_event(m, "_off", where, element, Node::apply(Op::Not, {n}),
+                   "not a relation in '" + text + "'", Node::constant(0.0), "0");
     return m;
   }
 
@@ -1994,37 +2014,17 @@ class Importer {
                          const libsbml::SBase* element) {
     const std::string key = "floor:" + key_of(g);
     if (auto it = modes_.find(key); it != modes_.end()) return it->second;
-    Symbol mode;
-    mode.id = "floor_" + std::to_string(modes_.size() + 1);
-    while (by_id_.count(mode.id)) mode.id += "_";
-    mode.what = "switch";
-    mode.kind = Kind::State;
-    mode.state_kind = StateKind::Mode;
-    mode.rhs = Node::constant(0.0);
-    mode.initial = Node::apply(Op::Floor, {g});
-    mode.state_dependent = true;
-    mode.where = "integer part (floor) in " + where;
-    mode.text = text;
-    mode.element = element;
-    const std::uint32_t m = add_symbol(std::move(mode));
-    modes_.emplace(key, m);
-    const Node n = Node::var(m), floor_g = Node::apply(Op::Floor, {g});
-    for (int up = 1; up >= 0; --up) {
-      EventDef d;
-      d.name = syms_[m].id + (up ? "_up" : "_down");
-      d.label = "switching function '" + d.name + "' (of " + where + ")";
-      d.element = element;
-      d.trigger = up ? Node::apply(Op::Ge, {g, add(n, Node::constant(1.0))})
-                     : Node::apply(Op::Lt, {g, n});
-      d.trigger_text = std::string(up ? "the argument of a floor reaches n + 1"
-                                      : "the argument of a floor falls below n") +
-                       " in '" + text + "'";
-      d.assign.emplace_back(
-          m, up ? Node::apply(Op::Max, {add(n, Node::constant(1.0)), floor_g})
-                : Node::apply(Op::Min, {sub(n, Node::constant(1.0)), floor_g}));
-      d.assign_text.push_back(up ? "max(n + 1, floor(g))" : "min(n - 1, floor(g))");
-      events_.push_back(std::move(d));
-    }
+    const Node floor_g = Node::apply(Op::Floor, {g});
+    const std::uint32_t m =
+        add_mode("floor_", key, floor_g, "integer part (floor) in " + where, text, element);
+    const Node n = Node::var(m), up = add(n, Node::constant(1.0));
+    add_mode_event(m, "_up", where, element, Node::apply(Op::Ge, {g, up}),
+                   "the argument of a floor reaches n + 1 in '" + text + "'",
+                   Node::apply(Op::Max, {up, floor_g}), "max(n + 1, floor(g))");
+    add_mode_event(m, "_down", where, element, Node::apply(Op::Lt, {g, n}),
+                   "the argument of a floor falls below n in '" + text + "'",
+                   Node::apply(Op::Min, {sub(n, Node::constant(1.0)), floor_g}),
+                   "min(n - 1, floor(g))");
     return m;
   }
 

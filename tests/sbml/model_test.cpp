@@ -45,6 +45,12 @@ std::string species(const std::string& id, const std::string& compartment,
                     const std::string& attributes) {
   return "<species id=\"" + id + "\" compartment=\"" + compartment + "\" " + attributes + "/>";
 }
+/// A species in concentration, changed by reactions, starting at c0.
+std::string floating_species(const std::string& id, const std::string& compartment, double c0) {
+  return species(id, compartment,
+                 "initialConcentration=\"" + std::to_string(c0) +
+                     "\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"");
+}
 std::string parameter(const std::string& id, double value, bool constant = true) {
   return "<parameter id=\"" + id + "\" value=\"" + std::to_string(value) + "\" constant=\"" +
          (constant ? "true" : "false") + "\"/>";
@@ -637,9 +643,7 @@ TEST(SbmlModel, FastReactionIsAnEquilibriumConstraint) {
                                          mathml_apply("times", ci("kr") + ci("B"))));
   const std::string xml = document(
       "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"true\"/></listOfCompartments>"
-      "<listOfSpecies>" +
-      species("A", "V", "initialConcentration=\"3\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
-      species("B", "V", "initialConcentration=\"1\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"") +
+      "<listOfSpecies>" + floating_species("A", "V", 3.0) + floating_species("B", "V", 1.0) +
       "</listOfSpecies><listOfParameters>" + parameter("kf", 2.0) + parameter("kr", 3.0) +
       parameter("k", 0.4) + "</listOfParameters><listOfReactions>" +
       std::string(fast).replace(fast.find("fast=\"false\""), 12, "fast=\"true\"") +
