@@ -100,6 +100,7 @@ struct Symbol {
   /// its amount is the state (this symbol's index), C = A / V.
   long amount = -1;
   bool state_dependent = false;
+  bool time_dependent = false;  ///< reads t (directly or through intermediates)
   /// A state determined by an algebraic rule (choose_algebraic_unknowns):
   /// `rhs` is the rule's residual 0 = g, `initial` a guess that the
   /// integrator's consistent initialisation replaces.
@@ -159,6 +160,7 @@ class Importer {
     register_symbols();
     define_symbols();
     define_events();
+    sbml_events_ = !events_.empty();
     hold_initial_assignments();
     resolve_rates();
     order_intermediates();
@@ -1126,26 +1128,26 @@ class Importer {
         }
     }
     std::set<std::string> candidates;
-    auto free = [&](const std::string& id) { return !assignment_.count(id) && !rate_.count(id); };
+    auto unruled = [&](const std::string& id) { return !assignment_.count(id) && !rate_.count(id); };
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
-      if ((level1 || !c->getConstant()) && free(c->getId())) candidates.insert(c->getId());
+      if ((level1 || !c->getConstant()) && unruled(c->getId())) candidates.insert(c->getId());
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
-      if ((level1 || !sp->getConstant()) && free(sp->getId()) && !by_reactions.count(sp->getId()))
+      if ((level1 || !sp->getConstant()) && unruled(sp->getId()) && !by_reactions.count(sp->getId()))
         candidates.insert(sp->getId());
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
-      if ((level1 || !p->getConstant()) && free(p->getId())) candidates.insert(p->getId());
+      if ((level1 || !p->getConstant()) && unruled(p->getId())) candidates.insert(p->getId());
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
       for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
-          if (sr->isSetId() && m_->getLevel() >= 3 && !sr->getConstant() && free(sr->getId()))
+          if (sr->isSetId() && m_->getLevel() >= 3 && !sr->getConstant() && unruled(sr->getId()))
             candidates.insert(sr->getId());
         }
     }
@@ -1863,12 +1865,25 @@ class Importer {
     for (std::uint32_t i = 0; i < syms_.size(); ++i)
       if (syms_[i].kind == Kind::Intermediate) visit(i);
     // State dependence, in dependency order.
-    for (Symbol& s : syms_) s.state_dependent = s.kind == Kind::State;
+    for (Symbol& s : syms_) {
+      s.state_dependent = s.kind == Kind::State;
+      s.time_dependent = s.kind == Kind::Time;
+    }
     for (std::uint32_t i : intermediates_) {
       std::set<std::uint32_t> deps;
       collect_variables(syms_[i].value, deps);
-      for (std::uint32_t d : deps) syms_[i].state_dependent |= syms_[d].state_dependent;
+      for (std::uint32_t d : deps) {
+        syms_[i].state_dependent |= syms_[d].state_dependent;
+        syms_[i].time_dependent |= syms_[d].time_dependent;
+      }
     }
+  }
+
+  bool time_dependent(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) return syms_[n.variable].time_dependent;
+    for (const Node& a : n.args)
+      if (time_dependent(a)) return true;
+    return false;
   }
 
   bool state_dependent(const Node& n) const {
@@ -1926,7 +1941,11 @@ class Importer {
         return Node::apply(Op::Neg, {Node::var(floor_of(Node::apply(Op::Neg, {std::move(g)}),
                                                         s.where, s.text, s.element))});
       }
-      if (!relation || !state_dependent(n)) {
+      // In a model with events, a relation on time is a switching function
+      // too: the event driver locates it, where an integration restarted at
+      // each switch time would restart the events' history.
+      const bool switching = state_dependent(n) || (sbml_events_ && time_dependent(n));
+      if (!relation || !switching) {
         Node c = n;
         for (Node& a : c.args) a = replace(a, s);
         return c;
@@ -2113,11 +2132,14 @@ class Importer {
       std::vector<std::size_t> algebraic;
       for (std::size_t i = 0; i < ny; ++i)
         if (syms_[states[i]].algebraic) algebraic.push_back(i);
-      if (!algebraic.empty() && algebraic.size() == ny)
-        refuse(algebraic_label(0), "every state of the model is determined by an algebraic rule "
-                                   "(no differential state: a nonlinear system at each time); "
-                                   "costate's DAEs need at least one differential state",
-               algebraic_rules_.front().second);
+      if (!algebraic.empty() && algebraic.size() == ny) {
+        const Symbol& first = syms_[states[algebraic.front()]];
+        refuse(first.where, "every state of the model is determined by an algebraic rule or a "
+                            "fast reaction's equilibrium (no differential state: a nonlinear "
+                            "system at each time); costate's DAEs need at least one "
+                            "differential state",
+               first.element);
+      }
       if (!algebraic.empty()) out.equations.set_algebraic_states(std::move(algebraic));
     }
     if (!events_.empty()) {
@@ -2230,6 +2252,7 @@ class Importer {
   std::set<std::string> active_functions_;
   std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
   std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
+  bool sbml_events_ = false;  ///< the document has events (relations on time become modes)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
   std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it

@@ -689,6 +689,25 @@ TEST(SbmlModel, RefusesAlgebraicRulesThatDetermineNothing) {
                  {"algebraic rule 1", "x - k", "not structurally determined"});
 }
 
+// A model whose every state is algebraic (a rule, a fast reaction's
+// equilibrium) has no differential state for the DAE layer: refused.
+TEST(SbmlModel, RefusesModelsWithoutADifferentialState) {
+  expect_refused(document("<listOfParameters>" + parameter("k", 1.0) + parameter("u", 0.0, false) +
+                          "</listOfParameters><listOfRules><algebraicRule>" +
+                          math(mathml_apply("minus", ci("u") + ci("k"))) +
+                          "</algebraicRule></listOfRules>"),
+                 {"algebraic rule 1 (determining parameter 'u')", "every state"});
+  const std::string decay = reaction("gone", "A:1", "", mathml_apply("times", ci("k") + ci("A")));
+  expect_refused(
+      document("<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/>"
+               "</listOfCompartments><listOfSpecies>" + floating_species("A", "V", 1.0) +
+               "</listOfSpecies><listOfParameters>" + parameter("k", 1.0) +
+               "</listOfParameters><listOfReactions>" +
+               std::string(decay).replace(decay.find("fast=\"false\""), 12, "fast=\"true\"") +
+               "</listOfReactions>"),
+      {"fast reaction 'gone'", "every state"});
+}
+
 // Every refusal names the line of the element refused (libsbml's line).
 TEST(SbmlModel, RefusalsNameTheLine) {
   const std::string xml =
