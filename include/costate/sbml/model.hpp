@@ -45,6 +45,8 @@
 /// relation holds, else 0) and two events that set it when the relation
 /// turns true or false, located by the event driver; the right-hand side
 /// reads the mode, so that derivatives carry the switch's jump term.
+/// In a model with events a relation on time is one too (the event driver
+/// locates it with the events; it is then not a time switch).
 /// floor(g) of a state-dependent g is one too: a mode "floor_N" holding
 /// ⌊g⌋ and two events (g ≥ n + 1, g < n); ceiling(g) = −floor(−g).
 ///
