@@ -160,6 +160,19 @@ class Problem {
     d["t"] = array(sol.t);
     d["y"] = matrix(sol.y, sol.n_outputs(), sol.n_states);
     d["names"] = cfg_.state_names;
+    const auto* m = cfg_.sbml.get();
+    if (m && sol.n_states == m->state_names.size() &&
+        cfg_.parameters.size() == m->parameter_names.size()) {
+      // An SBML model: every symbol (sbml::Model::symbol_values) at every
+      // output time, as `run --json` and the HDF5 output's /symbols.
+      std::vector<double> rows;
+      for (std::size_t k = 0; k < sol.n_outputs(); ++k) {
+        const auto values = m->symbol_values(sol.t[k], sol.state(k), cfg_.parameters);
+        rows.insert(rows.end(), values.begin(), values.end());
+      }
+      d["symbol_names"] = m->symbol_names();
+      d["symbols"] = matrix(rows, sol.n_outputs(), m->symbol_names().size());
+    }
     d["summary"] = summary_dict(sol.summary);
     return d;
   }

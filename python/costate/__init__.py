@@ -198,8 +198,10 @@ class Problem:
     # -- computations (the GIL is released while they run)
     def run(self, output=None):
         """Integrates; returns t (n,), y (n, states; one column per state, C
-        order), names, summary (dict). ``output``: also write the HDF5 file
-        ``costate run -o`` writes."""
+        order), names, summary (dict), and for an SBML model symbol_names and
+        symbols (n, symbols: every SBML symbol at each output time, as
+        ``run --json``'s final_symbols and the HDF5 file's /symbols).
+        ``output``: also write the HDF5 file ``costate run -o`` writes."""
         d = self._core.run(output or "")
         return Result(**d)
 

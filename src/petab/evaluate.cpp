@@ -69,6 +69,11 @@ struct ReducedModel {
     for (const auto& [j, i] : from_q) qbar[i] += pbar[j];
   }
 
+  /// A DAE's algebraic states (ode::HasAlgebraicStates: SBML algebraic
+  /// rules, fast reactions): their rows of rhs are constraints 0 = g, which
+  /// only the DAE integrators take (the support table refuses the others).
+  const std::vector<std::size_t>& algebraic_states() const { return equations->algebraic_states(); }
+
   // The SBML model's events (ode::HasEvents) on q: the same roots, triggers
   // and assignments with model parameter j read from q where from_q says.
   // A model without events has n_events() == 0, and make_system then gives

@@ -38,6 +38,7 @@ using ::Model;
 using ::Parameter;
 using ::Reaction;
 using ::Rule;
+using ::SBase;
 using ::SBMLDocument;
 using ::SBMLError;
 using ::SBMLReader;
@@ -82,6 +83,7 @@ struct Symbol {
   bool hosu = false;        ///< species: hasOnlySubstanceUnits
   bool boundary = false;    ///< species: boundaryCondition
   bool by_reactions = false;  ///< a species state changed by reactions
+  bool fast = false;  ///< a reaction with fast = true; a species a fast reaction changes
   bool assignment_rule = false;
   bool rate_rule = false;
   double number = 0.0;  ///< Parameter: its value
@@ -89,6 +91,7 @@ struct Symbol {
   Node rhs;             ///< State: its time derivative
   Node initial;         ///< State: its initial value
   std::string where;    ///< what `value`/`rhs` came from, for messages
+  const libsbml::SBase* element = nullptr;  ///< the element `where` names (its line in refusals)
   std::string text;     ///< the formula (libsbml's L3 infix), for messages
   std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
   std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
@@ -97,6 +100,11 @@ struct Symbol {
   /// its amount is the state (this symbol's index), C = A / V.
   long amount = -1;
   bool state_dependent = false;
+  bool time_dependent = false;  ///< reads t (directly or through intermediates)
+  /// A state determined by an algebraic rule (choose_algebraic_unknowns):
+  /// `rhs` is the rule's residual 0 = g, `initial` a guess that the
+  /// integrator's consistent initialisation replaces.
+  bool algebraic = false;
   long index = -1;  ///< within its kind, after ordering
 };
 
@@ -104,6 +112,7 @@ struct Symbol {
 struct EventDef {
   std::string label;  ///< "event 'id'" or "event N", for messages
   std::string name;   ///< its id (or name)
+  const libsbml::SBase* element = nullptr;  ///< the <event> (or what a switch comes from)
   Node trigger;
   std::string trigger_text;
   std::vector<std::pair<std::uint32_t, Node>> assign;  ///< (symbol, value)
@@ -147,21 +156,53 @@ class Importer {
     refuse_unsupported();
     collect_rules();
     collect_event_targets();
+    choose_algebraic_unknowns();
     register_symbols();
     define_symbols();
     define_events();
+    sbml_events_ = !events_.empty();
     hold_initial_assignments();
     resolve_rates();
     order_intermediates();
     switch_state_relations();
+    check_event_triggers();
     check_discontinuities();
     return assemble();
   }
 
  private:
-  [[noreturn]] void refuse(const std::string& element, const std::string& problem) const {
-    throw Error(file_ + ": " + element + ": " + problem);
+  /// Throws costate::Error "file:line: element: problem", the line of `at`
+  /// (else of the element being read, at_) when libsbml knows it.
+  [[noreturn]] void refuse(const std::string& element, const std::string& problem,
+                           const libsbml::SBase* at = nullptr) const {
+    const libsbml::SBase* where = at ? at : at_;
+    std::string head = file_;
+    if (where && where->getLine() > 0) head += ":" + std::to_string(where->getLine());
+    throw Error(head + ": " + element + ": " + problem);
   }
+
+  /// "file:line" of an element (the file alone when libsbml has no line):
+  /// the head of messages raised beyond this importer (expr, ode).
+  std::string located(const libsbml::SBase* e) const {
+    return e && e->getLine() > 0 ? file_ + ":" + std::to_string(e->getLine()) : file_;
+  }
+
+  /// While it lives, refusals without an element of their own name the line
+  /// of `e` (restores the previous one after).
+  class Reading {
+   public:
+    Reading(const Importer& importer, const libsbml::SBase* e)
+        : importer_(importer), saved_(importer.at_) {
+      importer_.at_ = e;
+    }
+    ~Reading() { importer_.at_ = saved_; }
+    Reading(const Reading&) = delete;
+    Reading& operator=(const Reading&) = delete;
+
+   private:
+    const Importer& importer_;
+    const libsbml::SBase* saved_;
+  };
 
   void check_read_errors(libsbml::SBMLDocument& doc) const {
     std::string messages;
@@ -195,7 +236,7 @@ class Importer {
       }
       if (doc.getPackageRequired(uri))
         refuse("package '" + prefix + "' (" + uri + ")",
-               "the document marks it required and costate does not implement it");
+               "the document marks it required and costate does not implement it", &doc);
     }
     if (!comp) return;
     libsbml::ConversionProperties props;
@@ -212,7 +253,8 @@ class Importer {
         ++shown;
       }
       refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
-                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages));
+                               "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages),
+             &doc);
     }
   }
 
@@ -220,20 +262,18 @@ class Importer {
     if (m_->getNumConstraints() > 0)
       refuse("constraint 1 of " + std::to_string(m_->getNumConstraints()) + " ('" +
                  formula(m_->getConstraint(0)->getMath()) + "')",
-             "constraints are not supported");
-    for (unsigned i = 0; i < m_->getNumRules(); ++i) {
-      const libsbml::Rule* r = m_->getRule(i);
-      if (r->isAlgebraic())
-        refuse("algebraic rule " + std::to_string(i + 1) + " ('" + formula(r->getMath()) + " = 0')",
-               "algebraic rules (differential-algebraic models) are not supported");
-    }
+             "constraints are not supported", m_->getConstraint(0));
   }
 
   void collect_rules() {
     for (unsigned i = 0; i < m_->getNumRules(); ++i) {
       const libsbml::Rule* r = m_->getRule(i);
-      if (!r->isAssignment() && !r->isRate()) continue;  // algebraic: refused before
+      Reading here(*this, r);
       if (!r->isSetMath()) continue;  // Level 3 Version 2: a rule without math is ignored
+      if (r->isAlgebraic()) {
+        algebraic_rules_.emplace_back(i, r);
+        continue;
+      }
       const std::string kind = r->isAssignment() ? "assignment rule" : "rate rule";
       const std::string& v = r->getVariable();
       if (assignment_.count(v) || rate_.count(v))
@@ -245,6 +285,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumInitialAssignments(); ++i) {
       const libsbml::InitialAssignment* a = m_->getInitialAssignment(i);
+      Reading here(*this, a);
       if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
       // A parameter or compartment the caller sets (ReadOptions); a
       // species keeps its assignment (the caller overrides its initial state).
@@ -301,7 +342,13 @@ class Importer {
     auto classify = [&](Symbol& s, double value, bool value_set) {
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
-      if (s.assignment_rule) {
+      if (algebraic_.count(s.id)) {
+        // Its stated value (else 1, a size that keeps amount ↔ concentration
+        // conversions finite) is a guess the integrator makes consistent at t0.
+        s.kind = Kind::State;
+        s.algebraic = true;
+        s.number = value_set ? value : 1.0;
+      } else if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
         if (!value_set && !initial_assignment_.count(s.id))
@@ -329,8 +376,10 @@ class Importer {
     };
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
+      Reading here(*this, c);
       Symbol s;
       s.id = c->getId();
+      s.element = c;
       s.what = "compartment";
       s.state_kind = StateKind::Compartment;
       classify(s, compartment_size(c), has_size(c));
@@ -338,8 +387,10 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
+      Reading here(*this, sp);
       Symbol s;
       s.id = sp->getId();
+      s.element = sp;
       s.what = "species";
       s.compartment = sp->getCompartment();
       s.hosu = sp->getHasOnlySubstanceUnits();
@@ -355,16 +406,22 @@ class Importer {
                                              ", not a compartment");
       s.assignment_rule = assignment_.count(s.id) > 0;
       s.rate_rule = rate_.count(s.id) > 0;
+      s.algebraic = algebraic_.count(s.id) > 0;
       if (const auto ev = event_target_.find(s.id); ev != event_target_.end()) {
         if (sp->getConstant())
           refuse("species '" + s.id + "'",
                  "is constant but assigned by " + ev->second + " (invalid SBML)");
-        if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment))
+        if (!s.hosu && !s.assignment_rule && !s.rate_rule &&
+            (assignment_.count(s.compartment) || algebraic_.count(s.compartment)))
           refuse("species '" + s.id + "'",
                  "is assigned by " + ev->second + " and is in concentration in compartment '" +
-                     s.compartment + "' whose size is set by an assignment rule; not supported");
+                     s.compartment + "' whose size is set by an " +
+                     (algebraic_.count(s.compartment) ? "algebraic" : "assignment") +
+                     " rule; not supported");
       }
-      if (s.assignment_rule) {
+      if (s.algebraic) {
+        s.kind = Kind::State;  // its value as its math uses it, from its algebraic rule
+      } else if (s.assignment_rule) {
         s.kind = Kind::Intermediate;
       } else if (s.rate_rule) {
         s.kind = Kind::State;
@@ -388,9 +445,11 @@ class Importer {
         s.kind = Kind::State;
         s.by_reactions = !s.boundary;
       }
-      if (!s.hosu && !s.assignment_rule && !s.rate_rule && assignment_.count(s.compartment)) {
-        // V(t) has no derivative to dilute with: the amount is the state
-        // (a symbol added below) and the concentration an intermediate.
+      if (!s.hosu && !s.assignment_rule && !s.rate_rule && !s.algebraic &&
+          (assignment_.count(s.compartment) || algebraic_.count(s.compartment))) {
+        // V(t) has no derivative to dilute with (set by an assignment or an
+        // algebraic rule): the amount is the state (a symbol added below)
+        // and the concentration an intermediate.
         s.kind = Kind::Intermediate;
         s.by_reactions = !s.boundary;
         amount_held_.push_back(add_symbol(std::move(s)));
@@ -400,8 +459,10 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
+      Reading here(*this, p);
       Symbol s;
       s.id = p->getId();
+      s.element = p;
       s.what = "parameter";
       s.state_kind = StateKind::Parameter;
       classify(s, p->getValue(), p->isSetValue());
@@ -409,12 +470,13 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
+      Reading here(*this, r);
       Symbol s;
       s.id = r->getId();
+      s.element = r;
       s.what = "reaction";
       s.kind = Kind::Intermediate;
-      if (r->isSetFast() && r->getFast())
-        refuse("reaction '" + s.id + "'", "fast reactions are not supported");
+      s.fast = r->isSetFast() && r->getFast();  // reduce_fast_reactions
       if (!r->isSetKineticLaw() || !r->getKineticLaw()->isSetMath())
         refuse("reaction '" + s.id + "'", "has no kinetic law (costate needs its rate)");
       add_symbol(std::move(s));
@@ -427,8 +489,10 @@ class Importer {
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
           if (!sr->isSetId()) continue;
+          Reading here(*this, sr);
           Symbol ref;
           ref.id = sr->getId();
+          ref.element = sr;
           ref.what = "species reference";
           classify(ref, stoichiometry_of(sr), true);
           add_symbol(std::move(ref));
@@ -440,6 +504,7 @@ class Importer {
       const libsbml::KineticLaw* kl = r->getKineticLaw();
       for (unsigned k = 0; k < kl->getNumParameters(); ++k) {
         const libsbml::Parameter* lp = kl->getParameter(k);
+        Reading here(*this, lp);
         std::string name = r->getId() + "_" + lp->getId();
         while (by_id_.count(name) || name == "t") name += "_";
         if (!lp->isSetValue())
@@ -448,6 +513,7 @@ class Importer {
         Symbol s;
         s.id = name;
         s.what = "local parameter";
+        s.element = lp;
         s.kind = Kind::Parameter;
         s.number = lp->getValue();
         local_[r->getId()][lp->getId()] = add_symbol(std::move(s));
@@ -466,12 +532,15 @@ class Importer {
       a.hosu = true;
       a.rhs = Node::constant(0.0);
       a.where = "amount of species '" + syms_[i].id + "'";
+      a.element = syms_[i].element;
       syms_[i].amount = add_symbol(std::move(a));
     }
     // What rules and initial assignments set must be a compartment, species
     // or parameter (a speciesReference's stoichiometry is refused later by
     // name); anything else would be dropped silently.
-    auto check_target = [&](const std::string& element, const std::string& id) {
+    auto check_target = [&](const std::string& element, const std::string& id,
+                            const libsbml::SBase* at) {
+      Reading here(*this, at);
       const auto it = by_id_.find(id);
       if (it == by_id_.end())
         refuse(element + " (variable '" + id + "')",
@@ -484,16 +553,16 @@ class Importer {
                    "; rules and initial assignments set compartments, species, parameters "
                    "and species references");
     };
-    for (const auto& [id, r] : assignment_) check_target("assignment rule", id);
-    for (const auto& [id, r] : rate_) check_target("rate rule", id);
-    for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id);
+    for (const auto& [id, r] : assignment_) check_target("assignment rule", id, r);
+    for (const auto& [id, r] : rate_) check_target("rate rule", id, r);
+    for (const auto& [id, a] : initial_assignment_) check_target("initial assignment", id, a);
     for (const auto& [id, event] : event_target_) {
-      check_target("event assignment of " + event, id);
+      check_target("event assignment of " + event, id, event_assignment_.at(id));
       const Symbol& target = syms_[by_id_.at(id)];
       if (target.assignment_rule)
         refuse("event assignment of " + event + " (variable '" + id + "')",
                "the variable is set by an assignment rule; an event may not assign it (invalid "
-               "SBML)");
+               "SBML)", event_assignment_.at(id));
       // A species reference an event assigns is a state with a zero
       // derivative (classify), which the reactions' terms read.
     }
@@ -518,11 +587,13 @@ class Importer {
   void define_symbols() {
     for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
       const libsbml::Compartment* c = m_->getCompartment(i);
+      Reading here(*this, c);
       define(sym(c->getId(), "compartment " + std::to_string(i + 1)),
              Node::constant(compartment_size(c)));
     }
     for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
       const libsbml::Species* sp = m_->getSpecies(i);
+      Reading here(*this, sp);
       Symbol& s = sym(sp->getId(), "species " + std::to_string(i + 1));
       const Node V = Node::var(index_of(s.compartment, "species '" + s.id + "'", "compartment"));
       Node stated;
@@ -532,6 +603,8 @@ class Importer {
       } else if (sp->isSetInitialAmount()) {
         stated = Node::constant(sp->getInitialAmount());
         if (!s.hosu) stated = div(std::move(stated), V);
+      } else if (s.algebraic) {
+        stated = Node::constant(1.0);  // a guess: the algebraic rule determines it
       } else if (!initial_assignment_.count(s.id) && !s.assignment_rule) {
         refuse("species '" + s.id + "'",
                "has no initial value (initialConcentration, initialAmount or an initial assignment)");
@@ -549,6 +622,7 @@ class Importer {
     }
     for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
       const libsbml::Parameter* p = m_->getParameter(i);
+      Reading here(*this, p);
       define(sym(p->getId(), "parameter " + std::to_string(i + 1)), Node::constant(p->getValue()));
     }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i)
@@ -556,24 +630,31 @@ class Importer {
                                m_->getReaction(i)->getListOfProducts()})
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          Reading here(*this, sr);
           if (sr->isSetId())
             define(sym(sr->getId(), "species reference"), Node::constant(stoichiometry_of(sr)));
         }
     for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
       const libsbml::Reaction* r = m_->getReaction(i);
+      Reading here(*this, r);
       const std::uint32_t self = index_of(r->getId(), "reaction " + std::to_string(i + 1), "id");
       const std::string where = "kinetic law of reaction '" + r->getId() + "'";
       const libsbml::KineticLaw* kl = r->getKineticLaw();
       const auto local = local_.find(r->getId());
       locals_ = local != local_.end() ? &local->second : nullptr;
-      Node rate = convert(kl->getMath(), where);
+      Node rate = [&] {
+        Reading law(*this, kl);
+        return convert(kl->getMath(), where);
+      }();
       locals_ = nullptr;
       syms_[self].value = std::move(rate);
       syms_[self].where = where;
+      syms_[self].element = kl;
       syms_[self].text = formula(kl->getMath());
       auto stoichiometry = [&](const libsbml::ListOf* list, double sign) {
         for (unsigned k = 0; k < list->size(); ++k) {
           const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          Reading here(*this, sr);
           const std::string element = "species reference to '" + sr->getSpecies() +
                                       "' in reaction '" + r->getId() + "'";
           // ν: stoichiometryMath (Level 2), the reference's own symbol
@@ -617,25 +698,11 @@ class Importer {
       stoichiometry(r->getListOfReactants(), -1.0);
       stoichiometry(r->getListOfProducts(), 1.0);
     }
+    reduce_fast_reactions();
     // Species changed by reactions: dC/dt = (Σ ν v) / V [− C V'/V].
     for (Symbol& s : syms_) {
       if (!s.by_reactions) continue;
-      Node sum = Node::constant(0.0);
-      bool first = true;
-      for (const auto& [nu, reaction] : s.terms) {
-        Node term = Node::var(reaction);
-        if (nu.kind != Node::Kind::Constant) {
-          term = mul(nu, std::move(term));
-        } else if (nu.value == 0.0) {
-          continue;
-        } else if (nu.value == -1.0) {
-          term = Node::apply(Op::Neg, {std::move(term)});
-        } else if (nu.value != 1.0) {
-          term = mul(nu, std::move(term));
-        }
-        sum = first ? std::move(term) : add(std::move(sum), std::move(term));
-        first = false;
-      }
+      Node sum = reaction_sum(s);
       s.where = "reactions changing species '" + s.id + "'";
       if (!s.conversion_factor.empty())  // dA/dt = f Σ ν v
         sum = mul(Node::var(index_of(s.conversion_factor, "species '" + s.id + "'",
@@ -652,7 +719,8 @@ class Importer {
           refuse("species '" + s.id + "'",
                  "is in concentration (hasOnlySubstanceUnits = false) in compartment '" + comp.id +
                      "' whose size is set by an assignment rule; not supported (give the "
-                     "compartment a rate rule, or the species hasOnlySubstanceUnits = true)");
+                     "compartment a rate rule, or the species hasOnlySubstanceUnits = true)",
+                 s.element);
         sum = div(std::move(sum), Node::var(c));
         if (comp.kind == Kind::State)
           sum = sub(std::move(sum),
@@ -663,23 +731,295 @@ class Importer {
     }
   }
 
+  /// Σ ν v over the reactions changing species `s` (an amount per time),
+  /// fast reactions left out when `slow_only`.
+  Node reaction_sum(const Symbol& s, bool slow_only = false) const {
+    Node sum = Node::constant(0.0);
+    bool first = true;
+    for (const auto& [nu, reaction] : s.terms) {
+      if (slow_only && syms_[reaction].fast) continue;
+      Node term = Node::var(reaction);
+      if (nu.kind != Node::Kind::Constant) {
+        term = mul(nu, std::move(term));
+      } else if (nu.value == 0.0) {
+        continue;
+      } else if (nu.value == -1.0) {
+        term = Node::apply(Op::Neg, {std::move(term)});
+      } else if (nu.value != 1.0) {
+        term = mul(nu, std::move(term));
+      }
+      sum = first ? std::move(term) : add(std::move(sum), std::move(term));
+      first = false;
+    }
+    return sum;
+  }
+
+  /// Fast reactions (SBML Level 2 and Level 3 Version 1: fast="true") are
+  /// at equilibrium on the slow reactions' time scale: their kinetic laws
+  /// are 0 and the fast subsystem's conservation laws hold. With a the
+  /// amounts of the species the r fast reactions change, N_f their
+  /// stoichiometry (columns independent) and N_s v_s the slow reactions'
+  /// rates: r pivot species P (N_f[P] regular, partial pivoting) become
+  /// algebraic states, residuals v_k(…) = 0 for the fast reactions k; each
+  /// other species j is given by the conserved amount
+  ///     T_j = a_j − Σ_{i∈P} M_ji a_i,   M = N_f[non-P] N_f[P]⁻¹,
+  /// a state "<id>_total" with dT_j/dt = (N_s v_s)_j − Σ_i M_ji (N_s v_s)_i
+  /// (the fast fluxes cancel), T_j(t0) from the stated values, and
+  /// a_j = T_j + Σ_i M_ji a_i. At t0 the consistent initialisation then
+  /// equilibrates the fast reactions keeping the T_j, as SBML says (fast
+  /// reactions act at t = 0). A species' conversion factor f scales its
+  /// row (da/dt = f N v). With one fast reaction the stoichiometries may be
+  /// expressions constant in time (species references, conversion
+  /// factors): M_j = N_j / N_p as trees. Refused by name: stoichiometries
+  /// that change in time, non-numeric ones with several fast reactions,
+  /// linearly dependent fast reactions, species an event assigns, and
+  /// species in concentration whose compartment changes in time.
+  void reduce_fast_reactions() {
+    std::vector<std::uint32_t> fast, species;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i)
+      if (syms_[i].what == "reaction" && syms_[i].fast) fast.push_back(i);
+    if (fast.empty()) return;
+    for (std::uint32_t i = 0; i < syms_.size(); ++i) {
+      const Symbol& s = syms_[i];
+      if (!s.by_reactions) continue;
+      for (const auto& term : s.terms)
+        if (syms_[term.second].fast) {
+          species.push_back(i);
+          break;
+        }
+    }
+    const std::size_t nf = fast.size(), ns = species.size();
+    // Whether a stoichiometry (or conversion factor) is constant in time:
+    // numbers, parameters, and values that depend on neither t nor a state.
+    std::function<bool(const Node&)> constant_in_time = [&](const Node& n) {
+      if (n.kind == Node::Kind::Variable) {
+        const Symbol& v = syms_[n.variable];
+        if (v.kind == Kind::Parameter) return true;
+        if (v.kind != Kind::Intermediate || v.what == "reaction" || v.fast) return false;
+        return constant_in_time(v.value);
+      }
+      for (const Node& a : n.args)
+        if (!constant_in_time(a)) return false;
+      return true;
+    };
+    // N_f (amount per fast flux), row-major ns × nf: numbers, or for one
+    // fast reaction trees constant in time (a species reference's
+    // stoichiometry, a conversion factor).
+    std::vector<Node> N(ns * nf, Node::constant(0.0));
+    std::vector<Node> factor(ns);  // the conversion factor (a constant 1 without one)
+    bool numeric = true;
+    for (std::size_t a = 0; a < ns; ++a) {
+      Symbol& s = syms_[species[a]];
+      Reading here(*this, s.element);
+      const std::string label = "species '" + s.id + "'";
+      const std::string why = " (a fast reaction changes it); not supported";
+      factor[a] = Node::constant(1.0);
+      if (!s.conversion_factor.empty())
+        factor[a] = Node::var(index_of(s.conversion_factor, label, "conversionFactor"));
+      if (s.amount >= 0)
+        refuse(label, "is in concentration in compartment '" + s.compartment +
+                          "', whose size an assignment or algebraic rule sets" + why);
+      if (event_target_.count(s.id))
+        refuse(label, "is assigned by " + event_target_.at(s.id) + why);
+      if (!s.hosu) {
+        const Symbol& c = syms_[index_of(s.compartment, label, "compartment")];
+        if (c.kind == Kind::State || c.assignment_rule)
+          refuse(label, "is in concentration in compartment '" + c.id +
+                            "', whose size changes in time" + why);
+      }
+      for (const auto& [nu, reaction] : s.terms) {
+        if (!syms_[reaction].fast) continue;
+        const std::size_t k = static_cast<std::size_t>(
+            std::find(fast.begin(), fast.end(), reaction) - fast.begin());
+        Node entry = factor[a].kind == Node::Kind::Constant ? nu : mul(factor[a], nu);
+        if (!constant_in_time(entry))
+          refuse(label, "its stoichiometry in fast reaction '" + syms_[reaction].id +
+                            "' (or its conversion factor) changes in time; not supported");
+        Node& cell = N[a * nf + k];
+        cell = cell.kind == Node::Kind::Constant && entry.kind == Node::Kind::Constant
+                   ? Node::constant(cell.value + entry.value)
+                   : add(std::move(cell), std::move(entry));
+        numeric = numeric && cell.kind == Node::Kind::Constant;
+      }
+    }
+    if (!numeric && nf > 1)
+      refuse("reaction '" + syms_[fast[0]].id + "'",
+             "is one of " + std::to_string(nf) + " fast reactions whose stoichiometries are not "
+             "all numbers (species references or conversion factors); with several fast "
+             "reactions only numbers are supported", syms_[fast[0]].element);
+    // Stoichiometries are small integers: a pivot below this is a
+    // combination of the others, not a number.
+    constexpr double kDependent = 1e-9;
+    std::vector<std::size_t> pivot_row(nf);
+    std::vector<char> is_pivot(ns, 0);
+    // M[a] (nf entries, column k ↔ pivot k) for each non-pivot species a.
+    std::vector<std::vector<Node>> M(ns);
+    if (!numeric) {
+      // One fast reaction: the pivot is a species with a number (the
+      // largest), else the first; M_a = N_a / N_p.
+      std::size_t best = ns;
+      for (std::size_t a = 0; a < ns; ++a) {
+        const Node& c = N[a];
+        if (c.kind != Node::Kind::Constant) {
+          if (best == ns) best = a;
+        } else if (std::abs(c.value) > kDependent &&
+                   (best == ns || N[best].kind != Node::Kind::Constant ||
+                    std::abs(c.value) > std::abs(N[best].value))) {
+          best = a;
+        }
+      }
+      pivot_row[0] = best;
+      is_pivot[best] = 1;
+      for (std::size_t a = 0; a < ns; ++a)
+        if (!is_pivot[a]) M[a] = {div(N[a], N[best])};
+    } else {
+      std::vector<double> E(ns * nf);
+      for (std::size_t q = 0; q < ns * nf; ++q) E[q] = N[q].value;
+      const std::vector<double> Nd = E;
+      // Pivots: Gaussian elimination with partial pivoting.
+      for (std::size_t k = 0; k < nf; ++k) {
+        std::size_t best = ns;
+        double best_abs = 0.0;
+        for (std::size_t a = 0; a < ns; ++a)
+          if (!is_pivot[a] && std::abs(E[a * nf + k]) > best_abs) {
+            best = a;
+            best_abs = std::abs(E[a * nf + k]);
+          }
+        if (best == ns || best_abs < kDependent)
+          refuse("reaction '" + syms_[fast[k]].id + "'",
+                 "is fast, and its stoichiometry is a combination of the other fast reactions' "
+                 "(their equilibria would overdetermine the species); not supported",
+                 syms_[fast[k]].element);
+        is_pivot[best] = 1;
+        pivot_row[k] = best;
+        for (std::size_t a = 0; a < ns; ++a) {
+          if (a == best || E[a * nf + k] == 0.0) continue;
+          const double f = E[a * nf + k] / E[best * nf + k];
+          for (std::size_t q = 0; q < nf; ++q) E[a * nf + q] -= f * E[best * nf + q];
+        }
+      }
+      // B = N_f[P] (nf × nf, rows in pivot order) and its inverse.
+      std::vector<double> B(nf * nf), Binv(nf * nf, 0.0);
+      for (std::size_t k = 0; k < nf; ++k) {
+        for (std::size_t q = 0; q < nf; ++q) B[k * nf + q] = Nd[pivot_row[k] * nf + q];
+        Binv[k * nf + k] = 1.0;
+      }
+      for (std::size_t c = 0; c < nf; ++c) {  // Gauss–Jordan with partial pivoting
+        std::size_t best = c;
+        for (std::size_t r = c + 1; r < nf; ++r)
+          if (std::abs(B[r * nf + c]) > std::abs(B[best * nf + c])) best = r;
+        for (std::size_t q = 0; q < nf; ++q) {
+          std::swap(B[c * nf + q], B[best * nf + q]);
+          std::swap(Binv[c * nf + q], Binv[best * nf + q]);
+        }
+        const double d = B[c * nf + c];
+        for (std::size_t q = 0; q < nf; ++q) {
+          B[c * nf + q] /= d;
+          Binv[c * nf + q] /= d;
+        }
+        for (std::size_t r = 0; r < nf; ++r) {
+          if (r == c || B[r * nf + c] == 0.0) continue;
+          const double f = B[r * nf + c];
+          for (std::size_t q = 0; q < nf; ++q) {
+            B[r * nf + q] -= f * B[c * nf + q];
+            Binv[r * nf + q] -= f * Binv[c * nf + q];
+          }
+        }
+      }
+      for (std::size_t a = 0; a < ns; ++a) {
+        if (is_pivot[a]) continue;
+        M[a].assign(nf, Node::constant(0.0));
+        for (std::size_t k = 0; k < nf; ++k) {
+          double m = 0.0;
+          for (std::size_t q = 0; q < nf; ++q) m += Nd[a * nf + q] * Binv[q * nf + k];
+          M[a][k] = Node::constant(m);
+        }
+      }
+    }
+    // Amount a of a species from its value u (u·V in concentration) and back.
+    auto amount = [&](const Symbol& s, Node u) {
+      return s.hosu ? u : mul(std::move(u), Node::var(index_of(s.compartment, s.id, "compartment")));
+    };
+    // Slow rates and stated initial values of the species, before any changes.
+    std::vector<Node> slow(ns), initial(ns);
+    for (std::size_t a = 0; a < ns; ++a) {
+      slow[a] = reaction_sum(syms_[species[a]], true);
+      if (factor[a].kind != Node::Kind::Constant) slow[a] = mul(factor[a], std::move(slow[a]));
+      initial[a] = amount(syms_[species[a]], syms_[species[a]].initial);
+    }
+    // Pivot species: algebraic, 0 = the kinetic law of their fast reaction.
+    for (std::size_t k = 0; k < nf; ++k) {
+      Symbol& s = syms_[species[pivot_row[k]]];
+      s.by_reactions = false;
+      s.fast = true;
+      s.algebraic = true;
+      s.rhs = Node::var(fast[k]);
+      s.where = "equilibrium of fast reaction '" + syms_[fast[k]].id + "' (determining species '" +
+                s.id + "')";
+      s.text = "0 = " + syms_[fast[k]].text;
+      s.element = syms_[fast[k]].element;
+    }
+    for (std::size_t a = 0; a < ns; ++a) {
+      if (is_pivot[a]) continue;
+      Node rate = slow[a], init = initial[a], others = Node::constant(0.0);
+      for (std::size_t k = 0; k < nf; ++k) {
+        const Node& m = M[a][k];
+        if (m.kind == Node::Kind::Constant && m.value == 0.0) continue;
+        const std::size_t b = pivot_row[k];
+        const Symbol& p = syms_[species[b]];
+        rate = sub(std::move(rate), mul(m, slow[b]));
+        init = sub(std::move(init), mul(m, initial[b]));
+        others = add(std::move(others), mul(m, amount(p, Node::var(species[b]))));
+      }
+      Symbol total;
+      total.id = syms_[species[a]].id + "_total";
+      while (by_id_.count(total.id)) total.id += "_";
+      total.what = "species";
+      total.kind = Kind::State;
+      total.state_kind = StateKind::SpeciesAmount;
+      total.compartment = syms_[species[a]].compartment;
+      total.hosu = true;
+      total.rhs = std::move(rate);
+      total.initial = std::move(init);
+      total.where = "conserved amount of species '" + syms_[species[a]].id +
+                    "' under the fast reactions";
+      total.element = syms_[species[a]].element;
+      const std::uint32_t t = add_symbol(std::move(total));
+      Symbol& s = syms_[species[a]];
+      s.by_reactions = false;
+      s.fast = true;
+      s.kind = Kind::Intermediate;
+      Node a_j = add(Node::var(t), std::move(others));
+      s.value = s.hosu ? std::move(a_j)
+                       : div(std::move(a_j), Node::var(index_of(s.compartment, s.id, "compartment")));
+      s.initial = Node{};
+      s.rhs = Node{};
+      s.where = "species '" + s.id + "' from its conserved amount under the fast reactions";
+    }
+  }
+
   /// Rules and initial assignments of one symbol; `stated` is its value
   /// from the element's attribute (in its math units).
   void define(Symbol& s, Node stated) {
     const std::string label = s.what + " '" + s.id + "'";
-    Node initial = std::move(stated);
+    // An algebraic unknown's guess: its stated value, else 1 (classify).
+    Node initial = s.algebraic && s.what != "species" ? Node::constant(s.number) : std::move(stated);
     if (auto it = initial_assignment_.find(s.id); it != initial_assignment_.end()) {
+      Reading here(*this, it->second);
       if (!it->second->isSetMath()) refuse("initial assignment for " + label, "has no math");
       initial = convert(it->second->getMath(), "initial assignment for " + label);
       if (s.kind == Kind::Intermediate && !s.assignment_rule) {
         s.where = "initial assignment for " + label;
         s.text = formula(it->second->getMath());
+        s.element = it->second;
       }
     }
     if (s.assignment_rule) {
       const auto rule = assignment_.find(s.id);
       if (rule == assignment_.end()) refuse(label, "has no assignment rule (internal: classified as one)");
       const libsbml::Rule* r = rule->second;
+      Reading here(*this, r);
+      s.element = r;
       if (!r->isSetMath()) refuse("assignment rule for " + label, "has no math");
       s.where = "assignment rule for " + label;
       s.value = convert(r->getMath(), s.where);
@@ -693,10 +1033,19 @@ class Importer {
     }
     if (s.kind == Kind::State) {
       s.initial = std::move(initial);
-      if (s.rate_rule) {
+      if (s.algebraic) {
+        const auto& [index, rule] = algebraic_rules_[algebraic_.at(s.id)];
+        Reading here(*this, rule);
+        s.element = rule;
+        s.where = "algebraic rule " + std::to_string(index + 1) + " (determining " + label + ")";
+        s.rhs = convert(rule->getMath(), s.where);
+        s.text = "0 = " + formula(rule->getMath());
+      } else if (s.rate_rule) {
         const auto rule = rate_.find(s.id);
         if (rule == rate_.end()) refuse(label, "has no rate rule (internal: classified as one)");
         const libsbml::Rule* r = rule->second;
+        Reading here(*this, r);
+        s.element = r;
         if (!r->isSetMath()) refuse("rate rule for " + label, "has no math");
         s.where = "rate rule for " + label;
         s.rhs = convert(r->getMath(), s.where);
@@ -730,12 +1079,140 @@ class Importer {
       std::set<std::string> seen;
       for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
         const auto* a = e->getEventAssignment(k);
+        Reading here(*this, a);
         if (!a->isSetMath()) continue;  // Level 3 Version 2: ignored without math
         if (!seen.insert(a->getVariable()).second)
           refuse(event_label(e, i) + " (variable '" + a->getVariable() + "')",
                  "assigns the variable twice (invalid SBML)");
         event_target_.emplace(a->getVariable(), event_label(e, i));
+        event_assignment_.emplace(a->getVariable(), a);
       }
+    }
+  }
+
+  /// Every id a math tree names (function-call arguments included).
+  static void names_in(const libsbml::ASTNode* a, std::set<std::string>& out) {
+    if (!a) return;
+    if (a->getType() == AST_NAME && a->getName()) out.insert(a->getName());
+    for (unsigned i = 0; i < a->getNumChildren(); ++i) names_in(a->getChild(i), out);
+  }
+
+  std::string algebraic_label(std::size_t k) const {
+    const auto& [index, rule] = algebraic_rules_[k];
+    return "algebraic rule " + std::to_string(index + 1) + " ('0 = " + formula(rule->getMath()) + "')";
+  }
+
+  /// Algebraic rules 0 = g(…) (SBML: the model must be structurally
+  /// determined): each rule determines one variable that nothing else
+  /// determines — a compartment, species, parameter or species reference
+  /// that is not constant, has no assignment or rate rule and (a species) is
+  /// not changed by a reaction — and that the rule's math uses, directly or
+  /// through assignment rules and reaction rates. The rules and these
+  /// candidates are matched one to one (augmenting paths; a variable no
+  /// event assigns is tried first). A rule left without a variable is
+  /// refused by name: the model is overdetermined (SBML's structural
+  /// determination fails). The chosen variables become algebraic states
+  /// (ode::EquationModel::set_algebraic_states); whether g_z is regular
+  /// (index 1) is checked at the start time by the integrator.
+  void choose_algebraic_unknowns() {
+    if (algebraic_rules_.empty()) return;
+    const bool level1 = m_->getLevel() == 1;
+    std::set<std::string> by_reactions;
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          const libsbml::Species* sp = m_->getSpecies(sr->getSpecies());
+          if (sp && !sp->getBoundaryCondition()) by_reactions.insert(sr->getSpecies());
+        }
+    }
+    std::set<std::string> candidates;
+    auto unruled = [&](const std::string& id) { return !assignment_.count(id) && !rate_.count(id); };
+    for (unsigned i = 0; i < m_->getNumCompartments(); ++i) {
+      const libsbml::Compartment* c = m_->getCompartment(i);
+      if ((level1 || !c->getConstant()) && unruled(c->getId())) candidates.insert(c->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumSpecies(); ++i) {
+      const libsbml::Species* sp = m_->getSpecies(i);
+      if ((level1 || !sp->getConstant()) && unruled(sp->getId()) && !by_reactions.count(sp->getId()))
+        candidates.insert(sp->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumParameters(); ++i) {
+      const libsbml::Parameter* p = m_->getParameter(i);
+      if ((level1 || !p->getConstant()) && unruled(p->getId())) candidates.insert(p->getId());
+    }
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      for (const auto* list : {r->getListOfReactants(), r->getListOfProducts()})
+        for (unsigned k = 0; k < list->size(); ++k) {
+          const auto* sr = static_cast<const libsbml::SpeciesReference*>(list->get(k));
+          if (sr->isSetId() && m_->getLevel() >= 3 && !sr->getConstant() && unruled(sr->getId()))
+            candidates.insert(sr->getId());
+        }
+    }
+    // What each rule reads, through assignment rules and reaction rates.
+    std::map<std::string, const libsbml::ASTNode*> through;
+    for (const auto& [id, r] : assignment_) through[id] = r->getMath();
+    for (unsigned i = 0; i < m_->getNumReactions(); ++i) {
+      const libsbml::Reaction* r = m_->getReaction(i);
+      if (r->isSetKineticLaw() && r->getKineticLaw()->isSetMath())
+        through[r->getId()] = r->getKineticLaw()->getMath();
+    }
+    const std::size_t n = algebraic_rules_.size();
+    std::vector<std::vector<std::string>> options(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      std::set<std::string> seen;
+      std::vector<const libsbml::ASTNode*> todo{algebraic_rules_[k].second->getMath()};
+      while (!todo.empty()) {
+        std::set<std::string> names;
+        names_in(todo.back(), names);
+        todo.pop_back();
+        for (const std::string& id : names) {
+          if (!seen.insert(id).second) continue;
+          if (const auto it = through.find(id); it != through.end()) todo.push_back(it->second);
+        }
+      }
+      for (int pass = 0; pass < 2; ++pass)  // variables no event assigns first
+        for (const std::string& id : seen)
+          if (candidates.count(id) && (event_target_.count(id) > 0) == (pass == 1))
+            options[k].push_back(id);
+    }
+    // Kuhn's augmenting paths: rule k ↦ owner[variable].
+    std::map<std::string, std::size_t> owner;
+    std::function<bool(std::size_t, std::set<std::string>&)> place =
+        [&](std::size_t k, std::set<std::string>& visited) {
+          for (const std::string& id : options[k]) {
+            if (!visited.insert(id).second) continue;
+            const auto it = owner.find(id);
+            if (it == owner.end() || place(it->second, visited)) {
+              owner[id] = k;
+              return true;
+            }
+          }
+          return false;
+        };
+    for (std::size_t k = 0; k < n; ++k) {
+      std::set<std::string> visited;
+      if (place(k, visited)) continue;
+      std::string read;
+      for (const std::string& id : options[k]) read += (read.empty() ? "'" : ", '") + id + "'";
+      refuse(algebraic_label(k),
+             "the model is not structurally determined: no variable is left for this rule to "
+             "determine (" + (options[k].empty()
+                                  ? std::string("it reads no variable that is not constant and "
+                                                "not already set by a rule or by reactions")
+                                  : "the variables it could determine, " + read +
+                                        ", are determined by other algebraic rules") +
+             ")", algebraic_rules_[k].second);
+    }
+    for (const auto& [id, k] : owner) {
+      if (const auto ev = event_target_.find(id); ev != event_target_.end())
+        refuse(algebraic_label(k), "determines '" + id + "', which " + ev->second +
+                                       " also assigns; an event may not assign a variable an "
+                                       "algebraic rule determines",
+               algebraic_rules_[k].second);
+      algebraic_.emplace(id, k);
     }
   }
 
@@ -795,12 +1272,46 @@ class Importer {
         return syms_[v].kind != Kind::Parameter;
       });
       if (varies)
-        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text)), Node::constant(0.5)});
+        return Node::apply(Op::Gt, {Node::var(mode_of(n, where, text, at_)), Node::constant(0.5)});
       return n;
     }
     Node c = n;
     for (Node& a : c.args) a = window_to_modes(a, where, text);
     return c;
+  }
+
+  /// Events whose trigger reads a variable an algebraic rule determines
+  /// (directly or through intermediates) are refused: the event driver
+  /// re-solves the algebraic states only after all executions of an
+  /// instant, so a trigger would see their values from before it.
+  void check_event_triggers() const {
+    if (algebraic_.empty()) return;
+    std::vector<int> memo(syms_.size(), -1);
+    std::function<long(std::uint32_t)> algebraic_in = [&](std::uint32_t i) -> long {
+      if (memo[i] == -2) return -1;
+      const Symbol& s = syms_[i];
+      if (s.algebraic) return i;
+      if (s.kind != Kind::Intermediate) return -1;
+      memo[i] = -2;  // cycles are reported by order_intermediates
+      std::set<std::uint32_t> deps;
+      collect_variables(s.value, deps);
+      for (std::uint32_t d : deps)
+        if (const long a = algebraic_in(d); a >= 0) return memo[i] = -1, a;
+      memo[i] = -1;
+      return -1;
+    };
+    for (const EventDef& d : events_) {
+      std::set<std::uint32_t> deps;
+      collect_variables(d.trigger, deps);
+      for (std::uint32_t v : deps)
+        if (const long a = algebraic_in(v); a >= 0)
+          refuse("trigger of " + d.label,
+                 "reads '" + syms_[static_cast<std::size_t>(a)].id +
+                     "', which an algebraic rule determines; events whose triggers depend on "
+                     "algebraic states are not supported (the event driver re-solves them only "
+                     "after an instant's executions)",
+                 d.element);
+    }
   }
 
   /// Pass 2 for events: their math over the symbols.
@@ -809,6 +1320,8 @@ class Importer {
       const libsbml::Event* e = m_->getEvent(i);
       EventDef d;
       d.label = event_label(e, i);
+      d.element = e;
+      Reading here(*this, e);
       d.name = e->isSetId() ? e->getId() : e->isSetName() ? e->getName() : d.label;
       const auto* trigger = e->getTrigger();
       // Level 3 Version 2: a trigger without math is never true, and the
@@ -832,6 +1345,7 @@ class Importer {
       }
       for (unsigned k = 0; k < e->getNumEventAssignments(); ++k) {
         const auto* a = e->getEventAssignment(k);
+        Reading assignment(*this, a);
         if (!a->isSetMath()) continue;
         const std::string where = "event assignment of " + d.label + " (variable '" +
                                   a->getVariable() + "')";
@@ -885,7 +1399,7 @@ class Importer {
         refuse(a.label + " and " + b.label,
                "have the same priority ('" + a.priority_text + "') and compete (one assigns what "
                "the other assigns or reads): SBML executes simultaneous events of equal priority "
-               "in random order; not supported");
+               "in random order; not supported", b.element);
       }
   }
 
@@ -898,8 +1412,9 @@ class Importer {
       const std::function<Node(const Node&)>& renumber) const {
     std::vector<ode::EquationModel::Event> out;
     for (const EventDef& d : events_) {
+      Reading here(*this, d.element);
       ode::EquationModel::Event e;
-      const std::string context = file_ + ": " + d.label;
+      const std::string context = located(d.element) + ": " + d.label;
       e.attributes.name = d.name;
       e.attributes.initial_value = d.initial_value;
       e.attributes.persistent = d.persistent;
@@ -991,7 +1506,7 @@ class Importer {
     for (std::uint32_t i = 0; i < syms_.size(); ++i) {
       const Symbol& s = syms_[i];
       if (s.kind == Kind::Intermediate && !s.assignment_rule && s.what != "reaction" &&
-          s.amount < 0 && (initial_assignment_.count(s.id) || s.what == "species") &&
+          s.amount < 0 && !s.fast && (initial_assignment_.count(s.id) || s.what == "species") &&
           varies(i))
         held.push_back(i);
     }
@@ -1016,7 +1531,8 @@ class Importer {
 
   [[noreturn]] void refuse_math(const libsbml::ASTNode* a, const std::string& where,
                                 const std::string& problem) const {
-    refuse(where, problem + " in '" + formula(a) + "'");
+    const libsbml::SBase* parent = a ? a->getParentSBMLObject() : nullptr;
+    refuse(where, problem + " in '" + formula(a) + "'", parent ? parent : at_);
   }
 
   Node child(const libsbml::ASTNode* a, unsigned i, const std::string& where, const Scope& scope) {
@@ -1157,9 +1673,13 @@ class Importer {
       case AST_FUNCTION_FACTORIAL: {
         if (n != 1) refuse_math(a, where, "factorial takes one argument");
         const Node x = child(a, 0, where, scope);
-        if (x.kind != Node::Kind::Constant)
-          refuse_math(a, where, "factorial of a value that is not a constant number is not "
-                                "supported");
+        if (x.kind != Node::Kind::Constant) {
+          if (x.kind != Node::Kind::Apply || (x.op != Op::Floor && x.op != Op::Ceil))
+            refuse_math(a, where, "factorial of a value that is not a constant number and not "
+                                  "an integer by floor or ceiling (SBML defines factorial for "
+                                  "non-negative integers) is not supported");
+          return factorial_of_integer(x);
+        }
         if (x.value < 0 || x.value != std::floor(x.value))
           refuse_math(a, where, "factorial of " + std::to_string(x.value) +
                                     " (SBML defines it for non-negative integers)");
@@ -1188,6 +1708,40 @@ class Importer {
     }
     const char* type = a->getName();
     refuse_math(a, where, std::string("the MathML element ") + (type ? std::string("'") + type + "'" : "of type " + std::to_string(static_cast<int>(a->getType()))) + " is not supported");
+  }
+
+  /// n! for an integer-valued n (a floor or ceiling, whose state-dependent
+  /// forms become switching functions), without comparisons:
+  ///     n! = Π_{k=2}^{170} (1 + (k − 1)·min(1, max(0, n − k + 1)))
+  /// (the factor is k for k ≤ n, else 1), times √(n + ½)/√(n + ½) (NaN for
+  /// a negative n, where SBML leaves factorial undefined; exactly 1
+  /// otherwise) and exp(10⁶·min(1, max(0, n − 170))) (170! is the largest
+  /// factorial a double holds: ∞ beyond, exactly 1 below). Piecewise
+  /// constant between the switches, so its derivative is 0 there.
+  static Node factorial_of_integer(const Node& n) {
+    constexpr int kLargest = 170;
+    auto clamp01 = [](Node v) {
+      return Node::apply(Op::Min, {Node::constant(1.0),
+                                   Node::apply(Op::Max, {Node::constant(0.0), std::move(v)})});
+    };
+    std::vector<Node> factors;
+    for (int k = 2; k <= kLargest; ++k)
+      factors.push_back(add(Node::constant(1.0),
+                            mul(Node::constant(k - 1.0),
+                                clamp01(sub(n, Node::constant(k - 1.0))))));
+    const Node root = Node::apply(Op::Sqrt, {add(n, Node::constant(0.5))});
+    factors.push_back(div(root, root));
+    factors.push_back(Node::apply(
+        Op::Exp, {mul(Node::constant(1e6), clamp01(sub(n, Node::constant(kLargest))))}));
+    // A balanced product keeps the tree shallow.
+    while (factors.size() > 1) {
+      std::vector<Node> next;
+      for (std::size_t i = 0; i + 1 < factors.size(); i += 2)
+        next.push_back(mul(std::move(factors[i]), std::move(factors[i + 1])));
+      if (factors.size() % 2 == 1) next.push_back(std::move(factors.back()));
+      factors = std::move(next);
+    }
+    return factors.front();
   }
 
   /// 1/x of a one-argument function's argument (the arc* family:
@@ -1226,6 +1780,7 @@ class Importer {
     s.kind = Kind::Intermediate;
     s.rate_of = id;
     s.where = where;
+    s.element = at_;
     return Node::var(add_symbol(std::move(s)));
   }
 
@@ -1236,12 +1791,18 @@ class Importer {
       const Symbol& x = syms_[by_id_.at(s.rate_of)];
       if (x.amount >= 0)
         refuse(s.where, "rateOf('" + x.id + "') of a species in concentration in a compartment "
-                        "set by an assignment rule is not supported");
+                        "set by an assignment rule is not supported", s.element);
+      if (x.fast)
+        refuse(s.where, "rateOf('" + x.id + "') of a species a fast reaction changes is not "
+                        "supported", s.element);
+      if (x.algebraic)
+        refuse(s.where, "rateOf('" + x.id + "') of a variable determined by an algebraic rule is "
+                        "not supported (its derivative is not a right-hand side)", s.element);
       if (x.kind == Kind::State) s.value = x.rhs;
       else if (x.kind == Kind::Parameter || !x.assignment_rule) s.value = Node::constant(0.0);
       else
         refuse(s.where, "rateOf('" + x.id + "') of a symbol set by an assignment rule is not "
-                        "supported (its derivative would need the rule's derivative)");
+                        "supported (its derivative would need the rule's derivative)", s.element);
     }
   }
 
@@ -1289,7 +1850,7 @@ class Importer {
         std::string cycle;
         auto at = std::find(stack.begin(), stack.end(), i);
         for (; at != stack.end(); ++at) cycle += "'" + syms_[*at].id + "' -> ";
-        refuse(syms_[i].where, "the definitions form a cycle: " + cycle + "'" + syms_[i].id + "'");
+        refuse(syms_[i].where, "the definitions form a cycle: " + cycle + "'" + syms_[i].id + "'", syms_[i].element);
       }
       mark[i] = 1;
       stack.push_back(i);
@@ -1304,12 +1865,25 @@ class Importer {
     for (std::uint32_t i = 0; i < syms_.size(); ++i)
       if (syms_[i].kind == Kind::Intermediate) visit(i);
     // State dependence, in dependency order.
-    for (Symbol& s : syms_) s.state_dependent = s.kind == Kind::State;
+    for (Symbol& s : syms_) {
+      s.state_dependent = s.kind == Kind::State;
+      s.time_dependent = s.kind == Kind::Time;
+    }
     for (std::uint32_t i : intermediates_) {
       std::set<std::uint32_t> deps;
       collect_variables(syms_[i].value, deps);
-      for (std::uint32_t d : deps) syms_[i].state_dependent |= syms_[d].state_dependent;
+      for (std::uint32_t d : deps) {
+        syms_[i].state_dependent |= syms_[d].state_dependent;
+        syms_[i].time_dependent |= syms_[d].time_dependent;
+      }
     }
+  }
+
+  bool time_dependent(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) return syms_[n.variable].time_dependent;
+    for (const Node& a : n.args)
+      if (time_dependent(a)) return true;
+    return false;
   }
 
   bool state_dependent(const Node& n) const {
@@ -1358,13 +1932,25 @@ class Importer {
       if ((n.op == Op::Eq || n.op == Op::Ne) && state_dependent(n))
         refuse(s.where, std::string("a relation ") + (n.op == Op::Eq ? "eq" : "neq") +
                             " whose operands depend on the state is not supported (a switch on a "
-                            "set of measure zero), in '" + s.text + "'");
-      if (!relation || !state_dependent(n)) {
+                            "set of measure zero), in '" + s.text + "'", s.element);
+      const bool integer_part = n.kind == Node::Kind::Apply && (n.op == Op::Floor || n.op == Op::Ceil);
+      if (integer_part && state_dependent(n)) {
+        // ⌊g⌋ is a mode; ⌈g⌉ = −⌊−g⌋.
+        Node g = replace(n.args[0], s);
+        if (n.op == Op::Floor) return Node::var(floor_of(g, s.where, s.text, s.element));
+        return Node::apply(Op::Neg, {Node::var(floor_of(Node::apply(Op::Neg, {std::move(g)}),
+                                                        s.where, s.text, s.element))});
+      }
+      // In a model with events, a relation on time is a switching function
+      // too: the event driver locates it, where an integration restarted at
+      // each switch time would restart the events' history.
+      const bool switching = state_dependent(n) || (sbml_events_ && time_dependent(n));
+      if (!relation || !switching) {
         Node c = n;
         for (Node& a : c.args) a = replace(a, s);
         return c;
       }
-      return Node::var(mode_of(n, s.where, s.text));
+      return Node::var(mode_of(n, s.where, s.text, s.element));
     };
     const std::size_t n = syms_.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -1374,42 +1960,90 @@ class Importer {
     }
   }
 
-  /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
-  /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
-  /// comparisons), with the events n → m = 1 and not n → m = 0.
-  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text) {
-    const std::string key = key_of(n);
-    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+  /// A new mode state (a switching function's: dm/dt = 0, StateKind::Mode)
+  /// named "<prefix>N", remembered under `key`.
+  std::uint32_t add_mode(const std::string& prefix, const std::string& key, Node initial,
+                         const std::string& where, const std::string& text,
+                         const libsbml::SBase* element) {
     Symbol mode;
-    mode.id = "switch_" + std::to_string(modes_.size() + 1);
+    mode.id = prefix + std::to_string(modes_.size() + 1);
     while (by_id_.count(mode.id)) mode.id += "_";
     mode.what = "switch";
     mode.kind = Kind::State;
     mode.state_kind = StateKind::Mode;
     mode.rhs = Node::constant(0.0);
-    const Node& a = n.args[0];
-    const Node& b = n.args[1];
-    switch (n.op) {
-      case Op::Gt: mode.initial = positive(sub(a, b)); break;
-      case Op::Lt: mode.initial = positive(sub(b, a)); break;
-      case Op::Ge: mode.initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
-      default: mode.initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
-    }
+    mode.initial = std::move(initial);
     mode.state_dependent = true;
-    mode.where = "switching function of " + where;
+    mode.where = where;
     mode.text = text;
+    mode.element = element;
     const std::uint32_t m = add_symbol(std::move(mode));
     modes_.emplace(key, m);
-    for (int on = 1; on >= 0; --on) {
-      EventDef d;
-      d.name = syms_[m].id + (on ? "_on" : "_off");
-      d.label = "switching function '" + d.name + "' (of " + where + ")";
-      d.trigger = on ? n : Node::apply(Op::Not, {n});
-      d.trigger_text = std::string(on ? "" : "not ") + "a relation in '" + text + "'";
-      d.assign.emplace_back(m, Node::constant(on));
-      d.assign_text.push_back(on ? "1" : "0");
-      events_.push_back(std::move(d));
+    return m;
+  }
+
+  /// One of a mode's events: when `trigger` turns true, m = value.
+  void add_mode_event(std::uint32_t m, const std::string& suffix, const std::string& where,
+                      const libsbml::SBase* element, Node trigger, std::string trigger_text,
+                      Node value, std::string value_text) {
+    EventDef d;
+    d.name = syms_[m].id + suffix;
+    d.label = "switching function '" + d.name + "' (of " + where + ")";
+    d.element = element;
+    d.trigger = std::move(trigger);
+    d.trigger_text = std::move(trigger_text);
+    d.assign.emplace_back(m, std::move(value));
+    d.assign_text.push_back(std::move(value_text));
+    events_.push_back(std::move(d));
+  }
+
+  /// The mode state of relation `n` (lt, leq, gt, geq; one per distinct
+  /// relation): "switch_N", dm/dt = 0, m(t0) = n at t0 (written without
+  /// comparisons), with the events n → m = 1 and not n → m = 0.
+  std::uint32_t mode_of(const Node& n, const std::string& where, const std::string& text,
+                        const libsbml::SBase* element) {
+    const std::string key = key_of(n);
+    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+    const Node& a = n.args[0];
+    const Node& b = n.args[1];
+    Node initial;
+    switch (n.op) {
+      case Op::Gt: initial = positive(sub(a, b)); break;
+      case Op::Lt: initial = positive(sub(b, a)); break;
+      case Op::Ge: initial = sub(Node::constant(1.0), positive(sub(b, a))); break;
+      default: initial = sub(Node::constant(1.0), positive(sub(a, b))); break;  // Le
     }
+    const std::uint32_t m =
+        add_mode("switch_", key, std::move(initial), "switching function of " + where, text, element);
+    add_mode_event(m, "_on", where, element, n, "a relation in '" + text + "'",
+                   Node::constant(1.0), "1");
+    add_mode_event(m, "_off", where, element, Node::apply(Op::Not, {n}),
+                   "not a relation in '" + text + "'", Node::constant(0.0), "0");
+    return m;
+  }
+
+  /// floor(g) of a g that depends on the state, as a switching function: a
+  /// mode state "floor_N" holding the integer n = ⌊g⌋ (dn/dt = 0, n(t0) =
+  /// ⌊g(t0)⌋) and two events, g ≥ n + 1 → n = max(n + 1, ⌊g⌋) and g < n →
+  /// n = min(n − 1, ⌊g⌋) (the max/min keep a step of one at a crossing
+  /// located to round-off, ⌊g⌋ a jump of several). Between the events the
+  /// right-hand side is smooth and the derivatives carry the jump terms,
+  /// as for relations (mode_of).
+  std::uint32_t floor_of(const Node& g, const std::string& where, const std::string& text,
+                         const libsbml::SBase* element) {
+    const std::string key = "floor:" + key_of(g);
+    if (auto it = modes_.find(key); it != modes_.end()) return it->second;
+    const Node floor_g = Node::apply(Op::Floor, {g});
+    const std::uint32_t m =
+        add_mode("floor_", key, floor_g, "integer part (floor) in " + where, text, element);
+    const Node n = Node::var(m), up = add(n, Node::constant(1.0));
+    add_mode_event(m, "_up", where, element, Node::apply(Op::Ge, {g, up}),
+                   "the argument of a floor reaches n + 1 in '" + text + "'",
+                   Node::apply(Op::Max, {up, floor_g}), "max(n + 1, floor(g))");
+    add_mode_event(m, "_down", where, element, Node::apply(Op::Lt, {g, n}),
+                   "the argument of a floor falls below n in '" + text + "'",
+                   Node::apply(Op::Min, {sub(n, Node::constant(1.0)), floor_g}),
+                   "min(n - 1, floor(g))");
     return m;
   }
 
@@ -1422,7 +2056,7 @@ class Importer {
         if (state_dependent(n))
           refuse(s.where, "a piecewise (or relation) whose condition depends on the state is "
                           "not supported (only conditions on time and parameters are), in '" +
-                              s.text + "'");
+                              s.text + "'", s.element);
         return;
       default: break;
     }
@@ -1479,23 +2113,39 @@ class Importer {
       const Symbol& s = syms_[intermediates_[k]];
       w_names.push_back(s.id);
       w.push_back(expr::Program::build(renumber(s.value), 1 + ny + np + k,
-                                       s.text.empty() ? s.id : s.text, file_ + ": " + s.where));
+                                       s.text.empty() ? s.id : s.text,
+                                       located(s.element) + ": " + s.where));
     }
     const std::size_t n_all = 1 + ny + np + intermediates_.size();
     for (std::uint32_t i : states) {
       const Symbol& s = syms_[i];
       f.push_back(expr::Program::build(renumber(s.rhs), n_all, s.text.empty() ? s.where : s.text,
-                                       file_ + ": " + s.where));
+                                       located(s.element) + ": " + s.where));
     }
     out.state_names = state_names;
     out.parameter_names = param_names;
     out.intermediate_names = w_names;
     out.intermediates = w;
-    if (ny > 0)
+    if (ny > 0) {
       out.equations = ode::EquationModel(state_names, param_names, w_names, std::move(w),
                                          std::move(f), file_);
+      std::vector<std::size_t> algebraic;
+      for (std::size_t i = 0; i < ny; ++i)
+        if (syms_[states[i]].algebraic) algebraic.push_back(i);
+      if (!algebraic.empty() && algebraic.size() == ny) {
+        const Symbol& first = syms_[states[algebraic.front()]];
+        refuse(first.where, "every state of the model is determined by an algebraic rule or a "
+                            "fast reaction's equilibrium (no differential state: a nonlinear "
+                            "system at each time); costate's DAEs need at least one "
+                            "differential state",
+               first.element);
+      }
+      if (!algebraic.empty()) out.equations.set_algebraic_states(std::move(algebraic));
+    }
     if (!events_.empty()) {
-      if (ny == 0) refuse(events_.front().label, "the model has no state for it to change");
+      if (ny == 0)
+        refuse(events_.front().label, "the model has no state for it to change",
+               events_.front().element);
       out.equations.set_events(compile_events(remap, n_all, renumber), file_ + ": events");
     }
 
@@ -1509,7 +2159,8 @@ class Importer {
       // Parameter j is variable 1 + j of an initial value.
       if (s.kind == Kind::Parameter) return Node::var(remap[i] - static_cast<std::uint32_t>(ny));
       if (resolved[i]) return *resolved[i];
-      if (mark[i] == 1) refuse(where, "the initial values form a cycle through '" + s.id + "'");
+      if (mark[i] == 1)
+        refuse(where, "the initial values form a cycle through '" + s.id + "'", s.element);
       mark[i] = 1;
       Node v = resolve(s.kind == Kind::State ? s.initial : s.value, where);
       mark[i] = 2;
@@ -1527,8 +2178,10 @@ class Importer {
     for (std::uint32_t i : states) {
       const Symbol& s = syms_[i];
       const std::string where = "initial value of " + s.what + " '" + s.id + "'";
+      Reading here(*this, s.element);
       Node tree = resolve_symbol(i, where);
-      const expr::Program p = expr::Program::build(tree, 1 + np, where, file_ + ": " + where);
+      const expr::Program p =
+          expr::Program::build(tree, 1 + np, where, located(s.element) + ": " + where);
       std::string text;
       if (p.code().size() == 1 && p.code()[0].op == Op::Constant) {
         char buf[32];
@@ -1588,6 +2241,7 @@ class Importer {
   std::string file_;
   std::string base_;
   const libsbml::Model* m_ = nullptr;
+  mutable const libsbml::SBase* at_ = nullptr;  ///< the element being read (Reading), for refusals' lines
   std::deque<Symbol> syms_;  ///< a deque: references stay valid as rateOf adds symbols
   std::map<std::string, std::uint32_t> by_id_;
   std::map<std::string, const libsbml::Rule*> assignment_, rate_;
@@ -1598,9 +2252,14 @@ class Importer {
   std::set<std::string> active_functions_;
   std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
   std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
+  bool sbml_events_ = false;  ///< the document has events (relations on time become modes)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
   std::map<std::string, std::string> event_target_;  ///< symbol id → the first event assigning it
+  std::map<std::string, const libsbml::SBase*> event_assignment_;  ///< … and its eventAssignment
+  /// Algebraic rules with math: (index among the rules, the rule).
+  std::vector<std::pair<unsigned, const libsbml::Rule*>> algebraic_rules_;
+  std::map<std::string, std::size_t> algebraic_;  ///< variable id → its algebraic rule (k)
   std::vector<EventDef> events_;
 };
 

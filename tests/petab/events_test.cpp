@@ -11,6 +11,7 @@
 //   Fisher information (forward sensitivities).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "costate/ad/verification.hpp"
 #include "costate/core/error.hpp"
 #include "costate/petab/problem.hpp"
+#include "text_problem.hpp"
 
 namespace {
 
@@ -87,47 +89,34 @@ const char* kResetModel = R"(<?xml version="1.0" encoding="UTF-8"?>
 </sbml>
 )";
 
-struct ResetFiles {
-  std::string parameters =
-      "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
-      "k\tlog10\t0.01\t100\t0.5\t1\n"
-      "theta\tlin\t0.01\t1\t0.3\t1\n"
-      "dose\tlin\t0.01\t10\t0.5\t1\n"
-      "sigma\tlin\t0.01\t10\t0.1\t0\n";
-  std::string observables =
-      "observableId\tobservableFormula\tnoiseFormula\n"
-      "obs_a\tA\tsigma\n";
-  std::string conditions =
-      "conditionId\ta0\n"
-      "low\t1\n"
-      "high\t2\n";
-  std::string measurements =
-      "observableId\tsimulationConditionId\ttime\tmeasurement\n"
-      "obs_a\tlow\t1\t0.55\n"
-      "obs_a\tlow\t2\t0.40\n"
-      "obs_a\tlow\t3\t0.60\n"
-      "obs_a\tlow\t4\t0.45\n"
-      "obs_a\thigh\t1\t1.2\n"
-      "obs_a\thigh\t3\t0.50\n"
-      "obs_a\thigh\t4\t0.60\n"
-      "obs_a\thigh\t5\t0.50\n";
-  std::string yaml =
-      "format_version: 1\n"
-      "parameter_file: parameters.tsv\n"
-      "problems:\n"
-      "- sbml_files: [model.xml]\n"
-      "  condition_files: [conditions.tsv]\n"
-      "  measurement_files: [measurements.tsv]\n"
-      "  observable_files: [observables.tsv]\n";
-
-  petab::Problem read() const {
-    return petab::read_text(yaml, "reset/problem.yaml",
-                            {{"reset/model.xml", kResetModel},
-                             {"reset/parameters.tsv", parameters},
-                             {"reset/observables.tsv", observables},
-                             {"reset/conditions.tsv", conditions},
-                             {"reset/measurements.tsv", measurements}});
+struct ResetFiles : costate::test::TextProblem {
+  ResetFiles() {
+    model = kResetModel;
+    parameters =
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+        "k\tlog10\t0.01\t100\t0.5\t1\n"
+        "theta\tlin\t0.01\t1\t0.3\t1\n"
+        "dose\tlin\t0.01\t10\t0.5\t1\n"
+        "sigma\tlin\t0.01\t10\t0.1\t0\n";
+    observables =
+        "observableId\tobservableFormula\tnoiseFormula\n"
+        "obs_a\tA\tsigma\n";
+    conditions =
+        "conditionId\ta0\n"
+        "low\t1\n"
+        "high\t2\n";
+    measurements =
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+        "obs_a\tlow\t1\t0.55\n"
+        "obs_a\tlow\t2\t0.40\n"
+        "obs_a\tlow\t3\t0.60\n"
+        "obs_a\tlow\t4\t0.45\n"
+        "obs_a\thigh\t1\t1.2\n"
+        "obs_a\thigh\t3\t0.50\n"
+        "obs_a\thigh\t4\t0.60\n"
+        "obs_a\thigh\t5\t0.50\n";
   }
+  petab::Problem read() const { return read_text("reset/"); }
 };
 
 #define EXPECT_HAS(text, part) \
@@ -237,6 +226,72 @@ TEST(PetabEvents, FisherInformationCrossesTheReset) {
       EXPECT_NEAR(r.fim[static_cast<std::size_t>(3 * i + j)], F[i][j], kFimRelTol * scale)
           << "F(" << i << ", " << j << ")";
   EXPECT_GT(F[1][1], 1.0) << "the jump term carries the information on θ";
+}
+
+// Events together with an input switched in time: the decay rate doubles
+// at t_s (k·piecewise(1, t < t_s, 2)), t_s estimated. The model's relation on
+// time is a switching function (sbml.md), so the event driver locates the
+// switch with the resets in one integration. The likelihood against the
+// closed form (A decays at k, then 2k, and is reset to θ + d on reaching
+// θ, repeatedly), the gradient against central differences of it.
+TEST(PetabEvents, EventsWithAnInputSwitchedInTime) {
+  ResetFiles f;
+  const std::string law = "<apply><times/><ci> k </ci><ci> A </ci><ci> cell </ci></apply>";
+  f.model.replace(f.model.find(law), law.size(),
+                  "<apply><times/><ci> k </ci><ci> A </ci><ci> cell </ci><piecewise><piece><cn> 1 "
+                  "</cn><apply><lt/><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/"
+                  "sbml/symbols/time\"> time </csymbol><ci> ts </ci></apply></piece><otherwise><cn> 2 "
+                  "</cn></otherwise></piecewise></apply>");
+  f.model.replace(f.model.find("    </listOfParameters>"), 0,
+                  "      <parameter id=\"ts\" value=\"1.5\" constant=\"true\"/>\n");
+  f.parameters += "ts\tlin\t0.1\t4\t1.5\t1\n";
+  const petab::Problem pb = f.read();
+  ASSERT_EQ(pb.estimated_ids(), (std::vector<std::string>{"k", "theta", "dose", "ts"}));
+  const double k = 0.5, theta = 0.3, dose = 0.5, ts = 1.5, sigma = 0.1;
+  // A(t) by its pieces: exponential decay at k before ts and 2k after,
+  // reset to θ + d whenever it reaches θ.
+  auto A = [&](double a0, double t_end) {
+    double t = 0.0, a = a0;
+    while (true) {
+      const double rate = t < ts ? k : 2.0 * k;
+      const double reach = t + std::log(a / theta) / rate;  // A = θ
+      const double stop = std::min({reach, t < ts ? ts : reach, t_end});
+      a *= std::exp(-rate * (stop - t));
+      t = stop;
+      if (t >= t_end) return a;
+      if (t == reach) a = theta + dose;
+    }
+  };
+  struct Row { double a0, t, m; };
+  const Row rows[] = {{1, 1, 0.55}, {1, 2, 0.40}, {1, 3, 0.60}, {1, 4, 0.45},
+                      {2, 1, 1.2},  {2, 3, 0.50}, {2, 4, 0.60}, {2, 5, 0.50}};
+  double llh = 0.0;
+  for (const Row& w : rows) {
+    const double res = (w.m - A(w.a0, w.t)) / sigma;
+    llh += -0.5 * std::log(2.0 * std::numbers::pi * sigma * sigma) - 0.5 * res * res;
+  }
+  const std::vector<double> x = {std::log10(k), theta, dose, ts};
+  petab::Options opt;
+  opt.gradient = true;
+  const petab::Result r = petab::evaluate(pb, x, opt);
+  // Up to six resets per experiment, each located by CVODES at rtol 1e-10:
+  // A within ~1e-8, and Σ |residual|/σ² ≈ 30 of them makes the llh's error
+  // ~3e-7 (measured 2.8e-7) of an llh of only −1.3.
+  constexpr double kResetsLlhTol = 1e-6;
+  EXPECT_NEAR(r.llh, llh, kResetsLlhTol);
+  // Central differences, h = 1e-5: truncation ~h² and the simulations'
+  // error (~1e-8 in the llh's terms) over h, ~1e-3 absolute, on gradients
+  // of ~10: 1e-4 of the norm.
+  constexpr double kStep = 1e-5, kDifferenceRelTol = 1e-4;
+  double norm = 0.0;
+  for (double g : r.gradient) norm = std::max(norm, std::abs(g));
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    std::vector<double> up = x, down = x;
+    up[j] += kStep;
+    down[j] -= kStep;
+    const double central = (petab::evaluate(pb, up).llh - petab::evaluate(pb, down).llh) / (2 * kStep);
+    EXPECT_NEAR(r.gradient[j], central, kDifferenceRelTol * norm) << pb.estimated_ids()[j];
+  }
 }
 
 // ---- Liu_IFACPapersOnLine2025 ------------------------------------------------

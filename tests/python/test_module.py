@@ -475,3 +475,17 @@ def test_ctrl_c_interrupts_objective_and_hessp(what):
     assert elapsed < 3.0, elapsed
     f, g = costate.load(LV_CAL).objective(q)  # costate is usable afterwards
     assert np.isfinite(f) and g.shape == q.shape
+
+
+def test_run_gives_an_sbml_models_symbols(tmp_path):
+    # Every SBML symbol (states, parameters, rule targets, fluxes) at each
+    # output time; the last row is the CLI's final_symbols, bitwise.
+    path = os.path.join(os.environ["COSTATE_SOURCE_DIR"], "data", "sbml", "conversion.yaml")
+    sol = costate.load(path).run()
+    j = cli_json("run", path, "-o", str(tmp_path / "cli.h5"))
+    assert sol.symbol_names == j["symbol_names"]
+    assert sol.symbols.shape == (len(sol.t), len(sol.symbol_names))
+    assert sol.symbols[-1].tolist() == j["final_symbols"]
+    # The states' columns are the states.
+    for i, name in enumerate(sol.names):
+        np.testing.assert_array_equal(sol.symbols[:, sol.symbol_names.index(name)], sol.y[:, i])

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "costate/ad/dual.hpp"
+#include "costate/ode/integrate.hpp"
 #include "costate/sbml/model.hpp"
 
 namespace {
@@ -42,6 +44,12 @@ std::string document(const std::string& body) {
 std::string species(const std::string& id, const std::string& compartment,
                     const std::string& attributes) {
   return "<species id=\"" + id + "\" compartment=\"" + compartment + "\" " + attributes + "/>";
+}
+/// A species in concentration, changed by reactions, starting at c0.
+std::string floating_species(const std::string& id, const std::string& compartment, double c0) {
+  return species(id, compartment,
+                 "initialConcentration=\"" + std::to_string(c0) +
+                     "\" hasOnlySubstanceUnits=\"false\" boundaryCondition=\"false\" constant=\"false\"");
 }
 std::string parameter(const std::string& id, double value, bool constant = true) {
   return "<parameter id=\"" + id + "\" value=\"" + std::to_string(value) + "\" constant=\"" +
@@ -335,7 +343,9 @@ std::string one_species(const std::string& extra, const std::string& law = "<ci>
 
 void expect_refused(const std::string& xml, const std::vector<std::string>& words) {
   const std::string e = error_of(xml, "refused.xml");
-  EXPECT_NE(e.find("refused.xml"), std::string::npos) << e;
+  // "refused.xml:<line>: …": the file and the line of the element refused.
+  EXPECT_EQ(e.rfind("refused.xml:", 0), 0u) << e;
+  EXPECT_TRUE(e.size() > 12 && std::isdigit(static_cast<unsigned char>(e[12]))) << e;
   for (const auto& w : words) EXPECT_NE(e.find(w), std::string::npos) << "'" << w << "' not in: " << e;
 }
 
@@ -581,10 +591,146 @@ TEST(SbmlModel, RefusesEventsItCannotImport) {
                  {"event 'boom'", "assignment rule"});
 }
 
-TEST(SbmlModel, RefusesAlgebraicRules) {
-  expect_refused(one_species("<listOfRules><algebraicRule>" + math(mathml_apply("minus", ci("u") + ci("x"))) +
+// An algebraic rule 0 = y + x − T determines y, the one variable it reads
+// that nothing else determines (x is changed by a reaction, T constant):
+// y is an algebraic state with the rule as its residual, made consistent
+// at t0, and with x' = −k x the solution is y = T − x0 e^{−kt}.
+TEST(SbmlModel, AlgebraicRuleDeterminesTheFreeVariable) {
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" +
+      species("x", "V", "initialAmount=\"2\" hasOnlySubstanceUnits=\"true\" boundaryCondition=\"false\" constant=\"false\"") +
+      "</listOfSpecies><listOfParameters>" + parameter("k", 0.5) + parameter("T", 5.0) +
+      parameter("y", 0.0, false) +
+      "</listOfParameters><listOfRules><algebraicRule>" +
+      math(mathml_apply("minus", mathml_apply("plus", ci("y") + ci("x")) + ci("T"))) +
+      "</algebraicRule></listOfRules><listOfReactions>" +
+      reaction("r", "x:1", "", mathml_apply("times", ci("k") + ci("x"))) + "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "algebraic.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(m.equations.algebraic_states(), (std::vector<std::size_t>{1}));
+  // The residual row is the rule: y + x − T at any (x, y).
+  const std::vector<double> f = rhs(m, 0.0, {1.5, 0.25}, m.parameters);
+  EXPECT_NEAR(f[0], -0.5 * 1.5, kSameArithmeticTol);
+  EXPECT_NEAR(f[1], 0.25 + 1.5 - 5.0, kSameArithmeticTol);
+  // Integrated by a DAE integrator from the inconsistent guess y = 0.
+  const std::vector<double> times{0.0, 1.0, 4.0};
+  // rtol 1e-10: the integrators' global error stays near 1e-9 here.
+  constexpr double kIntegrationTol = 1e-8;
+  for (const auto method : {costate::ode::Method::Bdf, costate::ode::Method::Idas}) {
+    costate::ode::Problem<costate::ode::EquationModel> problem{
+        m.equations, m.initial_values(m.parameters), m.parameters, {0.0, 4.0}, times};
+    const costate::ode::Solution sol = costate::ode::integrate(
+        problem, {.method = method, .rtol = 1e-10, .atol = 1e-12});
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+    for (std::size_t k = 0; k < times.size(); ++k) {
+      const double x = 2.0 * std::exp(-0.5 * times[k]);
+      EXPECT_NEAR(sol.y[2 * k], x, kIntegrationTol) << to_string(method);
+      EXPECT_NEAR(sol.y[2 * k + 1], 5.0 - x, kIntegrationTol) << to_string(method);
+    }
+  }
+}
+
+// A fast reaction A <-> B (kf A − kr B) with a slow B -> ∅ (k B): the fast
+// equilibrium B = (kf/kr) A holds from t = 0 on, with A + B = T conserved
+// by the fast reaction, so T' = −k B = −k q T with q = kf/(kf + kr):
+// T = T0 e^{−k q t}, A = (1 − q) T, B = q T. B is the algebraic state (the
+// pivot), A the conserved amount "A_total" plus B's share.
+TEST(SbmlModel, FastReactionIsAnEquilibriumConstraint) {
+  const std::string fast =
+      reaction("fast", "A:1", "B:1",
+               mathml_apply("minus", mathml_apply("times", ci("kf") + ci("A")) +
+                                         mathml_apply("times", ci("kr") + ci("B"))));
+  const std::string xml = document(
+      "<listOfCompartments><compartment id=\"V\" size=\"2\" constant=\"true\"/></listOfCompartments>"
+      "<listOfSpecies>" + floating_species("A", "V", 3.0) + floating_species("B", "V", 1.0) +
+      "</listOfSpecies><listOfParameters>" + parameter("kf", 2.0) + parameter("kr", 3.0) +
+      parameter("k", 0.4) + "</listOfParameters><listOfReactions>" +
+      std::string(fast).replace(fast.find("fast=\"false\""), 12, "fast=\"true\"") +
+      reaction("slow", "B:1", "", mathml_apply("times", ci("k") + ci("B") + ci("V"))) +
+      "</listOfReactions>");
+  const Model m = costate::sbml::read_string(xml, "fast.xml");
+  ASSERT_EQ(m.equations.algebraic_states().size(), 1u);
+  const std::string pivot = m.state_names[m.equations.algebraic_states()[0]];
+  const std::vector<double> times{0.0, 0.5, 3.0};
+  costate::ode::Problem<costate::ode::EquationModel> problem{
+      m.equations, m.initial_values(m.parameters), m.parameters, {0.0, 3.0}, times};
+  const costate::ode::Solution sol =
+      costate::ode::integrate(problem, {.method = costate::ode::Method::Idas, .rtol = 1e-10,
+                                        .atol = 1e-12});
+  ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+  const std::vector<std::string> names = m.symbol_names();
+  const auto at = [&](const std::string& id) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), id) - names.begin());
+  };
+  const double q = 2.0 / 5.0, T0 = 3.0 + 1.0;  // concentrations (V constant)
+  constexpr double kIntegrationTol = 1e-8;      // rtol 1e-10, as above
+  const std::size_t n = m.state_names.size();
+  for (std::size_t k = 0; k < times.size(); ++k) {
+    const std::vector<double> y(sol.y.begin() + static_cast<long>(k * n),
+                                sol.y.begin() + static_cast<long>((k + 1) * n));
+    const std::vector<double> v = m.symbol_values(times[k], y, m.parameters);
+    const double T = T0 * std::exp(-0.4 * q * times[k]);
+    EXPECT_NEAR(v[at("A")], (1.0 - q) * T, kIntegrationTol) << "t = " << times[k] << ", pivot " << pivot;
+    EXPECT_NEAR(v[at("B")], q * T, kIntegrationTol) << "t = " << times[k];
+  }
+}
+
+TEST(SbmlModel, RefusesAlgebraicRulesThatDetermineNothing) {
+  const std::string rule = "<algebraicRule>" + math(mathml_apply("minus", ci("u") + ci("k"))) +
+                           "</algebraicRule>";
+  // Two rules for the one free variable u: overdetermined.
+  expect_refused(one_species("<listOfRules>" + rule + rule + "</listOfRules>"),
+                 {"algebraic rule 2", "not structurally determined", "'u'"});
+  // A rule that reads only a constant and a species a reaction changes.
+  expect_refused(one_species("<listOfRules><algebraicRule>" +
+                             math(mathml_apply("minus", ci("x") + ci("k"))) +
                              "</algebraicRule></listOfRules>"),
-                 {"algebraic rule", "u - x"});
+                 {"algebraic rule 1", "x - k", "not structurally determined"});
+}
+
+// A model whose every state is algebraic (a rule, a fast reaction's
+// equilibrium) has no differential state for the DAE layer: refused.
+TEST(SbmlModel, RefusesModelsWithoutADifferentialState) {
+  expect_refused(document("<listOfParameters>" + parameter("k", 1.0) + parameter("u", 0.0, false) +
+                          "</listOfParameters><listOfRules><algebraicRule>" +
+                          math(mathml_apply("minus", ci("u") + ci("k"))) +
+                          "</algebraicRule></listOfRules>"),
+                 {"algebraic rule 1 (determining parameter 'u')", "every state"});
+  const std::string decay = reaction("gone", "A:1", "", mathml_apply("times", ci("k") + ci("A")));
+  expect_refused(
+      document("<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/>"
+               "</listOfCompartments><listOfSpecies>" + floating_species("A", "V", 1.0) +
+               "</listOfSpecies><listOfParameters>" + parameter("k", 1.0) +
+               "</listOfParameters><listOfReactions>" +
+               std::string(decay).replace(decay.find("fast=\"false\""), 12, "fast=\"true\"") +
+               "</listOfReactions>"),
+      {"fast reaction 'gone'", "every state"});
+}
+
+// Every refusal names the line of the element refused (libsbml's line).
+TEST(SbmlModel, RefusalsNameTheLine) {
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"                                      // 1
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">\n"
+      "<model id=\"m\">\n"                                                                // 3
+      "<listOfParameters>\n"                                                              // 4
+      "  <parameter id=\"k\" value=\"1\" constant=\"true\"/>\n"                           // 5
+      "  <parameter id=\"u\" value=\"1\" constant=\"false\"/>\n"                          // 6
+      "</listOfParameters>\n"                                                             // 7
+      "<listOfRules>\n"                                                                   // 8
+      "  <rateRule variable=\"u\">\n"                                                     // 9
+      "    " + math("<apply><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/"
+                    "sbml/symbols/delay\">delay</csymbol><ci>u</ci><cn>1</cn></apply>") + "\n"
+      "  </rateRule>\n"
+      "</listOfRules>\n</model>\n</sbml>\n";
+  const std::string e = error_of(xml, "lines.xml");
+  EXPECT_EQ(e.rfind("lines.xml:9: rate rule for parameter 'u'", 0), 0u) << e;
+  const std::string no_value =
+      xml.substr(0, xml.find("  <parameter id=\"u\"")) +
+      "  <parameter id=\"u\" constant=\"true\"/>\n</listOfParameters>\n</model>\n</sbml>\n";
+  const std::string e2 = error_of(no_value, "lines.xml");
+  EXPECT_EQ(e2.rfind("lines.xml:6: parameter 'u': has no value", 0), 0u) << e2;
 }
 
 TEST(SbmlModel, RefusesDelay) {
@@ -610,7 +756,35 @@ TEST(SbmlModel, RefusesStateDependentEquality) {
 }
 
 TEST(SbmlModel, RefusesUnsupportedMathML) {
-  expect_refused(one_species("", mathml_apply("factorial", ci("k"))), {"reaction 'r'", "factorial"});
+  // factorial of a value that is not an integer by floor or ceiling.
+  expect_refused(one_species("", mathml_apply("factorial", ci("k"))),
+                 {"reaction 'r'", "factorial", "floor or ceiling"});
+}
+
+// factorial of an integer that varies (floor/ceiling of time here; of the
+// state it is a switching function's mode): n! exactly for 0 ≤ n ≤ 170,
+// NaN for a negative n (undefined in SBML), ∞ beyond 170.
+TEST(SbmlModel, FactorialOfAVaryingInteger) {
+  const std::string xml = document(
+      "<listOfParameters>" + parameter("y", 0.0, false) + parameter("s", 0.0) +
+      "</listOfParameters><listOfRules><rateRule variable=\"y\">" +
+      math(mathml_apply("factorial",
+                        mathml_apply("floor", mathml_apply("minus", kTime + ci("s"))))) +
+      "</rateRule></listOfRules>");
+  const Model m = costate::sbml::read_string(xml, "factorial.xml");
+  const std::vector<double> p = m.parameters;
+  // Up to 169 products, reassociated against tgamma's own rounding: well
+  // inside 1e-13 relative.
+  constexpr double kProductTol = 1e-13;
+  for (double t : {0.2, 1.5, 4.5, 5.99, 12.0, 170.5}) {
+    const double n = std::floor(t);
+    EXPECT_NEAR(rhs(m, t, {0.0}, p)[0], std::tgamma(n + 1.0), kProductTol * std::tgamma(n + 1.0))
+        << "t = " << t;
+  }
+  EXPECT_TRUE(std::isinf(rhs(m, 171.5, {0.0}, p)[0]));
+  std::vector<double> shifted = p;
+  shifted[param(m, "s")] = 3.0;
+  EXPECT_TRUE(std::isnan(rhs(m, 1.0, {0.0}, shifted)[0]));  // (−2)!
 }
 
 TEST(SbmlModel, RefusesOtherUnsupportedElements) {

@@ -60,6 +60,27 @@ struct HalfSquare {
 
 constexpr double kT = 3.0;
 
+/// J = ½ x(T)² (x the first state) and its gradient with respect to the
+/// parameters and x0 by the discrete adjoint and forward sensitivities on
+/// dopri5 and bdf, against the closed forms given.
+void expect_closed_form_gradient(const Model& m, double T, double J,
+                                 const std::vector<double>& dJ_dp, double dJ_dx0) {
+  const std::vector<double> p = m.parameters;
+  ode::Problem<ode::EquationModel> problem{m.equations, m.initial_values(p), p, {0.0, T}, {}};
+  for (ode::Method method : {ode::Method::Dopri5, ode::Method::Bdf}) {
+    const ode::IntegratorOptions opt{.method = method, .rtol = 1e-12, .atol = 1e-14};
+    const double tol = method == ode::Method::Bdf ? kBdfClosedFormTol : kClosedFormTol;
+    const ode::GradientResult adj = ode::gradient(problem, HalfSquare{}, ode::DiscreteAdjoint{}, opt);
+    const ode::GradientResult fwd = ode::gradient(problem, HalfSquare{}, ode::Forward{}, opt, adj.steps);
+    EXPECT_NEAR(adj.objective, J, tol) << ode::to_string(method);
+    for (std::size_t j = 0; j < dJ_dp.size(); ++j) {
+      EXPECT_NEAR(adj.wrt_parameters[j], dJ_dp[j], tol) << ode::to_string(method) << " " << m.parameter_names[j];
+      EXPECT_NEAR(fwd.wrt_parameters[j], dJ_dp[j], tol) << ode::to_string(method) << " " << m.parameter_names[j];
+    }
+    EXPECT_NEAR(adj.wrt_initial_state[0], dJ_dx0, tol) << ode::to_string(method);
+  }
+}
+
 TEST(SbmlSwitching, RelationOnTheStateBecomesAModeAndTwoEvents) {
   const Model m = costate::sbml::read_string(relation_model(2.0), "switch.xml");
   ASSERT_EQ(m.state_names, (std::vector<std::string>{"x", "switch_1"}));
@@ -95,20 +116,7 @@ TEST(SbmlSwitching, ThresholdGradientIsTheJumpTermInClosedForm) {
   const double tau = (x0 - theta) / a, xT = theta - b * (kT - tau);
   const std::vector<double> exact = {-xT * b * (x0 - theta) / (a * a), -xT * (kT - tau),
                                      xT * (1.0 - b / a)};
-  const std::vector<double> y0 = m.initial_values(p);
-  ode::Problem<ode::EquationModel> problem{m.equations, y0, p, {0.0, kT}, {}};
-  for (ode::Method method : {ode::Method::Dopri5, ode::Method::Bdf}) {
-    const ode::IntegratorOptions opt{.method = method, .rtol = 1e-12, .atol = 1e-14};
-    const double tol = method == ode::Method::Bdf ? kBdfClosedFormTol : kClosedFormTol;
-    const ode::GradientResult adj = ode::gradient(problem, HalfSquare{}, ode::DiscreteAdjoint{}, opt);
-    const ode::GradientResult fwd = ode::gradient(problem, HalfSquare{}, ode::Forward{}, opt, adj.steps);
-    EXPECT_NEAR(adj.objective, 0.5 * xT * xT, tol);
-    for (std::size_t j = 0; j < 3; ++j) {
-      EXPECT_NEAR(adj.wrt_parameters[j], exact[j], tol) << ode::to_string(method) << " " << m.parameter_names[j];
-      EXPECT_NEAR(fwd.wrt_parameters[j], exact[j], tol) << ode::to_string(method) << " " << m.parameter_names[j];
-    }
-    EXPECT_NEAR(adj.wrt_initial_state[0], xT * b / a, tol);
-  }
+  expect_closed_form_gradient(m, kT, 0.5 * xT * xT, exact, xT * b / a);
   // Central differences of CVODES runs, each locating its own switch.
   auto J = [&](const std::vector<double>& q) {
     ode::Problem<ode::EquationModel> pq{m.equations, m.initial_values(q), q, {0.0, kT}, {kT}};
@@ -175,9 +183,37 @@ TEST(SbmlSwitching, EqualityOnTheStateIsRefusedByName) {
     ADD_FAILURE() << "no error";
   } catch (const costate::Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("eq.xml: rate rule for parameter 'x'"), std::string::npos) << what;
+    EXPECT_NE(what.find("eq.xml:2: rate rule for parameter 'x'"), std::string::npos) << what;
     EXPECT_NE(what.find("eq whose operands depend on the state"), std::string::npos) << what;
   }
 }
 
 }  // namespace
+
+// floor of the state as a switching function (a mode "floor_N" holding
+// ⌊x⌋ and two events): dx/dt = −a ⌊x⌋ from x0 = 2.5 falls at rate 2a until
+// x = 2 at τ = (x0 − 2)/(2a), then at rate a, so for T in (τ, τ + 1/a)
+//     x(T) = 2 − a (T − τ) = 2 − aT + (x0 − 2)/2,
+//     dJ/da = −x(T) T,  dJ/dx0 = x(T)/2   for J = ½ x(T)²
+// (x0 enters only through τ: the jump term). ceil(x) = −⌊−x⌋ the same way.
+TEST(SbmlSwitching, FloorOfTheStateIsAModeWithTheJumpTermInClosedForm) {
+  const std::string mathml = "<math xmlns=\"http://www.w3.org/1998/Math/MathML\">";
+  const std::string xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">"
+      "<model id=\"floor\"><listOfParameters>"
+      "<parameter id=\"a\" value=\"1\" constant=\"true\"/>"
+      "<parameter id=\"x\" value=\"2.5\" constant=\"false\"/>"
+      "</listOfParameters><listOfRules><rateRule variable=\"x\">" + mathml +
+      "<apply><times/><apply><minus/><ci>a</ci></apply><apply><floor/><ci>x</ci></apply>"
+      "</apply></math></rateRule></listOfRules></model></sbml>";
+  const Model m = costate::sbml::read_string(xml, "floor.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"x", "floor_1"}));
+  EXPECT_EQ(m.equations.n_events(), 2u);
+  const std::vector<double> p = m.parameters;
+  const std::vector<double> y0 = m.initial_values(p);
+  EXPECT_EQ(y0[1], 2.0);  // ⌊2.5⌋
+  constexpr double T = 1.0;
+  const double xT = 2.0 - 1.0 * T + (2.5 - 2.0) / 2.0;
+  expect_closed_form_gradient(m, T, 0.5 * xT * xT, {-xT * T}, xT / 2.0);
+}

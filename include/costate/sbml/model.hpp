@@ -45,6 +45,20 @@
 /// relation holds, else 0) and two events that set it when the relation
 /// turns true or false, located by the event driver; the right-hand side
 /// reads the mode, so that derivatives carry the switch's jump term.
+/// In a model with events a relation on time is one too (the event driver
+/// locates it with the events; it is then not a time switch).
+/// floor(g) of a state-dependent g is one too: a mode "floor_N" holding
+/// ⌊g⌋ and two events (g ≥ n + 1, g < n); ceiling(g) = −floor(−g).
+///
+/// DAEs (the DAE layer's algebraic states, ode::EquationModel::
+/// algebraic_states()): each algebraic rule 0 = g determines one variable
+/// that nothing else determines (matched one to one; SBML's structural
+/// determination, refused by name when it fails), an algebraic state with
+/// g as its row of the right-hand side; a fast reaction's equilibrium
+/// (its kinetic law = 0) determines a pivot species, the others of the
+/// fast subsystem following from conserved amounts "<id>_total" (states).
+/// Their stated values are guesses the integrator makes consistent at t0;
+/// integrate with a DAE integrator (idas, bdf, …).
 ///
 /// Also: initial assignments evaluated once at the start time and held;
 /// species references as values (constant, initial assignment, rules,
@@ -52,8 +66,8 @@
 /// concentration in compartments set by assignment rules (the amount is the
 /// state "<id>_amount"); the comp package flattened by libsbml; MathML
 /// lowered to the expression engine (arc* family, quotient, rem, implies,
-/// factorial of a constant). docs/sbml.md lists what the SBML Test Suite
-/// checks of this.
+/// factorial of a constant or of a floor/ceiling). docs/sbml.md lists what
+/// the SBML Test Suite checks of this.
 ///
 /// Events (<event>) become the EquationModel's events (ode::Condition for
 /// the trigger: its relations are the roots; eventAssignments, delay,
@@ -76,13 +90,17 @@
 /// set by a rate rule or constant (or with a delay and values from the
 /// trigger time).
 ///
-/// Refused, with a costate::Error naming the element, its id and the file:
-/// algebraic rules, constraints, delay, fast reactions, reactions
-/// without a kinetic law, a required SBML Level 3 package other than comp,
-/// eq or neq on the state in a right-hand side, piecewise in an initial
-/// value, factorial of a non-constant value, rateOf of an assignment-rule
-/// target, recursive function definitions, and the SBML id "t" (costate's
-/// name for time).
+/// Refused, with a costate::Error "file:line: element: problem" (libsbml's
+/// line of the element, its id): constraints, delay, reactions without a
+/// kinetic law, a required SBML Level 3 package other than comp, eq or neq
+/// on the state in a right-hand side, piecewise in an initial value,
+/// factorial of a value that is neither a constant nor a floor/ceiling,
+/// rateOf of an assignment-rule target, an algebraic state or a fast
+/// species, algebraic rules that are not structurally determined or that
+/// determine every state, triggers that read an algebraic state, fast
+/// reactions whose stoichiometries change in time or are dependent,
+/// recursive function definitions, and the SBML id "t" (costate's name
+/// for time).
 
 #include <span>
 #include <string>
@@ -100,7 +118,8 @@ enum class StateKind {
   Parameter,             ///< a parameter with a rate rule
   Compartment,           ///< a compartment with a rate rule, state = its size
   /// A switching function's mode: 1 while a state-dependent relation of
-  /// the right-hand side holds, else 0 (named "switch_N"; two events set it).
+  /// the right-hand side holds, else 0 (named "switch_N"; two events set
+  /// it), or the integer part of a state-dependent floor ("floor_N").
   Mode,
 };
 std::string to_string(StateKind kind);
