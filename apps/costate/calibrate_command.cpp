@@ -352,30 +352,47 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
     throw io::Interrupted(e.signal(), message);
   }
 
-  // 2. The trajectory at the fitted values, and the HDF5 output.
-  // (With conditions: the first condition's trajectory; the fitted
-  // parameters are the file's.)
+  // 2. The trajectory at the fitted values, and the HDF5 output. With
+  //    conditions, every condition's (in /conditions, as `run` writes
+  //    them); the fitted parameters are the file's.
   const io::RunConfig& fit = rep.fitted;
-  const ode::Solution sol = io::integrate_file(io::condition_config(fit, 0));
+  std::vector<io::RunConfig> problems;
+  std::vector<ode::Solution> trajectories;
+  for (std::size_t c = 0; c < io::condition_count(fit); ++c) {
+    problems.push_back(io::condition_config(fit, c));
+    trajectories.push_back(io::integrate_file(problems.back()));
+    if (!trajectories.back().summary.success()) break;  // reported below
+  }
+  const ode::Solution& sol = trajectories.back();
   // "ok" means finite: a fit whose objective or trajectory is not is no result.
   if (!std::isfinite(rep.objective))
     throw Error(cfg.input_path + ": the calibration's objective at its last point is " +
                 costate::detail::format_value(rep.objective) +
                 " — not a result; check the bounds of the fitted parameters and the model "
                 "(try an implicit method, integrator.method: bdf, if it is stiff)");
-  if (sol.summary.success()) io::check_finite_trajectory(fit, sol, "the model at the fitted values");
-  add_integration_warnings(sol.summary, cfg.warnings);  // stiff at the fitted values
+  const std::string which =
+      fit.conditions.empty() ? "" : ", condition '" + fit.conditions[problems.size() - 1].id + "'";
+  if (sol.summary.success())
+    for (std::size_t c = 0; c < problems.size(); ++c)
+      io::check_finite_trajectory(problems[c], trajectories[c],
+                                  "the model at the fitted values" +
+                                      (fit.conditions.empty() ? "" : ", condition '" + fit.conditions[c].id + "'"));
+  for (const ode::Solution& s : trajectories)
+    add_integration_warnings(s.summary, cfg.warnings);  // stiff at the fitted values
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
-    if (sol.summary.success())
+    if (sol.summary.success() && fit.conditions.empty())
       io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
+    else if (sol.summary.success())
+      io::write_calibration_hdf5(cfg.output_file, fit, problems, trajectories, rep);
     else {
       // The fit's journal (kept there while it ran) would only replay to
       // the same end: removed, so that no stale partial file is left.
       std::error_code ec;
       std::filesystem::remove(cfg.output_file, ec);
-      std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
-                << sol.summary.message << "); " << cfg.output_file << " not written\n";
+      std::cerr << "costate calibrate: warning: the model at the fitted values" << which
+                << " does not integrate (" << sol.summary.message << "); " << cfg.output_file
+                << " not written\n";
     }
   }
   if (!env.is_root()) return rep.verdict.at_optimum() ? 0 : 2;
