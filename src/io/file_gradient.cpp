@@ -10,6 +10,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/io/conditions.hpp"
 #include "io/model_kernels.hpp"
 #include "costate/io/objective.hpp"
 
@@ -205,8 +206,10 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
                 cfg.input_path << ": costate gradcheck has nothing to check: the model has no "
                                   "parameters and every initial value is an expression of t "
                                   "(give a parameter, or a number as an initial value)");
-  const FileGradient base = file_gradient(cfg, cfg.parameters, cfg.initial_state);
-  const ode::StepPlan& steps = base.result.steps;  // replayed by every evaluation
+  // J = Σ_c J_c over a file's conditions (io/conditions.hpp; the file
+  // itself without them), each condition's steps replayed by every evaluation.
+  std::vector<ode::StepPlan> steps;
+  const FileGradient base = conditions_gradient(cfg, nullptr, &steps);
   std::vector<std::size_t> free_states;
   for (std::size_t i = 0; i < n; ++i)
     if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
@@ -225,7 +228,7 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
     c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
     evaluate_initial_state(c);
     for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
-    return file_gradient(c, c.parameters, c.initial_state, steps).result.objective;
+    return conditions_objective(c, steps);
   };
   const std::vector<double>& x = out.x;
   // Direction: components scaled like x, signs from a fixed pattern.

@@ -99,7 +99,9 @@ std::vector<std::size_t> wrt_indices(const RunConfig& cfg);
 /// The gradient check of `costate gradcheck` at x = (p, the initial values
 /// given as numbers), with the steps frozen so that J is the same smooth
 /// function of x at every evaluation (initial values given as expressions
-/// follow the parameters, so they are not coordinates of x).
+/// follow the parameters, so they are not coordinates of x). A file with
+/// conditions checks J = Σ_c J_c (io/conditions.hpp), each condition's
+/// steps frozen.
 struct FileGradientCheck {
   std::vector<std::string> names;  ///< parameters, then "x(t0)"
   std::vector<double> x, gradient;
