@@ -241,7 +241,13 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
     as_written.initial = fit.initial;
     as_written.result = r;
     as_written.llh = std::numeric_limits<double>::quiet_NaN();
-    petab::write_stochastic_hdf5(out, as_written, options, path);
+    // The settings as run (the command line's options in the file's
+    // calibration.optimizer): they load back as an input file.
+    io::RunConfig as_run = cfg;
+    as_run.calibration.stochastic = true;
+    as_run.calibration.stochastic_options = options;
+    as_run.output_file = out;
+    petab::write_stochastic_hdf5(out, as_written, options, path, {"calibrate", as_run.to_yaml()});
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;

@@ -90,7 +90,8 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
     petab::StochasticFit as_written = fit;
     as_written.fit_status = optimize::to_string(verdict.status);
     as_written.convergence = verdict.describe();
-    petab::write_stochastic_hdf5(out, as_written, options, path);
+    petab::write_stochastic_hdf5(out, as_written, options, path,
+                                 {"calibrate", petab::stochastic_settings_yaml(problem, evaluation, options)});
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;

@@ -503,4 +503,64 @@ TEST_F(ConditionsTest, CalibrationResumedFromItsJournalEqualsTheUninterruptedFit
   }
 }
 
+
+TEST_F(ConditionsTest, SavedSettingsLoadBackAndGiveTheSameFit) {
+  // A calibration's saved settings (RunConfig::to_yaml, the /settings its
+  // output file carries) read back as an input file: the same fit, bit for
+  // bit — with conditions (their data and noise as written, x(t0) still
+  // the expression `dose`), without (calibration.data with noise and
+  // weights), and a stochastic fit's optimizer settings.
+  const auto bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  };
+  const RunConfig cfg = costate::io::load_run_config(kExample);
+  const costate::io::CalibrationReport ref = costate::io::calibrate(cfg);
+  const RunConfig back = costate::io::load_run_config(write("saved.yaml", ref.fitted.to_yaml()));
+  ASSERT_EQ(back.conditions.size(), 5u);
+  EXPECT_EQ(back.initial_state_expressions[0], "dose");
+  EXPECT_TRUE(back.conditions[4].noise_given);
+  const costate::io::CalibrationReport again = costate::io::calibrate(back);
+  EXPECT_TRUE(bits(again.values, ref.values));
+  EXPECT_TRUE(bits(again.standard_errors, ref.standard_errors));
+  EXPECT_EQ(std::memcmp(&again.objective, &ref.objective, sizeof(double)), 0);
+  EXPECT_EQ(again.fitted.to_yaml(), ref.fitted.to_yaml());  // a fixed point
+
+  // Without conditions: two data files, one with noise, one with weights.
+  write("a.csv", "t,x,y\n1,0.61,0.25\n2,0.37,0.33\n4,0.14,0.35\n");
+  write("b.csv", "t,x\n3,0.22\n6,0.05\n");
+  const RunConfig single = costate::io::load_run_config(write(
+      "single.yaml", head("{k: 0.4, m: 0.25}", "{x: 1.0, y: 0.0}") +
+                         "calibration:\n  parameters: {k: {lower: 0.01, upper: 10, log: true}, m: {}}\n"
+                         "  data:\n    - {file: a.csv, noise: {x: 0.02, y: 0.03}}\n"
+                         "    - {file: b.csv, weights: {x: 2.5}}\n"));
+  const costate::io::CalibrationReport r1 = costate::io::calibrate(single);
+  const RunConfig single_back = costate::io::load_run_config(write("single_saved.yaml", r1.fitted.to_yaml()));
+  EXPECT_EQ(single_back.calibration.weights, single.calibration.weights);
+  EXPECT_EQ(single_back.calibration.noise_given, single.calibration.noise_given);
+  const costate::io::CalibrationReport r2 = costate::io::calibrate(single_back);
+  EXPECT_TRUE(bits(r2.values, r1.values));
+  EXPECT_EQ(std::memcmp(&r2.objective, &r1.objective, sizeof(double)), 0);
+
+  // A stochastic fit's settings (what calibrate --optimizer writes).
+  RunConfig stochastic = cfg;
+  stochastic.calibration.stochastic = true;
+  auto& o = stochastic.calibration.stochastic_options;
+  o.method = costate::optimize::StochasticMethod::AdamW;
+  o.epochs = 20;
+  o.batch = 2;
+  o.learning_rate = 0.05;
+  o.schedule = costate::optimize::LearningRateSchedule::Cosine;
+  o.warmup_steps = 3;
+  o.validation_split = 0.2;
+  o.seed = 7;
+  const RunConfig stochastic_back = costate::io::load_run_config(write("stochastic_saved.yaml", stochastic.to_yaml()));
+  ASSERT_TRUE(stochastic_back.calibration.stochastic);
+  EXPECT_EQ(stochastic_back.calibration.stochastic_options.schedule, o.schedule);
+  EXPECT_EQ(stochastic_back.calibration.stochastic_options.warmup_steps, 3);
+  const auto f1 = costate::io::calibrate_stochastic(stochastic, o);
+  const auto f2 = costate::io::calibrate_stochastic(stochastic_back, stochastic_back.calibration.stochastic_options);
+  EXPECT_TRUE(bits(f1.result.x, f2.result.x));
+  EXPECT_EQ(f1.result.validation, f2.result.validation);
+}
+
 }  // namespace
