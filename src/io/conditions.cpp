@@ -157,13 +157,7 @@ FileHessian conditions_hessian(const RunConfig& cfg, const std::vector<std::size
     sum.products += h.products;
     sum.wall_seconds += h.wall_seconds;
   }
-  double scale = 0.0, asym = 0.0;
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      scale = std::max(scale, std::abs(sum.matrix[i * m + j]));
-      asym = std::max(asym, std::abs(sum.matrix[i * m + j] - sum.matrix[j * m + i]));
-    }
-  sum.asymmetry = scale > 0.0 ? asym / scale : 0.0;
+  sum.asymmetry = hessian_asymmetry(sum.matrix, m);
   return sum;
 }
 

@@ -125,13 +125,7 @@ FileHessian hessian_of(const RunConfig& cfg, const Problem& problem, Kernels ker
       out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
     ++out.products;
   }
-  double scale = 0.0, asym = 0.0;
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      scale = std::max(scale, std::abs(out.matrix[i * m + j]));
-      asym = std::max(asym, std::abs(out.matrix[i * m + j] - out.matrix[j * m + i]));
-    }
-  out.asymmetry = scale > 0.0 ? asym / scale : 0.0;
+  out.asymmetry = hessian_asymmetry(out.matrix, m);
   out.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
@@ -178,6 +172,16 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
                       << " (drop --hessian)");
   ode::require(ode::supports(cfg.sensitivity.method, cfg.integrator, 2),
                input + ": costate sensitivity --hessian");
+}
+
+double hessian_asymmetry(const std::vector<double>& H, std::size_t m) {
+  double scale = 0.0, asym = 0.0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < m; ++j) {
+      scale = std::max(scale, std::abs(H[i * m + j]));
+      asym = std::max(asym, std::abs(H[i * m + j] - H[j * m + i]));
+    }
+  return scale > 0.0 ? asym / scale : 0.0;
 }
 
 FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,

@@ -78,6 +78,10 @@ struct FileHessian {
 FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
                          const std::vector<std::size_t>& wrt);
 
+/// FileHessian::asymmetry of a row-major m × m matrix: max |H − Hᵀ| / max |H|
+/// (0 for H = 0).
+double hessian_asymmetry(const std::vector<double>& H, std::size_t m);
+
 /// `costate sensitivity` on one build of the file's model and objective:
 /// the trajectory at the output times (ode::integrate; a failed
 /// integration throws "integration of FILE failed"), the gradient (as
