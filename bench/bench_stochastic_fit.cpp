@@ -331,6 +331,16 @@ int benchmark(const S& study, const Settings& set) {
         r.objective = fit.objective;
         r.simulations = fit.simulations;
         r.trace.emplace_back(fit.simulations, fit.objective);
+        // Where AdamW ended: log10(x / truth) per parameter, '|' at a bound.
+        std::string where;
+        for (int j = 0; j < np; ++j) {
+          char cell[24];
+          const bool bound = fit.x[j] <= lo[j] + 1e-9 || fit.x[j] >= hi[j] - 1e-9;
+          std::snprintf(cell, sizeof cell, " %+.2f%s", (fit.x[j] - truth[j]) / std::log(10.0), bound ? "|" : "");
+          where += cell;
+        }
+        std::printf("start %2d: AdamW ended at log10(x/truth) =%s (termination %s)\n", s, where.c_str(),
+                    fit.termination.c_str());
       }
       r.cpu += bench::cpu_seconds() - c0;
     }
