@@ -274,12 +274,23 @@ class Problem {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
       rep = io::calibrate(cfg_);
-      if (!output.empty()) {  // the trajectory at the fitted values and the file
-        const costate::ode::Solution sol = integrate(rep.fitted);
-        if (!sol.summary.success())
-          throw costate::Error("the model at the fitted values does not integrate (" +
-                               sol.summary.message + "); " + output + " not written");
-        io::write_calibration_hdf5(output, rep.fitted, sol, rep);
+      if (!output.empty()) {  // the trajectories at the fitted values and the file
+        std::vector<RunConfig> problems;
+        std::vector<costate::ode::Solution> sols;
+        for (std::size_t c = 0; c < io::condition_count(rep.fitted); ++c) {
+          problems.push_back(io::condition_config(rep.fitted, c));
+          sols.push_back(io::integrate_file(problems.back()));
+          if (!sols.back().summary.success())
+            throw costate::Error("the model at the fitted values" +
+                                 (rep.fitted.conditions.empty() ? std::string()
+                                                                : ", condition '" + rep.fitted.conditions[c].id + "',") +
+                                 " does not integrate (" + sols.back().summary.message + "); " + output +
+                                 " not written");
+        }
+        if (rep.fitted.conditions.empty())
+          io::write_calibration_hdf5(output, rep.fitted, sols[0], rep);
+        else  // every condition's trajectory, as the command line writes them
+          io::write_calibration_hdf5(output, rep.fitted, problems, sols, rep);
         written = true;
       }
     }
@@ -378,6 +389,9 @@ class Problem {
     return array(c.values(vector_of(q_in, c.size(), "values(x)")));
   }
 
+  /// io::calibrate_stochastic over the file's conditions: costate.fit(problem, …).
+  py::dict fit_conditions(const py::object& callback, const py::dict& kw);
+
  private:
   void need_objective(const char* command) const {
     if (!cfg_.objective.present)
@@ -409,9 +423,10 @@ class Problem {
 /// mpiexec every rank calls and every rank gets the whole result).
 /// optimize::StochasticOptions from the keyword arguments of costate.fit /
 /// PetabProblem.fit (validated by optimize::fit itself, naming the field).
-costate::optimize::StochasticOptions stochastic_options(const py::dict& kw) {
+costate::optimize::StochasticOptions stochastic_options(const py::dict& kw,
+                                                        const costate::optimize::StochasticOptions& base = {}) {
   namespace opt = costate::optimize;
-  opt::StochasticOptions o;
+  opt::StochasticOptions o = base;
   for (const auto& [key_h, value] : kw) {
     const std::string key = py::str(key_h);
     if (key == "optimizer") o.method = opt::stochastic_method_from_string(py::cast<std::string>(value));
@@ -527,6 +542,28 @@ py::dict fit_python(const py::object& loss, std::size_t n_conditions, const py::
     return py::cast<double>(r[0]);
   };
   return stochastic_result(opt::fit(d, x0, lower, upper, stochastic_options(kw), epoch_callback(callback)));
+}
+
+py::dict Problem::fit_conditions(const py::object& callback, const py::dict& kw) {
+  namespace io = costate::io;
+  need_calibration();
+  // The file's calibration.optimizer settings (when it names adamw, adam or
+  // sgd), the keywords over them — as the command line's flags are.
+  const costate::optimize::StochasticOptions options =
+      stochastic_options(kw, cfg_.calibration.stochastic ? cfg_.calibration.stochastic_options
+                                                         : costate::optimize::StochasticOptions{});
+  io::StochasticCalibration f;
+  {
+    py::gil_scoped_release unlocked;
+    std::lock_guard lock(mutex_);
+    f = io::calibrate_stochastic(cfg_, options, epoch_callback(callback), nullptr, MPI_COMM_WORLD);
+  }
+  py::dict d = stochastic_result(f.result);
+  d["names"] = f.names;
+  d["initial"] = array(f.initial);
+  d["values"] = array(f.values);
+  d["conditions"] = io::condition_count(cfg_);
+  return d;
 }
 
 class PetabProblem {
@@ -959,6 +996,7 @@ PYBIND11_MODULE(_costate, m) {
       .def("gradcheck", &Problem::gradcheck)
       .def("calibrate", &Problem::calibrate, py::arg("output") = "")
       .def("fit", &Problem::fit)
+      .def("fit_conditions", &Problem::fit_conditions, py::arg("callback"), py::arg("options"))
       .def("objective", &Problem::objective, py::arg("x"))
       .def("hessp", &Problem::hessp, py::arg("x"), py::arg("v"))
       .def("values", &Problem::values, py::arg("x"));

@@ -203,15 +203,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   const io::StochasticCalibration fit =
       io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
-  if (r.termination == "interrupted") {
-    const std::string state_file =
-        out.ends_with(".h5") ? out : std::filesystem::path(path).stem().string() + "_stochastic.h5";
-    if (env.is_root()) petab::write_stochastic_state_hdf5(state_file, path, options, r.state);
-    throw io::Interrupted(signal, "calibrate: interrupted by " + io::signal_name(signal) + " after step " +
-                                      std::to_string(r.steps) + " (epoch " + std::to_string(r.state.epoch + 1) +
-                                      "); its state is in " + state_file + ": continue with --resume " +
-                                      state_file + " and the same options");
-  }
+  if (r.termination == "interrupted") stop_interrupted(env, path, out, options, r, signal);
   const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
   const bool finite = std::isfinite(r.objective);
   const optimize::FitVerdict verdict = stochastic_verdict(r, options);
@@ -241,7 +233,13 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
     as_written.initial = fit.initial;
     as_written.result = r;
     as_written.llh = std::numeric_limits<double>::quiet_NaN();
-    petab::write_stochastic_hdf5(out, as_written, options, path);
+    // The settings as run (the command line's options in the file's
+    // calibration.optimizer): they load back as an input file.
+    io::RunConfig as_run = cfg;
+    as_run.calibration.stochastic = true;
+    as_run.calibration.stochastic_options = options;
+    as_run.output_file = out;
+    petab::write_stochastic_hdf5(out, as_written, options, path, {"calibrate", as_run.to_yaml()});
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;
@@ -252,13 +250,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
             << " condition simulations, " << r.rescues << " rescues)\nfitted:\n";
   for (std::size_t a = 0; a < fit.names.size(); ++a)
     std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a] << "\n";
-  if (options.finish_iterations > 0)
-    std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
-              << (r.finish_converged ? "" : " (not converged)") << "\n";
-  std::cout << "fit: " << verdict.describe() << "\n";
-  if (!finite) std::cout << "the final objective is not finite: the fit's result is not usable\n";
-  if (!out.empty()) std::cout << "wrote " << out << "\n";
-  std::cout << warnings_text(warnings);
+  print_stochastic_tail(r, options, verdict, finite, "objective", out, warnings);
   return status;
 }
 
@@ -352,30 +344,47 @@ int calibrate_command(const Environment& env, const CommandArgs& args) {
     throw io::Interrupted(e.signal(), message);
   }
 
-  // 2. The trajectory at the fitted values, and the HDF5 output.
-  // (With conditions: the first condition's trajectory; the fitted
-  // parameters are the file's.)
+  // 2. The trajectory at the fitted values, and the HDF5 output. With
+  //    conditions, every condition's (in /conditions, as `run` writes
+  //    them); the fitted parameters are the file's.
   const io::RunConfig& fit = rep.fitted;
-  const ode::Solution sol = io::integrate_file(io::condition_config(fit, 0));
+  std::vector<io::RunConfig> problems;
+  std::vector<ode::Solution> trajectories;
+  for (std::size_t c = 0; c < io::condition_count(fit); ++c) {
+    problems.push_back(io::condition_config(fit, c));
+    trajectories.push_back(io::integrate_file(problems.back()));
+    if (!trajectories.back().summary.success()) break;  // reported below
+  }
+  const ode::Solution& sol = trajectories.back();
   // "ok" means finite: a fit whose objective or trajectory is not is no result.
   if (!std::isfinite(rep.objective))
     throw Error(cfg.input_path + ": the calibration's objective at its last point is " +
                 costate::detail::format_value(rep.objective) +
                 " — not a result; check the bounds of the fitted parameters and the model "
                 "(try an implicit method, integrator.method: bdf, if it is stiff)");
-  if (sol.summary.success()) io::check_finite_trajectory(fit, sol, "the model at the fitted values");
-  add_integration_warnings(sol.summary, cfg.warnings);  // stiff at the fitted values
+  const std::string which =
+      fit.conditions.empty() ? "" : ", condition '" + fit.conditions[problems.size() - 1].id + "'";
+  if (sol.summary.success())
+    for (std::size_t c = 0; c < problems.size(); ++c)
+      io::check_finite_trajectory(problems[c], trajectories[c],
+                                  "the model at the fitted values" +
+                                      (fit.conditions.empty() ? "" : ", condition '" + fit.conditions[c].id + "'"));
+  for (const ode::Solution& s : trajectories)
+    add_integration_warnings(s.summary, cfg.warnings);  // stiff at the fitted values
   // The file's /parameters, /initial_state and /settings are the fitted ones.
   if (env.is_root() && !cfg.output_file.empty()) {
-    if (sol.summary.success())
+    if (sol.summary.success() && fit.conditions.empty())
       io::write_calibration_hdf5(cfg.output_file, fit, sol, rep);
+    else if (sol.summary.success())
+      io::write_calibration_hdf5(cfg.output_file, fit, problems, trajectories, rep);
     else {
       // The fit's journal (kept there while it ran) would only replay to
       // the same end: removed, so that no stale partial file is left.
       std::error_code ec;
       std::filesystem::remove(cfg.output_file, ec);
-      std::cerr << "costate calibrate: warning: the model at the fitted values does not integrate ("
-                << sol.summary.message << "); " << cfg.output_file << " not written\n";
+      std::cerr << "costate calibrate: warning: the model at the fitted values" << which
+                << " does not integrate (" << sol.summary.message << "); " << cfg.output_file
+                << " not written\n";
     }
   }
   if (!env.is_root()) return rep.verdict.at_optimum() ? 0 : 2;

@@ -151,7 +151,6 @@ io::RunConfig load_with_objective(const Environment& env, const CommandArgs& arg
   if (!cfg.objective.present)
     throw Error(args.input + ": costate " + command +
                 " needs an 'objective:' section (terminal, integral and/or data)");
-  if (std::string(command) != "sensitivity") io::require_single_condition(cfg, std::string("costate ") + command);
   if (env.is_root() && !args.quiet) {
     std::cerr << "costate " << command << " " << args.input << "\n  model      " << cfg.model
               << " (states " << join(cfg.state_names) << "; parameters "

@@ -57,15 +57,7 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   const petab::StochasticFit fit = petab::fit_stochastic(problem, options, evaluation, {}, callbacks,
                                                          args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
-  if (r.termination == "interrupted") {
-    const std::string state_file =
-        out.ends_with(".h5") ? out : std::filesystem::path(path).stem().string() + "_stochastic.h5";
-    if (env.is_root()) petab::write_stochastic_state_hdf5(state_file, path, options, r.state);
-    throw io::Interrupted(signal, "calibrate: interrupted by " + io::signal_name(signal) + " after step " +
-                                      std::to_string(r.steps) + " (epoch " + std::to_string(r.state.epoch + 1) +
-                                      "); its state is in " + state_file + ": continue with --resume " +
-                                      state_file + " and the same options");
-  }
+  if (r.termination == "interrupted") stop_interrupted(env, path, out, options, r, signal);
   const bool completed = r.termination == "epochs" || r.termination == "early_stopping";
   const bool finite = std::isfinite(fit.llh) && std::isfinite(r.objective);
   // Its status in the calibrations' one vocabulary (stochastic_verdict).
@@ -90,7 +82,8 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
     petab::StochasticFit as_written = fit;
     as_written.fit_status = optimize::to_string(verdict.status);
     as_written.convergence = verdict.describe();
-    petab::write_stochastic_hdf5(out, as_written, options, path);
+    petab::write_stochastic_hdf5(out, as_written, options, path,
+                                 {"calibrate", petab::stochastic_settings_yaml(problem, evaluation, options)});
   }
   if (args.json) {
     std::cout << j.dump() << std::endl;
@@ -100,13 +93,7 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
               << " rescues)\nestimated parameters (on their scales):\n";
     for (std::size_t e = 0; e < fit.ids.size(); ++e)
       std::cout << "  " << std::left << std::setw(28) << fit.ids[e] << std::right << r.x[e] << "\n";
-    if (options.finish_iterations > 0)
-      std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
-                << (r.finish_converged ? "" : " (not converged)") << "\n";
-    std::cout << "fit: " << verdict.describe() << "\n";
-    if (!finite) std::cout << "the final llh is not finite: the fit's result is not usable\n";
-    if (!out.empty()) std::cout << "wrote " << out << "\n";
-    std::cout << warnings_text(warnings);
+    print_stochastic_tail(r, options, verdict, finite, "llh", out, warnings);
   }
   return status;
 }

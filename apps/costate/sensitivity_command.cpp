@@ -151,10 +151,14 @@ void fill_output(const io::RunConfig& cfg, SensitivityResult& res, const std::ve
 }
 
 /// A file with conditions: J = Σ_c J_c and its gradient (io/conditions.hpp),
-/// and every condition's trajectory.
-SensitivityResult compute_conditions(const io::RunConfig& cfg) {
+/// with --hessian Σ_c P_cᵀ H_c P_c over the wrt parameters, and every
+/// condition's trajectory.
+SensitivityResult compute_conditions(const io::RunConfig& cfg, bool hessian) {
   SensitivityResult res;
-  res.gradient = io::conditions_gradient(cfg, &res.objectives);
+  std::vector<ode::StepPlan> steps;
+  res.gradient = io::conditions_gradient(cfg, &res.objectives, &steps);
+  const std::vector<std::size_t> wrt = io::wrt_indices(cfg);
+  if (hessian) res.hessian = io::conditions_hessian(cfg, wrt, steps);
   for (std::size_t c = 0; c < cfg.conditions.size(); ++c) {
     res.problems.push_back(io::condition_config(cfg, c));
     res.trajectories.push_back(io::integrate_file(res.problems.back()));
@@ -163,7 +167,7 @@ SensitivityResult compute_conditions(const io::RunConfig& cfg) {
                   "', failed: " + res.trajectories.back().summary.message);
   }
   res.trajectory = res.trajectories.front();
-  fill_output(cfg, res, io::wrt_indices(cfg), false);
+  fill_output(cfg, res, wrt, hessian);
   return res;
 }
 
@@ -311,10 +315,11 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
   }
   io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
   if (!cfg.conditions.empty()) {
-    // A file with conditions: the summed gradient; no Hessian, no resume.
-    if (args.hessian) io::require_single_condition(cfg, "costate sensitivity --hessian");
+    // A file with conditions: the summed gradient (and Hessian); no resume.
     if (!args.resume.empty()) io::require_single_condition(cfg, "costate sensitivity --resume");
-    SensitivityResult res = compute_conditions(cfg);
+    if (args.check) io::require_single_condition(cfg, "costate sensitivity --check");
+    if (args.hessian) io::check_hessian_request(cfg, args.input);
+    SensitivityResult res = compute_conditions(cfg, args.hessian);
     for (std::size_t c = 0; c < res.problems.size(); ++c)
       io::check_finite_trajectory(res.problems[c], res.trajectories[c],
                                   "sensitivity, condition '" + cfg.conditions[c].id + "'");

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "costate/core/error.hpp"
 #include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
+#include "costate/petab/stochastic.hpp"
 
 namespace costate::cli {
 
@@ -145,6 +147,29 @@ void write_json_file(const std::string& out, const nlohmann::ordered_json& j, co
     file.close();
     if (!file) throw Error(out + ": cannot write the JSON output");
   }, keep);
+}
+
+void stop_interrupted(const Environment& env, const std::string& input, const std::string& out,
+                      const optimize::StochasticOptions& options, const optimize::StochasticResult& r, int signal) {
+  const std::string state_file =
+      out.ends_with(".h5") ? out : std::filesystem::path(input).stem().string() + "_stochastic.h5";
+  if (env.is_root()) petab::write_stochastic_state_hdf5(state_file, input, options, r.state);
+  throw io::Interrupted(signal, "calibrate: interrupted by " + io::signal_name(signal) + " after step " +
+                                    std::to_string(r.steps) + " (epoch " + std::to_string(r.state.epoch + 1) +
+                                    "); its state is in " + state_file + ": continue with --resume " + state_file +
+                                    " and the same options");
+}
+
+void print_stochastic_tail(const optimize::StochasticResult& r, const optimize::StochasticOptions& options,
+                           const optimize::FitVerdict& verdict, bool finite, const std::string& what,
+                           const std::string& out, const std::vector<std::string>& warnings) {
+  if (options.finish_iterations > 0)
+    std::cout << "full-batch finish: " << r.finish_iterations << " iterations, " << r.finish_termination
+              << (r.finish_converged ? "" : " (not converged)") << "\n";
+  std::cout << "fit: " << verdict.describe() << "\n";
+  if (!finite) std::cout << "the final " << what << " is not finite: the fit's result is not usable\n";
+  if (!out.empty()) std::cout << "wrote " << out << "\n";
+  std::cout << warnings_text(warnings);
 }
 
 }  // namespace costate::cli

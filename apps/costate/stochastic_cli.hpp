@@ -58,4 +58,18 @@ int add_stochastic_verdict(nlohmann::ordered_json& j, const optimize::FitVerdict
 /// The number or null (JSON has no NaN).
 nlohmann::ordered_json json_number(double v);
 
+/// A fit stopped by SIGINT/SIGTERM (termination "interrupted"): its state
+/// written (rank 0) to `out` when it is an .h5 file, else to
+/// <input stem>_stochastic.h5, for --resume; then io::Interrupted thrown
+/// with the file and how to continue.
+[[noreturn]] void stop_interrupted(const Environment& env, const std::string& input, const std::string& out,
+                                   const optimize::StochasticOptions& options, const optimize::StochasticResult& r,
+                                   int signal);
+
+/// The text report's last lines (stdout): the full-batch finish when there
+/// was one, the verdict, a non-finite result, the file written, warnings.
+void print_stochastic_tail(const optimize::StochasticResult& r, const optimize::StochasticOptions& options,
+                           const optimize::FitVerdict& verdict, bool finite, const std::string& what,
+                           const std::string& out, const std::vector<std::string>& warnings);
+
 }  // namespace costate::cli

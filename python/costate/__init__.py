@@ -338,10 +338,21 @@ class PetabProblem:
         return Result(**d)
 
 
-def fit(loss, n_conditions, x0, lower=None, upper=None, callback=None, **options):
+def fit(loss, n_conditions=None, x0=None, lower=None, upper=None, callback=None, **options):
     """Mini-batch stochastic minimisation of Σ_c loss(c, x) over
     ``n_conditions`` conditions — costate's ``ggml_opt_fit`` for
-    simulations (``optimize::fit``; docs/calibration.md). ``loss(c, x)``
+    simulations (``optimize::fit``; docs/calibration.md).
+
+    ``fit(problem, callback=None, **options)`` with an input file (a path or
+    what ``costate.load`` returns) fits its calibration section by
+    mini-batches over its ``conditions:`` — ``costate calibrate FILE
+    --optimizer adamw …`` (the same library call, the same bits): the
+    file's calibration.optimizer settings, the keywords over them. Returns
+    what is listed below plus names, initial (the start on the optimiser's
+    scale, log for log-transformed quantities), values (natural values
+    at x) and values_dict, conditions.
+
+    ``loss(c, x)``
     returns ``(value, gradient)`` for condition ``c`` (a failed simulation:
     a non-finite value or ``costate.Error``, rescued by halving the step).
     ``lower``/``upper`` bound x (projected steps). ``callback(epoch)`` is
@@ -357,6 +368,19 @@ def fit(loss, n_conditions, x0, lower=None, upper=None, callback=None, **options
     if _costate is None:
         raise ImportError("costate's compiled module costate._costate is not available (%s); "
                           "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)
+    if isinstance(loss, (str, os.PathLike, Problem)):
+        if n_conditions is not None or x0 is not None or lower is not None or upper is not None:
+            raise TypeError("fit(problem, ...): an input file brings its conditions, start and bounds "
+                            "(its calibration section); pass only callback= and the options")
+        problem = loss if isinstance(loss, Problem) else load(loss)
+        if not isinstance(problem, Problem):
+            raise TypeError("fit(%r): a stochastic fit over conditions needs an ODE input file "
+                            "(a PEtab problem: costate.load(...).fit(...))" % (loss,))
+        d = problem._core.fit_conditions(callback, options)
+        d["values_dict"] = dict(zip(d["names"], d["values"].tolist()))
+        return Result(**d)
+    if n_conditions is None or x0 is None:
+        raise TypeError("fit(loss, n_conditions, x0, ...): a Python loss needs n_conditions and x0")
     return Result(**_costate.fit(loss, int(n_conditions), x0, lower, upper, callback, options))
 
 

@@ -9,6 +9,13 @@ draws what the file holds, one panel per kind, in one figure:
     trajectory    /time, /state: one line per state (names from
                   /state_names); a calibration's observed values
                   (/calibration/observed at residual_times) as markers
+    trajectory:<id>  a file with conditions (/conditions: ``run``,
+                  ``sensitivity``, ``calibrate`` of a file with a
+                  conditions: section): one panel per condition, its
+                  trajectory and (calibrate) its observed values
+                  (/calibration/residual_conditions == id); more than
+                  MAX_CONDITION_PANELS conditions: one panel "conditions",
+                  every condition's states in their state's colour
     residuals     /calibration/residuals (weighted, sqrt(w)·(y − d)) per
                   state against time
     history       /calibration/objective_history and
@@ -87,6 +94,10 @@ DECADES_FOR_SYMLOG_COLOURS = 2
 SYMLOG_LABELLED_DECADES = 4
 # Heat maps up to this size have their values written in the cells.
 ANNOTATE_MAX = 8
+# A file with conditions gets a trajectory panel per condition up to this
+# many; beyond, one panel overlays them all (a figure of hundreds of
+# panels shows nothing).
+MAX_CONDITION_PANELS = 6
 NOT_CONVERGED_COLOUR = "red"
 
 
@@ -137,17 +148,54 @@ def _ode_panels(f):
     y = f["state"][()]
     cal = f["calibration"] if "calibration" in f else None
 
-    def trajectory(ax):
-        observed = None
-        if cal is not None and len(cal["residual_times"]) > 0:
-            observed = (np.array(_strings(cal["residual_states"][()])), cal["residual_times"][()],
-                        cal["observed"][()])
-        title = "trajectory (%s)" % _attr(f, "model", "")
-        if cal is not None:
-            title += " at the fitted values"
-        _draw_trajectory(ax, t, y, names, title, observed)
+    def observed_of(condition=None):
+        """(states, times, values) of the calibration's observations (of
+        one condition's when given), or None."""
+        if cal is None or len(cal["residual_times"]) == 0:
+            return None
+        sel = slice(None)
+        if condition is not None:
+            if "residual_conditions" not in cal:
+                return None
+            sel = np.array(_strings(cal["residual_conditions"][()])) == condition
+        return (np.array(_strings(cal["residual_states"][()]))[sel], cal["residual_times"][()][sel],
+                cal["observed"][()][sel])
 
-    panels.append(_Panel("trajectory", trajectory))
+    at_fit = " at the fitted values" if cal is not None else ""
+    if "conditions" in f:
+        g = f["conditions"]
+        ids = _strings(g["ids"][()])
+        if len(ids) <= MAX_CONDITION_PANELS:
+            for c, cid in enumerate(ids):
+                def condition(ax, c=c, cid=cid):
+                    gc = g[str(c)]
+                    _draw_trajectory(ax, gc["time"][()], gc["state"][()], names,
+                                     "condition %s%s" % (cid, at_fit), observed_of(cid))
+                panels.append(_Panel("trajectory:" + cid, condition))
+        else:
+            def conditions(ax):
+                drawn = []
+                for i, name in enumerate(names):
+                    colour = "C%d" % (i % 10)
+                    for c in range(len(ids)):
+                        gc = g[str(c)]
+                        yc = gc["state"][()]
+                        drawn.append(yc[:, i])
+                        ax.plot(gc["time"][()], yc[:, i], color=colour, lw=0.6, alpha=0.5,
+                                label=name if c == 0 else None)
+                _auto_scale(ax, "y", drawn)
+                _log_times(ax, t)
+                ax.set_xlabel("t")
+                ax.set_ylabel("state")
+                ax.set_title("%d conditions%s (a line per condition and state)" % (len(ids), at_fit))
+                ax.legend(fontsize="small")
+            panels.append(_Panel("conditions", conditions))
+    else:
+        def trajectory(ax):
+            title = "trajectory (%s)%s" % (_attr(f, "model", ""), at_fit)
+            _draw_trajectory(ax, t, y, names, title, observed_of())
+
+        panels.append(_Panel("trajectory", trajectory))
 
     if cal is not None and len(cal["residuals"]) > 0:
         def residuals(ax):

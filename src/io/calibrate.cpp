@@ -173,38 +173,54 @@ double CalibrationProblem::hessian_vector(std::span<const double> q, std::span<c
                     Hu.size() == vars_.size(),
                 "CalibrationProblem::hessian_vector: q, u, g and Hu must hold "
                     << vars_.size() << " values (one per fitted quantity)");
-  require_single_condition(cfg_, "the calibration's Hessian-vector product");
   ode::require(ode::supports(cfg_.sensitivity.method,
                              cfg_.integrator, 2),
                cfg_.input_path + ": the calibration's Hessian-vector product");
-  const RunConfig c = config_at(q);
-  const auto obs = observations(c);
+  const RunConfig at = config_at(q);
   const auto v = values(q);
-  const std::size_t np = c.parameters.size(), n = c.state_names.size();
-  // The natural direction w = D u, in (p, y0); y0 written as expressions of
-  // p moves with p.
-  ode::HessianDirection dir{std::vector<double>(np, 0.0), std::vector<double>(n, 0.0)};
-  for (std::size_t j = 0; j < vars_.size(); ++j) {
-    const double w = u[j] * (vars_[j].log ? v[j] : 1.0);
-    (vars_[j].initial_state ? dir.initial_state : dir.parameters)[vars_[j].index] += w;
-  }
-  const std::vector<double> dy0 = initial_state_parameter_jvp(c, dir.parameters);
-  for (std::size_t i = 0; i < n; ++i) dir.initial_state[i] += dy0[i];
-  const ode::HessianVectorResult r = observation_hessian_vector(c, obs, dir, sensitivity_method_of(c.sensitivity));
-  std::vector<double> gp = r.gradient_wrt_parameters, hp = r.hv_wrt_parameters;
-  const auto extra = initial_state_parameter_vjp(c, r.gradient_wrt_initial_state);
-  const auto extra2 = initial_state_parameter_hvp(c, dir.parameters, r.gradient_wrt_initial_state,
-                                                  r.hv_wrt_initial_state);
-  for (std::size_t k = 0; k < np; ++k) {
-    gp[k] += extra[k];
-    hp[k] += extra2[k];
+  const std::size_t np = at.parameters.size(), n = at.state_names.size();
+  // The natural direction w = D u on the file's (p, y0).
+  std::vector<double> wp(np, 0.0), wy(n, 0.0);
+  for (std::size_t j = 0; j < vars_.size(); ++j)
+    (vars_[j].initial_state ? wy : wp)[vars_[j].index] += u[j] * (vars_[j].log ? v[j] : 1.0);
+  // Σ_c over the conditions in order (the file itself without them): w
+  // pushed onto condition c's (p_c, y0_c) — p_c,k moves with the file's
+  // parameter it reads, y0_c with the file's y0 where not replaced, and
+  // initial values written as expressions with p_c — and the condition's
+  // gradient and H·w pulled back onto the file's by the transpose of the
+  // same (linear) map (add_condition_gradient).
+  std::vector<double> gp(np, 0.0), gy(n, 0.0), hp(np, 0.0), hy(n, 0.0);
+  double J = 0.0;
+  for (std::size_t cond = 0; cond < n_conditions_; ++cond) {
+    const RunConfig c = condition_config(at, cond);
+    const auto obs = observations(c);
+    ode::HessianDirection dir{std::vector<double>(np, 0.0), std::vector<double>(n, 0.0)};
+    for (std::size_t k = 0; k < np; ++k) {
+      const long src = parameter_source(cfg_, cond, k);
+      if (src >= 0) dir.parameters[k] = wp[static_cast<std::size_t>(src)];
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (!replaces_initial_state(cfg_, cond, i) && c.initial_state_expressions[i].empty()) dir.initial_state[i] = wy[i];
+    const std::vector<double> dy0 = initial_state_parameter_jvp(c, dir.parameters);
+    for (std::size_t i = 0; i < n; ++i) dir.initial_state[i] += dy0[i];
+    const ode::HessianVectorResult r = observation_hessian_vector(c, obs, dir, sensitivity_method_of(c.sensitivity));
+    std::vector<double> cgp = r.gradient_wrt_parameters, chp = r.hv_wrt_parameters;
+    const auto extra = initial_state_parameter_vjp(c, r.gradient_wrt_initial_state);
+    const auto extra2 = initial_state_parameter_hvp(c, dir.parameters, r.gradient_wrt_initial_state,
+                                                    r.hv_wrt_initial_state);
+    for (std::size_t k = 0; k < np; ++k) {
+      cgp[k] += extra[k];
+      chp[k] += extra2[k];
+    }
+    add_condition_gradient(cfg_, cond, cgp, r.gradient_wrt_initial_state, gp, gy);
+    add_condition_gradient(cfg_, cond, chp, r.hv_wrt_initial_state, hp, hy);
+    J = cond == 0 ? r.objective : J + r.objective;
   }
   const auto qp = prior();
-  double J = r.objective;
   for (std::size_t j = 0; j < vars_.size(); ++j) {
     const FitVariable& f = vars_[j];
-    const double gv = f.initial_state ? r.gradient_wrt_initial_state[f.index] : gp[f.index];
-    const double hv = f.initial_state ? r.hv_wrt_initial_state[f.index] : hp[f.index];
+    const double gv = f.initial_state ? gy[f.index] : gp[f.index];
+    const double hv = f.initial_state ? hy[f.index] : hp[f.index];
     const double d = q[j] - qp[j];
     const double dv = f.log ? v[j] : 1.0;  // dv/dq, and d²v/dq² = v (log) or 0
     g[j] = gv * dv + weight_ * d;

@@ -65,12 +65,20 @@ void add_condition_gradient(const RunConfig& cfg, std::size_t c, std::span<const
     if (cond.initial_state[i].empty()) file_gy[i] += gy[i];
 }
 
-FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* objectives) {
+FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* objectives,
+                                 std::vector<ode::StepPlan>* steps) {
   const std::size_t nc = condition_count(cfg);
+  if (objectives) objectives->clear();
+  if (steps) steps->clear();
+  if (cfg.conditions.empty()) {  // the file itself: file_gradient's bits
+    FileGradient g = file_gradient(cfg, cfg.parameters, cfg.initial_state);
+    if (objectives) objectives->push_back(g.result.objective);
+    if (steps) steps->push_back(g.result.steps);
+    return g;
+  }
   FileGradient sum;
   sum.gradient_p.assign(cfg.parameters.size(), 0.0);
   sum.result.wrt_initial_state.assign(cfg.state_names.size(), 0.0);
-  if (objectives) objectives->clear();
   for (std::size_t c = 0; c < nc; ++c) {
     const RunConfig rc = condition_config(cfg, c);
     const FileGradient g = file_gradient(rc, rc.parameters, rc.initial_state);
@@ -97,8 +105,59 @@ FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* obje
     sum.result.vjp_evaluations += g.result.vjp_evaluations;
     sum.result.wall_seconds += g.result.wall_seconds;
     if (objectives) objectives->push_back(g.result.objective);
+    if (steps) steps->push_back(g.result.steps);
   }
   sum.result.wrt_parameters = sum.gradient_p;
+  return sum;
+}
+
+double conditions_objective(const RunConfig& cfg, std::span<const ode::StepPlan> steps) {
+  const std::size_t nc = condition_count(cfg);
+  COSTATE_CHECK(steps.size() == nc, cfg.input_path << ": conditions_objective needs one step plan per condition ("
+                                                   << nc << "), got " << steps.size());
+  if (cfg.conditions.empty()) return file_gradient(cfg, cfg.parameters, cfg.initial_state, steps[0]).result.objective;
+  double J = 0.0;
+  for (std::size_t c = 0; c < nc; ++c) {
+    const RunConfig rc = condition_config(cfg, c);
+    J += file_gradient(rc, rc.parameters, rc.initial_state, steps[c]).result.objective;
+  }
+  return J;
+}
+
+FileHessian conditions_hessian(const RunConfig& cfg, const std::vector<std::size_t>& wrt,
+                               std::span<const ode::StepPlan> steps) {
+  const std::size_t nc = condition_count(cfg), m = wrt.size();
+  COSTATE_CHECK(steps.size() == nc, cfg.input_path << ": conditions_hessian needs one step plan per condition ("
+                                                   << nc << "), got " << steps.size());
+  ode::GradientResult at;  // file_hessian reads the steps only
+  if (cfg.conditions.empty()) {
+    at.steps = steps[0];
+    return file_hessian(cfg, at, wrt);
+  }
+  FileHessian sum;
+  sum.matrix.assign(m * m, 0.0);
+  for (std::size_t c = 0; c < nc; ++c) {
+    // Condition c's parameters that read a wrt parameter, and which one (its
+    // row and column of H).
+    const ConditionConfig& cond = cfg.conditions[c];
+    std::vector<std::size_t> own, row;
+    for (std::size_t k = 0; k < cond.parameter_source.size(); ++k)
+      for (std::size_t a = 0; a < m; ++a)
+        if (cond.parameter_source[k] == static_cast<long>(wrt[a])) {
+          own.push_back(k);
+          row.push_back(a);
+        }
+    if (own.empty()) continue;  // no wrt parameter reaches this condition
+    const RunConfig rc = condition_config(cfg, c);
+    at.steps = steps[c];
+    const FileHessian h = file_hessian(rc, at, own);
+    const std::size_t mc = own.size();
+    for (std::size_t i = 0; i < mc; ++i)
+      for (std::size_t j = 0; j < mc; ++j) sum.matrix[row[i] * m + row[j]] += h.matrix[i * mc + j];
+    sum.products += h.products;
+    sum.wall_seconds += h.wall_seconds;
+  }
+  sum.asymmetry = hessian_asymmetry(sum.matrix, m);
   return sum;
 }
 

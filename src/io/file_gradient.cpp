@@ -10,6 +10,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/io/conditions.hpp"
 #include "io/model_kernels.hpp"
 #include "costate/io/objective.hpp"
 
@@ -125,13 +126,7 @@ FileHessian hessian_of(const RunConfig& cfg, const Problem& problem, Kernels ker
       out.matrix[i * m + c] = r.hv_wrt_parameters[wrt[i]] + extra[wrt[i]];
     ++out.products;
   }
-  double scale = 0.0, asym = 0.0;
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      scale = std::max(scale, std::abs(out.matrix[i * m + j]));
-      asym = std::max(asym, std::abs(out.matrix[i * m + j] - out.matrix[j * m + i]));
-    }
-  out.asymmetry = scale > 0.0 ? asym / scale : 0.0;
+  out.asymmetry = hessian_asymmetry(out.matrix, m);
   out.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
@@ -180,6 +175,16 @@ void check_hessian_request(const RunConfig& cfg, const std::string& input) {
                input + ": costate sensitivity --hessian");
 }
 
+double hessian_asymmetry(const std::vector<double>& H, std::size_t m) {
+  double scale = 0.0, asym = 0.0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < m; ++j) {
+      scale = std::max(scale, std::abs(H[i * m + j]));
+      asym = std::max(asym, std::abs(H[i * m + j] - H[j * m + i]));
+    }
+  return scale > 0.0 ? asym / scale : 0.0;
+}
+
 FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
                          const std::vector<std::size_t>& wrt) {
   const ExpressionObjective objective(cfg);
@@ -206,8 +211,10 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
                 cfg.input_path << ": costate gradcheck has nothing to check: the model has no "
                                   "parameters and every initial value is an expression of t "
                                   "(give a parameter, or a number as an initial value)");
-  const FileGradient base = file_gradient(cfg, cfg.parameters, cfg.initial_state);
-  const ode::StepPlan& steps = base.result.steps;  // replayed by every evaluation
+  // J = Σ_c J_c over a file's conditions (io/conditions.hpp; the file
+  // itself without them), each condition's steps replayed by every evaluation.
+  std::vector<ode::StepPlan> steps;
+  const FileGradient base = conditions_gradient(cfg, nullptr, &steps);
   std::vector<std::size_t> free_states;
   for (std::size_t i = 0; i < n; ++i)
     if (cfg.initial_state_expressions[i].empty()) free_states.push_back(i);
@@ -226,7 +233,7 @@ FileGradientCheck file_gradient_check(const RunConfig& cfg) {
     c.parameters.assign(xx.begin(), xx.begin() + static_cast<std::ptrdiff_t>(np));
     evaluate_initial_state(c);
     for (std::size_t k = 0; k < free_states.size(); ++k) c.initial_state[free_states[k]] = xx[np + k];
-    return file_gradient(c, c.parameters, c.initial_state, steps).result.objective;
+    return conditions_objective(c, steps);
   };
   const std::vector<double>& x = out.x;
   // Direction: components scaled like x, signs from a fixed pattern.

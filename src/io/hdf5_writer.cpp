@@ -284,32 +284,47 @@ void write_run_hdf5(const std::string& path, const RunConfig& config,
   });
 }
 
+namespace {
+
+/// The group /conditions (hdf5_writer.hpp): ids, and per condition its
+/// problem's parameters and initial state and its trajectory.
+void write_conditions_group(hid_t file, const RunConfig& config, const std::vector<RunConfig>& conditions,
+                            const std::vector<ode::Solution>& solutions) {
+  Handle group(H5Gcreate2(file, "conditions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+               "create group conditions");
+  std::vector<std::string> ids;
+  for (const ConditionConfig& c : config.conditions) ids.push_back(c.id);
+  write_strings(group, "ids", ids, false);
+  for (std::size_t c = 0; c < conditions.size(); ++c) {
+    const std::string name = std::to_string(c);
+    Handle g(H5Gcreate2(group, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+             "create group conditions/" + name);
+    write_string_scalar(g, "id", ids[c], true);
+    const ode::Solution& sol = solutions[c];
+    write_doubles(g, "time", sol.t, {sol.t.size()});
+    write_doubles(g, "state", sol.y, {sol.t.size(), sol.n_states});
+    write_doubles(g, "parameters", conditions[c].parameters, {conditions[c].parameters.size()});
+    write_doubles(g, "initial_state", conditions[c].initial_state, {conditions[c].initial_state.size()});
+    write_string_scalar(g, "termination", ode::to_string(sol.summary.termination), true);
+  }
+}
+
+void check_conditions(const std::string& path, const RunConfig& config, const std::vector<RunConfig>& conditions,
+                      const std::vector<ode::Solution>& solutions) {
+  COSTATE_CHECK(!conditions.empty() && conditions.size() == solutions.size() &&
+                    conditions.size() == config.conditions.size(),
+                path << ": writing a file with conditions needs one problem and one trajectory per condition");
+}
+
+}  // namespace
+
 void write_conditions_hdf5(const std::string& path, const RunConfig& config,
                            const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
                            const SensitivityOutput* sensitivity, const std::string& command) {
-  COSTATE_CHECK(!conditions.empty() && conditions.size() == solutions.size() &&
-                    conditions.size() == config.conditions.size(),
-                path << ": write_conditions_hdf5 needs one problem and one trajectory per condition");
+  check_conditions(path, config, conditions, solutions);
   write_atomically(path, config, command, [&](const std::string& partial) {
-    write_file(partial, config, solutions[0], sensitivity, command, [&](hid_t file) {
-      Handle group(H5Gcreate2(file, "conditions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-                   "create group conditions");
-      std::vector<std::string> ids;
-      for (const ConditionConfig& c : config.conditions) ids.push_back(c.id);
-      write_strings(group, "ids", ids, false);
-      for (std::size_t c = 0; c < conditions.size(); ++c) {
-        const std::string name = std::to_string(c);
-        Handle g(H5Gcreate2(group, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-                 "create group conditions/" + name);
-        write_string_scalar(g, "id", ids[c], true);
-        const ode::Solution& sol = solutions[c];
-        write_doubles(g, "time", sol.t, {sol.t.size()});
-        write_doubles(g, "state", sol.y, {sol.t.size(), sol.n_states});
-        write_doubles(g, "parameters", conditions[c].parameters, {conditions[c].parameters.size()});
-        write_doubles(g, "initial_state", conditions[c].initial_state, {conditions[c].initial_state.size()});
-        write_string_scalar(g, "termination", ode::to_string(sol.summary.termination), true);
-      }
-    });
+    write_file(partial, config, solutions[0], sensitivity, command,
+               [&](hid_t file) { write_conditions_group(file, config, conditions, solutions); });
   });
 }
 
@@ -394,6 +409,7 @@ void write_calibration_group(hid_t file, const CalibrationReport& r) {
   write_doubles(g, "objective_gradient_norm_history", jh, {jh.size()});  // ‖∇J‖₂
   write_doubles(g, "residual_times", r.residual_times, {m});
   write_strings(g, "residual_states", r.residual_states, false);
+  if (!r.residual_conditions.empty()) write_strings(g, "residual_conditions", r.residual_conditions, false);
   write_doubles(g, "observed", r.observed, {m});
   write_doubles(g, "predicted", r.predicted, {m});
   write_doubles(g, "residuals", r.residuals, {m});
@@ -426,6 +442,20 @@ void write_calibration_hdf5(const std::string& path, const RunConfig& config,
   write_atomically(path, config, "calibrate", [&](const std::string& partial) {
     write_file(partial, config, solution, nullptr, "calibrate",
                [&](hid_t file) { write_calibration_group(file, report); },
+               report.verdict.file_status());
+  });
+}
+
+void write_calibration_hdf5(const std::string& path, const RunConfig& config,
+                            const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
+                            const CalibrationReport& report) {
+  check_conditions(path, config, conditions, solutions);
+  write_atomically(path, config, "calibrate", [&](const std::string& partial) {
+    write_file(partial, config, solutions[0], nullptr, "calibrate",
+               [&](hid_t file) {
+                 write_calibration_group(file, report);
+                 write_conditions_group(file, config, conditions, solutions);
+               },
                report.verdict.file_status());
   });
 }

@@ -545,11 +545,14 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
       ctx.fail(set["noise"], key + ".noise", "give either 'noise' or 'weights', not both");
     std::vector<double> w(n, 1.0);
     std::vector<bool> has_noise(n, false);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    DataSpec as_read{file, std::vector<double>(n, nan), std::vector<double>(n, nan)};
     if (const YAML::Node nz = set["noise"]) {
       if (nz.IsScalar()) {
         const double sigma = ctx.positive(nz, key + ".noise");
         std::fill(w.begin(), w.end(), 1.0 / (sigma * sigma));
         std::fill(has_noise.begin(), has_noise.end(), true);
+        std::fill(as_read.noise.begin(), as_read.noise.end(), sigma);
       } else {
         ctx.expect_map(nz, key + ".noise");
         ctx.check_keys(nz, key + ".noise", cfg.state_names);
@@ -558,6 +561,7 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
             const double sigma = ctx.positive(nz[cfg.state_names[i]], key + ".noise." + cfg.state_names[i]);
             w[i] = 1.0 / (sigma * sigma);
             has_noise[i] = true;
+            as_read.noise[i] = sigma;
           }
       }
     }
@@ -566,8 +570,9 @@ void parse_calibration(const YAML::Node& cal, const Context& ctx, const std::str
       ctx.check_keys(ws, key + ".weights", cfg.state_names);
       for (std::size_t i = 0; i < n; ++i)
         if (ws[cfg.state_names[i]])
-          w[i] = ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
+          as_read.weights[i] = w[i] = ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
     }
+    cc.data_sets.push_back(std::move(as_read));
     for (std::size_t k = 0; k < times.size(); ++k) {
       Row r{times[k], std::vector<double>(values.begin() + static_cast<std::ptrdiff_t>(k * n),
                                           values.begin() + static_cast<std::ptrdiff_t>((k + 1) * n)),
@@ -730,6 +735,8 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
              "]; extend time.end or drop the row");
     c.weights.assign(n, 1.0);
     c.noise_given = false;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    c.data_spec = {c.data_file, std::vector<double>(n, nan), std::vector<double>(n, nan)};
     if (!spec || !spec.IsMap()) return;
     if (spec["noise"] && spec["weights"])
       ctx.fail(spec["noise"], key + ".noise", "give either 'noise' or 'weights', not both");
@@ -737,6 +744,7 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
       if (nz.IsScalar()) {
         const double sigma = ctx.positive(nz, key + ".noise");
         c.weights.assign(n, 1.0 / (sigma * sigma));
+        c.data_spec.noise.assign(n, sigma);
         c.noise_given = true;
       } else {
         ctx.expect_map(nz, key + ".noise");
@@ -746,6 +754,7 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
           if (nz[cfg.state_names[i]]) {
             const double sigma = ctx.positive(nz[cfg.state_names[i]], key + ".noise." + cfg.state_names[i]);
             c.weights[i] = 1.0 / (sigma * sigma);
+            c.data_spec.noise[i] = sigma;
             continue;
           }
           for (std::size_t k = 0; k < c.times.size(); ++k)  // observed without a noise level
@@ -758,7 +767,8 @@ void parse_conditions(const YAML::Node& node, const Context& ctx, const std::str
       ctx.check_keys(ws, key + ".weights", cfg.state_names);
       for (std::size_t i = 0; i < n; ++i)
         if (ws[cfg.state_names[i]])
-          c.weights[i] = ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
+          c.data_spec.weights[i] = c.weights[i] =
+              ctx.non_negative(ws[cfg.state_names[i]], key + ".weights." + cfg.state_names[i]);
     }
   };
   const auto unknown = [&](const std::string& name) {
@@ -1790,6 +1800,24 @@ ode::EquationModel equation_model(const RunConfig& cfg) {
   return model;
 }
 
+namespace {
+
+/// A data file as read ({file, noise | weights}, DataSpec), in a flow map.
+void write_data_spec(YAML::Emitter& e, const DataSpec& d, const std::vector<std::string>& states) {
+  e << YAML::Flow << YAML::BeginMap << YAML::Key << "file" << YAML::Value << d.file;
+  for (const bool noise : {true, false}) {
+    const std::vector<double>& v = noise ? d.noise : d.weights;
+    if (std::none_of(v.begin(), v.end(), [](double x) { return !std::isnan(x); })) continue;
+    e << YAML::Key << (noise ? "noise" : "weights") << YAML::Value << YAML::Flow << YAML::BeginMap;
+    for (std::size_t i = 0; i < states.size() && i < v.size(); ++i)
+      if (!std::isnan(v[i])) e << YAML::Key << states[i] << YAML::Value << v[i];
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+}
+
+}  // namespace
+
 std::string RunConfig::to_yaml() const {
   YAML::Emitter e;
   e.SetDoublePrecision(17);
@@ -1848,8 +1876,14 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << parameter_names[i] << YAML::Value << parameters[i];
   e << YAML::EndMap;
   e << YAML::Key << "initial_state" << YAML::Value << YAML::BeginMap;
-  for (std::size_t i = 0; i < state_names.size(); ++i)
-    e << YAML::Key << state_names[i] << YAML::Value << initial_state[i];
+  for (std::size_t i = 0; i < state_names.size(); ++i) {
+    e << YAML::Key << state_names[i] << YAML::Value;
+    // An expression of the parameters stays one (conditions replace them).
+    if (i < initial_state_expressions.size() && !initial_state_expressions[i].empty())
+      e << YAML::DoubleQuoted << initial_state_expressions[i];
+    else
+      e << initial_state[i];
+  }
   e << YAML::EndMap;
   e << YAML::Key << "time" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "start" << YAML::Value << t_start;
@@ -1864,7 +1898,7 @@ std::string RunConfig::to_yaml() const {
   } else {
     e << YAML::Key << "atol" << YAML::Value << YAML::Flow << integrator.atol_per_state;
   }
-  e << YAML::Key << "dt" << YAML::Value << integrator.dt;
+  if (integrator.dt > 0.0) e << YAML::Key << "dt" << YAML::Value << integrator.dt;  // 0: the method's choice
   e << YAML::Key << "adaptive" << YAML::Value << integrator.adaptive;
   e << YAML::Key << "dt_max" << YAML::Value << integrator.dt_max;
   e << YAML::Key << "dt_min" << YAML::Value << integrator.dt_min;
@@ -1877,10 +1911,14 @@ std::string RunConfig::to_yaml() const {
     e << YAML::Key << "newton_max_iterations" << YAML::Value << integrator.newton_max_iterations;
   }
   e << YAML::EndMap;
-  e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << "file" << YAML::Value << output_file;
-  e << YAML::EndMap;
-  if (objective.present) {
+  if (!output_file.empty()) {  // (none: no output section, as read)
+    e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "file" << YAML::Value << output_file;
+    e << YAML::EndMap;
+  }
+  // (A file with conditions has an objective with no terms of its own:
+  // each condition's data; nothing to write.)
+  if (objective.present && (!objective.terminal.empty() || !objective.integral.empty() || !objective.data_file.empty())) {
     e << YAML::Key << "objective" << YAML::Value << YAML::BeginMap;
     if (!objective.terminal.empty())
       e << YAML::Key << "terminal" << YAML::Value << YAML::DoubleQuoted << objective.terminal;
@@ -1907,7 +1945,24 @@ std::string RunConfig::to_yaml() const {
     std::vector<std::string> wrt = sensitivity.wrt.empty() ? parameter_names : sensitivity.wrt;
     if (sensitivity.wrt_initial_state) wrt.push_back("initial_state");
     e << YAML::Key << "wrt" << YAML::Value << YAML::Flow << wrt;
-    e << YAML::Key << "checkpointing" << YAML::Value << ode::to_string(sensitivity.checkpointing);
+    // As the reader takes it: {schedule, snapshots | every | ram, disk, path}.
+    e << YAML::Key << "checkpointing" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    const ode::Checkpointing& cp = sensitivity.checkpointing;
+    if (const auto* u = std::get_if<ode::Uniform>(&cp))
+      e << YAML::Key << "schedule" << YAML::Value << "uniform" << YAML::Key << "every" << YAML::Value << u->every;
+    else if (const auto* b = std::get_if<ode::Binomial>(&cp))
+      e << YAML::Key << "schedule" << YAML::Value << "binomial" << YAML::Key << "snapshots" << YAML::Value
+        << b->snapshots;
+    else if (const auto* o = std::get_if<ode::Online>(&cp))
+      e << YAML::Key << "schedule" << YAML::Value << "online" << YAML::Key << "snapshots" << YAML::Value
+        << o->snapshots;
+    else if (const auto* m = std::get_if<ode::Multilevel>(&cp)) {
+      e << YAML::Key << "schedule" << YAML::Value << "multilevel" << YAML::Key << "ram" << YAML::Value << m->ram
+        << YAML::Key << "disk" << YAML::Value << m->disk;
+      if (!m->path.empty()) e << YAML::Key << "path" << YAML::Value << m->path;
+    } else
+      e << YAML::Key << "schedule" << YAML::Value << "store_all";
+    e << YAML::EndMap;
     if (sensitivity.method == ode::SensitivityKind::ContinuousAdjoint ||
         sensitivity.method == ode::SensitivityKind::CvodesAdjoint) {
       e << YAML::Key << "adjoint_rtol" << YAML::Value << sensitivity.adjoint_rtol;
@@ -1939,27 +1994,13 @@ std::string RunConfig::to_yaml() const {
       }
       e << YAML::EndMap;
     }
-    e << YAML::Key << "data" << YAML::Value << YAML::Flow << c.data_files;
-    // The noise model of the merged data: σ = 1/√weight per state where one
-    // σ holds for every observation of the state, else the range of σ.
-    e << YAML::Key << "noise" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    const std::size_t ns = state_names.size();
-    for (std::size_t i = 0; i < ns && !c.weights.empty(); ++i) {
-      double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
-      for (std::size_t k = i; k < c.weights.size(); k += ns)
-        if (!std::isnan(c.data[k]) && c.weights[k] > 0.0) {
-          lo = std::min(lo, 1.0 / std::sqrt(c.weights[k]));
-          hi = std::max(hi, 1.0 / std::sqrt(c.weights[k]));
-        }
-      if (hi == 0.0) continue;  // not observed
-      e << YAML::Key << state_names[i] << YAML::Value;
-      if (lo == hi)
-        e << lo;
-      else
-        e << YAML::Flow << std::vector<double>{lo, hi};
+    // The data as the file gave them (DataSpec), so that the settings load
+    // back; with conditions each condition names its own.
+    if (conditions.empty()) {
+      e << YAML::Key << "data" << YAML::Value << YAML::BeginSeq;
+      for (const DataSpec& d : c.data_sets) write_data_spec(e, d, state_names);
+      e << YAML::EndSeq;
     }
-    e << YAML::EndMap;
-    e << YAML::Key << "noise_given" << YAML::Value << c.noise_given;
     e << YAML::Key << "regularization" << YAML::Value << YAML::Flow << YAML::BeginMap;
     e << YAML::Key << "weight" << YAML::Value << c.regularization_weight << YAML::EndMap;
     e << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
@@ -1967,12 +2008,19 @@ std::string RunConfig::to_yaml() const {
       const optimize::StochasticOptions& o = c.stochastic_options;
       e << YAML::Key << "method" << YAML::Value << optimize::to_string(o.method);
       e << YAML::Key << "epochs" << YAML::Value << o.epochs;
-      e << YAML::Key << "batch" << YAML::Value << o.batch;
-      e << YAML::Key << "physical_batch" << YAML::Value << o.physical_batch;
+      // (0: the whole training set, the logical batch — the reader's default)
+      if (o.batch > 0) e << YAML::Key << "batch" << YAML::Value << o.batch;
+      if (o.physical_batch > 0) e << YAML::Key << "physical_batch" << YAML::Value << o.physical_batch;
       e << YAML::Key << "learning_rate" << YAML::Value << o.learning_rate;
       e << YAML::Key << "validation_split" << YAML::Value << o.validation_split;
       e << YAML::Key << "seed" << YAML::Value << o.seed;
       e << YAML::Key << "finish" << YAML::Value << o.finish_iterations;
+      e << YAML::Key << "schedule" << YAML::Value << optimize::to_string(o.schedule);
+      e << YAML::Key << "warmup_steps" << YAML::Value << o.warmup_steps;
+      e << YAML::Key << "weight_decay" << YAML::Value << o.weight_decay;
+      e << YAML::Key << "clip_norm" << YAML::Value << o.clip_norm;
+      e << YAML::Key << "patience" << YAML::Value << o.patience;
+      e << YAML::Key << "momentum" << YAML::Value << o.momentum;
       e << YAML::EndMap << YAML::EndMap;
     } else {
     e << YAML::Key << "method" << YAML::Value << optimize::to_string(c.optimizer.method);
@@ -1999,7 +2047,9 @@ std::string RunConfig::to_yaml() const {
       e << YAML::EndMap << YAML::Key << "initial_state" << YAML::Value << YAML::Flow << YAML::BeginMap;
       for (std::size_t i = 0; i < c.initial_state.size(); ++i)
         if (!c.initial_state[i].empty()) e << YAML::Key << state_names[i] << YAML::Value << c.initial_state[i];
-      e << YAML::EndMap << YAML::Key << "data" << YAML::Value << c.data_file << YAML::EndMap;
+      e << YAML::EndMap << YAML::Key << "data" << YAML::Value;
+      write_data_spec(e, c.data_spec, state_names);
+      e << YAML::EndMap;
     }
     e << YAML::EndSeq;
   }

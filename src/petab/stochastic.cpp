@@ -163,6 +163,7 @@ void write_state(const std::string& path, const std::string& problem_file,
   using detail::H5, detail::write_doubles, detail::write_text;
   H5 file(io::detail::create_in_memory(path), H5Fclose);
   COSTATE_CHECK(file.id >= 0, path << ": cannot create the HDF5 file");
+  detail::write_provenance(file.id, "calibrate", "", path);  // the settings: /stochastic_state's
   {
   H5 group(H5Gcreate2(file.id, "stochastic_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   COSTATE_CHECK(group.id >= 0, path << ": cannot create group /stochastic_state");
@@ -317,12 +318,32 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
 
 }  // namespace
 
+std::string stochastic_settings_yaml(const Problem& problem, const Options& evaluation,
+                                     const optimize::StochasticOptions& o) {
+  std::ostringstream s;
+  s.precision(17);
+  s << settings_yaml(problem, evaluation) << "calibration:\n  optimizer: {method: " << optimize::to_string(o.method)
+    << ", epochs: " << o.epochs << ", batch: " << o.batch << ", physical_batch: " << o.physical_batch
+    << ", learning_rate: " << o.learning_rate << ", schedule: " << optimize::to_string(o.schedule)
+    << ", step_epochs: " << o.step_epochs << ", gamma: " << o.gamma << ", min_learning_rate: " << o.min_learning_rate
+    << ", warmup_steps: " << o.warmup_steps << ", beta1: " << o.beta1 << ", beta2: " << o.beta2
+    << ", epsilon: " << o.epsilon << ", weight_decay: " << o.weight_decay << ", momentum: " << o.momentum
+    << ", clip_norm: " << o.clip_norm << ", validation_split: " << o.validation_split << ", patience: " << o.patience
+    << ", seed: " << o.seed << ", max_rescues: " << o.max_rescues << ", finish: " << o.finish_iterations
+    << ", finish_gatol: " << o.finish_gatol << "}\n";
+  return s.str();
+}
+
 void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
-                           const optimize::StochasticOptions& options, const std::string& problem_file) {
+                           const optimize::StochasticOptions& options, const std::string& problem_file,
+                           const Provenance& provenance) {
   io::write_output_file(path, [&](const std::string& temporary) {
     using detail::H5;
     H5 file(io::detail::create_in_memory(temporary), H5Fclose);
     COSTATE_CHECK(file.id >= 0, temporary << ": cannot create the HDF5 file");
+    detail::write_provenance(file.id, provenance.command.empty() ? "calibrate" : provenance.command,
+                             provenance.settings, temporary);
+    detail::write_text(file.id, "", "problem", problem_file, temporary);
     write_result(file.id, temporary, fit, options);
     io::detail::save_image(file.id, temporary);
   }, {problem_file});

@@ -1372,6 +1372,18 @@ TEST_F(CliTest, SensitivityAndCalibrateSumOverConditions) {
   const Json f = Json::parse(c.out);
   EXPECT_EQ(f["conditions"], 5);
   EXPECT_EQ(f["residual_conditions"].size(), 200u);
+  // --hessian over the conditions (checked against differences in
+  // tests/io/conditions_test): dose, a number in every condition, has a zero
+  // row; and gradcheck of the summed objective passes.
+  const Result h = run("sensitivity " + input + " --hessian --json -q");
+  ASSERT_EQ(h.code, 0) << h.err;
+  const Json hm = Json::parse(h.out)["hessian"];
+  EXPECT_EQ(hm["names"], Json({"k", "m", "k_i", "dose"}));
+  EXPECT_EQ(hm["matrix"][3], Json({0.0, 0.0, 0.0, 0.0}));
+  EXPECT_LE(hm["asymmetry"].get<double>(), 1e-12);
+  const Result gc = run("gradcheck " + input + " --json -q");
+  ASSERT_EQ(gc.code, 0) << gc.err;
+  EXPECT_EQ(Json::parse(gc.out)["status"], "ok");
   // Stochastic-fit flags without --optimizer are refused with the fix.
   const Result bad = run("calibrate " + input + " --epochs 3 -q");
   EXPECT_EQ(bad.code, 1);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include "costate/io/conditions.hpp"
 #include "costate/io/file_gradient.hpp"
 #include "costate/io/input.hpp"
+#include "costate/io/resume.hpp"
 
 namespace {
 
@@ -376,6 +379,188 @@ TEST_F(ConditionsTest, ATableAndInlineRowsGiveTheSameProblem) {
   EXPECT_EQ(a.gradient_p, b.gradient_p);
   EXPECT_TRUE(table.conditions[1].noise_given);
   EXPECT_EQ(table.conditions[1].parameter_source[0], 2);  // k takes k_i
+}
+
+
+TEST_F(ConditionsTest, HessianOfTheSummedObjectiveMatchesDifferencesOfTheGradient) {
+  // Every kind of replacement (mixed()): a parameter read by another
+  // condition parameter (k_i via k, k via m), one set to a number (dose),
+  // initial values written as expressions of a parameter (x0, 2*x0).
+  RunConfig cfg = costate::io::load_run_config(mixed());
+  cfg.sensitivity.wrt = cfg.parameter_names;
+  const std::vector<std::size_t> wrt = costate::io::wrt_indices(cfg);
+  std::vector<costate::ode::StepPlan> steps;
+  (void)costate::io::conditions_gradient(cfg, nullptr, &steps);
+  ASSERT_EQ(steps.size(), 4u);
+  const costate::io::FileHessian H = costate::io::conditions_hessian(cfg, wrt, steps);
+  const std::size_t m = wrt.size();
+  ASSERT_EQ(H.matrix.size(), m * m);
+  // Column j against central differences of the summed gradient (kStep:
+  // the steps are fixed, so the gradient is smooth; truncation ~1e-12 and
+  // round-off ~1e-10 relative lie far below kFiniteDifference).
+  for (std::size_t j = 0; j < m; ++j) {
+    const double h = kStep * std::max(1.0, std::abs(cfg.parameters[wrt[j]]));
+    RunConfig plus = cfg, minus = cfg;
+    plus.parameters[wrt[j]] += h;
+    minus.parameters[wrt[j]] -= h;
+    costate::io::evaluate_initial_state(plus);
+    costate::io::evaluate_initial_state(minus);
+    const auto gp = costate::io::conditions_gradient(plus).gradient_p;
+    const auto gm = costate::io::conditions_gradient(minus).gradient_p;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double fd = (gp[wrt[i]] - gm[wrt[i]]) / (2 * h);
+      const double hij = H.matrix[i * m + j];
+      EXPECT_LE(std::abs(hij - fd), kFiniteDifference * (std::abs(hij) + 1.0))
+          << "d2J/d" << cfg.parameter_names[wrt[i]] << " d" << cfg.parameter_names[wrt[j]] << ": " << hij
+          << ", differences " << fd;
+    }
+  }
+  // dose is a number in every condition: its row and column are exactly 0;
+  // k_i reaches J through condition b only, x0 through c's and d's y0.
+  for (std::size_t i = 0; i < m; ++i) {
+    EXPECT_EQ(H.matrix[3 * m + i], 0.0);
+    EXPECT_EQ(H.matrix[i * m + 3], 0.0);
+  }
+  EXPECT_NE(H.matrix[2 * m + 2], 0.0);
+  EXPECT_NE(H.matrix[4 * m + 4], 0.0);
+  EXPECT_LE(H.asymmetry, 1e-10);  // forward over adjoint of the same discrete map
+}
+
+TEST_F(ConditionsTest, CalibrationHessianVectorSumsOverConditions) {
+  // H(q) u of the calibration (log-scale k, m, k_i, x0 and y(t0)) against
+  // central differences of its gradient along u.
+  const RunConfig cfg = costate::io::load_run_config(mixed());
+  costate::io::CalibrationProblem problem(cfg);
+  const auto q = problem.start();
+  const std::size_t p = q.size();
+  std::vector<double> u(p), g(p), Hu(p), gp(p), gm(p), g0(p);
+  for (std::size_t j = 0; j < p; ++j) u[j] = (j % 2 == 0 ? 1.0 : -0.6) * (0.5 + 0.1 * static_cast<double>(j));
+  const double J = problem.hessian_vector(q, u, g, Hu);
+  EXPECT_EQ(J, problem.objective_and_gradient(q, g0));  // the same J: one sum in one order
+  for (std::size_t j = 0; j < p; ++j) EXPECT_NEAR(g[j], g0[j], 1e-12 * (std::abs(g0[j]) + 1.0));
+  auto qp = q, qm = q;
+  for (std::size_t j = 0; j < p; ++j) {
+    qp[j] += kStep * u[j];
+    qm[j] -= kStep * u[j];
+  }
+  (void)problem.objective_and_gradient(qp, gp);
+  (void)problem.objective_and_gradient(qm, gm);
+  for (std::size_t j = 0; j < p; ++j) {
+    const double fd = (gp[j] - gm[j]) / (2 * kStep);
+    EXPECT_LE(std::abs(Hu[j] - fd), kFiniteDifference * (std::abs(Hu[j]) + 1.0))
+        << problem.variables()[j].label() << ": H u " << Hu[j] << ", differences " << fd;
+  }
+}
+
+TEST_F(ConditionsTest, GradientCheckCoversTheSummedObjective) {
+  // gradcheck's Taylor test and Richardson differences (the shared
+  // mechanism, ad::check_against_differences) on J = Σ_c J_c: the file's 5
+  // parameters and y(t0) (x(t0) is the expression `dose`).
+  const RunConfig cfg = costate::io::load_run_config(mixed());
+  const costate::io::FileGradientCheck check = costate::io::file_gradient_check(cfg);
+  ASSERT_EQ(check.names.size(), 6u);
+  EXPECT_EQ(check.names.back(), "y(t0)");
+  const costate::io::FileGradient g = costate::io::conditions_gradient(cfg);
+  EXPECT_EQ(check.objective, g.result.objective);
+  for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(check.gradient[j], g.gradient_p[j]) << check.names[j];
+  EXPECT_EQ(check.gradient[5], g.result.wrt_initial_state[1]);
+  EXPECT_TRUE(check.taylor.passed) << check.taylor.report();
+  EXPECT_GE(check.taylor.min_order, 1.9);
+  EXPECT_TRUE(check.fd.passed) << check.fd.report();
+  for (std::size_t j = 0; j < check.x.size(); ++j)
+    EXPECT_LE(std::abs(check.fd.fd[j] - check.gradient[j]), kFiniteDifference * (std::abs(check.gradient[j]) + 1.0))
+        << check.names[j];
+  EXPECT_TRUE(check.passed);
+}
+
+TEST_F(ConditionsTest, CalibrationResumedFromItsJournalEqualsTheUninterruptedFitBitForBit) {
+  // calibrate --resume's state (io/resume.hpp): the evaluation journal,
+  // written to the partial file and read back, cut after k evaluations (a
+  // stop after any iteration), then replayed through a fresh TAO.
+  const RunConfig cfg = costate::io::load_run_config(kExample);
+  costate::io::CalibrationJournal full;
+  const costate::io::CalibrationReport ref = costate::io::calibrate(cfg, {}, &full);
+  ASSERT_TRUE(ref.converged);
+  ASSERT_GT(full.entries.size(), 6u);
+  const auto bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  };
+  const std::string partial = (dir_ / "partial.h5").string();
+  for (const std::size_t k : {std::size_t{1}, full.entries.size() / 2, full.entries.size() - 1}) {
+    costate::io::CalibrationJournal cut = full;
+    cut.entries.resize(k);
+    costate::io::write_calibration_partial(partial, cfg, cut, SIGTERM);
+    costate::io::CalibrationJournal read = costate::io::read_calibration_partial(partial, cfg);
+    ASSERT_EQ(read.entries.size(), k);
+    const costate::io::CalibrationReport rep = costate::io::calibrate(cfg, {}, &read);
+    EXPECT_GE(read.replayed, k) << "every recorded evaluation answered from the journal";
+    EXPECT_TRUE(bits(rep.values, ref.values)) << "cut after " << k;
+    EXPECT_TRUE(bits(rep.standard_errors, ref.standard_errors)) << "cut after " << k;
+    EXPECT_TRUE(bits(rep.residuals, ref.residuals)) << "cut after " << k;
+    EXPECT_EQ(std::memcmp(&rep.objective, &ref.objective, sizeof(double)), 0) << "cut after " << k;
+    EXPECT_EQ(rep.tao.iterations, ref.tao.iterations);
+    EXPECT_EQ(rep.residual_conditions, ref.residual_conditions);
+  }
+}
+
+
+TEST_F(ConditionsTest, SavedSettingsLoadBackAndGiveTheSameFit) {
+  // A calibration's saved settings (RunConfig::to_yaml, the /settings its
+  // output file carries) read back as an input file: the same fit, bit for
+  // bit — with conditions (their data and noise as written, x(t0) still
+  // the expression `dose`), without (calibration.data with noise and
+  // weights), and a stochastic fit's optimizer settings.
+  const auto bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  };
+  const RunConfig cfg = costate::io::load_run_config(kExample);
+  const costate::io::CalibrationReport ref = costate::io::calibrate(cfg);
+  const RunConfig back = costate::io::load_run_config(write("saved.yaml", ref.fitted.to_yaml()));
+  ASSERT_EQ(back.conditions.size(), 5u);
+  EXPECT_EQ(back.initial_state_expressions[0], "dose");
+  EXPECT_TRUE(back.conditions[4].noise_given);
+  const costate::io::CalibrationReport again = costate::io::calibrate(back);
+  EXPECT_TRUE(bits(again.values, ref.values));
+  EXPECT_TRUE(bits(again.standard_errors, ref.standard_errors));
+  EXPECT_EQ(std::memcmp(&again.objective, &ref.objective, sizeof(double)), 0);
+  EXPECT_EQ(again.fitted.to_yaml(), ref.fitted.to_yaml());  // a fixed point
+
+  // Without conditions: two data files, one with noise, one with weights.
+  write("a.csv", "t,x,y\n1,0.61,0.25\n2,0.37,0.33\n4,0.14,0.35\n");
+  write("b.csv", "t,x\n3,0.22\n6,0.05\n");
+  const RunConfig single = costate::io::load_run_config(write(
+      "single.yaml", head("{k: 0.4, m: 0.25}", "{x: 1.0, y: 0.0}") +
+                         "calibration:\n  parameters: {k: {lower: 0.01, upper: 10, log: true}, m: {}}\n"
+                         "  data:\n    - {file: a.csv, noise: {x: 0.02, y: 0.03}}\n"
+                         "    - {file: b.csv, weights: {x: 2.5}}\n"));
+  const costate::io::CalibrationReport r1 = costate::io::calibrate(single);
+  const RunConfig single_back = costate::io::load_run_config(write("single_saved.yaml", r1.fitted.to_yaml()));
+  EXPECT_EQ(single_back.calibration.weights, single.calibration.weights);
+  EXPECT_EQ(single_back.calibration.noise_given, single.calibration.noise_given);
+  const costate::io::CalibrationReport r2 = costate::io::calibrate(single_back);
+  EXPECT_TRUE(bits(r2.values, r1.values));
+  EXPECT_EQ(std::memcmp(&r2.objective, &r1.objective, sizeof(double)), 0);
+
+  // A stochastic fit's settings (what calibrate --optimizer writes).
+  RunConfig stochastic = cfg;
+  stochastic.calibration.stochastic = true;
+  auto& o = stochastic.calibration.stochastic_options;
+  o.method = costate::optimize::StochasticMethod::AdamW;
+  o.epochs = 20;
+  o.batch = 2;
+  o.learning_rate = 0.05;
+  o.schedule = costate::optimize::LearningRateSchedule::Cosine;
+  o.warmup_steps = 3;
+  o.validation_split = 0.2;
+  o.seed = 7;
+  const RunConfig stochastic_back = costate::io::load_run_config(write("stochastic_saved.yaml", stochastic.to_yaml()));
+  ASSERT_TRUE(stochastic_back.calibration.stochastic);
+  EXPECT_EQ(stochastic_back.calibration.stochastic_options.schedule, o.schedule);
+  EXPECT_EQ(stochastic_back.calibration.stochastic_options.warmup_steps, 3);
+  const auto f1 = costate::io::calibrate_stochastic(stochastic, o);
+  const auto f2 = costate::io::calibrate_stochastic(stochastic_back, stochastic_back.calibration.stochastic_options);
+  EXPECT_TRUE(bits(f1.result.x, f2.result.x));
+  EXPECT_EQ(f1.result.validation, f2.result.validation);
 }
 
 }  // namespace

@@ -707,3 +707,77 @@ def test_tables_costate_writes_are_drawn(more_files, petab_run_files, tmp_path):
     ragged.write_text("t,x\n0,1\n1\n")
     r = subprocess.run([CLI, "plot", str(ragged)], env=cli_env(), capture_output=True, text=True)
     assert r.returncode == 1 and "line 3 has 1 columns, the header 2" in r.stderr
+
+
+# ---- files with conditions (issue 33): every condition's trajectory ----
+
+def test_calibration_with_conditions_draws_every_condition(tmp_path):
+    """`costate calibrate` of a file with conditions writes each
+    condition's trajectory at the fitted values (/conditions/<c>); the plot
+    draws a panel per condition with that condition's observations only, and
+    the trajectory passes through the fit's predicted values (the same
+    model, fitted values and fixed rk4 steps: equal to round-off)."""
+    out = str(tmp_path / "cal.h5")
+    costate("calibrate", os.path.join(EXAMPLES, "decay_conditions.yaml"), "-o", out)
+    fig, panels = plot.figure(out)
+    with h5py.File(out) as f:
+        ids = strings(f["conditions/ids"][()])
+        names = strings(f["state_names"][()])
+        c = f["calibration"]
+        rc = np.array(strings(c["residual_conditions"][()]))
+        rs = np.array(strings(c["residual_states"][()]))
+        rt, obs, pred = c["residual_times"][()], c["observed"][()], c["predicted"][()]
+        assert ids == ["dose1", "dose2", "dose4", "dose8", "inhibited"]
+        assert set(panels) == {"trajectory:" + i for i in ids} | {"residuals", "history", "correlation"}
+        kRoundOff = 1e-12  # the same integration twice (rk4, fixed dt)
+        for k, cid in enumerate(ids):
+            g = f["conditions/%d" % k]
+            assert strings([g.attrs["id"]]) == [cid]
+            t, y = g["time"][()], g["state"][()]
+            lines = {ln.get_label(): ln for ln in panels["trajectory:" + cid].get_lines()}
+            for i, name in enumerate(names):
+                np.testing.assert_array_equal(lines[name].get_ydata(), y[:, i])
+                sel = (rc == cid) & (rs == name)
+                assert sel.sum() == 20  # this condition's values of this state, no other's
+                np.testing.assert_array_equal(lines[name + " observed"].get_xdata(), rt[sel])
+                np.testing.assert_array_equal(lines[name + " observed"].get_ydata(), obs[sel])
+                at = np.searchsorted(t, rt[sel])
+                np.testing.assert_array_equal(t[at], rt[sel])
+                np.testing.assert_allclose(y[at, i], pred[sel], rtol=kRoundOff, atol=kRoundOff)
+        # The inhibited condition runs with k = k_i: its own parameters.
+        fitted = dict(zip(strings(c["names"][()]), c["values"][()]))
+        assert f["conditions/4/parameters"][0] == fitted["k_i"]
+        assert f["conditions/0/parameters"][0] == fitted["k"]
+    plt.close(fig)
+
+
+def test_many_conditions_are_overlaid_in_one_panel(tmp_path):
+    """Beyond MAX_CONDITION_PANELS conditions one panel overlays them: a
+    line per condition and state, in the state's colour, labelled once."""
+    data = os.path.join(EXAMPLES, "decay_conditions")
+    rows = "".join("  - {id: c%d, parameters: {dose: %d}, data: {file: %s/dose1.csv, noise: 0.02}}\n"
+                   % (c, c + 1, data) for c in range(plot.MAX_CONDITION_PANELS + 1))
+    yaml = tmp_path / "many.yaml"
+    yaml.write_text("model: {states: [x, y], equations: {x: \"-k*x\", y: \"k*x - m*y\"}}\n"
+                    "parameters: {k: 0.5, m: 0.2, dose: 1.0}\ninitial_state: {x: dose, y: 0.0}\n"
+                    "time: {start: 0.0, end: 10.0, output_every: 0.5}\n"
+                    "integrator: {method: rk4, dt: 0.01}\nconditions:\n" + rows)
+    out = str(tmp_path / "many.h5")
+    costate("run", str(yaml), "-o", out)
+    fig, panels = plot.figure(out)
+    assert list(panels) == ["conditions"]
+    lines = panels["conditions"].get_lines()
+    n = plot.MAX_CONDITION_PANELS + 1
+    assert len(lines) == 2 * n
+    assert [ln.get_label() for ln in lines if not ln.get_label().startswith("_")] == ["x", "y"]
+    with h5py.File(out) as f:
+        for c in range(n):
+            np.testing.assert_array_equal(lines[c].get_ydata(), f["conditions/%d/state" % c][()][:, 0])
+            np.testing.assert_array_equal(lines[n + c].get_ydata(), f["conditions/%d/state" % c][()][:, 1])
+    plt.close(fig)
+    r = subprocess.run([CLI, "plot", out, "-o", str(tmp_path / "many.png"), "--json"], env=cli_env(),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    import json
+    j = json.loads(r.stdout)
+    assert j["overlaps"] == [] and j["clipped"] == []

@@ -87,7 +87,10 @@ class CalibrationProblem {
   /// O(rtol)). Throws costate::Error, before any work, for a
   /// sensitivity.method without second order (forward, continuous_adjoint,
   /// cvodes_forward: ode::supports(…, 2)), and when the model cannot be
-  /// integrated at q. Not for files with conditions (refused by name).
+  /// integrated at q. A file with conditions sums H_c·w_c over them in
+  /// their order, w_c the direction pushed onto condition c's parameters
+  /// and initial state and the product pulled back by the same map's
+  /// transpose (io/conditions.hpp).
   double hessian_vector(std::span<const double> q, std::span<const double> u, std::span<double> g,
                         std::span<double> Hu);
   /// The Gauss–Newton matrix at q (row-major, size() × size()).

@@ -39,8 +39,28 @@ void add_condition_gradient(const RunConfig& cfg, std::size_t c, std::span<const
 /// J and ∇J summed over the conditions (file_gradient of each condition's
 /// problem, in order): result.objective, gradient_p and
 /// result.wrt_initial_state are the sums; result's counters and wall time
-/// are summed too. `objectives` (when given) receives each condition's J_c.
-FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* objectives = nullptr);
+/// are summed too. `objectives` (when given) receives each condition's J_c,
+/// `steps` each condition's step plan (replayed by conditions_objective and
+/// conditions_hessian). A file without conditions gives file_gradient's
+/// result unchanged.
+FileGradient conditions_gradient(const RunConfig& cfg, std::vector<double>* objectives = nullptr,
+                                 std::vector<ode::StepPlan>* steps = nullptr);
+
+/// J = Σ_c J_c at cfg's parameters and initial state, condition c on the
+/// steps `steps[c]` (of conditions_gradient): with the steps frozen J is the
+/// same smooth function of (p, y0) at every evaluation (gradcheck's
+/// differences).
+double conditions_objective(const RunConfig& cfg, std::span<const ode::StepPlan> steps);
+
+/// ∂²J/∂p² over the file's parameters `wrt` of J = Σ_c J_c: with P_c the
+/// (0/1) map from the file's parameters to condition c's (p_c = P_c p +
+/// numbers), H = Σ_c P_cᵀ H_c P_c, summed in the conditions' order; H_c
+/// (file_hessian on condition c's problem, on its gradient's steps
+/// `steps[c]`) is taken over the condition's parameters that read a `wrt`
+/// parameter, its initial values written as expressions of them included.
+/// A file without conditions gives file_hessian's result.
+FileHessian conditions_hessian(const RunConfig& cfg, const std::vector<std::size_t>& wrt,
+                               std::span<const ode::StepPlan> steps);
 
 /// Refuses a file with conditions in a command or option that does not
 /// take them: "`what` does not take a file with conditions: …".

@@ -78,6 +78,10 @@ struct FileHessian {
 FileHessian file_hessian(const RunConfig& cfg, const ode::GradientResult& g,
                          const std::vector<std::size_t>& wrt);
 
+/// FileHessian::asymmetry of a row-major m × m matrix: max |H − Hᵀ| / max |H|
+/// (0 for H = 0).
+double hessian_asymmetry(const std::vector<double>& H, std::size_t m);
+
 /// `costate sensitivity` on one build of the file's model and objective:
 /// the trajectory at the output times (ode::integrate; a failed
 /// integration throws "integration of FILE failed"), the gradient (as
@@ -99,7 +103,9 @@ std::vector<std::size_t> wrt_indices(const RunConfig& cfg);
 /// The gradient check of `costate gradcheck` at x = (p, the initial values
 /// given as numbers), with the steps frozen so that J is the same smooth
 /// function of x at every evaluation (initial values given as expressions
-/// follow the parameters, so they are not coordinates of x).
+/// follow the parameters, so they are not coordinates of x). A file with
+/// conditions checks J = Σ_c J_c (io/conditions.hpp), each condition's
+/// steps frozen.
 struct FileGradientCheck {
   std::vector<std::string> names;  ///< parameters, then "x(t0)"
   std::vector<double> x, gradient;

@@ -23,7 +23,9 @@
 //                            gradient_norm_history (TAO's residual),
 //                            objective_gradient_norm_history (‖∇J‖₂ at each
 //                            iterate, in the fitted variables), residual_times,
-//                            residual_states, observed, predicted, residuals;
+//                            residual_states, observed, predicted, residuals
+//                            (and residual_conditions, each residual's
+//                            condition id, for a file with conditions);
 //                            attributes objective, rss, sigma2,
 //                            sigma_estimated, n_residuals, iterations,
 //                            function_evaluations, gradient_evaluations,
@@ -91,5 +93,14 @@ struct CalibrationReport;
 /// not converge. Written under PATH.partial and renamed, like write_run_hdf5.
 void write_calibration_hdf5(const std::string& path, const RunConfig& config,
                             const ode::Solution& solution, const CalibrationReport& report);
+
+/// A calibration of a file with conditions: the layout of
+/// write_conditions_hdf5 (every condition's trajectory at the fitted values
+/// in /conditions/<index>, /time and /state the first one's) with
+/// /calibration. `config` is the fitted file's settings, `conditions[c]`
+/// condition c's problem at the fitted values, `solutions[c]` its trajectory.
+void write_calibration_hdf5(const std::string& path, const RunConfig& config,
+                            const std::vector<RunConfig>& conditions, const std::vector<ode::Solution>& solutions,
+                            const CalibrationReport& report);
 
 }  // namespace costate::io

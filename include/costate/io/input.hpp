@@ -70,6 +70,15 @@ struct FitVariable {
   std::string label() const { return initial_state ? name + "(t0)" : name; }
 };
 
+/// A data file as the input file named it (calibration.data[i], a
+/// condition's data), kept so that the settings echo (RunConfig::to_yaml)
+/// writes it back as read: σ per state where `noise` gave one, the weight
+/// per state where `weights` did (NaN: not given).
+struct DataSpec {
+  std::string file;
+  std::vector<double> noise, weights;
+};
+
 /// The `calibration:` section: fit parameters (and initial states) to data
 /// by weighted least squares with optional Tikhonov regularisation,
 ///     J(q) = ½ Σ_ki w_ki (y_i(t_k) − d_ki)² + ½ weight Σ_j (q_j − q_j,prior)²,
@@ -78,6 +87,7 @@ struct CalibrationConfig {
   bool present = false;
   std::vector<FitVariable> variables;  ///< parameters first, then initial states
   std::vector<std::string> data_files;
+  std::vector<DataSpec> data_sets;  ///< the data as written in the file (one per file)
   /// All data files merged: times (ascending), values and weights (times ×
   /// states, NaN = not observed).
   std::vector<double> times, data, weights;
@@ -112,6 +122,7 @@ struct ConditionConfig {
   /// The observations: one CSV file (header t,<state>...), its weights per
   /// state (1/noise² when noise is given).
   std::string data_file;
+  DataSpec data_spec;  ///< the data as written in the file
   std::vector<double> times, data;  ///< times × states, NaN = missing
   std::vector<double> weights;      ///< one per state
   bool noise_given = false;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "costate/optimize/stochastic.hpp"
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 
 namespace costate::petab {
@@ -61,10 +62,22 @@ StochasticFit fit_stochastic(const Problem& problem, const optimize::StochasticO
 /// attributes fit_status, convergence and status — "complete" when the fit
 /// is at an optimum (converged or stalled), else "partial"}, through
 /// io::write_output_file (never over `problem_file` or a special file; a
-/// failed write leaves a previous file intact). Throws costate::Error naming
-/// the file when it cannot be written.
+/// failed write leaves a previous file intact). Root attributes: the
+/// provenance every costate file carries — costate_version, command
+/// ("calibrate" when provenance.command is empty) and settings (the fully
+/// resolved settings as YAML: stochastic_settings_yaml for a PEtab problem,
+/// RunConfig::to_yaml for an input file, which loads back as one) — and
+/// problem (`problem_file`). Throws costate::Error naming the file when it
+/// cannot be written.
 void write_stochastic_hdf5(const std::string& path, const StochasticFit& fit,
-                           const optimize::StochasticOptions& options, const std::string& problem_file);
+                           const optimize::StochasticOptions& options, const std::string& problem_file,
+                           const Provenance& provenance = {});
+
+/// A PEtab stochastic fit's resolved settings as YAML: the evaluation's
+/// (settings_yaml) and `calibration: {optimizer: {method, epochs, …}}` with
+/// every field of `options`.
+std::string stochastic_settings_yaml(const Problem& problem, const Options& evaluation,
+                                     const optimize::StochasticOptions& options);
 
 /// The settings of a stochastic fit as one line of key=value pairs (the
 /// `settings` attribute of the files above and below).
