@@ -878,9 +878,12 @@ TEST(DaeContinuousAdjoint, ClosedFormGradientIsReproducedAndMatchesTheDiscreteAd
   const Problem<ClosedFormDae> pr{ClosedFormDae{}, {x0, 0.0}, {p0, p1}, {0.0, T}};
   const auto [J, dJ_dp0, dJ_dp1, dJ_dx0] = closed_form_gradient(x0, p0, p1, T);
   // rtol 1e-10 forward and backward: each gradient within ~100 rtol of the
-  // exact one: 1e-7; the continuous and discrete ones then within 2e-7.
+  // exact one: 1e-7. The discrete one on bdf is within 3.1e-7 of it (its
+  // steps are chosen on the model's states alone, not on the running cost's
+  // z: see ClosedFormGradientIsExactByBothNativeMethods), so the continuous
+  // and discrete ones agree within 1e-7 + 3.1e-7 < 5e-7.
   constexpr double kContinuousClosedFormRelTol = 1e-7;
-  constexpr double kContinuousVsDiscreteRelTol = 2e-7;
+  constexpr double kContinuousVsDiscreteRelTol = 5e-7;
   for (Method m : {Method::Bdf, Method::Sdirk3}) {
     const IntegratorOptions o{.method = m, .rtol = 1e-10, .atol = 1e-12};
     const GradientResult c = gradient(pr, AlgebraicCost{}, ContinuousAdjoint{}, o);
