@@ -13,6 +13,7 @@
 
 #include "costate/ode/cvodes.hpp"
 #include "costate/petab/problem.hpp"
+#include "text_problem.hpp"
 
 namespace {
 
@@ -46,37 +47,26 @@ const char* kSwitchModel = R"(<?xml version="1.0" encoding="UTF-8"?>
 )";
 
 petab::Problem problem() {
-  const std::string parameters =
+  costate::test::TextProblem t;
+  t.model = kSwitchModel;
+  t.parameters =
       "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
       "a\tlin\t-10\t10\t0.8\t1\n"
       "b\tlin\t-10\t10\t-0.3\t1\n"
       "tau\tlin\t0.5\t4.5\t2.5\t1\n"
       "sigma\tlin\t0.01\t10\t0.2\t0\n";
-  const std::string observables =
+  t.observables =
       "observableId\tobservableFormula\tnoiseFormula\n"
       "obs_a\tA\tsigma\n";
-  const std::string conditions = "conditionId\nc0\n";
-  const std::string measurements =
+  t.conditions = "conditionId\nc0\n";
+  t.measurements =
       "observableId\tsimulationConditionId\ttime\tmeasurement\n"
       "obs_a\tc0\t1\t1.9\n"
       "obs_a\tc0\t2\t2.5\n"
       "obs_a\tc0\t3\t2.9\n"
       "obs_a\tc0\t4\t2.4\n"
       "obs_a\tc0\t5\t2.3\n";
-  const std::string yaml =
-      "format_version: 1\n"
-      "parameter_file: parameters.tsv\n"
-      "problems:\n"
-      "- sbml_files: [model.xml]\n"
-      "  condition_files: [conditions.tsv]\n"
-      "  measurement_files: [measurements.tsv]\n"
-      "  observable_files: [observables.tsv]\n";
-  return petab::read_text(yaml, "switch/problem.yaml",
-                          {{"switch/model.xml", kSwitchModel},
-                           {"switch/parameters.tsv", parameters},
-                           {"switch/observables.tsv", observables},
-                           {"switch/conditions.tsv", conditions},
-                           {"switch/measurements.tsv", measurements}});
+  return t.read_text("switch/");
 }
 
 /// A(t) = 1 + a min(t, τ) + b max(t − τ, 0): its derivatives with respect
