@@ -30,7 +30,7 @@ using costate::test::petab_dir;
 /// the working directory: run from a source checkout, a copy there would be
 /// committed along with the code, and the data is read from ../shared only).
 fs::path copy_case(const std::string& name) {
-  const fs::path to = fs::temp_directory_path() / ("costate_petab_cli_" + name);
+  const fs::path to = costate::test::scratch_dir("costate_petab_cli_" + name);
   fs::remove_all(to);
   fs::copy(petab_dir() / "test-suite-v1" / name, to, fs::copy_options::recursive);
   return to;
@@ -187,10 +187,7 @@ long column_of(const std::vector<std::string>& header, const std::string& name) 
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path to = fs::temp_directory_path() / ("costate_petab_cli_" + name);
-  fs::remove_all(to);
-  fs::create_directories(to);
-  return to;
+  return costate::test::scratch_dir("costate_petab_cli_" + name);
 }
 
 // `costate run problem.yaml -o sims.tsv` on every test-suite case: the
@@ -419,7 +416,7 @@ TEST(PetabCli, BadProblemNamesFileAndLine) {
 TEST(PetabCli, TheGradientCarriesTheJumpOfAMovingSwitchTime) {
   const fs::path src = petab_dir() / "benchmark" / "Beer_MolBioSystems2014";
   if (!fs::exists(src)) GTEST_SKIP() << "PEtab benchmark Beer_MolBioSystems2014 not found at " << src;
-  const fs::path dir = fs::temp_directory_path() / "costate_petab_cli_beer";
+  const fs::path dir = costate::test::scratch_dir("costate_petab_cli_beer");
   fs::remove_all(dir);
   fs::copy(src, dir, fs::copy_options::recursive);
   // The copy keeps ../shared's read-only modes: the directory too must take

@@ -20,8 +20,7 @@ using Json = nlohmann::json;
 const fs::path kFujita = fs::path("benchmark") / "Fujita_SciSignal2010";
 
 fs::path work_dir() {
-  const fs::path d = fs::temp_directory_path() / "costate_petab_stochastic_cli";
-  fs::create_directories(d);
+  static const fs::path d = costate::test::scratch_dir("costate_petab_stochastic_cli");
   return d;
 }
 

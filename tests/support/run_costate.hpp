@@ -4,6 +4,7 @@
 /// time).
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace costate::test {
 
@@ -19,6 +22,27 @@ struct CommandResult {
   std::string out, err;
   double seconds = 0.0;  ///< wall time of the whole command
 };
+
+/// A fresh, empty scratch folder `name.<pid>` in the system's temporary
+/// directory: private to this test process, so two test runs at once (two
+/// build trees' ctest) do not remove each other's files. Removed when the
+/// process exits normally.
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  struct Created {
+    std::vector<std::filesystem::path> dirs;
+    ~Created() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Created created;
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  created.dirs.push_back(d);
+  return d;
+}
 
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);
