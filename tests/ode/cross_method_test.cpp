@@ -134,7 +134,8 @@ std::vector<double> all_of(const GradientResult& g) {
 /// Two directions in (p, y0), scaled to the variables: one moving the
 /// parameters only, one the initial state only (so each half of the
 /// gradient is tested on its own).
-std::vector<std::vector<double>> directions(const Problem_& pr) {
+template <class Model>
+std::vector<std::vector<double>> directions(const Problem<Model>& pr) {
   const std::size_t np = pr.p.size(), n = pr.y0.size();
   std::vector<double> dp(np + n, 0.0), dy(np + n, 0.0);
   for (std::size_t j = 0; j < np; ++j)
@@ -145,8 +146,9 @@ std::vector<std::vector<double>> directions(const Problem_& pr) {
   return {dp, dy};
 }
 
-Problem_ moved(const Problem_& pr, const std::vector<double>& d, double h) {
-  Problem_ q = pr;
+template <class Model>
+Problem<Model> moved(const Problem<Model>& pr, const std::vector<double>& d, double h) {
+  Problem<Model> q = pr;
   const std::size_t np = pr.p.size();
   for (std::size_t j = 0; j < np; ++j) q.p[j] += h * d[j];
   for (std::size_t i = 0; i < pr.y0.size(); ++i) q.y0[i] += h * d[np + i];
@@ -608,31 +610,13 @@ IntegratorOptions event_options(Method m, double rtol = kEventRtol) {
   return o;
 }
 
-EventProblem moved(const EventProblem& pr, const std::vector<double>& d, double h) {
-  EventProblem q = pr;
-  const std::size_t np = pr.p.size();
-  for (std::size_t j = 0; j < np; ++j) q.p[j] += h * d[j];
-  for (std::size_t i = 0; i < pr.y0.size(); ++i) q.y0[i] += h * d[np + i];
-  return q;
-}
-
-std::vector<std::vector<double>> event_directions(const EventProblem& pr) {
-  const std::size_t np = pr.p.size(), n = pr.y0.size();
-  std::vector<double> dp(np + n, 0.0), dy(np + n, 0.0);
-  for (std::size_t j = 0; j < np; ++j)
-    dp[j] = (1.0 + 0.3 * static_cast<double>(j % 3)) * std::max(std::abs(pr.p[j]), 0.1);
-  for (std::size_t i = 0; i < n; ++i)
-    dy[np + i] = (i % 2 == 0 ? 1.0 : -1.0) * (0.5 + 0.1 * static_cast<double>(i % 5)) *
-                 std::max(std::abs(pr.y0[i]), 0.1);
-  return {dp, dy};
-}
 
 class CrossMethodEvents : public ::testing::TestWithParam<EventFamilyModel::Kind> {};
 
 TEST_P(CrossMethodEvents, EveryMethodThatCrossesEventsAgrees) {
   const EventFamilyModel::Kind mk = GetParam();
   const EventProblem pr = event_problem(mk);
-  const std::vector<std::vector<double>> dirs = event_directions(pr);
+  const std::vector<std::vector<double>> dirs = directions(pr);
   int tested = 0, expected = 0, tested2 = 0, expected2 = 0;
   for (Method m : all_methods())
     for (SensitivityKind k : all_sensitivity_kinds()) {
@@ -738,7 +722,7 @@ TEST_P(CrossMethodEvents, EveryScheduleGivesTheSameBits) {
   const EventFamilyModel::Kind mk = GetParam();
   const EventProblem pr = event_problem(mk);
   const MatrixFunctional f = event_functional(FunctionalKind::Observations, pr);
-  const std::vector<double> d = event_directions(pr)[0];
+  const std::vector<double> d = directions(pr)[0];
   const auto np = static_cast<std::ptrdiff_t>(pr.p.size());
   const HessianDirection v{{d.begin(), d.begin() + np}, {d.begin() + np, d.end()}};
   int tested = 0;
