@@ -8,9 +8,15 @@
 // table, and this test then runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -143,6 +149,56 @@ TEST(Support, KindsRoundTripThroughNamesAndValues) {
             std::string::npos)
       << msg;
   EXPECT_THROW((void)supports(SensitivityKind::Forward, Method::RK4, 3), costate::Error);
+}
+
+/// docs/sensitivity-support.md's table, row by row: method → (the
+/// integrators it names, gradient column, Hessian column).
+struct DocRow {
+  std::vector<Method> integrators;
+  bool gradient = false, hessian = false;
+};
+std::map<SensitivityKind, DocRow> documented_table(const std::filesystem::path& page) {
+  std::ifstream in(page);
+  std::map<SensitivityKind, DocRow> rows;
+  const std::regex row(R"(^\|\s*`([a-z_]+)`\s*\|([^|]*)\|\s*(yes|—)\s*\|\s*(yes|—)\s*\|\s*$)");
+  const std::regex name("`([a-z_0-9]+)`");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    DocRow r;
+    const std::string ints = m[2].str();
+    for (std::sregex_iterator it(ints.begin(), ints.end(), name), end; it != end; ++it)
+      r.integrators.push_back(method_from_string((*it)[1].str()));
+    r.gradient = m[3].str() == "yes";
+    r.hessian = m[4].str() == "yes";
+    rows[sensitivity_kind_from_string(m[1].str())] = r;
+  }
+  return rows;
+}
+
+// The page users read is the table the code asks: every (method ×
+// integrator × order) cell of docs/sensitivity-support.md against
+// ode::supports (with adaptive: true, the page's condition for
+// continuous_adjoint). A row the code changes without the page fails here.
+TEST(Support, TheDocumentedTableIsTheTable) {
+  const char* src = std::getenv("COSTATE_SOURCE_DIR");
+  if (src == nullptr) GTEST_SKIP() << "COSTATE_SOURCE_DIR not set (ctest sets it)";
+  const std::filesystem::path page = std::filesystem::path(src) / "docs" / "sensitivity-support.md";
+  ASSERT_TRUE(std::filesystem::exists(page)) << page;
+  const std::map<SensitivityKind, DocRow> rows = documented_table(page);
+  ASSERT_EQ(rows.size(), all_sensitivity_kinds().size()) << "one row per method in " << page;
+  for (SensitivityKind k : all_sensitivity_kinds()) {
+    ASSERT_TRUE(rows.count(k)) << to_string(k) << " has no row in " << page;
+    const DocRow& r = rows.at(k);
+    for (Method m : all_methods()) {
+      const bool listed =
+          std::find(r.integrators.begin(), r.integrators.end(), m) != r.integrators.end();
+      const std::string what = to_string(k) + " × " + to_string(m);
+      EXPECT_EQ(static_cast<bool>(supports(k, m, 1)), listed && r.gradient) << what << " (gradient)";
+      EXPECT_EQ(static_cast<bool>(supports(k, m, 2)), listed && r.hessian) << what << " (Hessian)";
+    }
+  }
 }
 
 TEST(Support, MessagesNameTheCombinationAndTheFix) {
