@@ -28,6 +28,11 @@
 //               [learning-rate=0.05] [adamw-only]
 //               build/bench/bench_stochastic_fit cells [starts=20] [conditions=1000] [epochs=10]
 //               [batch=50] [learning-rate=0.1] [warm-up steps=20] [adamw-only]
+//               and, anywhere after them, settings by name: first=N (the first start's index,
+//               for starts not looked at while choosing settings), best=F (the best objective
+//               known, instead of the best of this run), beta2=F, schedule=cosine|step|constant,
+//               finish=N (AdamW ends with N full-batch bqnls iterations, counted in its cost),
+//               gatol=F (that finish's ‖∇‖ tolerance)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -253,6 +258,8 @@ struct Run {
 /// The settings of one benchmark run (the command line's arguments).
 struct Settings {
   int starts = 20;
+  int first = 0;  ///< the first start's index
+  double best = std::numeric_limits<double>::quiet_NaN();  ///< the best objective known (NaN: this run's)
   std::size_t conditions = 500;
   opt::StochasticOptions adam;
   bool adam_only = false;
@@ -275,13 +282,15 @@ int benchmark(const S& study, const Settings& set) {
   std::vector<double> g(np);
   std::printf("%zu conditions, %d parameters, %d starts; objective at the truth %.3f\n", conditions, np, starts,
               full_objective(study, truth, g));
-  std::printf("AdamW: %d epochs, batch %zu, learning rate %g, cosine, warm-up %d steps\n", adam.epochs, adam.batch,
-              adam.learning_rate, adam.warmup_steps);
+  std::printf("AdamW: %d epochs, batch %zu, learning rate %g, %s, warm-up %d steps, beta2 %g, finish %d iterations "
+              "(gatol %g); starts %d to %d\n",
+              adam.epochs, adam.batch, adam.learning_rate, opt::to_string(adam.schedule).c_str(), adam.warmup_steps,
+              adam.beta2, adam.finish_iterations, adam.finish_gatol, set.first, set.first + starts - 1);
   // AdamW for a third of the epochs, then the full-batch finish (TAO bqnls
   // to the same gradient tolerance as the L-BFGS fits).
   opt::StochasticOptions hybrid_options = adam;
   hybrid_options.epochs = std::max(1, adam.epochs / 3);
-  hybrid_options.finish_iterations = 300;
+  hybrid_options.finish_iterations = 300;  // (whatever finish= gave the AdamW arm)
   hybrid_options.finish_gatol = 1e-3;
   // The AdamW trace: a full evaluation (not counted as the fit's cost) at
   // about ten epoch ends.
@@ -291,10 +300,10 @@ int benchmark(const S& study, const Settings& set) {
       hybrid(static_cast<std::size_t>(starts));
   for (int s = 0; s < starts; ++s) {
     const auto us = static_cast<std::size_t>(s);
+    const auto start = static_cast<std::uint64_t>(set.first + s);  // the start's index: its point
     std::vector<double> x0(np);
     for (int j = 0; j < np; ++j)
-      x0[j] = truth[j] + (2.0 * uniform(static_cast<std::uint64_t>(s) * 16 + static_cast<std::uint64_t>(j), 3) - 1.0) *
-                             std::log(10.0);
+      x0[j] = truth[j] + (2.0 * uniform(start * 16 + static_cast<std::uint64_t>(j), 3) - 1.0) * std::log(10.0);
     // Alternate which method runs first (the machine is shared).
     for (int side = 0; side < 2; ++side) {
       const bool tao_side = (side == 0) == (s % 2 == 0);
@@ -339,8 +348,9 @@ int benchmark(const S& study, const Settings& set) {
           std::snprintf(cell, sizeof cell, " %+.2f%s", (fit.x[j] - truth[j]) / std::log(10.0), bound ? "|" : "");
           where += cell;
         }
-        std::printf("start %2d: AdamW ended at log10(x/truth) =%s (termination %s)\n", s, where.c_str(),
-                    fit.termination.c_str());
+        std::printf("start %2d: AdamW ended at log10(x/truth) =%s (termination %s%s%s)\n", set.first + s,
+                    where.c_str(), fit.termination.c_str(), fit.finish_termination.empty() ? "" : ", finish ",
+                    fit.finish_termination.c_str());
       }
       r.cpu += bench::cpu_seconds() - c0;
     }
@@ -355,15 +365,16 @@ int benchmark(const S& study, const Settings& set) {
     }
     std::printf("start %2d: L-BFGS %12.3f (%8lld simulations, %6.1f s)   AdamW %12.3f (%8lld simulations, %6.1f s)   "
                 "AdamW+finish %12.3f (%8lld simulations, %6.1f s)\n",
-                s, lbfgs[us].objective, static_cast<long long>(lbfgs[us].simulations), lbfgs[us].cpu,
+                set.first + s, lbfgs[us].objective, static_cast<long long>(lbfgs[us].simulations), lbfgs[us].cpu,
                 adamw[us].objective, static_cast<long long>(adamw[us].simulations), adamw[us].cpu,
                 hybrid[us].objective, static_cast<long long>(hybrid[us].simulations), hybrid[us].cpu);
     std::fflush(stdout);
   }
-  double best = std::numeric_limits<double>::infinity();
-  for (int s = 0; s < starts; ++s) {
+  double best = std::isnan(set.best) ? std::numeric_limits<double>::infinity() : set.best;
+  for (int s = 0; s < starts && std::isnan(set.best); ++s) {
     const auto us = static_cast<std::size_t>(s);
-    best = std::min({best, adam_only ? best : lbfgs[us].objective, adamw[us].objective, hybrid[us].objective});
+    best = std::min({best, adam_only ? best : lbfgs[us].objective, adamw[us].objective,
+                     adam_only ? best : hybrid[us].objective});
   }
   const auto summary = [&](const char* name, const std::vector<Run>& runs) {
     int within = 0;
@@ -384,10 +395,14 @@ int benchmark(const S& study, const Settings& set) {
     std::sort(hit.begin(), hit.end());
     double total_sims = 0, total_cpu = 0;
     for (std::size_t i = 0; i < sims.size(); ++i) total_sims += sims[i], total_cpu += cpu[i];
-    std::printf("%-12s %2d of %d starts within 1 of the best (%.3f); simulations median %.0f, total %.0f; CPU median "
-                "%.1f s, total %.1f s; first within 1 after (median of those that got there) %.0f simulations\n",
-                name, within, starts, best, sims[sims.size() / 2], total_sims, cpu[cpu.size() / 2], total_cpu,
-                hit.empty() ? std::numeric_limits<double>::quiet_NaN() : hit[hit.size() / 2]);
+    // Stapor et al.'s measure of a multi-start: the simulations of all the
+    // starts per start that got within 1.
+    std::printf("%-12s %2d of %d starts within 1 of the best (%.3f); simulations median %.0f, total %.0f "
+                "(%.0f per start within 1); CPU median %.1f s, total %.1f s; first within 1 after (median of those "
+                "that got there) %.0f simulations\n",
+                name, within, starts, best, sims[sims.size() / 2], total_sims,
+                within > 0 ? total_sims / within : std::numeric_limits<double>::infinity(), cpu[cpu.size() / 2],
+                total_cpu, hit.empty() ? std::numeric_limits<double>::quiet_NaN() : hit[hit.size() / 2]);
   };
   if (!adam_only) summary("L-BFGS", lbfgs);
   summary("AdamW", adamw);
@@ -418,10 +433,23 @@ int benchmark(const S& study, const Settings& set) {
 
 int main(int argc, char** argv) {
   Environment env(argc, argv);
-  // `cells` selects the cell-line problem; its defaults differ.
+  // `cells` selects the cell-line problem; its defaults differ. Arguments
+  // with '=' are settings by name; the others are positional.
   const bool cells = argc > 1 && std::string(argv[1]) == "cells";
-  const int shift = cells ? 1 : 0;
-  auto arg = [&](int i) -> const char* { return argc > i + shift ? argv[i + shift] : nullptr; };
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> named;
+  for (int i = cells ? 2 : 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    if (eq == std::string::npos)
+      positional.push_back(a);
+    else
+      named.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+  }
+  auto arg = [&](int i) -> const char* {
+    return static_cast<std::size_t>(i) <= positional.size() ? positional[static_cast<std::size_t>(i - 1)].c_str()
+                                                            : nullptr;
+  };
   Settings set;
   set.starts = arg(1) ? std::atoi(arg(1)) : 20;
   set.conditions = arg(2) ? static_cast<std::size_t>(std::atoi(arg(2))) : cells ? 1000 : 500;
@@ -433,6 +461,24 @@ int main(int argc, char** argv) {
   int next = 6;
   if (cells) set.adam.warmup_steps = arg(6) ? std::atoi(arg(next++)) : 20;
   set.adam_only = arg(next) && std::string(arg(next)) == "adamw-only";
+  for (const auto& [key, value] : named) {
+    if (key == "first")
+      set.first = std::atoi(value.c_str());
+    else if (key == "best")
+      set.best = std::atof(value.c_str());
+    else if (key == "beta2")
+      set.adam.beta2 = std::atof(value.c_str());
+    else if (key == "schedule")
+      set.adam.schedule = opt::learning_rate_schedule_from_string(value);
+    else if (key == "finish")
+      set.adam.finish_iterations = std::atoi(value.c_str());
+    else if (key == "gatol")
+      set.adam.finish_gatol = std::atof(value.c_str());
+    else
+      throw Error("bench_stochastic_fit: unknown setting '" + key +
+                  "' (first, best, beta2, schedule, finish, gatol)");
+  }
+  set.adam.validate();
   if (cells) return benchmark(CellLines(set.conditions), set);
   return benchmark(Study(set.conditions), set);
 }

@@ -181,38 +181,26 @@ class Problem {
     namespace io = costate::io;
     need_objective("sensitivity");
     if (hessian) io::check_hessian_request(cfg_, cfg_.input_path);
-    io::FileGradient g;
-    io::FileHessian h;
-    io::SensitivityOutput out;
+    // The command line's loop (io::conditions_sensitivity): J = Σ_c J_c and
+    // its gradient over a file's conditions, the file itself without them;
+    // the trajectories only for the output file.
+    io::ConditionsSensitivity s;
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
       const RunConfig cfg = interruptible(cfg_);
-      costate::ode::Solution sol;
-      if (!output.empty()) {  // the trajectory, for the file (as the CLI does)
-        sol = integrate(cfg);
-        if (!sol.summary.success())
-          throw costate::Error("integration of " + cfg_.input_path + " failed: " +
-                               sol.summary.message + " (no output written)");
-      }
-      io::require_single_condition(cfg, "Python's sensitivity");  // conditions: the CLI's sensitivity
-      g = io::file_gradient(cfg, cfg.parameters, cfg.initial_state);
       const auto wrt = io::wrt_indices(cfg);
-      if (hessian) h = io::file_hessian(cfg, g.result, wrt);
-      out.objective = g.result.objective;
-      for (std::size_t k = 0; k < wrt.size(); ++k) {
-        out.parameter_names.push_back(cfg_.sensitivity.wrt[k]);
-        out.gradient.push_back(g.gradient_p[wrt[k]]);
+      s = io::conditions_sensitivity(cfg, {.trajectories = !output.empty(), .hessian_wrt = hessian ? &wrt : nullptr});
+      if (!output.empty()) {
+        if (cfg_.conditions.empty())
+          io::write_run_hdf5(output, cfg_, s.trajectories[0], &s.output, "sensitivity");
+        else
+          io::write_conditions_hdf5(output, cfg_, s.problems, s.trajectories, &s.output, "sensitivity");
       }
-      if (cfg_.sensitivity.wrt_initial_state) out.gradient_initial_state = g.result.wrt_initial_state;
-      out.hessian = h.matrix;
-      out.method = g.result.method;
-      out.steps = g.result.checkpoints.steps;
-      out.forward_steps = g.result.checkpoints.forward_steps;
-      out.recomputed_steps = g.result.checkpoints.recomputed_steps;
-      out.peak_snapshots = g.result.checkpoints.peak_snapshots;
-      if (!output.empty()) io::write_run_hdf5(output, cfg_, sol, &out, "sensitivity");
     }
+    const io::SensitivityOutput& out = s.output;
+    const io::FileGradient& g = s.gradient;
+    const io::FileHessian& h = s.hessian;
     py::dict d;
     d["objective"] = out.objective;
     d["names"] = out.parameter_names;
@@ -229,6 +217,10 @@ class Problem {
     d["recomputed_steps"] = out.recomputed_steps;
     d["checkpoints"] = out.peak_snapshots;
     d["report"] = g.result.brief_report();
+    std::vector<std::string> ids;
+    for (const auto& c : cfg_.conditions) ids.push_back(c.id);
+    d["conditions"] = ids;  // empty without conditions
+    d["condition_objectives"] = array(s.objectives);
     return d;
   }
 
@@ -238,7 +230,6 @@ class Problem {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard lock(mutex_);
-      costate::io::require_single_condition(cfg_, "Python's gradcheck");
       c = costate::io::file_gradient_check(interruptible(cfg_));
     }
     py::dict taylor;

@@ -31,7 +31,8 @@ using Json = nlohmann::ordered_json;
 /// sensitivity --check: ⟨∇J, v⟩ along one random direction v against a
 /// Richardson central difference of J re-integrated at p + h v (the
 /// objective as `run` computes it, the steps chosen anew — so a gradient
-/// that ignores the step-size controller shows).
+/// that ignores the step-size controller shows). A file with conditions:
+/// J = Σ_c J_c and its summed gradient, every condition re-integrated.
 struct DirectionalCheck {
   std::uint64_t seed = 0;
   std::vector<double> direction;  ///< v over sensitivity.wrt: ±(0.5…1)·max(|p_i|, 1e-3)
@@ -52,15 +53,16 @@ constexpr double kCheckStep = 1e-2;
 constexpr int kCheckSteps = 5;
 constexpr double kCheckRtol = 1e-3, kSpread = 3.0;
 
-/// What the command computed.
+/// What the command computed (io::conditions_sensitivity: a file without
+/// conditions is its one condition).
 struct SensitivityResult {
-  ode::Solution trajectory;       ///< at the output times (for the file)
-  io::FileGradient gradient;
+  ode::Solution trajectory;       ///< the first condition's (for the file)
+  io::FileGradient gradient;      ///< J and ∇J (summed over the conditions)
   io::FileHessian hessian;        ///< with --hessian
   io::SensitivityOutput output;   ///< the reported (wrt) gradient, as written
   std::int64_t resumed_from_step = -1;  ///< --resume: the sweep's place, else −1
-  /// A file with conditions: each condition's problem, trajectory and J_c
-  /// (trajectory above: the first one's; gradient: the sum).
+  std::int64_t resumed_from_condition = -1;  ///< --resume of a file with conditions, else −1
+  /// Each condition's problem, trajectory and J_c.
   std::vector<io::RunConfig> problems;
   std::vector<ode::Solution> trajectories;
   std::vector<double> objectives;
@@ -87,8 +89,8 @@ DirectionalCheck directional_check(const io::RunConfig& cfg, const std::vector<s
     for (std::size_t k = 0; k < m; ++k) at.parameters[wrt[k]] += h * c.direction[k];
     io::evaluate_initial_state(at);
     ++c.evaluations;
-    try {
-      return io::file_gradient(at, at.parameters, at.initial_state).result.objective;
+    try {  // J = Σ_c J_c over a file's conditions (the file itself without them)
+      return io::conditions_gradient(at).result.objective;
     } catch (const io::Interrupted&) {
       throw;
     } catch (const Error&) {
@@ -131,59 +133,39 @@ std::string check_warning(const DirectionalCheck& c) {
   return os.str();
 }
 
-/// The report of the (wrt) gradient from res.gradient.
-void fill_output(const io::RunConfig& cfg, SensitivityResult& res, const std::vector<std::size_t>& wrt_index,
-                 bool hessian) {
-  const ode::GradientResult& r = res.gradient.result;
-  io::SensitivityOutput& out = res.output;
-  out.objective = r.objective;
-  for (std::size_t k = 0; k < wrt_index.size(); ++k) {
-    out.parameter_names.push_back(cfg.sensitivity.wrt[k]);
-    out.gradient.push_back(res.gradient.gradient_p[wrt_index[k]]);
-  }
-  if (hessian) out.hessian = res.hessian.matrix;
-  if (cfg.sensitivity.wrt_initial_state) out.gradient_initial_state = r.wrt_initial_state;
-  out.method = r.method;
-  out.steps = r.checkpoints.steps;
-  out.forward_steps = r.checkpoints.forward_steps;
-  out.recomputed_steps = r.checkpoints.recomputed_steps;
-  out.peak_snapshots = r.checkpoints.peak_snapshots;
-}
-
-/// A file with conditions: J = Σ_c J_c and its gradient (io/conditions.hpp),
-/// with --hessian Σ_c P_cᵀ H_c P_c over the wrt parameters, and every
-/// condition's trajectory.
-SensitivityResult compute_conditions(const io::RunConfig& cfg, bool hessian) {
-  SensitivityResult res;
-  std::vector<ode::StepPlan> steps;
-  res.gradient = io::conditions_gradient(cfg, &res.objectives, &steps);
+/// 1. Each condition's trajectory, gradient (from `from` when resuming;
+/// `at` kept at the place reached) and with --hessian the Hessian, summed
+/// over the conditions; 2. with --check the directional check of the sum.
+SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args, const io::ConditionsPlace* from,
+                          io::ConditionsPlace* at) {
   const std::vector<std::size_t> wrt = io::wrt_indices(cfg);
-  if (hessian) res.hessian = io::conditions_hessian(cfg, wrt, steps);
-  for (std::size_t c = 0; c < cfg.conditions.size(); ++c) {
-    res.problems.push_back(io::condition_config(cfg, c));
-    res.trajectories.push_back(io::integrate_file(res.problems.back()));
-    if (!res.trajectories.back().summary.success())
-      throw Error("integration of " + cfg.input_path + ", condition '" + cfg.conditions[c].id +
-                  "', failed: " + res.trajectories.back().summary.message);
-  }
-  res.trajectory = res.trajectories.front();
-  fill_output(cfg, res, wrt, hessian);
-  return res;
-}
-
-SensitivityResult compute(const io::RunConfig& cfg, const CommandArgs& args,
-                          const io::AdjointResumeLink& resume) {
+  io::ConditionsSensitivity s = io::conditions_sensitivity(
+      cfg, {.trajectories = true, .hessian_wrt = args.hessian ? &wrt : nullptr, .resume_from = from,
+            .interrupted_at = at});
   SensitivityResult res;
-  // 1. Trajectory (for the output file), 2. the gradient and 3. with
-  // --hessian the Hessian: one build of the model.
-  const std::vector<std::size_t> wrt_index = io::wrt_indices(cfg);
-  io::FileSensitivity s = io::file_sensitivity(cfg, resume, args.hessian ? &wrt_index : nullptr);
-  res.trajectory = std::move(s.trajectory);
+  res.problems = std::move(s.problems);
+  res.trajectories = std::move(s.trajectories);
+  res.objectives = std::move(s.objectives);
   res.gradient = std::move(s.gradient);
   res.hessian = std::move(s.hessian);
-  fill_output(cfg, res, wrt_index, args.hessian);
-  if (args.check) res.check = directional_check(cfg, wrt_index, res.output.gradient);
+  res.output = std::move(s.output);
+  res.trajectory = res.trajectories.front();
+  if (args.check) res.check = directional_check(cfg, wrt, res.output.gradient);
   return res;
+}
+
+/// Where a place is, in words: "reverse sweep at step s of l" or, for a file
+/// with conditions, "condition 'b' (2 of 4), …".
+std::string place_text(const io::RunConfig& cfg, const io::ConditionsPlace& p) {
+  const bool sweep = p.sweep && p.sweep->step >= 0;
+  const std::string at_sweep = sweep ? "reverse sweep at step " + std::to_string(p.sweep->step) + " of " +
+                                           std::to_string(p.sweep->steps.steps())
+                                     : "";
+  if (cfg.conditions.empty()) return at_sweep;
+  const std::size_t nc = cfg.conditions.size();
+  if (p.condition >= nc) return "every condition's gradient done, the trajectories not written";
+  return std::to_string(p.condition) + " of " + std::to_string(nc) + " conditions done, condition '" +
+         cfg.conditions[p.condition].id + "' " + (sweep ? "at its " + at_sweep : "not begun");
 }
 
 void print_json(const io::RunConfig& cfg, const CommandArgs& args, const SensitivityResult& res) {
@@ -200,7 +182,7 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   for (std::size_t k = 0; k < out.gradient_initial_state.size(); ++k)
     gy[cfg.state_names[k]] = out.gradient_initial_state[k];
   j["gradient_initial_state"] = gy;
-  if (!res.objectives.empty()) {  // a file with conditions: J = Σ_c J_c
+  if (!cfg.conditions.empty()) {  // a file with conditions: J = Σ_c J_c
     Json rows = Json::array();
     for (std::size_t c = 0; c < res.objectives.size(); ++c)
       rows.push_back({{"id", cfg.conditions[c].id}, {"objective", res.objectives[c]}});
@@ -210,6 +192,9 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   // --resume: the step the reverse sweep was continued from (the counts
   // below are this process's: the steps below it).
   j["resumed_from_step"] = res.resumed_from_step >= 0 ? Json(res.resumed_from_step) : Json(nullptr);
+  if (!cfg.conditions.empty())  // the first condition this process computed (its index)
+    j["resumed_from_condition"] =
+        res.resumed_from_condition >= 0 ? Json(res.resumed_from_condition) : Json(nullptr);
   j["steps"] = out.steps;
   j["forward_steps"] = out.forward_steps;
   j["recomputed_steps"] = out.recomputed_steps;
@@ -258,7 +243,7 @@ void print_text(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   std::ostringstream os;
   os.precision(12);
   os << r.brief_report() << "\n\n  objective J = " << r.objective << "\n\n";
-  if (!res.objectives.empty()) {
+  if (!cfg.conditions.empty()) {
     os << "  over " << res.objectives.size() << " conditions:\n";
     for (std::size_t c = 0; c < res.objectives.size(); ++c)
       os << "    J(" << cfg.conditions[c].id << ") = " << res.objectives[c] << "\n";
@@ -314,67 +299,47 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     return pde(env, args, "sensitivity");
   }
   io::RunConfig cfg = load_with_objective(env, args, "sensitivity");
-  if (!cfg.conditions.empty()) {
-    // A file with conditions: the summed gradient (and Hessian); no resume.
-    if (!args.resume.empty()) io::require_single_condition(cfg, "costate sensitivity --resume");
-    if (args.check) io::require_single_condition(cfg, "costate sensitivity --check");
-    if (args.hessian) io::check_hessian_request(cfg, args.input);
-    SensitivityResult res = compute_conditions(cfg, args.hessian);
-    for (std::size_t c = 0; c < res.problems.size(); ++c)
-      io::check_finite_trajectory(res.problems[c], res.trajectories[c],
-                                  "sensitivity, condition '" + cfg.conditions[c].id + "'");
-    io::check_sensitivity_results(cfg, res.trajectory, res.output);
-    if (env.is_root() && !cfg.output_file.empty())
-      io::write_conditions_hdf5(cfg.output_file, cfg, res.problems, res.trajectories, &res.output, "sensitivity");
-    if (!env.is_root()) return 0;
-    if (args.json)
-      print_json(cfg, args, res);
-    else
-      print_text(cfg, args, res);
-    return 0;
-  }
   if (args.hessian) io::check_hessian_request(cfg, args.input);
   // SIGINT/SIGTERM stop at a step. The discrete adjoint of a native stepper
   // stopped in its reverse sweep keeps its place in the -o file (marked
-  // partial), and --resume continues it to the same bits (io/resume.hpp);
-  // a stop anywhere else keeps nothing.
+  // partial) — with conditions also the conditions done and their sums —
+  // and --resume continues it to the same bits (io/resume.hpp); a stop
+  // anywhere else keeps nothing beyond the conditions done.
   std::string why_not;
   const bool resumable = io::sensitivity_resumable(cfg, &why_not) && !args.hessian;
   if (args.hessian) why_not = "--hessian (the Hessian's products are not resumable)";
-  io::AdjointResumeLink resume;
-  if (!args.resume.empty()) {
+  io::ConditionsPlace from;  // a fresh run's: the start
+  const bool resuming = !args.resume.empty();
+  if (resuming) {
     if (!resumable)
       throw Error("--resume " + args.resume + ": costate sensitivity resumes the discrete adjoint "
                   "of a native stepper only, not " + why_not);
-    resume.from = std::make_shared<const ode::AdjointResume>(
-        io::read_sensitivity_partial(args.resume, cfg));
+    from = io::read_sensitivity_partial(args.resume, cfg);
     if (args.output.empty()) cfg.output_file = args.resume;
     if (env.is_root() && !args.quiet)
-      std::cerr << "  (resuming " << args.resume << ": the reverse sweep at step "
-                << resume.from->step << " of " << resume.from->steps.steps()
-                << "; the steps below it replayed and reversed)\n";
+      std::cerr << "  (resuming " << args.resume << ": " << place_text(cfg, from)
+                << (from.sweep ? "; the steps below it replayed and reversed" : "") << ")\n";
   }
   const bool keep = resumable && env.is_root() && !cfg.output_file.empty();
-  if (keep) resume.interrupted_at = std::make_shared<ode::AdjointResume>();
+  io::ConditionsPlace at;
   io::InterruptHandler interrupts;
   cfg.integrator.on_step = io::interrupt_check("sensitivity");
   SensitivityResult res;
   try {
-    res = compute(cfg, args, resume);
-    if (resume.from) res.resumed_from_step = resume.from->step;
+    res = compute(cfg, args, resuming ? &from : nullptr, keep ? &at : nullptr);
+    if (from.sweep) res.resumed_from_step = from.sweep->step;
+    if (resuming && !cfg.conditions.empty()) res.resumed_from_condition = static_cast<std::int64_t>(from.condition);
   } catch (const io::Interrupted& e) {
     std::string message = e.what();
-    if (keep && resume.interrupted_at->step >= 0) {
-      io::write_sensitivity_partial(cfg.output_file, cfg, *resume.interrupted_at, e.signal());
-      message += "; wrote the adjoint's place (reverse sweep at step " +
-                 std::to_string(resume.interrupted_at->step) + " of " +
-                 std::to_string(resume.interrupted_at->steps.steps()) + ") to " +
-                 cfg.output_file + ", marked partial; continue with: costate sensitivity " +
-                 args.input + " --resume " + cfg.output_file + " (and the same --set options)";
-    } else if (keep && resume.from) {
-      message += "; stopped before the reverse sweep went on: " + args.resume +
-                 " is unchanged; continue with: costate sensitivity " + args.input +
-                 " --resume " + args.resume + " (and the same --set options)";
+    const std::string again = "costate sensitivity " + args.input + " --resume ";
+    if (keep && at.ahead_of(from)) {
+      io::write_sensitivity_partial(cfg.output_file, cfg, at, e.signal());
+      message += "; wrote " + std::string(cfg.conditions.empty() ? "the adjoint's place (" : "its place (") +
+                 place_text(cfg, at) + ") to " + cfg.output_file + ", marked partial; continue with: " + again +
+                 cfg.output_file + " (and the same --set options)";
+    } else if (keep && resuming) {
+      message += "; stopped before the reverse sweep went on: " + args.resume + " is unchanged; continue with: " +
+                 again + args.resume + " (and the same --set options)";
     } else if (keep) {
       message += "; stopped before the reverse sweep began: nothing to keep, rerun it";
     } else if (!cfg.output_file.empty() && !resumable) {
@@ -382,13 +347,21 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
     }
     throw io::Interrupted(e.signal(), message);
   }
+  if (!cfg.conditions.empty())
+    for (std::size_t c = 0; c < res.problems.size(); ++c)
+      io::check_finite_trajectory(res.problems[c], res.trajectories[c],
+                                  "sensitivity, condition '" + cfg.conditions[c].id + "'");
   io::check_sensitivity_results(cfg, res.trajectory, res.output);  // "ok" means finite
   // The gradient's forward pass is the run's integration: its summary says
-  // whether dopri5 found the problem stiff.
+  // whether dopri5 found the problem stiff (the first condition's).
   add_integration_warnings(res.gradient.result.summary, cfg.warnings);
   if (res.check && !res.check->passed) cfg.warnings.push_back(check_warning(*res.check));
-  if (env.is_root() && !cfg.output_file.empty())
-    io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
+  if (env.is_root() && !cfg.output_file.empty()) {
+    if (cfg.conditions.empty())
+      io::write_run_hdf5(cfg.output_file, cfg, res.trajectory, &res.output, "sensitivity");
+    else
+      io::write_conditions_hdf5(cfg.output_file, cfg, res.problems, res.trajectories, &res.output, "sensitivity");
+  }
   if (!env.is_root()) return res.check && !res.check->passed ? 1 : 0;
   if (args.json)
     print_json(cfg, args, res);

@@ -211,7 +211,11 @@ class Problem:
         cvodes_adjoint). Returns objective, names (the wrt parameters),
         gradient, state_names, gradient_initial_state (arrays), the dicts
         gradient_dict and gradient_initial_state_dict, and with
-        ``hessian=True`` the Hessian (names × names) over the wrt parameters."""
+        ``hessian=True`` the Hessian (names × names) over the wrt parameters.
+        A file with ``conditions:``: J = Σ_c J_c and the summed gradient (and
+        Hessian), as ``costate sensitivity``; conditions (their ids) and
+        condition_objectives (J_c, in order) — empty for a file without them.
+        ``output``: also write the HDF5 file ``costate sensitivity -o`` writes."""
         p = self if method is None else self._with(["sensitivity.method=" + method])
         d = p._core.sensitivity(bool(hessian), output or "")
         d["gradient_dict"] = dict(zip(d["names"], d["gradient"].tolist()))
@@ -221,7 +225,9 @@ class Problem:
 
     def gradcheck(self):
         """``costate gradcheck``: Taylor test and central differences; passed,
-        objective, names, x, gradient, taylor (dict), finite_differences (dict)."""
+        objective, names, x, gradient, taylor (dict), finite_differences (dict).
+        A file with ``conditions:`` checks J = Σ_c J_c and its summed
+        gradient, each condition on its own frozen steps."""
         return Result(**self._core.gradcheck())
 
     def calibrate(self, output=None):

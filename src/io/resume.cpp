@@ -18,6 +18,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
+#include "costate/io/conditions.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/output_file.hpp"
@@ -595,8 +596,11 @@ bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
   return true;
 }
 
-void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
-                               const ode::AdjointResume& at, int signal) {
+void write_sensitivity_partial(const std::string& path, const RunConfig& cfg, const ConditionsPlace& place,
+                               int signal) {
+  const bool sweep = place.sweep && place.sweep->step >= 0;
+  COSTATE_CHECK(sweep || (!cfg.conditions.empty() && place.condition > 0),
+                path << ": a partial sensitivity file needs a place ahead of the start");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   write_output_file(path, [&](const std::string& tmp) {
     Id file{detail::create_in_memory(tmp), H5Fclose};
@@ -605,37 +609,50 @@ void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
     write_string_attribute(file, "command", "sensitivity", path);
     write_string_attribute(file, "interrupted_by", signal ? signal_name(signal) : "", path);
     write_string_attribute(file, "resume_settings", resume_settings(cfg), path);
-    write_number_attribute(file, "resume_step", static_cast<double>(at.step), path);
-    write_number_attribute(file, "resume_steps",
-                           static_cast<double>(at.steps.steps()), path);
-    Id group{H5Gcreate2(file, "sensitivity_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-             H5Gclose};
-    if (group < 0) throw Error(path + ": cannot write the group /sensitivity_resume");
-    write_dataset(group, "lambda", at.lambda, {at.lambda.size()}, path);
-    write_dataset(group, "mu", at.mu, {at.mu.size()}, path);
-    write_dataset(group, "times", at.steps.times(), {at.steps.times().size()}, path);
-    write_dataset(group, "orders", at.steps.orders(), {at.steps.orders().size()}, path);
-    // The plan's event instants, flattened: at, root + 1, delayed, count,
-    // then `count` fired events and their `count` value sources.
-    std::vector<int> events;
-    for (const ode::EventInstant& e : at.steps.events()) {
-      events.insert(events.end(), {static_cast<int>(e.at), e.root + 1, e.delayed ? 1 : 0,
-                                   static_cast<int>(e.fired.size())});
-      for (std::size_t k : e.fired) events.push_back(static_cast<int>(k));
-      for (std::size_t k : e.source) events.push_back(static_cast<int>(k));
+    if (!cfg.conditions.empty()) {
+      // The conditions done and their running sums (io/conditions.hpp).
+      Id group{H5Gcreate2(file, "conditions_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose};
+      if (group < 0) throw Error(path + ": cannot write the group /conditions_resume");
+      write_number_attribute(group, "condition", static_cast<double>(place.condition), path);
+      write_dataset(group, "objectives", place.objectives, {place.objectives.size()}, path);
+      write_dataset(group, "gradient_p", place.gradient_p, {place.gradient_p.size()}, path);
+      write_dataset(group, "gradient_initial_state", place.gradient_initial_state,
+                    {place.gradient_initial_state.size()}, path);
+      close_checked(group, path);
     }
-    write_dataset(group, "events", events, {events.size()}, path);
-    write_number_attribute(group, "objective", at.objective, path);
-    close_checked(group, path);
+    if (sweep) {
+      const ode::AdjointResume& at = *place.sweep;
+      write_number_attribute(file, "resume_step", static_cast<double>(at.step), path);
+      write_number_attribute(file, "resume_steps", static_cast<double>(at.steps.steps()), path);
+      Id group{H5Gcreate2(file, "sensitivity_resume", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose};
+      if (group < 0) throw Error(path + ": cannot write the group /sensitivity_resume");
+      write_dataset(group, "lambda", at.lambda, {at.lambda.size()}, path);
+      write_dataset(group, "mu", at.mu, {at.mu.size()}, path);
+      write_dataset(group, "times", at.steps.times(), {at.steps.times().size()}, path);
+      write_dataset(group, "orders", at.steps.orders(), {at.steps.orders().size()}, path);
+      // The plan's event instants, flattened: at, root + 1, delayed, count,
+      // then `count` fired events and their `count` value sources.
+      std::vector<int> events;
+      for (const ode::EventInstant& e : at.steps.events()) {
+        events.insert(events.end(), {static_cast<int>(e.at), e.root + 1, e.delayed ? 1 : 0,
+                                     static_cast<int>(e.fired.size())});
+        for (std::size_t k : e.fired) events.push_back(static_cast<int>(k));
+        for (std::size_t k : e.source) events.push_back(static_cast<int>(k));
+      }
+      write_dataset(group, "events", events, {events.size()}, path);
+      write_number_attribute(group, "objective", at.objective, path);
+      close_checked(group, path);
+    }
     detail::save_image(file, tmp);
     close_checked(file, path);
   }, {cfg.input_path});
 }
 
-ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunConfig& cfg) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  const std::string what = "--resume " + path;
-  Id file{open_partial(path, cfg, "sensitivity", what), H5Fclose};
+namespace {
+
+/// The reverse sweep's place in /sensitivity_resume (the condition's
+/// problem `cfg`: its parameters' count).
+ode::AdjointResume read_sweep(hid_t file, const RunConfig& cfg, const std::string& what) {
   Id group{H5Gopen2(file, "sensitivity_resume", H5P_DEFAULT), H5Gclose};
   if (group < 0) throw Error(what + ": has no group /sensitivity_resume");
   ode::AdjointResume at;
@@ -684,6 +701,39 @@ ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunCo
                 std::to_string(cfg.parameters.size()) + " parameters)");
   at.step = static_cast<std::int64_t>(step);
   return at;
+}
+
+}  // namespace
+
+ConditionsPlace read_sensitivity_partial(const std::string& path, const RunConfig& cfg) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  const std::string what = "--resume " + path;
+  Id file{open_partial(path, cfg, "sensitivity", what), H5Fclose};
+  ConditionsPlace place;
+  if (!cfg.conditions.empty()) {
+    Id group{H5Gopen2(file, "conditions_resume", H5P_DEFAULT), H5Gclose};
+    if (group < 0) throw Error(what + ": has no group /conditions_resume (the file has conditions)");
+    const double c = read_number_attribute(group, "condition", what);
+    std::vector<hsize_t> dims;
+    place.objectives = read_doubles(group, "objectives", dims, what);
+    place.gradient_p = read_doubles(group, "gradient_p", dims, what);
+    place.gradient_initial_state = read_doubles(group, "gradient_initial_state", dims, what);
+    const std::size_t nc = cfg.conditions.size();
+    if (!(c >= 0.0) || c > static_cast<double>(nc) || place.objectives.size() != static_cast<std::size_t>(c) ||
+        place.gradient_p.size() != cfg.parameters.size() ||
+        place.gradient_initial_state.size() != cfg.state_names.size())
+      throw Error(what + ": /conditions_resume is inconsistent (condition " + std::to_string(c) + " of " +
+                  std::to_string(nc) + ", " + std::to_string(place.objectives.size()) + " objectives, " +
+                  std::to_string(place.gradient_p.size()) + " parameter sums for " +
+                  std::to_string(cfg.parameters.size()) + " parameters)");
+    place.condition = static_cast<std::size_t>(c);
+  }
+  if (H5Lexists(file, "sensitivity_resume", H5P_DEFAULT) > 0 || cfg.conditions.empty()) {
+    if (place.condition >= condition_count(cfg))
+      throw Error(what + ": /sensitivity_resume names a reverse sweep after the last condition");
+    place.sweep = std::make_shared<ode::AdjointResume>(read_sweep(file, condition_config(cfg, place.condition), what));
+  }
+  return place;
 }
 
 }  // namespace costate::io

@@ -177,22 +177,34 @@ CalibrationJournal read_calibration_partial(const std::string& path, const RunCo
 // continue from but the start). A SIGKILL leaves whatever partial file the
 // last stop left, or none.
 //
+// A file with conditions (io::ConditionsPlace): the conditions are taken in
+// order, so the place is the condition reached, the J_c and the running
+// sums of the conditions before it (stored as computed, so the resumed sums
+// go on with the same bits), and that condition's reverse sweep when it had
+// begun; a stop after the first condition always keeps the conditions done.
+//
 // Layout: root attributes status = "partial", command = "sensitivity",
-// resume_settings, interrupted_by, resume_step, resume_steps (l); group
-// /sensitivity_resume with lambda, mu, times (doubles), orders (int) and the
-// attribute objective.
+// resume_settings, interrupted_by; with a sweep resume_step, resume_steps
+// (l) and group /sensitivity_resume with lambda, mu, times (doubles),
+// orders (int) and the attribute objective; with conditions the group
+// /conditions_resume with the attribute condition and objectives,
+// gradient_p, gradient_initial_state (doubles).
+
+struct ConditionsPlace;  // costate/io/conditions.hpp
 
 /// Whether `costate sensitivity` with these settings can be resumed: the
 /// discrete adjoint of a native stepper (not forward sensitivities, the
 /// continuous adjoint or CVODES); `why` gets the reason when not.
 bool sensitivity_resumable(const RunConfig& cfg, std::string* why = nullptr);
 
-/// Writes `at` as the partial sensitivity file `path` (beside, then renamed).
-void write_sensitivity_partial(const std::string& path, const RunConfig& cfg,
-                               const ode::AdjointResume& at, int signal);
+/// Writes `place` as the partial sensitivity file `path` (beside, then
+/// renamed); the place must be ahead of the start (a sweep, or a condition
+/// done).
+void write_sensitivity_partial(const std::string& path, const RunConfig& cfg, const ConditionsPlace& place,
+                               int signal);
 
-/// Reads the sweep's place from a partial sensitivity file, checking that it
-/// was written by `costate sensitivity` with cfg's settings and is partial.
-ode::AdjointResume read_sensitivity_partial(const std::string& path, const RunConfig& cfg);
+/// Reads the place from a partial sensitivity file, checking that it was
+/// written by `costate sensitivity` with cfg's settings and is partial.
+ConditionsPlace read_sensitivity_partial(const std::string& path, const RunConfig& cfg);
 
 }  // namespace costate::io
