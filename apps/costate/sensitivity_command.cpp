@@ -344,6 +344,8 @@ int sensitivity_command(const Environment& env, const CommandArgs& args) {
       message += "; stopped before the reverse sweep began: nothing to keep, rerun it";
     } else if (!cfg.output_file.empty() && !resumable) {
       message += "; nothing kept (not resumable: " + why_not + ")";
+    } else {
+      message += "; nothing kept (no -o file to keep the adjoint's place in): rerun it";
     }
     throw io::Interrupted(e.signal(), message);
   }

@@ -204,7 +204,7 @@ std::function<void(double)> interrupt_check(const std::string& command) {
     if (!InterruptHandler::pending()) return;
     std::ostringstream os;
     os.precision(17);
-    os << "at t = " << t << " (costate " << command << " keeps nothing: rerun it)";
+    os << "at t = " << t << " (costate " << command << ")";
     throw_if_interrupted(os.str());
   };
 }

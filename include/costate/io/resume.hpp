@@ -80,7 +80,7 @@ std::string signal_name(int signal);
 void throw_if_interrupted(const std::string& where);
 
 /// An IntegratorOptions::on_step that calls throw_if_interrupted (the
-/// message names `command` and the time; nothing is kept).
+/// message names `command` and the time; the caller adds what it kept).
 std::function<void(double)> interrupt_check(const std::string& command);
 
 /// main's handler: prints the message once (rank 0; with `json` also
