@@ -22,6 +22,9 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/continuous_adjoint.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/event_condition.hpp"
+#include "costate/expr/program.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/integrate.hpp"
@@ -344,6 +347,142 @@ TEST(DelayedEvents, AdjointBlockCarriesEachSeedsLinks) {
       for (std::size_t i = 0; i < g.size(); ++i)
         EXPECT_NEAR(entry(block[b], i), g[i], kTransposeTol * largest(g))
             << "objective " << b << ", entry " << i;
+    }
+  }
+}
+
+TEST(DelayedEvents, AnEquationModelsDelayExpressionIsDifferentiated) {
+  // The state-trigger variant typed as equations (an input file's or SBML's
+  // events): its delay expression on Dual numbers gives the same gradient
+  // as the C++ model's, both exact derivatives of the same steps (the
+  // kernels' arithmetic may differ from the C++ model's in the last bits).
+  constexpr double kSameModelTol = 1e-10;
+  const Variant v = kVariants[2];
+  const ode::Problem<DelayedDose> ref = problem_of(v);
+  ode::EquationModel m({"x"}, {"k", "theta", "d0", "e", "a", "c"}, {"-k*x"});
+  const std::vector<std::string>& vars = m.variables();
+  std::vector<ode::EquationModel::Event> events(1);
+  events[0].attributes.name = "delayed dose";
+  events[0].trigger = ode::Condition::parse("x <= theta", vars);
+  events[0].targets = {0};
+  events[0].values = {expr::Program::compile("a*x + c", vars)};
+  events[0].delay = expr::Program::compile("d0 + e*x", vars);
+  m.set_events(std::move(events));
+  const ode::Problem<ode::EquationModel> problem{m, ref.y0, ref.p, {0.0, ref.t1()}};
+  double j_closed = 0.0;
+  const std::vector<double> g_closed = closed_gradient(ref, v, j_closed);
+  const double scale = largest(g_closed);
+  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::GradientResult ad = ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, o);
+  const ode::GradientResult fw = ode::gradient(problem, FinalState{}, ode::Forward{}, o);
+  const ode::GradientResult cpp = ode::gradient(ref, FinalState{}, ode::DiscreteAdjoint{}, o);
+  for (std::size_t i = 0; i < g_closed.size(); ++i) {
+    EXPECT_NEAR(entry(ad, i), entry(fw, i), kTransposeTol * scale) << "entry " << i;
+    EXPECT_NEAR(entry(ad, i), entry(cpp, i), kSameModelTol * scale) << "entry " << i;
+    // dopri5 at rtol 1e-12 (as the settings' closed_tol).
+    EXPECT_NEAR(entry(ad, i), g_closed[i], 1e-8 * scale) << "entry " << i << " vs closed form";
+  }
+}
+
+/// A chain: x' = −k x, y' = 0. At t = τ "mark" sets y ← 1, which (a
+/// cascade, from the state after it) triggers "dose": after d0 + e x it
+/// sets x ← a x + c, y ← 2 with values from the trigger time; that
+/// execution triggers "halve", which after d2 x executes x ← x/2 with
+/// values from its execution. p = (k, τ, d0, e, a, c, d2).
+struct Chain {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+    d[1] = T(0.0);
+  }
+  std::size_t n_roots() const { return 3; }
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+    g[1] = y[1] - 0.5;
+    g[2] = y[1] - 1.5;
+  }
+  std::size_t n_events() const { return 3; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    static const char* names[3] = {"mark", "dose", "halve"};
+    return {.name = names[k], .use_values_from_trigger_time = k != 2, .has_delay = k != 0};
+  }
+  bool event_trigger(std::size_t k, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[k] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return k == 0 ? std::span<const std::size_t>(kY) : k == 1 ? std::span<const std::size_t>(kXY)
+                                                              : std::span<const std::size_t>(kX);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    if (k == 0) {
+      v[0] = T(1.0);
+    } else if (k == 1) {
+      v[0] = p[4] * y[0] + p[5];
+      v[1] = T(2.0);
+    } else {
+      v[0] = 0.5 * y[0];
+    }
+  }
+  template <class T>
+  T event_delay(std::size_t k, T, std::span<const T> y, std::span<const T> p) const {
+    return k == 1 ? p[2] + p[3] * y[0] : p[6] * y[0];
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kX[1] = {0}, kY[1] = {1}, kXY[2] = {0, 1};
+};
+
+/// x(t1) after the chain; u = (x0, y0, k, τ, d0, e, a, c, d2).
+template <class T>
+T chain_closed(const T* u, double t1) {
+  const T &x0 = u[0], &k = u[2], &tau = u[3], &d0 = u[4], &e = u[5], &a = u[6], &c = u[7],
+          &d2 = u[8];
+  const T x_tau = x0 * exp(-k * tau);
+  const T t_dose = tau + d0 + e * x_tau;
+  const T x_dose = a * x_tau + c;
+  const T delay = d2 * x_dose;
+  const T x_halve = 0.5 * x_dose * exp(-k * delay);
+  return x_halve * exp(-k * (t1 - (t_dose + delay)));
+}
+
+TEST(DelayedEvents, AChainOfDelayedEventsFromACascade) {
+  // "dose" is scheduled from the state after "mark" (source 1), "halve" at
+  // the delayed execution of "dose" (whose time moves: the chain's dτ).
+  // τ = 0.4: dose at 1.281, halve at 2.144, t1 = 2.5.
+  const ode::Problem<Chain> problem{Chain{}, {2.0, 0.0}, {0.8, 0.4, 0.3, 0.4, 0.5, 1.0, 0.5},
+                                    {0.0, 2.5}};
+  using D12 = ad::Dual<double, 12>;
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  std::vector<D12> ud(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D12::seed(u[i], static_cast<int>(i));
+  const D12 j = chain_closed(ud.data(), problem.t1());
+  std::vector<double> g_closed(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) g_closed[i] = j.tangent(static_cast<int>(i));
+  const double scale = largest(g_closed);
+  auto at = [](const ode::GradientResult& r, std::size_t i) {
+    return i < 2 ? r.wrt_initial_state[i] : r.wrt_parameters[i - 2];
+  };
+  for (const Setting& s : settings()) {
+    SCOPED_TRACE(s.name);
+    const ode::GradientResult fw =
+        ode::gradient(problem, FinalState{}, ode::Forward{}, s.options);
+    const ode::GradientResult ad =
+        ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::Binomial{4}}, s.options);
+    const auto& ev = ad.steps.events();
+    ASSERT_EQ(ev.size(), 3u);
+    EXPECT_EQ(ev[0].scheduled_source, std::vector<std::size_t>{1}) << "after mark";
+    EXPECT_EQ(ev[1].scheduled, std::vector<std::size_t>{2}) << "halve, at dose's execution";
+    EXPECT_NEAR(ad.objective, j.value(), s.closed_tol * j.value());
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      EXPECT_NEAR(at(fw, i), at(ad, i), kTransposeTol * scale) << "entry " << i;
+      EXPECT_NEAR(at(ad, i), g_closed[i], s.closed_tol * scale) << "entry " << i << " vs closed form";
     }
   }
 }
