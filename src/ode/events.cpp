@@ -86,19 +86,49 @@ InstantJump::InstantJump(const System& system)
     : sys_(system), ev_(system.events()), n_(system.n_model_states()), nx_(system.n_states()),
       np_(system.n_parameters()) {
   COSTATE_CHECK(ev_ != nullptr, "events: the System has no events");
+  attrs_.resize(ev_->n_events());
+  for (std::size_t k = 0; k < attrs_.size(); ++k) attrs_[k] = ev_->attributes(k);
 }
 
 void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
-                        std::span<const double> p, bool linearize) {
+                        std::span<const double> p, bool linearize, std::size_t index) {
   const std::size_t E = inst.fired.size();
-  COSTATE_CHECK(!linearize || !inst.delayed,
+  linked_ = inst.delayed || !inst.scheduled.empty();
+  // The delayed executions' origins (a plan without them cannot replay their
+  // values from the trigger time, nor differentiate their time).
+  COSTATE_CHECK(!inst.delayed || inst.origin.size() == E,
                 "events: the instant at t = " << time_text(t)
-                                              << " executes a delayed event; derivatives through "
-                                                 "delayed events are not supported yet");
+                                              << " executes a delayed event but the step plan does "
+                                                 "not record the instant that scheduled it");
+  const std::string first_label =
+      E > 0 ? event_label(*ev_, inst.fired[0])
+            : (inst.scheduled.empty() ? std::string("no event") : event_label(*ev_, inst.scheduled[0]));
+  // A caller that applies instants out of order (the continuous and CVODES
+  // adjoints) cannot carry the links (supports_events with `delayed`).
+  COSTATE_CHECK(index != kNoIndex || !linked_,
+                "events: the instant at t = "
+                    << time_text(t) << " (" << first_label
+                    << ") schedules or executes a delayed event; derivatives through delayed "
+                       "events are by sensitivity.method = discrete_adjoint, forward or "
+                       "cvodes_forward (this path does not carry them yet)");
+  if (linearize && linked_) {
+    COSTATE_CHECK(sys_.n_algebraic() == 0,
+                  "events: derivatives through delayed events on a DAE (algebraic states) are "
+                  "not supported yet (" << first_label << " at t = " << time_text(t) << ")");
+    std::size_t delayed = 0;
+    for (const int o : inst.origin) delayed += o >= 0 ? 1 : 0;
+    COSTATE_CHECK(delayed <= 1 && (delayed == 0 || inst.root < 0),
+                  "events: at t = " << time_text(t) << " " << first_label
+                                    << " and other executions coincide ("
+                                    << delayed << " delayed, root " << inst.root
+                                    << "): the instant's time has no single derivative there");
+  }
   chain_.resize(E + 1);
   chain_[0].assign(x.begin(), x.end());
   exec_.resize(E);
   linearized_ = linearize;
+  index_ = index;
+  carried_ = {kNoIndex, 0};
   std::vector<double> values;
   for (std::size_t e = 0; e < E; ++e) {
     const std::size_t k = inst.fired[e];
@@ -106,6 +136,25 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     ex.event = k;
     ex.targets = ev_->targets(k);
     ex.source = inst.source[e];
+    const int origin = inst.origin.empty() ? -1 : inst.origin[e];
+    ex.link = {origin >= 0 ? static_cast<std::size_t>(origin) : kNoIndex, k};
+    ex.from_trigger = origin >= 0 && attrs_[k].use_values_from_trigger_time;
+    if (origin >= 0) carried_ = ex.link;
+    chain_[e + 1] = chain_[e];
+    if (ex.from_trigger) {
+      // SBML: the values computed when the trigger fired, kept by the
+      // instant that scheduled the execution.
+      const auto it = values_.find(ex.link);
+      COSTATE_CHECK(it != values_.end() && it->second.size() == ex.targets.size(),
+                    "events: " << event_label(*ev_, k) << " executes at t = " << time_text(t)
+                               << " with its values from the trigger time, but the instant "
+                                  "that scheduled it (events["
+                               << origin << "] of the plan) was not applied before it");
+      ex.J.clear();
+      for (std::size_t j = 0; j < ex.targets.size(); ++j)
+        chain_[e + 1][ex.targets[j]] = it->second[j];
+      continue;
+    }
     const std::span<const double> src = std::span<const double>(chain_[ex.source]).first(n_);
     if (linearize) {
       derivative_in_t_y_p(
@@ -117,18 +166,20 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
       values.assign(ex.targets.size(), 0.0);
       ev_->assign(k, t, src, p, values);
     }
-    chain_[e + 1] = chain_[e];
     for (std::size_t j = 0; j < ex.targets.size(); ++j) chain_[e + 1][ex.targets[j]] = values[j];
   }
   t_ = t;
   p_ = p;
+  // The delayed executions this instant schedules: their values from the
+  // trigger time (and, linearized, the delay's and the values' derivatives).
+  schedule(inst, t, p, linearize, index);
   if (sys_.n_algebraic() > 0) {
     // A DAE: the updates assign differential states; the algebraic ones
     // follow from the constraints at x⁺ (a differentiated solve).
     for (const Exec& ex : exec_)
       for (const std::size_t j : ex.targets)
         COSTATE_CHECK(!sys_.algebraic()[j],
-                      "events: " << event_label(*ev_, inst.fired[0]) << " at t = " << time_text(t)
+                      "events: " << event_label(*ev_, ex.event) << " at t = " << time_text(t)
                                  << " assigns algebraic state " << j
                                  << "; on a DAE an event assigns differential states and the "
                                     "algebraic ones are re-solved from the constraints");
@@ -136,7 +187,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     if (linearize) {
       const std::size_t w = 1 + n_ + np_;
       for (const Exec& ex : exec_)
-        for (std::size_t j = 0; j < ex.targets.size(); ++j)
+        for (std::size_t j = 0; j < ex.targets.size() && !ex.J.empty(); ++j)
           for (std::size_t q = 0; q < n_; ++q)
             COSTATE_CHECK(!sys_.algebraic()[q] || ex.J[j * w + 1 + q] == 0.0,
                           "events: an update of the instant at t = "
@@ -169,14 +220,14 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   const double* row = jac.data() + r * w;
   for (std::size_t q = 0; q < n_ && sys_.n_algebraic() > 0; ++q)
     COSTATE_CHECK(!sys_.algebraic()[q] || row[1 + q] == 0.0,
-                  "events: root " << r << " (which fired " << event_label(*ev_, inst.fired[0])
+                  "events: root " << r << " (which fired " << first_label
                                   << ") reads algebraic state " << q << " at t = " << time_text(t)
                                   << "; derivatives through events on a DAE need triggers of "
                                      "differential states and time only (not yet supported)");
   double gdot = row[0];
   for (std::size_t q = 0; q < n_; ++q) gdot += row[1 + q] * f0_[q];
   COSTATE_CHECK(std::isfinite(gdot) && gdot != 0.0,
-                "events: root " << r << " (which fired " << event_label(*ev_, inst.fired[0])
+                "events: root " << r << " (which fired " << first_label
                                 << ") does not cross zero transversally at t = " << time_text(t)
                                 << " (its time derivative along the solution is " << gdot
                                 << "): the event time is not differentiable there");
@@ -185,24 +236,94 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   gdot_ = gdot;
 }
 
-void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const double> P) const {
+void InstantJump::schedule(const EventInstant& inst, double t, std::span<const double> p,
+                           bool linearize, std::size_t index) {
+  sched_.clear();
+  if (inst.scheduled.empty()) return;
+  std::vector<double> values, jac;
+  for (std::size_t s = 0; s < inst.scheduled.size(); ++s) {
+    const std::size_t k = inst.scheduled[s], c = inst.scheduled_source[s];
+    COSTATE_CHECK(c < chain_.size(), "events: the step plan schedules " << event_label(*ev_, k)
+                                         << " at t = " << time_text(t) << " from state " << c
+                                         << " of an instant of " << chain_.size() - 1
+                                         << " executions");
+    const std::span<const double> src = std::span<const double>(chain_[c]).first(n_);
+    Scheduled sc;
+    sc.event = k;
+    sc.source = c;
+    sc.from_trigger = attrs_[k].use_values_from_trigger_time;
+    if (sc.from_trigger) {
+      const std::size_t nt = ev_->targets(k).size();
+      if (linearize) {
+        derivative_in_t_y_p(
+            [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pd, std::span<Dual8> o) {
+              ev_->assign(k, td, yd, pd, o);
+            },
+            t, src, p, nt, values, sc.Jh);
+      } else {
+        values.assign(nt, 0.0);
+        ev_->assign(k, t, src, p, values);
+      }
+      // Kept for the execution (a replay without an index cannot find it).
+      if (index != kNoIndex) values_[{index, k}] = values;
+    }
+    if (linearize) {
+      bool on_dual = true;
+      derivative_in_t_y_p(
+          [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pd, std::span<Dual8> o) {
+            on_dual = ev_->delay(k, td, yd, pd, o[0]);
+          },
+          t, src, p, 1, values, jac);
+      COSTATE_CHECK(on_dual, "events: " << event_label(*ev_, k) << " at t = " << time_text(t)
+                                        << " has a delay whose event_delay takes doubles only; "
+                                           "derivatives through it need event_delay written on "
+                                           "a generic scalar (template <class T> T "
+                                           "event_delay(std::size_t, T t, std::span<const T> y, "
+                                           "std::span<const T> p) const)");
+      sc.Jd = std::move(jac);
+    }
+    sched_.push_back(std::move(sc));
+  }
+}
+
+void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const double> P) {
   COSTATE_CHECK(linearized_, "events: tangent of an instant applied without linearization");
   const std::size_t E = exec_.size(), w = 1 + n_ + np_;
   std::vector<double> dtau(m, 0.0);
-  for (std::size_t d = 0; d < m; ++d) {
-    double s = 0.0;
-    for (std::size_t q = 0; q < n_; ++q) s += a_[q] * S[q * m + d];
-    for (std::size_t j = 0; j < np_; ++j) s += b_[j] * P[j * m + d];
-    dtau[d] = s;
+  if (carried_.first != kNoIndex) {
+    // A delayed execution: the instant's time is τ_e, its tangent carried
+    // from the instant that scheduled it.
+    const auto it = tangents_.find(carried_);
+    COSTATE_CHECK(it != tangents_.end() && it->second.m == m,
+                  "events: the tangent of " << event_label(*ev_, carried_.second) << " at t = "
+                                            << time_text(t_)
+                                            << " needs the tangent of the instant that scheduled "
+                                               "it (events["
+                                            << carried_.first << "]) first");
+    dtau = it->second.dt;
+  } else {
+    for (std::size_t d = 0; d < m; ++d) {
+      double s = 0.0;
+      for (std::size_t q = 0; q < n_; ++q) s += a_[q] * S[q * m + d];
+      for (std::size_t j = 0; j < np_; ++j) s += b_[j] * P[j * m + d];
+      dtau[d] = s;
+    }
   }
   // D_0 = s⁻ + f⁻ dτ (the state at the moving instant), D_{e+1} = D_e with
-  // its targets H_y D_source + H_p ṗ + H_t dτ, s⁺ = D_E − f⁺ dτ.
+  // its targets H_y D_source + H_p ṗ + H_t dτ (or a delayed execution's
+  // values from the trigger time), s⁺ = D_E − f⁺ dτ.
   std::vector<std::vector<double>> D(E + 1, std::vector<double>(nx_ * m));
   for (std::size_t q = 0; q < nx_; ++q)
     for (std::size_t d = 0; d < m; ++d) D[0][q * m + d] = S[q * m + d] + f0_[q] * dtau[d];
   for (std::size_t e = 0; e < E; ++e) {
     const Exec& ex = exec_[e];
     D[e + 1] = D[e];
+    if (ex.from_trigger) {
+      const Carried& c = tangents_.at(ex.link);
+      for (std::size_t j = 0; j < ex.targets.size(); ++j)
+        for (std::size_t d = 0; d < m; ++d) D[e + 1][ex.targets[j] * m + d] = c.dv[j * m + d];
+      continue;
+    }
     const std::vector<double>& src = D[ex.source];
     for (std::size_t j = 0; j < ex.targets.size(); ++j) {
       const double* row = ex.J.data() + j * w;
@@ -214,13 +335,35 @@ void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const do
       }
     }
   }
+  // The delayed executions scheduled here: dτ_e = dτ + d_t dτ + d_y D_c +
+  // d_p ṗ, and values from the trigger time h_t dτ + h_y D_c + h_p ṗ.
+  for (const Scheduled& sc : sched_) {
+    const std::vector<double>& Dc = D[sc.source];
+    auto along = [&](const double* row, std::size_t d) {
+      double v = row[0] * dtau[d];
+      for (std::size_t q = 0; q < n_; ++q) v += row[1 + q] * Dc[q * m + d];
+      for (std::size_t i = 0; i < np_; ++i) v += row[1 + n_ + i] * P[i * m + d];
+      return v;
+    };
+    Carried c;
+    c.m = m;
+    c.dt.assign(m, 0.0);
+    for (std::size_t d = 0; d < m; ++d) c.dt[d] = dtau[d] + along(sc.Jd.data(), d);
+    if (sc.from_trigger) {
+      const std::size_t nt = sc.Jh.size() / w;
+      c.dv.assign(nt * m, 0.0);
+      for (std::size_t j = 0; j < nt; ++j)
+        for (std::size_t d = 0; d < m; ++d) c.dv[j * m + d] = along(sc.Jh.data() + j * w, d);
+    }
+    tangents_[{index_, sc.event}] = std::move(c);
+  }
   for (std::size_t q = 0; q < nx_; ++q)
     for (std::size_t d = 0; d < m; ++d) S[q * m + d] = D[E][q * m + d] - fE_[q] * dtau[d];
   // A DAE: z⁺ = z(x⁺, p) (no algebraic state is read above: apply checked).
   if (sys_.n_algebraic() > 0) ConstraintProjection(sys_, p_).tangent(t_, chain_[E], m, S, P);
 }
 
-void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const {
+void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::size_t seed) {
   COSTATE_CHECK(linearized_, "events: adjoint of an instant applied without linearization");
   const std::size_t E = exec_.size(), w = 1 + n_ + np_;
   std::vector<std::vector<double>> Dbar(E + 1, std::vector<double>(nx_, 0.0));
@@ -230,6 +373,31 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const 
   std::copy(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_), Dbar[E].begin());
   double ctau = 0.0;
   for (std::size_t q = 0; q < nx_; ++q) ctau -= fE_[q] * Dbar[E][q];
+  // The delayed executions scheduled here: their τ̄_e and v̄, left by the
+  // instants that executed them (already reversed), through the transposed
+  // tangent's rows (taken once per seed).
+  for (const Scheduled& sc : sched_) {
+    const auto it = adjoints_.find({index_, sc.event});
+    if (it == adjoints_.end() || it->second.size() <= seed || it->second[seed].empty()) continue;
+    std::vector<double> bar = std::move(it->second[seed]);
+    it->second[seed].clear();
+    std::vector<double>& Dc = Dbar[sc.source];
+    auto back = [&](const double* row, double v) {
+      ctau += row[0] * v;
+      for (std::size_t q = 0; q < n_; ++q) Dc[q] += row[1 + q] * v;
+      for (std::size_t i = 0; i < np_; ++i) mu[i] += row[1 + n_ + i] * v;
+    };
+    ctau += bar[0];
+    back(sc.Jd.data(), bar[0]);
+    if (sc.from_trigger)
+      for (std::size_t j = 0; j + 1 < bar.size(); ++j) back(sc.Jh.data() + j * w, bar[1 + j]);
+  }
+  auto seed_of = [&](const Link& link, std::size_t size) -> std::vector<double>& {
+    std::vector<std::vector<double>>& per = adjoints_[link];
+    if (per.size() <= seed) per.resize(seed + 1);
+    if (per[seed].empty()) per[seed].assign(size, 0.0);
+    return per[seed];
+  };
   std::vector<double> tbar;
   for (std::size_t e = E; e-- > 0;) {
     const Exec& ex = exec_[e];
@@ -239,6 +407,11 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const 
       Dbar[e + 1][ex.targets[j]] = 0.0;
     }
     for (std::size_t q = 0; q < nx_; ++q) Dbar[e][q] += Dbar[e + 1][q];
+    if (ex.from_trigger) {
+      std::vector<double>& bar = seed_of(ex.link, 1 + ex.targets.size());
+      for (std::size_t j = 0; j < ex.targets.size(); ++j) bar[1 + j] += tbar[j];
+      continue;
+    }
     std::vector<double>& src = Dbar[ex.source];
     for (std::size_t j = 0; j < ex.targets.size(); ++j) {
       const double* row = ex.J.data() + j * w;
@@ -249,6 +422,12 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu) const 
   }
   for (std::size_t q = 0; q < nx_; ++q) ctau += f0_[q] * Dbar[0][q];
   for (std::size_t q = 0; q < nx_; ++q) lambda[q] = Dbar[0][q];
+  if (carried_.first != kNoIndex) {
+    // A delayed execution: τ̄ goes back to the instant that scheduled it.
+    const std::size_t nt = ev_->targets(carried_.second).size();
+    seed_of(carried_, 1 + nt)[0] += ctau;
+    return;
+  }
   for (std::size_t q = 0; q < n_; ++q) lambda[q] += ctau * a_[q];
   for (std::size_t i = 0; i < np_; ++i) mu[i] += ctau * b_[i];
 }
@@ -282,6 +461,9 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
                                std::span<const double> pdot, std::span<double> lambda_dot,
                                std::span<double> mu_dot) {
   COSTATE_CHECK(linearized_, "events: second order of an instant applied without linearization");
+  COSTATE_CHECK(!linked_, "events: Hessian-vector products through delayed events are not "
+                          "supported yet (the instant at t = "
+                              << time_text(t_) << "); gradients are");
   COSTATE_CHECK(sys_.n_algebraic() == 0,
                 "events: Hessian-vector products through events on a DAE (algebraic states) are "
                 "not supported yet; gradients are");
@@ -415,7 +597,8 @@ class EventScheme final : public Scheme {
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
     inner_->step(i, start(i, x, false), xn);
     if (const int e = at_[i + 1]; e >= 0)
-      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, false);
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, false,
+                  static_cast<std::size_t>(e));
   }
 
   void adjoint(std::size_t i, std::span<const double> x, std::span<double> lambda,
@@ -424,7 +607,8 @@ class EventScheme final : public Scheme {
     if (const int e = at_[i + 1]; e >= 0) {
       inner_->step(i, xs, tmp_);  // x_{i+1} before the events
       jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
-                  std::span<double>(tmp_).first(nx_), p_, true);
+                  std::span<double>(tmp_).first(nx_), p_, true,
+                  static_cast<std::size_t>(e));
       jump_.adjoint(lambda.first(nx_), mu);
       ++linearizations_;
     }
@@ -432,7 +616,8 @@ class EventScheme final : public Scheme {
     if (i == 0 && at_[0] >= 0) {
       start_.assign(x.begin(), x.end());
       jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
-                  std::span<double>(start_).first(nx_), p_, true);
+                  std::span<double>(start_).first(nx_), p_, true,
+                static_cast<std::size_t>(at_[0]));
       jump_.adjoint(lambda.first(nx_), mu);
       ++linearizations_;
     }
@@ -445,16 +630,18 @@ class EventScheme final : public Scheme {
     if (const int e = at_[i + 1]; e >= 0) {
       inner_->step(i, xs, tmp_);
       jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
-                  std::span<double>(tmp_).first(nx_), p_, true);
-      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j]);
+                  std::span<double>(tmp_).first(nx_), p_, true,
+                  static_cast<std::size_t>(e));
+      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j], j);
       ++linearizations_;
     }
     inner_->adjoint_block(i, xs, lambdas, mus);
     if (i == 0 && at_[0] >= 0) {
       start_.assign(x.begin(), x.end());
       jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
-                  std::span<double>(start_).first(nx_), p_, true);
-      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j]);
+                  std::span<double>(start_).first(nx_), p_, true,
+                static_cast<std::size_t>(at_[0]));
+      for (std::size_t j = 0; j < lambdas.size(); ++j) jump_.adjoint(lambdas[j].first(nx_), mus[j], j);
       ++linearizations_;
     }
   }
@@ -471,7 +658,8 @@ class EventScheme final : public Scheme {
       inner_->tangent(i, x, xn, m, S, Sn, P);
     }
     if (const int e = at_[i + 1]; e >= 0) {
-      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, true);
+      jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1], xn.first(nx_), p_, true,
+                  static_cast<std::size_t>(e));
       jump_.tangent(m, Sn.first(nx_ * m), P);
       ++linearizations_;
     }
@@ -490,7 +678,8 @@ class EventScheme final : public Scheme {
     if (i == 0 && at_[0] >= 0) {
       start_.assign(x.begin(), x.end());
       jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
-                  std::span<double>(start_).first(nx_), p_, true);
+                  std::span<double>(start_).first(nx_), p_, true,
+                static_cast<std::size_t>(at_[0]));
       s_start_.assign(xdot.begin(), xdot.end());
       jump_.tangent(1, std::span<double>(s_start_).first(nx_), pdot);
       xs = start_;
@@ -502,7 +691,8 @@ class EventScheme final : public Scheme {
       inner_->tangent(i, xs, tmp_, 1, xsdot, tmp_dot_, pdot);  // x⁻, ẋ⁻
       after_.assign(tmp_.begin(), tmp_.end());
       jump_.apply(instants_[static_cast<std::size_t>(e)], times_[i + 1],
-                  std::span<double>(after_).first(nx_), p_, true);
+                  std::span<double>(after_).first(nx_), p_, true,
+                  static_cast<std::size_t>(e));
       jump_back(lambda, lambda_dot, mu, mu_dot, std::span<const double>(tmp_dot_).first(nx_), pdot);
       xe = tmp_;
       xedot = tmp_dot_;
@@ -511,7 +701,8 @@ class EventScheme final : public Scheme {
     if (i == 0 && at_[0] >= 0) {
       start_.assign(x.begin(), x.end());
       jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
-                  std::span<double>(start_).first(nx_), p_, true);
+                  std::span<double>(start_).first(nx_), p_, true,
+                static_cast<std::size_t>(at_[0]));
       jump_back(lambda, lambda_dot, mu, mu_dot, xdot.first(nx_), pdot);
     }
   }
@@ -542,7 +733,8 @@ class EventScheme final : public Scheme {
     if (i != 0 || at_[0] < 0) return x;
     start_.assign(x.begin(), x.end());
     jump_.apply(instants_[static_cast<std::size_t>(at_[0])], times_[0],
-                std::span<double>(start_).first(nx_), p_, linearize);
+                std::span<double>(start_).first(nx_), p_, linearize,
+                static_cast<std::size_t>(at_[0]));
     return start_;
   }
 
@@ -571,6 +763,10 @@ std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme
 
 namespace {
 
+/// Whether an instant enters the step plan: it executes events or
+/// schedules delayed ones (their trigger time is part of their derivative).
+bool recorded(const EventInstant& inst) { return !inst.fired.empty() || !inst.scheduled.empty(); }
+
 /// The events' state between steps and at the instants: root values and
 /// sides, trigger values, pending (delayed) executions; and the instant's
 /// execution by SBML's rules.
@@ -587,6 +783,7 @@ class EventState {
     double t;
     std::size_t event;
     std::vector<double> values;  // empty: computed at the execution
+    int origin;                  // the index of the instant that scheduled it
   };
 
   std::size_t n_roots() const { return g_.size(); }
@@ -672,6 +869,7 @@ class EventState {
       std::vector<double> values;
       std::size_t source;
       bool delayed;
+      int origin;
     };
     std::vector<Ready> ready;
     std::size_t executed = 0;
@@ -689,10 +887,13 @@ class EventState {
           values.assign(targets.size(), 0.0);
           ev_.assign(k, t, x.first(n_), p_, values);
         }
-        if (d > 0.0)
-          pending_.push_back({t + d, k, std::move(values)});
-        else
-          ready.push_back({k, std::move(values), executed, false});
+        if (d > 0.0) {
+          pending_.push_back({t + d, k, std::move(values), static_cast<int>(recorded_)});
+          inst.scheduled.push_back(k);
+          inst.scheduled_source.push_back(executed);
+        } else {
+          ready.push_back({k, std::move(values), executed, false, -1});
+        }
       }
       trig_ = now;
       drop_unpersistent(now);
@@ -703,7 +904,7 @@ class EventState {
     // Due delayed executions first join the ready set.
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->t == t) {
-        ready.push_back({it->event, std::move(it->values), 0, true});
+        ready.push_back({it->event, std::move(it->values), 0, true, it->origin});
         it = pending_.erase(it);
       } else {
         ++it;
@@ -744,7 +945,8 @@ class EventState {
         x[targets[j]] = r.values[j];
       }
       inst.fired.push_back(r.event);
-      inst.source.push_back(r.delayed ? 0 : r.source);
+      inst.source.push_back(r.source);
+      inst.origin.push_back(r.delayed ? r.origin : -1);
       inst.delayed = inst.delayed || r.delayed;
       ++executed;
       // The triggers again, after this execution (the roots' sides just
@@ -764,6 +966,8 @@ class EventState {
     if (executed > 0) settle(t, x, g, sides);
     g_ = g;
     sides_ = sides;
+    if (!inst.delayed) inst.origin.clear();
+    if (recorded(inst)) ++recorded_;
     return inst;
   }
 
@@ -805,6 +1009,7 @@ class EventState {
   std::vector<char> trig_;
   std::vector<EventAttributes> attrs_;
   std::vector<Pending> pending_;
+  std::size_t recorded_ = 0;  // the instants recorded so far (the step plan's events())
   double span_ = 1.0;
 };
 
@@ -1000,13 +1205,13 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
   auto execute = [&](double t, const std::vector<char>& now, int root) {
     before = x;
     EventInstant inst = state.execute(t, x, now, root);
-    if (inst.fired.empty()) return;
-    ++s.events;
+    if (!recorded(inst)) return;
+    if (!inst.fired.empty()) ++s.events;
     out.instant_times.push_back(t);
     out.before_instants.push_back(before);
     out.instants.push_back(inst);
     if (!S) return;
-    jump->apply(inst, t, before, p, true);
+    jump->apply(inst, t, before, p, true, out.instants.size() - 1);
     Sr.assign(nx * ns, 0.0);
     P.assign(np * ns, 0.0);
     for (std::size_t d = 0; d < ns; ++d)
@@ -1132,7 +1337,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
   state.start(t0, x, trig);
   if (state.fires(trig)) {
     EventInstant inst = state.execute(t0, x, trig, -1);
-    if (!inst.fired.empty()) {
+    if (recorded(inst)) {
       inst.at = 0;
       instants.push_back(std::move(inst));
       before.emplace_back(x0.begin(), x0.end());
@@ -1220,7 +1425,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
     std::vector<char> now;
     state.triggers_at(t, x, sides, now);
     EventInstant inst = state.execute(t, x, now, locate.stopped_root());
-    if (!inst.fired.empty()) {
+    if (recorded(inst)) {
       // Zeno: instants piling up ever closer (a ball bouncing to rest) have
       // no solution past their accumulation point: kZenoCount gaps in a
       // row, each shorter than the one before, the last below kZenoGap of
@@ -1230,7 +1435,9 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
         shrinking = gap < last_gap ? shrinking + 1 : 0;
         last_gap = gap;
         if (shrinking >= kZenoCount && gap <= kZenoGap * (t1 - t0))
-          throw Error("events: " + event_label(*system.events(), inst.fired.front()) +
+          throw Error("events: " +
+                      event_label(*system.events(), inst.fired.empty() ? inst.scheduled.front()
+                                                                       : inst.fired.front()) +
                       " fired " + std::to_string(shrinking) +
                       " times in a row, each sooner after the last than the one before, the "
                       "last after " + time_text(gap) + ", up to t = " + time_text(t) +
@@ -1241,7 +1448,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
       out.instant_times.push_back(t);
       instants.push_back(std::move(inst));
       before.emplace_back(x_before.begin(), x_before.end());
-      ++s.events;
+      if (!instants.back().fired.empty()) ++s.events;
     }
     landed(t, x);
   }

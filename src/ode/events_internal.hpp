@@ -3,9 +3,11 @@
 // scheme decorator (src/ode/events.cpp; events.hpp says what they do).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costate/ode/events.hpp"
@@ -22,45 +24,88 @@ std::string event_label(const EventModel& events, std::size_t k);
 /// The events of one instant on x = (y, z): applied, and linearized for the
 /// tangents and the adjoint (events.hpp's jump, with SBML's value sources:
 /// D_0 = s⁻ + f⁻ dτ, each execution's targets H_y D_source + H_p ṗ + H_t dτ,
-/// s⁺ = D_E − f⁺ dτ).
+/// s⁺ = D_E − f⁺ dτ). Delayed events link two instants (events.hpp): the
+/// one that schedules an execution keeps its values from the trigger time
+/// and, linearized, the derivatives of its time and values; the one that
+/// executes it takes them (its dτ is the execution time's). One InstantJump
+/// applied to a plan's instants in order (a sweep's forward pass, then its
+/// reverse) carries these links by the instants' indices.
 class InstantJump {
  public:
+  /// No index: a caller that applies instants out of order (refuses the
+  /// delayed events' links by name).
+  static constexpr std::size_t kNoIndex = static_cast<std::size_t>(-1);
   explicit InstantJump(const System& system);
   /// x (n_x) ← x⁺ after `inst`'s executions at t; with `linearize` keeps
-  /// what tangent() and adjoint() need (throws for delayed executions).
+  /// what tangent() and adjoint() need. `index`: the instant's index in the
+  /// plan's events() (its delayed executions' origins refer to it); its
+  /// scheduling instants must have been applied before (values from the
+  /// trigger time), and with kNoIndex an instant with delayed links is
+  /// refused by name.
   /// A DAE (issue 32): x⁺'s algebraic states are then re-solved from the
   /// constraints (make_consistent, ode/dae.hpp), and tangent() and
   /// adjoint() include that solve's implicit derivative; derivatives need
   /// the locating root and the updates to read no algebraic state (checked,
   /// refused by name).
   void apply(const EventInstant& inst, double t, std::span<double> x, std::span<const double> p,
-             bool linearize);
+             bool linearize, std::size_t index = kNoIndex);
   /// S (n_x × m, row-major) ← ∂x⁺ S + ∂x⁺/∂p P, the instant's time moving.
-  void tangent(std::size_t m, std::span<double> S, std::span<const double> P) const;
-  /// λ (n_x) ← the transposed jump applied to λ; μ (n_p) += its parameter part.
-  void adjoint(std::span<double> lambda, std::span<double> mu) const;
+  /// The delayed executions it schedules keep their dτ_e and value tangents
+  /// for the instant that executes them (applied and tangented later).
+  void tangent(std::size_t m, std::span<double> S, std::span<const double> P);
+  /// λ (n_x) ← the transposed jump applied to λ; μ (n_p) += its parameter
+  /// part. `seed`: which of a block of adjoints (each carries its own
+  /// delayed links, from the executing instant back to the scheduling one).
+  void adjoint(std::span<double> lambda, std::span<double> mu, std::size_t seed = 0);
   /// Second order (after apply with `linearize`): λ̇ (n_x) and μ̇ (n_p) +=
   /// (D²Ĵ[ẋ⁻, ṗ])ᵀ λ⁺, the jump's derivative along the direction applied to
   /// λ⁺ (n_x); ẋ⁻ (n_x) is the tangent just before the instant. Ĵ is the
   /// jump as a map of the state at the instant's fixed time (events.cpp says
-  /// how); its first derivative is tangent()'s map.
+  /// how); its first derivative is tangent()'s map. Delayed links refused.
   void second_order(std::span<const double> lambda_plus, std::span<const double> xdot,
                     std::span<const double> pdot, std::span<double> lambda_dot,
                     std::span<double> mu_dot);
   std::int64_t rhs_evaluations() const { return rhs_evaluations_; }
 
  private:
+  /// A delayed execution: (the index of the instant that scheduled it, event).
+  using Link = std::pair<std::size_t, std::size_t>;
   struct Exec {
     std::size_t event = 0;
     std::vector<std::size_t> targets;
     std::size_t source = 0;
-    std::vector<double> J;  // targets × (1 + n + n_p): ∂/∂t, ∂/∂y, ∂/∂p
+    bool from_trigger = false;  // a delayed execution's values from the trigger time
+    Link link{kNoIndex, 0};     // from_trigger or delayed: its origin
+    std::vector<double> J;      // targets × (1 + n + n_p): ∂/∂t, ∂/∂y, ∂/∂p
   };
+  /// A delayed execution scheduled at this instant (linearized).
+  struct Scheduled {
+    std::size_t event = 0, source = 0;
+    bool from_trigger = false;
+    std::vector<double> Jd;  // 1 + n + n_p: the delay's ∂/∂t, ∂/∂y, ∂/∂p
+    std::vector<double> Jh;  // targets × (1 + n + n_p): the values' (from_trigger)
+  };
+  /// What a scheduled execution carries forward to its instant's tangent:
+  /// dτ_e (m) and the values' tangents (targets × m).
+  struct Carried {
+    std::size_t m = 0;
+    std::vector<double> dt, dv;
+  };
+  void schedule(const EventInstant& inst, double t, std::span<const double> p, bool linearize,
+                std::size_t index);
   const System& sys_;
   const EventModel* ev_;
   std::size_t n_, nx_, np_;
+  std::vector<EventAttributes> attrs_;
   std::vector<std::vector<double>> chain_;
   std::vector<Exec> exec_;
+  std::vector<Scheduled> sched_;
+  std::size_t index_ = kNoIndex;
+  bool linked_ = false;       // the instant schedules or executes a delayed event
+  Link carried_{kNoIndex, 0};  // the delayed execution whose time is this instant's
+  std::map<Link, std::vector<double>> values_;  // values from the trigger time
+  std::map<Link, Carried> tangents_;
+  std::map<Link, std::vector<std::vector<double>>> adjoints_;  // per seed: τ̄_e, v̄
   std::vector<double> f0_, fE_, a_, b_;
   double t_ = 0.0, gdot_ = 0.0;
   int root_ = -1;
@@ -107,7 +152,7 @@ using CvodesLanded = std::function<void(double, std::span<const double>, const d
 /// fixed-p directions such as initial states) holds S(t0) on entry, is
 /// carried by CVODES between instants and jumped at each by the
 /// sensitivities' jump (events.hpp); `landed(t, x, S)` at t0, at each of
-/// `stops` and after each instant. Delayed events are refused (InstantJump).
+/// `stops` and after each instant (delayed events' links carried by InstantJump).
 EventRun cvodes_sensitivities_with_events(const System& system, std::span<const double> x0,
                                           std::span<const double> p, double t0, double t1,
                                           const IntegratorOptions& options,

@@ -47,9 +47,18 @@ StepPlan::StepPlan(std::vector<double> times, std::vector<int> orders,
       COSTATE_CHECK(events_[e].at > events_[e - 1].at,
                     "step plan: the event instants must be strictly ascending: events["
                         << e << "] at index " << events_[e].at);
-    COSTATE_CHECK(!events_[e].fired.empty(), "step plan: events[" << e << "] fires nothing");
+    COSTATE_CHECK(!events_[e].fired.empty() || !events_[e].scheduled.empty(),
+                  "step plan: events[" << e << "] fires and schedules nothing");
     COSTATE_CHECK(events_[e].source.size() == events_[e].fired.size(),
                   "step plan: events[" << e << "] needs one source per fired event");
+    COSTATE_CHECK(events_[e].origin.empty() || events_[e].origin.size() == events_[e].fired.size(),
+                  "step plan: events[" << e << "] needs no origins or one per fired event");
+    for (std::size_t c = 0; c < events_[e].origin.size(); ++c)
+      COSTATE_CHECK(events_[e].origin[c] < static_cast<int>(e),
+                    "step plan: events[" << e << "].origin[" << c << "] = " << events_[e].origin[c]
+                                         << " is not an earlier instant");
+    COSTATE_CHECK(events_[e].scheduled_source.size() == events_[e].scheduled.size(),
+                  "step plan: events[" << e << "] needs one source per scheduled event");
     for (std::size_t c = 0; c < events_[e].source.size(); ++c)
       COSTATE_CHECK(events_[e].source[c] <= c,
                     "step plan: events[" << e << "].source[" << c << "] = " << events_[e].source[c]

@@ -214,6 +214,24 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "Hessian-vector products by discrete_adjoint on the native integrators"};
 }
 
+Support supports_events(SensitivityKind method, Method integrator, int order, bool delayed) {
+  if (const Support s = supports_events(method, integrator, order); !s || !delayed) return s;
+  // Delayed events: the jump's links from the trigger to the execution
+  // (InstantJump) are carried by the sweeps that apply the plan's instants
+  // in order — the native discrete adjoint and tangents, and CVODES'
+  // forward sensitivities.
+  const bool carries = method == SensitivityKind::DiscreteAdjoint ||
+                       method == SensitivityKind::Forward ||
+                       method == SensitivityKind::CvodesForward;
+  if (carries && order == 1) return {true, {}};
+  std::string why = "sensitivity.method = " + to_string(method);
+  if (order == 2) why = "Hessian-vector products (" + why + ")";
+  return {false, why + " does not differentiate delayed events yet (the model has an event "
+                       "with a delay): through delayed events, gradients are by "
+                       "sensitivity.method = discrete_adjoint or forward on the native "
+                       "integrators, or cvodes_forward (cvodes_bdf, cvodes_adams)"};
+}
+
 namespace {
 /// The integrators with a mass matrix M = diag(I, 0): the native implicit
 /// schemes (their one Newton matrix, implicit_common.hpp) and IDAS.

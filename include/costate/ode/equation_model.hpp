@@ -180,6 +180,15 @@ class EquationModel {
                      std::span<const double> p) const {
     return scalar(event_kernels_[k].delay, t, y, p);
   }
+  /// The delay on Dual<double, 8> (derivatives through a delayed event).
+  ad::Dual<double, 8> event_delay(std::size_t k, ad::Dual<double, 8> t,
+                                  std::span<const ad::Dual<double, 8>> y,
+                                  std::span<const ad::Dual<double, 8>> p) const {
+    ad::Dual<double, 8> v(0.0);
+    run_kernel(event_kernels_[k].delay, t, y, p,
+               std::span<ad::Dual<double, 8>>(&v, event_kernels_[k].delay.n_outputs()));
+    return v;
+  }
   double event_priority(std::size_t k, double t, std::span<const double> y,
                         std::span<const double> p) const {
     return scalar(event_kernels_[k].priority, t, y, p);

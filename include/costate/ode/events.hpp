@@ -72,9 +72,20 @@
 /// instant's fixed time, whose first derivative is the map above and whose
 /// second adds the instant's movement to second order (the flows beside it,
 /// f_t + f_y f, and dτ's own second derivative by the implicit function
-/// theorem; src/ode/events.cpp, InstantJump::second_order). Not yet
-/// differentiated (refused by name): delayed events and CVODES' adjoint
-/// (support.hpp: supports_events).
+/// theorem; src/ode/events.cpp, InstantJump::second_order).
+///
+/// A delayed event (its trigger turns true at τ, located as above) executes
+/// at τ_e = τ + d(τ, y_τ, p), with values h(τ, y_τ, p) from the trigger time
+/// or h(τ_e, y⁻(τ_e), p) from the execution (y_τ the state the trigger saw):
+///     dτ_e = dτ + d_t dτ + d_y D_τ + d_p ṗ,   (D_τ = s⁻(τ) + f⁻(τ) dτ)
+///     dv   = h_t dτ + h_y D_τ + h_p ṗ          (values from the trigger time),
+/// and the instant at τ_e jumps with dτ_e in place of a root's dτ (the
+/// adjoint carries the transposes back from τ_e to τ). The delay's
+/// derivative needs event_delay on a generic scalar T (it is called on
+/// ad::Dual<double, 8>); one whose event_delay takes doubles only runs, and
+/// its derivatives are refused by name. Differentiated by the discrete
+/// adjoint, forward sensitivities (and the residual Jacobian) and
+/// cvodes_forward; refused by name elsewhere (support.hpp: supports_events).
 
 #include <concepts>
 #include <cstddef>
@@ -106,7 +117,10 @@ struct EventAttributes {
 
 /// The members of HasEvents that a model without delays or priorities need
 /// not write: derive from it (`struct Ball : ode::EventDefaults { … }`) and
-/// leave EventAttributes::has_delay and has_priority false.
+/// leave EventAttributes::has_delay and has_priority false. A model with a
+/// delay writes its own, on a generic scalar for derivatives through it:
+///     template <class T>
+///     T event_delay(std::size_t k, T t, std::span<const T> y, std::span<const T> p) const;
 struct EventDefaults {
   double event_delay(std::size_t, double, std::span<const double>, std::span<const double>) const {
     return 0.0;
@@ -173,6 +187,11 @@ class EventModel {
                       std::span<const Dual8x1> p, std::span<Dual8x1> values) const = 0;
   virtual double delay(std::size_t k, double t, std::span<const double> y,
                        std::span<const double> p) const = 0;
+  /// d ← the delay on Dual8 (its derivative in t, y, p), for derivatives
+  /// through a delayed event; false when the model's event_delay takes
+  /// doubles only (those derivatives are then refused by name).
+  virtual bool delay(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+                     Dual8& d) const = 0;
   virtual double priority(std::size_t k, double t, std::span<const double> y,
                           std::span<const double> p) const = 0;
 };
@@ -219,6 +238,17 @@ class EventAdapter final : public EventModel {
   double delay(std::size_t k, double t, std::span<const double> y,
                std::span<const double> p) const override {
     return m_.event_delay(k, t, y, p);
+  }
+  bool delay(std::size_t k, Dual8 t, std::span<const Dual8> y, std::span<const Dual8> p,
+             Dual8& d) const override {
+    if constexpr (requires {
+                    { m_.event_delay(k, t, y, p) } -> std::convertible_to<Dual8>;
+                  }) {
+      d = m_.event_delay(k, t, y, p);
+      return true;
+    } else {
+      return false;
+    }
   }
   double priority(std::size_t k, double t, std::span<const double> y,
                   std::span<const double> p) const override {

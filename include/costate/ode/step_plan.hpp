@@ -40,14 +40,23 @@ namespace costate::ode {
 /// source[e] is the state fired[e]'s assigned values were computed at: c
 /// for the state after the instant's first c executions (0: before any —
 /// SBML's values from the trigger time when several events fire at once).
-/// `delayed`: the instant executes a delayed event whose values or time
-/// came from an earlier instant (its derivatives are not supported yet).
+/// `delayed`: the instant executes a delayed event whose time (and, with
+/// values from the trigger time, values) came from an earlier instant:
+/// origin[e] is the index in the plan's events() of the instant that
+/// scheduled fired[e] (−1 for an undelayed execution). `scheduled` are the
+/// delayed executions this instant scheduled (their trigger turned true
+/// here), each with the state its delay — and its values from the trigger
+/// time — were computed at (scheduled_source, as `source`); an instant may
+/// schedule without executing anything (`fired` empty).
 struct EventInstant {
   std::size_t at = 0;
   int root = -1;
   std::vector<std::size_t> fired;
   std::vector<std::size_t> source;
   bool delayed = false;
+  std::vector<int> origin;
+  std::vector<std::size_t> scheduled;
+  std::vector<std::size_t> scheduled_source;
   friend bool operator==(const EventInstant&, const EventInstant&) = default;
 };
 

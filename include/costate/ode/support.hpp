@@ -140,6 +140,12 @@ Support supports_calibration(SensitivityKind method, Method integrator);
 /// sensitivities, order 1 (every native integrator, and CVODES, runs them),
 /// and the discrete adjoint's Hessian–vector products (order 2).
 Support supports_events(SensitivityKind method, Method integrator, int order);
+/// The same for a model with delayed events (`delayed`: some event has a
+/// delay, EventAttributes::has_delay): their derivatives — the execution
+/// time τ + d(τ, y_τ, p) and values from the trigger time — by the discrete
+/// adjoint, forward sensitivities and cvodes_forward at order 1; the others
+/// refused by name.
+Support supports_events(SensitivityKind method, Method integrator, int order, bool delayed);
 /// Whether `integrator` integrates a model with `n_algebraic` algebraic
 /// states (n_algebraic > 0: a DAE, System::n_algebraic()): always for an
 /// ODE (0); for a DAE bdf, sdirk3, backward_euler, crank_nicolson and idas.

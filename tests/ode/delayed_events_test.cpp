@@ -1,0 +1,598 @@
+// Delayed events (events.hpp) against closed forms. A decay x' = −k x whose
+// event triggers at τ — a parameter time (g = t − τ) or where x falls to a
+// threshold θ (g = θ − x) — and executes after a delay d = d0 + e·x(τ) that
+// depends on the state at the trigger and on parameters, assigning
+// x ← a·x_src + c with x_src from the trigger time (SBML's
+// useValuesFromTriggerTime) or from the execution. The run and every replay
+// of its plan take the values from where SBML says; the gradients — forward
+// sensitivities, the discrete adjoint (every schedule, a block of seeds),
+// cvodes_forward — equal the closed form's exact derivatives (by ad::Dual on
+// the closed form itself), central differences, and each other; the paths
+// that do not carry delays refuse them by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "costate/ad/dual.hpp"
+#include "costate/core/error.hpp"
+#include "costate/ode/continuous_adjoint.hpp"
+#include "costate/ode/cvodes.hpp"
+#include "costate/ode/equation_model.hpp"
+#include "costate/ode/event_condition.hpp"
+#include "costate/expr/program.hpp"
+#include "costate/ode/gradient.hpp"
+#include "costate/ode/hessian.hpp"
+#include "costate/ode/integrate.hpp"
+#include "costate/ode/problem.hpp"
+#include "costate/ode/sensitivity_matrix.hpp"
+#include "costate/ode/support.hpp"
+
+namespace {
+
+using namespace costate;
+using D8 = ad::Dual<double, 8>;
+
+// Forward and adjoint are transposes of one discrete map: round-off apart
+// (relative to the largest gradient entry).
+constexpr double kTransposeTol = 1e-11;
+// Central differences, each evaluation locating its own instants (dopri5 at
+// rtol 1e-12): step 1e-5 relative, truncation ~1e-10, the adaptive steps'
+// noise ~1e-12/1e-5 = 1e-7 — agreement to 1e-6 of the largest entry.
+constexpr double kDifferenceTol = 1e-6;
+constexpr double kDifferenceStep = 1e-5;
+
+/// x' = −k x; event "delayed dose": trigger at τ (time) or where x falls to
+/// θ (state), delay d0 + e·x, assignment x ← a·x_src + c.
+/// p = (k, τ or θ, d0, e, a, c).
+struct DelayedDose {
+  bool state_trigger = false;  // g = θ − x (else g = t − τ)
+  bool trigger_values = true;  // SBML's useValuesFromTriggerTime
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    g[0] = state_trigger ? p[1] - y[0] : t - p[1];
+  }
+  std::size_t n_events() const { return 1; }
+  ode::EventAttributes event_attributes(std::size_t) const {
+    return {.name = "delayed dose",
+            .use_values_from_trigger_time = trigger_values,
+            .has_delay = true};
+  }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t) const { return kTargets; }
+  template <class T>
+  void event_assign(std::size_t, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = p[4] * y[0] + p[5];
+  }
+  template <class T>
+  T event_delay(std::size_t, T, std::span<const T> y, std::span<const T> p) const {
+    return p[2] + p[3] * y[0];
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kTargets[1] = {0};
+};
+
+/// The same with its delay on doubles only (runs; derivatives refused).
+struct DoubleOnlyDelay : DelayedDose {
+  double event_delay(std::size_t, double, std::span<const double> y,
+                     std::span<const double> p) const {
+    return p[2] + p[3] * y[0];
+  }
+};
+
+/// x(t1) after the one execution; u = (x0, k, τ or θ, d0, e, a, c).
+template <class T>
+T closed(const T* u, double t1, bool state_trigger, bool trigger_values) {
+  const T &x0 = u[0], &k = u[1], &s = u[2], &d0 = u[3], &e = u[4], &a = u[5], &c = u[6];
+  const T tau = state_trigger ? log(x0 / s) / k : s;
+  const T x_trig = state_trigger ? s : x0 * exp(-k * tau);
+  const T d = d0 + e * x_trig;
+  const T x_exec = x_trig * exp(-k * d);  // x just before the execution
+  const T src = trigger_values ? x_trig : x_exec;
+  return (a * src + c) * exp(-k * (t1 - (tau + d)));
+}
+
+/// The four variants: trigger by time or state, values from the trigger or
+/// the execution. x0 = 2, k = 0.8, d = 0.3 + 0.4 x(τ), x ← 0.5 x_src + 1 on
+/// [0, 2]: time τ = 0.6 executes at 1.395; θ = 1.2 triggers at 0.639 and
+/// executes at 1.419, and x falls to θ again at 1.78 (trigger values) or
+/// 1.54 (execution values), scheduling an execution after t1 (2.56, 2.32).
+struct Variant {
+  const char* name;
+  bool state_trigger, trigger_values;
+};
+constexpr Variant kVariants[] = {{"time trigger, trigger-time values", false, true},
+                                 {"time trigger, execution-time values", false, false},
+                                 {"state trigger, trigger-time values", true, true},
+                                 {"state trigger, execution-time values", true, false}};
+
+ode::Problem<DelayedDose> problem_of(const Variant& v) {
+  DelayedDose m;
+  m.state_trigger = v.state_trigger;
+  m.trigger_values = v.trigger_values;
+  return {m, {2.0}, {0.8, v.state_trigger ? 1.2 : 0.6, 0.3, 0.4, 0.5, 1.0}, {0.0, 2.0}};
+}
+
+/// J = x(t1).
+struct FinalState {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+/// The adjoint block's objectives: J = w₁ x(t1) + w₂ (x(t1)² + k x(t1)).
+struct Mixed {
+  double w1 = 1.0, w2 = 0.0;
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T> p) const {
+    return w1 * y[0] + w2 * (y[0] * y[0] + p[0] * y[0]);
+  }
+};
+
+/// u = (x0, p…) and the closed form's value and exact gradient at u.
+std::vector<double> closed_gradient(const ode::Problem<DelayedDose>& problem, const Variant& v,
+                                    double& value) {
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  std::vector<D8> ud(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D8::seed(u[i], static_cast<int>(i));
+  const D8 j = closed(ud.data(), problem.t1(), v.state_trigger, v.trigger_values);
+  value = j.value();
+  std::vector<double> g(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) g[i] = j.tangent(static_cast<int>(i));
+  return g;
+}
+
+double entry(const ode::GradientResult& r, std::size_t i) {
+  return i == 0 ? r.wrt_initial_state[0] : r.wrt_parameters[i - 1];
+}
+
+double largest(const std::vector<double>& g) {
+  double s = 0.0;
+  for (double v : g) s = std::max(s, std::abs(v));
+  return s;
+}
+
+struct Setting {
+  const char* name;
+  ode::IntegratorOptions options;
+  /// Closed-form agreement at these settings (relative to the largest
+  /// entry): the method's global error, the instants located to ulps.
+  double closed_tol;
+};
+
+ode::IntegratorOptions adaptive(ode::Method m, double rtol) {
+  ode::IntegratorOptions o;
+  o.method = m;
+  o.rtol = rtol;
+  o.atol = rtol * 1e-2;
+  return o;
+}
+ode::IntegratorOptions fixed(ode::Method m, double dt) {
+  ode::IntegratorOptions o;
+  o.method = m;
+  o.dt = dt;
+  o.adaptive = false;
+  return o;
+}
+
+std::vector<Setting> settings() {
+  return {
+      // dopri5 at rtol 1e-12: global error ~1e-11.
+      {"dopri5", adaptive(ode::Method::Dopri5, 1e-12), 1e-8},
+      // rk4, dt 1e-3: O(dt⁴) = 1e-12 per unit time.
+      {"rk4", fixed(ode::Method::RK4, 1e-3), 1e-8},
+      // sdirk3 (order 3) and bdf (orders 1–5) at rtol 1e-10.
+      {"sdirk3", adaptive(ode::Method::Sdirk3, 1e-10), 1e-6},
+      {"bdf", adaptive(ode::Method::Bdf, 1e-10), 1e-6},
+      // Crank–Nicolson, dt 1e-4: O(dt²) = 1e-8.
+      {"crank_nicolson", fixed(ode::Method::CrankNicolson, 1e-4), 1e-6},
+      // First-order methods at dt 1e-4: O(dt) = 1e-4.
+      {"backward_euler", fixed(ode::Method::BackwardEuler, 1e-4), 1e-3},
+      {"euler", fixed(ode::Method::ExplicitEuler, 1e-4), 1e-3},
+  };
+}
+
+TEST(DelayedEvents, TheRunAndItsReplaysTakeTheValuesFromWhereSbmlSays) {
+  // The run (the event driver) and a replay of its plan (the discrete
+  // adjoint's forward sweep, InstantJump::apply) both assign 0.5 x(τ) + 1
+  // with values from the trigger time and 0.5 x(τ + d) + 1 without; the two
+  // closed forms differ by 0.5 x(τ)(1 − e^{−k d}) e^{−k(t1 − τ − d)} ≈ 0.14.
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    double j_closed = 0.0;
+    (void)closed_gradient(problem, v, j_closed);
+    for (const Setting& s : settings()) {
+      SCOPED_TRACE(std::string(v.name) + " with " + s.name);
+      ode::Problem<DelayedDose> q = problem;
+      q.output_times = {q.t1()};
+      const ode::Solution run = ode::integrate(q, s.options);
+      ASSERT_TRUE(run.summary.success()) << run.summary.message;
+      EXPECT_EQ(run.summary.events, 1) << "one execution in [t0, t1]";
+      EXPECT_NEAR(run.state(0)[0], j_closed, s.closed_tol * j_closed) << "the run";
+      const ode::GradientResult replay =
+          ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, s.options);
+      EXPECT_NEAR(replay.objective, j_closed, s.closed_tol * j_closed) << "the replay";
+      // The plan: the trigger instant schedules, the execution's origin is
+      // it; the state trigger's second crossing schedules past t1.
+      const auto& ev = replay.steps.events();
+      ASSERT_EQ(ev.size(), v.state_trigger ? 3u : 2u);
+      EXPECT_TRUE(ev[0].fired.empty());
+      EXPECT_EQ(ev[0].scheduled, std::vector<std::size_t>{0});
+      EXPECT_TRUE(ev[1].delayed);
+      EXPECT_EQ(ev[1].origin, std::vector<int>{0});
+      EXPECT_EQ(ev[1].root, -1) << "the execution is at a scheduled time, not a root";
+    }
+  }
+}
+
+TEST(DelayedEvents, GradientsEqualTheClosedFormForEveryStepper) {
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    double j_closed = 0.0;
+    const std::vector<double> g_closed = closed_gradient(problem, v, j_closed);
+    const double scale = largest(g_closed);
+    for (const Setting& s : settings()) {
+      SCOPED_TRACE(std::string(v.name) + " with " + s.name);
+      const ode::GradientResult fw =
+          ode::gradient(problem, FinalState{}, ode::Forward{}, s.options);
+      const ode::GradientResult ad =
+          ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, s.options);
+      EXPECT_EQ(fw.steps, ad.steps) << "the same plan";
+      EXPECT_NEAR(fw.objective, ad.objective, kTransposeTol * j_closed);
+      double worst_transpose = 0.0, worst_closed = 0.0;
+      for (std::size_t i = 0; i < g_closed.size(); ++i) {
+        EXPECT_NEAR(entry(fw, i), entry(ad, i), kTransposeTol * scale) << "entry " << i;
+        EXPECT_NEAR(entry(ad, i), g_closed[i], s.closed_tol * scale)
+            << "entry " << i << " vs closed form";
+        worst_transpose = std::max(worst_transpose, std::abs(entry(fw, i) - entry(ad, i)) / scale);
+        worst_closed = std::max(worst_closed, std::abs(entry(ad, i) - g_closed[i]) / scale);
+      }
+      std::printf("%-38s %-15s |fw - adj| %.1e  |adj - closed| %.1e (of the largest entry)\n",
+                  v.name, s.name, worst_transpose, worst_closed);
+    }
+  }
+}
+
+TEST(DelayedEvents, GradientsEqualCentralDifferences) {
+  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    const ode::GradientResult ad =
+        ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, tight);
+    std::vector<double> g(1 + problem.p.size());
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = entry(ad, i);
+    const double scale = largest(g);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      ode::Problem<DelayedDose> q = problem;
+      double& u = i == 0 ? q.y0[0] : q.p[i - 1];
+      const double u0 = u, h = kDifferenceStep * std::max(1.0, std::abs(u0));
+      auto at = [&](double delta) {
+        u = u0 + delta;
+        return ode::gradient(q, FinalState{}, ode::Forward{}, tight).objective;
+      };
+      const double fd = (at(h) - at(-h)) / (2 * h);
+      EXPECT_NEAR(g[i], fd, kDifferenceTol * scale) << "entry " << i << " vs central differences";
+      worst = std::max(worst, std::abs(g[i] - fd) / scale);
+    }
+    std::printf("%-38s |adj - central differences| %.1e (of the largest entry)\n", v.name, worst);
+  }
+}
+
+TEST(DelayedEvents, EveryScheduleGivesTheSameBits) {
+  // The reverse sweep reaches the execution before the trigger: the values
+  // and the adjoint's links are carried by instant index, whatever the
+  // schedule recomputes.
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::Sdirk3}) {
+      SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(m));
+      const ode::IntegratorOptions o = adaptive(m, 1e-8);
+      const ode::GradientResult ref =
+          ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::StoreAll{}}, o);
+      const std::string disk = ::testing::TempDir() + "delayed_events_multilevel.h5";
+      for (const ode::Checkpointing& c :
+           {ode::Checkpointing{ode::Uniform{4}}, ode::Checkpointing{ode::Binomial{3}},
+            ode::Checkpointing{ode::Online{3}},
+            ode::Checkpointing{ode::Multilevel{.ram = 2, .disk = 2, .path = disk}}}) {
+        const ode::GradientResult r =
+            ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{c}, o);
+        EXPECT_EQ(r.objective, ref.objective);
+        EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters);
+        EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state);
+      }
+      // A replay of the returned plan gives the same bits.
+      const ode::GradientResult again = ode::gradient(
+          problem, FinalState{}, ode::DiscreteAdjoint{ode::StoreAll{}}, o, ref.steps);
+      EXPECT_EQ(again.wrt_parameters, ref.wrt_parameters);
+      EXPECT_EQ(again.wrt_initial_state, ref.wrt_initial_state);
+    }
+  }
+}
+
+TEST(DelayedEvents, AdjointBlockCarriesEachSeedsLinks) {
+  // Two objectives in one reverse sweep: each seed carries its own τ̄_e and
+  // v̄ back to the trigger; each equals its own forward gradient.
+  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    const std::vector<Mixed> objectives{{1.0, 0.0}, {0.5, 2.0}};
+    const std::vector<ode::GradientResult> block = ode::gradients(
+        problem, std::span<const Mixed>(objectives), ode::DiscreteAdjoint{ode::Binomial{3}}, o);
+    ASSERT_EQ(block.size(), 2u);
+    for (std::size_t b = 0; b < 2; ++b) {
+      const ode::GradientResult fw =
+          ode::gradient(problem, objectives[b], ode::Forward{}, o, block[b].steps);
+      std::vector<double> g(1 + problem.p.size());
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = entry(fw, i);
+      for (std::size_t i = 0; i < g.size(); ++i)
+        EXPECT_NEAR(entry(block[b], i), g[i], kTransposeTol * largest(g))
+            << "objective " << b << ", entry " << i;
+    }
+  }
+}
+
+TEST(DelayedEvents, AnEquationModelsDelayExpressionIsDifferentiated) {
+  // The state-trigger variant typed as equations (an input file's or SBML's
+  // events): its delay expression on Dual numbers gives the same gradient
+  // as the C++ model's, both exact derivatives of the same steps (the
+  // kernels' arithmetic may differ from the C++ model's in the last bits).
+  constexpr double kSameModelTol = 1e-10;
+  const Variant v = kVariants[2];
+  const ode::Problem<DelayedDose> ref = problem_of(v);
+  ode::EquationModel m({"x"}, {"k", "theta", "d0", "e", "a", "c"}, {"-k*x"});
+  const std::vector<std::string>& vars = m.variables();
+  std::vector<ode::EquationModel::Event> events(1);
+  events[0].attributes.name = "delayed dose";
+  events[0].trigger = ode::Condition::parse("x <= theta", vars);
+  events[0].targets = {0};
+  events[0].values = {expr::Program::compile("a*x + c", vars)};
+  events[0].delay = expr::Program::compile("d0 + e*x", vars);
+  m.set_events(std::move(events));
+  const ode::Problem<ode::EquationModel> problem{m, ref.y0, ref.p, {0.0, ref.t1()}};
+  double j_closed = 0.0;
+  const std::vector<double> g_closed = closed_gradient(ref, v, j_closed);
+  const double scale = largest(g_closed);
+  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::GradientResult ad = ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, o);
+  const ode::GradientResult fw = ode::gradient(problem, FinalState{}, ode::Forward{}, o);
+  const ode::GradientResult cpp = ode::gradient(ref, FinalState{}, ode::DiscreteAdjoint{}, o);
+  for (std::size_t i = 0; i < g_closed.size(); ++i) {
+    EXPECT_NEAR(entry(ad, i), entry(fw, i), kTransposeTol * scale) << "entry " << i;
+    EXPECT_NEAR(entry(ad, i), entry(cpp, i), kSameModelTol * scale) << "entry " << i;
+    // dopri5 at rtol 1e-12 (as the settings' closed_tol).
+    EXPECT_NEAR(entry(ad, i), g_closed[i], 1e-8 * scale) << "entry " << i << " vs closed form";
+  }
+}
+
+/// A chain: x' = −k x, y' = 0. At t = τ "mark" sets y ← 1, which (a
+/// cascade, from the state after it) triggers "dose": after d0 + e x it
+/// sets x ← a x + c, y ← 2 with values from the trigger time; that
+/// execution triggers "halve", which after d2 x executes x ← x/2 with
+/// values from its execution. p = (k, τ, d0, e, a, c, d2).
+struct Chain {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+    d[1] = T(0.0);
+  }
+  std::size_t n_roots() const { return 3; }
+  template <class T>
+  void roots(T t, std::span<const T> y, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+    g[1] = y[1] - 0.5;
+    g[2] = y[1] - 1.5;
+  }
+  std::size_t n_events() const { return 3; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    static const char* names[3] = {"mark", "dose", "halve"};
+    return {.name = names[k], .use_values_from_trigger_time = k != 2, .has_delay = k != 0};
+  }
+  bool event_trigger(std::size_t k, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[k] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return k == 0 ? std::span<const std::size_t>(kY) : k == 1 ? std::span<const std::size_t>(kXY)
+                                                              : std::span<const std::size_t>(kX);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    if (k == 0) {
+      v[0] = T(1.0);
+    } else if (k == 1) {
+      v[0] = p[4] * y[0] + p[5];
+      v[1] = T(2.0);
+    } else {
+      v[0] = 0.5 * y[0];
+    }
+  }
+  template <class T>
+  T event_delay(std::size_t k, T, std::span<const T> y, std::span<const T> p) const {
+    return k == 1 ? p[2] + p[3] * y[0] : p[6] * y[0];
+  }
+  double event_priority(std::size_t, double, std::span<const double>,
+                        std::span<const double>) const {
+    return 0.0;
+  }
+  static constexpr std::size_t kX[1] = {0}, kY[1] = {1}, kXY[2] = {0, 1};
+};
+
+/// x(t1) after the chain; u = (x0, y0, k, τ, d0, e, a, c, d2).
+template <class T>
+T chain_closed(const T* u, double t1) {
+  const T &x0 = u[0], &k = u[2], &tau = u[3], &d0 = u[4], &e = u[5], &a = u[6], &c = u[7],
+          &d2 = u[8];
+  const T x_tau = x0 * exp(-k * tau);
+  const T t_dose = tau + d0 + e * x_tau;
+  const T x_dose = a * x_tau + c;
+  const T delay = d2 * x_dose;
+  const T x_halve = 0.5 * x_dose * exp(-k * delay);
+  return x_halve * exp(-k * (t1 - (t_dose + delay)));
+}
+
+TEST(DelayedEvents, AChainOfDelayedEventsFromACascade) {
+  // "dose" is scheduled from the state after "mark" (source 1), "halve" at
+  // the delayed execution of "dose" (whose time moves: the chain's dτ).
+  // τ = 0.4: dose at 1.281, halve at 2.144, t1 = 2.5.
+  const ode::Problem<Chain> problem{Chain{}, {2.0, 0.0}, {0.8, 0.4, 0.3, 0.4, 0.5, 1.0, 0.5},
+                                    {0.0, 2.5}};
+  using D12 = ad::Dual<double, 12>;
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  std::vector<D12> ud(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D12::seed(u[i], static_cast<int>(i));
+  const D12 j = chain_closed(ud.data(), problem.t1());
+  std::vector<double> g_closed(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) g_closed[i] = j.tangent(static_cast<int>(i));
+  const double scale = largest(g_closed);
+  auto at = [](const ode::GradientResult& r, std::size_t i) {
+    return i < 2 ? r.wrt_initial_state[i] : r.wrt_parameters[i - 2];
+  };
+  for (const Setting& s : settings()) {
+    SCOPED_TRACE(s.name);
+    const ode::GradientResult fw =
+        ode::gradient(problem, FinalState{}, ode::Forward{}, s.options);
+    const ode::GradientResult ad =
+        ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::Binomial{4}}, s.options);
+    const auto& ev = ad.steps.events();
+    ASSERT_EQ(ev.size(), 3u);
+    EXPECT_EQ(ev[0].scheduled_source, std::vector<std::size_t>{1}) << "after mark";
+    EXPECT_EQ(ev[1].scheduled, std::vector<std::size_t>{2}) << "halve, at dose's execution";
+    EXPECT_NEAR(ad.objective, j.value(), s.closed_tol * j.value());
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      EXPECT_NEAR(at(fw, i), at(ad, i), kTransposeTol * scale) << "entry " << i;
+      EXPECT_NEAR(at(ad, i), g_closed[i], s.closed_tol * scale) << "entry " << i << " vs closed form";
+    }
+  }
+}
+
+TEST(DelayedEvents, CvodesForwardSensitivitiesCrossDelayedEvents) {
+  // CVODES' forward sensitivities (its root finding, the same jump and
+  // links): CVODES' global error at rtol 1e-10, ~1e2–1e4 × rtol.
+  constexpr double kCvodesTol = 1e-6;
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    double j_closed = 0.0;
+    const std::vector<double> g_closed = closed_gradient(problem, v, j_closed);
+    const double scale = largest(g_closed);
+    for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+      SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(m));
+      const ode::GradientResult r =
+          ode::gradient(problem, FinalState{}, ode::CvodesForward{}, adaptive(m, 1e-10));
+      EXPECT_EQ(r.summary.events, 1);
+      EXPECT_NEAR(r.objective, j_closed, kCvodesTol * j_closed);
+      double worst = 0.0;
+      for (std::size_t i = 0; i < g_closed.size(); ++i) {
+        EXPECT_NEAR(entry(r, i), g_closed[i], kCvodesTol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(entry(r, i) - g_closed[i]) / scale);
+      }
+      std::printf("%-38s %-12s |cvodes_forward - closed| %.1e\n", v.name,
+                  ode::to_string(m).c_str(), worst);
+    }
+  }
+}
+
+TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
+  // The calibration's residual Jacobian (forward tangents through the
+  // links): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
+  const ode::Problem<DelayedDose> problem = problem_of(kVariants[2]);
+  ode::WeightedObservations obs;
+  obs.times = {0.5, 1.0, 1.5, 2.0};
+  obs.data = {1.4, 1.1, 1.3, 0.9};
+  obs.weights.assign(4, 1.0);
+  obs.n_states = 1;
+  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  const ode::GradientResult g = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, o);
+  const ode::ResidualSensitivities S = ode::sensitivity_matrix(problem, obs, o, g.steps);
+  // Both are exact derivatives of one discrete map: round-off apart.
+  constexpr double kTol = 1e-10;
+  for (std::size_t c = 0; c < S.n_columns; ++c) {
+    double str = 0.0;
+    for (std::size_t r = 0; r < S.residuals.size(); ++r) str += S.at(r, c) * S.residuals[r];
+    const double ref = c < problem.p.size() ? g.wrt_parameters[c] : g.wrt_initial_state[0];
+    EXPECT_NEAR(str, ref, kTol * (1.0 + std::abs(ref))) << "column " << c;
+  }
+}
+
+TEST(DelayedEvents, TheSupportTableSaysWhatCarriesDelays) {
+  using K = ode::SensitivityKind;
+  for (K k : {K::DiscreteAdjoint, K::Forward})
+    for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::RK4})
+      EXPECT_TRUE(ode::supports_events(k, m, 1, true)) << ode::to_string(k);
+  EXPECT_TRUE(ode::supports_events(K::CvodesForward, ode::Method::CvodesBdf, 1, true));
+  for (const auto& [k, m, order] :
+       {std::tuple{K::ContinuousAdjoint, ode::Method::Dopri5, 1},
+        std::tuple{K::CvodesAdjoint, ode::Method::CvodesBdf, 1},
+        std::tuple{K::DiscreteAdjoint, ode::Method::Dopri5, 2}}) {
+    const ode::Support s = ode::supports_events(k, m, order, true);
+    EXPECT_FALSE(s) << ode::to_string(k);
+    EXPECT_NE(s.message.find("delayed events"), std::string::npos) << s.message;
+    // Without delays the same combinations cross events.
+    EXPECT_TRUE(ode::supports_events(k, m, order, false)) << ode::to_string(k);
+  }
+}
+
+/// `call` throws costate::Error whose message holds every one of `words`.
+template <class F>
+void expect_refused(F call, std::initializer_list<const char*> words) {
+  try {
+    call();
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    for (const char* w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+  }
+}
+
+TEST(DelayedEvents, PathsThatDoNotCarryDelaysRefuseThemByName) {
+  const ode::Problem<DelayedDose> problem = problem_of(kVariants[0]);
+  expect_refused(
+      [&] {
+        (void)ode::gradient(problem, FinalState{}, ode::ContinuousAdjoint{},
+                            adaptive(ode::Method::Dopri5, 1e-8));
+      },
+      {"delayed event", "discrete_adjoint"});
+  expect_refused(
+      [&] {
+        (void)ode::gradient(problem, FinalState{}, ode::CvodesAdjoint{},
+                            adaptive(ode::Method::CvodesBdf, 1e-8));
+      },
+      {"delayed event", "discrete_adjoint"});
+  const ode::HessianDirection v{.parameters = {1.0, 0.0, 0.0, 0.0, 0.0, 0.0}};
+  expect_refused(
+      [&] {
+        (void)ode::hessian_vector(problem, FinalState{}, v, ode::DiscreteAdjoint{},
+                                  adaptive(ode::Method::Dopri5, 1e-8), {});
+      },
+      {"Hessian-vector", "delayed events"});
+  // A delay on doubles only: the run is fine, its derivative needs T.
+  DoubleOnlyDelay m;
+  const ode::Problem<DoubleOnlyDelay> q{m, problem.y0, problem.p, {0.0, 2.0}};
+  expect_refused(
+      [&] {
+        (void)ode::gradient(q, FinalState{}, ode::Forward{}, adaptive(ode::Method::Dopri5, 1e-8));
+      },
+      {"delayed dose", "event_delay", "generic scalar"});
+}
+
+}  // namespace
