@@ -18,6 +18,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
+#include "costate/sbml/model.hpp"
 #include "costate/io/conditions.hpp"
 #include "costate/io/file_run.hpp"
 #include "costate/io/hdf5_writer.hpp"
@@ -593,6 +594,17 @@ bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
   if (ode::is_cvodes(cfg.integrator.method))
     return no("integrator.method " + ode::to_string(cfg.integrator.method) +
               " (CVODES' sweeps are not resumable; use a native stepper)");
+  // A delayed execution's instant is linked to the instant that scheduled
+  // it (ode::EventInstant::origin); the partial file does not keep those
+  // links yet.
+  bool delayed = false;
+  for (const EventConfig& e : cfg.events) delayed |= !e.delay.empty();
+  if (cfg.sbml)
+    for (std::size_t k = 0; k < cfg.sbml->equations.n_events(); ++k)
+      delayed |= cfg.sbml->equations.event_attributes(k).has_delay;
+  if (delayed)
+    return no("a model with delayed events (the partial file does not keep which instant "
+              "scheduled each delayed execution)");
   return true;
 }
 
