@@ -2,6 +2,7 @@
 
 #include <sbml/SBMLTypes.h>
 #include <sbml/conversion/ConversionProperties.h>
+#include <sbml/packages/comp/common/CompExtensionTypes.h>
 #include <sbml/xml/XMLNamespaces.h>
 
 #include <algorithm>
@@ -44,6 +45,8 @@ using ::SBMLError;
 using ::SBMLReader;
 using ::ConversionProperties;
 using ::XMLNamespaces;
+using ::CompSBMLDocumentPlugin;
+using ::ExternalModelDefinition;
 using ::LIBSBML_OPERATION_SUCCESS;
 using ::Species;
 using ::SpeciesReference;
@@ -239,6 +242,7 @@ class Importer {
                "the document marks it required and costate does not implement it", &doc);
     }
     if (!comp) return;
+    check_external_sources(doc);
     libsbml::ConversionProperties props;
     props.addOption("flatten comp", true);
     props.addOption("basePath", base_);
@@ -255,6 +259,45 @@ class Importer {
       refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
                                "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages),
              &doc);
+    }
+  }
+
+  /// comp externalModelDefinitions: each `source` (a path relative to the
+  /// document's folder, an absolute path or a file: URI) must name a file
+  /// that exists — else a refusal naming the definition, its source and
+  /// where it was looked for (libsbml's converter would only say it could
+  /// not resolve it). Other URI schemes (http:…) are refused: costate reads
+  /// models from files only. Each source is then set to the file found.
+  void check_external_sources(libsbml::SBMLDocument& doc) const {
+    auto* plugin = dynamic_cast<libsbml::CompSBMLDocumentPlugin*>(doc.getPlugin("comp"));
+    if (!plugin) return;
+    for (unsigned i = 0; i < plugin->getNumExternalModelDefinitions(); ++i) {
+      libsbml::ExternalModelDefinition* e = plugin->getExternalModelDefinition(i);
+      const std::string label = "externalModelDefinition '" + e->getId() + "' (source '" +
+                                e->getSource() + "')";
+      std::string source = e->getSource();
+      if (source.rfind("file://", 0) == 0)
+        source.erase(0, 7);
+      else if (source.rfind("file:", 0) == 0)
+        source.erase(0, 5);
+      else if (const auto colon = source.find(':');
+               colon != std::string::npos && colon > 1 && source.find('/') > colon)
+        refuse(label, "costate reads external model definitions from files only, not from '" +
+                          source.substr(0, colon) + ":' URIs",
+               e);
+      if (source.empty()) refuse(label, "the source is empty; expected the model file's path", e);
+      const std::filesystem::path where = std::filesystem::path(source).is_absolute()
+                                              ? std::filesystem::path(source)
+                                              : std::filesystem::path(base_) / source;
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(where, ec))
+        refuse(label, "the model file it names does not exist (looked for '" + where.string() +
+                          "'); the comp package's external model definitions are read from "
+                          "files next to the document",
+               e);
+      // The converter reads the file we checked (libsbml's own resolver
+      // does not take file: URIs).
+      e->setSource(where.string());
     }
   }
 
@@ -2333,7 +2376,8 @@ Model read_string(const std::string& xml, const std::string& name, const ReadOpt
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
-  return Importer(name, ".", options).run(*doc);
+  return Importer(name, options.base_folder.empty() ? "." : options.base_folder, options)
+      .run(*doc);
 }
 
 }  // namespace costate::sbml

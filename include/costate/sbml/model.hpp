@@ -206,11 +206,16 @@ struct ReadOptions {
   /// the caller replaces. (A species keeps its assignment: its initial
   /// state is what a caller overrides.)
   std::vector<std::string> ignore_initial_assignments{};
+  /// The folder a comp externalModelDefinition's relative `source` is read
+  /// from (read_file: the document's own folder; read_string: this, else
+  /// the working folder).
+  std::string base_folder{};
 };
 
 /// Reads an SBML file (any level/version libsbml reads). Throws
 /// costate::Error naming the file on read errors (with libsbml's line and
 /// message) and on every unsupported element (see the file comment).
+/// comp external model definitions are read from files next to it.
 Model read_file(const std::string& path);
 /// The same from a document in memory; `name` stands for the file in errors.
 Model read_string(const std::string& xml, const std::string& name = "<sbml string>",
