@@ -1399,14 +1399,13 @@ class Importer {
       // An event that assigns nothing changes nothing: not needed.
       if (!d.assign.empty()) events_.push_back(std::move(d));
     }
-    // SBML executes simultaneous events of equal priority in random order;
-    // costate's order is the declaration's (events.hpp). Two events that
-    // state the same priority are accepted when their order cannot matter:
-    // neither assigns a symbol the other assigns or reads (in its trigger,
-    // assignments, delay or priority, through assignment rules too), so
-    // that either order gives the same state and the same triggers (the
-    // suite's cases tagged RandomEventExecution have events that compete
-    // for one symbol, and stay refused).
+    // SBML executes simultaneous events of equal priority in random order:
+    // every event with a priority asks the driver for it
+    // (EventAttributes::random_order_among_equal_priorities, a seeded and
+    // reproducible draw). Events that state the same priority and compete
+    // (one assigns a symbol the other assigns or reads, in its trigger,
+    // assignments, delay or priority, through assignment rules too) are
+    // reported, as their results then depend on the draw.
     auto reads = [&](const EventDef& d) {
       std::set<std::uint32_t> out;
       std::function<void(const Node&)> visit = [&](const Node& n) {
@@ -1439,10 +1438,8 @@ class Importer {
       for (std::size_t j = i + 1; j < events_.size(); ++j) {
         const EventDef &a = events_[i], &b = events_[j];
         if (a.priority_text.empty() || a.priority_text != b.priority_text || commute(a, b)) continue;
-        refuse(a.label + " and " + b.label,
-               "have the same priority ('" + a.priority_text + "') and compete (one assigns what "
-               "the other assigns or reads): SBML executes simultaneous events of equal priority "
-               "in random order; not supported", b.element);
+        random_order_.push_back(a.label + " and " + b.label + " (priority '" + a.priority_text +
+                                "')");
       }
   }
 
@@ -1462,6 +1459,7 @@ class Importer {
       e.attributes.initial_value = d.initial_value;
       e.attributes.persistent = d.persistent;
       e.attributes.use_values_from_trigger_time = d.use_values_from_trigger_time;
+      e.attributes.random_order_among_equal_priorities = d.priority.has_value();
       e.trigger = ode::Condition::from_tree(renumber(d.trigger), n_all, d.trigger_text,
                                             context + " (trigger)");
       // Compartments this event resizes: symbol → the new size.
@@ -2278,6 +2276,7 @@ class Importer {
     out.counts.initial_assignments = m_->getNumInitialAssignments();
     out.counts.functions = m_->getNumFunctionDefinitions();
     out.counts.intermediates = intermediates_.size();
+    out.random_event_order = random_order_;
     return out;
   }
 
@@ -2295,6 +2294,7 @@ class Importer {
   std::set<std::string> active_functions_;
   std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
   std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
+  std::vector<std::string> random_order_;  ///< competing equal-priority pairs (Model)
   bool sbml_events_ = false;  ///< the document has events (relations on time become modes)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
@@ -2315,6 +2315,12 @@ std::string Model::brief_report() const {
     << " initial assignments, " << counts.functions << " function definitions -> "
     << state_names.size() << " states, " << parameter_names.size() << " parameters, "
     << counts.intermediates << " intermediates";
+  if (!random_event_order.empty())
+    o << "; events of equal priority that compete, executed in random order (seed "
+      << ode::kEventOrderSeed << "): " << random_event_order.front()
+      << (random_event_order.size() > 1
+              ? " and " + std::to_string(random_event_order.size() - 1) + " more pairs"
+              : std::string());
   return o.str();
 }
 

@@ -167,7 +167,15 @@ struct Model {
                 intermediates = 0;
   } counts;
 
-  /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …".
+  /// Events that state the same priority and compete (one assigns what the
+  /// other assigns or reads), e.g. "event 'A' and event 'B' (priority '1')":
+  /// SBML executes them in random order, and so does costate (a seeded,
+  /// reproducible draw: ode::EventAttributes::
+  /// random_order_among_equal_priorities), so the results depend on it.
+  std::vector<std::string> random_event_order;
+
+  /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …"
+  /// (and the events executed in random order, when there are).
   std::string brief_report() const;
 
   /// Every species of the document, in document order: what the suite's
