@@ -1443,6 +1443,45 @@ class Importer {
       }
   }
 
+  /// Whether a tree is constant between events: it reads no time and only
+  /// parameters and states whose derivative is zero (changed by events
+  /// alone), through intermediates too.
+  bool constant_between_events(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) {
+      const Symbol& v = syms_[n.variable];
+      switch (v.kind) {
+        case Kind::Time: return false;
+        case Kind::Parameter: return true;
+        case Kind::State:
+          return !v.algebraic && v.rhs.kind == Node::Kind::Constant && v.rhs.value == 0.0;
+        case Kind::Intermediate: return !v.time_dependent && constant_between_events(v.value);
+      }
+      return false;
+    }
+    for (const Node& a : n.args)
+      if (!constant_between_events(a)) return false;
+    return true;
+  }
+
+  /// A trigger's eq(a, b) / neq(a, b) whose operands are constant between
+  /// events (a counter an event increments) as a ≥ b ∧ a ≤ b / a > b ∨ a < b:
+  /// their roots a − b do not move between events and are evaluated again
+  /// after each execution, so the sides say exactly whether a = b. An
+  /// equality of quantities that vary in time stays refused (the condition
+  /// holds at an instant only).
+  Node discrete_equalities(const Node& n) const {
+    if (n.kind != Node::Kind::Apply) return n;
+    if ((n.op == Op::Eq || n.op == Op::Ne) && n.args.size() == 2 && constant_between_events(n))
+      return n.op == Op::Eq
+                 ? Node::apply(Op::And, {Node::apply(Op::Ge, {n.args[0], n.args[1]}),
+                                         Node::apply(Op::Le, {n.args[0], n.args[1]})})
+                 : Node::apply(Op::Or, {Node::apply(Op::Gt, {n.args[0], n.args[1]}),
+                                        Node::apply(Op::Lt, {n.args[0], n.args[1]})});
+    Node out = n;
+    for (Node& a : out.args) a = discrete_equalities(a);
+    return out;
+  }
+
   /// The events as ode::EquationModel events over its variables (t,
   /// states, parameters, intermediates), `remap` the symbols' numbering.
   /// A compartment's new size V⁺ keeps the amounts of the species in
@@ -1460,8 +1499,8 @@ class Importer {
       e.attributes.persistent = d.persistent;
       e.attributes.use_values_from_trigger_time = d.use_values_from_trigger_time;
       e.attributes.random_order_among_equal_priorities = d.priority.has_value();
-      e.trigger = ode::Condition::from_tree(renumber(d.trigger), n_all, d.trigger_text,
-                                            context + " (trigger)");
+      e.trigger = ode::Condition::from_tree(renumber(discrete_equalities(d.trigger)), n_all,
+                                            d.trigger_text, context + " (trigger)");
       // Compartments this event resizes: symbol → the new size.
       std::map<std::string, std::pair<std::uint32_t, const Node*>> resized;
       std::set<std::uint32_t> assigned;

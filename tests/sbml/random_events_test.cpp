@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "costate/core/error.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/sbml/model.hpp"
 
@@ -100,6 +101,71 @@ TEST(SbmlRandomEvents, HigherPriorityAndNoPriorityKeepTheirOrder) {
   const Model none = costate::sbml::read_string(competing("", ""), "none.xml");
   EXPECT_TRUE(none.random_event_order.empty());
   EXPECT_EQ(counts(none), (std::pair<double, double>{0.0 + kInstants, 0.0}));
+}
+
+// A trigger's equality of a counter that only events change, eq(n, 3) and
+// neq(n, 3): exact on the sides of n − 3 (constant between events, evaluated
+// again after each execution) — the suite's case 00966 counts its draws
+// this way. An equality of a quantity that varies in time stays refused.
+TEST(SbmlRandomEvents, EqualityOfACounterInATrigger) {
+  const auto doc = [](const std::string& extra_parameters, const std::string& trigger) {
+    const std::string tick =
+        "<event id=\"tick\" useValuesFromTriggerTime=\"true\"><trigger initialValue=\"true\" persistent=\"true\">" +
+        math("<apply><geq/><apply><minus/>" + kTime + "<ci>reset</ci></apply><cn>1</cn></apply>") +
+        "</trigger><listOfEventAssignments><eventAssignment variable=\"reset\">" + math(kTime) +
+        "</eventAssignment><eventAssignment variable=\"n\">" +
+        math("<apply><plus/><ci>n</ci><cn>1</cn></apply>") +
+        "</eventAssignment></listOfEventAssignments></event>";
+    const std::string at3 =
+        "<event id=\"at3\" useValuesFromTriggerTime=\"true\"><trigger initialValue=\"true\" persistent=\"true\">" + math(trigger) +
+        "</trigger><listOfEventAssignments><eventAssignment variable=\"hits\">" +
+        math("<apply><plus/><ci>hits</ci><cn>1</cn></apply>") +
+        "</eventAssignment><eventAssignment variable=\"when\">" + math(kTime) +
+        "</eventAssignment></listOfEventAssignments></event>";
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+           "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" "
+           "version=\"1\"><model id=\"count\"><listOfParameters>"
+           "<parameter id=\"n\" value=\"0\" constant=\"false\"/>"
+           "<parameter id=\"reset\" value=\"0\" constant=\"false\"/>"
+           "<parameter id=\"hits\" value=\"0\" constant=\"false\"/>"
+           "<parameter id=\"when\" value=\"-1\" constant=\"false\"/>" +
+           extra_parameters + "</listOfParameters><listOfEvents>" + tick + at3 +
+           "</listOfEvents></model></sbml>\n";
+  };
+  const auto final_values = [](const Model& m) {
+    const double t1 = 10.5;
+    ode::Problem<ode::EquationModel> problem{m.equations, m.initial_values(m.parameters),
+                                             m.parameters, {0.0, t1}, {t1}};
+    const ode::Solution sol = ode::integrate(
+        problem, ode::IntegratorOptions{.method = ode::Method::Bdf, .rtol = 1e-10, .atol = 1e-12});
+    EXPECT_TRUE(sol.summary.success()) << sol.summary.message;
+    const std::size_t n = m.state_names.size();
+    const auto at = [&](const std::string& id) {
+      return sol.y[(sol.t.size() - 1) * n + static_cast<std::size_t>(m.state_index(id))];
+    };
+    return std::pair<double, double>{at("hits"), at("when")};
+  };
+  // eq(n, 3) turns true once, at the tick that makes n = 3 (t = 3, as
+  // located by the tick's root: within the root finder's few ulps).
+  const auto [hits, when] = final_values(
+      costate::sbml::read_string(doc("", "<apply><eq/><ci>n</ci><cn>3</cn></apply>"), "eq.xml"));
+  EXPECT_EQ(hits, 1.0);
+  EXPECT_NEAR(when, 3.0, 1e-9);
+  // neq(n, 3) holds from t0 (initialValue = true: no firing there), turns
+  // false at t = 3 and true again at t = 4: one firing, at t = 4.
+  const auto [hits_ne, when_ne] = final_values(
+      costate::sbml::read_string(doc("", "<apply><neq/><ci>n</ci><cn>3</cn></apply>"), "ne.xml"));
+  EXPECT_EQ(hits_ne, 1.0);
+  EXPECT_NEAR(when_ne, 4.0, 1e-9);
+  // An equality of time itself holds at an instant: refused by name.
+  try {
+    (void)costate::sbml::read_string(doc("", "<apply><eq/>" + kTime + "<cn>3</cn></apply>"),
+                                     "time.xml");
+    ADD_FAILURE() << "no error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("an equality holds at an instant"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
