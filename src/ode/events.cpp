@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -918,17 +919,29 @@ class EventState {
                     "events: more than " << kMaxEventsPerInstant << " executions at t = "
                                          << time_text(t) << " (last " << event_label(ev_, ready.front().event)
                                          << "): the events trigger each other without end");
-      // Highest priority first; ties in declaration order.
+      // Highest priority first; ties in declaration order, or drawn at
+      // random when every tied event asks for it (EventAttributes).
       std::size_t best = 0;
       double best_priority = -std::numeric_limits<double>::infinity();
+      std::vector<double> pr(ready.size());
       for (std::size_t j = 0; j < ready.size(); ++j) {
         const std::size_t k = ready[j].event;
-        const double pr = attrs_[k].has_priority ? ev_.priority(k, t, x.first(n_), p_) : 0.0;
-        if (pr > best_priority || (pr == best_priority && k < ready[best].event)) {
+        pr[j] = attrs_[k].has_priority ? ev_.priority(k, t, x.first(n_), p_) : 0.0;
+        if (pr[j] > best_priority || (pr[j] == best_priority && k < ready[best].event)) {
           best = j;
-          best_priority = pr;
+          best_priority = pr[j];
         }
       }
+      std::vector<std::size_t> tied;
+      bool random = true;
+      for (std::size_t j = 0; j < ready.size(); ++j)
+        if (pr[j] == best_priority) {
+          tied.push_back(j);
+          random = random && attrs_[ready[j].event].random_order_among_equal_priorities;
+        }
+      // mt19937_64's sequence is fixed by the standard; the modulo's bias is
+      // below n / 2^64.
+      if (random && tied.size() > 1) best = tied[order_rng_() % tied.size()];
       Ready r = std::move(ready[best]);
       ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
       const std::vector<std::size_t> targets = ev_.targets(r.event);
@@ -1008,6 +1021,7 @@ class EventState {
   std::vector<std::int8_t> sides_;
   std::vector<char> trig_;
   std::vector<EventAttributes> attrs_;
+  std::mt19937_64 order_rng_{kEventOrderSeed};
   std::vector<Pending> pending_;
   std::size_t recorded_ = 0;  // the instants recorded so far (the step plan's events())
   double span_ = 1.0;

@@ -384,6 +384,8 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
       if (every) sbml_options.ignore_initial_assignments.push_back(h);
     }
   }
+  // comp external model definitions: read from files next to the SBML file.
+  sbml_options.base_folder = fs::path(sbml).parent_path().string();
   pb.model = sbml::read_string(load(loader, sbml, "SBML file"), sbml, sbml_options);
   const sbml::Model& m = pb.model;
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();

@@ -2,6 +2,7 @@
 
 #include <sbml/SBMLTypes.h>
 #include <sbml/conversion/ConversionProperties.h>
+#include <sbml/packages/comp/common/CompExtensionTypes.h>
 #include <sbml/xml/XMLNamespaces.h>
 
 #include <algorithm>
@@ -44,6 +45,8 @@ using ::SBMLError;
 using ::SBMLReader;
 using ::ConversionProperties;
 using ::XMLNamespaces;
+using ::CompSBMLDocumentPlugin;
+using ::ExternalModelDefinition;
 using ::LIBSBML_OPERATION_SUCCESS;
 using ::Species;
 using ::SpeciesReference;
@@ -239,6 +242,7 @@ class Importer {
                "the document marks it required and costate does not implement it", &doc);
     }
     if (!comp) return;
+    check_external_sources(doc);
     libsbml::ConversionProperties props;
     props.addOption("flatten comp", true);
     props.addOption("basePath", base_);
@@ -255,6 +259,45 @@ class Importer {
       refuse("package 'comp'", "libsbml's CompFlatteningConverter could not flatten the "
                                "hierarchical model" + (messages.empty() ? std::string(".") : ":" + messages),
              &doc);
+    }
+  }
+
+  /// comp externalModelDefinitions: each `source` (a path relative to the
+  /// document's folder, an absolute path or a file: URI) must name a file
+  /// that exists — else a refusal naming the definition, its source and
+  /// where it was looked for (libsbml's converter would only say it could
+  /// not resolve it). Other URI schemes (http:…) are refused: costate reads
+  /// models from files only. Each source is then set to the file found.
+  void check_external_sources(libsbml::SBMLDocument& doc) const {
+    auto* plugin = dynamic_cast<libsbml::CompSBMLDocumentPlugin*>(doc.getPlugin("comp"));
+    if (!plugin) return;
+    for (unsigned i = 0; i < plugin->getNumExternalModelDefinitions(); ++i) {
+      libsbml::ExternalModelDefinition* e = plugin->getExternalModelDefinition(i);
+      const std::string label = "externalModelDefinition '" + e->getId() + "' (source '" +
+                                e->getSource() + "')";
+      std::string source = e->getSource();
+      if (source.rfind("file://", 0) == 0)
+        source.erase(0, 7);
+      else if (source.rfind("file:", 0) == 0)
+        source.erase(0, 5);
+      else if (const auto colon = source.find(':');
+               colon != std::string::npos && colon > 1 && source.find('/') > colon)
+        refuse(label, "costate reads external model definitions from files only, not from '" +
+                          source.substr(0, colon) + ":' URIs",
+               e);
+      if (source.empty()) refuse(label, "the source is empty; expected the model file's path", e);
+      const std::filesystem::path where = std::filesystem::path(source).is_absolute()
+                                              ? std::filesystem::path(source)
+                                              : std::filesystem::path(base_) / source;
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(where, ec))
+        refuse(label, "the model file it names does not exist (looked for '" + where.string() +
+                          "'); the comp package's external model definitions are read from "
+                          "files next to the document",
+               e);
+      // The converter reads the file we checked (libsbml's own resolver
+      // does not take file: URIs).
+      e->setSource(where.string());
     }
   }
 
@@ -1356,14 +1399,13 @@ class Importer {
       // An event that assigns nothing changes nothing: not needed.
       if (!d.assign.empty()) events_.push_back(std::move(d));
     }
-    // SBML executes simultaneous events of equal priority in random order;
-    // costate's order is the declaration's (events.hpp). Two events that
-    // state the same priority are accepted when their order cannot matter:
-    // neither assigns a symbol the other assigns or reads (in its trigger,
-    // assignments, delay or priority, through assignment rules too), so
-    // that either order gives the same state and the same triggers (the
-    // suite's cases tagged RandomEventExecution have events that compete
-    // for one symbol, and stay refused).
+    // SBML executes simultaneous events of equal priority in random order:
+    // every event with a priority asks the driver for it
+    // (EventAttributes::random_order_among_equal_priorities, a seeded and
+    // reproducible draw). Events that state the same priority and compete
+    // (one assigns a symbol the other assigns or reads, in its trigger,
+    // assignments, delay or priority, through assignment rules too) are
+    // reported, as their results then depend on the draw.
     auto reads = [&](const EventDef& d) {
       std::set<std::uint32_t> out;
       std::function<void(const Node&)> visit = [&](const Node& n) {
@@ -1396,11 +1438,48 @@ class Importer {
       for (std::size_t j = i + 1; j < events_.size(); ++j) {
         const EventDef &a = events_[i], &b = events_[j];
         if (a.priority_text.empty() || a.priority_text != b.priority_text || commute(a, b)) continue;
-        refuse(a.label + " and " + b.label,
-               "have the same priority ('" + a.priority_text + "') and compete (one assigns what "
-               "the other assigns or reads): SBML executes simultaneous events of equal priority "
-               "in random order; not supported", b.element);
+        random_order_.push_back(a.label + " and " + b.label + " (priority '" + a.priority_text +
+                                "')");
       }
+  }
+
+  /// Whether a tree is constant between events: it reads no time and only
+  /// parameters and states whose derivative is zero (changed by events
+  /// alone), through intermediates too.
+  bool constant_between_events(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) {
+      const Symbol& v = syms_[n.variable];
+      switch (v.kind) {
+        case Kind::Time: return false;
+        case Kind::Parameter: return true;
+        case Kind::State:
+          return !v.algebraic && v.rhs.kind == Node::Kind::Constant && v.rhs.value == 0.0;
+        case Kind::Intermediate: return !v.time_dependent && constant_between_events(v.value);
+      }
+      return false;
+    }
+    for (const Node& a : n.args)
+      if (!constant_between_events(a)) return false;
+    return true;
+  }
+
+  /// A trigger's eq(a, b) / neq(a, b) whose operands are constant between
+  /// events (a counter an event increments) as a ≥ b ∧ a ≤ b / a > b ∨ a < b:
+  /// their roots a − b do not move between events and are evaluated again
+  /// after each execution, so the sides say exactly whether a = b. An
+  /// equality of quantities that vary in time stays refused (the condition
+  /// holds at an instant only).
+  Node discrete_equalities(const Node& n) const {
+    if (n.kind != Node::Kind::Apply) return n;
+    if ((n.op == Op::Eq || n.op == Op::Ne) && n.args.size() == 2 && constant_between_events(n))
+      return n.op == Op::Eq
+                 ? Node::apply(Op::And, {Node::apply(Op::Ge, {n.args[0], n.args[1]}),
+                                         Node::apply(Op::Le, {n.args[0], n.args[1]})})
+                 : Node::apply(Op::Or, {Node::apply(Op::Gt, {n.args[0], n.args[1]}),
+                                        Node::apply(Op::Lt, {n.args[0], n.args[1]})});
+    Node out = n;
+    for (Node& a : out.args) a = discrete_equalities(a);
+    return out;
   }
 
   /// The events as ode::EquationModel events over its variables (t,
@@ -1419,8 +1498,9 @@ class Importer {
       e.attributes.initial_value = d.initial_value;
       e.attributes.persistent = d.persistent;
       e.attributes.use_values_from_trigger_time = d.use_values_from_trigger_time;
-      e.trigger = ode::Condition::from_tree(renumber(d.trigger), n_all, d.trigger_text,
-                                            context + " (trigger)");
+      e.attributes.random_order_among_equal_priorities = d.priority.has_value();
+      e.trigger = ode::Condition::from_tree(renumber(discrete_equalities(d.trigger)), n_all,
+                                            d.trigger_text, context + " (trigger)");
       // Compartments this event resizes: symbol → the new size.
       std::map<std::string, std::pair<std::uint32_t, const Node*>> resized;
       std::set<std::uint32_t> assigned;
@@ -2235,6 +2315,7 @@ class Importer {
     out.counts.initial_assignments = m_->getNumInitialAssignments();
     out.counts.functions = m_->getNumFunctionDefinitions();
     out.counts.intermediates = intermediates_.size();
+    out.random_event_order = random_order_;
     return out;
   }
 
@@ -2252,6 +2333,7 @@ class Importer {
   std::set<std::string> active_functions_;
   std::set<std::string> ignored_initial_assignments_;  ///< ReadOptions
   std::map<std::string, std::uint32_t> modes_;  ///< a relation's key → its mode (mode_of)
+  std::vector<std::string> random_order_;  ///< competing equal-priority pairs (Model)
   bool sbml_events_ = false;  ///< the document has events (relations on time become modes)
   std::vector<std::uint32_t> intermediates_;  ///< in evaluation order
   std::vector<std::uint32_t> amount_held_;    ///< species whose amount is a state
@@ -2272,6 +2354,12 @@ std::string Model::brief_report() const {
     << " initial assignments, " << counts.functions << " function definitions -> "
     << state_names.size() << " states, " << parameter_names.size() << " parameters, "
     << counts.intermediates << " intermediates";
+  if (!random_event_order.empty())
+    o << "; events of equal priority that compete, executed in random order (seed "
+      << ode::kEventOrderSeed << "): " << random_event_order.front()
+      << (random_event_order.size() > 1
+              ? " and " + std::to_string(random_event_order.size() - 1) + " more pairs"
+              : std::string());
   return o.str();
 }
 
@@ -2333,7 +2421,8 @@ Model read_string(const std::string& xml, const std::string& name, const ReadOpt
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));
   if (!doc) throw Error(name + ": libsbml returned no document");
-  return Importer(name, ".", options).run(*doc);
+  return Importer(name, options.base_folder.empty() ? "." : options.base_folder, options)
+      .run(*doc);
 }
 
 }  // namespace costate::sbml

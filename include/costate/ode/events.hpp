@@ -45,7 +45,9 @@
 ///     turns true and false again inside one step is not seen (keep
 ///     integrator.dt_max below such windows).
 ///   - at one instant, the events that fire execute in order of priority
-///     (event_priority, highest first; ties in declaration order); after
+///     (event_priority, highest first; ties in declaration order, or drawn
+///     at random, reproducibly, among events that ask for it: SBML's
+///     random_order_among_equal_priorities); after
 ///     each execution every trigger is evaluated again, so an assignment may
 ///     fire further events at the same instant (a cascade, bounded by
 ///     kMaxEventsPerInstant); a pending event whose trigger turned false is
@@ -113,7 +115,18 @@ struct EventAttributes {
   bool has_delay = false;
   /// event_priority is called (else the priority is 0).
   bool has_priority = false;
+  /// SBML: simultaneous events of equal priority execute in random order.
+  /// When every event tied for the highest priority at an execution has
+  /// this set, the one to execute is drawn uniformly among them from a
+  /// std::mt19937_64 seeded with kEventOrderSeed at each integration's
+  /// start (runs are reproducible); otherwise ties go in declaration order.
+  bool random_order_among_equal_priorities = false;
 };
+
+/// The seed of the draws among events of equal priority
+/// (EventAttributes::random_order_among_equal_priorities): the generator's
+/// own default seed, not chosen for any model.
+inline constexpr std::uint64_t kEventOrderSeed = 5489u;
 
 /// The members of HasEvents that a model without delays or priorities need
 /// not write: derive from it (`struct Ball : ode::EventDefaults { … }`) and

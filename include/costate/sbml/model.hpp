@@ -167,7 +167,15 @@ struct Model {
                 intermediates = 0;
   } counts;
 
-  /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …".
+  /// Events that state the same priority and compete (one assigns what the
+  /// other assigns or reads), e.g. "event 'A' and event 'B' (priority '1')":
+  /// SBML executes them in random order, and so does costate (a seeded,
+  /// reproducible draw: ode::EventAttributes::
+  /// random_order_among_equal_priorities), so the results depend on it.
+  std::vector<std::string> random_event_order;
+
+  /// Counts of what was read, e.g. "3 species, 2 reactions, 5 parameters, …"
+  /// (and the events executed in random order, when there are).
   std::string brief_report() const;
 
   /// Every species of the document, in document order: what the suite's
@@ -206,11 +214,16 @@ struct ReadOptions {
   /// the caller replaces. (A species keeps its assignment: its initial
   /// state is what a caller overrides.)
   std::vector<std::string> ignore_initial_assignments{};
+  /// The folder a comp externalModelDefinition's relative `source` is read
+  /// from (read_file: the document's own folder; read_string: this, else
+  /// the working folder).
+  std::string base_folder{};
 };
 
 /// Reads an SBML file (any level/version libsbml reads). Throws
 /// costate::Error naming the file on read errors (with libsbml's line and
 /// message) and on every unsupported element (see the file comment).
+/// comp external model definitions are read from files next to it.
 Model read_file(const std::string& path);
 /// The same from a document in memory; `name` stands for the file in errors.
 Model read_string(const std::string& xml, const std::string& name = "<sbml string>",
