@@ -1,5 +1,7 @@
-// PetscInitialize / PetscFinalize (petsc_runtime.hpp): in the PETSc module
-// (petsc/module.hpp), which libcostate loads when an Environment starts PETSc.
+// PetscInitialize / PetscFinalize (petsc_runtime.hpp), and the installer of
+// the PETSc module's table (petsc/module.hpp): libcostate_petsc's static
+// initialiser, which runs when the library is loaded (at start-up when a
+// program links it, or by libcostate's dlopen on first use).
 #include "petsc/petsc_runtime.hpp"
 
 #include <petscsys.h>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "petsc/module.hpp"
 
 namespace costate::detail {
 
@@ -64,5 +67,21 @@ bool petsc_initialize(int* argc, char*** argv) {
 }
 
 void petsc_finalize() { PetscFinalize(); }
+
+namespace {
+
+/// Installs the table once, when libcostate_petsc is loaded.
+const bool g_installed = [] {
+  install_petsc_module({.initialize = petsc_initialize,
+                        .finalize = petsc_finalize,
+                        .minimize = tao_minimize,
+                        .newton_snes = snes_newton,
+                        .make_grid = petsc_make_grid,
+                        .make_matrix = petsc_make_matrix,
+                        .make_krylov = petsc_make_krylov});
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace costate::detail

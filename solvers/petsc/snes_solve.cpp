@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "costate/nonlinear/detail/newton.hpp"
+#include "petsc/module.hpp"
 #include "petsc/petsc_check.hpp"
 #include "petsc/snes_reason.hpp"
 
@@ -104,7 +105,9 @@ struct Objects {
 
 }  // namespace
 
-Summary newton_snes(const Problem& problem, std::vector<double>& x, const Options& options) {
+namespace {
+
+Summary newton_with_snes(const Problem& problem, std::vector<double>& x, const Options& options) {
   PetscBool initialized = PETSC_FALSE;
   PetscInitialized(&initialized);
   COSTATE_CHECK(initialized, "nonlinear::solve (petsc_snes backend): PETSc is not initialised; "
@@ -178,4 +181,17 @@ Summary newton_snes(const Problem& problem, std::vector<double>& x, const Option
   return s;
 }
 
+}  // namespace
+
 }  // namespace costate::nonlinear::detail
+
+namespace costate::detail {
+
+// nonlinear::detail::newton_snes (libcostate, petsc/module.cpp) calls this
+// through the PETSc module's table.
+nonlinear::Summary snes_newton(const nonlinear::detail::Problem& problem, std::vector<double>& x,
+                               const nonlinear::Options& options) {
+  return nonlinear::detail::newton_with_snes(problem, x, options);
+}
+
+}  // namespace costate::detail

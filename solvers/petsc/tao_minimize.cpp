@@ -16,6 +16,7 @@
 #include "costate/core/error.hpp"
 #include "costate/core/progress.hpp"
 #include "costate/optimize/tao.hpp"
+#include "petsc/module.hpp"
 #include "petsc/petsc_check.hpp"
 
 namespace costate::optimize {
@@ -251,9 +252,12 @@ TaoConvergedReason solve_stage(const Objective& f, std::vector<double>& x,
 
 }  // namespace
 
-TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<const double> lower,
-                   std::span<const double> upper, const TaoOptions& options,
-                   const std::function<void(const Iteration&)>& monitor_fn) {
+namespace {
+
+TaoResult minimize_with_tao(const Objective& f, std::span<const double> x0,
+                            std::span<const double> lower, std::span<const double> upper,
+                            const TaoOptions& options,
+                            const std::function<void(const Iteration&)>& monitor_fn) {
   const auto start = std::chrono::steady_clock::now();
   options.validate();
   const std::size_t n = f.n;
@@ -318,4 +322,19 @@ TaoResult minimize(const Objective& f, std::span<const double> x0, std::span<con
   return result;
 }
 
+}  // namespace
+
 }  // namespace costate::optimize
+
+namespace costate::detail {
+
+// optimize::minimize (libcostate, petsc/module.cpp) calls this through the
+// PETSc module's table.
+optimize::TaoResult tao_minimize(const optimize::Objective& f, std::span<const double> x0,
+                                 std::span<const double> lower, std::span<const double> upper,
+                                 const optimize::TaoOptions& options,
+                                 const std::function<void(const optimize::Iteration&)>& monitor) {
+  return optimize::minimize_with_tao(f, x0, lower, upper, options, monitor);
+}
+
+}  // namespace costate::detail

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "costate/core/error.hpp"
-#include "petsc/petsc_runtime.hpp"
+#include "petsc/module.hpp"
 
 namespace costate {
 namespace {
@@ -49,7 +49,8 @@ Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
   }
 
   try {
-    if (options.petsc) owns_petsc_ = detail::petsc_initialize(argc, argv);
+    if (options.petsc)
+      owns_petsc_ = detail::petsc_module("PETSc (EnvironmentOptions::petsc)").initialize(argc, argv);
     if (options.kokkos && !Kokkos::is_initialized()) {
       if (argc != nullptr && argv != nullptr) {
         Kokkos::initialize(*argc, *argv);
@@ -60,7 +61,7 @@ Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
     }
   } catch (...) {
     // Undo what was started, so that the process can report and retry.
-    if (owns_petsc_) detail::petsc_finalize();
+    if (owns_petsc_) detail::petsc_module("PETSc").finalize();
     if (owns_mpi_) MPI_Finalize();
     g_active = false;
     throw;
@@ -69,7 +70,7 @@ Environment::Environment(int* argc, char*** argv, EnvironmentOptions options) {
 
 Environment::~Environment() {
   if (owns_kokkos_ && Kokkos::is_initialized()) Kokkos::finalize();
-  if (owns_petsc_) detail::petsc_finalize();
+  if (owns_petsc_) detail::petsc_module("PETSc").finalize();
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
