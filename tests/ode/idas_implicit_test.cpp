@@ -178,6 +178,37 @@ TEST(IdasImplicit, GradientMatchesCentralDifferencesOfIdasItself) {
   }
 }
 
+/// An implicit ODE with a state-dependent F_{y'} and no algebraic
+/// component: F = (1 + y²)(y' + p y), y = y0 e^{−pt}; J = y(T).
+struct ImplicitDecay {
+  template <class T>
+  void residual(double, std::span<const T> y, std::span<const T> yp, std::span<const T> p,
+                std::span<T> F) const {
+    F[0] = (1.0 + y[0] * y[0]) * (yp[0] + p[0] * y[0]);
+  }
+};
+struct TerminalY {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+
+TEST(IdasImplicit, AnImplicitOdeWithoutAlgebraicComponentsHasItsDerivativeSolvedAtT0) {
+  // IDACalcIC runs for every fully implicit model: y'(t0) is an unknown
+  // (guessed 5 here, consistent −p y0).
+  const double y0 = 2.0, p = 0.4, T = 2.5;
+  const Problem<ResidualForm<ImplicitDecay>> pr{{ImplicitDecay{}, 1}, {y0, 5.0}, {p}, {0.0, T}};
+  const double e = std::exp(-p * T);
+  for (const SensitivityMethod& m : {SensitivityMethod{IdasForward{}}, SensitivityMethod{IdasAdjoint{}}}) {
+    const GradientResult g = gradient(pr, TerminalY{}, m, kIdas);
+    EXPECT_LT(rel_err(g.objective, y0 * e), kClosedFormRelTol) << g.method;
+    EXPECT_LT(rel_err(g.wrt_parameters[0], -T * y0 * e), kClosedFormRelTol) << g.method;
+    EXPECT_LT(rel_err(g.wrt_initial_state[0], e), kClosedFormRelTol) << g.method;
+    EXPECT_EQ(g.wrt_initial_state[1], 0.0) << g.method;  // y'(t0): a guess
+  }
+}
+
 TEST(IdasImplicit, TheTableAndTheRefusalsNameWhatIsNotSupported) {
   // IDAS differentiates a ResidualForm to first order; second order is
   // refused by the table, as for every IDAS run.
