@@ -397,7 +397,7 @@ std::string InitialCorrection::report() const {
   if (!algebraic || changed == 0) return "";
   std::ostringstream os;
   os.precision(6);
-  os << "IDACalcIC made the initial values consistent: " << changed
+  os << by << " made the initial values consistent: " << changed
      << " algebraic value(s) changed, the most state " << state << " by " << max_change;
   return os.str();
 }

@@ -69,6 +69,33 @@ struct IdasView {
   }
 };
 
+/// A fully implicit model's consistent start before IDAS sees it: (y'_d,
+/// y_a) by dae.hpp's Newton on the exact [F_{y'_d} | F_{y_a}] with y_d
+/// fixed (the native schemes' solve). IDACalcIC then starts from
+/// consistent values: its own iteration keeps F_y's differential columns
+/// in its matrix F_y + c F_{y'} at c = 1/(0.001 (tout1 − t0)), which
+/// diverges on a stiff model over a long horizon (measured: Robertson's
+/// residual form to 4e10, IDA_CONV_FAIL from y'(t0) = 0). Returns what
+/// changed in y (the algebraic y_a; y'(t0) is a guess, not reported).
+idas::InitialCorrection residual_start(const System& system, std::span<const double> p,
+                                       double t0, std::vector<double>& X) {
+  idas::InitialCorrection c;
+  c.algebraic = true;
+  c.by = "Newton on (y'_d, y_a) with y_d fixed";
+  const std::vector<double> given = X;
+  make_consistent(system, p, t0, X, "integrator.method = idas");
+  const std::size_t r = system.n_model_states() / 2;
+  for (std::size_t i = 0; i < r; ++i) {
+    const double d = std::abs(X[i] - given[i]);
+    if (d > c.max_change) {
+      c.max_change = d;
+      c.state = i;
+    }
+    if (d > 100.0 * std::numeric_limits<double>::epsilon() * (1.0 + std::abs(given[i]))) ++c.changed;
+  }
+  return c;
+}
+
 /// Whether initial state i is data (its derivative is computed) rather
 /// than a guess that the consistent initialisation replaces (an algebraic
 /// state; a ResidualForm's y'(t0) and algebraic y_a).
@@ -179,8 +206,9 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
   Solution sol;
   sol.n_states = n;
   std::vector<double> y(y0.begin(), y0.end());
-  idas::InitialCorrection correction;
+  idas::InitialCorrection correction, start_correction;
   const IdasView view(system);
+  if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Stats st = idas::integrate(
       view.dae(binding.system()),
       cvodes::settings_from(options, n), t0, t1, y, outputs, options.stop_at_outputs,
@@ -191,7 +219,7 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
       },
       &correction);
   summarise(sol.summary, st);
-  add_correction(sol.summary, correction);
+  add_correction(sol.summary, view.r > 0 ? start_correction : correction);
   sol.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sol;
@@ -227,6 +255,8 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   check_index_one(system, p, t0, y);
   const IdasView view(system);
   const idas::Dae dae = view.dae(binding.system());
+  idas::InitialCorrection start_correction;
+  if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Settings settings = cvodes::settings_from(options, na);
   StopTerms terms(system, p, obs.size(), K);
   idas::InitialCorrection correction;
@@ -244,6 +274,17 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
     const std::size_t ns = np + dirs.size();
     std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
     for (std::size_t d = 0; d < dirs.size(); ++d) S[(np + d) * na + dirs[d]] = 1.0;
+    if (view.r > 0) {
+      // S(t0) consistent too (dae.hpp's implicit derivative of the start):
+      // the unknowns' rows −[F_{y'_d} | F_{y_a}]⁻¹ (F_{y_d} S_d + F_p P).
+      std::vector<double> Srm(na * ns, 0.0), P(np * ns, 0.0);
+      for (std::size_t d = 0; d < ns; ++d)
+        for (std::size_t i = 0; i < na; ++i) Srm[i * ns + d] = S[d * na + i];
+      for (std::size_t j = 0; j < np; ++j) P[j * ns + j] = 1.0;
+      ConstraintProjection(system, p).tangent(t0, y, ns, Srm, P);
+      for (std::size_t d = 0; d < ns; ++d)
+        for (std::size_t i = 0; i < na; ++i) S[d * na + i] = Srm[i * ns + d];
+    }
     fwd = idas::forward_sensitivities(
         dae, settings, t0, y, ns, S, stops,
         [&](std::size_t k, double, const double* yy, const double* SS) {
@@ -286,7 +327,7 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   }
   result.objective = terms.J;
   summarise(result.summary, fwd);
-  add_correction(result.summary, correction);
+  add_correction(result.summary, view.r > 0 ? start_correction : correction);
   if (adjoint)
     result.summary.message += "; backward pass " + std::to_string(bwd.steps) + " steps, " +
                               std::to_string(bwd.rhs_evaluations) + " residual evaluations";

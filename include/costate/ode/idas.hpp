@@ -125,6 +125,8 @@ struct InitialCorrection {
   double max_change = 0.0;
   std::size_t state = 0;
   std::size_t changed = 0;
+  /// Who made them consistent (the report's subject).
+  std::string by = "IDACalcIC";
   /// "" when nothing changed; else one sentence for the Summary's message.
   std::string report() const;
 };
