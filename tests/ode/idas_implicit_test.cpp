@@ -195,8 +195,8 @@ struct TerminalY {
 };
 
 TEST(IdasImplicit, AnImplicitOdeWithoutAlgebraicComponentsHasItsDerivativeSolvedAtT0) {
-  // IDACalcIC runs for every fully implicit model: y'(t0) is an unknown
-  // (guessed 5 here, consistent −p y0).
+  // y'(t0) is an unknown of every fully implicit model's start, even
+  // without algebraic components (guessed 5 here, consistent −p y0).
   const double y0 = 2.0, p = 0.4, T = 2.5;
   const Problem<ResidualForm<ImplicitDecay>> pr{{ImplicitDecay{}, 1}, {y0, 5.0}, {p}, {0.0, T}};
   const double e = std::exp(-p * T);

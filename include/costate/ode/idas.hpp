@@ -49,8 +49,8 @@
 ///     Newton matrix   ∂R/∂u + c ∂R/∂u' = −(F_y + c F_{y'})   (n × n, dense),
 ///     sensitivities   F_y s + F_{y'} s' + F_p e_j = 0   (IDASensInit,
 ///                     staggered corrector: see idas_backend.cpp),
-///     IDACalcIC       (y'_d, y_a) from y_d (IDAS' id: the model's
-///                     algebraic_states(), whose y' F does not read),
+///     start           (y'_d, y_a) from y_d by dae.hpp's Newton, then IDACalcIC
+///                     (IDAS' id: algebraic_states(), y' unread by F),
 /// the derivatives from the same AD (G_X's y and y' columns). The
 /// directions of the forward sensitivities are the parameters and the
 /// differential y_d(t0); y'(t0) and y_a(t0) are guesses (derivative 0).
