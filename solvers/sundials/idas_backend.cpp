@@ -46,101 +46,167 @@ using cvodes::internal::error_handler;
 using cvodes::internal::guarded;
 using cvodes::internal::new_vector;
 
-/// CVODES' callback context plus the mass matrix's mask.
+/// CVODES' callback context plus the map between IDAS' unknowns u and the
+/// System's state X (idas.hpp, Dae): semi-explicit (r = 0) u = X and
+/// R = M u' − G(X); fully implicit (r = residual_n) X = (y, y', z) from
+/// u = (y, z), u' = (y', z'), and R = M u' − G(X) with M = diag(0 (the
+/// rows F of y), 1 (z)), row(i) = r + i of G, column col(j) of X for u_j
+/// and dcol(j) = r + j for u'_j (j < r).
 struct DaeContext {
   Context c;
-  const std::uint8_t* algebraic = nullptr;
-  std::size_t n = 0;
-  double mass(std::size_t i) const { return algebraic[i] ? 0.0 : 1.0; }
+  const std::uint8_t* algebraic = nullptr;  // IDAS' id: 1 = algebraic (nu entries)
+  std::size_t nu = 0, nx = 0, r = 0;
+  std::vector<double> X, G, GX, SX;  // scratch: nx, nx, nx × ns, nx × ns
+  std::vector<double> lX;            // scratch: λ on the System's rows (nx)
+  double mass(std::size_t i) const { return r > 0 ? (i < r ? 0.0 : 1.0) : (algebraic[i] ? 0.0 : 1.0); }
+  std::size_t row(std::size_t i) const { return r + i; }
+  std::size_t col(std::size_t j) const { return j < r ? j : j + r; }
+  /// X from (u, u').
+  void state(const double* u, const double* up, double* x) const {
+    for (std::size_t j = 0; j < nu; ++j) x[col(j)] = u[j];
+    for (std::size_t j = 0; j < r; ++j) x[r + j] = up[j];
+  }
 };
 
-// R(t, y, y') = M y' − F(t, y).
+// R(t, u, u') = M u' − G(X(u, u')).
 int residual(realtype t, N_Vector yy, N_Vector yp, N_Vector rr, void* user) {
   auto* x = static_cast<DaeContext*>(user);
-  const int r = guarded(&x->c, [&] { x->c.sys->rhs(t, data(yy), data(rr)); });
+  x->state(data(yy), data(yp), x->X.data());
+  const int r = guarded(&x->c, [&] { x->c.sys->rhs(t, x->X.data(), x->G.data()); });
   if (r != 0) return r;
   double* R = data(rr);
   const double* Yp = data(yp);
-  for (std::size_t i = 0; i < x->n; ++i) {
-    if (!std::isfinite(R[i])) return 1;  // recoverable: IDAS retries a smaller step
-    R[i] = x->mass(i) * Yp[i] - R[i];
+  for (std::size_t i = 0; i < x->nu; ++i) {
+    const double g = x->G[x->row(i)];
+    if (!std::isfinite(g)) return 1;  // recoverable: IDAS retries a smaller step
+    R[i] = x->mass(i) * Yp[i] - g;
   }
   return 0;
 }
 
-// ∂R/∂y + c ∂R/∂y' = c M − F_y, column-major into the dense matrix.
-int jacobian(realtype t, realtype cj, N_Vector yy, N_Vector, N_Vector, SUNMatrix J, void* user,
-             N_Vector, N_Vector, N_Vector) {
+// ∂R/∂u + c ∂R/∂u' = c M − (G_X[:, col] + c G_X[:, dcol]), column-major.
+int jacobian(realtype t, realtype cj, N_Vector yy, N_Vector yp, N_Vector, SUNMatrix J,
+             void* user, N_Vector, N_Vector, N_Vector) {
   auto* x = static_cast<DaeContext*>(user);
   return guarded(&x->c, [&] {
+    x->state(data(yy), data(yp), x->X.data());
+    const std::size_t nu = x->nu, nx = x->nx;
+    std::vector<double>& g = x->c.jac;
+    x->c.sys->jacobian(t, x->X.data(), g.data());
     double* a = SUNDenseMatrix_Data(J);
-    const std::size_t n = x->n;
-    x->c.sys->jacobian(t, data(yy), a);
-    for (std::size_t k = 0; k < n * n; ++k) a[k] = -a[k];
-    for (std::size_t i = 0; i < n; ++i) a[i * n + i] += cj * x->mass(i);
+    for (std::size_t j = 0; j < nu; ++j)
+      for (std::size_t i = 0; i < nu; ++i) {
+        double v = -g[x->col(j) * nx + x->row(i)];
+        if (j < x->r) v -= cj * g[(x->r + j) * nx + x->row(i)];
+        a[j * nu + i] = v + (i == j ? cj * x->mass(i) : 0.0);
+      }
   });
 }
 
-// R_j = M s_j' − (F_y s_j + F_p e_j).
-int sensitivity_residual(int ns, realtype t, N_Vector yy, N_Vector, N_Vector, N_Vector* yS,
+// R_j = M s_j' − (G_X S_X,j + G_p e_j),  S_X,j = X(s_j, s_j').
+int sensitivity_residual(int ns, realtype t, N_Vector yy, N_Vector yp, N_Vector, N_Vector* yS,
                          N_Vector* ypS, N_Vector* rS, void* user, N_Vector, N_Vector, N_Vector) {
   auto* x = static_cast<DaeContext*>(user);
   Context& c = x->c;
-  for (int j = 0; j < ns; ++j) {
-    c.yS[static_cast<std::size_t>(j)] = data(yS[j]);
-    c.ySdot[static_cast<std::size_t>(j)] = data(rS[j]);
+  const std::size_t nx = x->nx;
+  x->state(data(yy), data(yp), x->X.data());
+  for (std::size_t j = 0; j < static_cast<std::size_t>(ns); ++j) {
+    x->state(data(yS[j]), data(ypS[j]), &x->SX[j * nx]);
+    c.yS[j] = &x->SX[j * nx];
+    c.ySdot[j] = &x->GX[j * nx];
   }
   const int r = guarded(&c, [&] {
-    c.sys->sensitivity_rhs(t, data(yy), static_cast<std::size_t>(ns), c.yS.data(), c.ySdot.data());
+    c.sys->sensitivity_rhs(t, x->X.data(), static_cast<std::size_t>(ns), c.yS.data(),
+                           c.ySdot.data());
   });
   if (r != 0) return r;
   for (int j = 0; j < ns; ++j) {
     double* R = data(rS[j]);
     const double* Sp = data(ypS[j]);
-    for (std::size_t i = 0; i < x->n; ++i) R[i] = x->mass(i) * Sp[i] - R[i];
+    const double* g = &x->GX[static_cast<std::size_t>(j) * nx];
+    for (std::size_t i = 0; i < x->nu; ++i) R[i] = x->mass(i) * Sp[i] - g[x->row(i)];
   }
   return 0;
 }
 
-// The adjoint DAE  M λ' + F_yᵀ λ = 0  (the running cost is the augmented
-// state's last row, so its λ_z = 1 carries q_yᵀ): R_B = M λ' + F_yᵀ λ.
-int residual_backward(realtype t, N_Vector yy, N_Vector, N_Vector yB, N_Vector ypB, N_Vector rB,
+/// g_X = G_Xᵀ λ_X and g_p = G_pᵀ λ_X with λ_X the System rows of λ (nu).
+void backward_products(DaeContext& x, double t, const double* yy, const double* yp,
+                       const double* lambda, double* gp) {
+  x.state(yy, yp, x.X.data());
+  std::fill(x.lX.begin(), x.lX.end(), 0.0);
+  for (std::size_t i = 0; i < x.nu; ++i) x.lX[x.row(i)] = lambda[i];
+  x.c.sys->vjp(t, x.X.data(), x.lX.data(), x.G.data(), gp);
+}
+
+// The adjoint DAE (idas.hpp, IdasAdjoint). Semi-explicit: M λ' + F_yᵀ λ = 0
+// (the running cost is the augmented state's last row, so its λ_z = 1
+// carries q_yᵀ): R_B = M λ' + G_Xᵀ λ. Fully implicit: the unknowns (λ, ν),
+// ν = R_{u'}ᵀ λ, so that (R_{u'}ᵀ λ)' − R_uᵀ λ = 0 needs no derivative of
+// R_{u'}:  R_B = (D ν' + G_X[col]ᵀ λ;  ν − M λ + G_X[dcol]ᵀ λ),  D = the
+// differential mask (ν_a = 0: F does not read y'_a).
+int residual_backward(realtype t, N_Vector yy, N_Vector yp, N_Vector yB, N_Vector ypB, N_Vector rB,
                       void* user) {
   auto* x = static_cast<DaeContext*>(user);
   const int r = guarded(&x->c, [&] {
-    x->c.sys->vjp(t, data(yy), data(yB), data(rB), x->c.fp.data());
+    backward_products(*x, t, data(yy), data(yp), data(yB), x->c.fp.data());
   });
   if (r != 0) return r;
   double* R = data(rB);
+  const double* L = data(yB);
   const double* Lp = data(ypB);
-  for (std::size_t i = 0; i < x->n; ++i) R[i] += x->mass(i) * Lp[i];
+  const std::size_t nu = x->nu;
+  const std::vector<double>& g = x->G;
+  if (x->r == 0) {
+    for (std::size_t i = 0; i < nu; ++i) R[i] = g[i] + x->mass(i) * Lp[i];
+    return 0;
+  }
+  for (std::size_t j = 0; j < nu; ++j) {
+    R[j] = g[x->col(j)] + (x->algebraic[j] ? 0.0 : Lp[nu + j]);
+    R[nu + j] = L[nu + j] - x->mass(j) * L[j] + (j < x->r ? g[x->r + j] : 0.0);
+  }
   return 0;
 }
 
-// μ' = −F_pᵀ λ backward, so μ(t0) = ∫ F_pᵀ λ dt.
-int quadrature_backward(realtype t, N_Vector yy, N_Vector, N_Vector yB, N_Vector, N_Vector qdot,
-                        void* user) {
+// μ' = −G_pᵀ λ backward, so μ(t0) = ∫ G_pᵀ λ dt.
+int quadrature_backward(realtype t, N_Vector yy, N_Vector yp, N_Vector yB, N_Vector,
+                        N_Vector qdot, void* user) {
   auto* x = static_cast<DaeContext*>(user);
   const int r = guarded(&x->c, [&] {
-    x->c.sys->vjp(t, data(yy), data(yB), x->c.jac.data(), data(qdot));
+    backward_products(*x, t, data(yy), data(yp), data(yB), data(qdot));
   });
   double* d = data(qdot);
   for (std::size_t j = 0; j < x->c.sys->np; ++j) d[j] = -d[j];
   return r;
 }
 
-// ∂R_B/∂λ + c ∂R_B/∂λ' = F_yᵀ + c M.
-int jacobian_backward(realtype t, realtype cj, N_Vector yy, N_Vector, N_Vector, N_Vector, N_Vector,
-                      SUNMatrix JB, void* user, N_Vector, N_Vector, N_Vector) {
+// ∂R_B/∂λ + c ∂R_B/∂λ': semi-explicit G_Xᵀ + c M; fully implicit the
+// 2nu × 2nu matrix [G_X[row, col]ᵀ, c D; G_X[row, dcol]ᵀ − M, I].
+int jacobian_backward(realtype t, realtype cj, N_Vector yy, N_Vector yp, N_Vector, N_Vector,
+                      N_Vector, SUNMatrix JB, void* user, N_Vector, N_Vector, N_Vector) {
   auto* x = static_cast<DaeContext*>(user);
   return guarded(&x->c, [&] {
-    const std::size_t n = x->n;
+    const std::size_t nu = x->nu, nx = x->nx, r = x->r;
+    x->state(data(yy), data(yp), x->X.data());
     std::vector<double>& a = x->c.jac;
-    x->c.sys->jacobian(t, data(yy), a.data());
+    x->c.sys->jacobian(t, x->X.data(), a.data());
     double* b = SUNDenseMatrix_Data(JB);
-    for (std::size_t j = 0; j < n; ++j)
-      for (std::size_t i = 0; i < n; ++i) b[j * n + i] = a[i * n + j];
-    for (std::size_t i = 0; i < n; ++i) b[i * n + i] += cj * x->mass(i);
+    const std::size_t m = r == 0 ? nu : 2 * nu;  // rows of JB
+    std::fill(b, b + m * m, 0.0);
+    // Column k (λ_k): row j of the first block is ∂(G_Xᵀλ)[col j]/∂λ_k = G_X[row k, col j].
+    for (std::size_t k = 0; k < nu; ++k)
+      for (std::size_t j = 0; j < nu; ++j) {
+        b[k * m + j] = a[x->col(j) * nx + x->row(k)];
+        if (r > 0) b[k * m + nu + j] = (j < r ? a[(r + j) * nx + x->row(k)] : 0.0) -
+                                       (j == k ? x->mass(j) : 0.0);
+      }
+    if (r == 0) {
+      for (std::size_t i = 0; i < nu; ++i) b[i * m + i] += cj * x->mass(i);
+      return;
+    }
+    for (std::size_t j = 0; j < nu; ++j) {
+      b[(nu + j) * m + j] = x->algebraic[j] ? 0.0 : cj;
+      b[(nu + j) * m + nu + j] = 1.0;
+    }
   });
 }
 
@@ -148,7 +214,7 @@ int jacobian_backward(realtype t, realtype cj, N_Vector yy, N_Vector, N_Vector, 
 struct Objects {
   SUNContext sunctx = nullptr;
   N_Vector y = nullptr, yp = nullptr, atol = nullptr, id = nullptr;
-  N_Vector yB = nullptr, ypB = nullptr, qB = nullptr;
+  N_Vector yB = nullptr, ypB = nullptr, qB = nullptr, idB = nullptr;
   N_Vector *yS = nullptr, *ypS = nullptr;
   int ns = 0;
   SUNMatrix J = nullptr, JB = nullptr;
@@ -165,7 +231,7 @@ struct Objects {
     if (J) SUNMatDestroy(J);
     if (ypS) N_VDestroyVectorArray(ypS, ns);
     if (yS) N_VDestroyVectorArray(yS, ns);
-    for (N_Vector v : {qB, ypB, yB, id, atol, yp, y})
+    for (N_Vector v : {idB, qB, ypB, yB, id, atol, yp, y})
       if (v) N_VDestroy(v);
     if (sunctx) SUNContext_Free(&sunctx);
   }
@@ -188,36 +254,47 @@ bool any_algebraic(const Dae& dae) {
   return std::any_of(dae.algebraic.begin(), dae.algebraic.end(), [](std::uint8_t a) { return a; });
 }
 
-/// IDACreate, init (y'(t0): f on the differential rows, 0 as the algebraic
-/// rows' guess), tolerances, the id vector, the dense Newton solver, limits.
+/// IDACreate, init (u from X0; u' from G on the rows with M = 1, the given
+/// y' of a fully implicit model, 0 as the algebraic rows' guess),
+/// tolerances, the id vector, the dense Newton solver, limits.
 void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st, double t0,
-           const double* y0) {
+           const double* X0) {
   const cvodes::System& sys = *dae.system;
-  const std::size_t n = sys.n;
+  const std::size_t nx = sys.n, r = dae.residual_n;
   COSTATE_CHECK(sys.rhs && sys.jacobian, "IDAS backend: the system needs rhs and jacobian");
-  COSTATE_CHECK(dae.algebraic.size() == n,
-                "IDAS backend: " << dae.algebraic.size() << " mask entries for " << n << " states");
-  COSTATE_CHECK(st.atol.size() == n,
-                "IDAS backend: " << st.atol.size() << " absolute tolerances for " << n << " states");
+  COSTATE_CHECK(nx > 2 * r || (r > 0 && nx == 2 * r) || r == 0,
+                "IDAS backend: residual_n = " << r << " does not fit " << nx << " states");
+  const std::size_t nu = nx - r;
+  COSTATE_CHECK(dae.algebraic.size() == nu,
+                "IDAS backend: " << dae.algebraic.size() << " mask entries for " << nu << " unknowns");
+  COSTATE_CHECK(st.atol.size() == nx,
+                "IDAS backend: " << st.atol.size() << " absolute tolerances for " << nx << " states");
   COSTATE_CHECK(st.linear_solver == CvodesLinearSolver::Dense ||
                     st.linear_solver == CvodesLinearSolver::Automatic,
                 "integrator.method = idas: only the dense linear solver is bound (got "
                 "integrator.cvodes_linear_solver = "
                     << to_string(st.linear_solver) << ")");
   x.c.sys = &sys;
-  x.c.jac.assign(n * n, 0.0);
+  x.c.jac.assign(nx * nx, 0.0);
   x.c.fp.assign(std::max<std::size_t>(sys.np, 1), 0.0);
   x.algebraic = dae.algebraic.data();
-  x.n = n;
-  o.y = new_vector(n, o.sunctx, y0);
-  o.yp = new_vector(n, o.sunctx);
-  sys.rhs(t0, y0, data(o.yp));
-  o.id = new_vector(n, o.sunctx);
-  for (std::size_t i = 0; i < n; ++i) {
-    data(o.id)[i] = x.mass(i);
-    if (dae.algebraic[i]) data(o.yp)[i] = 0.0;
+  x.nu = nu;
+  x.nx = nx;
+  x.r = r;
+  x.X.assign(nx, 0.0);
+  x.G.assign(nx, 0.0);
+  x.lX.assign(nx, 0.0);
+  o.y = new_vector(nu, o.sunctx);
+  o.yp = new_vector(nu, o.sunctx);
+  o.id = new_vector(nu, o.sunctx);
+  o.atol = new_vector(nu, o.sunctx);
+  sys.rhs(t0, X0, x.G.data());
+  for (std::size_t i = 0; i < nu; ++i) {
+    data(o.y)[i] = X0[x.col(i)];
+    data(o.yp)[i] = x.mass(i) != 0.0 ? x.G[x.row(i)] : i < r ? X0[r + i] : 0.0;
+    data(o.id)[i] = dae.algebraic[i] ? 0.0 : 1.0;
+    data(o.atol)[i] = st.atol[x.col(i)];
   }
-  o.atol = new_vector(n, o.sunctx, st.atol.data());
   o.mem = IDACreate(o.sunctx);
   COSTATE_CHECK(o.mem != nullptr, "IDAS backend: IDACreate failed");
   ida_check(x.c, IDASetErrHandlerFn(o.mem, error_handler, &x.c), "IDASetErrHandlerFn");
@@ -225,7 +302,7 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
   ida_check(x.c, IDASetUserData(o.mem, &x), "IDASetUserData");
   ida_check(x.c, IDASVtolerances(o.mem, st.rtol, o.atol), "IDASVtolerances");
   ida_check(x.c, IDASetId(o.mem, o.id), "IDASetId");
-  o.J = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
+  o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
   COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
   o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
   COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
@@ -237,46 +314,57 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
   if (st.min_step > 0.0) ida_check(x.c, IDASetMinStep(o.mem, st.min_step), "IDASetMinStep");
 }
 
-/// Consistent initial values (IDA_YA_YDP_INIT: the algebraic y and the
-/// differential y' from the differential y), and the sensitivities' when
-/// they are initialised. A failure throws, naming the constraint with the
-/// largest residual at the given initial values.
+/// The System's state X from IDAS' current (u, u').
+void current_state(const Objects& o, const DaeContext& x, double* X) {
+  x.state(data(o.y), data(o.yp), X);
+}
+
+/// Consistent initial values (IDA_YA_YDP_INIT: the algebraic u and the
+/// differential u' from the differential u — for a fully implicit model
+/// always, its y'_d are unknowns too), and the sensitivities' when they are
+/// initialised. X (the System's state) receives the result. A failure
+/// throws, naming the equation with the largest residual at the given
+/// initial values.
 void consistent_start(Objects& o, DaeContext& x, const Dae& dae, double t0, double tout1,
-                      std::vector<double>& y, InitialCorrection* correction) {
+                      std::vector<double>& X, InitialCorrection* correction) {
   InitialCorrection c;
-  c.algebraic = any_algebraic(dae);
+  c.algebraic = any_algebraic(dae) || x.r > 0;
   if (c.algebraic) {
     const int flag = IDACalcIC(o.mem, IDA_YA_YDP_INIT, tout1);
     if (x.c.error) std::rethrow_exception(x.c.error);
     if (flag < 0) {
-      std::vector<double> F(x.n);
-      dae.system->rhs(t0, y.data(), F.data());
-      std::size_t worst = x.n;
-      for (std::size_t i = 0; i < x.n; ++i)
-        if (dae.algebraic[i] && (worst == x.n || !(std::abs(F[i]) <= std::abs(F[worst]))))
+      std::vector<double> G(x.nx);
+      dae.system->rhs(t0, X.data(), G.data());
+      std::size_t worst = x.nu;
+      for (std::size_t i = 0; i < x.nu; ++i)
+        if (x.mass(i) == 0.0 && (worst == x.nu || !(std::abs(G[x.row(i)]) <= std::abs(G[x.row(worst)]))))
           worst = i;
       std::ostringstream os;
       os.precision(16);
       os << "integrator.method = idas: the initial values could not be made consistent "
             "(IDACalcIC: "
          << ida_flag_name(flag) << (x.c.last_error.empty() ? "" : " — ") << x.c.last_error
-         << "); at the given initial values the largest constraint residual is algebraic "
-            "equation "
-         << worst << " (state " << worst << "): " << F[worst]
-         << ". Give algebraic initial values near a solution of the constraints";
+         << "); at the given initial values the largest residual is ";
+      if (x.r > 0)
+        os << "residual equation " << worst << ": " << G[x.row(worst)]
+           << ". Give initial values (y and y') near a solution of F(t0, y, y', p) = 0";
+      else
+        os << "algebraic equation " << worst << " (state " << worst << "): " << G[worst]
+           << ". Give algebraic initial values near a solution of the constraints";
       throw Error(os.str());
     }
     ida_check(x.c, IDAGetConsistentIC(o.mem, o.y, o.yp), "IDAGetConsistentIC");
     const double* yc = data(o.y);
-    for (std::size_t i = 0; i < x.n; ++i) {
-      const double d = std::abs(yc[i] - y[i]);
+    for (std::size_t i = 0; i < x.nu; ++i) {
+      const double given = X[x.col(i)];
+      const double d = std::abs(yc[i] - given);
       if (d > c.max_change) {
         c.max_change = d;
         c.state = i;
       }
-      if (d > 100.0 * std::numeric_limits<double>::epsilon() * (1.0 + std::abs(y[i]))) ++c.changed;
+      if (d > 100.0 * std::numeric_limits<double>::epsilon() * (1.0 + std::abs(given))) ++c.changed;
     }
-    std::copy(yc, yc + x.n, y.begin());
+    current_state(o, x, X.data());
     if (o.ns > 0) ida_check(x.c, IDAGetSensConsistentIC(o.mem, o.yS, o.ypS), "IDAGetSensConsistentIC");
   }
   if (correction) *correction = c;
@@ -309,7 +397,7 @@ std::string InitialCorrection::report() const {
   if (!algebraic || changed == 0) return "";
   std::ostringstream os;
   os.precision(6);
-  os << "IDACalcIC made the initial values consistent: " << changed
+  os << by << " made the initial values consistent: " << changed
      << " algebraic value(s) changed, the most state " << state << " by " << max_change;
   return os.str();
 }
@@ -339,10 +427,11 @@ cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double
       ida_fail(s, x.c, flag, t);
       break;
     }
-    out(j, outputs[j], data(o.y));
+    current_state(o, x, y.data());
+    out(j, outputs[j], y.data());
     if (!stop_at_outputs) ida_check(x.c, IDASetStopTime(o.mem, t1), "IDASetStopTime");
   }
-  std::copy(data(o.y), data(o.y) + dae.system->n, y.begin());
+  current_state(o, x, y.data());
   collect(o.mem, s);
   return s;
 }
@@ -353,36 +442,55 @@ cvodes::Stats forward_sensitivities(
     const std::function<void(std::size_t, double, const double*, const double*)>& at_stop,
     InitialCorrection* correction) {
   const cvodes::System& sys = *dae.system;
-  const std::size_t n = sys.n;
+  const std::size_t nx = sys.n;
   COSTATE_CHECK(sys.sensitivity_rhs, "IDAS backend: the system needs sensitivity_rhs");
-  COSTATE_CHECK(ns >= 1 && S.size() == n * ns,
-                "IDAS backend: S must hold n × ns = " << n * ns << " values");
+  COSTATE_CHECK(ns >= 1 && S.size() == nx * ns,
+                "IDAS backend: S must hold n × ns = " << nx * ns << " values");
   COSTATE_CHECK(!stops.empty() && stops.front() >= t0, "IDAS backend: stops must lie in [t0, t1]");
   Objects o;
   DaeContext x;
   setup(o, x, dae, settings, t0, y.data());
+  const std::size_t nu = x.nu, r = x.r;
   x.c.yS.resize(ns);
   x.c.ySdot.resize(ns);
+  x.SX.assign(nx * ns, 0.0);
+  x.GX.assign(nx * ns, 0.0);
   o.ns = static_cast<int>(ns);
   o.yS = N_VCloneVectorArray(o.ns, o.y);
   o.ypS = N_VCloneVectorArray(o.ns, o.y);
   COSTATE_CHECK(o.yS != nullptr && o.ypS != nullptr, "IDAS backend: N_VCloneVectorArray failed");
-  // s_j(t0) given; s_j'(t0) = F_y s_j + F_p e_j on the differential rows
-  // (the algebraic rows' 0 a guess that IDACalcIC replaces).
+  // s_j(t0) given (S_X's u rows); s_j'(t0): G_X S_X + G_p e_j on the rows
+  // with M = 1, a fully implicit model's given y' rows (S_X's rows r … 2r)
+  // and 0 on the algebraic rows — guesses IDACalcIC replaces.
   for (std::size_t d = 0; d < ns; ++d) {
-    std::copy(&S[d * n], &S[d * n] + n, data(o.yS[d]));
-    x.c.yS[d] = data(o.yS[d]);
-    x.c.ySdot[d] = data(o.ypS[d]);
+    x.c.yS[d] = &S[d * nx];
+    x.c.ySdot[d] = &x.GX[d * nx];
   }
   sys.sensitivity_rhs(t0, y.data(), ns, x.c.yS.data(), x.c.ySdot.data());
   for (std::size_t d = 0; d < ns; ++d)
-    for (std::size_t i = 0; i < n; ++i) data(o.ypS[d])[i] *= x.mass(i);
-  ida_check(x.c, IDASensInit(o.mem, o.ns, IDA_SIMULTANEOUS, sensitivity_residual, o.yS, o.ypS),
-        "IDASensInit");
+    for (std::size_t i = 0; i < nu; ++i) {
+      data(o.yS[d])[i] = S[d * nx + x.col(i)];
+      data(o.ypS[d])[i] =
+          x.mass(i) != 0.0 ? x.GX[d * nx + x.row(i)] : i < r ? S[d * nx + r + i] : 0.0;
+    }
+  // The corrector: simultaneous for a semi-explicit DAE; staggered (the
+  // state's Newton converged first, then the linear sensitivity systems)
+  // for a fully implicit one — the simultaneous Newton drops ∂R_s/∂(y, y')
+  // = F_{y'y}[s'] + …, which for a state-dependent F_{y'} grows with c like
+  // the Newton matrix itself, so its contraction does not improve as the
+  // step shrinks (measured: ImplicitClosedForm failed to converge at every
+  // step size down to 1e-9; staggered takes it to t1 at rtol 1e-10).
+  ida_check(x.c, IDASensInit(o.mem, o.ns, r > 0 ? IDA_STAGGERED : IDA_SIMULTANEOUS,
+                             sensitivity_residual, o.yS, o.ypS),
+            "IDASensInit");
   ida_check(x.c, IDASensEEtolerances(o.mem), "IDASensEEtolerances");
   ida_check(x.c, IDASetSensErrCon(o.mem, SUNTRUE), "IDASetSensErrCon");
   consistent_start(o, x, dae, t0, stops.back() > t0 ? stops.back() : t0 + 1.0, y, correction);
-  for (std::size_t d = 0; d < ns; ++d) std::copy(data(o.yS[d]), data(o.yS[d]) + n, &S[d * n]);
+  // S_X = X(s, s') per direction.
+  auto to_S = [&] {
+    for (std::size_t d = 0; d < ns; ++d) x.state(data(o.yS[d]), data(o.ypS[d]), &S[d * nx]);
+  };
+  to_S();
   cvodes::Stats s;
   s.final_time = t0;
   double t = t0;
@@ -397,11 +505,16 @@ cvodes::Stats forward_sensitivities(
         break;
       }
       ida_check(x.c, IDAGetSens(o.mem, &t, o.yS), "IDAGetSens");
-      for (std::size_t d = 0; d < ns; ++d) std::copy(data(o.yS[d]), data(o.yS[d]) + n, &S[d * n]);
+      if (r > 0)
+        for (std::size_t d = 0; d < ns; ++d)
+          ida_check(x.c, IDAGetSensDky1(o.mem, t, 1, static_cast<int>(d), o.ypS[d]),
+                    "IDAGetSensDky1");
+      to_S();
+      current_state(o, x, y.data());
     }
-    at_stop(k, stops[k], data(o.y), S.data());
+    at_stop(k, stops[k], y.data(), S.data());
   }
-  std::copy(data(o.y), data(o.y) + n, y.begin());
+  current_state(o, x, y.data());
   collect(o.mem, s);
   return s;
 }
@@ -416,17 +529,20 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
   COSTATE_CHECK(!stops.empty() && stops.front() >= t0 && stops.back() > t0,
                 "IDAS backend: the adjoint needs stops in [t0, t1] ending after t0");
   adj.validate();
-  const std::size_t n = sys.n, np = sys.np, K = stops.size();
+  const std::size_t nx = sys.n, np = sys.np, K = stops.size();
   Objects o;
   DaeContext x;
   setup(o, x, dae, settings, t0, y0.data());
+  const std::size_t n = x.nu, r = x.r;
+  const std::size_t nb = r > 0 ? 2 * n : n;  // backward unknowns: λ, or (λ, ν)
   ida_check(x.c, IDAAdjInit(o.mem, adj.steps, IDA_HERMITE), "IDAAdjInit");
   consistent_start(o, x, dae, t0, stops.back(), y0, correction);
 
   // 1. Forward to every stop (stop time t1 only: IDASolveB recomputes
   //    checkpoint intervals without stop times, so observations take IDAS'
-  //    interpolant), keeping y, y' there and the λ jumps.
-  std::vector<double> jumps(K * n, 0.0), ys(K * n), yps(K * n);
+  //    interpolant), keeping u, u' there and the jumps (on the System's
+  //    state, then on u: the differential part of λ, fully implicit of ν).
+  std::vector<double> jumps(K * n, 0.0), ys(K * n), yps(K * n), X(nx), dX(nx);
   forward = cvodes::Stats{};
   forward.final_time = t0;
   double t = t0;
@@ -446,22 +562,33 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
     }
     std::copy(data(o.y), data(o.y) + n, &ys[k * n]);
     std::copy(data(o.yp), data(o.yp) + n, &yps[k * n]);
-    jump(k, stops[k], &ys[k * n], &jumps[k * n]);
+    current_state(o, x, X.data());
+    std::fill(dX.begin(), dX.end(), 0.0);
+    jump(k, stops[k], X.data(), dX.data());
+    for (std::size_t j = 0; j < n; ++j) jumps[k * n + j] = dX[x.col(j)];
   }
   collect(o.mem, forward);
   forward.checkpoints = ncheck;
 
-  // 2. Backward from t1: λ's differential part the jump there, its
-  //    algebraic part and λ' made consistent by IDACalcICB; μ(t1) = 0.
+  // 2. Backward from t1: λ's differential part (fully implicit: ν's) the
+  //    jump there, the rest and the derivatives made consistent by
+  //    IDACalcICB; μ(t1) = 0.
   const double rtolB = adj.rtol > 0.0 ? adj.rtol : settings.rtol;
   double atolB = adj.atol;
   if (atolB <= 0.0) {
     atolB = std::numeric_limits<double>::infinity();
     for (double a : settings.atol) atolB = std::min(atolB, a);
   }
-  o.yB = new_vector(n, o.sunctx, &jumps[(K - 1) * n]);
-  o.ypB = new_vector(n, o.sunctx);
+  const std::size_t carried = r > 0 ? n : 0;  // where the jumps go in the backward unknowns
+  o.yB = new_vector(nb, o.sunctx);
+  std::copy(&jumps[(K - 1) * n], &jumps[(K - 1) * n] + n, data(o.yB) + carried);
+  o.ypB = new_vector(nb, o.sunctx);
   o.qB = new_vector(np, o.sunctx);
+  o.idB = new_vector(nb, o.sunctx);
+  for (std::size_t j = 0; j < n; ++j) {
+    data(o.idB)[j] = r > 0 || dae.algebraic[j] ? 0.0 : 1.0;
+    if (r > 0) data(o.idB)[n + j] = dae.algebraic[j] ? 0.0 : 1.0;
+  }
   N_Vector yk = new_vector(n, o.sunctx), ypk = new_vector(n, o.sunctx);
   struct Free {
     N_Vector a, b;
@@ -470,16 +597,22 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
       N_VDestroy(b);
     }
   } free_k{yk, ypk};
-  const bool algebraic = any_algebraic(dae);
+  const bool algebraic = any_algebraic(dae) || r > 0;
   int which = -1;
   ida_check(x.c, IDACreateB(o.mem, &which), "IDACreateB");
   ida_check(x.c, IDAInitB(o.mem, which, residual_backward, stops.back(), o.yB, o.ypB), "IDAInitB");
   ida_check(x.c, IDASStolerancesB(o.mem, which, rtolB, atolB), "IDASStolerancesB");
   ida_check(x.c, IDASetUserDataB(o.mem, which, &x), "IDASetUserDataB");
-  ida_check(x.c, IDASetIdB(o.mem, which, o.id), "IDASetIdB");
+  ida_check(x.c, IDASetIdB(o.mem, which, o.idB), "IDASetIdB");
+  // Fully implicit: λ and ν_a are algebraic, fixed by ν_d and the forward
+  // state; out of the error test, which IDACalcICB's λ' = 0 (it solves
+  // for λ, not for λ') would otherwise fail at every restart: order 1's
+  // estimate h |λ'| then needs h below atol / |λ'| (measured: 10 error test
+  // failures and IDA_ERR_FAIL at an observation's restart).
+  if (r > 0) ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
   ida_check(x.c, IDASetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
             "IDASetMaxNumStepsB");
-  o.JB = SUNDenseMatrix(static_cast<sunindextype>(n), static_cast<sunindextype>(n), o.sunctx);
+  o.JB = SUNDenseMatrix(static_cast<sunindextype>(nb), static_cast<sunindextype>(nb), o.sunctx);
   COSTATE_CHECK(o.JB != nullptr, "IDAS backend: SUNDenseMatrix failed");
   o.lsB = SUNLinSol_Dense(o.yB, o.JB, o.sunctx);
   COSTATE_CHECK(o.lsB != nullptr, "IDAS backend: SUNLinSol_Dense failed");
@@ -491,13 +624,19 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
               "IDAQuadSStolerancesB");
     ida_check(x.c, IDASetQuadErrConB(o.mem, which, SUNTRUE), "IDASetQuadErrConB");
   }
-  // λ' from the differential rows at (t_k, y_k): M λ' = −F_yᵀ λ there (the
-  // guess IDACalcICB refines), and the consistent λ (algebraic part).
+  // The derivatives' guess at (t_k, u_k) — semi-explicit: M λ' = −F_yᵀ λ
+  // on the differential rows; fully implicit 0 (the unknowns of a linear
+  // system: IDACalcICB's Newton solves it in one iteration) — then the
+  // consistent values.
   auto consistent_backward = [&](std::size_t k, double t_next) {
     std::copy(&ys[k * n], &ys[k * n] + n, data(yk));
     std::copy(&yps[k * n], &yps[k * n] + n, data(ypk));
-    sys.vjp(stops[k], &ys[k * n], data(o.yB), data(o.ypB), x.c.fp.data());
-    for (std::size_t i = 0; i < n; ++i) data(o.ypB)[i] = dae.algebraic[i] ? 0.0 : -data(o.ypB)[i];
+    if (r == 0) {
+      sys.vjp(stops[k], &ys[k * n], data(o.yB), data(o.ypB), x.c.fp.data());
+      for (std::size_t i = 0; i < n; ++i) data(o.ypB)[i] = dae.algebraic[i] ? 0.0 : -data(o.ypB)[i];
+    } else {
+      N_VConst(0.0, o.ypB);
+    }
     ida_check(x.c, IDAReInitB(o.mem, which, stops[k], o.yB, o.ypB), "IDAReInitB");
     if (algebraic) {
       const int flag = IDACalcICB(o.mem, which, t_next, yk, ypk);
@@ -532,22 +671,26 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
     if (np > 0) ida_check(x.c, IDAGetQuadB(o.mem, which, &tret, o.qB), "IDAGetQuadB");
     add_leg();
   };
-  // 3. Legs t1 → t_{K−2} → … → stops[0] (adding each stop's jump to λ's
-  //    differential part and restarting consistently there), then to t0.
+  // 3. Legs t1 → t_{K−2} → … → stops[0] (adding each stop's jump and
+  //    restarting consistently there), then to t0.
   auto next_below = [&](std::size_t k) { return k > 0 ? stops[k - 1] : t0; };
   consistent_backward(K - 1, next_below(K - 1) < stops[K - 1] ? next_below(K - 1) : t0);
   for (std::size_t k = K - 1; k-- > 0;) {
     if (stops[k] < stops[k + 1]) run_back(stops[k]);
     if (stops[k] <= t0) break;
-    double* lb = data(o.yB);
+    double* lb = data(o.yB) + carried;
     for (std::size_t i = 0; i < n; ++i) lb[i] += jumps[k * n + i];
     consistent_backward(k, next_below(k) < stops[k] ? next_below(k) : t0);
   }
   if (stops.front() > t0) run_back(t0);
-  lambda.assign(data(o.yB), data(o.yB) + n);
+  // dJ/du(t0): λ (semi-explicit, M λ on the differential part) or ν, on
+  // the System's state.
+  std::vector<double> l0(data(o.yB) + carried, data(o.yB) + carried + n);
   // A stop at t0 (an observation there): its jump joins λ(t0) directly.
   if (stops.front() <= t0)
-    for (std::size_t i = 0; i < n; ++i) lambda[i] += jumps[i];
+    for (std::size_t i = 0; i < n; ++i) l0[i] += jumps[i];
+  lambda.assign(nx, 0.0);
+  for (std::size_t j = 0; j < n; ++j) lambda[x.col(j)] = l0[j];
   mu.assign(np, 0.0);
   if (np > 0) std::copy(data(o.qB), data(o.qB) + np, mu.begin());
   backward.final_time = t0;

@@ -1,15 +1,16 @@
 // The IDAS backend on a compiled ode::System (idas.hpp): the index-1 check
 // of a DAE, the idas branch of ode::integrate and ode::gradient with
-// IdasForward. The callbacks are CVODES' (cvodes::Binding: F, its dense
-// Jacobian F_y and F_y s + F_p e_j from the System's AD); the residual form
-// M y' − F is made in solvers/sundials/idas_backend.cpp.
+// IdasForward / IdasAdjoint. The callbacks are CVODES' (cvodes::Binding: G,
+// its dense Jacobian G_X, G_X s + G_p e_j and G_Xᵀλ from the System's AD);
+// the residual — M y' − G for a semi-explicit DAE, F(t, y, y', p) itself
+// for a fully implicit one (ResidualForm) — is made in
+// solvers/sundials/idas_backend.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "costate/core/error.hpp"
@@ -47,13 +48,60 @@ void add_correction(Summary& s, const idas::InitialCorrection& c) {
   if (!r.empty()) s.message += "; " + r;
 }
 
-/// IDAS takes the semi-explicit form only (its residual M y' − F): a
-/// ResidualForm's (y, y') state would be an index-2 system there.
-void refuse_residual_form(const System& system, std::string_view who) {
-  COSTATE_CHECK(!system.residual_form(),
-                who << ": integrator.method = idas does not integrate a fully implicit model "
-                       "(ode::ResidualForm) yet: use integrator.method = bdf, sdirk3, "
-                       "backward_euler or crank_nicolson (forward and discrete_adjoint)");
+/// IDAS' view of a System (idas.hpp, Dae): a semi-explicit DAE as it is
+/// (its algebraic states IDAS' id); a fully implicit one (ResidualForm,
+/// state (y, y'[, z])) by its residual F on the unknowns (y[, z]), the
+/// model's algebraic components of y IDAS' id.
+struct IdasView {
+  std::vector<std::uint8_t> mask;
+  std::size_t r = 0;
+  explicit IdasView(const System& system) {
+    if (!system.residual_form()) {
+      mask.assign(system.algebraic().begin(), system.algebraic().end());
+      return;
+    }
+    r = system.n_model_states() / 2;
+    mask.assign(system.n_states() - r, 0);
+    for (std::size_t i = 0; i < r; ++i) mask[i] = system.initial_unknowns()[i];
+  }
+  idas::Dae dae(const cvodes::System& s) const {
+    return {.system = &s, .algebraic = mask, .residual_n = r};
+  }
+};
+
+/// A fully implicit model's consistent start before IDAS sees it: (y'_d,
+/// y_a) by dae.hpp's Newton on the exact [F_{y'_d} | F_{y_a}] with y_d
+/// fixed (the native schemes' solve). IDACalcIC then starts from
+/// consistent values: its own iteration keeps F_y's differential columns
+/// in its matrix F_y + c F_{y'} at c = 1/(0.001 (tout1 − t0)), which
+/// diverges on a stiff model over a long horizon (measured: Robertson's
+/// residual form to 4e10, IDA_CONV_FAIL from y'(t0) = 0). Returns what
+/// changed in y (the algebraic y_a; y'(t0) is a guess, not reported).
+idas::InitialCorrection residual_start(const System& system, std::span<const double> p,
+                                       double t0, std::vector<double>& X) {
+  idas::InitialCorrection c;
+  c.algebraic = true;
+  c.by = "Newton on (y'_d, y_a) with y_d fixed";
+  const std::vector<double> given = X;
+  make_consistent(system, p, t0, X, "integrator.method = idas");
+  const std::size_t r = system.n_model_states() / 2;
+  for (std::size_t i = 0; i < r; ++i) {
+    const double d = std::abs(X[i] - given[i]);
+    if (d > c.max_change) {
+      c.max_change = d;
+      c.state = i;
+    }
+    if (d > 100.0 * std::numeric_limits<double>::epsilon() * (1.0 + std::abs(given[i]))) ++c.changed;
+  }
+  return c;
+}
+
+/// Whether initial state i is data (its derivative is computed) rather
+/// than a guess that the consistent initialisation replaces (an algebraic
+/// state; a ResidualForm's y'(t0) and algebraic y_a).
+bool is_data(const System& system, std::size_t i) {
+  const auto u = system.initial_unknowns();
+  return !system.algebraic()[i] && !(i < u.size() && u[i]);
 }
 
 }  // namespace
@@ -152,16 +200,17 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
                         const IntegratorOptions& options, std::span<const double> outputs) {
   const std::size_t n = system.n_states();
   options.validate(n);
-  refuse_residual_form(system, "ode::integrate");
   const auto start = std::chrono::steady_clock::now();
   cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y0);
   check_index_one(system, p, t0, y0);
   Solution sol;
   sol.n_states = n;
   std::vector<double> y(y0.begin(), y0.end());
-  idas::InitialCorrection correction;
+  idas::InitialCorrection correction, start_correction;
+  const IdasView view(system);
+  if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Stats st = idas::integrate(
-      {.system = &binding.system(), .algebraic = system.algebraic()},
+      view.dae(binding.system()),
       cvodes::settings_from(options, n), t0, t1, y, outputs, options.stop_at_outputs,
       [&](std::size_t, double t, const double* yy) {
         sol.t.push_back(t);
@@ -170,7 +219,7 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
       },
       &correction);
   summarise(sol.summary, st);
-  add_correction(sol.summary, correction);
+  add_correction(sol.summary, view.r > 0 ? start_correction : correction);
   sol.summary.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sol;
@@ -183,7 +232,6 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
-  refuse_residual_form(system, "ode::gradient");
   COSTATE_CHECK_EQ(y0.size(), n, "gradient (IDAS): initial state");
   COSTATE_CHECK_EQ(p.size(), np, "gradient (IDAS): parameters");
   require(supports(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
@@ -205,18 +253,38 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   std::copy(y0.begin(), y0.end(), y.begin());
   cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y);
   check_index_one(system, p, t0, y);
-  const idas::Dae dae{.system = &binding.system(), .algebraic = system.algebraic()};
+  const IdasView view(system);
+  const idas::Dae dae = view.dae(binding.system());
+  idas::InitialCorrection start_correction;
+  if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Settings settings = cvodes::settings_from(options, na);
   StopTerms terms(system, p, obs.size(), K);
   idas::InitialCorrection correction;
   GradientResult result;
   cvodes::Stats fwd, bwd;
   if (!adjoint) {
-    // 3a. Forward sensitivities: directions (p_j; y0_i), the terms at the stops.
+    // 3a. Forward sensitivities: directions (p_j; y0_i) — every initial
+    //     state of a semi-explicit DAE (IDACalcIC zeroes an algebraic
+    //     one's), the data of a fully implicit one (y_d: the guesses y'(t0)
+    //     and y_a have derivative 0) — the terms at the stops.
     result.method = "idas_forward";
-    const std::size_t ns = np + n;
+    std::vector<std::size_t> dirs;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!system.residual_form() || is_data(system, i)) dirs.push_back(i);
+    const std::size_t ns = np + dirs.size();
     std::vector<double> S(na * ns, 0.0), dJ(ns, 0.0);
-    for (std::size_t i = 0; i < n; ++i) S[(np + i) * na + i] = 1.0;
+    for (std::size_t d = 0; d < dirs.size(); ++d) S[(np + d) * na + dirs[d]] = 1.0;
+    if (view.r > 0) {
+      // S(t0) consistent too (dae.hpp's implicit derivative of the start):
+      // the unknowns' rows −[F_{y'_d} | F_{y_a}]⁻¹ (F_{y_d} S_d + F_p P).
+      std::vector<double> Srm(na * ns, 0.0), P(np * ns, 0.0);
+      for (std::size_t d = 0; d < ns; ++d)
+        for (std::size_t i = 0; i < na; ++i) Srm[i * ns + d] = S[d * na + i];
+      for (std::size_t j = 0; j < np; ++j) P[j * ns + j] = 1.0;
+      ConstraintProjection(system, p).tangent(t0, y, ns, Srm, P);
+      for (std::size_t d = 0; d < ns; ++d)
+        for (std::size_t i = 0; i < na; ++i) S[d * na + i] = Srm[i * ns + d];
+    }
     fwd = idas::forward_sensitivities(
         dae, settings, t0, y, ns, S, stops,
         [&](std::size_t k, double, const double* yy, const double* SS) {
@@ -225,7 +293,8 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
         &correction);
     COSTATE_CHECK(fwd.success, "gradient (idas_forward): the integration failed: " << fwd.message);
     result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
-    result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
+    result.wrt_initial_state.assign(n, 0.0);
+    for (std::size_t d = 0; d < dirs.size(); ++d) result.wrt_initial_state[dirs[d]] = dJ[np + d];
   } else {
     // 3b. Adjoint: the λ jumps (projected onto x on the constraint) at the
     //     stops, F_yᵀλ and F_pᵀλ from the System.
@@ -248,16 +317,17 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
         lambda, mu, fwd, bwd, &correction);
     result.wrt_parameters.resize(np);
     for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
-    // dJ/dx0 = λ_x(t0); an algebraic initial value is a guess (derivative 0).
+    // dJ/dx0 = λ_x(t0) (fully implicit: ν = F_{y'}ᵀλ on y_d); an algebraic
+    // initial value or a y'(t0) is a guess (derivative 0).
     result.wrt_initial_state.assign(n, 0.0);
     for (std::size_t i = 0; i < n; ++i)
-      if (!system.algebraic()[i]) result.wrt_initial_state[i] = lambda[i];
+      if (is_data(system, i)) result.wrt_initial_state[i] = lambda[i];
     result.vjp_evaluations = binding.vjp_evaluations();
     result.checkpoints.peak_snapshots = fwd.checkpoints;
   }
   result.objective = terms.J;
   summarise(result.summary, fwd);
-  add_correction(result.summary, correction);
+  add_correction(result.summary, view.r > 0 ? start_correction : correction);
   if (adjoint)
     result.summary.message += "; backward pass " + std::to_string(bwd.steps) + " steps, " +
                               std::to_string(bwd.rhs_evaluations) + " residual evaluations";

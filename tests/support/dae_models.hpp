@@ -189,6 +189,20 @@ struct ImplicitCoupled {
   std::vector<std::size_t> algebraic_states() const { return {2}; }
 };
 
+/// Robertson written fully implicitly, as a user would for IDA:
+///   F = (y1' + k1 y1 − k2 y2 y3, y2' − k1 y1 + k2 y2 y3 + k3 y2², y1 + y2 + y3 − 1),
+/// y3 algebraic (F does not read y3').
+struct RobertsonResidual {
+  template <class T>
+  void residual(double, std::span<const T> y, std::span<const T> yp, std::span<const T> p,
+                std::span<T> F) const {
+    F[0] = yp[0] + p[0] * y[0] - p[1] * y[1] * y[2];
+    F[1] = yp[1] - p[0] * y[0] + p[1] * y[1] * y[2] + p[2] * y[1] * y[1];
+    F[2] = y[0] + y[1] + y[2] - 1.0;
+  }
+  std::vector<std::size_t> algebraic_states() const { return {2}; }
+};
+
 /// Index 2 in residual form: F = (x' − p0 z, x − 1), z algebraic:
 /// [F_{x'} | F_z] = [[1, −p0], [0, 0]] is singular.
 struct ImplicitIndexTwo {

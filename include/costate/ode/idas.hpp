@@ -41,10 +41,26 @@
 /// The adjoint (IdasAdjoint, `sensitivity.method: idas_adjoint`): see
 /// IdasAdjoint below.
 ///
+/// Fully implicit DAEs (ode::ResidualForm, residual_dae.hpp: the System's
+/// state X = (y, y'[, z]), its rows n … 2n the residual F(t, y, y', p)):
+/// IDAS integrates F itself on the unknowns u = (y[, z]) — one mechanism
+/// with the semi-explicit case, R(t, u, u') = M u' − G(X(u, u')) with G
+/// the System's rhs and M = diag(0 on the rows F, 1 on z), so
+///     Newton matrix   ∂R/∂u + c ∂R/∂u' = −(F_y + c F_{y'})   (n × n, dense),
+///     sensitivities   F_y s + F_{y'} s' + F_p e_j = 0   (IDASensInit,
+///                     staggered corrector: see idas_backend.cpp),
+///     start           (y'_d, y_a) from y_d by dae.hpp's Newton, then IDACalcIC
+///                     (IDAS' id: algebraic_states(), y' unread by F),
+/// the derivatives from the same AD (G_X's y and y' columns). The
+/// directions of the forward sensitivities are the parameters and the
+/// differential y_d(t0); y'(t0) and y_a(t0) are guesses (derivative 0).
+/// The adjoint: see IdasAdjoint.
+///
 /// Limitations: serial; dense linear algebra (n up to a few hundred); the
 /// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
-/// off); no second order; the adjoint interpolates the forward state at the
-/// observation times (as cvodes_adjoint).
+/// off); no second order; no events; the adjoint interpolates the forward
+/// state (and, fully implicit, y') at the observation times (as
+/// cvodes_adjoint).
 
 #include <cstddef>
 #include <cstdint>
@@ -75,6 +91,20 @@ struct IdasForward {};
 /// on the constraint):
 ///     g_zᵀ ν = ℓ_zᵀ,   λ_x += ℓ_xᵀ − g_xᵀ ν,   dJ/dp += ℓ_pᵀ − g_pᵀ ν,
 /// and λ_z, λ' made consistent by IDACalcICB from λ_x.
+///
+/// Fully implicit F(t, y, y', p) = 0 (ResidualForm; with the running cost
+/// z' = q one more row): the adjoint DAE (F_{y'}ᵀλ)' = F_yᵀλ needs the time
+/// derivative of F_{y'}(t, y, y') unless it is carried as an unknown, so
+/// the backward problem is on (λ, ν), 2n unknowns:
+///     ν_d' = (R_uᵀλ)_d,   0 = (R_uᵀλ)_a,   0 = ν − R_{u'}ᵀλ
+/// (R = −F: R_u = −F_y, R_{u'} = −F_{y'}; ν_a = 0 as F does not read y'_a),
+/// λ and ν_a algebraic and out of the backward error test (their values
+/// follow from ν_d and the forward state), ν_d differential; the jumps of
+/// the terms (projected on y_d through F = 0, as above) go to ν_d, and
+///     dJ/dy_d(t0) = ν_d(t0),   dJ/dp = ∫ F_pᵀλ dt + Σ (term's p-part)
+/// (the boundary term ν ∂y/∂p at t0 vanishes: y_d(t0) is data, ν_a = 0).
+/// Its Newton matrix [−R_uᵀ, c D; −R_{u'}ᵀ, I] reduces to (c R_{u'} −
+/// R_u)ᵀ, the transpose of the forward one: nonsingular at index 1.
 struct IdasAdjoint {
   /// Steps between checkpoints of the forward pass (IDAAdjInit Nd ≥ 1).
   int steps = 100;
@@ -95,16 +125,27 @@ struct InitialCorrection {
   double max_change = 0.0;
   std::size_t state = 0;
   std::size_t changed = 0;
+  /// Who made them consistent (the report's subject).
+  std::string by = "IDACalcIC";
   /// "" when nothing changed; else one sentence for the Summary's message.
   std::string report() const;
 };
 
-/// The callbacks (cvodes::System: rhs = F, jacobian = F_y dense,
-/// sensitivity_rhs = F_y s + F_p e_j) and the algebraic mask (n entries,
-/// 1 = algebraic) of one run.
+/// The callbacks of one run (cvodes::System on the System's state X,
+/// n_x entries: rhs = G, jacobian = G_X dense, sensitivity_rhs = G_X s +
+/// G_p e_j, vjp = G_Xᵀ λ, G_pᵀ λ) and how IDAS' unknowns u map onto X:
+///   - residual_n = 0 (semi-explicit): u = X, R = M u' − G(u), `algebraic`
+///     (n_x entries, 1 = algebraic) the mask of M;
+///   - residual_n = r > 0 (fully implicit, a ResidualForm: X = (y, y', z)
+///     with y of r entries and z the running cost's quadrature if any):
+///     u = (y, z), R = (F(t, y, y', p); z' − q) from G's rows r … n_x,
+///     `algebraic` (n_x − r entries) the model's algebraic components of y
+///     (IDAS' id; F does not read their y').
+/// Every state, sensitivity and adjoint below is on X (n_x entries).
 struct Dae {
   const cvodes::System* system = nullptr;
   std::span<const std::uint8_t> algebraic;
+  std::size_t residual_n = 0;
 };
 
 /// Integrates from t0 to the last output time (never past t1); `out(j, t,

@@ -57,10 +57,17 @@
 /// default; a component without derivative still has a well-defined error),
 /// the derivatives w are not (they are the scheme's algebraic states).
 ///
+/// IDAS (integrator.method = idas, IdasForward, IdasAdjoint; idas.hpp)
+/// takes F itself on the n unknowns y: its Newton matrix F_y + c F_{y'}
+/// from the blocks above, IDACalcIC for (y'_d, y_a) with y_d fixed, the
+/// sensitivity residual F_y s + F_{y'} s' + F_p e_j, and the adjoint on
+/// (λ, ν = F_{y'}ᵀλ). The Problem, Solutions and gradients keep the (y, y')
+/// layout above.
+///
 /// Limitations: no events (a ResidualForm forwards none of the model's);
-/// IDAS, H·v and the continuous adjoint refuse it by name; dense or
-/// coloured Jacobians of the 2n-state system (twice the unknowns of a
-/// residual-form solver's Newton matrix).
+/// the continuous adjoint refuses it by name; dense or coloured Jacobians
+/// of the 2n-state system (twice the unknowns of a residual-form solver's
+/// Newton matrix; IDAS' own matrix is n × n, dense).
 
 #include <concepts>
 #include <cstddef>

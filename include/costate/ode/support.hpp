@@ -36,8 +36,8 @@
 ///     continuous_adjoint bdf sdirk3                                   1
 ///     idas_forward, idas_adjoint   idas                               1
 ///
-/// (idas and continuous_adjoint: the semi-explicit form only, and the
-/// continuous adjoint without events; a ResidualForm is refused by name.)
+/// (continuous_adjoint: the semi-explicit form only, no events; refuses a
+/// ResidualForm by name. idas takes both forms: idas.hpp.)
 ///
 /// The native implicit schemes solve M (y − …) − hγ f = 0 with M =
 /// diag(1 differential, 0 algebraic) in their one Newton matrix (steppers/

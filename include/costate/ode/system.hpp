@@ -459,8 +459,8 @@ class System {
 
   // DAEs (issue 32; HasAlgebraicStates): which of the n_x states are
   // algebraic (1) or differential (0) — M = diag(1 − algebraic()) in
-  // M x' = F(t, x, p). The running cost's z is differential. Only IDAS
-  // integrates a System with n_algebraic() > 0 (support.hpp: supports_dae).
+  // M x' = F(t, x, p). The running cost's z is differential. The implicit
+  // schemes and IDAS integrate n_algebraic() > 0 (support.hpp: supports_dae).
   std::span<const std::uint8_t> algebraic() const { return algebraic_; }
   std::size_t n_algebraic() const { return n_algebraic_; }
   /// The states solved from the algebraic rows at t0 (consistent initial
