@@ -28,6 +28,7 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/integrate.hpp"
+#include "support/event_settings.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
 #include "costate/ode/support.hpp"
@@ -169,45 +170,10 @@ double largest(const std::vector<double>& g) {
   return s;
 }
 
-struct Setting {
-  const char* name;
-  ode::IntegratorOptions options;
-  /// Closed-form agreement at these settings (relative to the largest
-  /// entry): the method's global error, the instants located to ulps.
-  double closed_tol;
-};
-
-ode::IntegratorOptions adaptive(ode::Method m, double rtol) {
-  ode::IntegratorOptions o;
-  o.method = m;
-  o.rtol = rtol;
-  o.atol = rtol * 1e-2;
-  return o;
-}
-ode::IntegratorOptions fixed(ode::Method m, double dt) {
-  ode::IntegratorOptions o;
-  o.method = m;
-  o.dt = dt;
-  o.adaptive = false;
-  return o;
-}
-
-std::vector<Setting> settings() {
-  return {
-      // dopri5 at rtol 1e-12: global error ~1e-11.
-      {"dopri5", adaptive(ode::Method::Dopri5, 1e-12), 1e-8},
-      // rk4, dt 1e-3: O(dt⁴) = 1e-12 per unit time.
-      {"rk4", fixed(ode::Method::RK4, 1e-3), 1e-8},
-      // sdirk3 (order 3) and bdf (orders 1–5) at rtol 1e-10.
-      {"sdirk3", adaptive(ode::Method::Sdirk3, 1e-10), 1e-6},
-      {"bdf", adaptive(ode::Method::Bdf, 1e-10), 1e-6},
-      // Crank–Nicolson, dt 1e-4: O(dt²) = 1e-8.
-      {"crank_nicolson", fixed(ode::Method::CrankNicolson, 1e-4), 1e-6},
-      // First-order methods at dt 1e-4: O(dt) = 1e-4.
-      {"backward_euler", fixed(ode::Method::BackwardEuler, 1e-4), 1e-3},
-      {"euler", fixed(ode::Method::ExplicitEuler, 1e-4), 1e-3},
-  };
-}
+using Setting = costate::test::EventSetting;
+using costate::test::adaptive_options;
+using costate::test::fixed_options;
+std::vector<Setting> settings() { return costate::test::event_settings(); }
 
 TEST(DelayedEvents, TheRunAndItsReplaysTakeTheValuesFromWhereSbmlSays) {
   // The run (the event driver) and a replay of its plan (the discrete
@@ -271,7 +237,7 @@ TEST(DelayedEvents, GradientsEqualTheClosedFormForEveryStepper) {
 }
 
 TEST(DelayedEvents, GradientsEqualCentralDifferences) {
-  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::IntegratorOptions tight = adaptive_options(ode::Method::Dopri5, 1e-12);
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(v.name);
     const ode::Problem<DelayedDose> problem = problem_of(v);
@@ -305,7 +271,7 @@ TEST(DelayedEvents, EveryScheduleGivesTheSameBits) {
     const ode::Problem<DelayedDose> problem = problem_of(v);
     for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::Sdirk3}) {
       SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(m));
-      const ode::IntegratorOptions o = adaptive(m, 1e-8);
+      const ode::IntegratorOptions o = adaptive_options(m, 1e-8);
       const ode::GradientResult ref =
           ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::StoreAll{}}, o);
       const std::string disk = ::testing::TempDir() + "delayed_events_multilevel.h5";
@@ -331,7 +297,7 @@ TEST(DelayedEvents, EveryScheduleGivesTheSameBits) {
 TEST(DelayedEvents, AdjointBlockCarriesEachSeedsLinks) {
   // Two objectives in one reverse sweep: each seed carries its own τ̄_e and
   // v̄ back to the trigger; each equals its own forward gradient.
-  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-10);
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(v.name);
     const ode::Problem<DelayedDose> problem = problem_of(v);
@@ -372,7 +338,7 @@ TEST(DelayedEvents, AnEquationModelsDelayExpressionIsDifferentiated) {
   double j_closed = 0.0;
   const std::vector<double> g_closed = closed_gradient(ref, v, j_closed);
   const double scale = largest(g_closed);
-  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-12);
   const ode::GradientResult ad = ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{}, o);
   const ode::GradientResult fw = ode::gradient(problem, FinalState{}, ode::Forward{}, o);
   const ode::GradientResult cpp = ode::gradient(ref, FinalState{}, ode::DiscreteAdjoint{}, o);
@@ -499,7 +465,7 @@ TEST(DelayedEvents, CvodesForwardSensitivitiesCrossDelayedEvents) {
     for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
       SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(m));
       const ode::GradientResult r =
-          ode::gradient(problem, FinalState{}, ode::CvodesForward{}, adaptive(m, 1e-10));
+          ode::gradient(problem, FinalState{}, ode::CvodesForward{}, adaptive_options(m, 1e-10));
       EXPECT_EQ(r.summary.events, 1);
       EXPECT_NEAR(r.objective, j_closed, kCvodesTol * j_closed);
       double worst = 0.0;
@@ -522,7 +488,7 @@ TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
   obs.data = {1.4, 1.1, 1.3, 0.9};
   obs.weights.assign(4, 1.0);
   obs.n_states = 1;
-  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-10);
   const ode::GradientResult g = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, o);
   const ode::ResidualSensitivities S = ode::sensitivity_matrix(problem, obs, o, g.steps);
   // Both are exact derivatives of one discrete map: round-off apart.
@@ -569,20 +535,20 @@ TEST(DelayedEvents, PathsThatDoNotCarryDelaysRefuseThemByName) {
   expect_refused(
       [&] {
         (void)ode::gradient(problem, FinalState{}, ode::ContinuousAdjoint{},
-                            adaptive(ode::Method::Dopri5, 1e-8));
+                            adaptive_options(ode::Method::Dopri5, 1e-8));
       },
       {"delayed event", "discrete_adjoint"});
   expect_refused(
       [&] {
         (void)ode::gradient(problem, FinalState{}, ode::CvodesAdjoint{},
-                            adaptive(ode::Method::CvodesBdf, 1e-8));
+                            adaptive_options(ode::Method::CvodesBdf, 1e-8));
       },
       {"delayed event", "discrete_adjoint"});
   const ode::HessianDirection v{.parameters = {1.0, 0.0, 0.0, 0.0, 0.0, 0.0}};
   expect_refused(
       [&] {
         (void)ode::hessian_vector(problem, FinalState{}, v, ode::DiscreteAdjoint{},
-                                  adaptive(ode::Method::Dopri5, 1e-8), {});
+                                  adaptive_options(ode::Method::Dopri5, 1e-8), {});
       },
       {"Hessian-vector", "delayed events"});
   // A delay on doubles only: the run is fine, its derivative needs T.
@@ -590,7 +556,7 @@ TEST(DelayedEvents, PathsThatDoNotCarryDelaysRefuseThemByName) {
   const ode::Problem<DoubleOnlyDelay> q{m, problem.y0, problem.p, {0.0, 2.0}};
   expect_refused(
       [&] {
-        (void)ode::gradient(q, FinalState{}, ode::Forward{}, adaptive(ode::Method::Dopri5, 1e-8));
+        (void)ode::gradient(q, FinalState{}, ode::Forward{}, adaptive_options(ode::Method::Dopri5, 1e-8));
       },
       {"delayed dose", "event_delay", "generic scalar"});
 }

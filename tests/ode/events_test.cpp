@@ -16,6 +16,7 @@
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/integrate.hpp"
+#include "support/event_settings.hpp"
 #include "costate/ode/problem.hpp"
 #include "costate/ode/sensitivity_matrix.hpp"
 
@@ -150,47 +151,10 @@ std::vector<double> closed_gradient(F f, const std::vector<double>& u, double t1
   return g;
 }
 
-struct Setting {
-  const char* name;
-  ode::IntegratorOptions options;
-  /// Closed-form agreement reachable at these settings (relative to the
-  /// largest gradient entry): the method's global error at this step size
-  /// or tolerance, with room for the event time's location (to ulps).
-  double closed_tol;
-};
-
-ode::IntegratorOptions adaptive(ode::Method m, double rtol) {
-  ode::IntegratorOptions o;
-  o.method = m;
-  o.rtol = rtol;
-  o.atol = rtol * 1e-2;
-  return o;
-}
-ode::IntegratorOptions fixed(ode::Method m, double dt) {
-  ode::IntegratorOptions o;
-  o.method = m;
-  o.dt = dt;
-  o.adaptive = false;
-  return o;
-}
-
-std::vector<Setting> settings() {
-  return {
-      // dopri5 at rtol 1e-12: global error ~1e-11.
-      {"dopri5", adaptive(ode::Method::Dopri5, 1e-12), 1e-8},
-      // rk4, dt 1e-3: O(dt⁴) = 1e-12 per unit time.
-      {"rk4", fixed(ode::Method::RK4, 1e-3), 1e-8},
-      // sdirk3 (order 3) at rtol 1e-10.
-      {"sdirk3", adaptive(ode::Method::Sdirk3, 1e-10), 1e-6},
-      // bdf (orders 1–5) at rtol 1e-10.
-      {"bdf", adaptive(ode::Method::Bdf, 1e-10), 1e-6},
-      // Crank–Nicolson, dt 1e-4: O(dt²) = 1e-8.
-      {"crank_nicolson", fixed(ode::Method::CrankNicolson, 1e-4), 1e-6},
-      // First-order methods at dt 1e-4: O(dt) = 1e-4.
-      {"backward_euler", fixed(ode::Method::BackwardEuler, 1e-4), 1e-3},
-      {"euler", fixed(ode::Method::ExplicitEuler, 1e-4), 1e-3},
-  };
-}
+using Setting = costate::test::EventSetting;
+using costate::test::adaptive_options;
+using costate::test::fixed_options;
+std::vector<Setting> settings() { return costate::test::event_settings(); }
 
 /// Forward and discrete adjoint on `problem` against the closed form `f`
 /// at u = (y0…, p…).
@@ -225,7 +189,7 @@ void check_model(const ode::Problem<M>& problem, F f, const char* what) {
   // Central differences of the objective, each evaluation locating its own
   // instant (dopri5 at rtol 1e-12): step 1e-5 relative, truncation ~1e-10,
   // the adaptive steps' noise ~1e-12/1e-5 = 1e-7 — agreement to 1e-6.
-  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::IntegratorOptions tight = adaptive_options(ode::Method::Dopri5, 1e-12);
   const ode::GradientResult ad = ode::gradient(problem, objective, ode::DiscreteAdjoint{}, tight);
   const std::size_t n = problem.y0.size();
   for (std::size_t i = 0; i < u.size(); ++i) {
@@ -275,7 +239,7 @@ TEST(Events, InstantIsLocatedToUlps) {
 TEST(Events, EveryScheduleGivesTheSameBits) {
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
   for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::Sdirk3}) {
-    const ode::IntegratorOptions o = adaptive(m, 1e-8);
+    const ode::IntegratorOptions o = adaptive_options(m, 1e-8);
     const ode::GradientResult ref = ode::gradient(problem, FirstStateAtEnd{},
                                                   ode::DiscreteAdjoint{ode::StoreAll{}}, o);
     const std::string disk = ::testing::TempDir() + "events_multilevel.h5";
@@ -300,7 +264,7 @@ TEST(Events, RunReportsStatesAfterTheEvents) {
   // The dose at τ = 1.5, an output there: the state after the dose.
   ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.5, 0.5}, {0.0, 3.0}};
   problem.output_times = {0.0, 1.5, 3.0};
-  const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-12));
+  const ode::Solution sol = ode::integrate(problem, adaptive_options(ode::Method::Dopri5, 1e-12));
   ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
   ASSERT_EQ(sol.n_outputs(), 3u);
   EXPECT_EQ(sol.summary.events, 1);
@@ -367,7 +331,7 @@ void check_hessian_differences(const ode::Problem<M>& problem, double scale, con
   // round-off ~1e-15/1e-4 ~1e-11; the discrete Hessian and the differences
   // of the discrete gradient differ by the method's O(dt⁴) ~1e-12 —
   // agreement to 1e-6 of the largest entry.
-  const ode::IntegratorOptions o = fixed(ode::Method::RK4, 1e-3);
+  const ode::IntegratorOptions o = fixed_options(ode::Method::RK4, 1e-3);
   const std::size_t n = problem.y0.size();
   std::vector<double> h(m * m);
   for (std::size_t k = 0; k < m; ++k) {
@@ -464,7 +428,7 @@ TEST(Events, HessianVectorThroughAResetWithATimeDependentRightHandSide) {
   // No closed form here: central differences of gradients and symmetry
   // (the largest entry of H, from the run itself, sets the scale).
   ode::Problem<DriftReset> problem{DriftReset{}, {1.0}, {0.9, 2.0, 0.5, 0.8}, {0.0, 1.0}};
-  const ode::IntegratorOptions o = fixed(ode::Method::RK4, 1e-3);
+  const ode::IntegratorOptions o = fixed_options(ode::Method::RK4, 1e-3);
   // The drift brings x back to θ: two resets, two instants in one sweep.
   ASSERT_EQ(ode::gradient(problem, FirstStateAtEnd{}, ode::DiscreteAdjoint{}, o).steps.events().size(),
             2u);
@@ -479,7 +443,7 @@ TEST(Events, HessianVectorIsTheSameUnderEverySchedule) {
   for (ode::Method m : {ode::Method::Dopri5, ode::Method::Bdf, ode::Method::Sdirk3,
                         ode::Method::CrankNicolson}) {
     const ode::IntegratorOptions o =
-        m == ode::Method::CrankNicolson ? fixed(m, 1e-2) : adaptive(m, 1e-8);
+        m == ode::Method::CrankNicolson ? fixed_options(m, 1e-2) : adaptive_options(m, 1e-8);
     const std::vector<double> ref = hv_column(problem, 2, o);
     const std::string disk = ::testing::TempDir() + "events_hv_multilevel.h5";
     for (const ode::Checkpointing& c :
@@ -507,7 +471,7 @@ void check_continuous(const ode::Problem<M>& problem, F f, const char* what,
   for (ode::Method m : steppers) {
     SCOPED_TRACE(std::string(what) + " with " + ode::to_string(m));
     const ode::GradientResult r =
-        ode::gradient(problem, FirstStateAtEnd{}, method, adaptive(m, rtol));
+        ode::gradient(problem, FirstStateAtEnd{}, method, adaptive_options(m, rtol));
     EXPECT_EQ(r.summary.events, 1) << "one instant";
     EXPECT_NEAR(r.objective, j_closed, tol * std::abs(j_closed));
     for (std::size_t i = 0; i < u.size(); ++i) {
@@ -586,7 +550,7 @@ TEST(Events, CvodesResidualJacobianAcrossABounce) {
   // 1e-12 (the exact derivative to ~1e-10): CVODES' error at rtol 1e-10.
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
   const ode::WeightedObservations obs = bounce_observations();
-  const ode::IntegratorOptions tight = adaptive(ode::Method::Dopri5, 1e-12);
+  const ode::IntegratorOptions tight = adaptive_options(ode::Method::Dopri5, 1e-12);
   const ode::GradientResult plan = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, tight);
   const ode::ResidualSensitivities ref = ode::sensitivity_matrix(problem, obs, tight, plan.steps);
   double scale = 0.0;
@@ -595,7 +559,7 @@ TEST(Events, CvodesResidualJacobianAcrossABounce) {
   constexpr double kTol = 1e-6;
   for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
     const ode::ResidualSensitivities S =
-        ode::sensitivity_matrix(problem, obs, adaptive(m, 1e-10), ode::StepPlan{});
+        ode::sensitivity_matrix(problem, obs, adaptive_options(m, 1e-10), ode::StepPlan{});
     ASSERT_EQ(S.residuals.size(), ref.residuals.size());
     ASSERT_EQ(S.n_columns, ref.n_columns);
     for (std::size_t r = 0; r < S.residuals.size(); ++r)
@@ -632,14 +596,14 @@ TEST(Events, CvodesAdjointWithRunningCostAndAnObservationAtTheInstant) {
   ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}};
   const DoseCost cost;
   const ode::GradientResult ref =
-      ode::gradient(problem, cost, ode::DiscreteAdjoint{}, adaptive(ode::Method::Dopri5, 1e-12));
+      ode::gradient(problem, cost, ode::DiscreteAdjoint{}, adaptive_options(ode::Method::Dopri5, 1e-12));
   const double scale = std::max({std::abs(ref.wrt_initial_state[0]), std::abs(ref.wrt_parameters[0]),
                                  std::abs(ref.wrt_parameters[2])});
   constexpr double kTol = 1e-6;
   for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
     SCOPED_TRACE(ode::to_string(m));
     const ode::GradientResult r =
-        ode::gradient(problem, cost, ode::CvodesAdjoint{}, adaptive(m, 1e-10));
+        ode::gradient(problem, cost, ode::CvodesAdjoint{}, adaptive_options(m, 1e-10));
     EXPECT_EQ(r.summary.events, 1);
     EXPECT_NEAR(r.objective, ref.objective, kTol * std::abs(ref.objective));
     EXPECT_NEAR(r.wrt_initial_state[0], ref.wrt_initial_state[0], kTol * scale) << "y0";
@@ -648,7 +612,7 @@ TEST(Events, CvodesAdjointWithRunningCostAndAnObservationAtTheInstant) {
     // CVODES' forward sensitivities on the same objective (the same
     // jumps, the other direction).
     const ode::GradientResult f =
-        ode::gradient(problem, cost, ode::CvodesForward{}, adaptive(m, 1e-10));
+        ode::gradient(problem, cost, ode::CvodesForward{}, adaptive_options(m, 1e-10));
     EXPECT_NEAR(r.wrt_parameters[0], f.wrt_parameters[0], kTol * scale) << "k, vs forward";
     EXPECT_NEAR(r.wrt_parameters[2], f.wrt_parameters[2], kTol * scale) << "D, vs forward";
   }
@@ -658,7 +622,7 @@ TEST(Events, ContinuousAdjointWithRunningCostAndAnObservationAtTheInstant) {
   ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}};
   const DoseCost cost;
   const ode::GradientResult ref =
-      ode::gradient(problem, cost, ode::DiscreteAdjoint{}, adaptive(ode::Method::Dopri5, 1e-12));
+      ode::gradient(problem, cost, ode::DiscreteAdjoint{}, adaptive_options(ode::Method::Dopri5, 1e-12));
   ASSERT_EQ(ref.steps.events().size(), 1u);
   const double scale = std::max({std::abs(ref.wrt_initial_state[0]), std::abs(ref.wrt_parameters[0]),
                                  std::abs(ref.wrt_parameters[2])});
@@ -667,7 +631,7 @@ TEST(Events, ContinuousAdjointWithRunningCostAndAnObservationAtTheInstant) {
   for (ode::Method m : {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf}) {
     SCOPED_TRACE(ode::to_string(m));
     const ode::GradientResult r =
-        ode::gradient(problem, cost, ode::ContinuousAdjoint{}, adaptive(m, 1e-10));
+        ode::gradient(problem, cost, ode::ContinuousAdjoint{}, adaptive_options(m, 1e-10));
     EXPECT_NEAR(r.objective, ref.objective, kTol * std::abs(ref.objective));
     EXPECT_NEAR(r.wrt_initial_state[0], ref.wrt_initial_state[0], kTol * scale) << "y0";
     EXPECT_NEAR(r.wrt_parameters[0], ref.wrt_parameters[0], kTol * scale) << "k";
@@ -717,7 +681,7 @@ struct Pair {
 TEST(Events, SimultaneousEventsRunInPriorityOrderWithTriggerTimeValues) {
   ode::Problem<Pair> problem{Pair{}, {0.0, -1.0}, {}, {0.0, 1.5}};
   problem.output_times = {1.5};
-  const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-10));
+  const ode::Solution sol = ode::integrate(problem, adaptive_options(ode::Method::Dopri5, 1e-10));
   ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
   // "zero" first (priority 1), then "copy" with x from the trigger time (1).
   EXPECT_NEAR(sol.state(0)[0], 0.5, 1e-9);
@@ -729,7 +693,7 @@ TEST(Events, ResidualJacobianAcrossABounce) {
   // jump): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
   const ode::WeightedObservations obs = bounce_observations();
-  const ode::IntegratorOptions o = adaptive(ode::Method::Dopri5, 1e-10);
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-10);
   const ode::GradientResult g = ode::gradient(problem, obs, ode::DiscreteAdjoint{}, o);
   ASSERT_EQ(g.steps.events().size(), 1u);
   const ode::ResidualSensitivities S = ode::sensitivity_matrix(problem, obs, o, g.steps);
@@ -748,7 +712,7 @@ TEST(Events, ZenoIsRefusedWithAClearError) {
   // e = 0.8 from h0 = 1: the bounces accumulate at t ≈ 4.1 (< t1 = 10).
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.0}, {9.81, 0.8}, {0.0, 10.0}};
   try {
-    const ode::Solution sol = ode::integrate(problem, adaptive(ode::Method::Dopri5, 1e-8));
+    const ode::Solution sol = ode::integrate(problem, adaptive_options(ode::Method::Dopri5, 1e-8));
     FAIL() << "accumulating events must be refused: " << sol.summary.message << " at t = "
            << sol.summary.final_time << " after " << sol.summary.events << " events";
   } catch (const Error& e) {
@@ -836,7 +800,7 @@ TEST(Events, EventsAtT0AndAtT1) {
   // CVODES' adjoint: the instant at t0 before its first stretch, the one at
   // t1 before its last (rtol 1e-10; 1e-6 as CvodesAdjointCrossesEvents).
   for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
-    const ode::IntegratorOptions o = adaptive(m, 1e-10);
+    const ode::IntegratorOptions o = adaptive_options(m, 1e-10);
     const ode::GradientResult a = ode::gradient(at_t0, FirstStateAtEnd{}, ode::CvodesAdjoint{}, o);
     EXPECT_EQ(a.summary.events, 1) << ode::to_string(m);
     EXPECT_NEAR(a.objective, (y0 + D) * std::exp(-k * T), 1e-6) << ode::to_string(m);
@@ -888,7 +852,7 @@ TEST(Events, CvodesRunsLocateByTheirOwnRootFinding) {
   // executed by the same rules; states against the closed forms (rtol
   // 1e-10: CVODES' global error ~1e-8 over these spans).
   for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
-    ode::IntegratorOptions o = adaptive(m, 1e-10);
+    ode::IntegratorOptions o = adaptive_options(m, 1e-10);
     ode::Problem<Ball> ball{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
     const double u[4] = {1.0, 0.3, 9.81, 0.8};
     const ode::Solution a = ode::integrate(ball, o);
