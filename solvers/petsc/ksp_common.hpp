@@ -31,6 +31,20 @@ inline KSP create_ksp(MPI_Comm comm, const KspOptions& options) {
   return ksp;
 }
 
+/// "petsc ksp TYPE/PC", with " on N ranks" when `ranks` > 1: what a solver
+/// built on `ksp` reports as its description (after KSPSetUp, so the options
+/// database's choices show).
+inline std::string describe(KSP ksp, int ranks) {
+  KSPType kt = nullptr;
+  PCType pt = nullptr;
+  PC pc;
+  COSTATE_PETSC(KSPGetType(ksp, &kt));
+  COSTATE_PETSC(KSPGetPC(ksp, &pc));
+  COSTATE_PETSC(PCGetType(pc, &pt));
+  return std::string("petsc ksp ") + (kt ? kt : "?") + "/" + (pt ? pt : "none") +
+         (ranks > 1 ? " on " + std::to_string(ranks) + " ranks" : "");
+}
+
 inline Termination termination_of(KSPConvergedReason reason) {
   if (reason > 0) return Termination::Success;
   if (reason == KSP_DIVERGED_NANORINF) return Termination::NonFinite;

@@ -216,16 +216,9 @@ KspSolver::KspSolver(const DistributedCsr<double>& a, const KspOptions& options)
   const auto t0 = Clock::now();
   COSTATE_PETSC(KSPSetUp(im.ksp));
   im.seconds_setup = since(t0);
-  KSPType kt = nullptr;
-  PCType pt = nullptr;
-  PC pc;
-  COSTATE_PETSC(KSPGetType(im.ksp, &kt));
-  COSTATE_PETSC(KSPGetPC(im.ksp, &pc));
-  COSTATE_PETSC(PCGetType(pc, &pt));
   int size = 1;
   MPI_Comm_size(a.comm, &size);
-  im.description = std::string("petsc ksp ") + (kt ? kt : "?") + "/" + (pt ? pt : "none") +
-                   (size > 1 ? " on " + std::to_string(size) + " ranks" : "");
+  im.description = detail::describe(im.ksp, size);
 }
 
 KspSolver::~KspSolver() = default;

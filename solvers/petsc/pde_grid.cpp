@@ -228,14 +228,7 @@ class PetscKrylov final : public PdeKrylovBackend {
     COSTATE_PETSC(MatIsSymmetric(m, 0.0, &sym));
     im.symmetric = sym == PETSC_TRUE;
     COSTATE_PETSC(KSPSetUp(im.ksp));
-    KSPType kt = nullptr;
-    PCType pt = nullptr;
-    PC pc;
-    COSTATE_PETSC(KSPGetType(im.ksp, &kt));
-    COSTATE_PETSC(KSPGetPC(im.ksp, &pc));
-    COSTATE_PETSC(PCGetType(pc, &pt));
-    im.description_ = std::string("petsc ksp ") + (kt ? kt : "?") + "/" + (pt ? pt : "none") +
-                     (im.grid->size() > 1 ? " on " + std::to_string(im.grid->size()) + " ranks" : "");
+    im.description_ = linear::detail::describe(im.ksp, im.grid->size());
   }
 
   const std::string& description() const override { return description_; }
