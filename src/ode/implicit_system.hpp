@@ -370,19 +370,20 @@ class StepCache {
 class Instants {
  public:
   void set(const StepPlan& steps) {
-    at_.assign(steps.steps() + 1, 0);
-    for (const EventInstant& e : steps.events()) at_[e.at] = 1;
+    at_.clear();
+    for (const EventInstant& e : steps.events()) at_.push_back(e.at);  // ascending (StepPlan checks)
   }
-  bool at(std::size_t i) const { return i < at_.size() && at_[i] != 0; }
-  /// The latest instant index ≤ i (0 when none).
+  bool at(std::size_t i) const { return std::binary_search(at_.begin(), at_.end(), i); }
+  /// The latest instant index ≤ i (0 when none). O(log instants): it is
+  /// asked at every step, and a linear scan back made a sweep without
+  /// events quadratic in its steps.
   std::size_t since(std::size_t i) const {
-    for (std::size_t j = std::min(i, at_.empty() ? 0 : at_.size() - 1); j > 0; --j)
-      if (at_[j]) return j;
-    return 0;
+    const auto it = std::upper_bound(at_.begin(), at_.end(), i);
+    return it == at_.begin() ? 0 : *(it - 1);
   }
 
  private:
-  std::vector<char> at_;
+  std::vector<std::size_t> at_;  // the instants' step indices, ascending
 };
 
 /// x_{i+1} for an adjoint step that needs it (θ, bdf): the state the
