@@ -67,22 +67,31 @@ inline void validate_output_times(std::span<const double> outputs, double t0, do
   }
 }
 
-/// all_finite(y) for the per-step check: on a host vector whose kernels run
-/// inline, one branch-free pass (an OR of the entries' "not finite" bits,
-/// which the compiler vectorizes) instead of a sequential sum; the
-/// collective sum across ranks as all_finite does.
+/// The per-step check of a fixed-step run, in one pass and one collective:
+/// the largest |entry| of y over the ranks, or +inf when an entry is NaN or
+/// ±inf (so "finite" is extent <= DBL_MAX). On a host vector whose kernels
+/// run inline, a plain loop (the compiler vectorizes it) instead of a
+/// Kokkos reduction; the finiteness test and the blow-up watch's norm share
+/// it (two reductions per step cost a 10⁶-step rk4 run of a 2-state model
+/// 75 % more time).
 template <class V>
-bool finite_state(const V& y) {
+double state_extent(const V& y) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double local = 0.0;
   if constexpr (std::is_same_v<typename V::value_type, double> &&
                 costate::detail::kRunsInline<typename V::execution_space>) {
     const double* d = y.data();
     const std::size_t n = y.size();
     unsigned bad = 0;
-    for (std::size_t i = 0; i < n; ++i) bad |= static_cast<unsigned>(!(d[i] - d[i] == 0.0));
-    return global_sum(y.comm(), bad != 0 ? 1.0 : 0.0) == 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      bad |= static_cast<unsigned>(!(d[i] - d[i] == 0.0));
+      local = std::max(local, std::abs(d[i]));
+    }
+    if (bad != 0) local = kInf;
   } else {
-    return all_finite(y);
+    local = all_finite(y) ? max_norm(y) : kInf;
   }
+  return global_max(y.comm(), local);
 }
 
 /// A finite-time blow-up under fixed steps (y' = y² past t = 1/y0): the
@@ -132,7 +141,7 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
   while (j < outputs.size() && outputs[j] == t) out(j++, t, y);
   // A retaken step's end (step_watch): the step lands there instead.
   double forced = std::numeric_limits<double>::infinity();
-  BlowUpWatch blowup{.norm = max_norm(y)};
+  BlowUpWatch blowup{.norm = state_extent(y)};
   auto advance = [&](auto& stepper) {
     while (t < t1) {
       if (s.steps >= opt.max_steps) {
@@ -169,8 +178,10 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       } else {
         stepper.step(f, t, h, y, y_new);
       }
+      const double extent = state_extent(y_new);
+      const bool finite = extent <= std::numeric_limits<double>::max();
       bool stop = false;
-      if (opt.step_watch && finite_state(y_new)) {
+      if (opt.step_watch && finite) {
         const StepVerdict v =
             opt.step_watch(t, std::span<const double>(y.data(), y.size()), t_new,
                            std::span<const double>(y_new.data(), y_new.size()));
@@ -184,14 +195,14 @@ void run_fixed(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt,
       clock.take(next);
       ++s.steps;
       s.last_step = h;
-      if (!finite_state(y_new)) {
+      if (!finite) {
         s.termination = Termination::NonFiniteState;
         s.message = "the state became non-finite (NaN or Inf) at " + at_time(t_new, s.steps) +
                     "; the step dt may be too large for stability, or the solution blows up";
         s.final_time = t;
         return;
       }
-      if (blowup.step(h, max_norm(y_new))) {
+      if (blowup.step(h, extent)) {
         std::ostringstream os;
         os.precision(6);
         os << "the solution blows up: detected at " << at_time(t_new, s.steps) << ", its largest entry grew from "
