@@ -508,7 +508,16 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   std::vector<double> X(nb, 0.0), x_before;
   const std::span<double> lambda = std::span<double>(X).first(na), mu = std::span<double>(X).subspan(na, np);
   std::unique_ptr<InstantJump> jump;
-  if (!instants.empty()) jump = std::make_unique<InstantJump>(system);
+  if (!instants.empty()) {
+    // The instants in order first (values only): a delayed execution's
+    // values from the trigger time are kept by the instant that scheduled
+    // it, and the backward pass below reaches the execution first.
+    jump = std::make_unique<InstantJump>(system);
+    for (std::size_t i = 0; i < instants.size(); ++i) {
+      x_before = before[i];
+      jump->apply(instants[i], times[instants[i].at], x_before, p, false, i);
+    }
+  }
   Summary back_summary;
   std::size_t k = stops.size(), e = instants.size(), j = stretches.size() - 1;
   for (double t_hi = stops.back();;) {
@@ -516,7 +525,9 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
       for (std::size_t i = 0; i < na; ++i) X[i] += jumps[(k - 1) * na + i];
     for (; e > 0 && times[instants[e - 1].at] == t_hi; --e) {
       x_before = before[e - 1];
-      jump->apply(instants[e - 1], t_hi, x_before, p, true);
+      // By index: a delayed execution leaves its τ̄_e and v̄ for the
+      // instant that scheduled it (InstantJump::adjoint), reached later.
+      jump->apply(instants[e - 1], t_hi, x_before, p, true, e - 1);
       jump->adjoint(lambda, mu);
     }
     if (!(t_hi > t0)) break;

@@ -104,14 +104,12 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   const std::string first_label =
       E > 0 ? event_label(*ev_, inst.fired[0])
             : (inst.scheduled.empty() ? std::string("no event") : event_label(*ev_, inst.scheduled[0]));
-  // A caller that applies instants out of order (the continuous and CVODES
-  // adjoints) cannot carry the links (supports_events with `delayed`).
+  // A caller that does not name the instant's index cannot carry the links.
   COSTATE_CHECK(index != kNoIndex || !linked_,
-                "events: the instant at t = "
+                "events: internal error, the instant at t = "
                     << time_text(t) << " (" << first_label
-                    << ") schedules or executes a delayed event; derivatives through delayed "
-                       "events are by sensitivity.method = discrete_adjoint, forward or "
-                       "cvodes_forward (this path does not carry them yet)");
+                    << ") schedules or executes a delayed event and was applied without its "
+                       "index in the step plan");
   if (linearize && linked_) {
     COSTATE_CHECK(sys_.n_algebraic() == 0,
                   "events: derivatives through delayed events on a DAE (algebraic states) are "
