@@ -114,12 +114,27 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     COSTATE_CHECK(sys_.n_algebraic() == 0,
                   "events: derivatives through delayed events on a DAE (algebraic states) are "
                   "not supported yet (" << first_label << " at t = " << time_text(t) << ")");
+    // Several delayed executions at one instant share its time when they
+    // were scheduled at one instant with one delay (schedule() checks that
+    // their delays' derivatives agree): τ_e is then one function of the
+    // inputs. Executions scheduled at different instants, or a delayed
+    // execution at a root crossing, coincide only at this point: the
+    // instant's time has no single derivative there.
     std::size_t delayed = 0;
-    for (const int o : inst.origin) delayed += o >= 0 ? 1 : 0;
-    COSTATE_CHECK(delayed <= 1 && (delayed == 0 || inst.root < 0),
+    int origin = -1;
+    bool one_origin = true;
+    for (const int o : inst.origin) {
+      if (o < 0) continue;
+      ++delayed;
+      one_origin = one_origin && (origin < 0 || o == origin);
+      origin = o;
+    }
+    COSTATE_CHECK(delayed == 0 || (inst.root < 0 && one_origin),
                   "events: at t = " << time_text(t) << " " << first_label
                                     << " and other executions coincide ("
-                                    << delayed << " delayed, root " << inst.root
+                                    << delayed << " delayed"
+                                    << (one_origin ? "" : ", scheduled at different instants")
+                                    << (inst.root >= 0 ? ", at a root crossing" : "")
                                     << "): the instant's time has no single derivative there");
   }
   chain_.resize(E + 1);
@@ -138,7 +153,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     const int origin = inst.origin.empty() ? -1 : inst.origin[e];
     ex.link = {origin >= 0 ? static_cast<std::size_t>(origin) : kNoIndex, k};
     ex.from_trigger = origin >= 0 && attrs_[k].use_values_from_trigger_time;
-    if (origin >= 0) carried_ = ex.link;
+    if (origin >= 0 && carried_.first == kNoIndex) carried_ = ex.link;  // the first's time
     chain_[e + 1] = chain_[e];
     if (ex.from_trigger) {
       // SBML: the values computed when the trigger fired, kept by the
@@ -280,6 +295,18 @@ void InstantJump::schedule(const EventInstant& inst, double t, std::span<const d
                                            "event_delay(std::size_t, T t, std::span<const T> y, "
                                            "std::span<const T> p) const)");
       sc.Jd = std::move(jac);
+      sc.delay = values[0];
+      // Equal delays from one instant execute at one instant, whose time is
+      // taken from the first of them (apply): exact when their times move
+      // together — one state read, the same derivatives.
+      for (const Scheduled& other : sched_)
+        COSTATE_CHECK(other.delay != sc.delay || (other.source == sc.source && other.Jd == sc.Jd),
+                      "events: " << event_label(*ev_, other.event) << " and "
+                                 << event_label(*ev_, k) << ", scheduled at t = " << time_text(t)
+                                 << " with equal delays (" << sc.delay
+                                 << "), execute at one instant, but their delays move "
+                                    "differently with the state or the parameters: that "
+                                    "instant's time has no single derivative");
     }
     sched_.push_back(std::move(sc));
   }

@@ -82,6 +82,7 @@ class InstantJump {
   struct Scheduled {
     std::size_t event = 0, source = 0;
     bool from_trigger = false;
+    double delay = 0.0;      // its value
     std::vector<double> Jd;  // 1 + n + n_p: the delay's ∂/∂t, ∂/∂y, ∂/∂p
     std::vector<double> Jh;  // targets × (1 + n + n_p): the values' (from_trigger)
   };

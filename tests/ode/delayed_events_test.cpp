@@ -599,6 +599,152 @@ TEST(DelayedEvents, AdjointsCarryAChainOfDelayedEvents) {
   }
 }
 
+/// Two delayed executions at one instant: x' = −k x, y' = 0; at t = τ both
+/// "dose" (priority 2; x ← a x + c, values from the trigger time) and
+/// "record" (priority 1; y ← y + x, values from the execution: the x that
+/// "dose" left) are scheduled with the same delay d0 + e x(τ), so both
+/// execute at τ_e = τ + d0 + e x(τ), "dose" first. `skew` adds k − 0.8 to
+/// "record"'s delay: equal values at k = 0.8, different derivatives.
+/// p = (k, τ, d0, e, a, c).
+struct Twin {
+  bool skew = false;
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+    d[1] = T(0.0);
+  }
+  std::size_t n_roots() const { return 1; }
+  template <class T>
+  void roots(T t, std::span<const T>, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+  }
+  std::size_t n_events() const { return 2; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    return {.name = k == 0 ? "dose" : "record",
+            .use_values_from_trigger_time = k == 0,
+            .has_delay = true,
+            .has_priority = true};
+  }
+  bool event_trigger(std::size_t, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[0] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return k == 0 ? std::span<const std::size_t>(kX) : std::span<const std::size_t>(kY);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    v[0] = k == 0 ? p[4] * y[0] + p[5] : y[1] + y[0];
+  }
+  template <class T>
+  T event_delay(std::size_t k, T, std::span<const T> y, std::span<const T> p) const {
+    const T d = p[2] + p[3] * y[0];
+    return skew && k == 1 ? d + (p[0] - 0.8) : d;
+  }
+  double event_priority(std::size_t k, double, std::span<const double>,
+                        std::span<const double>) const {
+    return k == 0 ? 2.0 : 1.0;
+  }
+  static constexpr std::size_t kX[1] = {0}, kY[1] = {1};
+};
+
+/// J = x(t1) + y(t1); u = (x0, y0, k, τ, d0, e, a, c).
+template <class T>
+T twin_closed(const T* u, double t1) {
+  const T &x0 = u[0], &y0 = u[1], &k = u[2], &tau = u[3], &d0 = u[4], &e = u[5], &a = u[6],
+          &c = u[7];
+  const T x_tau = x0 * exp(-k * tau);
+  const T t_e = tau + d0 + e * x_tau;
+  const T x_dose = a * x_tau + c;
+  return x_dose * exp(-k * (t1 - t_e)) + (y0 + x_dose);
+}
+
+struct SumOfStates {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0] + y[1];
+  }
+};
+
+TEST(DelayedEvents, TwoDelayedExecutionsAtOneInstant) {
+  // τ = 0.6: both execute at 1.395 (t1 = 2). The instant's time is the
+  // one both delays give; "record" reads the x "dose" left. Every method
+  // against the closed form's exact derivatives (tolerances as above: the
+  // settings' closed_tol, 1e2 × rtol for the continuous methods);
+  // summary.events counts the instants where events executed: 1 (the
+  // scheduling instant at τ executes nothing; two executions at one
+  // instant count once).
+  const ode::Problem<Twin> problem{Twin{}, {2.0, 0.5}, {0.8, 0.6, 0.3, 0.4, 0.5, 1.0}, {0.0, 2.0}};
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  std::vector<D8> ud(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D8::seed(u[i], static_cast<int>(i));
+  const D8 j = twin_closed(ud.data(), problem.t1());
+  std::vector<double> g_closed(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i) g_closed[i] = j.tangent(static_cast<int>(i));
+  const double scale = largest(g_closed);
+  auto at = [](const ode::GradientResult& r, std::size_t i) {
+    return i < 2 ? r.wrt_initial_state[i] : r.wrt_parameters[i - 2];
+  };
+  auto check = [&](const ode::GradientResult& r, double tol, const std::string& name) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(r.summary.events, 1);
+    EXPECT_NEAR(r.objective, j.value(), tol * j.value());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      EXPECT_NEAR(at(r, i), g_closed[i], tol * scale) << "entry " << i;
+      worst = std::max(worst, std::abs(at(r, i) - g_closed[i]) / scale);
+    }
+    std::printf("two at one instant: %-28s |- closed| %.1e\n", name.c_str(), worst);
+  };
+  for (const Setting& s : settings()) {
+    const ode::GradientResult ad = ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, s.options);
+    const auto& ev = ad.steps.events();
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_EQ(ev[0].scheduled, (std::vector<std::size_t>{0, 1}));
+    EXPECT_EQ(ev[1].fired, (std::vector<std::size_t>{0, 1})) << "dose first (priority)";
+    EXPECT_EQ(ev[1].origin, (std::vector<int>{0, 0}));
+    check(ad, s.closed_tol, std::string("discrete_adjoint ") + s.name);
+    check(ode::gradient(problem, SumOfStates{}, ode::Forward{}, s.options), s.closed_tol,
+          std::string("forward ") + s.name);
+  }
+  check(ode::gradient(problem, SumOfStates{}, ode::ContinuousAdjoint{},
+                      adaptive_options(ode::Method::Dopri5, 1e-12)),
+        1e-8, "continuous_adjoint dopri5");
+  for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+    check(ode::gradient(problem, SumOfStates{}, ode::CvodesForward{}, adaptive_options(m, 1e-10)),
+          1e-6, "cvodes_forward " + ode::to_string(m));
+    check(ode::gradient(problem, SumOfStates{}, ode::CvodesAdjoint{}, adaptive_options(m, 1e-10)),
+          1e-6, "cvodes_adjoint " + ode::to_string(m));
+  }
+}
+
+TEST(DelayedEvents, EqualDelaysThatMoveDifferentlyAreRefusedByName) {
+  // "record"'s delay equals "dose"'s at k = 0.8 but moves with k: the
+  // shared instant's time has two derivatives there. The run is fine; every
+  // derivative names both events.
+  Twin m;
+  m.skew = true;
+  const ode::Problem<Twin> problem{m, {2.0, 0.5}, {0.8, 0.6, 0.3, 0.4, 0.5, 1.0}, {0.0, 2.0}};
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-8);
+  ode::Problem<Twin> q = problem;
+  q.output_times = {2.0};
+  EXPECT_TRUE(ode::integrate(q, o).summary.success());
+  for (int method = 0; method < 3; ++method) {
+    try {
+      if (method == 0) (void)ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      if (method == 1) (void)ode::gradient(problem, SumOfStates{}, ode::Forward{}, o);
+      if (method == 2) (void)ode::gradient(problem, SumOfStates{}, ode::ContinuousAdjoint{}, o);
+      ADD_FAILURE() << "method " << method << ": expected a refusal";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      for (const char* w : {"'dose'", "'record'", "equal delays", "no single derivative"})
+        EXPECT_NE(what.find(w), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
   // The calibration's residual Jacobian (forward tangents through the
   // links): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
