@@ -226,6 +226,9 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
                        method == SensitivityKind::CvodesForward ||
                        method == SensitivityKind::CvodesAdjoint;
   if (carries && order == 1) return {true, {}};
+  // Second order: the discrete adjoint's, the links' inputs and outputs
+  // differentiated once more (InstantJump::second_order).
+  if (method == SensitivityKind::DiscreteAdjoint && order == 2) return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not differentiate delayed events yet (the model has an event "
