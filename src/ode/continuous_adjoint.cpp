@@ -359,41 +359,56 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   std::vector<double> stops = obs;
   if (stops.empty() || stops.back() < t1) stops.push_back(t1);
 
-  // 2. Forward: the adaptive stepper on x = (y, z), keeping every accepted
-  //    state; with events, the event driver's run, kept in stretches between
-  //    the instants where events fired (a stretch ends on the state x⁻ before
-  //    its instant's events, the next starts on x⁺ after them).
+  // 2. Forward: `costate run`'s integration (issue 35: the same steps, the
+  //    same bits) — the adaptive stepper on the model's states alone,
+  //    landing on the stops (and IntegratorOptions::landing_times, as the
+  //    run), keeping every accepted state; with events, the event driver's
+  //    run, kept in stretches between the instants where events fired (a
+  //    stretch ends on the state x⁻ before its instant's events, the next
+  //    starts on x⁺ after them). A running cost's z (which feeds nothing
+  //    back) is not integrated here: in the step control it would change the
+  //    steps. It is the quadrature of q along the stretches' interpolants
+  //    (2b); the records' rows hold x = (y, z).
   std::vector<double> x(na, 0.0);
   std::copy(y0.begin(), y0.end(), x.begin());
   // A DAE: z0 = z(x0, p) (ode/dae.hpp; its derivative is carried by λ_x(t0)).
   make_consistent(system, p, t0, x, "gradient (continuous_adjoint)");
+  const System model = running ? system.without_running_cost() : system;
+  options.stop_at_outputs = true;
+  IntegratorOptions model_options = options;  // the model's own tolerances
   if (running) {
     if (options.atol_per_state.empty()) options.atol_per_state.assign(n, options.atol);
     options.atol_per_state.push_back(kQuadratureAtol);  // z: a quadrature
   }
-  options.stop_at_outputs = true;
   options.validate(na);
-  std::vector<double> times{t0}, states(x);  // states row i: x at times[i] (x⁺ at an instant)
+  model_options.validate(n);
+  // Rows of n (the model's states) widened to n_x = n + 1 with z = 0 (set in 2b).
+  auto widen = [&](std::span<const double> xt, std::vector<double>& to) {
+    to.insert(to.end(), xt.begin(), xt.begin() + static_cast<std::ptrdiff_t>(n));
+    if (running) to.push_back(0.0);
+  };
+  std::vector<double> times{t0}, states;  // states row i: x at times[i] (x⁺ at an instant)
+  widen(x, states);
   std::vector<int> orders;
   std::vector<EventInstant> instants;
   std::vector<std::vector<double>> before;  // x⁻ at each instant
   GradientResult result;
+  const std::span<const double> xm = std::span<const double>(x).first(n);
   if (system.has_events()) {
     states.clear();
-    EventRun run = run_with_events(system, x, p, t0, t1, options, stops,
-                                   [&](double, std::span<const double> xt) {
-                                     states.insert(states.end(), xt.begin(), xt.end());
-                                   });
+    EventRun run = run_with_events(model, xm, p, t0, t1, model_options, stops,
+                                   [&](double, std::span<const double> xt) { widen(xt, states); });
     result.summary = run.summary;
     times = std::move(run.plan_times);
     orders = std::move(run.orders);
     instants = std::move(run.instants);
-    before = std::move(run.before_instants);
+    for (const std::vector<double>& b : run.before_instants) widen(b, before.emplace_back());
   } else {
-    result.summary = run_adaptive(system, p, x, t0, t1, options, stops,
+    std::vector<double> xs(xm.begin(), xm.end());
+    result.summary = run_adaptive(model, p, xs, t0, t1, model_options, stops,
                                   [&](double t, std::span<const double> xt, int k) {
                                     times.push_back(t);
-                                    states.insert(states.end(), xt.begin(), xt.end());
+                                    widen(xt, states);
                                     if (options.method == Method::Bdf) orders.push_back(k);
                                   });
   }
@@ -406,9 +421,81 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
                     (orders.empty() || orders.size() == l),
                 "gradient (continuous_adjoint): internal error, the forward run's record is "
                 "inconsistent");
+
+  // The stretches [a_j, a_{j+1}] of time indices, a_j the instants' (an
+  // instant at t1 leaves a last stretch of one point, its x⁺); stretch_of[i]
+  // the stretch whose rows hold x at times[i] (x⁺ at an instant).
+  std::deque<ForwardTrajectory> stretches;
+  std::vector<std::size_t> first_index;  // the time index of each stretch's first row
+  if (instants.empty()) {
+    // One stretch: the record itself (its states moved, not copied).
+    ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+    tr.times = times;
+    tr.states = std::move(states);
+    tr.orders = orders;
+    first_index.push_back(0);
+  } else {
+    std::vector<std::size_t> bounds{0};
+    for (const EventInstant& inst : instants)
+      if (inst.at > 0) bounds.push_back(inst.at);
+    bounds.push_back(l);
+    for (std::size_t j = 0, e = 0; j + 1 < bounds.size(); ++j) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      first_index.push_back(bounds[j]);
+      while (e < instants.size() && instants[e].at <= bounds[j]) ++e;
+      const bool ends_on_instant = e < instants.size() && instants[e].at == bounds[j + 1];
+      for (std::size_t i = bounds[j]; i <= bounds[j + 1]; ++i)
+        tr.add(times[i], i == bounds[j + 1] && ends_on_instant
+                             ? std::span<const double>(before[e])
+                             : std::span<const double>(states).subspan(i * na, na));
+      if (!orders.empty())
+        tr.orders.assign(orders.begin() + static_cast<std::ptrdiff_t>(bounds[j]),
+                         orders.begin() + static_cast<std::ptrdiff_t>(bounds[j + 1]));
+    }
+    if (instants.back().at == l) {
+      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
+      first_index.push_back(l);
+      tr.add(times[l], std::span<const double>(states).subspan(l * na, na));
+    }
+    states.clear();
+    states.shrink_to_fit();
+  }
+  // x at times[i] (x⁺ at an instant): the first row of the stretch starting
+  // there, else the row of the stretch containing it.
   const auto state_at = [&](std::size_t i) {
-    return std::span<const double>(states).subspan(i * na, na);
+    std::size_t j = static_cast<std::size_t>(
+        std::upper_bound(first_index.begin(), first_index.end(), i) - first_index.begin() - 1);
+    return stretches[j].state(i - first_index[j]);
   };
+
+  // 2b. A running cost: z(t) = ∫ q along the stretches (z does not jump at
+  //     an instant), each step by 3-point Gauss–Legendre on the stepper's
+  //     interpolant (order 6: the interpolant's error dominates, as for y).
+  std::int64_t quadrature_rhs = 0;
+  if (running) {
+    constexpr double kGaussOffset = 0.3872983346207417;  // √(3/5) / 2
+    constexpr std::array<double, 3> kNodes{0.5 - kGaussOffset, 0.5, 0.5 + kGaussOffset};
+    constexpr std::array<double, 3> kWeights{5.0 / 18.0, 8.0 / 18.0, 5.0 / 18.0};
+    std::vector<double> xq(na), fq(na);
+    double z = 0.0;
+    for (ForwardTrajectory& tr : stretches) {
+      tr.states[n] = z;
+      for (std::size_t i = 0; i + 1 < tr.times.size(); ++i) {
+        const double h = tr.times[i + 1] - tr.times[i];
+        double sum = 0.0;
+        for (std::size_t g = 0; g < kNodes.size(); ++g) {
+          const double t = tr.times[i] + kNodes[g] * h;
+          tr.at(t, xq);
+          system.rhs(t, xq, p, fq);
+          sum += kWeights[g] * fq[n];
+        }
+        quadrature_rhs += static_cast<std::int64_t>(kNodes.size());
+        z += h * sum;
+        tr.states[(i + 1) * na + n] = z;
+      }
+    }
+    for (std::size_t e = 0; e < instants.size(); ++e) before[e][n] = state_at(instants[e].at)[n];
+  }
 
   // 3. Terms at the stops (observations see x⁺ at an instant): J, the λ
   //    jumps and ∂/∂p.
@@ -434,38 +521,6 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     if (dae)
       ConstraintProjection(system, p).adjoint(stops[k], xs, std::span<const double>(&jumps[k * na], na),
                                               std::span<double>(&jumps[k * na], na), mu_terms);
-  }
-
-  // The stretches [a_j, a_{j+1}] of time indices (after the terms: without
-  // instants the one stretch takes the record's states), a_j the instants' (an
-  // instant at t1 leaves a last stretch of one point, its x⁺).
-  std::deque<ForwardTrajectory> stretches;
-  if (instants.empty()) {
-    // One stretch: the record itself (its states moved, not copied).
-    ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
-    tr.times = times;
-    tr.states = std::move(states);
-    tr.orders = orders;
-  } else {
-    std::vector<std::size_t> bounds{0};
-    for (const EventInstant& inst : instants)
-      if (inst.at > 0) bounds.push_back(inst.at);
-    bounds.push_back(l);
-    for (std::size_t j = 0, e = 0; j + 1 < bounds.size(); ++j) {
-      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
-      while (e < instants.size() && instants[e].at <= bounds[j]) ++e;
-      const bool ends_on_instant = e < instants.size() && instants[e].at == bounds[j + 1];
-      for (std::size_t i = bounds[j]; i <= bounds[j + 1]; ++i)
-        tr.add(times[i], i == bounds[j + 1] && ends_on_instant ? std::span<const double>(before[e])
-                                                                : state_at(i));
-      if (!orders.empty())
-        tr.orders.assign(orders.begin() + static_cast<std::ptrdiff_t>(bounds[j]),
-                         orders.begin() + static_cast<std::ptrdiff_t>(bounds[j + 1]));
-    }
-    if (instants.back().at == l) {
-      ForwardTrajectory& tr = stretches.emplace_back(system, p, options.method);
-      tr.add(times[l], state_at(l));
-    }
   }
 
   // 4. Backward in τ = t_b − t on the adjoint System, one leg per pair of
@@ -508,7 +563,16 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
   std::vector<double> X(nb, 0.0), x_before;
   const std::span<double> lambda = std::span<double>(X).first(na), mu = std::span<double>(X).subspan(na, np);
   std::unique_ptr<InstantJump> jump;
-  if (!instants.empty()) jump = std::make_unique<InstantJump>(system);
+  if (!instants.empty()) {
+    // The instants in order first (values only): a delayed execution's
+    // values from the trigger time are kept by the instant that scheduled
+    // it, and the backward pass below reaches the execution first.
+    jump = std::make_unique<InstantJump>(system);
+    for (std::size_t i = 0; i < instants.size(); ++i) {
+      x_before = before[i];
+      jump->apply(instants[i], times[instants[i].at], x_before, p, false, i);
+    }
+  }
   Summary back_summary;
   std::size_t k = stops.size(), e = instants.size(), j = stretches.size() - 1;
   for (double t_hi = stops.back();;) {
@@ -516,7 +580,9 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
       for (std::size_t i = 0; i < na; ++i) X[i] += jumps[(k - 1) * na + i];
     for (; e > 0 && times[instants[e - 1].at] == t_hi; --e) {
       x_before = before[e - 1];
-      jump->apply(instants[e - 1], t_hi, x_before, p, true);
+      // By index: a delayed execution leaves its τ̄_e and v̄ for the
+      // instant that scheduled it (InstantJump::adjoint), reached later.
+      jump->apply(instants[e - 1], t_hi, x_before, p, true, e - 1);
       jump->adjoint(lambda, mu);
     }
     if (!(t_hi > t0)) break;
@@ -553,6 +619,7 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
     interpolant_rhs += tr.rhs_evaluations;
   }
   if (jump) interpolant_rhs += jump->rhs_evaluations();
+  interpolant_rhs += quadrature_rhs;
   result.checkpoints.forward_steps = static_cast<std::int64_t>(l) + recomputed;
   result.checkpoints.recomputed_steps = recomputed;
   result.checkpoints.peak_snapshots = static_cast<std::int64_t>(l) + 1;

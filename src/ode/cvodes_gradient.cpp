@@ -76,10 +76,18 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
     return e;
   };
   InstantJump jump(system);
+  // The instants in order first (values only): a delayed execution's values
+  // from the trigger time are kept by the instant that scheduled it, and
+  // the stretches below are taken last first. Every apply below names its
+  // instant's index (the delayed executions' links, InstantJump).
+  for (std::size_t e = 0; e < T.size(); ++e) {
+    std::vector<double> x = run.before_instants[e];
+    jump.apply(run.instants[e], T[e], x, p, false, e);
+  }
   // x⁺ at t: after the last instant of the group at t (ending at e_end).
   auto after_group = [&](double t) {
     std::vector<double> x = run.before_instants[e_end - 1];
-    jump.apply(run.instants[e_end - 1], t, x, p, false);
+    jump.apply(run.instants[e_end - 1], t, x, p, false, e_end - 1);
     return x;
   };
   lambda.assign(na, 0.0);  // λ at the end of the stretch being taken
@@ -101,7 +109,7 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
       for (; k_end > 0 && stops[k_end - 1] == hi; --k_end) add_terms(k_end - 1, x_hi.data(), lambda.data());
       for (std::size_t e = e_end; e-- > first;) {
         x_minus = run.before_instants[e];
-        jump.apply(run.instants[e], hi, x_minus, p, true);
+        jump.apply(run.instants[e], hi, x_minus, p, true, e);
         jump.adjoint(lambda, mu);
       }
       e_end = first;

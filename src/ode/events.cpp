@@ -104,24 +104,37 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   const std::string first_label =
       E > 0 ? event_label(*ev_, inst.fired[0])
             : (inst.scheduled.empty() ? std::string("no event") : event_label(*ev_, inst.scheduled[0]));
-  // A caller that applies instants out of order (the continuous and CVODES
-  // adjoints) cannot carry the links (supports_events with `delayed`).
+  // A caller that does not name the instant's index cannot carry the links.
   COSTATE_CHECK(index != kNoIndex || !linked_,
-                "events: the instant at t = "
+                "events: internal error, the instant at t = "
                     << time_text(t) << " (" << first_label
-                    << ") schedules or executes a delayed event; derivatives through delayed "
-                       "events are by sensitivity.method = discrete_adjoint, forward or "
-                       "cvodes_forward (this path does not carry them yet)");
+                    << ") schedules or executes a delayed event and was applied without its "
+                       "index in the step plan");
   if (linearize && linked_) {
     COSTATE_CHECK(sys_.n_algebraic() == 0,
                   "events: derivatives through delayed events on a DAE (algebraic states) are "
                   "not supported yet (" << first_label << " at t = " << time_text(t) << ")");
+    // Several delayed executions at one instant share its time when they
+    // were scheduled at one instant with one delay (schedule() checks that
+    // their delays' derivatives agree): τ_e is then one function of the
+    // inputs. Executions scheduled at different instants, or a delayed
+    // execution at a root crossing, coincide only at this point: the
+    // instant's time has no single derivative there.
     std::size_t delayed = 0;
-    for (const int o : inst.origin) delayed += o >= 0 ? 1 : 0;
-    COSTATE_CHECK(delayed <= 1 && (delayed == 0 || inst.root < 0),
+    int origin = -1;
+    bool one_origin = true;
+    for (const int o : inst.origin) {
+      if (o < 0) continue;
+      ++delayed;
+      one_origin = one_origin && (origin < 0 || o == origin);
+      origin = o;
+    }
+    COSTATE_CHECK(delayed == 0 || (inst.root < 0 && one_origin),
                   "events: at t = " << time_text(t) << " " << first_label
                                     << " and other executions coincide ("
-                                    << delayed << " delayed, root " << inst.root
+                                    << delayed << " delayed"
+                                    << (one_origin ? "" : ", scheduled at different instants")
+                                    << (inst.root >= 0 ? ", at a root crossing" : "")
                                     << "): the instant's time has no single derivative there");
   }
   chain_.resize(E + 1);
@@ -140,7 +153,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
     const int origin = inst.origin.empty() ? -1 : inst.origin[e];
     ex.link = {origin >= 0 ? static_cast<std::size_t>(origin) : kNoIndex, k};
     ex.from_trigger = origin >= 0 && attrs_[k].use_values_from_trigger_time;
-    if (origin >= 0) carried_ = ex.link;
+    if (origin >= 0 && carried_.first == kNoIndex) carried_ = ex.link;  // the first's time
     chain_[e + 1] = chain_[e];
     if (ex.from_trigger) {
       // SBML: the values computed when the trigger fired, kept by the
@@ -237,9 +250,17 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   gdot_ = gdot;
 }
 
+std::vector<double>& InstantJump::seed_slot(const Link& link, std::size_t seed) {
+  std::vector<std::vector<double>>& per = adjoints_[link];
+  if (per.size() <= seed) per.resize(seed + 1);
+  if (per[seed].empty()) per[seed].assign(1 + ev_->targets(link.second).size(), 0.0);
+  return per[seed];
+}
+
 void InstantJump::schedule(const EventInstant& inst, double t, std::span<const double> p,
                            bool linearize, std::size_t index) {
   sched_.clear();
+  consumed_.assign(inst.scheduled.size(), {});
   if (inst.scheduled.empty()) return;
   std::vector<double> values, jac;
   for (std::size_t s = 0; s < inst.scheduled.size(); ++s) {
@@ -282,6 +303,18 @@ void InstantJump::schedule(const EventInstant& inst, double t, std::span<const d
                                            "event_delay(std::size_t, T t, std::span<const T> y, "
                                            "std::span<const T> p) const)");
       sc.Jd = std::move(jac);
+      sc.delay = values[0];
+      // Equal delays from one instant execute at one instant, whose time is
+      // taken from the first of them (apply): exact when their times move
+      // together — one state read, the same derivatives.
+      for (const Scheduled& other : sched_)
+        COSTATE_CHECK(other.delay != sc.delay || (other.source == sc.source && other.Jd == sc.Jd),
+                      "events: " << event_label(*ev_, other.event) << " and "
+                                 << event_label(*ev_, k) << ", scheduled at t = " << time_text(t)
+                                 << " with equal delays (" << sc.delay
+                                 << "), execute at one instant, but their delays move "
+                                    "differently with the state or the parameters: that "
+                                    "instant's time has no single derivative");
     }
     sched_.push_back(std::move(sc));
   }
@@ -377,11 +410,13 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
   // The delayed executions scheduled here: their τ̄_e and v̄, left by the
   // instants that executed them (already reversed), through the transposed
   // tangent's rows (taken once per seed).
-  for (const Scheduled& sc : sched_) {
+  for (std::size_t si = 0; si < sched_.size(); ++si) {
+    const Scheduled& sc = sched_[si];
     const auto it = adjoints_.find({index_, sc.event});
     if (it == adjoints_.end() || it->second.size() <= seed || it->second[seed].empty()) continue;
     std::vector<double> bar = std::move(it->second[seed]);
     it->second[seed].clear();
+    if (seed == 0) consumed_[si] = bar;  // for second_order
     std::vector<double>& Dc = Dbar[sc.source];
     auto back = [&](const double* row, double v) {
       ctau += row[0] * v;
@@ -393,12 +428,6 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
     if (sc.from_trigger)
       for (std::size_t j = 0; j + 1 < bar.size(); ++j) back(sc.Jh.data() + j * w, bar[1 + j]);
   }
-  auto seed_of = [&](const Link& link, std::size_t size) -> std::vector<double>& {
-    std::vector<std::vector<double>>& per = adjoints_[link];
-    if (per.size() <= seed) per.resize(seed + 1);
-    if (per[seed].empty()) per[seed].assign(size, 0.0);
-    return per[seed];
-  };
   std::vector<double> tbar;
   for (std::size_t e = E; e-- > 0;) {
     const Exec& ex = exec_[e];
@@ -409,7 +438,7 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
     }
     for (std::size_t q = 0; q < nx_; ++q) Dbar[e][q] += Dbar[e + 1][q];
     if (ex.from_trigger) {
-      std::vector<double>& bar = seed_of(ex.link, 1 + ex.targets.size());
+      std::vector<double>& bar = seed_slot(ex.link, seed);
       for (std::size_t j = 0; j < ex.targets.size(); ++j) bar[1 + j] += tbar[j];
       continue;
     }
@@ -425,8 +454,7 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
   for (std::size_t q = 0; q < nx_; ++q) lambda[q] = Dbar[0][q];
   if (carried_.first != kNoIndex) {
     // A delayed execution: τ̄ goes back to the instant that scheduled it.
-    const std::size_t nt = ev_->targets(carried_.second).size();
-    seed_of(carried_, 1 + nt)[0] += ctau;
+    seed_slot(carried_, seed)[0] += ctau;
     return;
   }
   for (std::size_t q = 0; q < n_; ++q) lambda[q] += ctau * a_[q];
@@ -462,9 +490,6 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
                                std::span<const double> pdot, std::span<double> lambda_dot,
                                std::span<double> mu_dot) {
   COSTATE_CHECK(linearized_, "events: second order of an instant applied without linearization");
-  COSTATE_CHECK(!linked_, "events: Hessian-vector products through delayed events are not "
-                          "supported yet (the instant at t = "
-                              << time_text(t_) << "); gradients are");
   COSTATE_CHECK(sys_.n_algebraic() == 0,
                 "events: Hessian-vector products through events on a DAE (algebraic states) are "
                 "not supported yet; gradients are");
@@ -472,9 +497,35 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
   using DD = EventModel::Dual8x1;
   const std::size_t E = exec_.size(), w = n_ + np_;
   const std::span<const double> xm(chain_[0]), xe(chain_[E]);
-  // The flows' pieces at x⁻ and x⁺ (an instant located by a root only).
+  // A delayed execution (delayed events, events.hpp): its time offset δ
+  // and the values it takes from the trigger time are inputs of this
+  // instant's map, with their tangents from the scheduling instant's
+  // (tangent(), one direction) and their adjoints' tangents left for it
+  // (seed 1: the λ̇ lane of the second-order sweep). After the (x, p) lanes:
+  // δ (one lane, when the instant's time is a delayed execution's), then the
+  // values of each execution from the trigger time.
+  const bool carried = carried_.first != kNoIndex;
+  auto carried_tangent = [&](const Link& link) -> const Carried& {
+    const auto it = tangents_.find(link);
+    COSTATE_CHECK(it != tangents_.end() && it->second.m == 1,
+                  "events: the second order of " << event_label(*ev_, link.second) << " at t = "
+                                                 << time_text(t_)
+                                                 << " needs the tangent of the instant that "
+                                                    "scheduled it (events["
+                                                 << link.first << "]) along the direction first");
+    return it->second;
+  };
+  std::vector<std::size_t> v_first(E, 0);
+  std::size_t W = w + (carried ? 1 : 0);
+  for (std::size_t e = 0; e < E; ++e) {
+    v_first[e] = W;
+    if (exec_[e].from_trigger) W += exec_[e].targets.size();
+  }
+  // The flows' pieces at x⁻ and x⁺ (an instant whose time moves: located by
+  // a root, or a delayed execution's).
+  const bool moving = root_ >= 0 || carried;
   std::vector<double> jm, jp, cm(nx_, 0.0), cp(nx_, 0.0);
-  if (root_ >= 0) {
+  if (moving) {
     Linearization lin(sys_);
     jm.assign(nx_ * w, 0.0);
     jp.assign(nx_ * w, 0.0);
@@ -503,15 +554,49 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
       cp[q] = ap - ftp;
     }
   }
+  // The delayed executions scheduled here, with the adjoints (seed 0) that
+  // adjoint() consumed: their execution time's offset δ + d(τ, y_c, p) and
+  // their values from the trigger time are outputs of this instant's map,
+  // weighted by those adjoints. The delay's second derivative along the
+  // direction (its Hessian times ż, ż the direction of (t, y_c, p)) is a
+  // central difference of its gradient on Dual8 (EventModel's delay has no
+  // second-order overload), made once per instant: (∇d(z + ηż) − ∇d(z −
+  // ηż))/2η with η‖ż‖ = 1e-5 max(1, ‖z‖): truncation ~1e-10, round-off
+  // ~1e-11 relative; exact (zero) for a delay affine in t, y and p.
+  const std::size_t wd = 1 + n_ + np_;
+  std::vector<std::vector<double>> hz(sched_.size());
   std::vector<DD> x(nx_), pd(np_), fm(nx_), y(nx_), g(ev_->n_roots()), vals;
   std::vector<std::vector<DD>> chain(E + 1);
-  for (std::size_t first = 0; first < w; first += 8) {
-    const std::size_t lanes = std::min<std::size_t>(8, w - first);
+  COSTATE_CHECK(consumed_.size() == sched_.size(),
+                "events: internal error, second order of an instant before its adjoint");
+  for (std::size_t first = 0; first < W; first += 8) {
+    const std::size_t lanes = std::min<std::size_t>(8, W - first);
     for (std::size_t q = 0; q < nx_; ++q) x[q] = DD(D1(xm[q], {xdot[q]}));
     for (std::size_t j = 0; j < np_; ++j) pd[j] = DD(D1(p_[j], {pdot[j]}));
+    DD delta(0.0);
+    if (carried) delta = DD(D1(0.0, {carried_tangent(carried_).dt[0]}));
+    std::vector<std::vector<DD>> vin(E);
+    for (std::size_t e = 0; e < E; ++e) {
+      if (!exec_[e].from_trigger) continue;
+      const Carried& c = carried_tangent(exec_[e].link);
+      const std::vector<double>& v = values_.at(exec_[e].link);
+      for (std::size_t j = 0; j < v.size(); ++j) vin[e].push_back(DD(D1(v[j], {c.dv[j]})));
+    }
     for (std::size_t l = 0; l < lanes; ++l) {
       const std::size_t u = first + l;
-      (u < n_ ? x[u] : pd[u - n_]).set_tangent(static_cast<int>(l), D1(1.0));
+      const int lane = static_cast<int>(l);
+      if (u < n_) {
+        x[u].set_tangent(lane, D1(1.0));
+      } else if (u < w) {
+        pd[u - n_].set_tangent(lane, D1(1.0));
+      } else if (carried && u == w) {
+        delta.set_tangent(lane, D1(1.0));
+      } else {
+        std::size_t e = E;
+        while (e-- > 0 && !(exec_[e].from_trigger && u >= v_first[e])) {
+        }
+        vin[e][u - v_first[e]].set_tangent(lane, D1(1.0));
+      }
     }
     // f(τ₀, ·) linearized at a point xl (n_x rows, its y and p perturbed).
     auto flow = [&](const std::vector<double>& jac, std::span<const double> f0,
@@ -525,42 +610,109 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
       }
     };
     const DD t0{D1(t_)};
-    DD delta(0.0);
     chain[0] = x;
-    if (root_ >= 0) {
+    if (moving) {
       flow(jm, f0_, x, xm, fm);
-      const auto r = static_cast<std::size_t>(root_);
-      for (int it = 0; it < 3; ++it) {
-        for (std::size_t q = 0; q < nx_; ++q) y[q] = x[q] + delta * fm[q] + 0.5 * delta * delta * cm[q];
-        ev_->roots(t0 + delta, std::span<const DD>(y).first(n_), pd, g);
-        delta = delta - g[r] / gdot_;
-        delta.value().value() = 0.0;
+      if (root_ >= 0) {
+        const auto r = static_cast<std::size_t>(root_);
+        for (int it = 0; it < 3; ++it) {
+          for (std::size_t q = 0; q < nx_; ++q)
+            y[q] = x[q] + delta * fm[q] + 0.5 * delta * delta * cm[q];
+          ev_->roots(t0 + delta, std::span<const DD>(y).first(n_), pd, g);
+          delta = delta - g[r] / gdot_;
+          delta.value().value() = 0.0;
+        }
       }
       for (std::size_t q = 0; q < nx_; ++q)
         chain[0][q] = x[q] + delta * fm[q] + 0.5 * delta * delta * cm[q];
     }
     for (std::size_t e = 0; e < E; ++e) {
       const Exec& ex = exec_[e];
+      chain[e + 1] = chain[e];
+      if (ex.from_trigger) {
+        for (std::size_t j = 0; j < ex.targets.size(); ++j) chain[e + 1][ex.targets[j]] = vin[e][j];
+        continue;
+      }
       vals.assign(ex.targets.size(), DD(0.0));
       ev_->assign(ex.event, t0 + delta, std::span<const DD>(chain[ex.source]).first(n_), pd, vals);
-      chain[e + 1] = chain[e];
       for (std::size_t j = 0; j < ex.targets.size(); ++j) chain[e + 1][ex.targets[j]] = vals[j];
     }
-    std::vector<DD>& z = chain[E];
-    if (root_ >= 0) {
-      flow(jp, fE_, z, xe, fm);
-      for (std::size_t q = 0; q < nx_; ++q)
-        z[q] = z[q] - delta * fm[q] + 0.5 * delta * delta * cp[q];
-    }
     DD s(0.0);
-    for (std::size_t q = 0; q < nx_; ++q) s += lambda_plus[q] * z[q];
+    // The scheduled executions' outputs, weighted by their adjoints.
+    for (std::size_t si = 0; si < sched_.size(); ++si) {
+      const Scheduled& sc = sched_[si];
+      const std::vector<double>& bar = consumed_[si];
+      if (bar.empty()) continue;
+      const std::span<const DD> yc = std::span<const DD>(chain[sc.source]).first(n_);
+      if (sc.from_trigger) {
+        vals.assign(bar.size() - 1, DD(0.0));
+        ev_->assign(sc.event, t0 + delta, yc, pd, vals);
+        for (std::size_t j = 0; j + 1 < bar.size(); ++j) s += bar[1 + j] * vals[j];
+      }
+      if (bar[0] == 0.0) continue;
+      // z = (t, y_c, p) and its direction ż (the values' ε-parts).
+      std::vector<DD> z;
+      z.reserve(wd);
+      z.push_back(t0 + delta);
+      z.insert(z.end(), yc.begin(), yc.end());
+      z.insert(z.end(), pd.begin(), pd.end());
+      if (hz[si].empty()) {
+        hz[si].assign(wd, 0.0);
+        std::vector<double> zd(wd), z0(wd);
+        double zmax = 1.0, zdmax = 0.0;
+        for (std::size_t a = 0; a < wd; ++a) {
+          z0[a] = a == 0 ? t_ : a <= n_ ? chain_[sc.source][a - 1] : p_[a - 1 - n_];
+          zd[a] = z[a].value().tangent(0);
+          zmax = std::max(zmax, std::abs(z0[a]));
+          zdmax = std::max(zdmax, std::abs(zd[a]));
+        }
+        if (zdmax > 0.0) {
+          const double eta = 1e-5 * zmax / zdmax;
+          std::vector<double> gp, gm;
+          auto at = [&](double sign, std::vector<double>& gr) {
+            std::vector<double> yy(n_);
+            for (std::size_t q = 0; q < n_; ++q) yy[q] = z0[1 + q] + sign * eta * zd[1 + q];
+            std::vector<double> pp(np_);
+            for (std::size_t j = 0; j < np_; ++j) pp[j] = z0[1 + n_ + j] + sign * eta * zd[1 + n_ + j];
+            std::vector<double> val;
+            derivative_in_t_y_p(
+                [&](Dual8 td, std::span<const Dual8> yd, std::span<const Dual8> pq,
+                    std::span<Dual8> o) { ev_->delay(sc.event, td, yd, pq, o[0]); },
+                z0[0] + sign * eta * zd[0], yy, pp, 1, val, gr);
+          };
+          at(1.0, gp);
+          at(-1.0, gm);
+          for (std::size_t a = 0; a < wd; ++a) hz[si][a] = (gp[a] - gm[a]) / (2 * eta);
+        }
+      }
+      // δ_e = δ + Σ_a (∇d_a + (Hż)_a ε) z_a: the lanes' derivatives of the
+      // delay to second order along the direction (its value is not used).
+      DD de = delta;
+      for (std::size_t a = 0; a < wd; ++a) de += DD(D1(sc.Jd[a], {hz[si][a]})) * z[a];
+      s += bar[0] * de;
+    }
+    std::vector<DD>& zplus = chain[E];
+    if (moving) {
+      flow(jp, fE_, zplus, xe, fm);
+      for (std::size_t q = 0; q < nx_; ++q)
+        zplus[q] = zplus[q] - delta * fm[q] + 0.5 * delta * delta * cp[q];
+    }
+    for (std::size_t q = 0; q < nx_; ++q) s += lambda_plus[q] * zplus[q];
     for (std::size_t l = 0; l < lanes; ++l) {
       const std::size_t u = first + l;
       const double v = s.tangent(static_cast<int>(l)).tangent(0);
-      if (u < n_)
+      if (u < n_) {
         lambda_dot[u] += v;
-      else
+      } else if (u < w) {
         mu_dot[u - n_] += v;
+      } else if (carried && u == w) {
+        seed_slot(carried_, 1)[0] += v;
+      } else {
+        std::size_t e = E;
+        while (e-- > 0 && !(exec_[e].from_trigger && u >= v_first[e])) {
+        }
+        seed_slot(exec_[e].link, 1)[1 + (u - v_first[e])] += v;
+      }
     }
   }
 }
@@ -723,7 +875,7 @@ class EventScheme final : public Scheme {
                  std::span<const double> pdot) {
     lambda_plus_.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_));
     jump_.adjoint(lambda.first(nx_), mu);
-    jump_.adjoint(lambda_dot.first(nx_), mu_dot);
+    jump_.adjoint(lambda_dot.first(nx_), mu_dot, 1);  // its own delayed links
     jump_.second_order(lambda_plus_, xdot_before, pdot, lambda_dot.first(nx_), mu_dot);
     ++linearizations_;
   }

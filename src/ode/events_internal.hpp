@@ -57,11 +57,17 @@ class InstantJump {
   /// part. `seed`: which of a block of adjoints (each carries its own
   /// delayed links, from the executing instant back to the scheduling one).
   void adjoint(std::span<double> lambda, std::span<double> mu, std::size_t seed = 0);
-  /// Second order (after apply with `linearize`): λ̇ (n_x) and μ̇ (n_p) +=
-  /// (D²Ĵ[ẋ⁻, ṗ])ᵀ λ⁺, the jump's derivative along the direction applied to
-  /// λ⁺ (n_x); ẋ⁻ (n_x) is the tangent just before the instant. Ĵ is the
-  /// jump as a map of the state at the instant's fixed time (events.cpp says
-  /// how); its first derivative is tangent()'s map. Delayed links refused.
+  /// Second order (after apply with `linearize` and adjoint() of λ with
+  /// seed 0 and of λ̇ with seed 1): λ̇ (n_x) and μ̇ (n_p) += (D²Ĵ[ẋ⁻, ṗ])ᵀ λ⁺,
+  /// the jump's derivative along the direction applied to λ⁺ (n_x); ẋ⁻
+  /// (n_x) is the tangent just before the instant. Ĵ is the jump as a map of
+  /// the state at the instant's fixed time (events.cpp says how); its first
+  /// derivative is tangent()'s map. Delayed links: a delayed execution's
+  /// time offset and values from the trigger time are inputs of Ĵ (their
+  /// tangents from tangent() of the scheduling instant, one direction), and
+  /// the executions an instant schedules are outputs weighted by their
+  /// adjoints; the second-order parts for the inputs go to the scheduling
+  /// instant in seed 1 (the λ̇ lane).
   void second_order(std::span<const double> lambda_plus, std::span<const double> xdot,
                     std::span<const double> pdot, std::span<double> lambda_dot,
                     std::span<double> mu_dot);
@@ -82,6 +88,7 @@ class InstantJump {
   struct Scheduled {
     std::size_t event = 0, source = 0;
     bool from_trigger = false;
+    double delay = 0.0;      // its value
     std::vector<double> Jd;  // 1 + n + n_p: the delay's ∂/∂t, ∂/∂y, ∂/∂p
     std::vector<double> Jh;  // targets × (1 + n + n_p): the values' (from_trigger)
   };
@@ -93,6 +100,9 @@ class InstantJump {
   };
   void schedule(const EventInstant& inst, double t, std::span<const double> p, bool linearize,
                 std::size_t index);
+  /// The adjoint a delayed execution leaves for its scheduling instant, of
+  /// one seed: τ̄_e, then its values' (1 + targets).
+  std::vector<double>& seed_slot(const Link& link, std::size_t seed);
   const System& sys_;
   const EventModel* ev_;
   std::size_t n_, nx_, np_;
@@ -106,6 +116,7 @@ class InstantJump {
   std::map<Link, std::vector<double>> values_;  // values from the trigger time
   std::map<Link, Carried> tangents_;
   std::map<Link, std::vector<std::vector<double>>> adjoints_;  // per seed: τ̄_e, v̄
+  std::vector<std::vector<double>> consumed_;  // per sched_: seed 0's τ̄_e, v̄ (second order)
   std::vector<double> f0_, fE_, a_, b_;
   double t_ = 0.0, gdot_ = 0.0;
   int root_ = -1;

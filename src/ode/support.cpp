@@ -217,19 +217,24 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
 Support supports_events(SensitivityKind method, Method integrator, int order, bool delayed) {
   if (const Support s = supports_events(method, integrator, order); !s || !delayed) return s;
   // Delayed events: the jump's links from the trigger to the execution
-  // (InstantJump) are carried by the sweeps that apply the plan's instants
-  // in order — the native discrete adjoint and tangents, and CVODES'
-  // forward sensitivities.
+  // (InstantJump, by the instants' indices) are carried by every path that
+  // crosses events: the tangents forward, the adjoints (native discrete,
+  // continuous, CVODES') backward from the execution to the trigger.
   const bool carries = method == SensitivityKind::DiscreteAdjoint ||
                        method == SensitivityKind::Forward ||
-                       method == SensitivityKind::CvodesForward;
+                       method == SensitivityKind::ContinuousAdjoint ||
+                       method == SensitivityKind::CvodesForward ||
+                       method == SensitivityKind::CvodesAdjoint;
   if (carries && order == 1) return {true, {}};
+  // Second order: the discrete adjoint's, the links' inputs and outputs
+  // differentiated once more (InstantJump::second_order).
+  if (method == SensitivityKind::DiscreteAdjoint && order == 2) return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not differentiate delayed events yet (the model has an event "
-                       "with a delay): through delayed events, gradients are by "
-                       "sensitivity.method = discrete_adjoint or forward on the native "
-                       "integrators, or cvodes_forward (cvodes_bdf, cvodes_adams)"};
+                       "with a delay): through delayed events, gradients are by every method "
+                       "that crosses events (discrete_adjoint, forward, continuous_adjoint, "
+                       "cvodes_forward, cvodes_adjoint)"};
 }
 
 namespace {

@@ -86,7 +86,9 @@ System::System(std::shared_ptr<const detail::SystemModel> model, std::size_t n_m
 JacobianStrategy System::strategy() const { return shared_->strategy; }
 
 System System::without_running_cost() const {
-  return System(model_, n_, np_, has_terminal_, false, has_observations_, options_);
+  // The same model, its events included (what `costate run` integrates).
+  return System(model_, n_, np_, has_terminal_, false, has_observations_, options_)
+      .with_events(events_);
 }
 
 // ---- DAEs (issue 32) --------------------------------------------------------

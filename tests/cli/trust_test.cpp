@@ -569,6 +569,24 @@ TEST_F(SameStepsTest, ImplicitMethodsTakeTheRunsSteps) {
   EXPECT_NEAR(r.objective, r.run_x, kReplayNewton * std::abs(r.run_x));
 }
 
+TEST_F(SameStepsTest, TheContinuousAdjointsForwardPassIsTheRun) {
+  // sensitivity.method = continuous_adjoint: its forward pass is the run's
+  // integration (the model's states alone; a running cost's quadrature
+  // outside the step control) — the same steps and, with J = x(t1), the
+  // same bits, for each of its steppers.
+  const std::string lv = example_with("lotka_volterra.yaml", "objective: {terminal: \"x\"}\n");
+  const std::string integral = example_with("lotka_volterra.yaml", "objective: {integral: \"x*y\"}\n");
+  for (const char* m : {"dopri5", "sdirk3", "bdf"}) {
+    const std::string sets = std::string(" --set integrator.method=") + m +
+                             " --set sensitivity.method=continuous_adjoint";
+    const SameRun r = both(lv, sets);
+    EXPECT_EQ(r.run_steps, r.sensitivity_steps) << m;
+    EXPECT_EQ(r.run_x, r.objective) << m;
+    const SameRun ri = both(integral, sets);
+    EXPECT_EQ(ri.run_steps, ri.sensitivity_steps) << m << " (running cost)";
+  }
+}
+
 TEST_F(SameStepsTest, VanDerPolThroughItsJumpHasTheRunsFiniteObjective) {
   // The case: μ = 1000 to t = 1000 with dopri5 gave J = NaN in
   // `sensitivity` while `run` reached x(1000) = −1.8636.
