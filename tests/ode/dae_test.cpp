@@ -1017,4 +1017,60 @@ TEST(DaeCrossMethod, EveryCombinationTheTableAllowsAgreesWithTheReference) {
   EXPECT_EQ(ran, 22u);
 }
 
+// ------------------------------------------------ the run and the gradient
+// `costate run` integrates with ode::integrate; `costate sensitivity`'s
+// forward pass replays the steps its plan chose (issue 35: "ok" means the
+// gradient's J is the run's). bdf's run reuses its Jacobian over many steps,
+// the replay evaluates it afresh at each step's start; both now stop Newton
+// at the same test (replay_kappa of the error tolerance), so they compute
+// the same roots of the same step equations up to the roots' round-off
+// spread, and the step control sees the same errors.
+
+/// J = y1(t1): Robertson's slowest component.
+struct TerminalY1 {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+
+/// The run's and the forward pass's y1(t1) differ by the spread of Newton's
+/// roots in round-off: two iterations with different Jacobians stop at
+/// different floating-point roots of one badly conditioned step equation
+/// (h up to ~1e6, J ~ 3e7), compounded over ~500 steps. Measured 2.5e-9
+/// (ODE form, to 4e7) and 1.8e-9 (DAE form); a floor, not a Newton
+/// tolerance: stopping the run's Newton 10⁴ times tighter left it at
+/// 1.7e-9. Bound 1e-8. (With the run's Newton stopped at 0.01 of the error
+/// tolerance, as before, they were 2.3e-6 and 1.1e-6 apart, and the DAE's
+/// steps differed: 524 and 523.)
+constexpr double kRunVsReplayRelTol = 1e-8;
+
+TEST(BdfRunAndGradient, TakeTheSameStepsAndAgreeToTheNewtonRootsRoundOff) {
+  const IntegratorOptions o{.method = Method::Bdf, .rtol = 1e-6,
+                            .atol_per_state = {1e-8, 1e-14, 1e-6}};
+  auto check = [&](auto problem, const char* what) {
+    for (double t1 : {40.0, 4e5, 4e7}) {
+      SCOPED_TRACE(std::string(what) + " to t = " + std::to_string(t1));
+      problem.tspan = {0.0, t1};
+      problem.output_times = {t1};
+      const Solution run = integrate(problem, o);
+      ASSERT_TRUE(run.summary.success()) << run.summary.message;
+      const GradientResult g = gradient(problem, TerminalY1{}, DiscreteAdjoint{}, o);
+      // With a running cost the plan is chosen on the model alone, as the run.
+      const GradientResult gi = gradient(problem, IntegralOfY3{}, DiscreteAdjoint{}, o);
+      const double y1 = run.state(run.n_outputs() - 1)[0];
+      std::printf("%s to %g: run %lld steps, gradient %zu; y1 %.17g vs J %.17g (%.2g relative)\n",
+                  what, t1, (long long)run.summary.steps, g.steps.steps(), y1, g.objective,
+                  rel_err(y1, g.objective));
+      EXPECT_EQ(static_cast<std::size_t>(run.summary.steps), g.steps.steps());
+      EXPECT_EQ(static_cast<std::size_t>(run.summary.steps), gi.steps.steps());
+      EXPECT_LT(rel_err(y1, g.objective), kRunVsReplayRelTol);
+    }
+  };
+  check(Problem<Robertson>{Robertson{}, {1.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 1.0}},
+        "robertson");
+  check(Problem<RobertsonDae>{RobertsonDae{}, {1.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 1.0}},
+        "robertson dae");
+}
+
 }  // namespace
