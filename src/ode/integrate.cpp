@@ -41,8 +41,14 @@ struct ImplicitAdapter {
 
 Solution integrate_system(const System& system, std::span<const double> y0,
                           std::span<const double> p, double t0, double t1,
-                          std::span<const double> outputs, const IntegratorOptions& options) {
+                          std::span<const double> outputs, const IntegratorOptions& given) {
   const std::size_t n = system.n_states();
+  // An all-algebraic model (no differential state): every output time is a
+  // step's end, its consistent solve (an interpolant of the step ends does
+  // not satisfy the constraints, and with nothing to error-control the
+  // steps grow to the whole interval).
+  IntegratorOptions options = given;
+  if (n > 0 && system.n_algebraic() == n) options.stop_at_outputs = true;
   COSTATE_CHECK(n > 0, "the problem has no states (empty y0)");
   COSTATE_CHECK_EQ(y0.size(), n, "integrate: initial state and System disagree");
   COSTATE_CHECK_EQ(p.size(), system.n_parameters(), "integrate: parameters and System disagree");

@@ -1126,4 +1126,73 @@ TEST(ImplicitDae, RobertsonResidualFromZeroDerivativesByNativeBdfMatchesIdasAndT
         << "dG/dp" << j << " = " << g.wrt_parameters[j];
 }
 
+// ------------------------------------------------------ all-algebraic models
+// No differential state (12 SBML Test Suite cases: algebraic rules that
+// determine every variable): each step of an implicit scheme is then the
+// consistent solve at its end time (M = 0: −hγ g(t_{n+1}, z) = 0), the
+// error test has nothing to measure, and the discrete adjoint is the
+// implicit function theorem at each step, ż = −g_z⁻¹ g_p.
+
+/// z³ + z = p0 t + p1 (one real root, g_z = 3z² + 1 > 0) and u = p1 z.
+struct AllAlgebraic {
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
+    f[0] = y[0] * y[0] * y[0] + y[0] - p[0] * t - p[1];
+    f[1] = y[1] - p[1] * y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {0, 1}; }
+};
+/// J = z(t1) + u(t1).
+struct SumAtEnd {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0] + y[1];
+  }
+};
+
+TEST(AllAlgebraicDae, EveryDaeIntegratorSolvesAndDifferentiatesTheConstraintsAtEachTime) {
+  const double p0 = 0.7, p1 = 0.3, t1 = 2.0;
+  Problem<AllAlgebraic> pr{AllAlgebraic{}, {0.0, 0.0}, {p0, p1}, {0.0, t1}};
+  pr.output_times = {0.5, 1.0, t1};
+  // The closed form: z the real root of z³ + z = c (Newton to round-off),
+  // dz/dc = 1/(3z² + 1); J = (1 + p1) z, dJ/dp0 = (1 + p1) t1 dz/dc,
+  // dJ/dp1 = z + (1 + p1) dz/dc.
+  auto root = [](double c) {
+    double z = c;
+    for (int i = 0; i < 60; ++i) z -= (z * z * z + z - c) / (3.0 * z * z + 1.0);
+    return z;
+  };
+  // Every time's values are the Newton roots of the same equations (to
+  // newton_tol 1e-12 relative, the initial solve's to round-off): 1e-10.
+  constexpr double kConstraintRelTol = 1e-10;
+  const double z1 = root(p0 * t1 + p1), dz = 1.0 / (3.0 * z1 * z1 + 1.0);
+  const double dj[2] = {(1.0 + p1) * t1 * dz, z1 + (1.0 + p1) * dz};
+  for (Method m : {Method::Bdf, Method::Sdirk3, Method::BackwardEuler, Method::CrankNicolson,
+                   Method::Idas}) {
+    SCOPED_TRACE(to_string(m));
+    IntegratorOptions o{.method = m, .rtol = 1e-8, .atol = 1e-10};
+    if (m == Method::BackwardEuler || m == Method::CrankNicolson) o = {.method = m, .dt = 0.1};
+    const Solution s = integrate(pr, o);
+    ASSERT_TRUE(s.summary.success()) << s.summary.message;
+    ASSERT_EQ(s.n_outputs(), 3u);
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double z = root(p0 * s.t[j] + p1);
+      EXPECT_LT(rel_err(s.state(j)[0], z), kConstraintRelTol) << "t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[1], p1 * z), kConstraintRelTol) << "t = " << s.t[j];
+    }
+    std::vector<SensitivityMethod> methods{DiscreteAdjoint{}, Forward{}};
+    if (m == Method::Bdf || m == Method::Sdirk3) methods.push_back(ContinuousAdjoint{});
+    if (m == Method::Idas) methods = {IdasForward{}, IdasAdjoint{}};
+    for (const SensitivityMethod& sm : methods) {
+      const GradientResult g = gradient(pr, SumAtEnd{}, sm, o);
+      EXPECT_LT(rel_err(g.objective, (1.0 + p1) * z1), kConstraintRelTol) << g.method;
+      for (std::size_t j = 0; j < 2; ++j)
+        EXPECT_LT(rel_err(g.wrt_parameters[j], dj[j]), kConstraintRelTol) << g.method << " p" << j;
+      // z0, u0 are guesses the initial solve replaces: no derivative.
+      EXPECT_EQ(g.wrt_initial_state[0], 0.0) << g.method;
+      EXPECT_EQ(g.wrt_initial_state[1], 0.0) << g.method;
+    }
+  }
+}
+
 }  // namespace
