@@ -61,6 +61,11 @@ class ModelJacobian<SystemRhs> {
   std::span<const double> parameters() const { return p_; }
   /// The DAE's algebraic-state mask (M = diag(1 − mask); empty for an ODE).
   std::span<const std::uint8_t> algebraic() const { return mass_mask(sys_); }
+  /// Left out of Newton's stopping test: a fully implicit DAE's derivatives
+  /// w (ResidualForm: its algebraic states in the scheme's sense).
+  std::span<const std::uint8_t> newton_unmeasured() const {
+    return sys_.residual_form() ? mass_mask(sys_) : std::span<const std::uint8_t>();
+  }
 
   void rhs(double t, std::span<const double> y, std::span<double> out) {
     sys_.rhs(t, y, p_, out);

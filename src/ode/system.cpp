@@ -102,10 +102,6 @@ void System::set_algebraic() {
     algebraic_[i] = 1;
     ++n_algebraic_;
   }
-  COSTATE_CHECK(n_algebraic_ < n_, "ode::System: all " << n_
-                                                       << " states are algebraic (a DAE needs at "
-                                                          "least one differential state)");
-
   unknowns_ = n_algebraic_ > 0 ? algebraic_ : std::vector<std::uint8_t>{};
   const std::vector<std::size_t> u = model_->initial_unknowns();
   if (u.empty()) return;

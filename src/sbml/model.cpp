@@ -2212,14 +2212,6 @@ class Importer {
       std::vector<std::size_t> algebraic;
       for (std::size_t i = 0; i < ny; ++i)
         if (syms_[states[i]].algebraic) algebraic.push_back(i);
-      if (!algebraic.empty() && algebraic.size() == ny) {
-        const Symbol& first = syms_[states[algebraic.front()]];
-        refuse(first.where, "every state of the model is determined by an algebraic rule or a "
-                            "fast reaction's equilibrium (no differential state: a nonlinear "
-                            "system at each time); costate's DAEs need at least one "
-                            "differential state",
-               first.element);
-      }
       if (!algebraic.empty()) out.equations.set_algebraic_states(std::move(algebraic));
     }
     if (!events_.empty()) {

@@ -1017,4 +1017,182 @@ TEST(DaeCrossMethod, EveryCombinationTheTableAllowsAgreesWithTheReference) {
   EXPECT_EQ(ran, 22u);
 }
 
+// ------------------------------------------------ the run and the gradient
+// `costate run` integrates with ode::integrate; `costate sensitivity`'s
+// forward pass replays the steps its plan chose (issue 35: "ok" means the
+// gradient's J is the run's). bdf's run reuses its Jacobian over many steps,
+// the replay evaluates it afresh at each step's start; both now stop Newton
+// at the same test (replay_kappa of the error tolerance), so they compute
+// the same roots of the same step equations up to the roots' round-off
+// spread, and the step control sees the same errors.
+
+/// J = y1(t1): Robertson's slowest component.
+struct TerminalY1 {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0];
+  }
+};
+
+/// The run's and the forward pass's y1(t1) differ by the spread of Newton's
+/// roots in round-off: two iterations with different Jacobians stop at
+/// different floating-point roots of one badly conditioned step equation
+/// (h up to ~1e6, J ~ 3e7), compounded over ~500 steps. Measured 2.5e-9
+/// (ODE form, to 4e7) and 1.8e-9 (DAE form); a floor, not a Newton
+/// tolerance: stopping the run's Newton 10⁴ times tighter left it at
+/// 1.7e-9. Bound 1e-8. (With the run's Newton stopped at 0.01 of the error
+/// tolerance, as before, they were 2.3e-6 and 1.1e-6 apart, and the DAE's
+/// steps differed: 524 and 523.)
+constexpr double kRunVsReplayRelTol = 1e-8;
+
+TEST(BdfRunAndGradient, TakeTheSameStepsAndAgreeToTheNewtonRootsRoundOff) {
+  const IntegratorOptions o{.method = Method::Bdf, .rtol = 1e-6,
+                            .atol_per_state = {1e-8, 1e-14, 1e-6}};
+  auto check = [&](auto problem, const char* what) {
+    for (double t1 : {40.0, 4e5, 4e7}) {
+      SCOPED_TRACE(std::string(what) + " to t = " + std::to_string(t1));
+      problem.tspan = {0.0, t1};
+      problem.output_times = {t1};
+      const Solution run = integrate(problem, o);
+      ASSERT_TRUE(run.summary.success()) << run.summary.message;
+      const GradientResult g = gradient(problem, TerminalY1{}, DiscreteAdjoint{}, o);
+      // With a running cost the plan is chosen on the model alone, as the run.
+      const GradientResult gi = gradient(problem, IntegralOfY3{}, DiscreteAdjoint{}, o);
+      const double y1 = run.state(run.n_outputs() - 1)[0];
+      std::printf("%s to %g: run %lld steps, gradient %zu; y1 %.17g vs J %.17g (%.2g relative)\n",
+                  what, t1, (long long)run.summary.steps, g.steps.steps(), y1, g.objective,
+                  rel_err(y1, g.objective));
+      EXPECT_EQ(static_cast<std::size_t>(run.summary.steps), g.steps.steps());
+      EXPECT_EQ(static_cast<std::size_t>(run.summary.steps), gi.steps.steps());
+      EXPECT_LT(rel_err(y1, g.objective), kRunVsReplayRelTol);
+    }
+  };
+  check(Problem<Robertson>{Robertson{}, {1.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 1.0}},
+        "robertson");
+  check(Problem<RobertsonDae>{RobertsonDae{}, {1.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 1.0}},
+        "robertson dae");
+}
+
+TEST(ImplicitDae, RobertsonResidualFromZeroDerivativesByNativeBdfMatchesIdasAndTheSemiExplicitForm) {
+  // Robertson as a user writes it for IDA, y'(t0) guessed 0: the consistent
+  // (y1', y2', y3) come from the initial solve; bdf's step collapsed to
+  // 3e-173 at t = 1e-158 because Newton's stopping test measured the
+  // derivatives w = (y − ψ)/(hβ), whose round-off grows as h shrinks (every
+  // failure shrank h further). Now the run reaches 4e10 at the IDAS
+  // example's tolerances, and at rtol 1e-10 gives the semi-explicit form's
+  // and IDAS' solution (three solvers of one exact solution, global errors
+  // ~10–100 rtol over 11 decades: 1e-6, as RobertsonNativeBdfAgreesWithIdas).
+  constexpr double kSameSolutionRelTol = 1e-6;
+  Problem<ResidualForm<RobertsonResidual>> res{
+      {RobertsonResidual{}, 3}, {1.0, 0.0, 0.0, 0.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 4e10}};
+  Problem<RobertsonDae> semi{RobertsonDae{}, {1.0, 0.0, 0.0}, {kK[0], kK[1], kK[2]}, {0.0, 4e10}};
+  for (int k = 0; k <= 11; k += 2) semi.output_times.push_back(0.4 * std::pow(10.0, k));
+  res.output_times = semi.output_times;
+  const IntegratorOptions example{.method = Method::Bdf, .rtol = 1e-6,
+                                  .atol_per_state = {1e-8, 1e-14, 1e-6, 1e-8, 1e-8, 1e-8}};
+  const Solution coarse = integrate(res, example);
+  ASSERT_TRUE(coarse.summary.success()) << coarse.summary.message;
+  const std::vector<double> atol{1e-14, 1e-20, 1e-12};
+  IntegratorOptions tight{.method = Method::Bdf, .rtol = 1e-10, .atol_per_state = atol};
+  const Solution se = integrate(semi, tight);
+  tight.method = Method::Idas;
+  const Solution id = integrate(semi, tight);
+  tight.method = Method::Bdf;
+  tight.atol_per_state.insert(tight.atol_per_state.end(), {1e-12, 1e-12, 1e-12});
+  const Solution nb = integrate(res, tight);
+  ASSERT_TRUE(nb.summary.success()) << nb.summary.message;
+  ASSERT_TRUE(se.summary.success() && id.summary.success());
+  std::printf("residual form from y' = 0: %lld steps at rtol 1e-6, %lld at 1e-10 (semi-explicit %lld)\n",
+              (long long)coarse.summary.steps, (long long)nb.summary.steps, (long long)se.summary.steps);
+  ASSERT_EQ(nb.n_outputs(), se.n_outputs());
+  for (std::size_t j = 0; j < nb.n_outputs(); ++j)
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_LT(rel_err(nb.state(j)[i], se.state(j)[i]), kSameSolutionRelTol)
+          << "semi-explicit, t = " << nb.t[j] << ", y" << i + 1;
+      EXPECT_LT(rel_err(nb.state(j)[i], id.state(j)[i]), kSameSolutionRelTol)
+          << "IDAS, t = " << nb.t[j] << ", y" << i + 1;
+    }
+  // The gradient of G = ∫ y3 dt: idasRoberts_ASAi_dns' published dG/dp
+  // (5 digits and that example's own error: 5e-4, as
+  // RobertsonGradientMatchesIdasRobertsAsaiDnsAndTheOdeForm) by the native
+  // discrete adjoint on the residual form at rtol 1e-8.
+  constexpr double kPublishedGradientRelTol = 5e-4;
+  const double published[3] = {1.4878e+06, -5.9467, 9.9112e-04};
+  const GradientResult g = gradient(res, IntegralOfY3{}, DiscreteAdjoint{},
+                                    {.method = Method::Bdf, .rtol = 1e-8,
+                                     .atol_per_state = {1e-10, 1e-16, 1e-8, 1e-10, 1e-10, 1e-10}});
+  for (std::size_t j = 0; j < 3; ++j)
+    EXPECT_LT(rel_err(g.wrt_parameters[j], published[j]), kPublishedGradientRelTol)
+        << "dG/dp" << j << " = " << g.wrt_parameters[j];
+}
+
+// ------------------------------------------------------ all-algebraic models
+// No differential state (12 SBML Test Suite cases: algebraic rules that
+// determine every variable): each step of an implicit scheme is then the
+// consistent solve at its end time (M = 0: −hγ g(t_{n+1}, z) = 0), the
+// error test has nothing to measure, and the discrete adjoint is the
+// implicit function theorem at each step, ż = −g_z⁻¹ g_p.
+
+/// z³ + z = p0 t + p1 (one real root, g_z = 3z² + 1 > 0) and u = p1 z.
+struct AllAlgebraic {
+  template <class T>
+  void rhs(double t, std::span<const T> y, std::span<const T> p, std::span<T> f) const {
+    f[0] = y[0] * y[0] * y[0] + y[0] - p[0] * t - p[1];
+    f[1] = y[1] - p[1] * y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {0, 1}; }
+};
+/// J = z(t1) + u(t1).
+struct SumAtEnd {
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    return y[0] + y[1];
+  }
+};
+
+TEST(AllAlgebraicDae, EveryDaeIntegratorSolvesAndDifferentiatesTheConstraintsAtEachTime) {
+  const double p0 = 0.7, p1 = 0.3, t1 = 2.0;
+  Problem<AllAlgebraic> pr{AllAlgebraic{}, {0.0, 0.0}, {p0, p1}, {0.0, t1}};
+  pr.output_times = {0.5, 1.0, t1};
+  // The closed form: z the real root of z³ + z = c (Newton to round-off),
+  // dz/dc = 1/(3z² + 1); J = (1 + p1) z, dJ/dp0 = (1 + p1) t1 dz/dc,
+  // dJ/dp1 = z + (1 + p1) dz/dc.
+  auto root = [](double c) {
+    double z = c;
+    for (int i = 0; i < 60; ++i) z -= (z * z * z + z - c) / (3.0 * z * z + 1.0);
+    return z;
+  };
+  // Every time's values are the Newton roots of the same equations (to
+  // newton_tol 1e-12 relative, the initial solve's to round-off): 1e-10.
+  constexpr double kConstraintRelTol = 1e-10;
+  const double z1 = root(p0 * t1 + p1), dz = 1.0 / (3.0 * z1 * z1 + 1.0);
+  const double dj[2] = {(1.0 + p1) * t1 * dz, z1 + (1.0 + p1) * dz};
+  for (Method m : {Method::Bdf, Method::Sdirk3, Method::BackwardEuler, Method::CrankNicolson,
+                   Method::Idas}) {
+    SCOPED_TRACE(to_string(m));
+    IntegratorOptions o{.method = m, .rtol = 1e-8, .atol = 1e-10};
+    if (m == Method::BackwardEuler || m == Method::CrankNicolson) o = {.method = m, .dt = 0.1};
+    const Solution s = integrate(pr, o);
+    ASSERT_TRUE(s.summary.success()) << s.summary.message;
+    ASSERT_EQ(s.n_outputs(), 3u);
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double z = root(p0 * s.t[j] + p1);
+      EXPECT_LT(rel_err(s.state(j)[0], z), kConstraintRelTol) << "t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[1], p1 * z), kConstraintRelTol) << "t = " << s.t[j];
+    }
+    std::vector<SensitivityMethod> methods{DiscreteAdjoint{}, Forward{}};
+    if (m == Method::Bdf || m == Method::Sdirk3) methods.push_back(ContinuousAdjoint{});
+    if (m == Method::Idas) methods = {IdasForward{}, IdasAdjoint{}};
+    for (const SensitivityMethod& sm : methods) {
+      const GradientResult g = gradient(pr, SumAtEnd{}, sm, o);
+      EXPECT_LT(rel_err(g.objective, (1.0 + p1) * z1), kConstraintRelTol) << g.method;
+      for (std::size_t j = 0; j < 2; ++j)
+        EXPECT_LT(rel_err(g.wrt_parameters[j], dj[j]), kConstraintRelTol) << g.method << " p" << j;
+      // z0, u0 are guesses the initial solve replaces: no derivative.
+      EXPECT_EQ(g.wrt_initial_state[0], 0.0) << g.method;
+      EXPECT_EQ(g.wrt_initial_state[1], 0.0) << g.method;
+    }
+  }
+}
+
 }  // namespace

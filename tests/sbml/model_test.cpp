@@ -690,22 +690,25 @@ TEST(SbmlModel, RefusesAlgebraicRulesThatDetermineNothing) {
 }
 
 // A model whose every state is algebraic (a rule, a fast reaction's
-// equilibrium) has no differential state for the DAE layer: refused.
-TEST(SbmlModel, RefusesModelsWithoutADifferentialState) {
-  expect_refused(document("<listOfParameters>" + parameter("k", 1.0) + parameter("u", 0.0, false) +
-                          "</listOfParameters><listOfRules><algebraicRule>" +
-                          math(mathml_apply("minus", ci("u") + ci("k"))) +
-                          "</algebraicRule></listOfRules>"),
-                 {"algebraic rule 1 (determining parameter 'u')", "every state"});
-  const std::string decay = reaction("gone", "A:1", "", mathml_apply("times", ci("k") + ci("A")));
-  expect_refused(
-      document("<listOfCompartments><compartment id=\"V\" size=\"1\" constant=\"true\"/>"
-               "</listOfCompartments><listOfSpecies>" + floating_species("A", "V", 1.0) +
-               "</listOfSpecies><listOfParameters>" + parameter("k", 1.0) +
-               "</listOfParameters><listOfReactions>" +
-               std::string(decay).replace(decay.find("fast=\"false\""), 12, "fast=\"true\"") +
-               "</listOfReactions>"),
-      {"fast reaction 'gone'", "every state"});
+// equilibrium) has no differential state: each output time is the
+// constraints' consistent solve (the DAE layer's all-algebraic models).
+TEST(SbmlModel, ModelsWithoutADifferentialStateSolveTheirRulesAtEachTime) {
+  const Model m = costate::sbml::read_string(
+      document("<listOfParameters>" + parameter("k", 1.5) + parameter("u", 0.0, false) +
+               "</listOfParameters><listOfRules><algebraicRule>" +
+               math(mathml_apply("minus", ci("u") + ci("k"))) + "</algebraicRule></listOfRules>"),
+      "all_algebraic.xml");
+  ASSERT_EQ(m.state_names, (std::vector<std::string>{"u"}));
+  EXPECT_EQ(m.equations.algebraic_states(), (std::vector<std::size_t>{0}));
+  // u = k from the guess 0 (a linear rule: exact up to round-off).
+  for (const auto method : {costate::ode::Method::Bdf, costate::ode::Method::Idas}) {
+    costate::ode::Problem<costate::ode::EquationModel> problem{
+        m.equations, m.initial_values(m.parameters), m.parameters, {0.0, 2.0}, {0.0, 1.0, 2.0}};
+    const costate::ode::Solution sol = costate::ode::integrate(
+        problem, {.method = method, .rtol = 1e-10, .atol = 1e-12});
+    ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+    for (std::size_t k = 0; k < 3; ++k) EXPECT_NEAR(sol.y[k], 1.5, kSameArithmeticTol) << to_string(method);
+  }
 }
 
 // Every refusal names the line of the element refused (libsbml's line).

@@ -120,6 +120,9 @@ class BdfStepper {
     kappa_ = kappa;
   }
   bool replay() const { return replay_; }
+  /// Newton's weighted stopping fraction of the error tolerance outside
+  /// replay mode (default 0.01).
+  void set_newton_kappa(double kappa) { kappa_ = kappa; }
   /// Replay mode: [J | f_p] at the last attempt's start (t_n, y_n).
   const Eigen::MatrixXd& step_jacobian() const { return jp_; }
 
@@ -168,13 +171,13 @@ class BdfStepper {
       const auto yn = point(0);
       for (std::size_t q = 0; q < n_; ++q) w_[q] = 1.0 / (atol[q] + rtol * std::abs(yn[q]));
     }
-    bool ok = newton_.solve(tn, r_, g, z_, w_);
+    bool ok = newton_.solve(tn, r_, g, z_, w_, kappa_);
     if (!ok && !fresh_) {
       newton_.evaluate_jacobian(t, point(0));
       since_jacobian_ = 0;
       fresh_ = true;
       std::copy(pred_.begin(), pred_.end(), z_.begin());
-      ok = newton_.solve(tn, r_, g, z_, w_);
+      ok = newton_.solve(tn, r_, g, z_, w_, kappa_);
     }
     if (!ok) return false;
     if (newton_.rate > 0.5) stale_ = true;

@@ -22,7 +22,10 @@
 ///   asks (slow convergence, failure, age).
 ///
 /// Newton stops when the update is below newton_tol in the max norm relative
-/// to 1 + |z| — or when the update, extrapolated by the observed linear rate
+/// to 1 + |z| (over the measured states: a fully implicit DAE's derivatives
+/// w = (y − ψ)/(hγ) are left out, as IDA's Newton is on y alone — w follows
+/// from y through the linear differential rows, and carries round-off
+/// ε|y|/(hγ) that no iteration removes on small steps) — or when the update, extrapolated by the observed linear rate
 /// ρ, ‖Δ‖ ρ/(1 − ρ), is — and fails after newton_max_iterations, when ρ > 0.9
 /// (divergence; unless the update is already at round-off, 1e-13) or when
 /// the iterate is not finite. Solving this tightly is
@@ -62,6 +65,9 @@ class ModelJacobian {
   /// behind this template is an ODE; ModelJacobian<SystemRhs> reads the
   /// System's.
   std::span<const std::uint8_t> algebraic() const { return {}; }
+  /// The states Newton's stopping test leaves out (ModifiedNewton): none
+  /// here; a fully implicit DAE's derivatives (ModelJacobian<SystemRhs>).
+  std::span<const std::uint8_t> newton_unmeasured() const { return {}; }
 
   /// f(t, y) into out (counted).
   void rhs(double t, std::span<const double> y, std::span<double> out) {
@@ -302,7 +308,12 @@ class ModifiedNewton {
         A_(static_cast<Eigen::Index>(n_), static_cast<Eigen::Index>(n_)),
         lu_(static_cast<Eigen::Index>(n_ > kSmallLu ? n_ : 0)), g_(static_cast<Eigen::Index>(n_)),
         d_(static_cast<Eigen::Index>(n_)), f_(n_), piv_(n_),
-        algebraic_(jac.algebraic().begin(), jac.algebraic().end()) {}
+        algebraic_(jac.algebraic().begin(), jac.algebraic().end()),
+        unmeasured_(jac.newton_unmeasured().begin(), jac.newton_unmeasured().end()) {
+    std::size_t skipped = 0;
+    for (std::uint8_t u : unmeasured_) skipped += u ? 1 : 0;
+    measured_ = std::max<std::size_t>(n_ - skipped, 1);
+  }
 
   /// Evaluates J at (t, y) (and refactors at the next solve).
   void evaluate_jacobian(double t, std::span<const double> y) {
@@ -366,15 +377,16 @@ class ModifiedNewton {
       for (std::size_t i = 0; i < n_; ++i) {
         const double di = d_[static_cast<Eigen::Index>(i)];
         z[i] += di;
-        change = std::max(change, std::abs(di) / (1.0 + std::abs(z[i])));
         finite += z[i] * 0.0;
+        if (!unmeasured_.empty() && unmeasured_[i]) continue;
+        change = std::max(change, std::abs(di) / (1.0 + std::abs(z[i])));
         if (!w.empty()) weighted += (di * w[i]) * (di * w[i]);
       }
       ++iterations;
       if (!(finite == 0.0)) return false;
       // One measure: ≤ 1 when both criteria hold.
       double c = change / tol_;
-      if (!w.empty()) c = std::max(c, std::sqrt(weighted / static_cast<double>(n_)) / kappa);
+      if (!w.empty()) c = std::max(c, std::sqrt(weighted / static_cast<double>(measured_)) / kappa);
       if (c <= 1.0) return true;
       if (it > 0) {
         rate = c / prev;
@@ -412,6 +424,8 @@ class ModifiedNewton {
   std::vector<double> f_;
   std::vector<Eigen::Index> piv_;
   std::vector<std::uint8_t> algebraic_;  // the DAE's mask (empty: an ODE)
+  std::vector<std::uint8_t> unmeasured_;  // left out of the stopping test (empty: none)
+  std::size_t measured_ = 1;
   double g_lu_ = 0.0;
   bool have_j_ = false, factored_ = false;
 };
