@@ -100,7 +100,8 @@ std::string stochastic_settings(const optimize::StochasticOptions& options) {
   std::ostringstream settings;
   settings.precision(17);
   settings << "method=" << optimize::to_string(options.method) << " epochs=" << options.epochs
-           << " batch=" << options.batch << " physical_batch=" << options.physical_batch
+           << " batch=" << options.batch << " batch_growth=" << options.batch_growth
+           << " physical_batch=" << options.physical_batch
            << " learning_rate=" << options.learning_rate << " schedule=" << optimize::to_string(options.schedule)
            << " step_epochs=" << options.step_epochs << " gamma=" << options.gamma
            << " min_learning_rate=" << options.min_learning_rate << " warmup_steps=" << options.warmup_steps
@@ -323,7 +324,8 @@ std::string stochastic_settings_yaml(const Problem& problem, const Options& eval
   std::ostringstream s;
   s.precision(17);
   s << settings_yaml(problem, evaluation) << "calibration:\n  optimizer: {method: " << optimize::to_string(o.method)
-    << ", epochs: " << o.epochs << ", batch: " << o.batch << ", physical_batch: " << o.physical_batch
+    << ", epochs: " << o.epochs << ", batch: " << o.batch << ", batch_growth: " << o.batch_growth
+    << ", physical_batch: " << o.physical_batch
     << ", learning_rate: " << o.learning_rate << ", schedule: " << optimize::to_string(o.schedule)
     << ", step_epochs: " << o.step_epochs << ", gamma: " << o.gamma << ", min_learning_rate: " << o.min_learning_rate
     << ", warmup_steps: " << o.warmup_steps << ", beta1: " << o.beta1 << ", beta2: " << o.beta2
