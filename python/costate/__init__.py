@@ -367,7 +367,7 @@ def fit(loss, n_conditions=None, x0=None, lower=None, upper=None, callback=None,
     schedule ("constant", "step", "cosine"), step_epochs, gamma,
     min_learning_rate, warmup_steps, beta1, beta2, epsilon, weight_decay,
     momentum, clip_norm, validation_split, patience, seed, max_rescues,
-    finish_iterations, finish_gatol. Returns x, objective (over every
+    finish_iterations, finish_gatol, average_epochs. Returns x, objective (over every
     condition), termination, epochs (train_loss ± train_loss_stderr,
     validation_loss, learning_rate, simulations per epoch), steps,
     simulations, rescues, training and validation (condition indices)."""

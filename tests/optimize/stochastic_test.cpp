@@ -274,6 +274,49 @@ TEST(StochasticFit, GrowsTheBatchFromEpochToEpochAndResumesInsideAGrownEpoch) {
   EXPECT_EQ(fixed.steps, 42);  // 7 epochs × 6 batches
 }
 
+TEST(StochasticFit, AveragesTheIteratesOfTheLastEpochsAndResumesInsideTheWindow) {
+  const Line line(40);
+  const opt::StochasticOptions o{.epochs = 6, .batch = 8, .learning_rate = 0.05,
+                                 .schedule = opt::LearningRateSchedule::Cosine, .seed = 9, .average_epochs = 2};
+  // The iterates after each step of epochs 5 and 6 (10 steps), summed in
+  // step order as fit() sums them.
+  std::vector<double> sum{0.0, 0.0};
+  std::int64_t count = 0;
+  const auto whole = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
+                              {.on_step = [&](const opt::StochasticState& s) {
+                                 if (s.epoch >= 4) {
+                                   sum[0] += s.x[0];
+                                   sum[1] += s.x[1];
+                                   ++count;
+                                 }
+                                 return true;
+                               },
+                               .on_epoch = {}});
+  ASSERT_EQ(count, 10);
+  EXPECT_EQ(bits(whole.x), bits({sum[0] / 10.0, sum[1] / 10.0}));
+  EXPECT_NE(bits(whole.x), bits(whole.state.x)) << "the average is not the last iterate";
+  EXPECT_EQ(whole.objective, line.objective(whole.x[0], whole.x[1]));
+  // A stop before and inside the window resumes to the same bits.
+  for (std::int64_t stop_at : {7, 21, 25}) {
+    SCOPED_TRACE(stop_at);
+    const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+    const auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
+    EXPECT_EQ(bits(rest.x), bits(whole.x));
+  }
+  // The last K epochs of the run, and no validation split beside it.
+  const auto fails = [&](const opt::StochasticOptions& bad, const char* words) {
+    try {
+      opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, bad);
+      ADD_FAILURE() << "no error; expected: " << words;
+    } catch (const costate::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  fails({.epochs = 3, .average_epochs = 4}, "average_epochs = 4 must be in [0, epochs = 3]");
+  fails({.epochs = 3, .validation_split = 0.1, .average_epochs = 1}, "use one or the other");
+}
+
 TEST(StochasticFit, RescuesAFailedConditionByHalvingTheStep) {
   // Condition 0 "blows up" (NaN, or a thrown costate::Error as a failed ODE
   // solve would) where x₀ > 2.2; the line's optimum has x₀ ≈ 2, and the

@@ -108,6 +108,12 @@ struct StochasticOptions {
   int patience = 0;           ///< early stopping after this many epochs without a better validation loss; 0 = off
   std::uint64_t seed = 1;
   int max_rescues = 10;       ///< halvings of one step before the fit stops
+  /// Tail averaging (Polyak & Juditsky 1992): when the epochs have all run,
+  /// return the mean of the iterates after each step of the last
+  /// `average_epochs` epochs instead of the last iterate — the batches'
+  /// noise averages out at no simulation cost. 0: the last iterate. Not with
+  /// a validation split (which returns the best-validation parameters).
+  int average_epochs = 0;
   /// Evaluate the loss on every condition at the returned parameters
   /// (StochasticResult::objective).
   bool final_objective = true;
@@ -171,11 +177,15 @@ struct StochasticState {
   std::int64_t simulations = 0;
   std::int64_t rescues = 0;
   std::vector<EpochRecord> history;
+  /// Σ of the iterates after each step of the averaging window so far
+  /// (average_epochs; zeros before the window, empty without averaging).
+  std::vector<double> average_sum;
 };
 
 struct StochasticResult {
   /// The parameters returned: the best validation parameters with a
-  /// validation split, else the last iterate.
+  /// validation split, the tail average with average_epochs (when all
+  /// epochs ran), else the last iterate.
   std::vector<double> x;
   /// Σ_c ℓ_c(x) over every condition (training and validation) when
   /// options.final_objective, else NaN.
