@@ -32,7 +32,12 @@
 //               for starts not looked at while choosing settings), best=F (the best objective
 //               known, instead of the best of this run), beta2=F, schedule=cosine|step|constant,
 //               finish=N (AdamW ends with N full-batch bqnls iterations, counted in its cost),
-//               gatol=F (that finish's ‖∇‖ tolerance)
+//               gatol=F (that finish's ‖∇‖ tolerance), growth=F (batch growth per epoch),
+//               history=1 (each AdamW fit's training loss per epoch), restart=E:F:R (at the end of
+//               epoch E, restart an AdamW fit whose objective estimate exceeds F × data/2 from a new
+//               random point, at most R times per start; see Settings), hybrid=0 (no
+//               AdamW-then-full-batch arm), average=K (AdamW returns the mean iterate of its last K
+//               epochs), seed=start (each start's AdamW seeded by its index; default: seed 1)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -101,6 +106,7 @@ struct Misfit {
 
 struct Study {
   static constexpr int kParams = ::kParams;
+  static constexpr std::size_t kDataPerCondition = 2 * 8;
   std::vector<double> dose, data, sigma_c, sigma_r;
   std::size_t n = 0;
   explicit Study(std::size_t conditions) : n(conditions) {
@@ -176,6 +182,7 @@ struct CascadeMisfit {
 
 struct CellLines {
   static constexpr int kParams = kCellParams;
+  static constexpr std::size_t kDataPerCondition = 2 * 8;
   std::vector<double> dose, expression, data, sigma_r, sigma_a;
   std::vector<int> branch;
   std::size_t n = 0;
@@ -263,6 +270,25 @@ struct Settings {
   std::size_t conditions = 500;
   opt::StochasticOptions adam;
   bool adam_only = false;
+  bool hybrid = true;  ///< run the AdamW-then-full-batch arm (off: hybrid=0)
+  bool history = false;  ///< print each AdamW fit's training loss per epoch
+  /// Restart of a stalled AdamW fit: at the end of epoch `restart_epoch`
+  /// (0: never), a fit whose training loss (× the conditions: the full
+  /// objective's estimate) exceeds `restart_factor` × (number of data)/2 —
+  /// the expected ½χ² of a fit consistent with the noise model, a
+  /// goodness-of-fit test that needs no known optimum — is abandoned and
+  /// started again from a new random point, at most `restart_limit` times
+  /// per start; every attempt's simulations count in the start's cost.
+  int restart_epoch = 0;
+  double restart_factor = 2.0;
+  int restart_limit = 3;
+  /// Tail averaging (StochasticOptions::average_epochs): the AdamW arm
+  /// returns the mean of the iterates of its last `average` epochs.
+  int average = 0;
+  /// Each start's AdamW draws its batches from seed 1 + its index (else
+  /// every start shares seed 1: the same batch sequence, so the last
+  /// iterates' noise is common to all starts).
+  bool seed_per_start = false;
 };
 
 template <class S>
@@ -282,10 +308,14 @@ int benchmark(const S& study, const Settings& set) {
   std::vector<double> g(np);
   std::printf("%zu conditions, %d parameters, %d starts; objective at the truth %.3f\n", conditions, np, starts,
               full_objective(study, truth, g));
-  std::printf("AdamW: %d epochs, batch %zu, learning rate %g, %s, warm-up %d steps, beta2 %g, finish %d iterations "
+  std::printf("AdamW: %d epochs, batch %zu (growth %g per epoch), learning rate %g, %s, warm-up %d steps, beta2 %g, finish %d iterations "
               "(gatol %g); starts %d to %d\n",
-              adam.epochs, adam.batch, adam.learning_rate, opt::to_string(adam.schedule).c_str(), adam.warmup_steps,
+              adam.epochs, adam.batch, adam.batch_growth, adam.learning_rate, opt::to_string(adam.schedule).c_str(), adam.warmup_steps,
               adam.beta2, adam.finish_iterations, adam.finish_gatol, set.first, set.first + starts - 1);
+  std::printf("AdamW: average of the last %d epochs; restart at epoch %d above %g x data/2 (at most %d times); "
+              "seed %s\n",
+              set.average, set.restart_epoch, set.restart_factor, set.restart_limit,
+              set.seed_per_start ? "1 + the start's index" : "1 for every start");
   // AdamW for a third of the epochs, then the full-batch finish (TAO bqnls
   // to the same gradient tolerance as the L-BFGS fits).
   opt::StochasticOptions hybrid_options = adam;
@@ -295,15 +325,22 @@ int benchmark(const S& study, const Settings& set) {
   // The AdamW trace: a full evaluation (not counted as the fit's cost) at
   // about ten epoch ends.
   const int trace_every = std::max(1, adam.epochs / 10);
-  const std::size_t steps_per_epoch = adam.batch == 0 ? 1 : (conditions + adam.batch - 1) / adam.batch;
+  const std::vector<std::size_t> epoch_batch = opt::logical_batches(conditions, adam);
   std::vector<Run> lbfgs(static_cast<std::size_t>(starts)), adamw(static_cast<std::size_t>(starts)),
       hybrid(static_cast<std::size_t>(starts));
   for (int s = 0; s < starts; ++s) {
     const auto us = static_cast<std::size_t>(s);
     const auto start = static_cast<std::uint64_t>(set.first + s);  // the start's index: its point
-    std::vector<double> x0(np);
-    for (int j = 0; j < np; ++j)
-      x0[j] = truth[j] + (2.0 * uniform(start * 16 + static_cast<std::uint64_t>(j), 3) - 1.0) * std::log(10.0);
+    // The start's point (attempt 0) and its restarts' points (attempt ≥ 1).
+    const auto start_point = [&](int attempt) {
+      std::vector<double> p(np);
+      for (int j = 0; j < np; ++j)
+        p[j] = truth[j] + (2.0 * uniform(start * 16 + static_cast<std::uint64_t>(j),
+                                         3 + 1000 * static_cast<std::uint64_t>(attempt)) -
+                           1.0) * std::log(10.0);
+      return p;
+    };
+    const std::vector<double> x0 = start_point(0);
     // Alternate which method runs first (the machine is shared).
     for (int side = 0; side < 2; ++side) {
       const bool tao_side = (side == 0) == (s % 2 == 0);
@@ -327,19 +364,48 @@ int benchmark(const S& study, const Settings& set) {
         r.objective = t.objective;
         r.simulations = sims;
       } else {
-        const auto fit = opt::fit(ds, x0, lo, hi, adam,
-                                  {.on_step = [&](const opt::StochasticState& st) {
-                                     if (st.position == steps_per_epoch && (st.epoch + 1) % trace_every == 0) {
-                                       const double c1 = bench::cpu_seconds();
-                                       r.trace.emplace_back(st.simulations, full_objective(study, st.x, g));
-                                       r.cpu -= bench::cpu_seconds() - c1;  // the trace is not the fit's cost
-                                     }
-                                     return true;
-                                   },
-                                   .on_epoch = {}});
+        // AdamW, restarted from a new point while the restart test rejects it.
+        opt::StochasticResult fit;
+        std::int64_t spent = 0;  // the abandoned attempts' simulations
+        int attempt = 0;
+        opt::StochasticOptions options = adam;
+        options.average_epochs = set.average;
+        if (set.seed_per_start) options.seed = 1 + start;
+        for (;; ++attempt) {
+          bool abandon = false;
+          fit = opt::fit(
+              ds, start_point(attempt), lo, hi, options,
+              {.on_step = [&](const opt::StochasticState& st) {
+                 const std::size_t b = epoch_batch[static_cast<std::size_t>(st.epoch)];
+                 if (st.position != (conditions + b - 1) / b) return true;  // not an epoch's end
+                 if ((st.epoch + 1) % trace_every == 0) {
+                   const double c1 = bench::cpu_seconds();
+                   r.trace.emplace_back(spent + st.simulations, full_objective(study, st.x, g));
+                   r.cpu -= bench::cpu_seconds() - c1;  // the trace is not the fit's cost
+                 }
+                 if (set.restart_epoch == st.epoch + 1 && attempt < set.restart_limit) {
+                   double loss = 0;
+                   for (double l : st.batch_losses) loss += l;
+                   loss *= static_cast<double>(conditions) / static_cast<double>(st.batch_losses.size());
+                   abandon = loss > set.restart_factor * 0.5 *
+                                        static_cast<double>(conditions * S::kDataPerCondition);
+                 }
+                 return !abandon;
+               },
+               .on_epoch = {}});
+          if (!abandon) break;
+          spent += fit.simulations;
+        }
+        fit.simulations += spent;
+        if (attempt > 0) std::printf("start %2d: AdamW restarted %d times\n", set.first + s, attempt);
         r.objective = fit.objective;
         r.simulations = fit.simulations;
         r.trace.emplace_back(fit.simulations, fit.objective);
+        if (set.history) {
+          std::printf("start %2d: AdamW training loss × conditions per epoch:", set.first + s);
+          for (const auto& e : fit.epochs) std::printf(" %.4g", e.train_loss * static_cast<double>(conditions));
+          std::printf("\n");
+        }
         // Where AdamW ended: log10(x / truth) per parameter, '|' at a bound.
         std::string where;
         for (int j = 0; j < np; ++j) {
@@ -354,7 +420,7 @@ int benchmark(const S& study, const Settings& set) {
       }
       r.cpu += bench::cpu_seconds() - c0;
     }
-    if (!adam_only) {
+    if (!adam_only && set.hybrid) {
       Run& r = hybrid[us];
       const double c0 = bench::cpu_seconds();
       const auto fit = opt::fit(ds, x0, lo, hi, hybrid_options);
@@ -374,7 +440,7 @@ int benchmark(const S& study, const Settings& set) {
   for (int s = 0; s < starts && std::isnan(set.best); ++s) {
     const auto us = static_cast<std::size_t>(s);
     best = std::min({best, adam_only ? best : lbfgs[us].objective, adamw[us].objective,
-                     adam_only ? best : hybrid[us].objective});
+                     adam_only || !set.hybrid ? best : hybrid[us].objective});
   }
   const auto summary = [&](const char* name, const std::vector<Run>& runs) {
     int within = 0;
@@ -406,7 +472,7 @@ int benchmark(const S& study, const Settings& set) {
   };
   if (!adam_only) summary("L-BFGS", lbfgs);
   summary("AdamW", adamw);
-  if (!adam_only) summary("AdamW+finish", hybrid);
+  if (!adam_only && set.hybrid) summary("AdamW+finish", hybrid);
   // The median (over starts) best objective reached by a number of simulations.
   std::printf("\nmedian best objective − best, by condition simulations spent:\n%12s %14s %14s\n", "simulations",
               "L-BFGS", "AdamW");
@@ -472,11 +538,29 @@ int main(int argc, char** argv) {
       set.adam.schedule = opt::learning_rate_schedule_from_string(value);
     else if (key == "finish")
       set.adam.finish_iterations = std::atoi(value.c_str());
+    else if (key == "growth")
+      set.adam.batch_growth = std::atof(value.c_str());
+    else if (key == "restart") {  // E:F:R
+      set.restart_epoch = std::atoi(value.c_str());
+      const auto c1 = value.find(':');
+      if (c1 != std::string::npos) {
+        set.restart_factor = std::atof(value.c_str() + c1 + 1);
+        const auto c2 = value.find(':', c1 + 1);
+        if (c2 != std::string::npos) set.restart_limit = std::atoi(value.c_str() + c2 + 1);
+      }
+    } else if (key == "seed")
+      set.seed_per_start = value == "start";
+    else if (key == "average")
+      set.average = std::atoi(value.c_str());
+    else if (key == "hybrid")
+      set.hybrid = value != "0";
+    else if (key == "history")
+      set.history = value == "1";
     else if (key == "gatol")
       set.adam.finish_gatol = std::atof(value.c_str());
     else
       throw Error("bench_stochastic_fit: unknown setting '" + key +
-                  "' (first, best, beta2, schedule, finish, gatol)");
+                  "' (first, best, beta2, schedule, finish, gatol, growth, history, restart, hybrid, average, seed)");
   }
   set.adam.validate();
   if (cells) return benchmark(CellLines(set.conditions), set);

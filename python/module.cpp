@@ -424,6 +424,8 @@ costate::optimize::StochasticOptions stochastic_options(const py::dict& kw,
     else if (key == "epochs") o.epochs = py::cast<int>(value);
     else if (key == "batch") o.batch = py::cast<std::size_t>(value);
     else if (key == "physical_batch") o.physical_batch = py::cast<std::size_t>(value);
+    else if (key == "batch_growth") o.batch_growth = py::cast<double>(value);
+    else if (key == "average_epochs") o.average_epochs = py::cast<int>(value);
     else if (key == "learning_rate") o.learning_rate = py::cast<double>(value);
     else if (key == "schedule") o.schedule = opt::learning_rate_schedule_from_string(py::cast<std::string>(value));
     else if (key == "step_epochs") o.step_epochs = py::cast<int>(value);
@@ -444,10 +446,10 @@ costate::optimize::StochasticOptions stochastic_options(const py::dict& kw,
     else if (key == "finish_gatol") o.finish_gatol = py::cast<double>(value);
     else
       throw py::type_error("fit(): unknown keyword '" + key +
-                           "'; valid: optimizer, epochs, batch, physical_batch, learning_rate, schedule, "
+                           "'; valid: optimizer, epochs, batch, batch_growth, physical_batch, learning_rate, schedule, "
                            "step_epochs, gamma, min_learning_rate, warmup_steps, beta1, beta2, epsilon, "
                            "weight_decay, momentum, clip_norm, validation_split, patience, seed, "
-                           "max_rescues, finish_iterations, finish_gatol");
+                           "max_rescues, finish_iterations, finish_gatol, average_epochs");
   }
   return o;
 }

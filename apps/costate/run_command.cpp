@@ -109,11 +109,28 @@ int run_conditions(const Environment& env, const CommandArgs& args, const io::Ru
   if (!args.resume.empty())
     throw Error("--resume " + args.resume + ": " + args.input + " has conditions; a run over conditions "
                 "does not resume — rerun it without --resume");
+  // SIGINT/SIGTERM stop at the next step (main exits 128 + signal): the
+  // trajectories are written together at the end, so nothing is kept, and
+  // the message says so (the run does not resume).
+  io::InterruptHandler interrupts;
   std::vector<io::RunConfig> problems;
   std::vector<ode::Solution> solutions;
-  for (std::size_t c = 0; c < cfg.conditions.size(); ++c) {
+  const std::size_t n_conditions = cfg.conditions.size();
+  for (std::size_t c = 0; c < n_conditions; ++c) {
     const std::string id = cfg.conditions[c].id;
     problems.push_back(io::condition_config(cfg, c));
+    const auto stop = [&args, id, c, n_conditions](double t) {
+      if (!io::InterruptHandler::pending()) return;
+      std::ostringstream os;
+      os.precision(17);
+      os << "at t = " << t << " in condition '" << id << "' (" << c + 1 << " of " << n_conditions
+         << ") (costate run); a run over conditions writes its trajectories when all are done and does not "
+            "resume: nothing written, rerun "
+         << args.input;
+      io::throw_if_interrupted(os.str());
+    };
+    stop(cfg.t_start);  // a signal between two conditions
+    problems.back().integrator.on_step = stop;
     solutions.push_back(io::integrate_file(problems.back()));
     const ode::Solution& sol = solutions.back();
     if (!sol.summary.success())

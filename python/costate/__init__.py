@@ -363,11 +363,11 @@ def fit(loss, n_conditions=None, x0=None, lower=None, upper=None, callback=None,
     a non-finite value or ``costate.Error``, rescued by halving the step).
     ``lower``/``upper`` bound x (projected steps). ``callback(epoch)`` is
     called after each epoch with its dict. Options (keywords): optimizer
-    ("adamw", "adam", "sgd"), epochs, batch, physical_batch, learning_rate,
+    ("adamw", "adam", "sgd"), epochs, batch, batch_growth, physical_batch, learning_rate,
     schedule ("constant", "step", "cosine"), step_epochs, gamma,
     min_learning_rate, warmup_steps, beta1, beta2, epsilon, weight_decay,
     momentum, clip_norm, validation_split, patience, seed, max_rescues,
-    finish_iterations, finish_gatol. Returns x, objective (over every
+    finish_iterations, finish_gatol, average_epochs. Returns x, objective (over every
     condition), termination, epochs (train_loss ± train_loss_stderr,
     validation_loss, learning_rate, simulations per epoch), steps,
     simulations, rescues, training and validation (condition indices)."""

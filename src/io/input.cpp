@@ -372,7 +372,8 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
   const std::string k0 = "calibration.optimizer";
   ctx.check_keys(opt, k0,
                  {"method", "epochs", "batch", "physical_batch", "learning_rate", "validation_split", "seed",
-                  "finish", "schedule", "warmup_steps", "weight_decay", "clip_norm", "patience", "momentum"});
+                  "finish", "schedule", "warmup_steps", "weight_decay", "clip_norm", "patience", "momentum",
+                  "batch_growth", "average_epochs"});
   optimize::StochasticOptions& o = cc.stochastic_options;
   cc.stochastic = true;
   o.method = optimize::stochastic_method_from_string(opt["method"].Scalar());
@@ -389,6 +390,7 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
   if (opt["finish"]) o.finish_iterations = static_cast<int>(count("finish", 0));
   if (opt["warmup_steps"]) o.warmup_steps = static_cast<int>(count("warmup_steps", 0));
   if (opt["patience"]) o.patience = static_cast<int>(count("patience", 0));
+  if (opt["average_epochs"]) o.average_epochs = static_cast<int>(count("average_epochs", 0));
   if (opt["learning_rate"]) o.learning_rate = ctx.positive(opt["learning_rate"], k0 + ".learning_rate");
   if (opt["validation_split"]) {
     o.validation_split = ctx.non_negative(opt["validation_split"], k0 + ".validation_split");
@@ -399,6 +401,7 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
   if (opt["weight_decay"]) o.weight_decay = ctx.non_negative(opt["weight_decay"], k0 + ".weight_decay");
   if (opt["clip_norm"]) o.clip_norm = ctx.non_negative(opt["clip_norm"], k0 + ".clip_norm");
   if (opt["momentum"]) o.momentum = ctx.non_negative(opt["momentum"], k0 + ".momentum");
+  if (opt["batch_growth"]) o.batch_growth = ctx.positive(opt["batch_growth"], k0 + ".batch_growth");
   if (opt["schedule"]) {
     try {
       o.schedule = optimize::learning_rate_schedule_from_string(ctx.string(opt["schedule"], k0 + ".schedule"));
@@ -2021,6 +2024,8 @@ std::string RunConfig::to_yaml() const {
       e << YAML::Key << "clip_norm" << YAML::Value << o.clip_norm;
       e << YAML::Key << "patience" << YAML::Value << o.patience;
       e << YAML::Key << "momentum" << YAML::Value << o.momentum;
+      if (o.batch_growth != 1.0) e << YAML::Key << "batch_growth" << YAML::Value << o.batch_growth;
+      if (o.average_epochs > 0) e << YAML::Key << "average_epochs" << YAML::Value << o.average_epochs;
       e << YAML::EndMap << YAML::EndMap;
     } else {
     e << YAML::Key << "method" << YAML::Value << optimize::to_string(c.optimizer.method);

@@ -198,10 +198,30 @@ void StochasticOptions::validate() const {
                 "StochasticOptions::patience = " << patience
                                                  << " needs a validation split (validation_split > 0)");
   COSTATE_CHECK(max_rescues >= 0, "StochasticOptions::max_rescues = " << max_rescues << " must be >= 0");
+  COSTATE_CHECK(std::isfinite(batch_growth) && batch_growth >= 1.0,
+                "StochasticOptions::batch_growth = " << batch_growth << " must be >= 1 (1: a fixed batch)");
+  COSTATE_CHECK(average_epochs >= 0 && average_epochs <= epochs,
+                "StochasticOptions::average_epochs = " << average_epochs << " must be in [0, epochs = " << epochs
+                                                       << "]");
+  COSTATE_CHECK(average_epochs == 0 || validation_split == 0.0,
+                "StochasticOptions::average_epochs = "
+                    << average_epochs << " averages the last epochs' iterates, and validation_split = "
+                    << validation_split << " returns the best-validation parameters: use one or the other");
   COSTATE_CHECK(finish_iterations >= 0,
                 "StochasticOptions::finish_iterations = " << finish_iterations << " must be >= 0 (0: no finish)");
   COSTATE_CHECK(std::isfinite(finish_gatol) && finish_gatol > 0.0,
                 "StochasticOptions::finish_gatol = " << finish_gatol << " must be > 0");
+}
+
+std::vector<std::size_t> logical_batches(std::size_t n_training, const StochasticOptions& options) {
+  const std::size_t batch = options.batch == 0 ? n_training : std::min(options.batch, n_training);
+  std::vector<std::size_t> out(static_cast<std::size_t>(std::max(options.epochs, 0)), batch);
+  double grown = static_cast<double>(batch);
+  for (std::size_t e = 1; e < out.size(); ++e) {
+    grown *= options.batch_growth;
+    out[e] = grown >= static_cast<double>(n_training) ? n_training : static_cast<std::size_t>(std::ceil(grown));
+  }
+  return out;
 }
 
 std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_conditions(
@@ -253,8 +273,17 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
   COSTATE_CHECK(options.physical_batch <= batch,
                 "stochastic fit: physical_batch = " << options.physical_batch
                     << " is larger than the logical batch (" << batch << ")");
-  const std::size_t batches_per_epoch = (training.size() + batch - 1) / batch;
-  const std::int64_t total_steps = static_cast<std::int64_t>(batches_per_epoch) * options.epochs;
+  // The logical batch of each epoch (batch_growth) and the fit's step count.
+  const std::vector<std::size_t> epoch_batch = logical_batches(training.size(), options);
+  const auto batches_in = [&](int epoch) {
+    const std::size_t b = epoch_batch[static_cast<std::size_t>(epoch)];
+    return (training.size() + b - 1) / b;
+  };
+  std::int64_t total_steps = 0, window_start = 0;  // window_start: steps before the averaged epochs
+  for (int e = 0; e < options.epochs; ++e) {
+    if (e == options.epochs - options.average_epochs) window_start = total_steps;
+    total_steps += static_cast<std::int64_t>(batches_in(e));
+  }
   const Evaluator evaluator(dataset, options.physical_batch);
 
   // 2. The state: new, or the resumed one.
@@ -264,8 +293,13 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
     COSTATE_CHECK(st.x.size() == n && st.x_prev.size() == n && st.m.size() == n && st.v.size() == n,
                   "stochastic fit: the resumed state has " << st.x.size() << " parameters, the dataset "
                                                           << n);
-    COSTATE_CHECK(st.position <= batches_per_epoch && (st.position == 0 || st.order.size() == training.size()),
+    COSTATE_CHECK(st.epoch <= options.epochs &&
+                      (st.epoch == options.epochs ? st.position == 0 : st.position <= batches_in(st.epoch)) &&
+                      (st.position == 0 || st.order.size() == training.size()),
                   "stochastic fit: the resumed state does not match this dataset and batch size");
+    COSTATE_CHECK(options.average_epochs == 0 || st.average_sum.size() == n,
+                  "stochastic fit: the resumed state has no sum of iterates for average_epochs = "
+                      << options.average_epochs);
   } else {
     COSTATE_CHECK_EQ(x0.size(), n, "stochastic fit: x0");
     for (std::size_t j = 0; j < n; ++j)
@@ -278,11 +312,17 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
     st.v.assign(n, 0.0);
     st.rng = order_stream(options.seed);
     st.best_x = st.x;
+    if (options.average_epochs > 0) st.average_sum.assign(n, 0.0);
   }
 
   const auto finish = [&](std::string termination) {
     result.termination = std::move(termination);
     result.x = result.validation.empty() ? st.x : st.best_x;
+    if (options.average_epochs > 0 && result.termination == "epochs") {
+      const auto count = static_cast<double>(st.step - window_start);
+      // (clamped: the rounding of a mean of values at a bound may step past it)
+      for (std::size_t j = 0; j < n; ++j) result.x[j] = std::clamp(st.average_sum[j] / count, lower[j], upper[j]);
+    }
     if (result.termination == "rescue_failed") result.x = result.validation.empty() ? st.x_prev : st.best_x;
     if (options.finish_iterations > 0 && result.termination != "interrupted" &&
         result.termination != "rescue_failed") {
@@ -339,8 +379,10 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
       st.batch_losses.clear();
       st.epoch_rescues = 0;
     }
+    const std::size_t logical = epoch_batch[static_cast<std::size_t>(st.epoch)];
+    const std::size_t batches_per_epoch = batches_in(st.epoch);
     while (st.position < batches_per_epoch) {
-      const std::size_t b0 = st.position * batch, b1 = std::min(training.size(), b0 + batch);
+      const std::size_t b0 = st.position * logical, b1 = std::min(training.size(), b0 + logical);
       const std::span<const std::size_t> conditions(st.order.data() + b0, b1 - b0);
       // 4. The batch at x; a failure halves the last step back (rescue).
       BatchValues v = evaluator.evaluate(conditions, st.x, st.simulations);
@@ -402,6 +444,8 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
       for (std::size_t j = 0; j < n; ++j) st.x[j] = std::clamp(st.x[j], lower[j], upper[j]);
       ++st.step;
       ++st.position;
+      if (options.average_epochs > 0 && st.step > window_start)
+        for (std::size_t j = 0; j < n; ++j) st.average_sum[j] += st.x[j];
       if (callbacks.on_step && !callbacks.on_step(st)) return finish("interrupted");
     }
     // 7. The epoch's record: training loss ± its standard error, validation.

@@ -100,7 +100,8 @@ std::string stochastic_settings(const optimize::StochasticOptions& options) {
   std::ostringstream settings;
   settings.precision(17);
   settings << "method=" << optimize::to_string(options.method) << " epochs=" << options.epochs
-           << " batch=" << options.batch << " physical_batch=" << options.physical_batch
+           << " batch=" << options.batch << " batch_growth=" << options.batch_growth
+           << " physical_batch=" << options.physical_batch
            << " learning_rate=" << options.learning_rate << " schedule=" << optimize::to_string(options.schedule)
            << " step_epochs=" << options.step_epochs << " gamma=" << options.gamma
            << " min_learning_rate=" << options.min_learning_rate << " warmup_steps=" << options.warmup_steps
@@ -108,7 +109,8 @@ std::string stochastic_settings(const optimize::StochasticOptions& options) {
            << " weight_decay=" << options.weight_decay << " momentum=" << options.momentum
            << " clip_norm=" << options.clip_norm << " validation_split=" << options.validation_split
            << " patience=" << options.patience << " seed=" << options.seed << " max_rescues=" << options.max_rescues
-           << " finish_iterations=" << options.finish_iterations << " finish_gatol=" << options.finish_gatol;
+           << " finish_iterations=" << options.finish_iterations << " finish_gatol=" << options.finish_gatol
+           << " average_epochs=" << options.average_epochs;
   return settings.str();
 }
 
@@ -183,6 +185,7 @@ void write_state(const std::string& path, const std::string& problem_file,
   vec("v", st.v);
   vec("best_x", st.best_x);
   vec("batch_losses", st.batch_losses);
+  vec("average_sum", st.average_sum);
   vec("best_validation", {st.best_validation});
   std::vector<double> history;
   for (const auto& e : st.history)
@@ -236,6 +239,9 @@ optimize::StochasticState read_stochastic_state_hdf5(const std::string& path, co
   st.v = read_vector<double>(group.id, "v", H5T_NATIVE_DOUBLE, path);
   st.best_x = read_vector<double>(group.id, "best_x", H5T_NATIVE_DOUBLE, path);
   st.batch_losses = read_vector<double>(group.id, "batch_losses", H5T_NATIVE_DOUBLE, path);
+  // (a file written before tail averaging has none: fit() refuses it when averaging)
+  if (H5Lexists(group.id, "average_sum", H5P_DEFAULT) > 0)
+    st.average_sum = read_vector<double>(group.id, "average_sum", H5T_NATIVE_DOUBLE, path);
   const auto bv = read_vector<double>(group.id, "best_validation", H5T_NATIVE_DOUBLE, path);
   COSTATE_CHECK(bv.size() == 1, path << ": /stochastic_state/best_validation must hold one value");
   st.best_validation = bv[0];
@@ -323,14 +329,15 @@ std::string stochastic_settings_yaml(const Problem& problem, const Options& eval
   std::ostringstream s;
   s.precision(17);
   s << settings_yaml(problem, evaluation) << "calibration:\n  optimizer: {method: " << optimize::to_string(o.method)
-    << ", epochs: " << o.epochs << ", batch: " << o.batch << ", physical_batch: " << o.physical_batch
+    << ", epochs: " << o.epochs << ", batch: " << o.batch << ", batch_growth: " << o.batch_growth
+    << ", physical_batch: " << o.physical_batch
     << ", learning_rate: " << o.learning_rate << ", schedule: " << optimize::to_string(o.schedule)
     << ", step_epochs: " << o.step_epochs << ", gamma: " << o.gamma << ", min_learning_rate: " << o.min_learning_rate
     << ", warmup_steps: " << o.warmup_steps << ", beta1: " << o.beta1 << ", beta2: " << o.beta2
     << ", epsilon: " << o.epsilon << ", weight_decay: " << o.weight_decay << ", momentum: " << o.momentum
     << ", clip_norm: " << o.clip_norm << ", validation_split: " << o.validation_split << ", patience: " << o.patience
     << ", seed: " << o.seed << ", max_rescues: " << o.max_rescues << ", finish: " << o.finish_iterations
-    << ", finish_gatol: " << o.finish_gatol << "}\n";
+    << ", finish_gatol: " << o.finish_gatol << ", average_epochs: " << o.average_epochs << "}\n";
   return s.str();
 }
 

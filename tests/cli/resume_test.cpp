@@ -338,6 +338,37 @@ TEST_F(ResumeTest, ResumeRefusesOtherSettingsAndFinishedFiles) {
   EXPECT_NE(r.err.find("status is 'complete', not 'partial'"), std::string::npos) << r.err;
 }
 
+TEST_F(ResumeTest, ARunOverConditionsStopsOnASignalAndRefusesResume) {
+  // A run over conditions writes every trajectory when all are done: a
+  // signal stops it at a step with nothing kept (exit 143, the message says
+  // where and that it does not resume), and --resume is refused by name.
+  std::string input = kFixedInput;
+  const std::string dt = "dt: 2.0e-5";
+  input.replace(input.find(dt), dt.size(), "dt: 2.0e-6");
+  input += "conditions:\n"
+           "  - {id: ten, parameters: {a: 10.0}, data: {file: d.csv, noise: 0.1}}\n"
+           "  - {id: eleven, parameters: {a: 11.0}, data: {file: d.csv, noise: 0.1}}\n";
+  write("long.yaml", input.c_str());
+  write("d.csv", "t,x\n1.0,1.0\n2.0,1.5\n");
+  const pid_t pid = spawn(dir_, {"run", "long.yaml", "-o", "out.h5"});
+  wait_started(dir_, pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  ASSERT_EQ(wait_for(pid), 143) << costate::test::slurp(dir_ / "stderr.txt");
+  const std::string err = costate::test::slurp(dir_ / "stderr.txt");
+  EXPECT_NE(err.find("interrupted by SIGTERM at t = "), std::string::npos) << err;
+  EXPECT_NE(err.find(" of 2) (costate run); a run over conditions writes its trajectories when all are done "
+                     "and does not resume: nothing written"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(dir_ / "out.h5"));
+  const auto r = costate::test::run_command(dir_, COSTATE_EXE, "run long.yaml -q --resume out.h5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--resume out.h5: long.yaml has conditions; a run over conditions does not resume"),
+            std::string::npos)
+      << r.err;
+}
+
 // ---- calibrate --resume ------------------------------------------------------
 
 /// Waits until `text` appears in the process's stderr (or it has ended),

@@ -327,6 +327,13 @@ TEST_F(ConditionsTest, BadConditionsAreRefusedNamingTheirPlace) {
       {base + "conditions:\n  - {id: a, data: " + d + "dose1.csv}\n"
               "calibration: {parameters: {k: {}}, optimizer: {method: adamw, epoch: 3}}\n",
        {"calibration.optimizer.epoch", "did you mean 'epochs'"}},
+      {base + "conditions:\n  - {id: a, data: " + d + "dose1.csv}\n"
+              "calibration: {parameters: {k: {}}, optimizer: {method: adamw, batch_growth: 0.5}}\n",
+       {"calibration.optimizer", "batch_growth = 0.5 must be >= 1"}},
+      {base + "conditions:\n  - {id: a, data: " + d + "dose1.csv}\n"
+              "calibration: {parameters: {k: {}}, optimizer: {method: adamw, validation_split: 0.2, "
+              "average_epochs: 2}}\n",
+       {"calibration.optimizer", "average_epochs = 2 averages", "use one or the other"}},
   };
   for (const Case& c : cases) {
     const std::string m = refusal(c.text);
@@ -551,12 +558,22 @@ TEST_F(ConditionsTest, SavedSettingsLoadBackAndGiveTheSameFit) {
   o.learning_rate = 0.05;
   o.schedule = costate::optimize::LearningRateSchedule::Cosine;
   o.warmup_steps = 3;
+  o.batch_growth = 1.5;
   o.validation_split = 0.2;
   o.seed = 7;
   const RunConfig stochastic_back = costate::io::load_run_config(write("stochastic_saved.yaml", stochastic.to_yaml()));
   ASSERT_TRUE(stochastic_back.calibration.stochastic);
   EXPECT_EQ(stochastic_back.calibration.stochastic_options.schedule, o.schedule);
   EXPECT_EQ(stochastic_back.calibration.stochastic_options.warmup_steps, 3);
+  EXPECT_EQ(stochastic_back.calibration.stochastic_options.batch_growth, 1.5);
+  {
+    // Tail averaging (no validation split beside it) is read back too.
+    RunConfig averaged = stochastic;
+    averaged.calibration.stochastic_options.validation_split = 0.0;
+    averaged.calibration.stochastic_options.average_epochs = 4;
+    const RunConfig averaged_back = costate::io::load_run_config(write("averaged_saved.yaml", averaged.to_yaml()));
+    EXPECT_EQ(averaged_back.calibration.stochastic_options.average_epochs, 4);
+  }
   const auto f1 = costate::io::calibrate_stochastic(stochastic, o);
   const auto f2 = costate::io::calibrate_stochastic(stochastic_back, stochastic_back.calibration.stochastic_options);
   EXPECT_TRUE(bits(f1.result.x, f2.result.x));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numbers>
 #include <span>
 #include <vector>
 
@@ -228,6 +229,94 @@ TEST(StochasticFit, AResumedFitEqualsTheUninterruptedOneBitForBit) {
   }
 }
 
+TEST(StochasticFit, GrowsTheBatchFromEpochToEpochAndResumesInsideAGrownEpoch) {
+  // Epoch e's logical batch is min(|training|, ⌈batch · growth^e⌉): 4·1.5^e
+  // = 4, 6, 9, 13.5, 20.25, 30.4 → 4, 6, 9, 14, 21, 31 → capped at 24.
+  EXPECT_EQ(opt::logical_batches(24, {.epochs = 7, .batch = 4, .batch_growth = 1.5}),
+            (std::vector<std::size_t>{4, 6, 9, 14, 21, 24, 24}));
+  EXPECT_EQ(opt::logical_batches(24, {.epochs = 3, .batch = 0, .batch_growth = 2.0}),
+            (std::vector<std::size_t>{24, 24, 24}));
+  const Line line(30);
+  opt::StochasticOptions o{.epochs = 7, .batch = 4, .batch_growth = 1.5, .learning_rate = 0.05,
+                           .schedule = opt::LearningRateSchedule::Cosine, .validation_split = 0.2, .seed = 5};
+  const auto whole = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o);
+  // 24 training conditions: ⌈24/b⌉ = 6, 4, 3, 2, 2, 1, 1 steps per epoch.
+  const std::vector<std::int64_t> steps{6, 10, 13, 15, 17, 18, 19};
+  ASSERT_EQ(whole.epochs.size(), steps.size());
+  for (std::size_t e = 0; e < steps.size(); ++e) EXPECT_EQ(whole.epochs[e].steps, steps[e]) << "epoch " << e;
+  // The cosine schedule spans the 19 steps: its last step's rate is
+  // η(1 + cos(18π/19))/2.
+  EXPECT_DOUBLE_EQ(whole.epochs.back().learning_rate, 0.05 * 0.5 * (1.0 + std::cos(std::numbers::pi * 18.0 / 19.0)));
+  // The physical batch changes no bit; a stop inside a grown epoch resumes
+  // to the same bits.
+  o.physical_batch = 3;
+  const auto physical = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o);
+  EXPECT_EQ(bits(physical.x), bits(whole.x));
+  o.physical_batch = 0;
+  for (std::int64_t stop_at : {3, 11, 14, 18}) {
+    SCOPED_TRACE(stop_at);
+    const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+    ASSERT_EQ(part.termination, "interrupted");
+    const auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
+    EXPECT_EQ(bits(rest.x), bits(whole.x));
+    EXPECT_EQ(rest.objective, whole.objective);
+    EXPECT_EQ(rest.simulations, whole.simulations);
+  }
+  // Growth 1 is the fixed batch, bit for bit.
+  o.batch_growth = 1.0;
+  const auto fixed = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o);
+  const opt::StochasticOptions plain{.epochs = 7, .batch = 4, .learning_rate = 0.05,
+                                     .schedule = opt::LearningRateSchedule::Cosine, .validation_split = 0.2,
+                                     .seed = 5};
+  const auto reference = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, plain);
+  EXPECT_EQ(bits(fixed.x), bits(reference.x));
+  EXPECT_EQ(fixed.steps, 42);  // 7 epochs × 6 batches
+}
+
+TEST(StochasticFit, AveragesTheIteratesOfTheLastEpochsAndResumesInsideTheWindow) {
+  const Line line(40);
+  const opt::StochasticOptions o{.epochs = 6, .batch = 8, .learning_rate = 0.05,
+                                 .schedule = opt::LearningRateSchedule::Cosine, .seed = 9, .average_epochs = 2};
+  // The iterates after each step of epochs 5 and 6 (10 steps), summed in
+  // step order as fit() sums them.
+  std::vector<double> sum{0.0, 0.0};
+  std::int64_t count = 0;
+  const auto whole = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
+                              {.on_step = [&](const opt::StochasticState& s) {
+                                 if (s.epoch >= 4) {
+                                   sum[0] += s.x[0];
+                                   sum[1] += s.x[1];
+                                   ++count;
+                                 }
+                                 return true;
+                               },
+                               .on_epoch = {}});
+  ASSERT_EQ(count, 10);
+  EXPECT_EQ(bits(whole.x), bits({sum[0] / 10.0, sum[1] / 10.0}));
+  EXPECT_NE(bits(whole.x), bits(whole.state.x)) << "the average is not the last iterate";
+  EXPECT_EQ(whole.objective, line.objective(whole.x[0], whole.x[1]));
+  // A stop before and inside the window resumes to the same bits.
+  for (std::int64_t stop_at : {7, 21, 25}) {
+    SCOPED_TRACE(stop_at);
+    const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+    const auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
+    EXPECT_EQ(bits(rest.x), bits(whole.x));
+  }
+  // The last K epochs of the run, and no validation split beside it.
+  const auto fails = [&](const opt::StochasticOptions& bad, const char* words) {
+    try {
+      opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, bad);
+      ADD_FAILURE() << "no error; expected: " << words;
+    } catch (const costate::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  fails({.epochs = 3, .average_epochs = 4}, "average_epochs = 4 must be in [0, epochs = 3]");
+  fails({.epochs = 3, .validation_split = 0.1, .average_epochs = 1}, "use one or the other");
+}
+
 TEST(StochasticFit, RescuesAFailedConditionByHalvingTheStep) {
   // Condition 0 "blows up" (NaN, or a thrown costate::Error as a failed ODE
   // solve would) where x₀ > 2.2; the line's optimum has x₀ ≈ 2, and the
@@ -315,6 +404,7 @@ TEST(StochasticFit, RefusesBadInputWithTheFieldAndTheRule) {
   fails_with({.batch = 2, .physical_batch = 3}, "physical_batch = 3 is larger than the logical batch (2)");
   fails_with({.method = opt::StochasticMethod::Adam, .momentum = 0.9}, "momentum = 0.9 is SGD's");
   fails_with({.patience = 2}, "patience = 2 needs a validation split");
+  fails_with({.batch = 2, .batch_growth = 0.5}, "batch_growth = 0.5 must be >= 1");
   const std::vector<double> lo{-1.0, -1.0}, hi{1.0, 1.0};
   EXPECT_THROW(opt::fit(line.dataset(), std::vector<double>{2.0, 0.0}, lo, hi), costate::Error);
   EXPECT_THROW(opt::stochastic_method_from_string("adagrad"), costate::Error);

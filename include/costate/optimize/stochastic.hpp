@@ -9,7 +9,8 @@
 ///
 /// An epoch visits the training conditions once, in an order drawn from the
 /// seeded generator; it is cut into logical batches B of `batch` conditions
-/// (the last one may be shorter). A step evaluates ℓ_c and ∇ℓ_c for c ∈ B,
+/// (the last one may be shorter; `batch_growth` enlarges `batch` from epoch
+/// to epoch). A step evaluates ℓ_c and ∇ℓ_c for c ∈ B,
 /// physical batch by physical batch, and takes the batch mean
 ///     g = (1/|B|) Σ_{c∈B} ∇ℓ_c(x)
 /// (summed in the batch's order, whatever the physical batch size), clipped
@@ -82,6 +83,11 @@ struct StochasticOptions {
   /// Conditions per optimizer step (the logical batch); 0 = every training
   /// condition (full batch).
   std::size_t batch = 0;
+  /// Batch-size growth over epochs (Smith et al., ICLR 2018: "don't decay
+  /// the learning rate, increase the batch size"): the logical batch of
+  /// epoch e (0-based) is min(|training|, ⌈batch · batch_growth^e⌉) — small
+  /// noisy steps far from the optimum, less noise near it. 1 = fixed.
+  double batch_growth = 1.0;
   /// Conditions evaluated per call of Dataset::batch; 0 = the logical batch.
   /// Changes no bit of the result (see the file comment).
   std::size_t physical_batch = 0;
@@ -102,6 +108,12 @@ struct StochasticOptions {
   int patience = 0;           ///< early stopping after this many epochs without a better validation loss; 0 = off
   std::uint64_t seed = 1;
   int max_rescues = 10;       ///< halvings of one step before the fit stops
+  /// Tail averaging (Polyak & Juditsky 1992): when the epochs have all run,
+  /// return the mean of the iterates after each step of the last
+  /// `average_epochs` epochs instead of the last iterate — the batches'
+  /// noise averages out at no simulation cost. 0: the last iterate. Not with
+  /// a validation split (which returns the best-validation parameters).
+  int average_epochs = 0;
   /// Evaluate the loss on every condition at the returned parameters
   /// (StochasticResult::objective).
   bool final_objective = true;
@@ -165,11 +177,15 @@ struct StochasticState {
   std::int64_t simulations = 0;
   std::int64_t rescues = 0;
   std::vector<EpochRecord> history;
+  /// Σ of the iterates after each step of the averaging window so far
+  /// (average_epochs; zeros before the window, empty without averaging).
+  std::vector<double> average_sum;
 };
 
 struct StochasticResult {
   /// The parameters returned: the best validation parameters with a
-  /// validation split, else the last iterate.
+  /// validation split, the tail average with average_epochs (when all
+  /// epochs ran), else the last iterate.
   std::vector<double> x;
   /// Σ_c ℓ_c(x) over every condition (training and validation) when
   /// options.final_objective, else NaN.
@@ -208,6 +224,10 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0,
                      std::span<const double> lower, std::span<const double> upper,
                      const StochasticOptions& options = {}, const StochasticCallbacks& callbacks = {},
                      const StochasticState* resume_from = nullptr);
+
+/// The logical batch size of each epoch of a fit with `n_training`
+/// training conditions (options.epochs entries; see batch_growth).
+std::vector<std::size_t> logical_batches(std::size_t n_training, const StochasticOptions& options);
 
 /// The split fit() uses: (training, validation) condition indices, drawn
 /// from options.seed; validation has ⌈split · n⌉ conditions (at least one
