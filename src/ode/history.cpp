@@ -326,7 +326,13 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
     while (!times.empty() && same_time(times.back(), b)) times.pop_back();
     times.push_back(b);
     Problem<DelayedModel> problem{dm, y, dm.p, {a, b}, times};
-    const Solution seg = integrate(problem, options);
+    // dopri5 restarts with the last segment's step: its own first-step
+    // guess 0.01·‖y‖/‖f‖ falls below round-off where y crosses 0 at a
+    // segment's start (dx/dt = −x(t − 1) at t = 1).
+    IntegratorOptions segment_options = options;
+    if (options.method == Method::Dopri5 && options.dt <= 0.0 && total.last_step > 0.0)
+      segment_options.dt = std::min(total.last_step, b - a);
+    const Solution seg = integrate(problem, segment_options);
     total.steps += seg.summary.steps;
     total.rejected_steps += seg.summary.rejected_steps;
     total.rhs_evaluations += seg.summary.rhs_evaluations;
