@@ -1,4 +1,5 @@
 #include "costate/sbml/model.hpp"
+#include "costate/ode/event_order.hpp"
 
 #include <sbml/SBMLTypes.h>
 #include <sbml/conversion/ConversionProperties.h>
@@ -2483,7 +2484,7 @@ std::string Model::brief_report() const {
     << counts.intermediates << " intermediates";
   if (!random_event_order.empty())
     o << "; events of equal priority that compete, executed in random order (seed "
-      << ode::kEventOrderSeed << "): " << random_event_order.front()
+      << ode::event_order_seed() << "): " << random_event_order.front()
       << (random_event_order.size() > 1
               ? " and " + std::to_string(random_event_order.size() - 1) + " more pairs"
               : std::string());
