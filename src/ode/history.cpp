@@ -252,6 +252,11 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
   COSTATE_CHECK_EQ(p.size(), model.parameters().size(),
                    "integrate_with_delays: one value per parameter");
   COSTATE_CHECK(t1 > t0, "integrate_with_delays: t1 = " << t1 << " must exceed t0 = " << t0);
+  for (std::size_t j = 0; j < outputs.size(); ++j)
+    COSTATE_CHECK(outputs[j] >= t0 && outputs[j] <= t1 && (j == 0 || outputs[j] > outputs[j - 1]),
+                  "integrate_with_delays: output time " << j << " (" << outputs[j]
+                                                        << ") must be ascending within [" << t0
+                                                        << ", " << t1 << "]");
   const std::string first = inputs.empty() ? std::string("delay") : inputs.front().text;
   if (model.n_events() > 0)
     throw Error(first + ": delay() in a model with events is not supported (the event driver "
