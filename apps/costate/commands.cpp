@@ -32,6 +32,10 @@ const std::vector<Command>& commands() {
              cmd.add_flag("--trajectory", a.trajectory,
                           "with --json: also every output time's state (`t`, `states`: one row "
                           "per output time, columns in the order of `state_names`)");
+             cmd.add_option("--event-seed", a.event_seed,
+                            "seed of the random order among simultaneous events of equal "
+                            "priority (SBML; default 5489), printed with the results")
+                 ->check(CLI::NonNegativeNumber);
            }},
       {.name = "sensitivity",
        .help = "objective and its gradient (discrete adjoint or forward sensitivities)",

@@ -38,6 +38,9 @@ struct CommandArgs {
   bool trajectory = false;  ///< run --json --trajectory: every output time in the JSON
   int starts = -1;       ///< calibrate --starts N (PEtab problems; −1: not given)
   long long seed = -1;   ///< calibrate --seed S (PEtab problems; −1: not given)
+  /// run --event-seed S: the draws among simultaneous events of equal
+  /// priority (ode::ScopedEventOrderSeed; −1: ode::kEventOrderSeed).
+  long long event_seed = -1;
   std::string sampling;  ///< calibrate --sampling lhs|uniform (PEtab problems; empty: not given)
   bool fim = false;      ///< sensitivity --fim (PEtab problems)
   bool no_fim = false;   ///< sensitivity --no-fim (PEtab problems; the default, kept for scripts)

@@ -2,6 +2,7 @@
 // integrate the file's model, write the trajectory and the resolved settings
 // to HDF5, report the result (text or JSON).
 #include <iomanip>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "costate/io/hdf5_writer.hpp"
 #include "costate/io/results_check.hpp"
 #include "costate/io/resume.hpp"
+#include "costate/ode/event_order.hpp"
 #include "pde_commands.hpp"
 #include "petab_command.hpp"
 
@@ -66,6 +68,7 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol, bool traject
     j["symbol_names"] = cfg.sbml->symbol_names();
     j["final_symbols"] = cfg.sbml->symbol_values(sol.t.back(), final_state, cfg.parameters);
   }
+  j["event_order_seed"] = ode::event_order_seed();
   j["steps"] = s.steps;
   j["rejected_steps"] = s.rejected_steps;
   j["rhs_evaluations"] = s.rhs_evaluations;
@@ -95,7 +98,11 @@ void print_table(std::ostringstream& os, const io::RunConfig& cfg, const ode::So
 
 void print_text(const io::RunConfig& cfg, const ode::Solution& sol) {
   std::ostringstream os;
-  os << sol.summary.brief_report() << "\n\n";
+  os << sol.summary.brief_report() << "\n";
+  if (cfg.sbml && !cfg.sbml->random_event_order.empty())
+    os << "events of equal priority executed in random order: seed " << ode::event_order_seed()
+       << " (--event-seed)\n";
+  os << "\n";
   print_table(os, cfg, sol);
   os << "\n";
   if (!cfg.output_file.empty()) os << "wrote " << cfg.output_file << "\n";
@@ -192,6 +199,10 @@ int run_command(const Environment& env, const CommandArgs& args) {
   if (args.trajectory && is_pde_input(args.input))
     throw Error(args.input + ": --trajectory is for ODE input files; a PDE run's fields are in its HDF5 "
                              "output (-o OUT.h5, with an .xmf for ParaView)");
+  // The draws among simultaneous events of equal priority (SBML): reported
+  // with the results, so that a run is reproduced by its seed.
+  std::optional<ode::ScopedEventOrderSeed> event_seed;
+  if (args.event_seed >= 0) event_seed.emplace(static_cast<std::uint64_t>(args.event_seed));
   if (is_petab_input(args.input)) return petab_run(env, args);  // docs/petab.md
   if (is_pde_input(args.input)) return pde(env, args, "run");
   // 1. Read, override and validate the settings.

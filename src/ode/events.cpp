@@ -16,6 +16,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
+#include "costate/ode/event_order.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/steppers/bdf.hpp"
 
@@ -1173,7 +1174,7 @@ class EventState {
   std::vector<std::int8_t> sides_;
   std::vector<char> trig_;
   std::vector<EventAttributes> attrs_;
-  std::mt19937_64 order_rng_{kEventOrderSeed};
+  std::mt19937_64 order_rng_{event_order_seed()};  // kEventOrderSeed unless scoped (event_order.hpp)
   std::vector<Pending> pending_;
   std::size_t recorded_ = 0;  // the instants recorded so far (the step plan's events())
   double span_ = 1.0;

@@ -391,6 +391,10 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
   const std::size_t ny = m.state_names.size(), np = m.parameter_names.size();
   if (ny == 0)
     throw Error(sbml + ": the model has no state (only assignments); a PEtab problem needs one");
+  if (!m.delays.empty())
+    throw Error(m.delays.front().text + ": delay() in a PEtab problem is not supported (the "
+                "likelihood's gradient would need sensitivities through delay(), which are not "
+                "supported; sbml::Model::delays, ode::integrate_with_delays simulate it)");
   const std::vector<std::string>& inter = m.intermediate_names;
 
   // ---- parameters

@@ -1,4 +1,5 @@
 #include "costate/sbml/model.hpp"
+#include "costate/ode/event_order.hpp"
 
 #include <sbml/SBMLTypes.h>
 #include <sbml/conversion/ConversionProperties.h>
@@ -99,6 +100,7 @@ struct Symbol {
   std::vector<std::pair<Node, std::uint32_t>> terms;  ///< species: (signed ν, reaction symbol)
   std::string conversion_factor;  ///< species: its (or the model's) conversion factor id
   std::string rate_of;            ///< a rateOf(x) placeholder: x's id
+  long delay = -1;  ///< a delay(x, d) slot (a parameter the history fills): its Importer::delays_ index
   /// A species in concentration in a compartment set by an assignment rule:
   /// its amount is the state (this symbol's index), C = A / V.
   long amount = -1;
@@ -123,6 +125,15 @@ struct EventDef {
   std::optional<Node> delay, priority;
   std::string priority_text;  ///< the priority's formula ("" when unset)
   bool initial_value = true, persistent = true, use_values_from_trigger_time = true;
+};
+
+/// Each distinct delay(x, d) of the math: a parameter slot (Symbol::delay)
+/// that ode::DelayedInputs fills with x(t − d) from the history.
+struct DelayDef {
+  std::uint32_t slot = 0;
+  Node x, d;
+  std::string where, text;
+  const libsbml::SBase* element = nullptr;
 };
 
 std::string formula(const libsbml::ASTNode* a) {
@@ -1571,7 +1582,8 @@ class Importer {
     std::function<bool(std::uint32_t)> varies = [&](std::uint32_t i) -> bool {
       if (memo[i] >= 0) return memo[i] == 1;
       const Symbol& s = syms_[i];
-      if (s.kind == Kind::Time || s.kind == Kind::State) return (memo[i] = 1) == 1;
+      if (s.kind == Kind::Time || s.kind == Kind::State || s.delay >= 0)
+        return (memo[i] = 1) == 1;
       if (s.kind == Kind::Parameter) return (memo[i] = 0) == 1;
       memo[i] = 2;  // a cycle is reported by order_intermediates
       std::set<std::uint32_t> deps;
@@ -1748,7 +1760,7 @@ class Importer {
         return out;
       }
       case AST_FUNCTION: return call(a, where, scope);
-      case AST_FUNCTION_DELAY: refuse_math(a, where, "delay is not supported");
+      case AST_FUNCTION_DELAY: return delay(a, where, scope);
       case AST_FUNCTION_RATE_OF: return rate_of(a, where, scope);
       case AST_FUNCTION_FACTORIAL: {
         if (n != 1) refuse_math(a, where, "factorial takes one argument");
@@ -1864,6 +1876,56 @@ class Importer {
     return Node::var(add_symbol(std::move(s)));
   }
 
+  /// delay(x, d): a parameter slot that the trajectory's history fills
+  /// with x(t − d) (ode::DelayedInputs: while t − d < t0 the states read
+  /// their initial values and time reads t − d). In initial values it is x
+  /// at t0 − d so (assemble).
+  Node delay(const libsbml::ASTNode* a, const std::string& where, const Scope& scope) {
+    if (a->getNumChildren() != 2) refuse_math(a, where, "delay takes an expression and a lag");
+    Node x = child(a, 0, where, scope), d = child(a, 1, where, scope);
+    const std::string key = key_of(x) + "|" + key_of(d);
+    if (auto it = delay_keys_.find(key); it != delay_keys_.end()) return Node::var(it->second);
+    Symbol s;
+    s.id = formula(a);
+    for (int k = 2; by_id_.count(s.id); ++k) s.id = formula(a) + " #" + std::to_string(k);
+    s.what = "delay";
+    s.kind = Kind::Parameter;
+    s.number = std::numeric_limits<double>::quiet_NaN();
+    s.where = where;
+    s.element = at_;
+    s.text = formula(a);
+    s.delay = static_cast<long>(delays_.size());
+    const std::string text = s.text;
+    const std::uint32_t slot = add_symbol(std::move(s));
+    delays_.push_back({slot, std::move(x), std::move(d), where, text, at_});
+    delay_keys_[key] = slot;
+    return Node::var(slot);
+  }
+
+  /// rateOf(x) read through delay(…, d) before the start: the initial
+  /// history is x's initial value, so its rate is 0 — refused when that
+  /// value is a formula in time (its derivative is not formed).
+  Node before_start_rate(const Symbol& rate, const DelayDef& dd) const {
+    const Symbol& x = syms_[by_id_.at(rate.rate_of)];
+    if (x.kind == Kind::State && time_dependent_initial(x.initial))
+      refuse(dd.where, "rateOf('" + x.id + "') read through a delay before the start, where the "
+                       "history is '" + x.id + "''s initial value, a formula in time, is not "
+                       "supported, in '" + dd.text + "'", dd.element);
+    return Node::constant(0.0);
+  }
+  bool time_dependent_initial(const Node& n) const {
+    if (n.kind == Node::Kind::Variable) {
+      const Symbol& v = syms_[n.variable];
+      if (v.kind == Kind::Time) return true;
+      if (v.kind == Kind::Intermediate) return time_dependent_initial(v.value);
+      if (v.kind == Kind::State) return time_dependent_initial(v.initial);
+      return false;
+    }
+    for (const Node& a : n.args)
+      if (time_dependent_initial(a)) return true;
+    return false;
+  }
+
   /// Fills the rateOf placeholders once every right-hand side is known.
   void resolve_rates() {
     for (Symbol& s : syms_) {
@@ -1946,8 +2008,9 @@ class Importer {
       if (syms_[i].kind == Kind::Intermediate) visit(i);
     // State dependence, in dependency order.
     for (Symbol& s : syms_) {
-      s.state_dependent = s.kind == Kind::State;
-      s.time_dependent = s.kind == Kind::Time;
+      // A delay slot varies in time and with the trajectory.
+      s.state_dependent = s.kind == Kind::State || s.delay >= 0;
+      s.time_dependent = s.kind == Kind::Time || s.delay >= 0;
     }
     for (std::uint32_t i : intermediates_) {
       std::set<std::uint32_t> deps;
@@ -2161,7 +2224,7 @@ class Importer {
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::State && syms_[i].what == what) states.push_back(i);
     for (const char* what :
-         {"parameter", "compartment", "species", "species reference", "local parameter"})
+         {"parameter", "compartment", "species", "species reference", "local parameter", "delay"})
       for (std::uint32_t i = 0; i < syms_.size(); ++i)
         if (syms_[i].kind == Kind::Parameter && syms_[i].what == what) params.push_back(i);
     const std::size_t ny = states.size(), np = params.size();
@@ -2214,6 +2277,47 @@ class Importer {
         if (syms_[states[i]].algebraic) algebraic.push_back(i);
       if (!algebraic.empty()) out.equations.set_algebraic_states(std::move(algebraic));
     }
+    if (!delays_.empty()) {
+      const DelayDef& first = delays_.front();
+      if (!events_.empty())
+        refuse(first.where, "delay() in a model with events is not supported (the event driver has "
+                            "no history hook for the method of steps), in '" + first.text + "'",
+               first.element);
+      for (std::size_t i = 0; i < ny; ++i)
+        if (syms_[states[i]].algebraic)
+          refuse(first.where, "delay() in a DAE (algebraic rules, fast reactions) is not "
+                              "supported (the DAE integrators have no history hook for the method "
+                              "of steps), in '" + first.text + "'",
+                 first.element);
+      for (const DelayDef& dd : delays_) {
+        ode::DelayedInput in;
+        in.parameter = remap[dd.slot] - 1 - ny;
+        in.text = located(dd.element) + ": " + dd.where + ": " + dd.text;
+        in.quantity = expr::Program::build(renumber(dd.x), n_all, dd.text, in.text);
+        in.lag = expr::Program::build(renumber(dd.d), n_all, dd.text, in.text);
+        // Before t0 the history is the initial one, constant in time for
+        // the states rateOf reads: rateOf is 0 there (suite case 01401).
+        bool reads_rate = false;
+        std::function<Node(const Node&)> before = [&](const Node& n) -> Node {
+          if (n.kind == Node::Kind::Variable) {
+            const Symbol& v = syms_[n.variable];
+            if (!v.rate_of.empty()) {
+              reads_rate = true;
+              return before_start_rate(v, dd);
+            }
+            if (v.kind == Kind::Intermediate) return before(v.value);
+            return n;
+          }
+          Node c = n;
+          for (Node& a : c.args) a = before(a);
+          return c;
+        };
+        const Node b = before(dd.x);
+        if (reads_rate)
+          in.quantity_before_start = expr::Program::build(renumber(b), n_all, dd.text, in.text);
+        out.delays.push_back(std::move(in));
+      }
+    }
     if (!events_.empty()) {
       if (ny == 0)
         refuse(events_.front().label, "the model has no state for it to change",
@@ -2228,6 +2332,28 @@ class Importer {
     auto resolve_symbol = [&](std::uint32_t i, const std::string& where) -> Node {
       const Symbol& s = syms_[i];
       if (s.kind == Kind::Time) return Node::var(0);
+      // delay(x, d) at t0 is x at t0 − d with the states at their initial
+      // values (the initial history; ode::DelayedInputs does the same):
+      // time, directly or through intermediates, reads t − d.
+      if (s.delay >= 0) {
+        const DelayDef& dd = delays_[static_cast<std::size_t>(s.delay)];
+        // States read their initial values at t0 − d (the initial history),
+        // rateOf of them 0 (before_start).
+        std::function<Node(const Node&)> shift = [&](const Node& n) -> Node {
+          if (n.kind == Node::Kind::Variable) {
+            const Symbol& v = syms_[n.variable];
+            if (v.kind == Kind::Time) return sub(n, dd.d);
+            if (!v.rate_of.empty()) return before_start_rate(v, dd);
+            if (v.kind == Kind::Intermediate) return shift(v.value);
+            if (v.kind == Kind::State) return shift(v.initial);
+            return n;
+          }
+          Node c = n;
+          for (Node& a : c.args) a = shift(a);
+          return c;
+        };
+        return resolve(shift(dd.x), where);
+      }
       // Parameter j is variable 1 + j of an initial value.
       if (s.kind == Kind::Parameter) return Node::var(remap[i] - static_cast<std::uint32_t>(ny));
       if (resolved[i]) return *resolved[i];
@@ -2335,6 +2461,8 @@ class Importer {
   std::vector<std::pair<unsigned, const libsbml::Rule*>> algebraic_rules_;
   std::map<std::string, std::size_t> algebraic_;  ///< variable id → its algebraic rule (k)
   std::vector<EventDef> events_;
+  std::vector<DelayDef> delays_;
+  std::map<std::string, std::uint32_t> delay_keys_;  ///< key_of(x) | key_of(d) → slot
 };
 
 }  // namespace
@@ -2348,7 +2476,7 @@ std::string Model::brief_report() const {
     << counts.intermediates << " intermediates";
   if (!random_event_order.empty())
     o << "; events of equal priority that compete, executed in random order (seed "
-      << ode::kEventOrderSeed << "): " << random_event_order.front()
+      << ode::event_order_seed() << "): " << random_event_order.front()
       << (random_event_order.size() > 1
               ? " and " + std::to_string(random_event_order.size() - 1) + " more pairs"
               : std::string());
@@ -2376,6 +2504,15 @@ std::vector<std::string> Model::symbol_names() const {
 
 std::vector<double> Model::symbol_values(double t, std::span<const double> y,
                                          std::span<const double> p) const {
+  if (!delays.empty())
+    throw Error(file + ": the model has delay() (" + delays.front().text +
+                "): its symbols at t need the trajectory's history, symbol_values(t, y, p, "
+                "history)");
+  return symbol_values_filled(t, y, p);
+}
+
+std::vector<double> Model::symbol_values_filled(double t, std::span<const double> y,
+                                                std::span<const double> p) const {
   COSTATE_CHECK_EQ(y.size(), state_names.size(), file << ": symbol_values needs one value per state");
   COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
                    file << ": symbol_values needs one value per parameter");
@@ -2384,6 +2521,32 @@ std::vector<double> Model::symbol_values(double t, std::span<const double> y,
   v.insert(v.end(), p.begin(), p.end());
   for (const expr::Program& w : intermediates) v.push_back(w.evaluate(std::span<const double>(v)));
   return {v.begin() + 1, v.end()};
+}
+
+std::vector<double> Model::symbol_values(double t, std::span<const double> y,
+                                         std::span<const double> p,
+                                         const ode::History& history) const {
+  COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
+                   file << ": symbol_values needs one value per parameter");
+  std::vector<double> q(p.begin(), p.end());
+  const ode::DelayedInputs slots(state_names.size(), parameter_names.size(), intermediates, {},
+                                 delays, history);
+  slots.fill(t, y, q);
+  return symbol_values_filled(t, y, q);
+}
+
+ode::History::Initial Model::initial_history(const std::vector<double>& p) const {
+  COSTATE_CHECK_EQ(p.size(), parameter_names.size(),
+                   file << ": initial_history needs one value per parameter");
+  auto programs = std::make_shared<std::vector<expr::Program>>();
+  for (std::size_t i = 0; i < initial_state.size(); ++i)
+    programs->push_back(expr::Program::build(initial_state[i], 1 + p.size(), initial_state_text[i]));
+  return [programs, p](double t, std::span<double> y) {
+    std::vector<double> v{t};
+    v.insert(v.end(), p.begin(), p.end());
+    for (std::size_t i = 0; i < programs->size(); ++i)
+      y[i] = (*programs)[i].evaluate(std::span<const double>(v));
+  };
 }
 
 std::vector<double> Model::initial_values(const std::vector<double>& p, double t0) const {

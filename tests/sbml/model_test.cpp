@@ -723,8 +723,8 @@ TEST(SbmlModel, RefusalsNameTheLine) {
       "</listOfParameters>\n"                                                             // 7
       "<listOfRules>\n"                                                                   // 8
       "  <rateRule variable=\"u\">\n"                                                     // 9
-      "    " + math("<apply><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/"
-                    "sbml/symbols/delay\">delay</csymbol><ci>u</ci><cn>1</cn></apply>") + "\n"
+      "    " + math("<piecewise><piece><cn>1</cn><apply><eq/><ci>u</ci><cn>2</cn></apply>"
+                    "</piece><otherwise><cn>0</cn></otherwise></piecewise>") + "\n"
       "  </rateRule>\n"
       "</listOfRules>\n</model>\n</sbml>\n";
   const std::string e = error_of(xml, "lines.xml");
@@ -736,11 +736,24 @@ TEST(SbmlModel, RefusalsNameTheLine) {
   EXPECT_EQ(e2.rfind("lines.xml:6: parameter 'u': has no value", 0), 0u) << e2;
 }
 
-TEST(SbmlModel, RefusesDelay) {
+// delay() is simulated by the method of steps (delay_test.cpp), but not
+// in a model with events (the event driver has no history hook).
+TEST(SbmlModel, RefusesDelayWithEvents) {
   const std::string delay =
       "<apply><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/delay\">"
       "delay</csymbol><ci>x</ci><cn>1</cn></apply>";
-  expect_refused(one_species("", delay), {"kinetic law of reaction 'r'", "delay"});
+  std::string xml = one_species("", delay);
+  xml.replace(xml.find("</model>"), 8,
+              "<listOfEvents><event id=\"E\" useValuesFromTriggerTime=\"true\"><trigger "
+              "initialValue=\"false\" persistent=\"true\">" +
+                  math("<apply><gt/><csymbol encoding=\"text\" "
+                       "definitionURL=\"http://www.sbml.org/sbml/symbols/time\">time</csymbol>"
+                       "<cn>1</cn></apply>") +
+                  "</trigger><listOfEventAssignments><eventAssignment variable=\"x\">" +
+                  math("<cn>2</cn>") +
+                  "</eventAssignment></listOfEventAssignments></event></listOfEvents></model>");
+  expect_refused(xml, {"kinetic law of reaction 'r'", "delay() in a model with events",
+                       "delay(x, 1)"});
 }
 
 // lt/leq/gt/geq on the state are switching functions (switching_test.cpp);

@@ -289,6 +289,44 @@ TEST_F(SbmlCli, GradientThroughPiecewiseFunctionsAndLocalParameters) {
   EXPECT_GE(jg["taylor"]["min_order"].get<double>(), 1.9);
 }
 
+// --event-seed: the seed of the draws among events of equal priority is in
+// the --json output (the default 5489, or the one given), so that a run is
+// reproduced by it; sbml_random_events_test checks the draws themselves.
+TEST_F(SbmlCli, EventSeedIsReported) {
+  const std::string in = write("c.yaml", "model: {sbml: models/conversion.xml}\ntime: {end: 1}\n");
+  const Result plain = run("run '" + in + "' --json -q");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["event_order_seed"], 5489u) << plain.out;
+  const Result seeded = run("run '" + in + "' --json -q --event-seed 77");
+  ASSERT_EQ(seeded.code, 0) << seeded.err;
+  EXPECT_EQ(nlohmann::json::parse(seeded.out)["event_order_seed"], 77u) << seeded.out;
+  const Result negative = run("run '" + in + "' -q --event-seed -3");
+  EXPECT_NE(negative.code, 0);
+  EXPECT_NE(negative.err.find("--event-seed"), std::string::npos) << negative.err;
+}
+
+// delay() is refused by the commands, by name (the conformance runner and
+// ode::integrate_with_delays simulate it; sbml_delay_test).
+TEST_F(SbmlCli, DelayIsRefusedByName) {
+  std::string delayed = kModel;
+  const std::string delay =
+      "<csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/delay\">"
+      "delay</csymbol>";
+  delayed.replace(delayed.find("<listOfReactions>"), 17,
+                  "<listOfRules><assignmentRule variable=\"late\"><math "
+                  "xmlns=\"http://www.w3.org/1998/Math/MathML\"><apply>" + delay +
+                  "<ci>A</ci><cn>0.5</cn></apply></math></assignmentRule></listOfRules>"
+                  "<listOfReactions>");
+  delayed.replace(delayed.find("<listOfParameters>"), 18,
+                  "<listOfParameters><parameter id=\"late\" constant=\"false\"/>");
+  write("models/delayed.xml", delayed);
+  const Result r = run("run '" + write("d.yaml", "model: {sbml: models/delayed.xml}\ntime: {end: 1}\n") +
+                       "' -q");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("delay() is not supported by the commands"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("delay(A, 0.5)"), std::string::npos) << r.err;
+}
+
 TEST_F(SbmlCli, BadInputNamesTheFileAndTheElement) {
   const Result missing = run("run '" + write("m.yaml", "model: {sbml: nowhere.xml}\ntime: {end: 1}\n") +
                              "' -q");

@@ -91,7 +91,9 @@
 /// trigger time).
 ///
 /// Refused, with a costate::Error "file:line: element: problem" (libsbml's
-/// line of the element, its id): constraints, delay, reactions without a
+/// line of the element, its id): constraints, delay in a model with events
+/// or algebraic rules (and, while integrating, a lag of the right-hand side
+/// that is not a positive constant), reactions without a
 /// kinetic law, a required SBML Level 3 package other than comp, eq or neq
 /// on the state in a right-hand side, piecewise in an initial value,
 /// factorial of a value that is neither a constant nor a floor/ceiling,
@@ -108,6 +110,7 @@
 
 #include "costate/expr/program.hpp"
 #include "costate/ode/equation_model.hpp"
+#include "costate/ode/history.hpp"
 
 namespace costate::sbml {
 
@@ -197,12 +200,40 @@ struct Model {
   std::vector<double> symbol_values(double t, std::span<const double> y,
                                     std::span<const double> p) const;
 
+  /// The same for a model with delays (`delays` not empty: the plain
+  /// overload refuses it), their slots filled from the trajectory's
+  /// history (ode::integrate_with_delays' DelayedSolution::history; for a
+  /// model without states a history with one node at the start time).
+  std::vector<double> symbol_values(double t, std::span<const double> y,
+                                    std::span<const double> p,
+                                    const ode::History& history) const;
+
+  /// delay(x, d) in the math: each distinct one is a parameter slot named
+  /// by its formula ("delay(x, 0.2)", value NaN in `parameters`) that
+  /// ode::DelayedInputs fills with x(t − d) from the history — x at the
+  /// start time while t − d is before it (in an initial assignment,
+  /// evaluated at t0, delay(x, d) is x). Integrate such a model with
+  /// ode::integrate_with_delays (the method of steps; lags the right-hand
+  /// side reads must be positive constants); models with delays and events
+  /// or algebraic rules are refused by name, and gradients through delay()
+  /// are not supported.
+  std::vector<ode::DelayedInput> delays;
+
   /// Index of a state or parameter by SBML id (or local "<reaction>_<id>"
   /// name); -1 when absent.
   long state_index(const std::string& name) const;
   long parameter_index(const std::string& name) const;
   /// Initial states at `p` (one per parameter_names), time `t0`.
   std::vector<double> initial_values(const std::vector<double>& p, double t0 = 0.0) const;
+  /// The states' history before the start time (ode::History::set_initial):
+  /// their initial values, formulas of t and the parameters, at τ < t0 —
+  /// SBML's reading of an initial assignment in time ("x has been
+  /// oscillating up to the start", suite case 00941).
+  ode::History::Initial initial_history(const std::vector<double>& p) const;
+
+ private:
+  std::vector<double> symbol_values_filled(double t, std::span<const double> y,
+                                           std::span<const double> p) const;
 };
 
 /// How a document is read beyond the specification's defaults.
