@@ -32,6 +32,8 @@ std::string own_directory() {
 /// dlerror's text when it cannot be loaded.
 std::string load_module() {
   const std::string name = COSTATE_PETSC_MODULE_NAME;
+  // A static build has no module file: the program links it or not at all.
+  if (name.empty()) return "this is a static build (BUILD_SHARED_LIBS=OFF), whose program did not link it";
   std::string errors;
   const std::string dir = own_directory();
   for (const std::string& candidate : {dir.empty() ? name : dir + name, name}) {
@@ -60,8 +62,7 @@ const PetscModule& petsc_module(const char* what) {
   if (petsc_module_loaded()) return g_module;
   const std::string errors = load_module();
   if (petsc_module_loaded()) return g_module;
-  throw Error(std::string(what) + " needs costate's PETSc part (" COSTATE_PETSC_MODULE_NAME
-                                  "), which could not be loaded: " +
+  throw Error(std::string(what) + " needs costate's PETSc part (libcostate_petsc), which could not be loaded: " +
               (errors.empty() ? "it installed nothing" : errors) +
               "; link costate::costate_petsc (CMake), or run costate-petsc instead of costate");
 }

@@ -85,3 +85,8 @@ const bool g_installed = [] {
 }  // namespace
 
 }  // namespace costate::detail
+
+/// Referenced by nothing; a static build's link marks it undefined
+/// (-Wl,--undefined, CMakeLists.txt) so that this object, whose initialiser
+/// installs the table, is taken from libcostate_petsc.a.
+extern "C" const bool costate_petsc_module_anchor = costate::detail::g_installed;

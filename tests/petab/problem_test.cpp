@@ -20,6 +20,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -359,6 +360,40 @@ constexpr std::size_t kMaxCentral = 6;
 constexpr double kBenchCentralStep = 1e-5;
 // Timings: best of this many (the machine is shared).
 constexpr int kTimingRepeats = 2;
+// Large models get a cheaper check. Forward sensitivities integrate
+// n_states × (n_estimated + 1) equations: Chen_MSB2009 (500 states × 155
+// parameters = 77 500) ran more than 15 minutes at 1e-10 and did not let the
+// folder finish within its timeout; Lang_PLOSComputBiol2024 (124 × 294 =
+// 36 456) is next. Above this product the adjoint is compared with
+// Richardson central differences along kDirections random directions
+// (four simulations each, whatever the parameter count), judged against the
+// largest |⟨∇J, δ⟩| can be; forward sensitivities are left out, and so is
+// their timing. A direction is δ = (z ∘ w) / ‖z‖₂, z standard normal and w
+// each parameter's size — 1 on a log scale (already relative), |θ| on lin
+// scale (1 at 0) — so that each parameter moves by a like relative amount:
+// Lang's scale factors (sCCNA = 6.6e-11, on lin scale in [0, 2e-10]) moved
+// by 6e-7, as a unit direction does, make the noise σ of its observables
+// negative (−2 425) on either side, where llh is undefined; its bound widths
+// (up to 1.3e18 on lin scale) are no better a measure. By Cauchy–Schwarz
+// |⟨∇J, δ⟩| ≤ ‖∇J ∘ w‖₂. The next largest
+// models (Raimundez 22 × 136, Bachmann 25 × 113) keep the full check.
+constexpr std::size_t kForwardSensitivityLimit = 10000;
+constexpr int kDirections = 2;
+
+/// Richardson-extrapolated central difference of llh along the direction δ.
+double directional_difference(const petab::Problem& pb, const std::vector<double>& theta,
+                              const std::vector<double>& delta, const petab::Options& opt) {
+  auto along = [&](double h) {
+    std::vector<double> up = theta, down = theta;
+    for (std::size_t i = 0; i < theta.size(); ++i) {
+      up[i] += h * delta[i];
+      down[i] -= h * delta[i];
+    }
+    return (petab::evaluate(pb, up, opt).llh - petab::evaluate(pb, down, opt).llh) / (2.0 * h);
+  };
+  return (4.0 * along(kBenchCentralStep) - along(2.0 * kBenchCentralStep)) / 3.0;
+}
+
 TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
   COSTATE_REQUIRE_PETAB("benchmark");
   using clock = std::chrono::steady_clock;
@@ -366,13 +401,15 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
   std::cout << "[ petab    ] " << std::left << std::setw(26) << "benchmark" << std::right
             << std::setw(11) << "adj/fwd" << std::setw(11) << "adj/fd" << std::setw(10) << "load s"
             << std::setw(10) << "sim s" << std::setw(10) << "fwd s" << std::setw(10) << "adj s"
-            << "   (times at rtol = atol = 1e-8, best of " << kTimingRepeats << ")" << std::endl;
+            << std::setw(10) << "total s" << "   (times at rtol = atol = 1e-8, best of "
+            << kTimingRepeats << "; total: the model's whole check)" << std::endl;
   const char* only = std::getenv("COSTATE_PETAB_ONLY");  // a name filter while developing
   int compared = 0, refused = 0;
   for (const fs::path& dir : subfolders(petab_dir() / "benchmark")) {
     const std::string name = dir.filename().string();
     if (only && name.find(only) == std::string::npos) continue;
     SCOPED_TRACE("benchmark " + name);
+    const auto started = clock::now();
     auto t = clock::now();
     double load = 1e300;
     petab::Problem pb;
@@ -398,6 +435,66 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
       continue;
     }
     ++compared;
+    const std::size_t forward_size = pb.model.state_names.size() * theta.size();
+    const bool large = forward_size > kForwardSensitivityLimit;
+    const bool switching = name.rfind("Fujita", 0) == 0;  // see kBenchVsCentralSwitching
+    // Timings at AMICI's settings.
+    petab::Options sim_amici{.integrator = {.method = ode::Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-8}};
+    petab::Options adj_amici = sim_amici, fwd_amici = sim_amici;
+    adj_amici.gradient = fwd_amici.gradient = true;
+    fwd_amici.method = ode::CvodesForward{};
+    if (large) {
+      std::mt19937 rng(20261206);  // fixed: the same directions every run
+      std::normal_distribution<double> normal;
+      std::vector<double> width(theta.size());
+      double scaled_norm = 0.0;  // ‖∇J ∘ w‖₂
+      for (std::size_t i = 0; i < theta.size(); ++i) {
+        const bool lin = pb.parameters[pb.estimated[i]].scale == petab::Scale::Lin;
+        width[i] = lin && theta[i] != 0.0 ? std::abs(theta[i]) : 1.0;
+        scaled_norm += (a.gradient[i] * width[i]) * (a.gradient[i] * width[i]);
+      }
+      scaled_norm = std::sqrt(scaled_norm);
+      double gd = 0.0;
+      for (int d = 0; d < kDirections; ++d) {
+        std::vector<double> delta(theta.size());
+        double norm = 0.0;
+        for (double& x : delta) {
+          x = normal(rng);
+          norm += x * x;
+        }
+        double along_adjoint = 0.0;
+        for (std::size_t i = 0; i < delta.size(); ++i) {
+          delta[i] *= width[i] / std::sqrt(norm);
+          along_adjoint += a.gradient[i] * delta[i];
+        }
+        double along_central = std::nan("");
+        try {
+          along_central = directional_difference(pb, theta, delta, kBenchOptions);
+        } catch (const costate::Error& e) {
+          ADD_FAILURE() << name << ": llh is not defined along direction " << d << ": " << e.what();
+        }
+        if (std::getenv("COSTATE_PETAB_VERBOSE"))
+          std::cout << "    direction " << d << ": adjoint " << along_adjoint << " central " << along_central
+                    << " |g o w| " << scaled_norm << std::endl;
+        gd = std::max(gd, std::abs(along_adjoint - along_central) / std::max(1.0, scaled_norm));
+      }
+      EXPECT_LE(gd, switching ? kBenchVsCentralSwitching : kBenchVsCentral);
+      t = clock::now();
+      (void)petab::evaluate(pb, theta, sim_amici);
+      const double ts = sec(clock::now() - t);
+      t = clock::now();
+      (void)petab::evaluate(pb, theta, adj_amici);
+      const double ta = sec(clock::now() - t);
+      std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right << std::setw(11)
+                << "-" << std::setprecision(2) << std::scientific << std::setw(11) << gd << std::fixed
+                << std::setprecision(4) << std::setw(10) << load << std::setw(10) << ts << std::setw(10)
+                << "-" << std::setw(10) << ta << std::setprecision(1) << std::setw(10)
+                << sec(clock::now() - started) << std::defaultfloat << std::setprecision(6) << "  ("
+                << kDirections << " random directions by central differences; forward sensitivities ("
+                << pb.model.state_names.size() << " states x " << theta.size()
+                << " parameters) not run, once timed)" << std::endl;
+      continue;
+    }
     petab::Options fwd = adj;
     fwd.method = ode::CvodesForward{};
     // Forward sensitivities must succeed (Weber's failed at the switch at
@@ -411,7 +508,6 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
       forward_ok = false;
       note = "; FORWARD SENSITIVITIES FAILED: " + std::string(e.what()).substr(0, 160);
     }
-    const bool switching = name.rfind("Fujita", 0) == 0;  // see kBenchVsCentralSwitching
     std::vector<std::size_t> picks;
     const std::size_t n = theta.size(), stride = (n + kMaxCentral - 1) / kMaxCentral;
     for (std::size_t e = 0; e < n; e += stride) picks.push_back(e);
@@ -436,11 +532,6 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
       EXPECT_LE(gf, kBenchAdjointVsForward);
     }
     EXPECT_LE(gd, switching ? kBenchVsCentralSwitching : kBenchVsCentral);
-    // Timings at AMICI's settings.
-    petab::Options sim_amici{.integrator = {.method = ode::Method::CvodesBdf, .rtol = 1e-8, .atol = 1e-8}};
-    petab::Options adj_amici = sim_amici, fwd_amici = sim_amici;
-    adj_amici.gradient = fwd_amici.gradient = true;
-    fwd_amici.method = ode::CvodesForward{};
     double ts = 1e300, tf = 1e300, ta = 1e300;
     for (int k = 0; k < kTimingRepeats; ++k) {
       t = clock::now();
@@ -462,7 +553,8 @@ TEST(PetabBenchmark, GradientAdjointMatchesForwardAndCentralDifferences) {
     std::cout << "[ petab    ] " << std::left << std::setw(26) << name << std::right
               << std::setprecision(2) << std::scientific << std::setw(11) << gf << std::setw(11)
               << gd << std::fixed << std::setprecision(4) << std::setw(10) << load << std::setw(10)
-              << ts << std::setw(10) << tf << std::setw(10) << ta << std::defaultfloat
+              << ts << std::setw(10) << tf << std::setw(10) << ta << std::setprecision(1)
+              << std::setw(10) << sec(clock::now() - started) << std::defaultfloat
               << std::setprecision(6) << "  (" << picks.size() << " of " << n
               << " by central differences" << note << ")" << std::endl;
   }
