@@ -460,32 +460,6 @@ TEST(DelayedEvents, AChainOfDelayedEventsFromACascade) {
   }
 }
 
-TEST(DelayedEvents, CvodesForwardSensitivitiesCrossDelayedEvents) {
-  // CVODES' forward sensitivities (its root finding, the same jump and
-  // links): CVODES' global error at rtol 1e-10, ~1e2–1e4 × rtol.
-  constexpr double kCvodesTol = 1e-6;
-  for (const Variant& v : kVariants) {
-    const ode::Problem<DelayedDose> problem = problem_of(v);
-    double j_closed = 0.0;
-    const std::vector<double> g_closed = closed_gradient(problem, v, j_closed);
-    const double scale = largest(g_closed);
-    for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
-      SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(m));
-      const ode::GradientResult r =
-          ode::gradient(problem, FinalState{}, ode::CvodesForward{}, adaptive_options(m, 1e-10));
-      EXPECT_EQ(r.summary.events, 1);
-      EXPECT_NEAR(r.objective, j_closed, kCvodesTol * j_closed);
-      double worst = 0.0;
-      for (std::size_t i = 0; i < g_closed.size(); ++i) {
-        EXPECT_NEAR(entry(r, i), g_closed[i], kCvodesTol * scale) << "entry " << i;
-        worst = std::max(worst, std::abs(entry(r, i) - g_closed[i]) / scale);
-      }
-      std::printf("%-38s %-12s |cvodes_forward - closed| %.1e\n", v.name,
-                  ode::to_string(m).c_str(), worst);
-    }
-  }
-}
-
 /// The worst |a − b| over the entries (x0, p…), relative to `scale`.
 double worst_of(const ode::GradientResult& r, const std::vector<double>& g, double scale) {
   double worst = 0.0;
@@ -530,9 +504,11 @@ TEST(DelayedEvents, ContinuousAdjointCrossesDelayedEvents) {
   }
 }
 
-TEST(DelayedEvents, CvodesAdjointCrossesDelayedEvents) {
-  // CVODES' adjoint by stretches between the instants, the same transposed
-  // jump and links: CVODES' global error at rtol 1e-10, as cvodes_forward.
+TEST(DelayedEvents, CvodesSensitivitiesCrossDelayedEvents) {
+  // CVODES' forward sensitivities (its root finding, the same jump and
+  // links) and its adjoint by stretches between the instants (the same
+  // transposed jump and links), each against the closed form and against
+  // each other: CVODES' global error at rtol 1e-10, ~1e2–1e4 × rtol.
   constexpr double kCvodesTol = 1e-6;
   for (const Variant& v : kVariants) {
     const ode::Problem<DelayedDose> problem = problem_of(v);
@@ -545,15 +521,20 @@ TEST(DelayedEvents, CvodesAdjointCrossesDelayedEvents) {
       const ode::GradientResult r = ode::gradient(problem, FinalState{}, ode::CvodesAdjoint{}, o);
       const ode::GradientResult f = ode::gradient(problem, FinalState{}, ode::CvodesForward{}, o);
       EXPECT_EQ(r.summary.events, 1);
+      EXPECT_EQ(f.summary.events, 1);
       EXPECT_NEAR(r.objective, j_closed, kCvodesTol * j_closed);
+      EXPECT_NEAR(f.objective, j_closed, kCvodesTol * j_closed);
       std::vector<double> g_f(g_closed.size());
       for (std::size_t i = 0; i < g_closed.size(); ++i) {
         g_f[i] = entry(f, i);
+        EXPECT_NEAR(g_f[i], g_closed[i], kCvodesTol * scale) << "entry " << i << " cvodes_forward";
         EXPECT_NEAR(entry(r, i), g_closed[i], kCvodesTol * scale) << "entry " << i;
         EXPECT_NEAR(entry(r, i), g_f[i], kCvodesTol * scale) << "entry " << i << " vs cvodes_forward";
       }
-      std::printf("%-38s %-12s |cvodes_adjoint - closed| %.1e  |- cvodes_forward| %.1e\n", v.name,
-                  ode::to_string(m).c_str(), worst_of(r, g_closed, scale), worst_of(r, g_f, scale));
+      std::printf("%-38s %-12s |cvodes_forward - closed| %.1e  |cvodes_adjoint - closed| %.1e  "
+                  "|- cvodes_forward| %.1e\n",
+                  v.name, ode::to_string(m).c_str(), worst_of(f, g_closed, scale),
+                  worst_of(r, g_closed, scale), worst_of(r, g_f, scale));
     }
   }
 }
