@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "native_vs_idas.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/ode/gradient.hpp"
 #include "support/dae_models.hpp"
@@ -41,11 +42,6 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   return m / std::max(scale, 1e-300);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 /// Native bdf vs IDAS on one problem: forward runs and adjoint gradients,
 /// alternated, CPU medians; prints one table row.
 template <class M, class O>
@@ -57,16 +53,9 @@ void compare(const char* name, const ode::Problem<M>& pr, const O& G, ode::Integ
   const ode::IdasAdjoint adj{.atol = o.atol};
   const auto gn = ode::gradient(pr, G, ode::DiscreteAdjoint{}, on);
   const auto gi = ode::gradient(pr, G, adj, oi);
-  std::vector<double> fn, fi, an, ai;
-  for (int r = 0; r < repeats; ++r) {
-    fn.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(pr, on); }, 1).cpu);
-    fi.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(pr, oi); }, 1).cpu);
-    an.push_back(bench::median_wall_cpu(
-                     [&] { (void)ode::gradient(pr, G, ode::DiscreteAdjoint{}, on); }, 1)
-                     .cpu);
-    ai.push_back(bench::median_wall_cpu([&] { (void)ode::gradient(pr, G, adj, oi); }, 1).cpu);
-  }
-  const double tfn = median(fn), tfi = median(fi), tan = median(an), tai = median(ai);
+  const bench::NativeIdasTimes t = bench::time_native_and_idas(pr, G, on, oi, adj, repeats);
+  const double tfn = t.native_forward, tfi = t.idas_forward, tan = t.native_gradient,
+               tai = t.idas_gradient;
   std::printf("| %s | %zu | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.1e |\n", name,
               pr.y0.size(), 1e3 * tfn, 1e3 * tan, 1e3 * tfi, 1e3 * tai, tan / tfn, tai / tfi,
               tai / tan, max_rel(gn.wrt_parameters, gi.wrt_parameters));

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "native_vs_idas.hpp"
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/gradient.hpp"
@@ -45,11 +46,6 @@ using costate::test::dae::IntegralOfY3;
 using costate::test::dae::RobertsonDae;
 using costate::test::dae::RobertsonResidual;
 namespace bench = costate::bench;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   double scale = 0.0, m = 0.0;
@@ -85,16 +81,9 @@ void implicit_row(const char* name, const ode::Problem<M>& pr, const O& G, ode::
   }
   const auto gi = ode::gradient(pr, G, adj, oi);
   const auto gf = ode::gradient(pr, G, ode::IdasForward{}, oi);
-  std::vector<double> fn, fi, an, ai;
-  for (int r = 0; r < repeats; ++r) {
-    fn.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(pr, on); }, 1).cpu);
-    fi.push_back(bench::median_wall_cpu([&] { (void)ode::integrate(pr, oi); }, 1).cpu);
-    an.push_back(bench::median_wall_cpu(
-                     [&] { (void)ode::gradient(pr, G, ode::DiscreteAdjoint{}, on); }, 1)
-                     .cpu);
-    ai.push_back(bench::median_wall_cpu([&] { (void)ode::gradient(pr, G, adj, oi); }, 1).cpu);
-  }
-  const double tfn = median(fn), tfi = median(fi), tan = median(an), tai = median(ai);
+  const bench::NativeIdasTimes t = bench::time_native_and_idas(pr, G, on, oi, adj, repeats);
+  const double tfn = t.native_forward, tfi = t.idas_forward, tan = t.native_gradient,
+               tai = t.idas_gradient;
   std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.1e | %.1e |\n", name,
               1e3 * tfn, 1e3 * tan, 1e3 * tfi, 1e3 * tai, tan / tfn, tai / tfi, tai / tan,
               max_rel(gi.wrt_parameters, gn.wrt_parameters),
