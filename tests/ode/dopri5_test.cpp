@@ -369,6 +369,29 @@ TEST(Termination, StepSizeUnderflowAtFiniteTimeBlowup) {
   EXPECT_EQ(sol.state(0)[0], 1.0);
 }
 
+/// y' = cos t.
+struct Cosine {
+  template <class T>
+  void rhs(double t, std::span<const T>, std::span<const T>, std::span<T> dydt) const {
+    dydt[0] = T(std::cos(t));
+  }
+};
+
+// Hairer's initial-step guess 0.01·‖y0‖/‖f0‖ is ~1e-20 here (y0 = 1e-18
+// weighed by atol 1e-14, f0 = cos 1): below the round-off of t0 = 1
+// (16 eps = 3.6e-15), where it ended the run at once as a step-size
+// underflow. The run must start and meet the tolerance against the closed
+// form y = y0 + sin t − sin 1.
+TEST(Dopri5InitialStep, AGuessBelowTheRoundOffOfT0StillRuns) {
+  constexpr double t0 = 1.0, t1 = 2.0, y0 = 1e-18;
+  const ode::Problem<Cosine> problem{.model = {}, .y0 = {y0}, .p = {}, .tspan = {t0, t1}};
+  const auto sol = ode::integrate(problem, {.rtol = 1e-10, .atol = 1e-14});
+  ASSERT_TRUE(sol.summary.success()) << sol.summary.message;
+  // 1e-8: rtol 1e-10 per step accumulated over the run, with room for
+  // dopri5's tolerance-proportionality constant (observed error ~1e-11).
+  EXPECT_NEAR(sol.state(sol.n_outputs() - 1)[0], y0 + std::sin(t1) - std::sin(t0), 1e-8);
+}
+
 TEST(Termination, DtMinEndsTheRunEarlier) {
   const ode::Problem<Blowup> problem{.model = {}, .y0 = {1.0}, .p = {}, .tspan = {0.0, 2.0}};
   const auto sol = ode::integrate(problem, {.rtol = 1e-6, .atol = 1e-9, .dt_min = 1e-4});

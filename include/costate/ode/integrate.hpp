@@ -299,6 +299,13 @@ void run_dopri5(Rhs& f, double t0, double t1, V& y, const IntegratorOptions& opt
     const double der12 = std::max(std::abs(der2), dnf);
     const double h1 = der12 <= 1e-15 ? std::max(1e-6, h * 1e-3) : std::pow(0.01 / der12, 0.2);
     h = std::min({100.0 * h, h1, hmax});
+    // The guess is 0.01·‖y0‖/‖f0‖ at most: where y0 is near 0 and f0 is not
+    // (a state crossing 0 at t0 ≠ 0, atol 1e-14) it can fall below the
+    // round-off of t0, and the first step would end the run as a step-size
+    // underflow. Start at the smallest step the loop accepts instead; the
+    // controller grows it by up to kFacMax a step. Runs whose guess was
+    // above that floor take the same steps as before.
+    h = std::max(h, std::max(opt.dt_min, 16.0 * eps * std::abs(t0)));
   }
 
   double fac_old = 1e-4;
