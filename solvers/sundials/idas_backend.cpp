@@ -302,6 +302,7 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
   ida_check(x.c, IDASetUserData(o.mem, &x), "IDASetUserData");
   ida_check(x.c, IDASVtolerances(o.mem, st.rtol, o.atol), "IDASVtolerances");
   ida_check(x.c, IDASetId(o.mem, o.id), "IDASetId");
+  if (dae.algebraic_unmeasured) ida_check(x.c, IDASetSuppressAlg(o.mem, SUNTRUE), "IDASetSuppressAlg");
   o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
   COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
   o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
@@ -609,7 +610,9 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
   // for λ, not for λ') would otherwise fail at every restart: order 1's
   // estimate h |λ'| then needs h below atol / |λ'| (measured: 10 error test
   // failures and IDA_ERR_FAIL at an observation's restart).
-  if (r > 0) ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
+  // An all-algebraic model's λ too (Dae::algebraic_unmeasured).
+  if (r > 0)
+    ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
   ida_check(x.c, IDASetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
             "IDASetMaxNumStepsB");
   o.JB = SUNDenseMatrix(static_cast<sunindextype>(nb), static_cast<sunindextype>(nb), o.sunctx);

@@ -58,7 +58,7 @@
 ///
 /// Limitations: serial; dense linear algebra (n up to a few hundred); the
 /// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
-/// off); no second order; no events; the adjoint interpolates the forward
+/// off) unless every state is algebraic (Dae::algebraic_unmeasured); no second order; no events; the adjoint interpolates the forward
 /// state (and, fully implicit, y') at the observation times (as
 /// cvodes_adjoint).
 
@@ -146,6 +146,13 @@ struct Dae {
   const cvodes::System* system = nullptr;
   std::span<const std::uint8_t> algebraic;
   std::size_t residual_n = 0;
+  /// The algebraic unknowns out of the error tests, forward and backward
+  /// (IDASetSuppressAlg, IDASetSuppressAlgB): an all-algebraic model's
+  /// (each step is its consistent solve; a running cost's quadrature, in
+  /// the test, bounds the steps). Measured, their derivative guess u'_a = 0
+  /// at a start where they move (z = p sin t from z(0) = 0) asks order 1
+  /// for h |z'| below atol: IDA_ERR_FAIL at t0.
+  bool algebraic_unmeasured = false;
 };
 
 /// Integrates from t0 to the last output time (never past t1); `out(j, t,
