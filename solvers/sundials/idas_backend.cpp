@@ -129,6 +129,13 @@ int sensitivity_residual(int ns, realtype t, N_Vector yy, N_Vector yp, N_Vector,
   return 0;
 }
 
+// The System's root functions at X(u, u') (IDARootInit: events).
+int root_functions(realtype t, N_Vector yy, N_Vector yp, realtype* g, void* user) {
+  auto* x = static_cast<DaeContext*>(user);
+  x->state(data(yy), data(yp), x->X.data());
+  return guarded(&x->c, [&] { x->c.sys->roots(t, x->X.data(), g); });
+}
+
 /// g_X = G_Xᵀ λ_X and g_p = G_pᵀ λ_X with λ_X the System rows of λ (nu).
 void backward_products(DaeContext& x, double t, const double* yy, const double* yp,
                        const double* lambda, double* gp) {
@@ -392,6 +399,54 @@ void ida_fail(cvodes::Stats& s, const Context& ctx, int flag, double t) {
   s.message = os.str();
 }
 
+/// IDASensInit on a set-up run: ns directions from S (column-major n_x ×
+/// ns, S(t0)), their derivatives from the System (guesses on the algebraic
+/// rows, which consistent_start corrects), in the error test.
+void init_sensitivities(Objects& o, DaeContext& x, const cvodes::System& sys, double t0,
+                        const std::vector<double>& y, std::size_t ns, std::vector<double>& S) {
+  const std::size_t nx = sys.n, nu = x.nu, r = x.r;
+  x.c.yS.resize(ns);
+  x.c.ySdot.resize(ns);
+  x.SX.assign(nx * ns, 0.0);
+  x.GX.assign(nx * ns, 0.0);
+  o.ns = static_cast<int>(ns);
+  o.yS = N_VCloneVectorArray(o.ns, o.y);
+  o.ypS = N_VCloneVectorArray(o.ns, o.y);
+  COSTATE_CHECK(o.yS != nullptr && o.ypS != nullptr, "IDAS backend: N_VCloneVectorArray failed");
+  // s_j(t0) given (S_X's u rows); s_j'(t0): G_X S_X + G_p e_j on the rows
+  // with M = 1, a fully implicit model's given y' rows (S_X's rows r … 2r)
+  // and 0 on the algebraic rows — guesses IDACalcIC replaces.
+  for (std::size_t d = 0; d < ns; ++d) {
+    x.c.yS[d] = &S[d * nx];
+    x.c.ySdot[d] = &x.GX[d * nx];
+  }
+  sys.sensitivity_rhs(t0, y.data(), ns, x.c.yS.data(), x.c.ySdot.data());
+  for (std::size_t d = 0; d < ns; ++d)
+    for (std::size_t i = 0; i < nu; ++i) {
+      data(o.yS[d])[i] = S[d * nx + x.col(i)];
+      data(o.ypS[d])[i] =
+          x.mass(i) != 0.0 ? x.GX[d * nx + x.row(i)] : i < r ? S[d * nx + r + i] : 0.0;
+    }
+  // The corrector: simultaneous for a semi-explicit DAE; staggered (the
+  // state's Newton converged first, then the linear sensitivity systems)
+  // for a fully implicit one — the simultaneous Newton drops ∂R_s/∂(y, y')
+  // = F_{y'y}[s'] + …, which for a state-dependent F_{y'} grows with c like
+  // the Newton matrix itself, so its contraction does not improve as the
+  // step shrinks (measured: ImplicitClosedForm failed to converge at every
+  // step size down to 1e-9; staggered takes it to t1 at rtol 1e-10).
+  ida_check(x.c, IDASensInit(o.mem, o.ns, r > 0 ? IDA_STAGGERED : IDA_SIMULTANEOUS,
+                             sensitivity_residual, o.yS, o.ypS),
+            "IDASensInit");
+  ida_check(x.c, IDASensEEtolerances(o.mem), "IDASensEEtolerances");
+  ida_check(x.c, IDASetSensErrCon(o.mem, SUNTRUE), "IDASetSensErrCon");
+}
+
+/// S_X = X(s, s') per direction, from IDAS' current sensitivities.
+void sensitivities_to(const Objects& o, const DaeContext& x, std::vector<double>& S) {
+  for (int d = 0; d < o.ns; ++d)
+    x.state(data(o.yS[d]), data(o.ypS[d]), &S[static_cast<std::size_t>(d) * x.nx]);
+}
+
 }  // namespace
 
 std::string InitialCorrection::report() const {
@@ -437,6 +492,74 @@ cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double
   return s;
 }
 
+cvodes::Stats integrate_to_root(
+    const Dae& dae, const cvodes::Settings& settings, double t0, double t_end,
+    std::vector<double>& y, std::span<const double> outputs,
+    const std::function<void(std::size_t, double, const double*, const double*)>& out,
+    double& root_time, std::vector<int>& directions, cvodes::RootSensitivities sensitivities) {
+  const cvodes::System& sys = *dae.system;
+  COSTATE_CHECK(sys.roots && sys.n_roots > 0, "IDAS backend: the system has no root functions");
+  COSTATE_CHECK(t_end > t0, "IDAS backend: integrate_to_root needs t_end > t0");
+  Objects o;
+  DaeContext x;
+  setup(o, x, dae, settings, t0, y.data());
+  std::vector<double>* S = sensitivities.S;
+  if (S) {
+    COSTATE_CHECK(sensitivities.ns >= 1 && S->size() == sys.n * sensitivities.ns,
+                  "IDAS backend: S must hold n × ns = " << sys.n * sensitivities.ns << " values");
+    init_sensitivities(o, x, sys, t0, y, sensitivities.ns, *S);
+  }
+  // y (and S) are consistent after an instant's update (the events re-solve
+  // the algebraic states, their tangent jump includes that solve):
+  // IDACalcIC forms u'_d and corrects what round-off left.
+  consistent_start(o, x, dae, t0, t_end, y, nullptr);
+  if (S) sensitivities_to(o, x, *S);
+  ida_check(x.c, IDARootInit(o.mem, static_cast<int>(sys.n_roots), root_functions), "IDARootInit");
+  ida_check(x.c, IDASetStopTime(o.mem, t_end), "IDASetStopTime");
+  cvodes::Stats s;
+  s.final_time = t0;
+  root_time = std::numeric_limits<double>::quiet_NaN();
+  directions.assign(sys.n_roots, 0);
+  double t = t0;
+  std::size_t j = 0;
+  while (j < outputs.size() && outputs[j] <= t0) ++j;
+  auto fetch = [&] {
+    if (S) {
+      ida_check(x.c, IDAGetSens(o.mem, &t, o.yS), "IDAGetSens");
+      if (x.r > 0)
+        for (int d = 0; d < o.ns; ++d)
+          ida_check(x.c, IDAGetSensDky1(o.mem, t, 1, d, o.ypS[d]), "IDAGetSensDky1");
+      sensitivities_to(o, x, *S);
+    }
+    current_state(o, x, y.data());
+  };
+  for (;;) {
+    const double target = j < outputs.size() && outputs[j] < t_end ? outputs[j] : t_end;
+    const int flag = IDASolve(o.mem, target, &t, o.y, o.yp, IDA_NORMAL);
+    if (x.c.error) std::rethrow_exception(x.c.error);
+    s.final_time = t;
+    if (flag < 0) {
+      ida_fail(s, x.c, flag, t);
+      break;
+    }
+    if (flag == IDA_ROOT_RETURN) {
+      root_time = t;
+      ida_check(x.c, IDAGetRootInfo(o.mem, directions.data()), "IDAGetRootInfo");
+      break;
+    }
+    if (target < t_end) {
+      fetch();
+      out(j++, t, y.data(), S ? S->data() : nullptr);
+      continue;
+    }
+    break;
+  }
+  if (s.success) fetch();
+  current_state(o, x, y.data());
+  collect(o.mem, s);
+  return s;
+}
+
 cvodes::Stats forward_sensitivities(
     const Dae& dae, const cvodes::Settings& settings, double t0, std::vector<double>& y,
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,
@@ -451,46 +574,10 @@ cvodes::Stats forward_sensitivities(
   Objects o;
   DaeContext x;
   setup(o, x, dae, settings, t0, y.data());
-  const std::size_t nu = x.nu, r = x.r;
-  x.c.yS.resize(ns);
-  x.c.ySdot.resize(ns);
-  x.SX.assign(nx * ns, 0.0);
-  x.GX.assign(nx * ns, 0.0);
-  o.ns = static_cast<int>(ns);
-  o.yS = N_VCloneVectorArray(o.ns, o.y);
-  o.ypS = N_VCloneVectorArray(o.ns, o.y);
-  COSTATE_CHECK(o.yS != nullptr && o.ypS != nullptr, "IDAS backend: N_VCloneVectorArray failed");
-  // s_j(t0) given (S_X's u rows); s_j'(t0): G_X S_X + G_p e_j on the rows
-  // with M = 1, a fully implicit model's given y' rows (S_X's rows r … 2r)
-  // and 0 on the algebraic rows — guesses IDACalcIC replaces.
-  for (std::size_t d = 0; d < ns; ++d) {
-    x.c.yS[d] = &S[d * nx];
-    x.c.ySdot[d] = &x.GX[d * nx];
-  }
-  sys.sensitivity_rhs(t0, y.data(), ns, x.c.yS.data(), x.c.ySdot.data());
-  for (std::size_t d = 0; d < ns; ++d)
-    for (std::size_t i = 0; i < nu; ++i) {
-      data(o.yS[d])[i] = S[d * nx + x.col(i)];
-      data(o.ypS[d])[i] =
-          x.mass(i) != 0.0 ? x.GX[d * nx + x.row(i)] : i < r ? S[d * nx + r + i] : 0.0;
-    }
-  // The corrector: simultaneous for a semi-explicit DAE; staggered (the
-  // state's Newton converged first, then the linear sensitivity systems)
-  // for a fully implicit one — the simultaneous Newton drops ∂R_s/∂(y, y')
-  // = F_{y'y}[s'] + …, which for a state-dependent F_{y'} grows with c like
-  // the Newton matrix itself, so its contraction does not improve as the
-  // step shrinks (measured: ImplicitClosedForm failed to converge at every
-  // step size down to 1e-9; staggered takes it to t1 at rtol 1e-10).
-  ida_check(x.c, IDASensInit(o.mem, o.ns, r > 0 ? IDA_STAGGERED : IDA_SIMULTANEOUS,
-                             sensitivity_residual, o.yS, o.ypS),
-            "IDASensInit");
-  ida_check(x.c, IDASensEEtolerances(o.mem), "IDASensEEtolerances");
-  ida_check(x.c, IDASetSensErrCon(o.mem, SUNTRUE), "IDASetSensErrCon");
+  const std::size_t r = x.r;
+  init_sensitivities(o, x, sys, t0, y, ns, S);
   consistent_start(o, x, dae, t0, stops.back() > t0 ? stops.back() : t0 + 1.0, y, correction);
-  // S_X = X(s, s') per direction.
-  auto to_S = [&] {
-    for (std::size_t d = 0; d < ns; ++d) x.state(data(o.yS[d]), data(o.ypS[d]), &S[d * nx]);
-  };
+  auto to_S = [&] { sensitivities_to(o, x, S); };
   to_S();
   cvodes::Stats s;
   s.final_time = t0;

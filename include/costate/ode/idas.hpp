@@ -56,11 +56,22 @@
 /// differential y_d(t0); y'(t0) and y_a(t0) are guesses (derivative 0).
 /// The adjoint: see IdasAdjoint.
 ///
+/// Events (a semi-explicit DAE or an ODE): IDAS' root finding
+/// (integrate_to_root: IDARootInit, IDAGetRootInfo) locates the instants in
+/// the events' driver (events.cpp, as for CVODES); after each update the
+/// algebraic states are re-solved and IDAS restarts from them (IDACalcIC).
+/// idas_forward's sensitivities take each instant's tangent jump, and
+/// idas_adjoint takes the stretches between instants last first with λ
+/// carried through the transposed jump — CVODES' mechanism
+/// (adjoint_across_instants); the jump includes the re-solve's implicit
+/// derivative (InstantJump, ode/dae.hpp).
+///
 /// Limitations: serial; dense linear algebra (n up to a few hundred); the
 /// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
-/// off) unless every state is algebraic (Dae::algebraic_unmeasured); no second order; no events; the adjoint interpolates the forward
-/// state (and, fully implicit, y') at the observation times (as
-/// cvodes_adjoint).
+/// off) unless every state is algebraic (Dae::algebraic_unmeasured); no
+/// second order; no events on a fully implicit DAE; the adjoint
+/// interpolates the forward state (and, fully implicit, y') at the
+/// observation times (as cvodes_adjoint).
 
 #include <cstddef>
 #include <cstdint>
@@ -166,6 +177,19 @@ cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double
                         const std::function<void(std::size_t j, double t, const double* y)>& out,
                         InitialCorrection* correction = nullptr);
 
+/// integrate() until the first zero of the system's roots (IDARootInit,
+/// IDAGetRootInfo) or t_end, as cvodes::integrate_to_root: outputs before
+/// the end interpolated, S (with `sensitivities`) carried by IDAS' forward
+/// sensitivities; `root_time` NaN when t_end was reached, `directions`
+/// IDAS' rootsfound. Each call is a fresh start: y (and S) from an event's
+/// update, made consistent by IDACalcIC first (the events' update already
+/// re-solved the algebraic states; IDACalcIC forms y'_d).
+cvodes::Stats integrate_to_root(
+    const Dae& dae, const cvodes::Settings& settings, double t0, double t_end,
+    std::vector<double>& y, std::span<const double> outputs,
+    const std::function<void(std::size_t j, double t, const double* y, const double* S)>& out,
+    double& root_time, std::vector<int>& directions, cvodes::RootSensitivities sensitivities = {});
+
 /// Forward sensitivities with ns directions (as cvodes::forward_
 /// sensitivities: S column-major n × ns holds S(t0) on entry, direction
 /// j < np moves parameter j); IDAS stops exactly at each of `stops` and
@@ -194,6 +218,20 @@ class System;
 struct GradientResult;
 
 namespace detail {
+
+/// IDAS' view of a System (idas::Dae): a semi-explicit DAE as it is (its
+/// algebraic states IDAS' id); a fully implicit one (ResidualForm, state
+/// (y, y'[, z])) by its residual F on the unknowns (y[, z]), the model's
+/// algebraic components of y IDAS' id. Holds the mask the Dae points to.
+struct IdasView {
+  std::vector<std::uint8_t> mask;
+  std::size_t r = 0;
+  bool all_algebraic = false;
+  explicit IdasView(const System& system);
+  idas::Dae dae(const cvodes::System& s) const {
+    return {.system = &s, .algebraic = mask, .residual_n = r, .algebraic_unmeasured = all_algebraic};
+  }
+};
 
 /// Refuses a System whose g_z is singular at (t0, x0) (index > 1), naming
 /// the algebraic equations (state indices) without a pivot. No-op for an
