@@ -10,7 +10,9 @@
 #include <nvector/nvector_serial.h>
 #include <sundials/sundials_context.h>
 #include <sunlinsol/sunlinsol_dense.h>
+#include <sunmatrix/sunmatrix_band.h>
 #include <sunmatrix/sunmatrix_dense.h>
+#include <sunmatrix/sunmatrix_sparse.h>
 
 #include <algorithm>
 #include <cmath>
@@ -58,6 +60,7 @@ struct DaeContext {
   std::size_t nu = 0, nx = 0, r = 0;
   std::vector<double> X, G, GX, SX;  // scratch: nx, nx, nx × ns, nx × ns
   std::vector<double> lX;            // scratch: λ on the System's rows (nx)
+  std::vector<double> structured;    // scratch: F_y on a band / sparse structure (jac stays n_x²)
   double mass(std::size_t i) const { return r > 0 ? (i < r ? 0.0 : 1.0) : (algebraic[i] ? 0.0 : 1.0); }
   std::size_t row(std::size_t i) const { return r + i; }
   std::size_t col(std::size_t j) const { return j < r ? j : j + r; }
@@ -84,12 +87,47 @@ int residual(realtype t, N_Vector yy, N_Vector yp, N_Vector rr, void* user) {
   return 0;
 }
 
+/// A(i, i) += d_i on a band or sparse (CSC, diagonal in the structure)
+/// SUNMatrix.
+void add_to_diagonal(SUNMatrix A, std::size_t n, const std::function<double(std::size_t)>& d) {
+  if (SUNMatGetID(A) == SUNMATRIX_BAND) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto k = static_cast<sunindextype>(i);
+      SM_ELEMENT_B(A, k, k) += d(i);
+    }
+    return;
+  }
+  COSTATE_CHECK(SUNMatGetID(A) == SUNMATRIX_SPARSE && SM_SPARSETYPE_S(A) == CSC_MAT,
+                "IDAS backend: the Newton matrix is neither band nor CSC sparse");
+  const sunindextype* starts = SM_INDEXPTRS_S(A);
+  const sunindextype* rows = SM_INDEXVALS_S(A);
+  double* values = SM_DATA_S(A);
+  for (std::size_t j = 0; j < n; ++j) {
+    bool found = false;
+    for (sunindextype k = starts[j]; k < starts[j + 1]; ++k)
+      if (rows[k] == static_cast<sunindextype>(j)) {
+        values[k] += d(j);
+        found = true;
+      }
+    COSTATE_CHECK(found, "IDAS backend: the sparse Newton matrix has no diagonal entry in column " << j);
+  }
+}
+
 // ∂R/∂u + c ∂R/∂u' = c M − (G_X[:, col] + c G_X[:, dcol]), column-major.
+// Band or sparse (a semi-explicit DAE, integrator.cvodes_linear_solver):
+// F_y on the structure (CVODES' fill), then −F_y + I (SUNMatScaleAddI, the
+// structure holds the diagonal), then c M − I on the diagonal.
 int jacobian(realtype t, realtype cj, N_Vector yy, N_Vector yp, N_Vector, SUNMatrix J,
              void* user, N_Vector, N_Vector, N_Vector) {
   auto* x = static_cast<DaeContext*>(user);
   return guarded(&x->c, [&] {
     x->state(data(yy), data(yp), x->X.data());
+    if (x->c.forward_ls.kind != CvodesLinearSolver::Dense) {
+      cvodes::fill_jacobian(x->c.forward_ls, J, *x->c.sys, t, x->X.data(), x->structured);
+      COSTATE_CHECK(SUNMatScaleAddI(-1.0, J) == SUNMAT_SUCCESS, "IDAS backend: SUNMatScaleAddI failed");
+      add_to_diagonal(J, x->nu, [&](std::size_t i) { return cj * x->mass(i) - 1.0; });
+      return;
+    }
     const std::size_t nu = x->nu, nx = x->nx;
     std::vector<double>& g = x->c.jac;
     x->c.sys->jacobian(t, x->X.data(), g.data());
@@ -276,10 +314,10 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
                 "IDAS backend: " << dae.algebraic.size() << " mask entries for " << nu << " unknowns");
   COSTATE_CHECK(st.atol.size() == nx,
                 "IDAS backend: " << st.atol.size() << " absolute tolerances for " << nx << " states");
-  COSTATE_CHECK(st.linear_solver == CvodesLinearSolver::Dense ||
+  COSTATE_CHECK(r == 0 || st.linear_solver == CvodesLinearSolver::Dense ||
                     st.linear_solver == CvodesLinearSolver::Automatic,
-                "integrator.method = idas: only the dense linear solver is bound (got "
-                "integrator.cvodes_linear_solver = "
+                "integrator.method = idas: a fully implicit DAE takes the dense linear solver "
+                "only (got integrator.cvodes_linear_solver = "
                     << to_string(st.linear_solver) << ")");
   x.c.sys = &sys;
   x.c.jac.assign(nx * nx, 0.0);
@@ -310,10 +348,19 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
   ida_check(x.c, IDASVtolerances(o.mem, st.rtol, o.atol), "IDASVtolerances");
   ida_check(x.c, IDASetId(o.mem, o.id), "IDASetId");
   if (dae.algebraic_unmeasured) ida_check(x.c, IDASetSuppressAlg(o.mem, SUNTRUE), "IDASetSuppressAlg");
-  o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
-  COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
-  o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
-  COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
+  if (r == 0) {
+    // CVODES' Newton linear solvers (dense, band, KLU on the AD structure),
+    // resolved as for CVODES; the matrix c M − F_y is filled by jacobian().
+    x.c.forward_ls = cvodes::make_newton_linear_solver(sys, st.linear_solver,
+                                                       cvodes::JacobianSide::Forward, o.y, o.sunctx);
+    o.J = x.c.forward_ls.matrix;
+    o.ls = x.c.forward_ls.solver;
+  } else {
+    o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
+    COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
+    o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
+    COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
+  }
   ida_check(x.c, IDASetLinearSolver(o.mem, o.ls, o.J), "IDASetLinearSolver");
   ida_check(x.c, IDASetJacFn(o.mem, jacobian), "IDASetJacFn");
   ida_check(x.c, IDASetMaxNumSteps(o.mem, static_cast<long>(st.max_steps)), "IDASetMaxNumSteps");

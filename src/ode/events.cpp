@@ -1353,10 +1353,9 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
   const std::size_t nx = system.n_states(), n = system.n_model_states(), np = p.size();
   const EventModel& ev = *system.events();
   // IDAS (a DAE's backend, idas.hpp) the same way: its root finding, a
-  // consistent start (IDACalcIC) after each instant, dense Newton.
+  // consistent start (IDACalcIC) after each instant.
   const bool idas = is_idas(options.method);
-  cvodes::Binding binding(system, p, options.method,
-                          idas ? CvodesLinearSolver::Dense : options.cvodes_linear_solver, t0, x0);
+  cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, x0);
   cvodes::System& cs = binding.system();
   const IdasView view(system);
   COSTATE_CHECK(!idas || view.r == 0, "integrator.method = idas does not take a fully implicit "

@@ -76,6 +76,14 @@ idas::InitialCorrection residual_start(const System& system, std::span<const dou
   return c;
 }
 
+/// The Newton linear solver IDAS' Binding prepares for: the option's for a
+/// semi-explicit DAE (dense, band or KLU on the AD structure, resolved as
+/// for CVODES); dense for a fully implicit one (its Newton matrix mixes F_y
+/// and F_{y'} columns, bound dense only).
+CvodesLinearSolver linear_solver(const IdasView& view, const IntegratorOptions& options) {
+  return view.r == 0 ? options.cvodes_linear_solver : CvodesLinearSolver::Dense;
+}
+
 /// Whether initial state i is data (its derivative is computed) rather
 /// than a guess that the consistent initialisation replaces (an algebraic
 /// state; a ResidualForm's y'(t0) and algebraic y_a).
@@ -192,13 +200,13 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
   const std::size_t n = system.n_states();
   options.validate(n);
   const auto start = std::chrono::steady_clock::now();
-  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y0);
+  const IdasView view(system);
+  cvodes::Binding binding(system, p, Method::Idas, linear_solver(view, options), t0, y0);
   check_index_one(system, p, t0, y0);
   Solution sol;
   sol.n_states = n;
   std::vector<double> y(y0.begin(), y0.end());
   idas::InitialCorrection correction, start_correction;
-  const IdasView view(system);
   if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Stats st = idas::integrate(
       view.dae(binding.system()),
@@ -250,9 +258,9 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   options.validate(na);
   std::vector<double> y(na, 0.0);
   std::copy(y0.begin(), y0.end(), y.begin());
-  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y);
-  check_index_one(system, p, t0, y);
   const IdasView view(system);
+  cvodes::Binding binding(system, p, Method::Idas, linear_solver(view, options), t0, y);
+  check_index_one(system, p, t0, y);
   const idas::Dae dae = view.dae(binding.system());
   idas::InitialCorrection start_correction;
   if (view.r > 0) start_correction = residual_start(system, p, t0, y);

@@ -66,7 +66,14 @@
 /// (adjoint_across_instants); the jump includes the re-solve's implicit
 /// derivative (InstantJump, ode/dae.hpp).
 ///
-/// Limitations: serial; dense linear algebra (n up to a few hundred); the
+/// Newton linear solver (a semi-explicit DAE): IntegratorOptions::
+/// cvodes_linear_solver as for CVODES — dense, band or KLU on the AD
+/// structure of F_y (the Newton matrix c M − F_y filled on it), automatic
+/// by the same rule (resolve_linear_solver); the backward problem of the
+/// adjoint stays dense. A fully implicit DAE's Newton matrix (F_y and
+/// F_{y'} columns) is dense only.
+///
+/// Limitations: serial; dense backward linear algebra; the
 /// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
 /// off) unless every state is algebraic (Dae::algebraic_unmeasured); no
 /// second order; no events on a fully implicit DAE; the adjoint
@@ -170,7 +177,9 @@ struct Dae {
 /// y)` at every output time (IDAS' interpolant; landing on each with
 /// `stop_at_outputs`). `y` holds y0 on entry (its algebraic part a guess)
 /// and the final state on return; `correction` receives IDACalcIC's
-/// change. Settings::linear_solver must be Dense.
+/// change. Settings::linear_solver: any for a semi-explicit DAE (band and
+/// sparse need the System's structure), Dense or Automatic for a fully
+/// implicit one.
 cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double t0, double t1,
                         std::vector<double>& y, std::span<const double> outputs,
                         bool stop_at_outputs,
