@@ -10,7 +10,9 @@
 #include <nvector/nvector_serial.h>
 #include <sundials/sundials_context.h>
 #include <sunlinsol/sunlinsol_dense.h>
+#include <sunmatrix/sunmatrix_band.h>
 #include <sunmatrix/sunmatrix_dense.h>
+#include <sunmatrix/sunmatrix_sparse.h>
 
 #include <algorithm>
 #include <cmath>
@@ -58,6 +60,7 @@ struct DaeContext {
   std::size_t nu = 0, nx = 0, r = 0;
   std::vector<double> X, G, GX, SX;  // scratch: nx, nx, nx × ns, nx × ns
   std::vector<double> lX;            // scratch: λ on the System's rows (nx)
+  std::vector<double> structured;    // scratch: F_y on a band / sparse structure (jac stays n_x²)
   double mass(std::size_t i) const { return r > 0 ? (i < r ? 0.0 : 1.0) : (algebraic[i] ? 0.0 : 1.0); }
   std::size_t row(std::size_t i) const { return r + i; }
   std::size_t col(std::size_t j) const { return j < r ? j : j + r; }
@@ -84,12 +87,47 @@ int residual(realtype t, N_Vector yy, N_Vector yp, N_Vector rr, void* user) {
   return 0;
 }
 
+/// A(i, i) += d_i on a band or sparse (CSC, diagonal in the structure)
+/// SUNMatrix.
+void add_to_diagonal(SUNMatrix A, std::size_t n, const std::function<double(std::size_t)>& d) {
+  if (SUNMatGetID(A) == SUNMATRIX_BAND) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto k = static_cast<sunindextype>(i);
+      SM_ELEMENT_B(A, k, k) += d(i);
+    }
+    return;
+  }
+  COSTATE_CHECK(SUNMatGetID(A) == SUNMATRIX_SPARSE && SM_SPARSETYPE_S(A) == CSC_MAT,
+                "IDAS backend: the Newton matrix is neither band nor CSC sparse");
+  const sunindextype* starts = SM_INDEXPTRS_S(A);
+  const sunindextype* rows = SM_INDEXVALS_S(A);
+  double* values = SM_DATA_S(A);
+  for (std::size_t j = 0; j < n; ++j) {
+    bool found = false;
+    for (sunindextype k = starts[j]; k < starts[j + 1]; ++k)
+      if (rows[k] == static_cast<sunindextype>(j)) {
+        values[k] += d(j);
+        found = true;
+      }
+    COSTATE_CHECK(found, "IDAS backend: the sparse Newton matrix has no diagonal entry in column " << j);
+  }
+}
+
 // ∂R/∂u + c ∂R/∂u' = c M − (G_X[:, col] + c G_X[:, dcol]), column-major.
+// Band or sparse (a semi-explicit DAE, integrator.cvodes_linear_solver):
+// F_y on the structure (CVODES' fill), then −F_y + I (SUNMatScaleAddI, the
+// structure holds the diagonal), then c M − I on the diagonal.
 int jacobian(realtype t, realtype cj, N_Vector yy, N_Vector yp, N_Vector, SUNMatrix J,
              void* user, N_Vector, N_Vector, N_Vector) {
   auto* x = static_cast<DaeContext*>(user);
   return guarded(&x->c, [&] {
     x->state(data(yy), data(yp), x->X.data());
+    if (x->c.forward_ls.kind != CvodesLinearSolver::Dense) {
+      cvodes::fill_jacobian(x->c.forward_ls, J, *x->c.sys, t, x->X.data(), x->structured);
+      COSTATE_CHECK(SUNMatScaleAddI(-1.0, J) == SUNMAT_SUCCESS, "IDAS backend: SUNMatScaleAddI failed");
+      add_to_diagonal(J, x->nu, [&](std::size_t i) { return cj * x->mass(i) - 1.0; });
+      return;
+    }
     const std::size_t nu = x->nu, nx = x->nx;
     std::vector<double>& g = x->c.jac;
     x->c.sys->jacobian(t, x->X.data(), g.data());
@@ -127,6 +165,13 @@ int sensitivity_residual(int ns, realtype t, N_Vector yy, N_Vector yp, N_Vector,
     for (std::size_t i = 0; i < x->nu; ++i) R[i] = x->mass(i) * Sp[i] - g[x->row(i)];
   }
   return 0;
+}
+
+// The System's root functions at X(u, u') (IDARootInit: events).
+int root_functions(realtype t, N_Vector yy, N_Vector yp, realtype* g, void* user) {
+  auto* x = static_cast<DaeContext*>(user);
+  x->state(data(yy), data(yp), x->X.data());
+  return guarded(&x->c, [&] { x->c.sys->roots(t, x->X.data(), g); });
 }
 
 /// g_X = G_Xᵀ λ_X and g_p = G_pᵀ λ_X with λ_X the System rows of λ (nu).
@@ -269,10 +314,10 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
                 "IDAS backend: " << dae.algebraic.size() << " mask entries for " << nu << " unknowns");
   COSTATE_CHECK(st.atol.size() == nx,
                 "IDAS backend: " << st.atol.size() << " absolute tolerances for " << nx << " states");
-  COSTATE_CHECK(st.linear_solver == CvodesLinearSolver::Dense ||
+  COSTATE_CHECK(r == 0 || st.linear_solver == CvodesLinearSolver::Dense ||
                     st.linear_solver == CvodesLinearSolver::Automatic,
-                "integrator.method = idas: only the dense linear solver is bound (got "
-                "integrator.cvodes_linear_solver = "
+                "integrator.method = idas: a fully implicit DAE takes the dense linear solver "
+                "only (got integrator.cvodes_linear_solver = "
                     << to_string(st.linear_solver) << ")");
   x.c.sys = &sys;
   x.c.jac.assign(nx * nx, 0.0);
@@ -302,10 +347,20 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
   ida_check(x.c, IDASetUserData(o.mem, &x), "IDASetUserData");
   ida_check(x.c, IDASVtolerances(o.mem, st.rtol, o.atol), "IDASVtolerances");
   ida_check(x.c, IDASetId(o.mem, o.id), "IDASetId");
-  o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
-  COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
-  o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
-  COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
+  if (dae.algebraic_unmeasured) ida_check(x.c, IDASetSuppressAlg(o.mem, SUNTRUE), "IDASetSuppressAlg");
+  if (r == 0) {
+    // CVODES' Newton linear solvers (dense, band, KLU on the AD structure),
+    // resolved as for CVODES; the matrix c M − F_y is filled by jacobian().
+    x.c.forward_ls = cvodes::make_newton_linear_solver(sys, st.linear_solver,
+                                                       cvodes::JacobianSide::Forward, o.y, o.sunctx);
+    o.J = x.c.forward_ls.matrix;
+    o.ls = x.c.forward_ls.solver;
+  } else {
+    o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
+    COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
+    o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
+    COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
+  }
   ida_check(x.c, IDASetLinearSolver(o.mem, o.ls, o.J), "IDASetLinearSolver");
   ida_check(x.c, IDASetJacFn(o.mem, jacobian), "IDASetJacFn");
   ida_check(x.c, IDASetMaxNumSteps(o.mem, static_cast<long>(st.max_steps)), "IDASetMaxNumSteps");
@@ -391,6 +446,54 @@ void ida_fail(cvodes::Stats& s, const Context& ctx, int flag, double t) {
   s.message = os.str();
 }
 
+/// IDASensInit on a set-up run: ns directions from S (column-major n_x ×
+/// ns, S(t0)), their derivatives from the System (guesses on the algebraic
+/// rows, which consistent_start corrects), in the error test.
+void init_sensitivities(Objects& o, DaeContext& x, const cvodes::System& sys, double t0,
+                        const std::vector<double>& y, std::size_t ns, std::vector<double>& S) {
+  const std::size_t nx = sys.n, nu = x.nu, r = x.r;
+  x.c.yS.resize(ns);
+  x.c.ySdot.resize(ns);
+  x.SX.assign(nx * ns, 0.0);
+  x.GX.assign(nx * ns, 0.0);
+  o.ns = static_cast<int>(ns);
+  o.yS = N_VCloneVectorArray(o.ns, o.y);
+  o.ypS = N_VCloneVectorArray(o.ns, o.y);
+  COSTATE_CHECK(o.yS != nullptr && o.ypS != nullptr, "IDAS backend: N_VCloneVectorArray failed");
+  // s_j(t0) given (S_X's u rows); s_j'(t0): G_X S_X + G_p e_j on the rows
+  // with M = 1, a fully implicit model's given y' rows (S_X's rows r … 2r)
+  // and 0 on the algebraic rows — guesses IDACalcIC replaces.
+  for (std::size_t d = 0; d < ns; ++d) {
+    x.c.yS[d] = &S[d * nx];
+    x.c.ySdot[d] = &x.GX[d * nx];
+  }
+  sys.sensitivity_rhs(t0, y.data(), ns, x.c.yS.data(), x.c.ySdot.data());
+  for (std::size_t d = 0; d < ns; ++d)
+    for (std::size_t i = 0; i < nu; ++i) {
+      data(o.yS[d])[i] = S[d * nx + x.col(i)];
+      data(o.ypS[d])[i] =
+          x.mass(i) != 0.0 ? x.GX[d * nx + x.row(i)] : i < r ? S[d * nx + r + i] : 0.0;
+    }
+  // The corrector: simultaneous for a semi-explicit DAE; staggered (the
+  // state's Newton converged first, then the linear sensitivity systems)
+  // for a fully implicit one — the simultaneous Newton drops ∂R_s/∂(y, y')
+  // = F_{y'y}[s'] + …, which for a state-dependent F_{y'} grows with c like
+  // the Newton matrix itself, so its contraction does not improve as the
+  // step shrinks (measured: ImplicitClosedForm failed to converge at every
+  // step size down to 1e-9; staggered takes it to t1 at rtol 1e-10).
+  ida_check(x.c, IDASensInit(o.mem, o.ns, r > 0 ? IDA_STAGGERED : IDA_SIMULTANEOUS,
+                             sensitivity_residual, o.yS, o.ypS),
+            "IDASensInit");
+  ida_check(x.c, IDASensEEtolerances(o.mem), "IDASensEEtolerances");
+  ida_check(x.c, IDASetSensErrCon(o.mem, SUNTRUE), "IDASetSensErrCon");
+}
+
+/// S_X = X(s, s') per direction, from IDAS' current sensitivities.
+void sensitivities_to(const Objects& o, const DaeContext& x, std::vector<double>& S) {
+  for (int d = 0; d < o.ns; ++d)
+    x.state(data(o.yS[d]), data(o.ypS[d]), &S[static_cast<std::size_t>(d) * x.nx]);
+}
+
 }  // namespace
 
 std::string InitialCorrection::report() const {
@@ -436,6 +539,74 @@ cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double
   return s;
 }
 
+cvodes::Stats integrate_to_root(
+    const Dae& dae, const cvodes::Settings& settings, double t0, double t_end,
+    std::vector<double>& y, std::span<const double> outputs,
+    const std::function<void(std::size_t, double, const double*, const double*)>& out,
+    double& root_time, std::vector<int>& directions, cvodes::RootSensitivities sensitivities) {
+  const cvodes::System& sys = *dae.system;
+  COSTATE_CHECK(sys.roots && sys.n_roots > 0, "IDAS backend: the system has no root functions");
+  COSTATE_CHECK(t_end > t0, "IDAS backend: integrate_to_root needs t_end > t0");
+  Objects o;
+  DaeContext x;
+  setup(o, x, dae, settings, t0, y.data());
+  std::vector<double>* S = sensitivities.S;
+  if (S) {
+    COSTATE_CHECK(sensitivities.ns >= 1 && S->size() == sys.n * sensitivities.ns,
+                  "IDAS backend: S must hold n × ns = " << sys.n * sensitivities.ns << " values");
+    init_sensitivities(o, x, sys, t0, y, sensitivities.ns, *S);
+  }
+  // y (and S) are consistent after an instant's update (the events re-solve
+  // the algebraic states, their tangent jump includes that solve):
+  // IDACalcIC forms u'_d and corrects what round-off left.
+  consistent_start(o, x, dae, t0, t_end, y, nullptr);
+  if (S) sensitivities_to(o, x, *S);
+  ida_check(x.c, IDARootInit(o.mem, static_cast<int>(sys.n_roots), root_functions), "IDARootInit");
+  ida_check(x.c, IDASetStopTime(o.mem, t_end), "IDASetStopTime");
+  cvodes::Stats s;
+  s.final_time = t0;
+  root_time = std::numeric_limits<double>::quiet_NaN();
+  directions.assign(sys.n_roots, 0);
+  double t = t0;
+  std::size_t j = 0;
+  while (j < outputs.size() && outputs[j] <= t0) ++j;
+  auto fetch = [&] {
+    if (S) {
+      ida_check(x.c, IDAGetSens(o.mem, &t, o.yS), "IDAGetSens");
+      if (x.r > 0)
+        for (int d = 0; d < o.ns; ++d)
+          ida_check(x.c, IDAGetSensDky1(o.mem, t, 1, d, o.ypS[d]), "IDAGetSensDky1");
+      sensitivities_to(o, x, *S);
+    }
+    current_state(o, x, y.data());
+  };
+  for (;;) {
+    const double target = j < outputs.size() && outputs[j] < t_end ? outputs[j] : t_end;
+    const int flag = IDASolve(o.mem, target, &t, o.y, o.yp, IDA_NORMAL);
+    if (x.c.error) std::rethrow_exception(x.c.error);
+    s.final_time = t;
+    if (flag < 0) {
+      ida_fail(s, x.c, flag, t);
+      break;
+    }
+    if (flag == IDA_ROOT_RETURN) {
+      root_time = t;
+      ida_check(x.c, IDAGetRootInfo(o.mem, directions.data()), "IDAGetRootInfo");
+      break;
+    }
+    if (target < t_end) {
+      fetch();
+      out(j++, t, y.data(), S ? S->data() : nullptr);
+      continue;
+    }
+    break;
+  }
+  if (s.success) fetch();
+  current_state(o, x, y.data());
+  collect(o.mem, s);
+  return s;
+}
+
 cvodes::Stats forward_sensitivities(
     const Dae& dae, const cvodes::Settings& settings, double t0, std::vector<double>& y,
     std::size_t ns, std::vector<double>& S, std::span<const double> stops,
@@ -450,46 +621,10 @@ cvodes::Stats forward_sensitivities(
   Objects o;
   DaeContext x;
   setup(o, x, dae, settings, t0, y.data());
-  const std::size_t nu = x.nu, r = x.r;
-  x.c.yS.resize(ns);
-  x.c.ySdot.resize(ns);
-  x.SX.assign(nx * ns, 0.0);
-  x.GX.assign(nx * ns, 0.0);
-  o.ns = static_cast<int>(ns);
-  o.yS = N_VCloneVectorArray(o.ns, o.y);
-  o.ypS = N_VCloneVectorArray(o.ns, o.y);
-  COSTATE_CHECK(o.yS != nullptr && o.ypS != nullptr, "IDAS backend: N_VCloneVectorArray failed");
-  // s_j(t0) given (S_X's u rows); s_j'(t0): G_X S_X + G_p e_j on the rows
-  // with M = 1, a fully implicit model's given y' rows (S_X's rows r … 2r)
-  // and 0 on the algebraic rows — guesses IDACalcIC replaces.
-  for (std::size_t d = 0; d < ns; ++d) {
-    x.c.yS[d] = &S[d * nx];
-    x.c.ySdot[d] = &x.GX[d * nx];
-  }
-  sys.sensitivity_rhs(t0, y.data(), ns, x.c.yS.data(), x.c.ySdot.data());
-  for (std::size_t d = 0; d < ns; ++d)
-    for (std::size_t i = 0; i < nu; ++i) {
-      data(o.yS[d])[i] = S[d * nx + x.col(i)];
-      data(o.ypS[d])[i] =
-          x.mass(i) != 0.0 ? x.GX[d * nx + x.row(i)] : i < r ? S[d * nx + r + i] : 0.0;
-    }
-  // The corrector: simultaneous for a semi-explicit DAE; staggered (the
-  // state's Newton converged first, then the linear sensitivity systems)
-  // for a fully implicit one — the simultaneous Newton drops ∂R_s/∂(y, y')
-  // = F_{y'y}[s'] + …, which for a state-dependent F_{y'} grows with c like
-  // the Newton matrix itself, so its contraction does not improve as the
-  // step shrinks (measured: ImplicitClosedForm failed to converge at every
-  // step size down to 1e-9; staggered takes it to t1 at rtol 1e-10).
-  ida_check(x.c, IDASensInit(o.mem, o.ns, r > 0 ? IDA_STAGGERED : IDA_SIMULTANEOUS,
-                             sensitivity_residual, o.yS, o.ypS),
-            "IDASensInit");
-  ida_check(x.c, IDASensEEtolerances(o.mem), "IDASensEEtolerances");
-  ida_check(x.c, IDASetSensErrCon(o.mem, SUNTRUE), "IDASetSensErrCon");
+  const std::size_t r = x.r;
+  init_sensitivities(o, x, sys, t0, y, ns, S);
   consistent_start(o, x, dae, t0, stops.back() > t0 ? stops.back() : t0 + 1.0, y, correction);
-  // S_X = X(s, s') per direction.
-  auto to_S = [&] {
-    for (std::size_t d = 0; d < ns; ++d) x.state(data(o.yS[d]), data(o.ypS[d]), &S[d * nx]);
-  };
+  auto to_S = [&] { sensitivities_to(o, x, S); };
   to_S();
   cvodes::Stats s;
   s.final_time = t0;
@@ -609,7 +744,9 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
   // for λ, not for λ') would otherwise fail at every restart: order 1's
   // estimate h |λ'| then needs h below atol / |λ'| (measured: 10 error test
   // failures and IDA_ERR_FAIL at an observation's restart).
-  if (r > 0) ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
+  // An all-algebraic model's λ too (Dae::algebraic_unmeasured).
+  if (r > 0)
+    ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
   ida_check(x.c, IDASetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
             "IDASetMaxNumStepsB");
   o.JB = SUNDenseMatrix(static_cast<sunindextype>(nb), static_cast<sunindextype>(nb), o.sunctx);

@@ -1329,20 +1329,29 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     }
   } else if (model.IsMap()) {
     ctx.check_keys(model, "model", {"states", "equations", "algebraic", "sbml"});
+    // An all-algebraic model (issue 32: 0 = g(t, z, p) only) has
+    // `algebraic:` and no differential state: `states` and `equations` may
+    // then be absent or empty.
     const YAML::Node states = model["states"];
-    if (!states) ctx.fail(model, "model", "missing required key 'states' (a list of names)");
-    if (!states.IsSequence() || states.size() == 0)
+    const bool algebraic_only = model["algebraic"] && (!states || (states.IsSequence() && states.size() == 0));
+    if (!states && !algebraic_only)
+      ctx.fail(model, "model", "missing required key 'states' (a list of names; or 'algebraic' "
+                               "alone for a model of algebraic unknowns only)");
+    if (!algebraic_only && (!states.IsSequence() || states.size() == 0))
       ctx.fail(states, "model.states", "expected a non-empty list of state names, got " + describe(states));
-    for (std::size_t i = 0; i < states.size(); ++i) {
+    for (std::size_t i = 0; states && i < states.size(); ++i) {
       const std::string name = ctx.string(states[i], "model.states[" + std::to_string(i) + "]");
       if (std::find(cfg.state_names.begin(), cfg.state_names.end(), name) != cfg.state_names.end())
         ctx.fail(states[i], "model.states[" + std::to_string(i) + "]", "duplicate state '" + name + "'");
       cfg.state_names.push_back(name);
     }
     const YAML::Node eqs = model["equations"];
-    if (!eqs) ctx.fail(model, "model", "missing required key 'equations' (state -> expression)");
-    ctx.expect_map(eqs, "model.equations");
-    ctx.check_keys(eqs, "model.equations", cfg.state_names);
+    if (!eqs && !algebraic_only)
+      ctx.fail(model, "model", "missing required key 'equations' (state -> expression)");
+    if (eqs) {
+      ctx.expect_map(eqs, "model.equations");
+      ctx.check_keys(eqs, "model.equations", cfg.state_names);
+    }
     for (const auto& name : cfg.state_names) {
       if (!eqs[name]) ctx.fail(eqs, "model.equations", "no equation for state '" + name + "'");
       const YAML::Node e = eqs[name];

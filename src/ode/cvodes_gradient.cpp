@@ -19,43 +19,24 @@
 
 namespace costate::ode::detail {
 
-namespace {
-/// The counters of an event run (CVODES' runs between the instants), as one
-/// CVODES run's.
-cvodes::Stats stats_of(const Summary& s) {
-  cvodes::Stats st;
-  st.steps = s.steps;
-  st.error_test_failures = s.rejected_steps;
-  st.rhs_evaluations = s.rhs_evaluations;
-  st.jacobian_evaluations = s.jacobian_evaluations;
-  st.nonlinear_iterations = s.newton_iterations;
-  st.final_time = s.final_time;
-  st.success = s.success();
-  st.message = s.message;
-  return st;
-}
-
-
-/// CVODES' adjoint across the instants of an event model. The event run
-/// (CVODES' root finding, run_with_events) locates the instants and keeps
-/// x⁻ at each; the stretches between instants are then taken last first,
-/// each by cvodes::adjoint from x⁺ at its start (InstantJump::apply on x⁻,
-/// which also linearizes the jump) to its end, where λ starts from the later
-/// stretch's λ(start) carried through the transposed jump
+/// The adjoint across the instants (sundials_terms.hpp). The event run
+/// keeps x⁻ at each instant; the stretches between instants are then taken
+/// last first, each by `stretch` from x⁺ at its start (InstantJump::apply
+/// on x⁻, which also linearizes the jump) to its end, where λ starts from
+/// the later stretch's λ(start) carried through the transposed jump
 /// (InstantJump::adjoint, the same jump as the discrete and continuous
 /// adjoints'). The terms of a stop at an instant read x⁺ (as the run's
 /// outputs do) and enter λ before the jump. Each stretch's forward pass
 /// repeats the event run's integration of that stretch, landing exactly on
-/// the instant (CVODES' checkpoints are per CVodeF run), so the event model's
+/// the instant (SUNDIALS' checkpoints are per run), so the event model's
 /// forward work is about twice the run's.
-void adjoint_across_instants(const System& system, const cvodes::System& sys,
-                             const cvodes::Settings& settings, const CvodesAdjoint& adj,
-                             const IntegratorOptions& options, std::span<const double> p,
-                             double t0, double t1, const std::vector<double>& y0a,
-                             const std::vector<double>& stops, StopTerms& terms,
-                             std::vector<double>& mu_terms, std::vector<double>& lambda,
-                             std::vector<double>& mu, cvodes::Stats& fwd, cvodes::Stats& bwd,
-                             std::int64_t& events) {
+void adjoint_across_instants(const System& system, const IntegratorOptions& options,
+                             std::span<const double> p, double t0, double t1,
+                             const std::vector<double>& y0a, const std::vector<double>& stops,
+                             StopTerms& terms, std::vector<double>& mu_terms,
+                             std::vector<double>& lambda, std::vector<double>& mu,
+                             cvodes::Stats& fwd, cvodes::Stats& bwd, std::int64_t& events,
+                             const StretchAdjoint& stretch) {
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters(), K = stops.size();
   const bool running = system.has_running();
@@ -63,8 +44,9 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
       run_with_events(system, y0a, p, t0, t1, options, {}, [](double, std::span<const double>) {});
   fwd = stats_of(run.summary);
   events = run.summary.events;
-  COSTATE_CHECK(fwd.success, "gradient (cvodes_adjoint): the forward integration with events "
-                             "failed: " << fwd.message);
+  COSTATE_CHECK(fwd.success, "gradient (" << to_string(options.method)
+                                          << " adjoint): the forward integration with events "
+                                             "failed: " << fwd.message);
   // Instants (T ascending, several at one time possible) and stops are
   // each taken once, backward, by the pointers e_end and k_end.
   const std::vector<double>& T = run.instant_times;
@@ -130,9 +112,9 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
     if (own_end) leg_stops.push_back(hi);
     const std::vector<double> carried = lambda;
     cvodes::Stats f, bk;
-    cvodes::adjoint(
-        sys, settings, adj, lo, x_lo, leg_stops,
-        [&](std::size_t k, double, const double* yy, double* dl) {
+    stretch(
+        lo, x_lo, leg_stops,
+        [&](std::size_t k, const double* yy, double* dl) {
           if (k_first + k < k_end) add_terms(k_first + k, yy, dl);
           if (k + 1 == leg_stops.size())
             for (std::size_t i = 0; i < na; ++i) dl[i] += carried[i];
@@ -148,8 +130,6 @@ void adjoint_across_instants(const System& system, const cvodes::System& sys,
     x_hi = std::move(x_lo);
   }
 }
-
-}  // namespace
 
 GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
                                std::span<const double> p, double t0, double t1,
@@ -251,8 +231,17 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
     std::vector<double> mu_terms(np, 0.0), lambda, mu;
     if (system.has_events()) {
-      adjoint_across_instants(system, sys, settings, adj, options, p, t0, t1, y0a, stops, terms,
-                              mu_terms, lambda, mu, fwd, bwd, result.summary.events);
+      adjoint_across_instants(
+          system, options, p, t0, t1, y0a, stops, terms, mu_terms, lambda, mu, fwd, bwd,
+          result.summary.events,
+          [&](double lo, std::vector<double>& x_lo, const std::vector<double>& leg_stops,
+              const auto& contribute, std::vector<double>& lam, std::vector<double>& mu_leg,
+              cvodes::Stats& f, cvodes::Stats& bk) {
+            cvodes::adjoint(
+                sys, settings, adj, lo, x_lo, leg_stops,
+                [&](std::size_t k, double, const double* yy, double* dl) { contribute(k, yy, dl); },
+                lam, mu_leg, f, bk);
+          });
     } else {
       cvodes::adjoint(
           sys, settings, adj, t0, y0a, stops,

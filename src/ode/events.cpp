@@ -17,6 +17,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "costate/ode/event_order.hpp"
+#include "costate/ode/idas.hpp"
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/steppers/bdf.hpp"
 
@@ -1351,8 +1352,14 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
                            const CvodesLanded& landed) {
   const std::size_t nx = system.n_states(), n = system.n_model_states(), np = p.size();
   const EventModel& ev = *system.events();
+  // IDAS (a DAE's backend, idas.hpp) the same way: its root finding, a
+  // consistent start (IDACalcIC) after each instant.
+  const bool idas = is_idas(options.method);
   cvodes::Binding binding(system, p, options.method, options.cvodes_linear_solver, t0, x0);
   cvodes::System& cs = binding.system();
+  const IdasView view(system);
+  COSTATE_CHECK(!idas || view.r == 0, "integrator.method = idas does not take a fully implicit "
+                                      "DAE (ResidualForm) with events");
   cs.n_roots = ev.n_roots();
   cs.roots = [&](double t, const double* y, double* g) {
     ev.roots(t, std::span<const double>(y, n), p, std::span<double>(g, cs.n_roots));
@@ -1407,12 +1414,14 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
     for (double v : stops)
       if (v > t && v < t_end) outs.push_back(v);
     double root_time = 0.0;
-    const cvodes::Stats st = cvodes::integrate_to_root(
-        cs, settings, t, t_end, x, outs,
-        [&](std::size_t, double tt, const double* y, const double* SS) {
-          landed(tt, std::span<const double>(y, nx), SS);
-        },
-        root_time, directions, {.ns = ns, .S = S});
+    const auto at_output = [&](std::size_t, double tt, const double* y, const double* SS) {
+      landed(tt, std::span<const double>(y, nx), SS);
+    };
+    const cvodes::Stats st =
+        idas ? idas::integrate_to_root(view.dae(cs), settings, t, t_end, x, outs, at_output,
+                                       root_time, directions, {.ns = ns, .S = S})
+             : cvodes::integrate_to_root(cs, settings, t, t_end, x, outs, at_output, root_time,
+                                         directions, {.ns = ns, .S = S});
     s.steps += st.steps;
     s.rejected_steps += st.error_test_failures;
     s.rhs_evaluations += st.rhs_evaluations;
@@ -1420,9 +1429,11 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
     s.newton_iterations += st.nonlinear_iterations;
     s.final_time = st.final_time;
     if (!st.success) {
-      s.termination = st.flag == "CV_TOO_MUCH_WORK"  ? Termination::MaxStepsReached
-                      : st.flag == "CV_CONV_FAILURE" ? Termination::NonlinearSolverFailed
-                                                     : Termination::StepSizeUnderflow;
+      s.termination = st.flag == "CV_TOO_MUCH_WORK" || st.flag == "IDA_TOO_MUCH_WORK"
+                          ? Termination::MaxStepsReached
+                      : st.flag == "CV_CONV_FAILURE" || st.flag == "IDA_CONV_FAIL"
+                          ? Termination::NonlinearSolverFailed
+                          : Termination::StepSizeUnderflow;
       s.message = st.message;
       return out;
     }
@@ -1482,7 +1493,7 @@ EventRun run_with_events(const System& system, std::span<const double> x0,
                          const IntegratorOptions& options, std::span<const double> stops,
                          const std::function<void(double, std::span<const double>)>& landed) {
   COSTATE_CHECK(system.events() != nullptr, "events: the System has no events");
-  if (is_cvodes(options.method))
+  if (is_cvodes(options.method) || is_idas(options.method))
     return cvodes_event_loop(system, x0, p, t0, t1, options, stops, 0, nullptr,
                              [&](double t, std::span<const double> x, const double*) {
                                landed(t, x);

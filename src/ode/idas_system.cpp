@@ -20,6 +20,7 @@
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
 #include "ode/dae.hpp"
+#include "ode/events_internal.hpp"
 #include "ode/sundials_terms.hpp"
 
 namespace costate::ode::detail {
@@ -48,27 +49,6 @@ void add_correction(Summary& s, const idas::InitialCorrection& c) {
   if (!r.empty()) s.message += "; " + r;
 }
 
-/// IDAS' view of a System (idas.hpp, Dae): a semi-explicit DAE as it is
-/// (its algebraic states IDAS' id); a fully implicit one (ResidualForm,
-/// state (y, y'[, z])) by its residual F on the unknowns (y[, z]), the
-/// model's algebraic components of y IDAS' id.
-struct IdasView {
-  std::vector<std::uint8_t> mask;
-  std::size_t r = 0;
-  explicit IdasView(const System& system) {
-    if (!system.residual_form()) {
-      mask.assign(system.algebraic().begin(), system.algebraic().end());
-      return;
-    }
-    r = system.n_model_states() / 2;
-    mask.assign(system.n_states() - r, 0);
-    for (std::size_t i = 0; i < r; ++i) mask[i] = system.initial_unknowns()[i];
-  }
-  idas::Dae dae(const cvodes::System& s) const {
-    return {.system = &s, .algebraic = mask, .residual_n = r};
-  }
-};
-
 /// A fully implicit model's consistent start before IDAS sees it: (y'_d,
 /// y_a) by dae.hpp's Newton on the exact [F_{y'_d} | F_{y_a}] with y_d
 /// fixed (the native schemes' solve). IDACalcIC then starts from
@@ -96,6 +76,14 @@ idas::InitialCorrection residual_start(const System& system, std::span<const dou
   return c;
 }
 
+/// The Newton linear solver IDAS' Binding prepares for: the option's for a
+/// semi-explicit DAE (dense, band or KLU on the AD structure, resolved as
+/// for CVODES); dense for a fully implicit one (its Newton matrix mixes F_y
+/// and F_{y'} columns, bound dense only).
+CvodesLinearSolver linear_solver(const IdasView& view, const IntegratorOptions& options) {
+  return view.r == 0 ? options.cvodes_linear_solver : CvodesLinearSolver::Dense;
+}
+
 /// Whether initial state i is data (its derivative is computed) rather
 /// than a guess that the consistent initialisation replaces (an algebraic
 /// state; a ResidualForm's y'(t0) and algebraic y_a).
@@ -105,6 +93,17 @@ bool is_data(const System& system, std::size_t i) {
 }
 
 }  // namespace
+
+IdasView::IdasView(const System& system) {
+  if (!system.residual_form()) {
+    mask.assign(system.algebraic().begin(), system.algebraic().end());
+    all_algebraic = system.n_algebraic() == system.n_model_states();
+    return;
+  }
+  r = system.n_model_states() / 2;
+  mask.assign(system.n_states() - r, 0);
+  for (std::size_t i = 0; i < r; ++i) mask[i] = system.initial_unknowns()[i];
+}
 
 void check_index_one(const System& system, std::span<const double> p, double t0,
                      std::span<const double> x0) {
@@ -201,13 +200,13 @@ Solution integrate_idas(const System& system, std::span<const double> y0,
   const std::size_t n = system.n_states();
   options.validate(n);
   const auto start = std::chrono::steady_clock::now();
-  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y0);
+  const IdasView view(system);
+  cvodes::Binding binding(system, p, Method::Idas, linear_solver(view, options), t0, y0);
   check_index_one(system, p, t0, y0);
   Solution sol;
   sol.n_states = n;
   std::vector<double> y(y0.begin(), y0.end());
   idas::InitialCorrection correction, start_correction;
-  const IdasView view(system);
   if (view.r > 0) start_correction = residual_start(system, p, t0, y);
   const cvodes::Stats st = idas::integrate(
       view.dae(binding.system()),
@@ -237,6 +236,14 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   require(supports(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
                    options.method, 1),
           "ode::gradient");
+  const bool events = system.has_events();
+  if (events) {
+    require(supports_events(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
+                            options.method, 1),
+            "ode::gradient");
+    COSTATE_CHECK(!system.residual_form(), "integrator.method = idas does not take a fully "
+                                           "implicit DAE (ResidualForm) with events");
+  }
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 
   // 1. Stops: the observation times, then t1.
@@ -251,12 +258,15 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   options.validate(na);
   std::vector<double> y(na, 0.0);
   std::copy(y0.begin(), y0.end(), y.begin());
-  cvodes::Binding binding(system, p, Method::Idas, CvodesLinearSolver::Dense, t0, y);
-  check_index_one(system, p, t0, y);
   const IdasView view(system);
+  cvodes::Binding binding(system, p, Method::Idas, linear_solver(view, options), t0, y);
+  check_index_one(system, p, t0, y);
   const idas::Dae dae = view.dae(binding.system());
   idas::InitialCorrection start_correction;
   if (view.r > 0) start_correction = residual_start(system, p, t0, y);
+  // With events: the event runs start from consistent values (the events
+  // re-solve them after each instant), as ode::integrate's.
+  if (events) make_consistent(system, p, t0, y, "gradient (idas)");
   const cvodes::Settings settings = cvodes::settings_from(options, na);
   StopTerms terms(system, p, obs.size(), K);
   idas::InitialCorrection correction;
@@ -285,12 +295,27 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
       for (std::size_t d = 0; d < ns; ++d)
         for (std::size_t i = 0; i < na; ++i) S[d * na + i] = Srm[i * ns + d];
     }
-    fwd = idas::forward_sensitivities(
-        dae, settings, t0, y, ns, S, stops,
-        [&](std::size_t k, double, const double* yy, const double* SS) {
-          terms.add_forward(k, yy, SS, ns, dJ);
-        },
-        &correction);
+    if (events) {
+      // IDAS' root finding, S jumped at each instant by the events' tangent
+      // jump (events.cpp, as for CVODES), a consistent restart after each.
+      std::size_t k = 0;
+      const EventRun run = cvodes_sensitivities_with_events(
+          system, y, p, t0, t1, options, stops, ns, S,
+          [&](double t, std::span<const double> xx, const double* SS) {
+            if (k < K && t == stops[k]) terms.add_forward(k++, xx.data(), SS, ns, dJ);
+          });
+      fwd = stats_of(run.summary);
+      result.summary.events = run.summary.events;
+      COSTATE_CHECK(!fwd.success || k == K,
+                    "gradient (idas_forward): internal error, " << K - k << " stops not landed on");
+    } else {
+      fwd = idas::forward_sensitivities(
+          dae, settings, t0, y, ns, S, stops,
+          [&](std::size_t k, double, const double* yy, const double* SS) {
+            terms.add_forward(k, yy, SS, ns, dJ);
+          },
+          &correction);
+    }
     COSTATE_CHECK(fwd.success, "gradient (idas_forward): the integration failed: " << fwd.message);
     result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
     result.wrt_initial_state.assign(n, 0.0);
@@ -303,18 +328,55 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
     // The jumps on the constraint z = z(x, p) (ode/dae.hpp, shared with the
     // native schemes' initial point).
     ConstraintProjection project(system, p);
-    idas::adjoint(
-        dae, settings, *adjoint, t0, y, stops,
-        [&](std::size_t k, double t, const double* yy, double* dl) {
-          terms.at(k, yy);
-          std::fill(w.begin(), w.end(), 0.0);
-          std::copy(terms.gy.begin(), terms.gy.end(), w.begin());
-          if (system.has_running() && k + 1 == K) w[n] = 1.0;
-          project.adjoint(t, std::span<const double>(yy, na), w, std::span<double>(dl, na),
-                          terms.gp);
-          for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
-        },
-        lambda, mu, fwd, bwd, &correction);
+    try {
+      if (events) {
+        // The stretches between the instants, last first (sundials_terms.hpp):
+        // each an IDAS adjoint whose stop increments are projected onto x on
+        // the constraint; λ(lo) on the differential states carried through
+        // the instant's transposed jump.
+        adjoint_across_instants(
+            system, options, p, t0, t1, y, stops, terms, mu_terms, lambda, mu, fwd, bwd,
+            result.summary.events,
+            [&](double lo, std::vector<double>& x_lo, const std::vector<double>& leg_stops,
+                const auto& contribute, std::vector<double>& lam, std::vector<double>& mu_leg,
+                cvodes::Stats& f, cvodes::Stats& bk) {
+              idas::adjoint(
+                  dae, settings, *adjoint, lo, x_lo, leg_stops,
+                  [&](std::size_t k, double t, const double* yy, double* dl) {
+                    std::fill(w.begin(), w.end(), 0.0);
+                    contribute(k, yy, w.data());
+                    project.adjoint(t, std::span<const double>(yy, na), w,
+                                    std::span<double>(dl, na), mu_terms);
+                  },
+                  lam, mu_leg, f, bk);
+              for (std::size_t i = 0; i < n; ++i)
+                if (!is_data(system, i)) lam[i] = 0.0;  // λ_z: multipliers, not dJ/dz
+            });
+      } else {
+        idas::adjoint(
+            dae, settings, *adjoint, t0, y, stops,
+            [&](std::size_t k, double t, const double* yy, double* dl) {
+              terms.at(k, yy);
+              std::fill(w.begin(), w.end(), 0.0);
+              std::copy(terms.gy.begin(), terms.gy.end(), w.begin());
+              if (system.has_running() && k + 1 == K) w[n] = 1.0;
+              project.adjoint(t, std::span<const double>(yy, na), w, std::span<double>(dl, na),
+                              terms.gp);
+              for (std::size_t j = 0; j < np; ++j) mu_terms[j] += terms.gp[j];
+            },
+            lambda, mu, fwd, bwd, &correction);
+      }
+    } catch (const Error& e) {
+      // An all-algebraic model with a running cost: IDAS' backward problem
+      // has one differential unknown, λ_q = 1, and fails its error test
+      // (measured: IDA_ERR_FAIL on ∫ z with z = p sin t; at adjoint_atol
+      // 1e-8 it returns dJ/dp off by 4e-5 at rtol 1e-8).
+      if (system.residual_form() || system.n_algebraic() != n) throw;
+      throw Error(std::string(e.what()) +
+                  ". The model has no differential state: IDAS' adjoint fails on such a model "
+                  "with an integral objective; use sensitivity.method = idas_forward, or "
+                  "integrator.method = bdf with discrete_adjoint or forward");
+    }
     result.wrt_parameters.resize(np);
     for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
     // dJ/dx0 = λ_x(t0) (fully implicit: ν = F_{y'}ᵀλ on y_d); an algebraic

@@ -66,6 +66,16 @@ class ModelJacobian<SystemRhs> {
   std::span<const std::uint8_t> newton_unmeasured() const {
     return sys_.residual_form() ? mass_mask(sys_) : std::span<const std::uint8_t>();
   }
+  /// Left out of the adaptive steppers' error test (implicit_common.hpp):
+  /// the algebraic states, unless the model has no differential state (an
+  /// all-algebraic model: its states are then measured, so that the steps
+  /// follow them — a running cost's quadrature is outside the test, and
+  /// with nothing measured the steps would grow to the whole interval).
+  std::span<const std::uint8_t> error_unmeasured() const {
+    if (!sys_.residual_form() && sys_.n_algebraic() == sys_.n_model_states())
+      return std::span<const std::uint8_t>();
+    return mass_mask(sys_);
+  }
 
   void rhs(double t, std::span<const double> y, std::span<double> out) {
     sys_.rhs(t, y, p_, out);

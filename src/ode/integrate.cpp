@@ -54,10 +54,9 @@ Solution integrate_system(const System& system, std::span<const double> y0,
   COSTATE_CHECK_EQ(p.size(), system.n_parameters(), "integrate: parameters and System disagree");
   // DAEs (algebraic states) only by IDAS (support.hpp's table).
   require(supports_dae(options.method, system.n_algebraic()), "ode::integrate");
-  COSTATE_CHECK(!(system.has_events() && is_idas(options.method)),
-                "integrator.method = idas does not take a model with events yet (events on DAEs: "
-                "not yet)");
-  if (is_idas(options.method)) {
+  // IDAS with events: the event driver below (IDAS' root finding, a
+  // consistent restart after each instant).
+  if (is_idas(options.method) && !system.has_events()) {
     COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
     validate_output_times(outputs, t0, t1);
     return integrate_idas(system, y0, p, t0, t1, options, outputs);

@@ -5,9 +5,12 @@
 // terms with their gradients at each stop, with the forward-sensitivity
 // chain rule dJ/d(direction) = Σ_stops (∂ℓ/∂y · S + ∂ℓ/∂p).
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
+#include "costate/ode/cvodes.hpp"
 #include "costate/ode/options.hpp"
 #include "costate/ode/system.hpp"
 
@@ -70,5 +73,49 @@ struct StopTerms {
     }
   }
 };
+
+/// The counters of an event run (the backend's runs between the
+/// instants), as one SUNDIALS run's.
+inline cvodes::Stats stats_of(const Summary& s) {
+  cvodes::Stats st;
+  st.steps = s.steps;
+  st.error_test_failures = s.rejected_steps;
+  st.rhs_evaluations = s.rhs_evaluations;
+  st.jacobian_evaluations = s.jacobian_evaluations;
+  st.nonlinear_iterations = s.newton_iterations;
+  st.final_time = s.final_time;
+  st.success = s.success();
+  st.message = s.message;
+  return st;
+}
+
+/// One stretch [lo, hi] of a SUNDIALS adjoint across event instants: the
+/// backend's adjoint from x⁺ at lo (x_lo, n_x) over `leg_stops` (ascending,
+/// the last = hi), where `contribute(k, y, dl)` adds leg stop k's λ
+/// increment (n_x entries: its terms' ∂/∂x, which may read algebraic states,
+/// and at the last stop the λ carried from the later stretch); returns
+/// dJ/dx(lo) on the differential states (algebraic entries 0) in `lambda`,
+/// the stretch's μ = ∫ F_pᵀλ dt in `mu` and the counters.
+using StretchAdjoint = std::function<void(
+    double lo, std::vector<double>& x_lo, const std::vector<double>& leg_stops,
+    const std::function<void(std::size_t k, const double* y, double* dl)>& contribute,
+    std::vector<double>& lambda, std::vector<double>& mu, cvodes::Stats& forward,
+    cvodes::Stats& backward)>;
+
+/// The SUNDIALS adjoints (CVODES', IDAS') across the instants of an event
+/// model (cvodes_gradient.cpp): the event run (run_with_events, the
+/// backend's root finding) locates the instants, then the stretches between
+/// them are taken last first by `stretch`, λ carried through each instant's
+/// transposed jump (InstantJump::adjoint, the native adjoints' jump; for a
+/// DAE it includes the consistent re-solve's implicit derivative).
+/// `mu_terms` receives the terms' parameter parts; `fwd` the event run's
+/// counters plus the stretches'.
+void adjoint_across_instants(const System& system, const IntegratorOptions& options,
+                             std::span<const double> p, double t0, double t1,
+                             const std::vector<double>& y0a, const std::vector<double>& stops,
+                             StopTerms& terms, std::vector<double>& mu_terms,
+                             std::vector<double>& lambda, std::vector<double>& mu,
+                             cvodes::Stats& fwd, cvodes::Stats& bwd, std::int64_t& events,
+                             const StretchAdjoint& stretch);
 
 }  // namespace costate::ode::detail

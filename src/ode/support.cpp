@@ -194,12 +194,15 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
   // transpose); the continuous adjoint applies the transposed jump between
   // its backward legs; CVODES' forward sensitivities are jumped at the
   // instants its root finding locates, and CVODES' adjoint takes the
-  // stretches between them one by one (cvodes_gradient.cpp).
+  // stretches between them one by one (cvodes_gradient.cpp); IDAS' alike,
+  // restarting consistently after each instant (idas_system.cpp).
   const bool crosses = method == SensitivityKind::DiscreteAdjoint ||
                        method == SensitivityKind::Forward ||
                        method == SensitivityKind::ContinuousAdjoint ||
                        method == SensitivityKind::CvodesForward ||
-                       method == SensitivityKind::CvodesAdjoint;
+                       method == SensitivityKind::CvodesAdjoint ||
+                       method == SensitivityKind::IdasForward ||
+                       method == SensitivityKind::IdasAdjoint;
   if (crosses && order == 1) return {true, {}};
   // Second order: forward over the discrete adjoint, the jump of each
   // instant differentiated once more (InstantJump::second_order).
@@ -209,8 +212,9 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
   return {false, why + " does not cross events yet (the model has events): with events, "
                        "gradients are by sensitivity.method = discrete_adjoint or forward on "
                        "the native integrators (euler, rk4, dopri5, backward_euler, "
-                       "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf) "
-                       "or cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams); "
+                       "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf), "
+                       "cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams) or "
+                       "idas_forward and idas_adjoint (idas); "
                        "Hessian-vector products by discrete_adjoint on the native integrators"};
 }
 
@@ -224,7 +228,9 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
                        method == SensitivityKind::Forward ||
                        method == SensitivityKind::ContinuousAdjoint ||
                        method == SensitivityKind::CvodesForward ||
-                       method == SensitivityKind::CvodesAdjoint;
+                       method == SensitivityKind::CvodesAdjoint ||
+                       method == SensitivityKind::IdasForward ||
+                       method == SensitivityKind::IdasAdjoint;
   if (carries && order == 1) return {true, {}};
   // Second order: the discrete adjoint's, the links' inputs and outputs
   // differentiated once more (InstantJump::second_order).
@@ -234,7 +240,7 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
   return {false, why + " does not differentiate delayed events yet (the model has an event "
                        "with a delay): through delayed events, gradients are by every method "
                        "that crosses events (discrete_adjoint, forward, continuous_adjoint, "
-                       "cvodes_forward, cvodes_adjoint)"};
+                       "cvodes_forward, cvodes_adjoint, idas_forward, idas_adjoint)"};
 }
 
 namespace {

@@ -1175,10 +1175,16 @@ TEST(AllAlgebraicDae, EveryDaeIntegratorSolvesAndDifferentiatesTheConstraintsAtE
     const Solution s = integrate(pr, o);
     ASSERT_TRUE(s.summary.success()) << s.summary.message;
     ASSERT_EQ(s.n_outputs(), 3u);
+    // IDAS: its algebraic unknowns are out of the error test here
+    // (idas::Dae::algebraic_unmeasured), so a step is as long as the stop
+    // allows and its values are IDAS' Newton iterate, converged to a third
+    // of the weighted norm: ~rtol = 1e-8 relative.
+    constexpr double kIdasNewtonRelTol = 1e-8;
+    const double tol = m == Method::Idas ? kIdasNewtonRelTol : kConstraintRelTol;
     for (std::size_t j = 0; j < 3; ++j) {
       const double z = root(p0 * s.t[j] + p1);
-      EXPECT_LT(rel_err(s.state(j)[0], z), kConstraintRelTol) << "t = " << s.t[j];
-      EXPECT_LT(rel_err(s.state(j)[1], p1 * z), kConstraintRelTol) << "t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[0], z), tol) << "t = " << s.t[j];
+      EXPECT_LT(rel_err(s.state(j)[1], p1 * z), tol) << "t = " << s.t[j];
     }
     std::vector<SensitivityMethod> methods{DiscreteAdjoint{}, Forward{}};
     if (m == Method::Bdf || m == Method::Sdirk3) methods.push_back(ContinuousAdjoint{});

@@ -56,11 +56,29 @@
 /// differential y_d(t0); y'(t0) and y_a(t0) are guesses (derivative 0).
 /// The adjoint: see IdasAdjoint.
 ///
-/// Limitations: serial; dense linear algebra (n up to a few hundred); the
+/// Events (a semi-explicit DAE or an ODE): IDAS' root finding
+/// (integrate_to_root: IDARootInit, IDAGetRootInfo) locates the instants in
+/// the events' driver (events.cpp, as for CVODES); after each update the
+/// algebraic states are re-solved and IDAS restarts from them (IDACalcIC).
+/// idas_forward's sensitivities take each instant's tangent jump, and
+/// idas_adjoint takes the stretches between instants last first with λ
+/// carried through the transposed jump — CVODES' mechanism
+/// (adjoint_across_instants); the jump includes the re-solve's implicit
+/// derivative (InstantJump, ode/dae.hpp).
+///
+/// Newton linear solver (a semi-explicit DAE): IntegratorOptions::
+/// cvodes_linear_solver as for CVODES — dense, band or KLU on the AD
+/// structure of F_y (the Newton matrix c M − F_y filled on it), automatic
+/// by the same rule (resolve_linear_solver); the backward problem of the
+/// adjoint stays dense. A fully implicit DAE's Newton matrix (F_y and
+/// F_{y'} columns) is dense only.
+///
+/// Limitations: serial; dense backward linear algebra; the
 /// algebraic states are in the error test (IDAS' default, IDASetSuppressAlg
-/// off); no second order; no events; the adjoint interpolates the forward
-/// state (and, fully implicit, y') at the observation times (as
-/// cvodes_adjoint).
+/// off) unless every state is algebraic (Dae::algebraic_unmeasured); no
+/// second order; no events on a fully implicit DAE; the adjoint
+/// interpolates the forward state (and, fully implicit, y') at the
+/// observation times (as cvodes_adjoint).
 
 #include <cstddef>
 #include <cstdint>
@@ -146,18 +164,40 @@ struct Dae {
   const cvodes::System* system = nullptr;
   std::span<const std::uint8_t> algebraic;
   std::size_t residual_n = 0;
+  /// The algebraic unknowns out of the error tests, forward and backward
+  /// (IDASetSuppressAlg, IDASetSuppressAlgB): an all-algebraic model's
+  /// (each step is its consistent solve; a running cost's quadrature, in
+  /// the test, bounds the steps). Measured, their derivative guess u'_a = 0
+  /// at a start where they move (z = p sin t from z(0) = 0) asks order 1
+  /// for h |z'| below atol: IDA_ERR_FAIL at t0.
+  bool algebraic_unmeasured = false;
 };
 
 /// Integrates from t0 to the last output time (never past t1); `out(j, t,
 /// y)` at every output time (IDAS' interpolant; landing on each with
 /// `stop_at_outputs`). `y` holds y0 on entry (its algebraic part a guess)
 /// and the final state on return; `correction` receives IDACalcIC's
-/// change. Settings::linear_solver must be Dense.
+/// change. Settings::linear_solver: any for a semi-explicit DAE (band and
+/// sparse need the System's structure), Dense or Automatic for a fully
+/// implicit one.
 cvodes::Stats integrate(const Dae& dae, const cvodes::Settings& settings, double t0, double t1,
                         std::vector<double>& y, std::span<const double> outputs,
                         bool stop_at_outputs,
                         const std::function<void(std::size_t j, double t, const double* y)>& out,
                         InitialCorrection* correction = nullptr);
+
+/// integrate() until the first zero of the system's roots (IDARootInit,
+/// IDAGetRootInfo) or t_end, as cvodes::integrate_to_root: outputs before
+/// the end interpolated, S (with `sensitivities`) carried by IDAS' forward
+/// sensitivities; `root_time` NaN when t_end was reached, `directions`
+/// IDAS' rootsfound. Each call is a fresh start: y (and S) from an event's
+/// update, made consistent by IDACalcIC first (the events' update already
+/// re-solved the algebraic states; IDACalcIC forms y'_d).
+cvodes::Stats integrate_to_root(
+    const Dae& dae, const cvodes::Settings& settings, double t0, double t_end,
+    std::vector<double>& y, std::span<const double> outputs,
+    const std::function<void(std::size_t j, double t, const double* y, const double* S)>& out,
+    double& root_time, std::vector<int>& directions, cvodes::RootSensitivities sensitivities = {});
 
 /// Forward sensitivities with ns directions (as cvodes::forward_
 /// sensitivities: S column-major n × ns holds S(t0) on entry, direction
@@ -187,6 +227,20 @@ class System;
 struct GradientResult;
 
 namespace detail {
+
+/// IDAS' view of a System (idas::Dae): a semi-explicit DAE as it is (its
+/// algebraic states IDAS' id); a fully implicit one (ResidualForm, state
+/// (y, y'[, z])) by its residual F on the unknowns (y[, z]), the model's
+/// algebraic components of y IDAS' id. Holds the mask the Dae points to.
+struct IdasView {
+  std::vector<std::uint8_t> mask;
+  std::size_t r = 0;
+  bool all_algebraic = false;
+  explicit IdasView(const System& system);
+  idas::Dae dae(const cvodes::System& s) const {
+    return {.system = &s, .algebraic = mask, .residual_n = r, .algebraic_unmeasured = all_algebraic};
+  }
+};
 
 /// Refuses a System whose g_z is singular at (t0, x0) (index > 1), naming
 /// the algebraic equations (state indices) without a pivot. No-op for an

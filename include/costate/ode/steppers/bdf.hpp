@@ -35,7 +35,8 @@
 /// implicit_common.hpp): the step solves M (y_{n+1} − Σ α_j y_{n+1−j}) =
 /// hβ f(t_{n+1}, y_{n+1}), i.e. the constraints at t_{n+1}, and the
 /// algebraic states are left out of E_q (IDA's suppressalg; they follow the
-/// differential ones through the constraints).
+/// differential ones through the constraints) — unless every model state is
+/// algebraic: then E_q measures them (ModelJacobian::error_unmeasured).
 ///
 /// Jacobian reuse: J is re-evaluated every 50 steps, after Newton converged
 /// slowly (rate > 0.5), or when Newton fails with an older J; M = I − hβ J is
@@ -98,7 +99,7 @@ class BdfStepper {
              int newton_max_iterations)
       : jac_(model, p, n), newton_(jac_, newton_tol, newton_max_iterations), n_(n),
         store_(kHistory * n), r_(n), pred_(n), z_(n), e_(n), w_(n), f0_(n),
-        algebraic_(jac_.algebraic().begin(), jac_.algebraic().end()) {
+        unmeasured_(jac_.error_unmeasured().begin(), jac_.error_unmeasured().end()) {
     for (int i = 0; i < kHistory; ++i) slot_[i] = i;
   }
 
@@ -185,7 +186,7 @@ class BdfStepper {
     const auto yn = point(0);
     const double scale = npts_ == 1 ? 0.5 : 1.0 / (lead(tau, k) * (tn - T_[k]));
     for (std::size_t q = 0; q < n_; ++q) e_[q] = scale * (z_[q] - pred_[q]);
-    detail::apply_mass(algebraic_, e_.data());
+    detail::apply_mass(unmeasured_, e_.data());
     err_ = detail::wrms(e_, w_);
     h_ = h;
     return true;
@@ -228,7 +229,7 @@ class BdfStepper {
       for (int m = 0; m <= q; ++m) pv += wts[m] * point(m + 1)[i];
       e_[i] = scale * (y1[i] - pv);
     }
-    detail::apply_mass(algebraic_, e_.data());
+    detail::apply_mass(unmeasured_, e_.data());
     return detail::wrms(e_, w_);
   }
 
@@ -284,7 +285,7 @@ class BdfStepper {
     predict(tn, k, tn - t);
     const double scale = npts_ == 1 ? 0.5 : 1.0 / (lead(tau, k) * (tn - T_[k]));
     for (std::size_t q = 0; q < n_; ++q) e_[q] = scale * (z_[q] - pred_[q]);
-    detail::apply_mass(algebraic_, e_.data());
+    detail::apply_mass(unmeasured_, e_.data());
     err_ = detail::wrms(e_, w_);
     h_ = h;
     tn_ = tn;
@@ -316,7 +317,7 @@ class BdfStepper {
   detail::ModifiedNewton<M> newton_;
   std::size_t n_;
   std::vector<double> store_, r_, pred_, z_, e_, w_, f0_;
-  std::vector<std::uint8_t> algebraic_;  // a DAE's (empty: an ODE)
+  std::vector<std::uint8_t> unmeasured_;  // out of E_q: a DAE's algebraic states (empty: none)
   std::array<int, kHistory> slot_{};
   std::array<double, kHistory> T_{};
   int npts_ = 0;

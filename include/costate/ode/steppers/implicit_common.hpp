@@ -68,6 +68,12 @@ class ModelJacobian {
   /// The states Newton's stopping test leaves out (ModifiedNewton): none
   /// here; a fully implicit DAE's derivatives (ModelJacobian<SystemRhs>).
   std::span<const std::uint8_t> newton_unmeasured() const { return {}; }
+  /// The states the adaptive steppers' error test leaves out: a DAE's
+  /// algebraic states (they follow the differential ones through the
+  /// constraints) unless every model state is algebraic — then nothing else
+  /// would bound the step, and they are measured (ModelJacobian<SystemRhs>).
+  /// None here (an ODE).
+  std::span<const std::uint8_t> error_unmeasured() const { return {}; }
 
   /// f(t, y) into out (counted).
   void rhs(double t, std::span<const double> y, std::span<double> out) {

@@ -40,7 +40,8 @@
 /// satisfies them. The slopes k_i = (Y_i − r_i)/(hγ) are then the stage
 /// derivatives of every state, and the error estimate is
 /// (M − hγJ)⁻¹ M h Σ (b_i − b̂_i) k_i with the algebraic states left out
-/// of its norm.
+/// of its norm; with no differential state (an all-algebraic model) it is
+/// h Σ (b_i − b̂_i) k_i on every state.
 ///
 /// Discrete adjoint of one step (ode::gradient; the step sizes are constants
 /// of the adjoint): with k̄_i = h b_i λ, for i = 3, 2, 1:
@@ -166,10 +167,15 @@ class Sdirk3Stepper {
       for (int i = 0; i < kStages; ++i) s += (b[i] - bhat[i]) * K_[static_cast<std::size_t>(i) * n_ + q];
       e_[q] = h_ * s;
     }
+    // An all-algebraic model (M = 0 on its states, error_unmeasured()
+    // empty): the filter would zero the estimate; h Σ (b_i − b̂_i) k_i of
+    // the stage derivatives measures its states instead.
     const std::span<const std::uint8_t> alg = jac_.algebraic();
-    detail::apply_mass(alg, e_.data());
-    newton_.solve_in_place(e);
-    detail::apply_mass(alg, e_.data());
+    if (alg.empty() || !jac_.error_unmeasured().empty()) {
+      detail::apply_mass(alg, e_.data());
+      newton_.solve_in_place(e);
+      detail::apply_mass(jac_.error_unmeasured(), e_.data());
+    }
     for (std::size_t q = 0; q < n_; ++q)
       w_[q] = 1.0 / (atol[q] + rtol * std::max(std::abs(y[q]), std::abs(y_new[q])));
     return detail::wrms(e_, w_);
