@@ -8,9 +8,11 @@
 //   x' = k1 − k2 x², x(0) = 0  x_ss = √(k1/k2) (Newton's Jacobian is singular
 //                              at the start: the integration fallback);
 // a right-hand side that switches after the last finite time is refused;
+// the output files label the rows at time inf;
 // and Blasi_CellSystems2016 (benchmark collection, every measurement at
 // time inf) against the collection's simulatedData and central differences.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
 #include "petab_data.hpp"
 #include "text_problem.hpp"
@@ -125,10 +128,10 @@ void expect_matches(const Derivatives& d, const Closed& c) {
     EXPECT_NEAR(d.adjoint.fim[i], c.fim[i], kClosedTol * fscale) << "FIM entry " << i;
 }
 
-TEST(PetabSteadyState, LinearDecayAtAFiniteTimeAndAtInfinity) {
-  const double k1 = 1.3, k2 = 0.7, x0 = 0.5, sigma = 0.2, t = 1.5;
+/// x' = k1 − k2 x, x(0) = 0.5, measured at t = inf, 1.5, inf (table order).
+costate::test::TextProblem linear_problem() {
   costate::test::TextProblem tp;
-  tp.model = rate_rule_model({{"x", x0}, {"k1", k1}, {"k2", k2}}, {"k1", "k2"}, {{"x", kLinearRhs}});
+  tp.model = rate_rule_model({{"x", 0.5}, {"k1", 1.3}, {"k2", 0.7}}, {"k1", "k2"}, {{"x", kLinearRhs}});
   tp.parameters =
       "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
       "k1\tlin\t0.01\t10\t1.3\t1\nk2\tlin\t0.01\t10\t0.7\t1\nsigma\tlin\t0.01\t1\t0.2\t0\n";
@@ -137,7 +140,12 @@ TEST(PetabSteadyState, LinearDecayAtAFiniteTimeAndAtInfinity) {
   tp.measurements =
       "observableId\tsimulationConditionId\ttime\tmeasurement\n"
       "obs_x\tc0\tinf\t1.9\nobs_x\tc0\t1.5\t1.4\nobs_x\tc0\tinf\t2.1\n";
-  const petab::Problem pb = tp.read_text("linear/");
+  return tp;
+}
+
+TEST(PetabSteadyState, LinearDecayAtAFiniteTimeAndAtInfinity) {
+  const double k1 = 1.3, k2 = 0.7, x0 = 0.5, sigma = 0.2, t = 1.5;
+  const petab::Problem pb = linear_problem().read_text("linear/");
   ASSERT_EQ(pb.experiments.size(), 1u);
   ASSERT_EQ(pb.experiments[0].times.size(), 2u);
   EXPECT_TRUE(std::isinf(pb.experiments[0].times.back())) << "inf is the experiment's last time";
@@ -155,6 +163,44 @@ TEST(PetabSteadyState, LinearDecayAtAFiniteTimeAndAtInfinity) {
   EXPECT_NEAR(d.adjoint.simulations[2], xs, kClosedTol * xs);
   // Without a gradient: the same llh.
   EXPECT_NEAR(petab::evaluate(pb, {k1, k2}).llh, c.llh, kClosedTol * std::abs(c.llh));
+}
+
+TEST(PetabSteadyState, OutputFilesLabelTheRowsAtTimeInf) {
+  const fs::path dir = fs::temp_directory_path() / "costate_petab_steady_state_output";
+  fs::remove_all(dir);
+  const petab::Problem pb = petab::read(linear_problem().write(dir));
+  const petab::Result r = petab::evaluate(pb, pb.nominal_on_scale());
+  // The simulation table: the measurement table's rows, time inf kept.
+  const fs::path table = dir / "simulation.tsv";
+  petab::write_simulation_table(pb, r, table.string());
+  std::ifstream in(table);
+  std::string header, row;
+  std::getline(in, header);
+  EXPECT_EQ(header, "observableId\tsimulationConditionId\ttime\tsimulation");
+  std::getline(in, row);
+  EXPECT_EQ(row.rfind("obs_x\tc0\tinf\t", 0), 0u) << row;
+  EXPECT_NEAR(std::stod(row.substr(row.rfind('\t') + 1)), 1.3 / 0.7, kClosedTol);
+  // HDF5: /simulation/time holds inf, and its attribute `inf` says what it is.
+  const fs::path h5 = dir / "result.h5";
+  petab::write_result_hdf5(pb, r, h5.string());
+  const hid_t file = H5Fopen(h5.string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const hid_t set = H5Dopen2(file, "/simulation/time", H5P_DEFAULT);
+  ASSERT_GE(set, 0);
+  std::vector<double> time(3);
+  EXPECT_GE(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, time.data()), 0);
+  EXPECT_TRUE(std::isinf(time[0]) && time[1] == 1.5 && std::isinf(time[2]));
+  const hid_t attr = H5Aopen(set, "inf", H5P_DEFAULT);
+  ASSERT_GE(attr, 0) << "/simulation/time has no attribute 'inf'";
+  const hid_t type = H5Aget_type(attr);
+  std::string text(H5Tget_size(type), '\0');
+  EXPECT_GE(H5Aread(attr, type, text.data()), 0);
+  EXPECT_NE(text.find("steady-state measurement"), std::string::npos) << text;
+  H5Tclose(type);
+  H5Aclose(attr);
+  H5Dclose(set);
+  H5Fclose(file);
+  fs::remove_all(dir);
 }
 
 TEST(PetabSteadyState, ConservedMoietyCarriesTheInitialValue) {
@@ -294,7 +340,7 @@ TEST(PetabSteadyState, BlasiCellSystems2016MatchesSimulatedDataAndDifferences) {
   // (normal noise on log-transformed data, with the density's log m term:
   // petab::Options::data_jacobian, the test suite's convention).
   const std::map<std::string, double> ref = simulated_by_observable(dir / "simulatedData_Blasi_CellSystems2016.tsv");
-  double worst = 0.0, llh_ref = 0.0;
+  double worst = 0.0, llh_ref = 0.0, first_order = 0.0;
   for (std::size_t i = 0; i < pb.measurements.size(); ++i) {
     const petab::Measurement& me = pb.measurements[i];
     const std::string& id = pb.observables[me.observable].id;
@@ -304,10 +350,12 @@ TEST(PetabSteadyState, BlasiCellSystems2016MatchesSimulatedDataAndDifferences) {
     worst = std::max(worst, std::abs(a.simulations[i] - h) / (1.0 + std::abs(h)));
     const double sigma = a.sigmas[i], r = (std::log(me.value) - std::log(h)) / sigma;
     llh_ref -= 0.5 * std::log(2.0 * std::numbers::pi * sigma * sigma) + 0.5 * r * r + std::log(me.value);
+    first_order += std::abs(r) / sigma * std::abs(std::log(a.simulations[i]) - std::log(h));
   }
-  // llh: each of the 252 terms moves by ≈ |r| δh/h / σ ≤ 1e-3 · 3 / 0.1
-  // for simulations within kSimulationTol; in practice they agree far closer.
-  EXPECT_NEAR(a.llh, llh_ref, 1e-3 * std::abs(llh_ref));
+  // The llh those simulations give differs from ours by Σ |r/σ| |Δ log h|
+  // to first order (the simulations' own difference, measured above); twice
+  // that covers the second-order terms, 1e-12 |llh| the summation's rounding.
+  EXPECT_NEAR(a.llh, llh_ref, 2.0 * first_order + 1e-12 * std::abs(llh_ref));
   std::cout << "[ petab    ] Blasi_CellSystems2016: llh " << std::setprecision(12) << a.llh
             << ", from the collection's simulatedData " << llh_ref << " (difference " << a.llh - llh_ref
             << "); simulations max |diff|/(1+|ref|) " << worst << "\n";
