@@ -389,6 +389,10 @@ struct SteadyState {
   std::vector<double> x;             ///< the steady state
   /// How it was found: "Newton", or "integration to t = …, then Newton".
   std::string how;
+  /// Empty, or why the implicit derivative is not defined here (∂H/∂x
+  /// singular at x); the derivatives then throw it, the values stand.
+  std::string singular;
+  std::string where;  ///< the experiment and the solve, for messages
 
   template <class T>
   void operator()(std::span<const T> u, std::span<const T> p, std::span<T> r) const {
@@ -434,7 +438,67 @@ struct SteadyStateSettings {
 /// model time after the start); after each, Newton is tried from the state
 /// reached once ‖f‖∞ ≤ kSettled (1 + ‖x‖∞).
 constexpr int kFallbackWindows = 13;
-constexpr double kSettled = 1e-6;  // near enough for Newton's quadratic phase on the models tried
+constexpr double kSettled = 1e-8;  // near enough for Newton's quadratic phase on the models tried
+
+/// Conservation laws that hold only near the steady state: left null
+/// vectors l of ∂f/∂x at x (lᵀ ∂f/∂x = 0 there) outside span(L), which make
+/// ∂H/∂x singular — Raimundez_PCB2020's pre-equilibration, where the
+/// complexes of an absent inhibitor neither form nor decay, so each
+/// (EGFR:MMET:Inhibitor, …) column of ∂f/∂x vanishes. Near x the
+/// dynamics keep lᵀx to first order; each law is added to L (with its
+/// pivot) and fixed at lᵀx0 when the state reached keeps it,
+/// |lᵀ(x − x0)| ≤ kKept (1 + ‖x‖∞) — as a species that never leaves 0
+/// does. A law the state reached does not keep (x' = −x³ from x0 = 1
+/// reaches 0) leaves the derivative undefined: recorded in ss.singular.
+void local_conservation_laws(SteadyState& ss, const std::vector<double>& x0, const std::vector<double>& p,
+                             const std::string& what) {
+  const auto n = static_cast<Eigen::Index>(ss.x.size());
+  if (n == 0) return;
+  const Eigen::MatrixXd Jx = rhs_jacobian(*ss.f, ss.t, ss.x, p).leftCols(n);
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(Jx, Eigen::ComputeFullU);
+  const Eigen::VectorXd sv = svd.singularValues();
+  constexpr double kNullTol = 1e-10;  // relative singular value below which a direction is conserved
+  const double floor = kNullTol * std::max(sv(0), 1e-300);
+  Eigen::Index rank = 0;
+  for (Eigen::Index i = 0; i < sv.size(); ++i)
+    if (sv(i) > floor) ++rank;
+  if (n - rank <= ss.L.cols()) return;  // the structural laws explain every null direction
+  // The left null space of ∂f/∂x at x, less span(L): its projection off L.
+  Eigen::MatrixXd N = svd.matrixU().rightCols(n - rank);
+  if (ss.L.cols() > 0) N -= ss.L * (ss.L.transpose() * N);
+  Eigen::JacobiSVD<Eigen::MatrixXd> extra(N, Eigen::ComputeThinU);
+  Eigen::Index k = 0;
+  for (Eigen::Index i = 0; i < extra.singularValues().size(); ++i)
+    if (extra.singularValues()(i) > 1e-6) ++k;
+  if (k == 0) return;
+  const Eigen::MatrixXd added = extra.matrixU().leftCols(k);
+  double xnorm = 0.0;
+  for (double v : ss.x) xnorm = std::max(xnorm, std::abs(v));
+  constexpr double kKept = 1e-8;  // |lᵀ(x − x0)| relative to 1 + ‖x‖∞: the law held on the way
+  const Eigen::VectorXd dx = Eigen::Map<const Eigen::VectorXd>(ss.x.data(), n) -
+                             Eigen::Map<const Eigen::VectorXd>(x0.data(), n);
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const double moved = added.col(j).dot(dx);
+    if (!(std::abs(moved) <= kKept * (1.0 + xnorm))) {
+      std::ostringstream msg;
+      msg << what << ": ∂f/∂x is singular at the steady state (a direction l with lᵀ∂f/∂x = 0 there, "
+          << "which the way from the start changed by lᵀ(x − x0) = " << moved
+          << "): its implicit derivative is not defined, so neither is the gradient";
+      ss.singular = msg.str();
+      return;
+    }
+  }
+  Eigen::MatrixXd L(n, ss.L.cols() + k);
+  L << ss.L, added;
+  ss.L = L;
+  ss.pivots.clear();
+  ss.conserved.clear();
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(ss.L.transpose());
+  for (Eigen::Index j = 0; j < ss.L.cols(); ++j) {
+    ss.pivots.push_back(static_cast<std::size_t>(qr.colsPermutation().indices()(j)));
+    ss.conserved.push_back(ss.L.col(j).dot(Eigen::Map<const Eigen::VectorXd>(x0.data(), n)));
+  }
+}
 
 /// The steady state from x0 at parameters p: Newton on H = 0 from x0; when
 /// that fails (a singular Jacobian at x0, or no decrease), integrating
@@ -452,6 +516,7 @@ SteadyState steady_state(const std::shared_ptr<const ode::EquationModel>& equati
   SteadyState ss;
   ss.f = &f;
   ss.t = t;
+  ss.where = what + ": " + settings.purpose;
   // Conservation laws: left null vectors of ∂f/∂x at two states near x0
   // (a structural law holds at every state; two points rule out a null
   // vector that happens at one of them).
@@ -508,7 +573,14 @@ SteadyState steady_state(const std::shared_ptr<const ode::EquationModel>& equati
   ss.x = newton(x0, first_report);
   if (!ss.x.empty()) {
     ss.how = "Newton";
-    return ss;
+    local_conservation_laws(ss, x0, p, what);
+    if (ss.singular.empty()) return ss;
+    // Newton's root is one of a continuum of steady states (∂f/∂x singular
+    // there along a direction the way from x0 changes): which one the
+    // dynamics reach depends on the way, so integrate.
+    first_report = "a root on a continuum of steady states, not necessarily the one the dynamics reach";
+    ss.singular.clear();
+    ss.x.clear();
   }
   // Fallback: integrate towards the steady state, the right-hand side read
   // at ss.t throughout (ReducedModel clamps every time to [t, t]).
@@ -542,6 +614,7 @@ SteadyState steady_state(const std::shared_ptr<const ode::EquationModel>& equati
       std::ostringstream how;
       how << "integration to t = " << t_end << " (Newton from the start: " << first_report << "), then Newton";
       ss.how = how.str();
+      local_conservation_laws(ss, x0, p, what);
       return ss;
     }
     fallback = "Newton after integrating to t = " + std::to_string(t_end) + ": " + report;
@@ -574,11 +647,14 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> steady_state_jacobians(const SteadyS
 void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
                           const std::vector<double>& x_bar, std::vector<double>& p_bar,
                           std::vector<double>& x0_bar) {
+  if (!ss.singular.empty()) throw Error(ss.singular);
   const auto n = static_cast<Eigen::Index>(ss.x.size());
   const auto [Hx, Hp] = steady_state_jacobians(ss, p);
   const Eigen::VectorXd xb = Eigen::Map<const Eigen::VectorXd>(x_bar.data(), n);
   const Eigen::PartialPivLU<Eigen::MatrixXd> lu(Hx.transpose());
   const Eigen::VectorXd nu = lu.solve(xb);
+  COSTATE_CHECK(nu.allFinite(), ss.where << ": ∂H/∂x is singular at the steady state (found by "
+                                          << ss.how << "); its implicit derivative is not defined");
   const Eigen::VectorXd pb = -Hp.transpose() * nu;
   for (Eigen::Index j = 0; j < pb.size(); ++j) p_bar[static_cast<std::size_t>(j)] += pb(j);
   for (std::size_t j = 0; j < ss.pivots.size(); ++j)
@@ -600,7 +676,10 @@ std::vector<double> steady_state_tangent(const SteadyState& ss, const std::vecto
   const Eigen::Map<const Eigen::MatrixXd> X0(dx0.data(), n, m);
   for (std::size_t j = 0; j < ss.pivots.size(); ++j)
     rhs.row(static_cast<Eigen::Index>(ss.pivots[j])) = ss.L.col(static_cast<Eigen::Index>(j)).transpose() * X0;
+  if (!ss.singular.empty()) throw Error(ss.singular);
   const Eigen::MatrixXd dx = Eigen::PartialPivLU<Eigen::MatrixXd>(Hx).solve(rhs);
+  COSTATE_CHECK(dx.allFinite(), ss.where << ": ∂H/∂x is singular at the steady state (found by "
+                                          << ss.how << "); its implicit derivative is not defined");
   return std::vector<double>(dx.data(), dx.data() + dx.size());
 }
 

@@ -257,6 +257,72 @@ TEST(PetabSteadyState, NewtonFailingAtTheStartFallsBackToIntegration) {
   EXPECT_NEAR(d.adjoint.simulations[0], xs, kClosedTol * xs) << "the stable root";
 }
 
+TEST(PetabSteadyState, ALawThatHoldsOnlyAtTheSteadyStateJoinsTheConservationLaws) {
+  // x' = k1 − k2 x − kon x I,  c' = kon x I − koff c I,  I' = −kon x I, with
+  // the inhibitor I absent (I(0) = 0): c never moves from c(0) = c0, but
+  // only because I = 0 — ∂f/∂c = −koff I e_c vanishes at the steady state
+  // alone (Raimundez_PCB2020's pre-equilibration has such complexes), so
+  // ∂H/∂x is singular there unless that law joins the structural ones.
+  // x_ss = k1/k2 and c_ss = c0, with c0 set from an estimated parameter.
+  const double k1 = 1.2, k2 = 0.4, c0 = 0.7, sigma = 0.2;
+  costate::test::TextProblem tp;
+  tp.model = rate_rule_model(
+      {{"x", 1.0}, {"c", 0.3}, {"I", 0.0}, {"k1", k1}, {"k2", k2}, {"kon", 2.0}, {"koff", 0.5}},
+      {"k1", "k2", "kon", "koff"},
+      {{"x", "<apply><minus/><apply><minus/><ci>k1</ci><apply><times/><ci>k2</ci><ci>x</ci></apply></apply>"
+             "<apply><times/><ci>kon</ci><ci>x</ci><ci>I</ci></apply></apply>"},
+       {"c", "<apply><minus/><apply><times/><ci>kon</ci><ci>x</ci><ci>I</ci></apply>"
+             "<apply><times/><ci>koff</ci><ci>c</ci><ci>I</ci></apply></apply>"},
+       {"I", "<apply><minus/><apply><times/><ci>kon</ci><ci>x</ci><ci>I</ci></apply></apply>"}});
+  tp.parameters =
+      "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+      "k1\tlin\t0.01\t10\t1.2\t1\nk2\tlin\t0.01\t10\t0.4\t1\nc0\tlin\t0.01\t10\t0.7\t1\n"
+      "sigma\tlin\t0.01\t1\t0.2\t0\n";
+  tp.observables = "observableId\tobservableFormula\tnoiseFormula\nobs_x\tx\tsigma\nobs_c\tc\tsigma\n";
+  tp.conditions = "conditionId\tc\nc0\tc0\n";
+  tp.measurements =
+      "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+      "obs_x\tc0\tinf\t2.9\nobs_c\tc0\tinf\t0.9\n";
+  const petab::Problem pb = tp.read_text("local_law/");
+  const Closed c = normal_closed({2.9, 0.9}, {k1 / k2, c0},
+                                 {{1.0 / k2, -k1 / (k2 * k2), 0.0}, {0.0, 0.0, 1.0}}, sigma);
+  expect_matches(derivatives(pb, {k1, k2, c0}), c);
+}
+
+TEST(PetabSteadyState, AContinuumOfSteadyStatesIsIntegratedAndItsGradientRefused) {
+  // x' = −k x y, y' = −y from (1, 1): every (x, 0) is a steady state, and
+  // the dynamics reach x = e^{−k} (∫y dt = 1). Newton from the start lands
+  // on (1, 0), where ∂f/∂x is singular along a direction the way changed:
+  // the steady state is taken from the integration instead. Its derivative
+  // is not the implicit one (∂H/∂x singular), so the gradient is refused.
+  const double k = 0.8;
+  costate::test::TextProblem tp;
+  tp.model = rate_rule_model(
+      {{"x", 1.0}, {"y", 1.0}, {"k", k}}, {"k"},
+      {{"x", "<apply><minus/><apply><times/><ci>k</ci><ci>x</ci><ci>y</ci></apply></apply>"},
+       {"y", "<apply><minus/><ci>y</ci></apply>"}});
+  tp.parameters =
+      "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n"
+      "k\tlin\t0.01\t10\t0.8\t1\nsigma\tlin\t0.01\t1\t0.2\t0\n";
+  tp.observables = "observableId\tobservableFormula\tnoiseFormula\nobs_x\tx\tsigma\n";
+  tp.conditions = "conditionId\nc0\n";
+  tp.measurements = "observableId\tsimulationConditionId\ttime\tmeasurement\nobs_x\tc0\tinf\t0.5\n";
+  const petab::Problem pb = tp.read_text("continuum/");
+  const petab::Result r = petab::evaluate(pb, {k});
+  // The integration stops once ‖f‖∞ ≤ 1e-8 (1 + ‖x‖∞) and Newton keeps x
+  // from there: x is then within k x y ≈ 1e-8 of e^{−k}.
+  EXPECT_NEAR(r.simulations[0], std::exp(-k), 1e-7);
+  petab::Options o;
+  o.gradient = true;
+  try {
+    (void)petab::evaluate(pb, {k}, o);
+    ADD_FAILURE() << "a gradient through a continuum of steady states was answered";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("its implicit derivative is not defined"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("experiment c0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PetabSteadyState, RightHandSideSwitchingAfterTheLastFiniteTimeIsRefused) {
   // x' = (k1 before t = 100, 2 k1 after) − k2 x, measured at t = 1 and inf:
   // the steady state at t = 1 is not the one at t → ∞.
