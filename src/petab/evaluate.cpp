@@ -769,6 +769,23 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     if (ex.preequilibration >= 0)
       what += " (pre-equilibrated in " +
               pb.conditions[static_cast<std::size_t>(ex.preequilibration)].id + ")";
+    // Steady states and events: refused by name, before any solve. A
+    // steady state (pre-equilibration, measurements at time inf) is a
+    // Newton solve, or an integration without the event driver when Newton
+    // fails: no trigger fires in either, and an event on the way would also
+    // change the conserved moieties the solve keeps — what SBML would
+    // answer (the state after every event the approach crosses) is not what
+    // the solve computes, so it is not answered.
+    if (pb.model.equations.n_events() > 0 && (ex.preequilibration >= 0 || std::isinf(ex.times.back()))) {
+      const std::string events = "the model has events ('" + pb.model.equations.event_attributes(0).name +
+                                 "'" + (pb.model.equations.n_events() > 1 ? ", …" : "") + ")";
+      const std::string solve = ex.preequilibration >= 0 ? "pre-equilibration" : "measurements at time inf";
+      throw Error(what + ": " + events + ", and " + solve +
+                  " (a steady-state solve, in which no event trigger fires and which keeps the "
+                  "conserved moieties an event would change) with events is not supported; give the "
+                  "steady state as initial values in the condition table, or measure at a finite time "
+                  "(the simulation then crosses the events)");
+    }
     const std::vector<Ref> src = model_parameter_sources(pb, cond);
     std::vector<double> p(np);
     for (std::size_t j = 0; j < np; ++j) p[j] = value_of(src[j], lin);
@@ -890,8 +907,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     // A model with events (SBML <event>): one integration from t = 0, the
     // event driver (ode::integrate; CVODES' root finding for the CVODES
     // methods) locating and firing them. What does not cross events yet is
-    // refused by name: the pre-equilibration's steady-state solve (a Newton
-    // solve, no time course for a trigger to cross in), the segments
+    // refused by name: the steady-state solves (above), the segments
     // between time switches (each would restart the events' history), and
     // a derivative path the support table refuses (forward sensitivities:
     // the Fisher information, seeded cvodes_forward).
@@ -899,13 +915,6 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       const std::string events = "the model has events ('" +
                                  pb.model.equations.event_attributes(0).name + "'" +
                                  (pb.model.equations.n_events() > 1 ? ", …" : "") + ")";
-      if (ex.preequilibration >= 0)
-        throw Error(what + ": " + events + ", and pre-equilibration (a steady-state solve, "
-                           "which does not cross events) with events is not supported");
-      if (at_steady_state)
-        throw Error(what + ": " + events + ", and measurements at time inf (a steady-state solve, "
-                           "which does not cross events; an event would also change the conserved "
-                           "moieties on the way) with events are not supported");
       if (n_seg > 1) {
         std::ostringstream at;
         at << cuts[1];
