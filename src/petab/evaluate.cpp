@@ -376,17 +376,27 @@ void start_state_adjoint(const InitialValues& iv, const Condition& c, const std:
 /// The steady state of f(x, p) = 0 with the conserved moieties of the
 /// right-hand side fixed at their initial values: for each left null vector
 /// l of ∂f/∂x (l ᵀ f ≡ 0), one equation of f (the pivot of Lᵀ) is replaced by
-/// lᵀ(x − x0). Differentiated implicitly by `adjoint`.
+/// lᵀ(x − x0). The right-hand side is read at the fixed time `t` (0 for a
+/// pre-equilibration; the end of the time course for measurements at time
+/// inf). Differentiated implicitly by steady_state_adjoint and
+/// steady_state_tangent — never through the iterations that found it.
 struct SteadyState {
   const ode::EquationModel* f = nullptr;
+  double t = 0.0;                    ///< the time the right-hand side is read at
   Eigen::MatrixXd L;                 ///< n × k conservation laws
   std::vector<std::size_t> pivots;   ///< the equations they replace
   std::vector<double> conserved;     ///< Lᵀ x0
   std::vector<double> x;             ///< the steady state
+  /// How it was found: "Newton", or "integration to t = …, then Newton".
+  std::string how;
+  /// Empty, or why the implicit derivative is not defined here (∂H/∂x
+  /// singular at x); the derivatives then throw it, the values stand.
+  std::string singular;
+  std::string where;  ///< the experiment and the solve, for messages
 
   template <class T>
   void operator()(std::span<const T> u, std::span<const T> p, std::span<T> r) const {
-    f->rhs(0.0, u, p, r);
+    f->rhs(t, u, p, r);
     for (std::size_t j = 0; j < pivots.size(); ++j) {
       T s = T(-conserved[j]);
       for (std::size_t i = 0; i < u.size(); ++i)
@@ -397,8 +407,8 @@ struct SteadyState {
   }
 };
 
-/// ∂f/∂[x, p] at (x, p), t = 0.
-Eigen::MatrixXd rhs_jacobian(const ode::EquationModel& f, const std::vector<double>& x,
+/// ∂f/∂[x, p] at (t, x, p).
+Eigen::MatrixXd rhs_jacobian(const ode::EquationModel& f, double t, const std::vector<double>& x,
                              const std::vector<double>& p) {
   std::vector<double> z = x;
   z.insert(z.end(), p.begin(), p.end());
@@ -407,18 +417,106 @@ Eigen::MatrixXd rhs_jacobian(const ode::EquationModel& f, const std::vector<doub
       [&](const auto& zz) {
         using T = std::decay_t<decltype(zz[0])>;
         std::vector<T> out(n);
-        f.rhs(0.0, std::span<const T>(zz.data(), n), std::span<const T>(zz.data() + n, zz.size() - n),
+        f.rhs(t, std::span<const T>(zz.data(), n), std::span<const T>(zz.data() + n, zz.size() - n),
               std::span<T>(out));
         return out;
       },
       z);
 }
 
-SteadyState steady_state(const ode::EquationModel& f, const std::vector<double>& x0,
-                         const std::vector<double>& p, double tol, const std::string& what) {
+/// What steady_state needs beyond the model: the ‖H‖ tolerance of Newton
+/// (relative to 1 + ‖x‖), the integrator of the fallback, and the name of
+/// the solve in messages ("the pre-equilibration", "the steady state of the
+/// measurements at time inf").
+struct SteadyStateSettings {
+  double tol = 1e-12;
+  ode::IntegratorOptions integrator{};
+  std::string purpose;
+};
+
+/// Ends of the fallback's integration windows: 10^k, k = 0, 1, …, 12 (in
+/// model time after the start); after each, Newton is tried from the state
+/// reached once ‖f‖∞ ≤ kSettled (1 + ‖x‖∞).
+constexpr int kFallbackWindows = 13;
+constexpr double kSettled = 1e-8;  // near enough for Newton's quadratic phase on the models tried
+
+/// Conservation laws that hold only near the steady state: left null
+/// vectors l of ∂f/∂x at x (lᵀ ∂f/∂x = 0 there) outside span(L), which make
+/// ∂H/∂x singular — Raimundez_PCB2020's pre-equilibration, where the
+/// complexes of an absent inhibitor neither form nor decay, so each
+/// (EGFR:MMET:Inhibitor, …) column of ∂f/∂x vanishes. Near x the
+/// dynamics keep lᵀx to first order; each law is added to L (with its
+/// pivot) and fixed at lᵀx0 when the state reached keeps it,
+/// |lᵀ(x − x0)| ≤ kKept (1 + ‖x‖∞) — as a species that never leaves 0
+/// does. A law the state reached does not keep (x' = −x³ from x0 = 1
+/// reaches 0) leaves the derivative undefined: recorded in ss.singular.
+void local_conservation_laws(SteadyState& ss, const std::vector<double>& x0, const std::vector<double>& p,
+                             const std::string& what) {
+  const auto n = static_cast<Eigen::Index>(ss.x.size());
+  if (n == 0) return;
+  const Eigen::MatrixXd Jx = rhs_jacobian(*ss.f, ss.t, ss.x, p).leftCols(n);
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(Jx, Eigen::ComputeFullU);
+  const Eigen::VectorXd sv = svd.singularValues();
+  constexpr double kNullTol = 1e-10;  // relative singular value below which a direction is conserved
+  const double floor = kNullTol * std::max(sv(0), 1e-300);
+  Eigen::Index rank = 0;
+  for (Eigen::Index i = 0; i < sv.size(); ++i)
+    if (sv(i) > floor) ++rank;
+  if (n - rank <= ss.L.cols()) return;  // the structural laws explain every null direction
+  // The left null space of ∂f/∂x at x, less span(L): its projection off L.
+  Eigen::MatrixXd N = svd.matrixU().rightCols(n - rank);
+  if (ss.L.cols() > 0) N -= ss.L * (ss.L.transpose() * N);
+  Eigen::JacobiSVD<Eigen::MatrixXd> extra(N, Eigen::ComputeThinU);
+  Eigen::Index k = 0;
+  for (Eigen::Index i = 0; i < extra.singularValues().size(); ++i)
+    if (extra.singularValues()(i) > 1e-6) ++k;
+  if (k == 0) return;
+  const Eigen::MatrixXd added = extra.matrixU().leftCols(k);
+  double xnorm = 0.0;
+  for (double v : ss.x) xnorm = std::max(xnorm, std::abs(v));
+  constexpr double kKept = 1e-8;  // |lᵀ(x − x0)| relative to 1 + ‖x‖∞: the law held on the way
+  const Eigen::VectorXd dx = Eigen::Map<const Eigen::VectorXd>(ss.x.data(), n) -
+                             Eigen::Map<const Eigen::VectorXd>(x0.data(), n);
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const double moved = added.col(j).dot(dx);
+    if (!(std::abs(moved) <= kKept * (1.0 + xnorm))) {
+      std::ostringstream msg;
+      msg << what << ": ∂f/∂x is singular at the steady state (a direction l with lᵀ∂f/∂x = 0 there, "
+          << "which the way from the start changed by lᵀ(x − x0) = " << moved
+          << "): its implicit derivative is not defined, so neither is the gradient";
+      ss.singular = msg.str();
+      return;
+    }
+  }
+  Eigen::MatrixXd L(n, ss.L.cols() + k);
+  L << ss.L, added;
+  ss.L = L;
+  ss.pivots.clear();
+  ss.conserved.clear();
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(ss.L.transpose());
+  for (Eigen::Index j = 0; j < ss.L.cols(); ++j) {
+    ss.pivots.push_back(static_cast<std::size_t>(qr.colsPermutation().indices()(j)));
+    ss.conserved.push_back(ss.L.col(j).dot(Eigen::Map<const Eigen::VectorXd>(x0.data(), n)));
+  }
+}
+
+/// The steady state from x0 at parameters p: Newton on H = 0 from x0; when
+/// that fails (a singular Jacobian at x0, or no decrease), integrating
+/// ẋ = f(x, p) — the right-hand side read at the fixed time ss.t — over
+/// windows ending at t + 10^k and trying Newton again from each state that
+/// has nearly settled (as AMICI falls back to simulation). Integration keeps
+/// the conserved moieties, so the result is the same steady state of the
+/// same conservation class. Throws costate::Error naming `what`, the solve
+/// and both attempts when neither finds it.
+SteadyState steady_state(const std::shared_ptr<const ode::EquationModel>& equations,
+                         const std::vector<double>& x0, const std::vector<double>& p, double t,
+                         const SteadyStateSettings& settings, const std::string& what) {
+  const ode::EquationModel& f = *equations;
   const std::size_t n = x0.size();
   SteadyState ss;
   ss.f = &f;
+  ss.t = t;
+  ss.where = what + ": " + settings.purpose;
   // Conservation laws: left null vectors of ∂f/∂x at two states near x0
   // (a structural law holds at every state; two points rule out a null
   // vector that happens at one of them).
@@ -428,7 +526,7 @@ SteadyState steady_state(const ode::EquationModel& f, const std::vector<double>&
     for (std::size_t i = 0; i < n; ++i)
       x[i] = (std::abs(x0[i]) + 0.1) * (pt == 0 ? 1.0 + 0.37 * std::sin(1.0 + static_cast<double>(i))
                                                  : 0.8 + 0.29 * std::cos(2.0 + 3.0 * static_cast<double>(i)));
-    const Eigen::MatrixXd J = rhs_jacobian(f, x, p).leftCols(static_cast<Eigen::Index>(n));
+    const Eigen::MatrixXd J = rhs_jacobian(f, t, x, p).leftCols(static_cast<Eigen::Index>(n));
     stacked.middleRows(static_cast<Eigen::Index>(pt * n), static_cast<Eigen::Index>(n)) = J.transpose();
   }
   Eigen::JacobiSVD<Eigen::MatrixXd> svd(stacked, Eigen::ComputeFullV);
@@ -452,32 +550,88 @@ SteadyState steady_state(const ode::EquationModel& f, const std::vector<double>&
     ss.conserved.push_back(c);
   }
   nonlinear::Options opt;
-  opt.atol = tol;
+  opt.atol = settings.tol;
   opt.rtol = 0.0;
   opt.max_iterations = 200;
-  const nonlinear::Solution<double> sol = nonlinear::solve(ss, x0, p, opt);
-  // Newton may stall at round-off above `tol` (line search without
-  // decrease): accepted when ‖H‖ is within kStall of the scale of x.
-  constexpr double kStall = 1e-8;
-  double xnorm = 0.0;
-  for (double v : sol.x) xnorm = std::max(xnorm, std::abs(v));
-  const bool stalled_at_roundoff =
-      sol.summary.termination == nonlinear::Termination::LineSearchFailed &&
-      sol.summary.final_residual_norm <= kStall * (1.0 + xnorm);
-  if (!sol.summary.converged() && !stalled_at_roundoff)
-    throw Error(what + ": the pre-equilibration steady state was not found (" +
-                sol.summary.brief_report() + ")");
-  ss.x = sol.x;
-  return ss;
+  // Newton from `start`: the root, or the summary of the failure.
+  auto newton = [&](const std::vector<double>& start, std::string& report) {
+    const nonlinear::Solution<double> sol = nonlinear::solve(ss, start, p, opt);
+    // Newton may stall at round-off above `tol` (line search without
+    // decrease): accepted when ‖H‖ is within kStall of the scale of x.
+    constexpr double kStall = 1e-8;
+    double xnorm = 0.0;
+    for (double v : sol.x) xnorm = std::max(xnorm, std::abs(v));
+    const bool stalled_at_roundoff =
+        sol.summary.termination == nonlinear::Termination::LineSearchFailed &&
+        sol.summary.final_residual_norm <= kStall * (1.0 + xnorm);
+    report = sol.summary.brief_report();
+    bool finite = true;
+    for (double v : sol.x) finite = finite && std::isfinite(v);
+    return (sol.summary.converged() || stalled_at_roundoff) && finite ? sol.x : std::vector<double>{};
+  };
+  std::string first_report, report;
+  ss.x = newton(x0, first_report);
+  if (!ss.x.empty()) {
+    ss.how = "Newton";
+    local_conservation_laws(ss, x0, p, what);
+    if (ss.singular.empty()) return ss;
+    // Newton's root is one of a continuum of steady states (∂f/∂x singular
+    // there along a direction the way from x0 changes): which one the
+    // dynamics reach depends on the way, so integrate.
+    first_report = "a root on a continuum of steady states, not necessarily the one the dynamics reach";
+    ss.singular.clear();
+    ss.x.clear();
+  }
+  // Fallback: integrate towards the steady state, the right-hand side read
+  // at ss.t throughout (ReducedModel clamps every time to [t, t]).
+  ReducedModel model{equations, p, {}};
+  model.t_lo = model.t_hi = t;
+  std::vector<double> y = x0, r(n);
+  double t_now = 0.0, residual = 0.0;
+  std::string fallback = "no state settled";
+  for (int w = 0; w < kFallbackWindows; ++w) {
+    const double t_end = std::pow(10.0, w);
+    ode::Solution sol = ode::integrate(ode::Problem<ReducedModel>{model, y, {}, {t_now, t_end}, {}},
+                                       settings.integrator);
+    if (!sol.summary.success()) {
+      fallback = "the integration failed at t = " + std::to_string(sol.summary.final_time) + ": " +
+                 sol.summary.message;
+      break;
+    }
+    const auto last = sol.state(sol.t.size() - 1);
+    y.assign(last.begin(), last.end());
+    t_now = t_end;
+    f.rhs(t, std::span<const double>(y), std::span<const double>(p), std::span<double>(r));
+    double ynorm = 0.0;
+    residual = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ynorm = std::max(ynorm, std::abs(y[i]));
+      residual = std::max(residual, std::abs(r[i]));
+    }
+    if (!(residual <= kSettled * (1.0 + ynorm))) continue;
+    ss.x = newton(y, report);
+    if (!ss.x.empty()) {
+      std::ostringstream how;
+      how << "integration to t = " << t_end << " (Newton from the start: " << first_report << "), then Newton";
+      ss.how = how.str();
+      local_conservation_laws(ss, x0, p, what);
+      return ss;
+    }
+    fallback = "Newton after integrating to t = " + std::to_string(t_end) + ": " + report;
+  }
+  std::ostringstream msg;
+  msg << what << ": " << settings.purpose << ": the steady state was not found (Newton from the start: "
+      << first_report << "; the fallback, integrating to t = 1e12 with Newton from each settled state: "
+      << fallback << "; last ‖f‖∞ = " << residual << ")";
+  throw Error(msg.str());
 }
 
-/// Implicit adjoint of the steady state: (∂H/∂x)ᵀ ν = x̄, then
-/// p̄ −= (∂H/∂p)ᵀ ν and x̄0 += L ν_pivots.
-void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
-                          const std::vector<double>& x_bar, std::vector<double>& p_bar,
-                          std::vector<double>& x0_bar) {
+/// The square Jacobians of H at the steady state: ∂H/∂x (pivot rows: Lᵀ)
+/// and ∂H/∂p (pivot rows: 0).
+std::pair<Eigen::MatrixXd, Eigen::MatrixXd> steady_state_jacobians(const SteadyState& ss,
+                                                                   const std::vector<double>& p) {
   const auto n = static_cast<Eigen::Index>(ss.x.size());
-  Eigen::MatrixXd J = rhs_jacobian(*ss.f, ss.x, p);
+  const Eigen::MatrixXd J = rhs_jacobian(*ss.f, ss.t, ss.x, p);
   Eigen::MatrixXd Hx = J.leftCols(n);
   Eigen::MatrixXd Hp = J.rightCols(J.cols() - n);
   for (std::size_t j = 0; j < ss.pivots.size(); ++j) {
@@ -485,15 +639,48 @@ void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
     Hx.row(r) = ss.L.col(static_cast<Eigen::Index>(j)).transpose();
     Hp.row(r).setZero();
   }
+  return {Hx, Hp};
+}
+
+/// Implicit adjoint of the steady state: (∂H/∂x)ᵀ ν = x̄, then
+/// p̄ −= (∂H/∂p)ᵀ ν and x̄0 += L ν_pivots.
+void steady_state_adjoint(const SteadyState& ss, const std::vector<double>& p,
+                          const std::vector<double>& x_bar, std::vector<double>& p_bar,
+                          std::vector<double>& x0_bar) {
+  if (!ss.singular.empty()) throw Error(ss.singular);
+  const auto n = static_cast<Eigen::Index>(ss.x.size());
+  const auto [Hx, Hp] = steady_state_jacobians(ss, p);
   const Eigen::VectorXd xb = Eigen::Map<const Eigen::VectorXd>(x_bar.data(), n);
   const Eigen::PartialPivLU<Eigen::MatrixXd> lu(Hx.transpose());
   const Eigen::VectorXd nu = lu.solve(xb);
+  COSTATE_CHECK(nu.allFinite(), ss.where << ": ∂H/∂x is singular at the steady state (found by "
+                                          << ss.how << "); its implicit derivative is not defined");
   const Eigen::VectorXd pb = -Hp.transpose() * nu;
   for (Eigen::Index j = 0; j < pb.size(); ++j) p_bar[static_cast<std::size_t>(j)] += pb(j);
   for (std::size_t j = 0; j < ss.pivots.size(); ++j)
     for (Eigen::Index i = 0; i < n; ++i)
       x0_bar[static_cast<std::size_t>(i)] +=
           ss.L(i, static_cast<Eigen::Index>(j)) * nu(static_cast<Eigen::Index>(ss.pivots[j]));
+}
+
+/// Its tangent form: dx = (∂H/∂x)⁻¹ (−(∂H/∂p) dp + r), r_pivot_j = l_jᵀ dx0
+/// (0 elsewhere), for ns directions at once (dp: np × ns, dx0: n × ns,
+/// column-major; returns n × ns, column-major).
+std::vector<double> steady_state_tangent(const SteadyState& ss, const std::vector<double>& p,
+                                         const std::vector<double>& dp, const std::vector<double>& dx0,
+                                         std::size_t ns) {
+  const auto n = static_cast<Eigen::Index>(ss.x.size()), np = static_cast<Eigen::Index>(p.size());
+  const auto m = static_cast<Eigen::Index>(ns);
+  const auto [Hx, Hp] = steady_state_jacobians(ss, p);
+  Eigen::MatrixXd rhs = -Hp * Eigen::Map<const Eigen::MatrixXd>(dp.data(), np, m);
+  const Eigen::Map<const Eigen::MatrixXd> X0(dx0.data(), n, m);
+  for (std::size_t j = 0; j < ss.pivots.size(); ++j)
+    rhs.row(static_cast<Eigen::Index>(ss.pivots[j])) = ss.L.col(static_cast<Eigen::Index>(j)).transpose() * X0;
+  if (!ss.singular.empty()) throw Error(ss.singular);
+  const Eigen::MatrixXd dx = Eigen::PartialPivLU<Eigen::MatrixXd>(Hx).solve(rhs);
+  COSTATE_CHECK(dx.allFinite(), ss.where << ": ∂H/∂x is singular at the steady state (found by "
+                                          << ss.how << "); its implicit derivative is not defined");
+  return std::vector<double>(dx.data(), dx.data() + dx.size());
 }
 
 /// Collective: when any rank's `failure` is non-empty, every rank throws
@@ -582,6 +769,23 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     if (ex.preequilibration >= 0)
       what += " (pre-equilibrated in " +
               pb.conditions[static_cast<std::size_t>(ex.preequilibration)].id + ")";
+    // Steady states and events: refused by name, before any solve. A
+    // steady state (pre-equilibration, measurements at time inf) is a
+    // Newton solve, or an integration without the event driver when Newton
+    // fails: no trigger fires in either, and an event on the way would also
+    // change the conserved moieties the solve keeps — what SBML would
+    // answer (the state after every event the approach crosses) is not what
+    // the solve computes, so it is not answered.
+    if (pb.model.equations.n_events() > 0 && (ex.preequilibration >= 0 || std::isinf(ex.times.back()))) {
+      const std::string events = "the model has events ('" + pb.model.equations.event_attributes(0).name +
+                                 "'" + (pb.model.equations.n_events() > 1 ? ", …" : "") + ")";
+      const std::string solve = ex.preequilibration >= 0 ? "pre-equilibration" : "measurements at time inf";
+      throw Error(what + ": " + events + ", and " + solve +
+                  " (a steady-state solve, in which no event trigger fires and which keeps the "
+                  "conserved moieties an event would change) with events is not supported; give the "
+                  "steady state as initial values in the condition table, or measure at a finite time "
+                  "(the simulation then crosses the events)");
+    }
     const std::vector<Ref> src = model_parameter_sources(pb, cond);
     std::vector<double> p(np);
     for (std::size_t j = 0; j < np; ++j) p[j] = value_of(src[j], lin);
@@ -597,7 +801,8 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       pre_p.resize(np);
       for (std::size_t j = 0; j < np; ++j) pre_p[j] = value_of(pre_src[j], lin);
       const std::vector<double> x0 = start_state(pb, iv, pre, pre_p, lin);
-      ss = steady_state(pb.model.equations, x0, pre_p, options.steady_state_tol, what);
+      ss = steady_state(equations, x0, pre_p, 0.0,
+                        {options.steady_state_tol, options.integrator, "the pre-equilibration"}, what);
       y0 = ss.x;
       for (std::size_t i = 0; i < ny; ++i)
         if (overrides(cond.states[i])) y0[i] = value_of(cond.states[i], lin);
@@ -662,7 +867,15 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     }
     std::vector<double> pext = p;
     pext.insert(pext.end(), lin.begin(), lin.end());
-    const double t1 = std::max(ex.times.back(), 1e-6);
+    // Measurements at time inf (the last of ex.times): the steady state of
+    // the simulation condition, f(x, p) = 0 from the condition's start y0
+    // (its conserved moieties; the time course keeps them), found and
+    // differentiated as the pre-equilibration is. The time course covers
+    // the finite times [0, n_finite) alone.
+    const bool at_steady_state = std::isinf(ex.times.back());
+    const std::size_t n_finite = ex.times.size() - (at_steady_state ? 1 : 0);
+    const bool time_course = n_finite > 0;
+    const double t1 = std::max(time_course ? ex.times[n_finite - 1] : 0.0, 1e-6);
     Likelihood like{&pb, &ex, options.data_jacobian, &result};
     // Segments between the switch times of the piecewise inputs: each is
     // integrated on its own, so no step crosses a jump of the right-hand
@@ -694,8 +907,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     // A model with events (SBML <event>): one integration from t = 0, the
     // event driver (ode::integrate; CVODES' root finding for the CVODES
     // methods) locating and firing them. What does not cross events yet is
-    // refused by name: the pre-equilibration's steady-state solve (a Newton
-    // solve, no time course for a trigger to cross in), the segments
+    // refused by name: the steady-state solves (above), the segments
     // between time switches (each would restart the events' history), and
     // a derivative path the support table refuses (forward sensitivities:
     // the Fisher information, seeded cvodes_forward).
@@ -703,9 +915,6 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       const std::string events = "the model has events ('" +
                                  pb.model.equations.event_attributes(0).name + "'" +
                                  (pb.model.equations.n_events() > 1 ? ", …" : "") + ")";
-      if (ex.preequilibration >= 0)
-        throw Error(what + ": " + events + ", and pre-equilibration (a steady-state solve, "
-                           "which does not cross events) with events is not supported");
       if (n_seg > 1) {
         std::ostringstream at;
         at << cuts[1];
@@ -721,8 +930,44 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<std::size_t> first(n_seg + 1, 0);  // observations [first[s], first[s + 1]) in segment s
     for (std::size_t sg = 1; sg <= n_seg; ++sg) {
       first[sg] = first[sg - 1];
-      while (first[sg] < ex.times.size() && (sg == n_seg || ex.times[first[sg]] <= cuts[sg])) ++first[sg];
+      while (first[sg] < n_finite && (sg == n_seg || ex.times[first[sg]] <= cuts[sg])) ++first[sg];
     }
+    // The steady state of the measurements at time inf, the right-hand side
+    // read at the end of the time course (after every switch located in it);
+    // checked at a far later time, so that a right-hand side still changing
+    // with time is refused rather than answered wrongly.
+    SteadyState post;
+    if (at_steady_state) {
+      const double t_ss = time_course ? ex.times[n_finite - 1] : 0.0;
+      post = steady_state(equations, y0, p, t_ss,
+                          {options.steady_state_tol, options.integrator,
+                           "the steady state of the measurements at time inf"},
+                          what);
+      const double t_far = 1e6 * std::max(1.0, t_ss);
+      std::vector<double> r(ny);
+      pb.model.equations.rhs(t_far, std::span<const double>(post.x), std::span<const double>(p),
+                             std::span<double>(r));
+      double rnorm = 0.0, xnorm = 0.0;
+      for (std::size_t i = 0; i < ny; ++i) {
+        rnorm = std::max(rnorm, std::abs(r[i]));
+        xnorm = std::max(xnorm, std::abs(post.x[i]));
+      }
+      constexpr double kStillSteady = 1e-8;  // ‖f‖∞ at t_far, relative to 1 + ‖x‖∞
+      if (!(rnorm <= kStillSteady * (1.0 + xnorm))) {
+        std::ostringstream msg;
+        msg << what << ": measurements at time inf: the right-hand side still changes with time after t = "
+            << t_ss << " (at the steady state found there, ‖f‖∞ = " << rnorm << " at t = " << t_far
+            << "): a piecewise input switching after the last finite measurement time, or a "
+               "right-hand side that reads time; a steady state is not defined";
+        throw Error(msg.str());
+      }
+    }
+    // −log p of the measurements at time inf, at the steady state x and pext.
+    auto steady_likelihood = [&](const Likelihood& l, const auto& xx) {
+      using T = std::decay_t<decltype(xx[0])>;
+      const std::vector<T> ext(pext.begin(), pext.end());
+      return std::vector<T>{l.at<T>(n_finite, std::span<const T>(xx.data(), ny), std::span<const T>(ext))};
+    };
     auto segment = [&](std::size_t sg, const std::vector<double>& y_start, bool with_end) {
       ReducedModel m = model;
       // The right-hand side on the segment's own side of each switch: a
@@ -819,7 +1064,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       std::vector<double> y = y0, S(ny * ns);
       for (std::size_t i = 0; i < ny; ++i)
         for (std::size_t d = 0; d < ns; ++d) S[i * ns + d] = S0[d * ny + i];
-      for (std::size_t sg = 0; sg < n_seg; ++sg) {
+      for (std::size_t sg = 0; sg < n_seg && time_course; ++sg) {
         if (sg > 0 && !moving.empty()) {
           // The switch at c = cuts[sg] moves: S ← S + (f⁻ − f⁺) dt_s/d(direction),
           // f⁻ on segment sg − 1's side, f⁺ on segment sg's (as the adjoint's
@@ -874,6 +1119,18 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
             S = std::move(Sj);
           }
         }
+      }
+      if (at_steady_state) {
+        // The steady state and its tangent: dx = (∂H/∂x)⁻¹(−(∂H/∂p) dp + r(dx0)),
+        // dp/d(direction q_i) = 1 for the model parameters that read q_i, dx0 = S0.
+        std::vector<double> dp(np * ns, 0.0);
+        for (const auto& [j, i] : model.from_q)
+          if (i < ns) dp[i * np + j] = 1.0;
+        const std::vector<double> dx = steady_state_tangent(post, p, dp, S0, ns);
+        ys[n_finite] = post.x;
+        Ss[n_finite].resize(ny * ns);
+        for (std::size_t i = 0; i < ny; ++i)
+          for (std::size_t d = 0; d < ns; ++d) Ss[n_finite][i * ns + d] = dx[d * ny + i];
       }
       for (std::size_t k = 0; k < ex.times.size(); ++k)
         COSTATE_CHECK(ys[k].size() == ny, what << ": no state at t = " << ex.times[k]);
@@ -965,7 +1222,8 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     }
     if (!options.gradient) {
       std::vector<double> y = y0;
-      for (std::size_t sg = 0; sg < n_seg; ++sg) y = simulate(sg, y, true);
+      for (std::size_t sg = 0; sg < n_seg && time_course; ++sg) y = simulate(sg, y, true);
+      if (at_steady_state) nll += steady_likelihood(like, post.x)[0];
       return;
     }
     // Gradient: the segments' start states forward, then each segment's
@@ -977,9 +1235,11 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
     std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
-    if (std::holds_alternative<ode::CvodesForward>(gradient_method)) directions += q.size() + ny;
+    if (std::holds_alternative<ode::CvodesForward>(gradient_method) && time_course)
+      directions += q.size() + ny;
     std::vector<double> switch_p_bar(np, 0.0);  // the jump terms, by model parameter
-    for (std::size_t sg = n_seg; sg-- > 0;) {
+    if (!time_course) lambda.assign(ny, 0.0);  // only measurements at time inf: nothing to integrate
+    for (std::size_t sg = n_seg; time_course && sg-- > 0;) {
       if (sg + 1 < n_seg && !moving.empty()) {
         // The jump at c = cuts[sg + 1]: λ(c)ᵀ (f⁻ − f⁺) dt_s/dp_j, f⁻ read
         // on segment sg's side, f⁺ on segment sg + 1's (see above).
@@ -1010,6 +1270,20 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     ode::GradientResult g;
     g.wrt_parameters = q_bar;
     g.wrt_initial_state = lambda;
+    // The measurements at time inf: −log p at the steady state, its x̄, and
+    // the implicit adjoint (∂H/∂x)ᵀν = x̄ onto the condition's model
+    // parameters and (through the conserved moieties) onto y0. The direct
+    // terms (pext) come with the others below.
+    std::vector<double> post_p_bar(np, 0.0);
+    if (at_steady_state) {
+      states[n_finite] = post.x;
+      const ad::VjpResult v = ad::vjp([&](const auto& xx) { return steady_likelihood(like_quiet, xx); },
+                                      post.x, {1.0});
+      nll += v.value[0];
+      std::vector<double> y0_bar(ny, 0.0);
+      steady_state_adjoint(post, p, v.cotangent, post_p_bar, y0_bar);
+      for (std::size_t i = 0; i < ny; ++i) g.wrt_initial_state[i] += y0_bar[i];
+    }
     // The formulas' direct dependence on pext, at the recorded states (one
     // reverse sweep over every observation of the experiment); records h, σ.
     const ad::VjpResult direct = ad::vjp(
@@ -1031,7 +1305,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       if (q_row[i] >= 0) lin_bar[static_cast<std::size_t>(q_row[i])] += g.wrt_parameters[i];
       else p_bar[i] += g.wrt_parameters[i];
     }
-    for (std::size_t j = 0; j < np; ++j) p_bar[j] += switch_p_bar[j];
+    for (std::size_t j = 0; j < np; ++j) p_bar[j] += switch_p_bar[j] + post_p_bar[j];
     initial_adjoint(g.wrt_initial_state, lin_bar);
     for (std::size_t j = 0; j < np; ++j)
       if (src[j].is_parameter()) lin_bar[static_cast<std::size_t>(src[j].parameter)] += p_bar[j];

@@ -3,7 +3,9 @@
 // the measurement table with.
 #include "costate/petab/output.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -79,6 +81,14 @@ void write_result_hdf5(const Problem& pb, const Result& r, const std::string& pa
         pre.push_back(static_cast<double>(me.preequilibration));
       }
       write_doubles(group.id, "/simulation", "time", time, m, 0, path);
+      if (std::any_of(time.begin(), time.end(), [](double t) { return std::isinf(t); })) {
+        // Measurements at time inf, labelled where they are read.
+        H5 set(H5Dopen2(group.id, "time", H5P_DEFAULT), H5Dclose);
+        detail::write_text(set.id, "/simulation/time", "inf",
+                           "time inf: a steady-state measurement (the simulation condition's steady state, "
+                           "f(x, p) = 0, from the condition's start)",
+                           path);
+      }
       write_doubles(group.id, "/simulation", "measurement", measurement, m, 0, path);
       write_doubles(group.id, "/simulation", "simulation", r.simulations, m, 0, path);
       write_doubles(group.id, "/simulation", "sigma", r.sigmas, m, 0, path);

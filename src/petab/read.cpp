@@ -635,9 +635,11 @@ Problem read_from(const std::string& yaml_path, const Loader& loader) {
                       did_you_mean(pre, condition_ids));
       }
       me.time = number(t, r, c_t);
-      if (std::isinf(me.time))
-        throw Error(t.where(r, c_t) + ": steady-state measurements (time inf) are not supported");
-      if (!(me.time >= 0.0)) throw Error(t.where(r, c_t) + ": time must be finite and >= 0");
+      // inf: a steady-state measurement (the simulation condition's steady
+      // state; petab::evaluate).
+      if (!(me.time >= 0.0))
+        throw Error(t.where(r, c_t) + ": time must be >= 0, or inf for a steady-state measurement (got '" +
+                    t.cell(r, c_t) + "')");
       me.value = number(t, r, c_m);
       if (!std::isfinite(me.value))
         throw Error(t.where(r, c_m) + ": the measurement must be a finite number");

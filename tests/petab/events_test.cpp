@@ -7,8 +7,9 @@
 //   event; skipped when ../shared/petab is absent): the simulations against
 //   the collection's simulatedData, the gradient against Richardson
 //   differences;
-// - what does not cross events is refused by name: pre-equilibration, the
-//   Fisher information (forward sensitivities).
+// - what does not cross events is refused by name: pre-equilibration and
+//   measurements at time inf (steady-state solves), the Fisher information
+//   (forward sensitivities).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -189,6 +190,23 @@ TEST(PetabEvents, PreequilibrationWithEventsIsRefusedByName) {
     EXPECT_HAS(e.what(), "experiment high (pre-equilibrated in low)");
     EXPECT_HAS(e.what(), "the model has events ('reset')");
     EXPECT_HAS(e.what(), "pre-equilibration");
+  }
+}
+
+TEST(PetabEvents, MeasurementsAtTimeInfWithEventsAreRefusedByName) {
+  ResetFiles f;
+  f.measurements =
+      "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+      "obs_a\tlow\t1\t0.55\n"
+      "obs_a\tlow\tinf\t0.5\n";
+  const petab::Problem pb = f.read();
+  try {
+    (void)petab::evaluate(pb, pb.nominal_on_scale());
+    ADD_FAILURE() << "no error";
+  } catch (const costate::Error& e) {
+    EXPECT_HAS(e.what(), "experiment low");
+    EXPECT_HAS(e.what(), "the model has events ('reset')");
+    EXPECT_HAS(e.what(), "measurements at time inf");
   }
 }
 

@@ -242,10 +242,11 @@ TEST(PetabInput, UnsupportedFeaturesAreRefusedByName) {
     EXPECT_HAS(e, "observables.tsv:2:4 (noiseDistribution): noiseDistribution 'student' is not supported");
   }
   {
-    Files f("steady_state");
-    f.measurements += "obs_a\tc0\tinf\t0.2\tsigma\n";
+    // inf is a steady-state measurement (steady_state_test.cpp); −inf is not a time.
+    Files f("negative_infinite_time");
+    f.measurements += "obs_a\tc0\t-inf\t0.2\tsigma\n";
     const std::string e = error_of(f);
-    EXPECT_HAS(e, "measurements.tsv:5:3 (time): steady-state measurements (time inf) are not supported");
+    EXPECT_HAS(e, "measurements.tsv:5:3 (time): time must be >= 0, or inf for a steady-state measurement (got '-inf')");
   }
   {
     Files f("prior");

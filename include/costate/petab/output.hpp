@@ -13,7 +13,8 @@ namespace costate::petab {
 
 /// The PEtab simulation table: the measurement table as read (every column,
 /// every row, in order), its `measurement` column renamed `simulation` and
-/// holding the simulated observable h of the row (17 significant digits).
+/// holding the simulated observable h of the row (17 significant digits);
+/// a steady-state row keeps its time `inf`, PEtab's label for it.
 /// Throws costate::Error naming the file when the measurement table cannot be
 /// read again or no longer matches the problem, or `path` cannot be written.
 void write_simulation_table(const Problem& problem, const Result& result, const std::string& path);
@@ -34,7 +35,9 @@ std::string settings_yaml(const Problem& problem, const Options& options);
 
 /// HDF5: /simulation/{time, measurement, simulation, sigma, observable,
 /// condition, preequilibration (indices; −1: none)} with the attributes
-/// observable_ids and condition_ids (one id per line); /llh, /chi2,
+/// observable_ids and condition_ids (one id per line); a time of inf is a
+/// steady-state measurement, and /simulation/time then carries the
+/// attribute `inf` saying so; /llh, /chi2,
 /// /log_prior; with a gradient /gradient and with the Fisher information
 /// /fim (n × n), both with the attribute ids (Problem::estimated_ids());
 /// root attributes problem (the YAML file) and status = "complete", and

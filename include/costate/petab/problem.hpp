@@ -37,8 +37,21 @@
 /// one conservation law Lᵀx = Lᵀx₀ replacing a dependent equation for each
 /// linear conserved moiety of the right-hand side), and the simulation
 /// starts there, with the simulation condition's species columns applied on
-/// top. The steady state's derivative is implicit: (∂H/∂x)ᵀν = x̄ for the
-/// square system H, never an integration to a large time.
+/// top. When Newton fails from the start, the model is integrated towards
+/// the steady state (windows ending at t = 1, 10, …, 10¹²) and Newton tried
+/// again from each nearly settled state, as AMICI falls back to simulation.
+/// However found, the steady state's derivative is implicit: (∂H/∂x)ᵀν = x̄
+/// for the square system H, never through the iterations or the
+/// integration (a law lᵀ∂f/∂x = 0 that holds only at the steady state, and
+/// that the way there kept, joins the conservation laws; otherwise the
+/// derivative is refused by name).
+///
+/// Measurements at time inf (steady-state measurements): the steady state
+/// of the simulation condition, f(x, p) = 0 at its parameters from its
+/// start state (after its pre-equilibration), by the same solve and the
+/// same implicit derivative; the right-hand side read at the last finite
+/// measurement time (0 without one), and refused by name when it still
+/// changes after it.
 ///
 /// Piecewise inputs in time (sbml::Model::time_switches): the switch times
 /// of the experiment's parameters where lhs − rhs is affine in t cut
@@ -68,7 +81,8 @@
 /// Result::log_prior and its gradient: llh is the likelihood alone.
 ///
 /// Refused by name (costate::Error naming file, line, column or id):
-/// steady-state measurements (time inf), other prior types (logNormal…),
+/// negative times, measurements at time inf in a model with events, other
+/// prior types (logNormal…),
 /// noise distributions other than normal and laplace, transformations other
 /// than lin/log/log10, several models or problems in one YAML file,
 /// format versions other than 1, visualization files are ignored (they do
@@ -159,7 +173,7 @@ struct Measurement {
 struct Experiment {
   long preequilibration = -1;
   std::size_t condition = 0;
-  std::vector<double> times;                      ///< distinct, ascending
+  std::vector<double> times;                      ///< distinct, ascending; the last may be inf (a steady state)
   std::vector<std::vector<std::size_t>> at_time;  ///< measurement indices per time
 };
 
@@ -232,8 +246,8 @@ struct Options {
   ode::SensitivityMethod method = ode::CvodesAdjoint{.forward_tolerance_factor = kAdjointForwardTolerance};
   /// Include J (see the file comment) in the likelihood of log/log10 data.
   bool data_jacobian = true;
-  /// Pre-equilibration: ‖f‖ tolerance of the steady-state solve (relative
-  /// to 1 + ‖x‖).
+  /// Pre-equilibration and measurements at time inf: ‖f‖ tolerance of the
+  /// steady-state solve (relative to 1 + ‖x‖).
   double steady_state_tol = 1e-12;
   /// Differentiate each simulation only with respect to the estimated
   /// table entries its model parameters read (see the file comment).
