@@ -462,6 +462,27 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
   for (std::size_t i = 0; i < np_; ++i) mu[i] += ctau * b_[i];
 }
 
+std::vector<PendingEventAdjoint> InstantJump::pending_adjoints() const {
+  std::vector<PendingEventAdjoint> out;
+  for (const auto& [link, per] : adjoints_)  // std::map: ascending (instant, event)
+    if (!per.empty() && !per[0].empty()) out.push_back({link.first, link.second, per[0]});
+  return out;
+}
+
+void InstantJump::restore_pending_adjoints(std::span<const PendingEventAdjoint> pending) {
+  for (const PendingEventAdjoint& q : pending) {
+    COSTATE_CHECK(q.event < attrs_.size(), "events: a pending adjoint names event "
+                                               << q.event << " of a model with " << attrs_.size()
+                                               << " events");
+    std::vector<double>& slot = seed_slot({q.instant, q.event}, 0);
+    COSTATE_CHECK_EQ(q.adjoint.size(), slot.size(),
+                     "events: the pending adjoint of " << event_label(*ev_, q.event)
+                                                       << " (scheduled by events[" << q.instant
+                                                       << "]) has the wrong size");
+    slot = q.adjoint;
+  }
+}
+
 // Second order. The jump as a map of the state at the instant's fixed time
 // τ₀ (the plan's): a state x just before τ₀ at (x, p) flows on by δ to the
 // instant τ = τ₀ + δ where root r vanishes, is jumped there, and flows back
@@ -864,6 +885,21 @@ class EventScheme final : public Scheme {
   std::int64_t rhs_evaluations() const override {
     return inner_->rhs_evaluations() + jump_.rhs_evaluations();
   }
+
+  std::vector<PendingEventAdjoint> pending_adjoints() const { return jump_.pending_adjoints(); }
+  void restore_pending_adjoints(std::span<const PendingEventAdjoint> pending) {
+    for (const PendingEventAdjoint& q : pending) {
+      const bool schedules =
+          q.instant < instants_.size() &&
+          std::find(instants_[q.instant].scheduled.begin(), instants_[q.instant].scheduled.end(),
+                    q.event) != instants_[q.instant].scheduled.end();
+      COSTATE_CHECK(schedules, "events: a resumed sweep's pending adjoint names events["
+                                   << q.instant << "] scheduling event " << q.event
+                                   << ", which the step plan (" << instants_.size()
+                                   << " instants) does not have");
+    }
+    jump_.restore_pending_adjoints(pending);
+  }
   std::int64_t linearizations() const override {
     return inner_->linearizations() + linearizations_;
   }
@@ -911,6 +947,21 @@ std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme
   COSTATE_CHECK(system.events() != nullptr,
                 "events: the step plan fires events but the System has none");
   return std::make_unique<EventScheme>(system, std::move(inner), p, steps);
+}
+
+std::vector<PendingEventAdjoint> pending_event_adjoints(const Scheme& scheme) {
+  const auto* events = dynamic_cast<const EventScheme*>(&scheme);
+  return events ? events->pending_adjoints() : std::vector<PendingEventAdjoint>{};
+}
+
+void restore_pending_event_adjoints(Scheme& scheme, std::span<const PendingEventAdjoint> pending) {
+  if (pending.empty()) return;
+  auto* events = dynamic_cast<EventScheme*>(&scheme);
+  COSTATE_CHECK(events != nullptr, "events: a resumed sweep carries "
+                                       << pending.size()
+                                       << " pending adjoints of delayed events, but its step "
+                                          "plan fires no events");
+  events->restore_pending_adjoints(pending);
 }
 
 // ------------------------------------------------------------------ the driver

@@ -72,6 +72,12 @@ class InstantJump {
                     std::span<const double> pdot, std::span<double> lambda_dot,
                     std::span<double> mu_dot);
   std::int64_t rhs_evaluations() const { return rhs_evaluations_; }
+  /// The adjoints (of seed 0) that reversed delayed executions left for
+  /// their scheduling instants, not yet consumed (a reverse sweep's place:
+  /// AdjointResume::pending_events), ascending by instant and event.
+  std::vector<PendingEventAdjoint> pending_adjoints() const;
+  /// Puts them back (a resumed sweep, before its first reverse step).
+  void restore_pending_adjoints(std::span<const PendingEventAdjoint> pending);
 
  private:
   /// A delayed execution: (the index of the instant that scheduled it, event).
@@ -129,6 +135,14 @@ class InstantJump {
 /// itself when the plan has none).
 std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme> inner,
                                     std::span<const double> p, const StepPlan& steps);
+
+/// The pending adjoints of delayed events in a reverse sweep over `scheme`
+/// (made by make_scheme: with_events), empty when the plan has none.
+std::vector<PendingEventAdjoint> pending_event_adjoints(const Scheme& scheme);
+/// Sets them back in a fresh scheme on the same plan before a resumed sweep;
+/// throws costate::Error naming the entry when the plan's instant at
+/// `instant` does not schedule `event`, or its adjoint has the wrong size.
+void restore_pending_event_adjoints(Scheme& scheme, std::span<const PendingEventAdjoint> pending);
 
 /// What run_with_events did: the accepted step times (and bdf's orders;
 /// the native methods' runs), the instants with the time of each and the

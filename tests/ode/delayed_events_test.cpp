@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -298,6 +299,136 @@ TEST(DelayedEvents, EveryScheduleGivesTheSameBits) {
       EXPECT_EQ(again.wrt_parameters, ref.wrt_parameters);
       EXPECT_EQ(again.wrt_initial_state, ref.wrt_initial_state);
     }
+  }
+}
+
+/// Thrown by the hook to interrupt a sweep (as `costate sensitivity`'s
+/// signal check does).
+struct Stop {};
+
+/// The gradient interrupted at the `stops[j]`-th hook call of its j-th
+/// run (0: never) and resumed from each place in a fresh call, as
+/// `costate sensitivity --resume` does; `places` gets each place (step −1:
+/// stopped before the reverse sweep, run again from the start).
+template <class O>
+ode::GradientResult resumed_gradient(const ode::Problem<DelayedDose>& problem, const O& objective,
+                                     ode::IntegratorOptions o, const ode::Checkpointing& c,
+                                     const std::vector<std::int64_t>& stops,
+                                     std::vector<ode::AdjointResume>& places) {
+  std::shared_ptr<const ode::AdjointResume> from;
+  for (const std::int64_t at : stops) {
+    std::int64_t calls = 0;
+    o.on_step = [at, &calls](double) {
+      if (++calls == at) throw Stop{};
+    };
+    ode::DiscreteAdjoint m{c};
+    m.resume_from = from;
+    m.interrupted_at = std::make_shared<ode::AdjointResume>();
+    try {
+      return ode::gradient(problem, objective, m, o);
+    } catch (const Stop&) {
+    }
+    places.push_back(*m.interrupted_at);
+    if (m.interrupted_at->step >= 0) from = m.interrupted_at;
+  }
+  o.on_step = {};
+  ode::DiscreteAdjoint m{c};
+  m.resume_from = from;
+  return ode::gradient(problem, objective, m, o);
+}
+
+TEST(DelayedEvents, AnAdjointResumedBetweenATriggerAndItsExecutionHasTheSameBits) {
+  // `sensitivity --resume` (issue 18) across delayed events: a reverse
+  // sweep stopped after the execution's instant and before its trigger's
+  // holds τ̄_e and v̄ for the trigger (AdjointResume::pending_events);
+  // resumed from there — and from every other place, once or twice, under
+  // every schedule — the objective and gradient are the uninterrupted
+  // run's bits (EXPECT_EQ on doubles).
+  const std::vector<ode::IntegratorOptions> steppers = {
+      fixed_options(ode::Method::RK4, 2e-3), adaptive_options(ode::Method::Dopri5, 1e-12),
+      adaptive_options(ode::Method::Bdf, 1e-9)};
+  const std::string disk = ::testing::TempDir() + "delayed_events_resume.h5";
+  const std::vector<ode::Checkpointing> schedules = {
+      ode::StoreAll{}, ode::Binomial{3}, ode::Multilevel{.ram = 2, .disk = 2, .path = disk}};
+  int resumed = 0, between = 0, restarted = 0;
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    for (const ode::IntegratorOptions& base : steppers) {
+      for (const ode::Checkpointing& c : schedules) {
+        SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(base.method) + ", " +
+                     ode::to_string(c));
+        ode::IntegratorOptions o = base;
+        std::int64_t calls = 0;
+        o.on_step = [&calls](double) { ++calls; };
+        const ode::GradientResult ref =
+            ode::gradient(problem, Mixed{0.5, 2.0}, ode::DiscreteAdjoint{c}, o);
+        o.on_step = {};
+        ASSERT_GT(calls, 12) << "too few hook calls to interrupt";
+        // Every call once (a stride of 1 up to 40 calls), and pairs.
+        const std::int64_t stride = std::max<std::int64_t>(1, calls / 40);
+        for (std::int64_t at = 1; at <= calls; at += stride) {
+          for (const std::vector<std::int64_t>& stops :
+               {std::vector<std::int64_t>{at}, std::vector<std::int64_t>{at, std::max<std::int64_t>(1, at / 3)}}) {
+            std::vector<ode::AdjointResume> places;
+            const ode::GradientResult r =
+                resumed_gradient(problem, Mixed{0.5, 2.0}, o, c, stops, places);
+            EXPECT_EQ(r.objective, ref.objective) << "stop at call " << at;
+            EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters) << "stop at call " << at;
+            EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state) << "stop at call " << at;
+            for (const ode::AdjointResume& place : places) {
+              (place.step >= 0 ? resumed : restarted) += 1;
+              if (place.pending_events.empty()) continue;
+              ++between;
+              // Pending: the trigger instant (index 0) waits for the
+              // execution's τ̄_e, v̄ (1 + one target with values from the
+              // trigger time, else τ̄_e alone is used; the slot has both).
+              ASSERT_EQ(place.pending_events.size(), 1u);
+              EXPECT_EQ(place.pending_events[0].instant, 0u);
+              EXPECT_EQ(place.pending_events[0].event, 0u);
+              EXPECT_EQ(place.pending_events[0].adjoint.size(), 2u);
+              const auto& ev = place.steps.events();
+              ASSERT_GE(ev.size(), 2u);
+              EXPECT_GE(place.step, static_cast<std::int64_t>(ev[0].at));
+              EXPECT_LT(place.step, static_cast<std::int64_t>(ev[1].at));
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ resume ] %d resumed places (%d between a trigger and its execution), %d "
+              "restarts; every gradient bitwise equal to the uninterrupted one\n",
+              resumed, between, restarted);
+  EXPECT_GT(between, 100) << "few stops landed between a trigger and its execution";
+}
+
+TEST(DelayedEvents, APendingAdjointForAnotherPlanIsRefused) {
+  // A place whose pending adjoint names an instant that schedules nothing
+  // (another run's) is refused, naming the instant.
+  const ode::Problem<DelayedDose> problem = problem_of(kVariants[0]);
+  const ode::IntegratorOptions o = fixed_options(ode::Method::RK4, 2e-3);
+  ode::IntegratorOptions counted = o;
+  std::int64_t total = 0, calls = 0;
+  counted.on_step = [&total](double) { ++total; };
+  (void)ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::StoreAll{}}, counted);
+  // 24 calls (of 16 steps) before the end: the reverse sweep near t = 0.77.
+  counted.on_step = [&calls, stop = total - 24](double) {
+    if (++calls == stop) throw Stop{};
+  };
+  ode::DiscreteAdjoint m{ode::StoreAll{}};
+  m.interrupted_at = std::make_shared<ode::AdjointResume>();
+  EXPECT_THROW((void)ode::gradient(problem, FinalState{}, m, counted), Stop);
+  ASSERT_GE(m.interrupted_at->step, 0);
+  ASSERT_FALSE(m.interrupted_at->pending_events.empty()) << "a place between τ and τ_e";
+  auto bad = std::make_shared<ode::AdjointResume>(*m.interrupted_at);
+  bad->pending_events = {{.instant = 1, .event = 0, .adjoint = {1.0, 0.0}}};
+  ode::DiscreteAdjoint again{ode::StoreAll{}};
+  again.resume_from = bad;
+  try {
+    (void)ode::gradient(problem, FinalState{}, again, o);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("events[1]"), std::string::npos) << e.what();
   }
 }
 
