@@ -109,6 +109,19 @@ class InstantJump {
   /// The adjoint a delayed execution leaves for its scheduling instant, of
   /// one seed: τ̄_e, then its values' (1 + targets).
   std::vector<double>& seed_slot(const Link& link, std::size_t seed);
+  /// An instant where executions of different times coincide (events.cpp:
+  /// set_times): each execution's time class, the classes' links, f at
+  /// the states where the class changes.
+  void set_times(double t, std::span<const double> p);
+  std::size_t state_class(std::size_t c) const;
+  std::vector<std::vector<double>> class_times(std::size_t m, std::span<const double> S,
+                                               std::span<const double> P) const;
+  void tangent_multi(std::size_t m, std::span<double> S, std::span<const double> P);
+  void adjoint_multi(std::span<double> lambda, std::span<double> mu, std::size_t seed);
+  bool multi_ = false;
+  std::vector<std::size_t> cls_;
+  std::vector<Link> class_link_;
+  std::vector<std::vector<double>> fb_;
   const System& sys_;
   const EventModel* ev_;
   std::size_t n_, nx_, np_;

@@ -857,6 +857,240 @@ TEST(DelayedEvents, EqualDelaysThatMoveDifferentlyAreRefusedByName) {
   }
 }
 
+/// Different delays falling at one instant: x' = −k x, y' = −k y; "dose"
+/// triggers at τ1 and executes after d1 (x ← a x + c, values from the
+/// trigger time, priority 2), "mix" triggers at τ2 and executes after d2
+/// (priority 1): y ← y + x with the x "dose" left (values from the
+/// execution: the two do not commute), or y ← 2y + 1 (`commute`: they
+/// commute). τ1 + d1 = τ2 + d2 = 1.5 exactly (0.5 + 1.0, 1.0 + 0.5).
+/// `mix_first`: "mix" has no delay and priority 3, triggered at τ2 = 1.5 —
+/// a root crossing where the delayed "dose" executes, "mix" first.
+/// p = (k, τ1, τ2, d1, d2, a, c).
+struct Converge {
+  bool commute = false, mix_first = false, mix_last = false;
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+    d[1] = -p[0] * y[1];
+  }
+  std::size_t n_roots() const { return 2; }
+  template <class T>
+  void roots(T t, std::span<const T>, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+    g[1] = t - p[2];
+  }
+  std::size_t n_events() const { return 2; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    return {.name = k == 0 ? "dose" : "mix",
+            .use_values_from_trigger_time = k == 0,
+            .has_delay = k == 0 || !mix_first,
+            .has_priority = true};
+  }
+  bool event_trigger(std::size_t k, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[k] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return k == 0 ? std::span<const std::size_t>(kX) : std::span<const std::size_t>(kY);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    if (k == 0)
+      v[0] = p[5] * y[0] + p[6];
+    else
+      v[0] = commute ? 2.0 * y[1] + 1.0 : y[1] + y[0];
+  }
+  template <class T>
+  T event_delay(std::size_t k, T, std::span<const T>, std::span<const T> p) const {
+    return k == 0 ? p[3] : p[4];
+  }
+  double event_priority(std::size_t k, double, std::span<const double>,
+                        std::span<const double>) const {
+    return k == 0 ? 2.0 : (mix_first && !mix_last ? 3.0 : 1.0);
+  }
+  static constexpr std::size_t kX[1] = {0}, kY[1] = {1};
+};
+
+/// J = x(t1) + y(t1) on the branch where the executions keep their order
+/// at the coincidence ("dose" first, or "mix" with mix_first);
+/// u = (x0, y0, k, τ1, τ2, d1, d2, a, c).
+template <class T>
+T converge_closed(const T* u, double t1, bool commute, bool mix_first) {
+  const T &x0 = u[0], &y0 = u[1], &k = u[2], &t_1 = u[3], &t_2 = u[4], &d1 = u[5], &d2 = u[6],
+          &a = u[7], &c = u[8];
+  const T tA = t_1 + d1, tB = mix_first ? t_2 : t_2 + d2;
+  const T xA = a * (x0 * exp(-k * t_1)) + c;  // x after "dose"
+  // x when "mix" executes (before "dose" with mix_first)
+  const T xB = mix_first ? x0 * exp(-k * tB) : xA * exp(-k * (tB - tA));
+  const T yB = commute ? 2.0 * (y0 * exp(-k * tB)) + 1.0 : y0 * exp(-k * tB) + xB;
+  return xA * exp(-k * (t1 - tA)) + yB * exp(-k * (t1 - tB));
+}
+
+TEST(DelayedEvents, DifferentDelaysFallingAtOneInstantExecuteInPriorityOrder) {
+  // "dose" (priority 2) then "mix" at t = 1.5, scheduled at 0.5 and 1.0:
+  // each execution moves with its own time (events.cpp, set_times). Every
+  // method against the closed form's exact derivatives — for the
+  // non-commuting pair those of the branch that keeps the priority order
+  // (J jumps where the order flips: the derivative there is one-sided) —
+  // at the settings' closed_tol (their global error), 1e-8 for the
+  // continuous adjoint at rtol 1e-12 and 1e-6 for CVODES at rtol 1e-10.
+  for (const auto& [commute, mix_first] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    Converge model;
+    model.commute = commute;
+    model.mix_first = mix_first;
+    const ode::Problem<Converge> problem{
+        model, {2.0, 0.5}, {0.8, 0.5, mix_first ? 1.5 : 1.0, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+    std::vector<double> u(problem.y0.begin(), problem.y0.end());
+    u.insert(u.end(), problem.p.begin(), problem.p.end());
+    std::vector<D8> ud(u.size());
+    std::vector<double> g_closed(u.size());
+    double value = 0.0;
+    for (std::size_t first = 0; first < u.size(); first += 8) {
+      for (std::size_t i = 0; i < u.size(); ++i)
+        ud[i] = i >= first && i < first + 8 ? D8::seed(u[i], static_cast<int>(i - first)) : D8(u[i]);
+      const D8 j = converge_closed(ud.data(), problem.t1(), commute, mix_first);
+      value = j.value();
+      for (std::size_t i = first; i < std::min(u.size(), first + 8); ++i)
+        g_closed[i] = j.tangent(static_cast<int>(i - first));
+    }
+    const double scale = largest(g_closed);
+    auto at = [](const ode::GradientResult& r, std::size_t i) {
+      return i < 2 ? r.wrt_initial_state[i] : r.wrt_parameters[i - 2];
+    };
+    auto check = [&](const ode::GradientResult& r, double tol, const std::string& name) {
+      SCOPED_TRACE(name + (commute ? ", commuting" : ", not commuting") +
+                   (mix_first ? ", mix first at a root crossing" : ""));
+      EXPECT_NEAR(r.objective, value, tol * value);
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        EXPECT_NEAR(at(r, i), g_closed[i], tol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(r, i) - g_closed[i]) / scale);
+      }
+      std::printf("delays at one instant (%s%s): %-28s |- closed| %.1e\n",
+                  commute ? "commuting" : "not commuting", mix_first ? ", root" : "", name.c_str(),
+                  worst);
+    };
+    for (const Setting& s : settings()) {
+      const ode::GradientResult ad =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, s.options);
+      const auto& ev = ad.steps.events();
+      if (mix_first) {
+        ASSERT_EQ(ev.size(), 2u) << s.name;
+        EXPECT_EQ(ev[1].fired, (std::vector<std::size_t>{1, 0})) << "mix first (priority)";
+        EXPECT_EQ(ev[1].origin, (std::vector<int>{-1, 0}));
+        EXPECT_EQ(ev[1].root, 1) << "at mix's root crossing";
+      } else {
+        ASSERT_EQ(ev.size(), 3u) << s.name;
+        EXPECT_EQ(ev[2].fired, (std::vector<std::size_t>{0, 1})) << "dose first (priority)";
+        EXPECT_EQ(ev[2].origin, (std::vector<int>{0, 1})) << "scheduled at two instants";
+      }
+      check(ad, s.closed_tol, std::string("discrete_adjoint ") + s.name);
+      const ode::GradientResult fw = ode::gradient(problem, SumOfStates{}, ode::Forward{}, s.options);
+      check(fw, s.closed_tol, std::string("forward ") + s.name);
+      // Forward and adjoint: transposes of one map.
+      for (std::size_t i = 0; i < u.size(); ++i)
+        EXPECT_NEAR(at(ad, i), at(fw, i), kTransposeTol * scale) << s.name << ", entry " << i;
+    }
+    check(ode::gradient(problem, SumOfStates{}, ode::ContinuousAdjoint{},
+                        adaptive_options(ode::Method::Dopri5, 1e-12)),
+          1e-8, "continuous_adjoint dopri5");
+    for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+      check(ode::gradient(problem, SumOfStates{}, ode::CvodesForward{}, adaptive_options(m, 1e-10)),
+            1e-6, "cvodes_forward " + ode::to_string(m));
+      check(ode::gradient(problem, SumOfStates{}, ode::CvodesAdjoint{}, adaptive_options(m, 1e-10)),
+            1e-6, "cvodes_adjoint " + ode::to_string(m));
+    }
+    if (commute) {
+      // Commuting: J is smooth through the coincidence, so two-sided
+      // central differences (each run locating its own instants, dopri5
+      // at rtol 1e-12; kDifferenceTol says why) agree too.
+      const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-12);
+      const ode::GradientResult ad = ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      auto J = [&](const std::vector<double>& v) {
+        ode::Problem<Converge> q = problem;
+        q.y0 = {v[0], v[1]};
+        q.p.assign(v.begin() + 2, v.end());
+        q.output_times = {q.t1()};
+        const ode::Solution r = ode::integrate(q, o);
+        return r.state(0)[0] + r.state(0)[1];
+      };
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        const double h = kDifferenceStep * std::max(1.0, std::abs(u[i]));
+        std::vector<double> up = u, dn = u;
+        up[i] += h;
+        dn[i] -= h;
+        const double fd = (J(up) - J(dn)) / (2 * h);
+        EXPECT_NEAR(at(ad, i), fd, kDifferenceTol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(ad, i) - fd) / scale);
+      }
+      std::printf("delays at one instant (commuting%s): |adjoint - central differences| %.1e\n",
+                  mix_first ? ", root" : "", worst);
+    } else if (!mix_first) {
+      // Not commuting: J jumps where "mix" would go first (d2 a little
+      // smaller): the one-sided difference on the priority order's side
+      // (d2 larger) matches, the other side does not.
+      const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-12);
+      const ode::GradientResult ad = ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      auto J = [&](double d2) {
+        ode::Problem<Converge> q = problem;
+        q.p[4] = d2;
+        q.output_times = {q.t1()};
+        const ode::Solution r = ode::integrate(q, o);
+        return r.state(0)[0] + r.state(0)[1];
+      };
+      const double h = 1e-6;
+      const double right = (J(0.5 + h) - J(0.5)) / h;
+      EXPECT_NEAR(at(ad, 6), right, 1e-4 * scale) << "the one-sided difference (O(h) truncation)";
+      EXPECT_GT(std::abs(J(0.5 - h) - J(0.5)), 1e-3) << "J jumps where the order flips";
+    }
+  }
+}
+
+TEST(DelayedEvents, AnOrderNoTimesGiveIsRefusedByName) {
+  // "mix" at its root crossing (τ2 = 1.5) with priority 1 runs after the
+  // delayed "dose" there, with values from its execution: had its root
+  // crossed first it would have gone first, had "dose" gone first the
+  // root's crossing would come after — the order has no branch.
+  Converge model;
+  model.mix_first = true;
+  model.mix_last = true;
+  const ode::Problem<Converge> problem{model, {2.0, 0.5}, {0.8, 0.5, 1.5, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-8);
+  ode::Problem<Converge> q = problem;
+  q.output_times = {2.0};
+  EXPECT_TRUE(ode::integrate(q, o).summary.success()) << "the run is fine";
+  for (int method = 0; method < 2; ++method) {
+    try {
+      if (method == 0) (void)ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      if (method == 1) (void)ode::gradient(problem, SumOfStates{}, ode::Forward{}, o);
+      ADD_FAILURE() << "method " << method << ": expected a refusal";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      for (const char* w : {"'dose'", "'mix'", "t = 1.5"})
+        EXPECT_NE(what.find(w), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(DelayedEvents, DifferentDelaysAtOneInstantRefuseHessianVectorByName) {
+  Converge model;
+  const ode::Problem<Converge> problem{model, {2.0, 0.5}, {0.8, 0.5, 1.0, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+  const ode::HessianDirection v{.parameters = std::vector<double>(problem.p.size(), 1.0),
+                                .initial_state = std::vector<double>(2, 0.0)};
+  try {
+    (void)ode::hessian_vector(problem, SumOfStates{}, v, ode::DiscreteAdjoint{},
+                              adaptive_options(ode::Method::Dopri5, 1e-8));
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* w : {"'dose'", "'mix'", "Hessian"})
+      EXPECT_NE(what.find(w), std::string::npos) << what;
+  }
+}
+
 TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
   // The calibration's residual Jacobian (forward tangents through the
   // links): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
