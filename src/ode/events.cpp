@@ -112,9 +112,6 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
                     << ") schedules or executes a delayed event and was applied without its "
                        "index in the step plan");
   if (linearize && linked_) {
-    COSTATE_CHECK(sys_.n_algebraic() == 0,
-                  "events: derivatives through delayed events on a DAE (algebraic states) are "
-                  "not supported yet (" << first_label << " at t = " << time_text(t) << ")");
     // Several delayed executions at one instant share its time when they
     // were scheduled at one instant with one delay (schedule() checks that
     // their delays' derivatives agree): τ_e is then one function of the
@@ -307,11 +304,17 @@ void InstantJump::set_times(double t, std::span<const double> p) {
     seen[cls_[e]] = 1;
     last = cls_[e];
   }
+  // f where the class changes; on a DAE at the state with its algebraic
+  // entries re-solved (between two instants the flow is on the constraint).
   fb_.assign(E, {});
+  std::vector<double> xc;
   for (std::size_t e = 0; e < E; ++e)
     if (cls_[e] != (e == 0 ? 0 : cls_[e - 1])) {
       fb_[e].assign(nx_, 0.0);
-      sys_.rhs(t, chain_[e], p, fb_[e]);
+      xc = chain_[e];
+      if (sys_.n_algebraic() > 0 && e > 0)
+        make_consistent(sys_, p, t, xc, "events (between executions at t = " + time_text(t) + ")");
+      sys_.rhs(t, xc, p, fb_[e]);
       ++rhs_evaluations_;
     }
 }
@@ -522,6 +525,21 @@ void InstantJump::schedule(const EventInstant& inst, double t, std::span<const d
                                            "std::span<const T> p) const)");
       sc.Jd = std::move(jac);
       sc.delay = values[0];
+      // A DAE: the state at the trigger is differentiated in its
+      // differential rows only (the algebraic ones are re-solved after the
+      // instant), so the delay and the values from the trigger time may
+      // read differential states only, as the updates (apply).
+      const std::size_t w = 1 + n_ + np_;
+      for (std::size_t q = 0; q < n_ && sys_.n_algebraic() > 0; ++q) {
+        if (!sys_.algebraic()[q]) continue;
+        bool reads = sc.Jd[1 + q] != 0.0;
+        for (std::size_t j = 0; j < sc.Jh.size() / w; ++j) reads = reads || sc.Jh[j * w + 1 + q] != 0.0;
+        COSTATE_CHECK(!reads, "events: the delay or the values from the trigger time of "
+                                  << event_label(*ev_, k) << " at t = " << time_text(t)
+                                  << " read algebraic state " << q
+                                  << "; derivatives through delayed events on a DAE need them to "
+                                     "read differential states and time only (not yet supported)");
+      }
       // Equal delays from one instant execute at one instant, whose time is
       // taken from the first of them (apply): exact when their times move
       // together — one state read, the same derivatives.

@@ -1091,6 +1091,79 @@ TEST(DelayedEvents, DifferentDelaysAtOneInstantRefuseHessianVectorByName) {
   }
 }
 
+/// DelayedDose as a DAE: y = (x, z), x' = −k z, 0 = z − q x (z algebraic,
+/// re-solved after each instant), so x' = −kq x; the delayed dose reads
+/// and assigns x. p = (k, τ or θ, d0, e, a, c, q).
+struct DelayedDoseDae : DelayedDose {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[1];
+    d[1] = y[1] - p[6] * y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {1}; }
+};
+
+/// J = x(t1) + z(t1) = (1 + q) x(t1): DelayedDose's closed form at rate kq.
+/// u = (x0, k, τ or θ, d0, e, a, c, q).
+template <class T>
+T dae_closed(const T* u, double t1, bool state_trigger, bool trigger_values) {
+  T v[7] = {u[0], u[1] * u[7], u[2], u[3], u[4], u[5], u[6]};
+  return (1.0 + u[7]) * closed(v, t1, state_trigger, trigger_values);
+}
+
+TEST(DelayedEvents, DelayedEventsOnADaeReSolveAndAreDifferentiated) {
+  // After the delayed execution z is re-solved from the constraint, as
+  // after an undelayed one (dae.cpp); the four variants by forward and
+  // discrete adjoint on every native DAE integrator against the closed
+  // form's exact derivatives (the settings' closed_tol: their global error),
+  // adjoint = forward to round-off, the same bits under every schedule.
+  for (const Variant& v : kVariants) {
+    DelayedDoseDae m;
+    m.state_trigger = v.state_trigger;
+    m.trigger_values = v.trigger_values;
+    const ode::Problem<DelayedDoseDae> problem{
+        m, {2.0, 0.0}, {0.8, v.state_trigger ? 1.2 : 0.6, 0.3, 0.4, 0.5, 1.0, 1.25}, {0.0, 2.0}};
+    std::vector<double> u{problem.y0[0]};
+    u.insert(u.end(), problem.p.begin(), problem.p.end());
+    std::vector<D8> ud(u.size());
+    for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D8::seed(u[i], static_cast<int>(i));
+    const D8 j = dae_closed(ud.data(), problem.t1(), v.state_trigger, v.trigger_values);
+    std::vector<double> g(u.size());
+    for (std::size_t i = 0; i < u.size(); ++i) g[i] = j.tangent(static_cast<int>(i));
+    const double scale = largest(g);
+    auto at = [](const ode::GradientResult& r, std::size_t i) {
+      return i == 0 ? r.wrt_initial_state[0] : r.wrt_parameters[i - 1];
+    };
+    for (const Setting& s : settings()) {
+      if (!ode::supports_dae(s.options.method, 1)) continue;
+      SCOPED_TRACE(std::string(v.name) + " with " + s.name);
+      const ode::GradientResult ad =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, s.options);
+      const ode::GradientResult fw =
+          ode::gradient(problem, SumOfStates{}, ode::Forward{}, s.options, ad.steps);
+      EXPECT_NEAR(ad.objective, j.value(), s.closed_tol * j.value());
+      EXPECT_EQ(ad.wrt_initial_state[1], 0.0) << "z0 is a guess";
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        EXPECT_NEAR(at(ad, i), g[i], s.closed_tol * scale) << "entry " << i;
+        EXPECT_NEAR(at(fw, i), at(ad, i), kTransposeTol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(ad, i) - g[i]) / scale);
+      }
+      std::printf("DAE, %-38s %-15s |- closed| %.1e\n", v.name, s.name, worst);
+      const ode::GradientResult b =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{ode::Binomial{3}}, s.options);
+      EXPECT_EQ(b.wrt_parameters, ad.wrt_parameters);
+      EXPECT_EQ(b.wrt_initial_state, ad.wrt_initial_state);
+    }
+    // The run: z = q x right after the execution.
+    ode::Problem<DelayedDoseDae> q = problem;
+    q.output_times = {2.0};
+    const ode::Solution r = ode::integrate(q, adaptive_options(ode::Method::Bdf, 1e-10));
+    ASSERT_TRUE(r.summary.success()) << r.summary.message;
+    EXPECT_NEAR(r.state(0)[1], 1.25 * r.state(0)[0], 1e-12 * r.state(0)[0]);
+  }
+}
+
 TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
   // The calibration's residual Jacobian (forward tangents through the
   // links): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
