@@ -1671,6 +1671,7 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
     out.before_instants.push_back(before);
     out.instants.push_back(inst);
     if (!S) return;
+    out.before_tangents.push_back(*S);
     jump->apply(inst, t, before, p, true, out.instants.size() - 1);
     Sr.assign(nx * ns, 0.0);
     P.assign(np * ns, 0.0);

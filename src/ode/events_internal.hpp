@@ -168,6 +168,8 @@ struct EventRun {
   std::vector<EventInstant> instants;
   std::vector<double> instant_times;
   std::vector<std::vector<double>> before_instants;
+  /// The CVODES sensitivity runs: S just before each instant (as S).
+  std::vector<std::vector<double>> before_tangents;
   std::vector<double> final_state;
   Summary summary;
 };
