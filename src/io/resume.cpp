@@ -594,17 +594,8 @@ bool sensitivity_resumable(const RunConfig& cfg, std::string* why) {
   if (ode::is_cvodes(cfg.integrator.method))
     return no("integrator.method " + ode::to_string(cfg.integrator.method) +
               " (CVODES' sweeps are not resumable; use a native stepper)");
-  // A delayed execution's instant is linked to the instant that scheduled
-  // it (ode::EventInstant::origin); the partial file does not keep those
-  // links yet.
-  bool delayed = false;
-  for (const EventConfig& e : cfg.events) delayed |= !e.delay.empty();
-  if (cfg.sbml)
-    for (std::size_t k = 0; k < cfg.sbml->equations.n_events(); ++k)
-      delayed |= cfg.sbml->equations.event_attributes(k).has_delay;
-  if (delayed)
-    return no("a model with delayed events (the partial file does not keep which instant "
-              "scheduled each delayed execution)");
+  // Delayed events: the partial file keeps the plan's links between
+  // instants and the sweep's pending adjoints (write_sensitivity_partial).
   return true;
 }
 
@@ -652,6 +643,28 @@ void write_sensitivity_partial(const std::string& path, const RunConfig& cfg, co
         for (std::size_t k : e.source) events.push_back(static_cast<int>(k));
       }
       write_dataset(group, "events", events, {events.size()}, path);
+      // Delayed events, per instant in the same order: the origins' count
+      // (0 or the fired count) and origins, the scheduled count, the
+      // scheduled events and their sources; then the adjoints pending
+      // between an execution and its trigger: (instant, event, size) each
+      // in pending_links, the values one after the other in pending_adjoints.
+      std::vector<int> links, pending_links;
+      std::vector<double> pending;
+      for (const ode::EventInstant& e : at.steps.events()) {
+        links.push_back(static_cast<int>(e.origin.size()));
+        links.insert(links.end(), e.origin.begin(), e.origin.end());
+        links.push_back(static_cast<int>(e.scheduled.size()));
+        for (std::size_t k : e.scheduled) links.push_back(static_cast<int>(k));
+        for (std::size_t k : e.scheduled_source) links.push_back(static_cast<int>(k));
+      }
+      for (const ode::PendingEventAdjoint& q : at.pending_events) {
+        pending_links.insert(pending_links.end(), {static_cast<int>(q.instant), static_cast<int>(q.event),
+                                                   static_cast<int>(q.adjoint.size())});
+        pending.insert(pending.end(), q.adjoint.begin(), q.adjoint.end());
+      }
+      write_dataset(group, "event_links", links, {links.size()}, path);
+      write_dataset(group, "pending_links", pending_links, {pending_links.size()}, path);
+      write_dataset(group, "pending_adjoints", pending, {pending.size()}, path);
       write_number_attribute(group, "objective", at.objective, path);
       close_checked(group, path);
     }
@@ -680,7 +693,7 @@ ode::AdjointResume read_sweep(hid_t file, const RunConfig& cfg, const std::strin
                                     : std::vector<int>{};
   std::vector<ode::EventInstant> events;
   for (std::size_t i = 0; i < flat.size();) {
-    if (i + 4 > flat.size() || flat[i] < 0 || flat[i + 3] <= 0 ||
+    if (i + 4 > flat.size() || flat[i] < 0 || flat[i + 3] < 0 ||
         i + 4 + 2 * static_cast<std::size_t>(flat[i + 3]) > flat.size())
       throw Error(what + ": /sensitivity_resume/events is not a list of event instants");
     ode::EventInstant e;
@@ -697,6 +710,54 @@ ode::AdjointResume read_sweep(hid_t file, const RunConfig& cfg, const std::strin
     events.push_back(std::move(e));
     i += 4 + 2 * count;
   }
+  // (A file written before delayed events resumed has no links.)
+  auto optional_ints = [&](const char* name) {
+    return H5Lexists(group, name, H5P_DEFAULT) > 0 ? read_ints(group, name, what, "sensitivity_resume")
+                                                   : std::vector<int>{};
+  };
+  const std::vector<int> links = optional_ints("event_links");
+  const std::string bad_links = what + ": /sensitivity_resume/event_links does not match its events";
+  std::size_t i = 0;
+  auto next = [&]() {
+    if (i >= links.size()) throw Error(bad_links);
+    return links[i++];
+  };
+  for (std::size_t e = 0; e < events.size() && !links.empty(); ++e) {
+    ode::EventInstant& inst = events[e];
+    const int n_origin = next();
+    if (n_origin != 0 && n_origin != static_cast<int>(inst.fired.size())) throw Error(bad_links);
+    for (int k = 0; k < n_origin; ++k) inst.origin.push_back(next());
+    const int n_sched = next();
+    if (n_sched < 0) throw Error(bad_links);
+    for (int k = 0; k < n_sched; ++k) {
+      const int v = next();
+      if (v < 0) throw Error(bad_links);
+      inst.scheduled.push_back(static_cast<std::size_t>(v));
+    }
+    for (int k = 0; k < n_sched; ++k) {
+      const int v = next();
+      if (v < 0) throw Error(bad_links);
+      inst.scheduled_source.push_back(static_cast<std::size_t>(v));
+    }
+  }
+  if (i != links.size()) throw Error(bad_links);
+  const std::vector<int> pending_links = optional_ints("pending_links");
+  const std::vector<double> pending = H5Lexists(group, "pending_adjoints", H5P_DEFAULT) > 0
+                                          ? read_doubles(group, "pending_adjoints", dims, what)
+                                          : std::vector<double>{};
+  std::size_t used = 0;
+  for (std::size_t k = 0; k + 3 <= pending_links.size(); k += 3) {
+    const int instant = pending_links[k], event = pending_links[k + 1], size = pending_links[k + 2];
+    if (instant < 0 || event < 0 || size < 1 || used + static_cast<std::size_t>(size) > pending.size())
+      throw Error(what + ": /sensitivity_resume/pending_links does not match pending_adjoints");
+    at.pending_events.push_back(
+        {static_cast<std::size_t>(instant), static_cast<std::size_t>(event),
+         std::vector<double>(pending.begin() + static_cast<std::ptrdiff_t>(used),
+                             pending.begin() + static_cast<std::ptrdiff_t>(used + static_cast<std::size_t>(size)))});
+    used += static_cast<std::size_t>(size);
+  }
+  if (pending_links.size() % 3 != 0 || used != pending.size())
+    throw Error(what + ": /sensitivity_resume/pending_links does not match pending_adjoints");
   try {
     at.steps = ode::StepPlan(std::move(times), std::move(orders), std::move(events));
   } catch (const Error& e) {

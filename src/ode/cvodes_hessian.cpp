@@ -22,6 +22,7 @@
 // System::terminal_hessian_vector / observation_hessian_vector.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,8 +32,147 @@
 #include "costate/ode/hessian.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "ode/events_internal.hpp"
 
 namespace costate::ode::detail {
+
+namespace {
+
+using StopJump = std::function<void(std::size_t, double, const double*, const double*, double*,
+                                    double*)>;
+
+/// H·v by CVODES' second-order adjoint across the instants of an event
+/// model, as cvodes_gradient's adjoint_across_instants takes the gradient:
+/// the event run with CVODES' forward sensitivities (directions p_j and
+/// the initial-state part of v) gives x⁻ and ẋ⁻ = Σ_j v_pj S_j + S_v at
+/// each instant; the instants are then applied and their tangents taken
+/// in order (the delayed links' values and tangents, one direction); the
+/// stretches between instants are taken last first by
+/// cvodes::second_order_adjoint from (x⁺, ẋ⁺) at their start, (λ, Λ)
+/// entering at their end carried through each instant's transposed jump to
+/// second order — λ ← Jᵀλ, Λ ← JᵀΛ + (D²Ĵ[ẋ⁻, v_p])ᵀλ⁺
+/// (InstantJump::adjoint and second_order, the discrete adjoint's H·v
+/// jump). The stops at an instant read (x⁺, ẋ⁺) and enter before the jump.
+void across_instants(const System& system, const cvodes::System& sys,
+                     const cvodes::Settings& settings, const CvodesAdjoint& adjoint,
+                     const IntegratorOptions& options, std::span<const double> p,
+                     std::span<const double> vp, double t0, double t1,
+                     const std::vector<double>& y0a, const std::vector<double>& s0,
+                     const std::vector<double>& stops, const StopJump& terms,
+                     std::vector<double>& lambda, std::vector<double>& mu,
+                     std::vector<double>& Lambda, std::vector<double>& nu, cvodes::Stats& fwd,
+                     cvodes::Stats& bwd, std::int64_t& events) {
+  const std::size_t na = system.n_states(), np = system.n_parameters(), K = stops.size();
+  // 1. The event run with sensitivities along p_j (j < np) and s0.
+  const std::size_t ns = np + 1;
+  std::vector<double> S(na * ns, 0.0);
+  std::copy(s0.begin(), s0.end(), S.begin() + static_cast<std::ptrdiff_t>(np * na));
+  const EventRun run = cvodes_sensitivities_with_events(
+      system, y0a, p, t0, t1, options, {}, ns, S, [](double, std::span<const double>, const double*) {});
+  COSTATE_CHECK(run.summary.success(), "hessian_vector (cvodes_adjoint): the forward integration "
+                                       "with events failed: " << run.summary.message);
+  fwd.steps += run.summary.steps;
+  fwd.rhs_evaluations += run.summary.rhs_evaluations;
+  events = run.summary.events;
+  const std::vector<double>& T = run.instant_times;
+  const std::size_t E = T.size();
+  // 2. Each instant in order: x⁺ and ẋ⁺ after it (its tangent along v).
+  InstantJump ij(system);
+  std::vector<std::vector<double>> xdot_minus(E), x_plus(E), xdot_plus(E);
+  for (std::size_t e = 0; e < E; ++e) {
+    const std::vector<double>& Sm = run.before_tangents[e];
+    xdot_minus[e].assign(na, 0.0);
+    for (std::size_t q = 0; q < na; ++q) {
+      double v = Sm[np * na + q];
+      for (std::size_t j = 0; j < np; ++j) v += vp[j] * Sm[j * na + q];
+      xdot_minus[e][q] = v;
+    }
+    x_plus[e] = run.before_instants[e];
+    ij.apply(run.instants[e], T[e], x_plus[e], p, true, e);
+    xdot_plus[e] = xdot_minus[e];
+    ij.tangent(1, xdot_plus[e], vp);
+  }
+  // 3. Backward: the group of instants at hi (stops there first), then the
+  // stretch below it.
+  std::size_t e_end = E, k_end = K;
+  auto group_at = [&](double t) {
+    std::size_t e = e_end;
+    while (e > 0 && T[e - 1] == t) --e;
+    return e;
+  };
+  lambda.assign(na, 0.0);
+  Lambda.assign(na, 0.0);
+  mu.assign(np, 0.0);
+  nu.assign(np, 0.0);
+  std::vector<double> dl(na), dL(na), x_minus, lambda_plus;
+  auto add_terms = [&](std::size_t k, const double* y, const double* s, double* l, double* L) {
+    std::fill(dl.begin(), dl.end(), 0.0);
+    std::fill(dL.begin(), dL.end(), 0.0);
+    terms(k, stops[k], y, s, dl.data(), dL.data());
+    for (std::size_t i = 0; i < na; ++i) {
+      l[i] += dl[i];
+      L[i] += dL[i];
+    }
+  };
+  double hi = t1;
+  std::size_t first = group_at(hi);
+  for (;;) {
+    if (first < e_end) {
+      const std::size_t last = e_end - 1;
+      for (; k_end > 0 && stops[k_end - 1] == hi; --k_end)
+        add_terms(k_end - 1, x_plus[last].data(), xdot_plus[last].data(), lambda.data(),
+                  Lambda.data());
+      for (std::size_t e = e_end; e-- > first;) {
+        x_minus = run.before_instants[e];
+        ij.apply(run.instants[e], hi, x_minus, p, true, e);
+        lambda_plus = lambda;
+        ij.adjoint(lambda, mu);
+        ij.adjoint(Lambda, nu, 1);
+        ij.second_order(lambda_plus, xdot_minus[e], vp, Lambda, nu);
+      }
+      e_end = first;
+    }
+    if (!(hi > t0)) break;
+    const double lo = e_end > 0 ? std::max(t0, T[e_end - 1]) : t0;
+    first = group_at(lo);
+    const bool at_instant = first < e_end;
+    const std::vector<double>& x_lo = at_instant ? x_plus[e_end - 1] : y0a;
+    const std::vector<double>& s_lo = at_instant ? xdot_plus[e_end - 1] : s0;
+    std::size_t k_first = k_end;
+    while (k_first > 0 && (stops[k_first - 1] > lo || (stops[k_first - 1] == lo && !at_instant)))
+      --k_first;
+    std::vector<double> leg_stops(stops.begin() + static_cast<std::ptrdiff_t>(k_first),
+                                  stops.begin() + static_cast<std::ptrdiff_t>(k_end));
+    if (leg_stops.empty() || leg_stops.back() < hi) leg_stops.push_back(hi);
+    const std::vector<double> carried = lambda, carried_dot = Lambda;
+    std::vector<double> lam, mu_leg, Lam, nu_leg;
+    cvodes::Stats f, bk;
+    cvodes::second_order_adjoint(
+        sys, settings, adjoint, lo, x_lo, s_lo, leg_stops,
+        [&](std::size_t k, double, const double* y, const double* s, double* l, double* L) {
+          if (k_first + k < k_end) add_terms(k_first + k, y, s, l, L);
+          if (k + 1 == leg_stops.size())
+            for (std::size_t i = 0; i < na; ++i) {
+              l[i] += carried[i];
+              L[i] += carried_dot[i];
+            }
+        },
+        lam, mu_leg, Lam, nu_leg, f, bk);
+    fwd.add_counts(f);
+    fwd.checkpoints += f.checkpoints;
+    bwd.add_counts(bk);
+    lambda = lam;
+    Lambda = Lam;
+    for (std::size_t j = 0; j < np; ++j) {
+      mu[j] += mu_leg[j];
+      nu[j] += nu_leg[j];
+    }
+    k_end = k_first;
+    hi = lo;
+  }
+}
+
+}  // namespace
 
 HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const double> y0,
                                           std::span<const double> p, double t0, double t1,
@@ -151,8 +291,13 @@ HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const 
 
   std::vector<double> lambda, mu, Lambda, nu;
   cvodes::Stats fwd, bwd;
-  cvodes::second_order_adjoint(sys, settings, adjoint, t0, y0a, s0, stops, jump, lambda, mu,
-                               Lambda, nu, fwd, bwd);
+  std::int64_t events = 0;
+  if (system.has_events())
+    across_instants(system, sys, settings, adjoint, options, p, vp, t0, t1, y0a, s0, stops, jump,
+                    lambda, mu, Lambda, nu, fwd, bwd, events);
+  else
+    cvodes::second_order_adjoint(sys, settings, adjoint, t0, y0a, s0, stops, jump, lambda, mu,
+                                 Lambda, nu, fwd, bwd);
 
   HessianVectorResult r;
   r.objective = J;

@@ -113,15 +113,13 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
                     << ") schedules or executes a delayed event and was applied without its "
                        "index in the step plan");
   if (linearize && linked_) {
-    COSTATE_CHECK(sys_.n_algebraic() == 0,
-                  "events: derivatives through delayed events on a DAE (algebraic states) are "
-                  "not supported yet (" << first_label << " at t = " << time_text(t) << ")");
     // Several delayed executions at one instant share its time when they
     // were scheduled at one instant with one delay (schedule() checks that
     // their delays' derivatives agree): τ_e is then one function of the
-    // inputs. Executions scheduled at different instants, or a delayed
-    // execution at a root crossing, coincide only at this point: the
-    // instant's time has no single derivative there.
+    // inputs. Executions scheduled at different instants (different delays
+    // falling at one time), or a delayed execution at a root crossing, only
+    // coincide at this point: each execution then moves with its own time
+    // (multi_, set_times below).
     std::size_t delayed = 0;
     int origin = -1;
     bool one_origin = true;
@@ -131,13 +129,9 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
       one_origin = one_origin && (origin < 0 || o == origin);
       origin = o;
     }
-    COSTATE_CHECK(delayed == 0 || (inst.root < 0 && one_origin),
-                  "events: at t = " << time_text(t) << " " << first_label
-                                    << " and other executions coincide ("
-                                    << delayed << " delayed"
-                                    << (one_origin ? "" : ", scheduled at different instants")
-                                    << (inst.root >= 0 ? ", at a root crossing" : "")
-                                    << "): the instant's time has no single derivative there");
+    multi_ = delayed > 0 && !(inst.root < 0 && one_origin);
+  } else {
+    multi_ = false;
   }
   chain_.resize(E + 1);
   chain_[0].assign(x.begin(), x.end());
@@ -223,6 +217,7 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   b_.assign(np_, 0.0);
   root_ = inst.root;
   gdot_ = 0.0;
+  if (multi_) set_times(t, p);
   if (inst.root < 0) return;
   // dτ = −(g_y s⁻ + g_p ṗ)/ġ,  ġ = g_t + g_y f⁻, from the root that located τ.
   const auto r = static_cast<std::size_t>(inst.root);
@@ -250,6 +245,231 @@ void InstantJump::apply(const EventInstant& inst, double t, std::span<double> x,
   for (std::size_t q = 0; q < n_; ++q) a_[q] = -row[1 + q] / gdot;
   for (std::size_t j = 0; j < np_; ++j) b_[j] = -row[1 + n_ + j] / gdot;
   gdot_ = gdot;
+}
+
+// An instant where executions of different times coincide (multi_): each
+// execution moves with its own time — class 0 the instant's own (the
+// root's dτ, or 0), one class per delayed execution (its dτ_e), and an
+// undelayed execution its trigger's: the class of the state its values
+// were read from (execution source − 1's, class 0 for the state before the
+// instant), or, with values from the execution, the class every state it
+// may have been triggered at agrees on. Between consecutive executions of
+// different classes c → c′ the state is carried from one moving time to
+// the other, D ← D + f(x_e)(dτ_c′ − dτ_c): the jumps of two instants an
+// instant apart. The derivative is that of the branch where the
+// executions keep their order: exact where they commute, one-sided where
+// the order changes J (which then jumps where the times cross). The order
+// is a branch only when each class's executions (and the root's crossing,
+// class 0, first) are consecutive; otherwise the times would have to be
+// equal on both sides — refused by name.
+void InstantJump::set_times(double t, std::span<const double> p) {
+  const std::size_t E = exec_.size();
+  cls_.assign(E, 0);
+  class_link_.assign(1, Link{kNoIndex, 0});
+  for (std::size_t e = 0; e < E; ++e) {
+    const Exec& ex = exec_[e];
+    if (ex.link.first != kNoIndex) {
+      cls_[e] = class_link_.size();
+      class_link_.push_back(ex.link);
+      continue;
+    }
+    if (ex.source < e) {
+      cls_[e] = state_class(ex.source);
+      continue;
+    }
+    for (std::size_t j = 0; j < e; ++j)
+      COSTATE_CHECK(state_class(j + 1) == state_class(0),
+                    "events: at t = " << time_text(t) << " " << event_label(*ev_, ex.event)
+                                      << " (values from its execution) executes after "
+                                      << event_label(*ev_, exec_[j].event)
+                                      << ", which coincides with it only at this point: which "
+                                         "time it moves with is not known (give it values from "
+                                         "the trigger time)");
+    cls_[e] = state_class(0);
+  }
+  // The classes in order (the root's first) must each be one run.
+  std::vector<char> seen(class_link_.size(), 0);
+  std::size_t last = root_ >= 0 ? 0 : cls_[0];
+  seen[last] = 1;
+  for (std::size_t e = 0; e < E; ++e) {
+    if (cls_[e] == last) continue;
+    COSTATE_CHECK(!seen[cls_[e]],
+                  "events: at t = " << time_text(t) << " " << event_label(*ev_, exec_[e].event)
+                                    << " executes after "
+                                    << (e > 0 ? event_label(*ev_, exec_[e - 1].event)
+                                              : std::string("the root's crossing"))
+                                    << ", which coincides with it only at this point, and after "
+                                       "an execution of its own time before that: no order of "
+                                       "the times gives this order of executions, so the "
+                                       "derivative is not defined there");
+    seen[cls_[e]] = 1;
+    last = cls_[e];
+  }
+  // f where the class changes; on a DAE at the state with its algebraic
+  // entries re-solved (between two instants the flow is on the constraint).
+  fb_.assign(E, {});
+  std::vector<double> xc;
+  for (std::size_t e = 0; e < E; ++e)
+    if (cls_[e] != (e == 0 ? 0 : cls_[e - 1])) {
+      fb_[e].assign(nx_, 0.0);
+      xc = chain_[e];
+      if (sys_.n_algebraic() > 0 && e > 0)
+        make_consistent(sys_, p, t, xc, "events (between executions at t = " + time_text(t) + ")");
+      sys_.rhs(t, xc, p, fb_[e]);
+      ++rhs_evaluations_;
+    }
+}
+
+std::size_t InstantJump::state_class(std::size_t c) const { return c == 0 ? 0 : cls_[c - 1]; }
+
+std::vector<std::vector<double>> InstantJump::class_times(std::size_t m, std::span<const double> S,
+                                                          std::span<const double> P) const {
+  std::vector<std::vector<double>> dt(class_link_.size(), std::vector<double>(m, 0.0));
+  if (root_ >= 0)
+    for (std::size_t d = 0; d < m; ++d) {
+      double s = 0.0;
+      for (std::size_t q = 0; q < n_; ++q) s += a_[q] * S[q * m + d];
+      for (std::size_t j = 0; j < np_; ++j) s += b_[j] * P[j * m + d];
+      dt[0][d] = s;
+    }
+  for (std::size_t c = 1; c < class_link_.size(); ++c) {
+    const auto it = tangents_.find(class_link_[c]);
+    COSTATE_CHECK(it != tangents_.end() && it->second.m == m,
+                  "events: the tangent of " << event_label(*ev_, class_link_[c].second)
+                                            << " at t = " << time_text(t_)
+                                            << " needs the tangent of the instant that scheduled "
+                                               "it (events["
+                                            << class_link_[c].first << "]) first");
+    dt[c] = it->second.dt;
+  }
+  return dt;
+}
+
+void InstantJump::tangent_multi(std::size_t m, std::span<double> S, std::span<const double> P) {
+  const std::size_t E = exec_.size(), w = 1 + n_ + np_;
+  const std::vector<std::vector<double>> dt = class_times(m, S, P);
+  // Din[e]: the state before execution e in the coordinates of the time
+  // it was left at (state_class(e)); Dat[e]: in execution e's.
+  std::vector<std::vector<double>> Din(E + 1, std::vector<double>(nx_ * m)), Dat(E);
+  for (std::size_t q = 0; q < nx_; ++q)
+    for (std::size_t d = 0; d < m; ++d) Din[0][q * m + d] = S[q * m + d] + f0_[q] * dt[0][d];
+  for (std::size_t e = 0; e < E; ++e) {
+    const Exec& ex = exec_[e];
+    const std::size_t c = cls_[e], pc = state_class(e);
+    Dat[e] = Din[e];
+    if (c != pc)
+      for (std::size_t q = 0; q < nx_; ++q)
+        for (std::size_t d = 0; d < m; ++d) Dat[e][q * m + d] += fb_[e][q] * (dt[c][d] - dt[pc][d]);
+    Din[e + 1] = Dat[e];
+    if (ex.from_trigger) {
+      const Carried& cr = tangents_.at(ex.link);
+      for (std::size_t j = 0; j < ex.targets.size(); ++j)
+        for (std::size_t d = 0; d < m; ++d) Din[e + 1][ex.targets[j] * m + d] = cr.dv[j * m + d];
+      continue;
+    }
+    const bool now = ex.source == e;
+    const std::vector<double>& src = now ? Dat[e] : Din[ex.source];
+    const std::vector<double>& rt = dt[now ? c : state_class(ex.source)];
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+      const double* row = ex.J.data() + j * w;
+      for (std::size_t d = 0; d < m; ++d) {
+        double v = row[0] * rt[d];
+        for (std::size_t q = 0; q < n_; ++q) v += row[1 + q] * src[q * m + d];
+        for (std::size_t i = 0; i < np_; ++i) v += row[1 + n_ + i] * P[i * m + d];
+        Din[e + 1][ex.targets[j] * m + d] = v;
+      }
+    }
+  }
+  for (const Scheduled& sc : sched_) {
+    const std::vector<double>& Dc = Din[sc.source];
+    const std::vector<double>& tc = dt[state_class(sc.source)];
+    auto along = [&](const double* row, std::size_t d) {
+      double v = row[0] * tc[d];
+      for (std::size_t q = 0; q < n_; ++q) v += row[1 + q] * Dc[q * m + d];
+      for (std::size_t i = 0; i < np_; ++i) v += row[1 + n_ + i] * P[i * m + d];
+      return v;
+    };
+    Carried cr;
+    cr.m = m;
+    cr.dt.assign(m, 0.0);
+    for (std::size_t d = 0; d < m; ++d) cr.dt[d] = tc[d] + along(sc.Jd.data(), d);
+    if (sc.from_trigger) {
+      const std::size_t nt = sc.Jh.size() / w;
+      cr.dv.assign(nt * m, 0.0);
+      for (std::size_t j = 0; j < nt; ++j)
+        for (std::size_t d = 0; d < m; ++d) cr.dv[j * m + d] = along(sc.Jh.data() + j * w, d);
+    }
+    tangents_[{index_, sc.event}] = std::move(cr);
+  }
+  const std::vector<double>& last = dt[cls_[E - 1]];
+  for (std::size_t q = 0; q < nx_; ++q)
+    for (std::size_t d = 0; d < m; ++d) S[q * m + d] = Din[E][q * m + d] - fE_[q] * last[d];
+}
+
+void InstantJump::adjoint_multi(std::span<double> lambda, std::span<double> mu, std::size_t seed) {
+  const std::size_t E = exec_.size(), w = 1 + n_ + np_;
+  std::vector<double> ct(class_link_.size(), 0.0);
+  std::vector<std::vector<double>> Din(E + 1, std::vector<double>(nx_, 0.0));
+  std::copy(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(nx_), Din[E].begin());
+  for (std::size_t q = 0; q < nx_; ++q) ct[cls_[E - 1]] -= fE_[q] * Din[E][q];
+  for (std::size_t si = 0; si < sched_.size(); ++si) {
+    const Scheduled& sc = sched_[si];
+    const auto it = adjoints_.find({index_, sc.event});
+    if (it == adjoints_.end() || it->second.size() <= seed || it->second[seed].empty()) continue;
+    std::vector<double> bar = std::move(it->second[seed]);
+    it->second[seed].clear();
+    if (seed == 0) consumed_[si] = bar;
+    std::vector<double>& Dc = Din[sc.source];
+    double& tc = ct[state_class(sc.source)];
+    auto back = [&](const double* row, double v) {
+      tc += row[0] * v;
+      for (std::size_t q = 0; q < n_; ++q) Dc[q] += row[1 + q] * v;
+      for (std::size_t i = 0; i < np_; ++i) mu[i] += row[1 + n_ + i] * v;
+    };
+    tc += bar[0];
+    back(sc.Jd.data(), bar[0]);
+    if (sc.from_trigger)
+      for (std::size_t j = 0; j + 1 < bar.size(); ++j) back(sc.Jh.data() + j * w, bar[1 + j]);
+  }
+  std::vector<double> Dat, tbar;
+  for (std::size_t e = E; e-- > 0;) {
+    const Exec& ex = exec_[e];
+    const std::size_t c = cls_[e], pc = state_class(e);
+    Dat = Din[e + 1];
+    tbar.assign(ex.targets.size(), 0.0);
+    for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+      tbar[j] = Dat[ex.targets[j]];
+      Dat[ex.targets[j]] = 0.0;
+    }
+    if (ex.from_trigger) {
+      std::vector<double>& bar = seed_slot(ex.link, seed);
+      for (std::size_t j = 0; j < ex.targets.size(); ++j) bar[1 + j] += tbar[j];
+    } else {
+      const bool now = ex.source == e;
+      std::vector<double>& src = now ? Dat : Din[ex.source];
+      double& rt = ct[now ? c : state_class(ex.source)];
+      for (std::size_t j = 0; j < ex.targets.size(); ++j) {
+        const double* row = ex.J.data() + j * w;
+        rt += row[0] * tbar[j];
+        for (std::size_t q = 0; q < n_; ++q) src[q] += row[1 + q] * tbar[j];
+        for (std::size_t i = 0; i < np_; ++i) mu[i] += row[1 + n_ + i] * tbar[j];
+      }
+    }
+    for (std::size_t q = 0; q < nx_; ++q) Din[e][q] += Dat[q];
+    if (c != pc) {
+      double g = 0.0;
+      for (std::size_t q = 0; q < nx_; ++q) g += fb_[e][q] * Dat[q];
+      ct[c] += g;
+      ct[pc] -= g;
+    }
+  }
+  for (std::size_t q = 0; q < nx_; ++q) ct[0] += f0_[q] * Din[0][q];
+  for (std::size_t q = 0; q < nx_; ++q) lambda[q] = Din[0][q];
+  if (root_ >= 0) {
+    for (std::size_t q = 0; q < n_; ++q) lambda[q] += ct[0] * a_[q];
+    for (std::size_t i = 0; i < np_; ++i) mu[i] += ct[0] * b_[i];
+  }
+  for (std::size_t c = 1; c < class_link_.size(); ++c) seed_slot(class_link_[c], seed)[0] += ct[c];
 }
 
 std::vector<double>& InstantJump::seed_slot(const Link& link, std::size_t seed) {
@@ -306,6 +526,21 @@ void InstantJump::schedule(const EventInstant& inst, double t, std::span<const d
                                            "std::span<const T> p) const)");
       sc.Jd = std::move(jac);
       sc.delay = values[0];
+      // A DAE: the state at the trigger is differentiated in its
+      // differential rows only (the algebraic ones are re-solved after the
+      // instant), so the delay and the values from the trigger time may
+      // read differential states only, as the updates (apply).
+      const std::size_t w = 1 + n_ + np_;
+      for (std::size_t q = 0; q < n_ && sys_.n_algebraic() > 0; ++q) {
+        if (!sys_.algebraic()[q]) continue;
+        bool reads = sc.Jd[1 + q] != 0.0;
+        for (std::size_t j = 0; j < sc.Jh.size() / w; ++j) reads = reads || sc.Jh[j * w + 1 + q] != 0.0;
+        COSTATE_CHECK(!reads, "events: the delay or the values from the trigger time of "
+                                  << event_label(*ev_, k) << " at t = " << time_text(t)
+                                  << " read algebraic state " << q
+                                  << "; derivatives through delayed events on a DAE need them to "
+                                     "read differential states and time only (not yet supported)");
+      }
       // Equal delays from one instant execute at one instant, whose time is
       // taken from the first of them (apply): exact when their times move
       // together — one state read, the same derivatives.
@@ -324,6 +559,7 @@ void InstantJump::schedule(const EventInstant& inst, double t, std::span<const d
 
 void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const double> P) {
   COSTATE_CHECK(linearized_, "events: tangent of an instant applied without linearization");
+  if (multi_) return tangent_multi(m, S, P);
   const std::size_t E = exec_.size(), w = 1 + n_ + np_;
   std::vector<double> dtau(m, 0.0);
   if (carried_.first != kNoIndex) {
@@ -401,6 +637,7 @@ void InstantJump::tangent(std::size_t m, std::span<double> S, std::span<const do
 
 void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::size_t seed) {
   COSTATE_CHECK(linearized_, "events: adjoint of an instant applied without linearization");
+  if (multi_) return adjoint_multi(lambda, mu, seed);
   const std::size_t E = exec_.size(), w = 1 + n_ + np_;
   std::vector<std::vector<double>> Dbar(E + 1, std::vector<double>(nx_, 0.0));
   // A DAE: the transpose of z⁺ = z(x⁺, p) first.
@@ -463,6 +700,27 @@ void InstantJump::adjoint(std::span<double> lambda, std::span<double> mu, std::s
   for (std::size_t i = 0; i < np_; ++i) mu[i] += ctau * b_[i];
 }
 
+std::vector<PendingEventAdjoint> InstantJump::pending_adjoints() const {
+  std::vector<PendingEventAdjoint> out;
+  for (const auto& [link, per] : adjoints_)  // std::map: ascending (instant, event)
+    if (!per.empty() && !per[0].empty()) out.push_back({link.first, link.second, per[0]});
+  return out;
+}
+
+void InstantJump::restore_pending_adjoints(std::span<const PendingEventAdjoint> pending) {
+  for (const PendingEventAdjoint& q : pending) {
+    COSTATE_CHECK(q.event < attrs_.size(), "events: a pending adjoint names event "
+                                               << q.event << " of a model with " << attrs_.size()
+                                               << " events");
+    std::vector<double>& slot = seed_slot({q.instant, q.event}, 0);
+    COSTATE_CHECK_EQ(q.adjoint.size(), slot.size(),
+                     "events: the pending adjoint of " << event_label(*ev_, q.event)
+                                                       << " (scheduled by events[" << q.instant
+                                                       << "]) has the wrong size");
+    slot = q.adjoint;
+  }
+}
+
 // Second order. The jump as a map of the state at the instant's fixed time
 // τ₀ (the plan's): a state x just before τ₀ at (x, p) flows on by δ to the
 // instant τ = τ₀ + δ where root r vanishes, is jumped there, and flows back
@@ -492,6 +750,11 @@ void InstantJump::second_order(std::span<const double> lambda_plus, std::span<co
                                std::span<const double> pdot, std::span<double> lambda_dot,
                                std::span<double> mu_dot) {
   COSTATE_CHECK(linearized_, "events: second order of an instant applied without linearization");
+  COSTATE_CHECK(!multi_, "events: Hessian-vector products through an instant where delayed "
+                         "executions of different times coincide (at t = "
+                             << time_text(t_) << ", " << event_label(*ev_, exec_[0].event)
+                             << " and " << event_label(*ev_, exec_.back().event)
+                             << ") are not supported yet; gradients are");
   COSTATE_CHECK(sys_.n_algebraic() == 0,
                 "events: Hessian-vector products through events on a DAE (algebraic states) are "
                 "not supported yet; gradients are");
@@ -865,6 +1128,21 @@ class EventScheme final : public Scheme {
   std::int64_t rhs_evaluations() const override {
     return inner_->rhs_evaluations() + jump_.rhs_evaluations();
   }
+
+  std::vector<PendingEventAdjoint> pending_adjoints() const { return jump_.pending_adjoints(); }
+  void restore_pending_adjoints(std::span<const PendingEventAdjoint> pending) {
+    for (const PendingEventAdjoint& q : pending) {
+      const bool schedules =
+          q.instant < instants_.size() &&
+          std::find(instants_[q.instant].scheduled.begin(), instants_[q.instant].scheduled.end(),
+                    q.event) != instants_[q.instant].scheduled.end();
+      COSTATE_CHECK(schedules, "events: a resumed sweep's pending adjoint names events["
+                                   << q.instant << "] scheduling event " << q.event
+                                   << ", which the step plan (" << instants_.size()
+                                   << " instants) does not have");
+    }
+    jump_.restore_pending_adjoints(pending);
+  }
   std::int64_t linearizations() const override {
     return inner_->linearizations() + linearizations_;
   }
@@ -912,6 +1190,21 @@ std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme
   COSTATE_CHECK(system.events() != nullptr,
                 "events: the step plan fires events but the System has none");
   return std::make_unique<EventScheme>(system, std::move(inner), p, steps);
+}
+
+std::vector<PendingEventAdjoint> pending_event_adjoints(const Scheme& scheme) {
+  const auto* events = dynamic_cast<const EventScheme*>(&scheme);
+  return events ? events->pending_adjoints() : std::vector<PendingEventAdjoint>{};
+}
+
+void restore_pending_event_adjoints(Scheme& scheme, std::span<const PendingEventAdjoint> pending) {
+  if (pending.empty()) return;
+  auto* events = dynamic_cast<EventScheme*>(&scheme);
+  COSTATE_CHECK(events != nullptr, "events: a resumed sweep carries "
+                                       << pending.size()
+                                       << " pending adjoints of delayed events, but its step "
+                                          "plan fires no events");
+  events->restore_pending_adjoints(pending);
 }
 
 // ------------------------------------------------------------------ the driver
@@ -1385,6 +1678,7 @@ EventRun cvodes_event_loop(const System& system, std::span<const double> x0,
     out.before_instants.push_back(before);
     out.instants.push_back(inst);
     if (!S) return;
+    out.before_tangents.push_back(*S);
     jump->apply(inst, t, before, p, true, out.instants.size() - 1);
     Sr.assign(nx * ns, 0.0);
     P.assign(np * ns, 0.0);

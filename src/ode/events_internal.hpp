@@ -72,6 +72,12 @@ class InstantJump {
                     std::span<const double> pdot, std::span<double> lambda_dot,
                     std::span<double> mu_dot);
   std::int64_t rhs_evaluations() const { return rhs_evaluations_; }
+  /// The adjoints (of seed 0) that reversed delayed executions left for
+  /// their scheduling instants, not yet consumed (a reverse sweep's place:
+  /// AdjointResume::pending_events), ascending by instant and event.
+  std::vector<PendingEventAdjoint> pending_adjoints() const;
+  /// Puts them back (a resumed sweep, before its first reverse step).
+  void restore_pending_adjoints(std::span<const PendingEventAdjoint> pending);
 
  private:
   /// A delayed execution: (the index of the instant that scheduled it, event).
@@ -103,6 +109,19 @@ class InstantJump {
   /// The adjoint a delayed execution leaves for its scheduling instant, of
   /// one seed: τ̄_e, then its values' (1 + targets).
   std::vector<double>& seed_slot(const Link& link, std::size_t seed);
+  /// An instant where executions of different times coincide (events.cpp:
+  /// set_times): each execution's time class, the classes' links, f at
+  /// the states where the class changes.
+  void set_times(double t, std::span<const double> p);
+  std::size_t state_class(std::size_t c) const;
+  std::vector<std::vector<double>> class_times(std::size_t m, std::span<const double> S,
+                                               std::span<const double> P) const;
+  void tangent_multi(std::size_t m, std::span<double> S, std::span<const double> P);
+  void adjoint_multi(std::span<double> lambda, std::span<double> mu, std::size_t seed);
+  bool multi_ = false;
+  std::vector<std::size_t> cls_;
+  std::vector<Link> class_link_;
+  std::vector<std::vector<double>> fb_;
   const System& sys_;
   const EventModel* ev_;
   std::size_t n_, nx_, np_;
@@ -130,6 +149,14 @@ class InstantJump {
 std::unique_ptr<Scheme> with_events(const System& system, std::unique_ptr<Scheme> inner,
                                     std::span<const double> p, const StepPlan& steps);
 
+/// The pending adjoints of delayed events in a reverse sweep over `scheme`
+/// (made by make_scheme: with_events), empty when the plan has none.
+std::vector<PendingEventAdjoint> pending_event_adjoints(const Scheme& scheme);
+/// Sets them back in a fresh scheme on the same plan before a resumed sweep;
+/// throws costate::Error naming the entry when the plan's instant at
+/// `instant` does not schedule `event`, or its adjoint has the wrong size.
+void restore_pending_event_adjoints(Scheme& scheme, std::span<const PendingEventAdjoint> pending);
+
 /// What run_with_events did: the accepted step times (and bdf's orders;
 /// the native methods' runs), the instants with the time of each and the
 /// state just before it (x⁻, n_x), the state at the end and the summary.
@@ -141,6 +168,8 @@ struct EventRun {
   std::vector<EventInstant> instants;
   std::vector<double> instant_times;
   std::vector<std::vector<double>> before_instants;
+  /// The CVODES sensitivity runs: S just before each instant (as S).
+  std::vector<std::vector<double>> before_tangents;
   std::vector<double> final_state;
   Summary summary;
 };

@@ -13,6 +13,7 @@
 
 #include "costate/ode/integrate.hpp"
 #include "costate/ode/scheme.hpp"
+#include "ode/events_internal.hpp"
 
 namespace costate::ode {
 
@@ -69,10 +70,20 @@ GradientResult native_gradient(const System& system, std::span<const double> y0,
     interrupted_at->step = -1;
     interrupted_at->steps = run.steps();
   }
-  SweepOutcome o = dam ? adjoint_sweep(system, run.scheme(), run.steps(), dam->checkpointing,
-                                       run.x0(), p, options.on_step, resume_from, interrupted_at)
-                       : tangent_sweep(system, run.scheme(), run.steps(), run.x0(), p,
-                                       options.on_step);
+  // Delayed events: the adjoints a resumed place left pending between an
+  // execution and the instant that scheduled it go back into the scheme,
+  // and an interrupted sweep's are kept with its place.
+  if (resume_from) restore_pending_event_adjoints(run.scheme(), resume_from->pending_events);
+  SweepOutcome o;
+  try {
+    o = dam ? adjoint_sweep(system, run.scheme(), run.steps(), dam->checkpointing, run.x0(), p,
+                            options.on_step, resume_from, interrupted_at)
+            : tangent_sweep(system, run.scheme(), run.steps(), run.x0(), p, options.on_step);
+  } catch (...) {
+    if (interrupted_at && interrupted_at->step >= 0)
+      interrupted_at->pending_events = pending_event_adjoints(run.scheme());
+    throw;
+  }
   result.objective = o.objective;
   result.wrt_parameters = std::move(o.wrt_parameters);
   result.wrt_initial_state = std::move(o.wrt_initial_state);

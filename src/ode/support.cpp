@@ -204,9 +204,12 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        method == SensitivityKind::IdasForward ||
                        method == SensitivityKind::IdasAdjoint;
   if (crosses && order == 1) return {true, {}};
-  // Second order: forward over the discrete adjoint, the jump of each
-  // instant differentiated once more (InstantJump::second_order).
-  if (method == SensitivityKind::DiscreteAdjoint && order == 2) return {true, {}};
+  // Second order: forward over the discrete adjoint, or CVODES'
+  // second-order adjoint stretch by stretch (cvodes_hessian.cpp), the jump
+  // of each instant differentiated once more (InstantJump::second_order).
+  if ((method == SensitivityKind::DiscreteAdjoint || method == SensitivityKind::CvodesAdjoint) &&
+      order == 2)
+    return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not cross events yet (the model has events): with events, "
@@ -215,7 +218,8 @@ Support supports_events(SensitivityKind method, Method integrator, int order) {
                        "crank_nicolson, sdirk3, bdf), continuous_adjoint (dopri5, sdirk3, bdf), "
                        "cvodes_forward and cvodes_adjoint (cvodes_bdf, cvodes_adams) or "
                        "idas_forward and idas_adjoint (idas); "
-                       "Hessian-vector products by discrete_adjoint on the native integrators"};
+                       "Hessian-vector products by discrete_adjoint on the native integrators or "
+                       "cvodes_adjoint"};
 }
 
 Support supports_events(SensitivityKind method, Method integrator, int order, bool delayed) {
@@ -232,9 +236,11 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
                        method == SensitivityKind::IdasForward ||
                        method == SensitivityKind::IdasAdjoint;
   if (carries && order == 1) return {true, {}};
-  // Second order: the discrete adjoint's, the links' inputs and outputs
-  // differentiated once more (InstantJump::second_order).
-  if (method == SensitivityKind::DiscreteAdjoint && order == 2) return {true, {}};
+  // Second order: the discrete adjoint's and CVODES', the links' inputs
+  // and outputs differentiated once more (InstantJump::second_order).
+  if ((method == SensitivityKind::DiscreteAdjoint || method == SensitivityKind::CvodesAdjoint) &&
+      order == 2)
+    return {true, {}};
   std::string why = "sensitivity.method = " + to_string(method);
   if (order == 2) why = "Hessian-vector products (" + why + ")";
   return {false, why + " does not differentiate delayed events yet (the model has an event "

@@ -702,13 +702,12 @@ TEST_F(ResumeTest, SensitivityResumeRefusesWhatItCannotContinue) {
           "discrete adjoint of a native stepper only");
   refused({"sensitivity", "sens.yaml", "--resume", "s.h5", "--hessian"}, "--hessian");
   refused({"sensitivity", "sens.yaml", "--resume", "missing.h5"}, "no such file");
-  // Delayed events: the partial file does not keep which instant scheduled
-  // each delayed execution, so such a model is refused by name before the
-  // file is read (it used to fail reading the plan, naming no reason).
+  // Delayed events resume (the partial file keeps their links and pending
+  // adjoints: conditions_resume_test); another model's file is refused.
   write("delayed.yaml", sensitivity_input("{schedule: binomial, snapshots: 6}") +
                             "events:\n  - {name: kick, trigger: \"x > 5\", assign: {w: \"w + 0.1\"}, "
                             "delay: \"0.5\"}\n");
-  refused({"sensitivity", "delayed.yaml", "--resume", "s.h5"}, "delayed events");
+  refused({"sensitivity", "delayed.yaml", "--resume", "s.h5"}, "other settings");
   // A run's partial file is not a sensitivity's.
   ASSERT_EQ(wait_for(spawn(dir_, {"run", "sens.yaml", "-q", "-o", "run.h5"})), 0);
   refused({"sensitivity", "sens.yaml", "--resume", "run.h5"}, "written by `costate run`");

@@ -23,6 +23,7 @@
 #include "costate/io/input.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/ode/scheme.hpp"
+#include "costate/ode/step_plan.hpp"
 
 namespace {
 
@@ -52,7 +53,7 @@ class ConditionsResumeTest : public ::testing::Test {
   /// binomial checkpointing (the reverse sweep recomputes), with or without
   /// conditions: every kind of replacement (a number, another parameter, an
   /// initial value as a number and as an expression).
-  RunConfig load(bool conditions) {
+  RunConfig load(bool conditions, bool delayed = false) {
     const std::string d = kData;
     std::string text =
         "model: {states: [x, y], equations: {x: \"-k*x\", y: \"k*x - m*y\"}}\n"
@@ -72,7 +73,18 @@ class ConditionsResumeTest : public ::testing::Test {
               "dose8.csv, noise: 0.02}}\n";
     else
       text += "objective: {terminal: \"0.5*y*y\", data: {file: " + d + "dose1.csv, noise: {x: 0.02, y: 0.02}}}\n";
-    const fs::path p = dir_ / (conditions ? "conditions.yaml" : "single.yaml");
+    if (delayed)
+      // Delayed events (events.hpp): a dose when x falls to 0.6 dose (a state
+      // trigger), executed after a delay that depends on y and k, with the
+      // values of the trigger time; and a time trigger whose values are the
+      // execution's. The reverse sweeps stop between triggers and
+      // executions: the pending adjoints go through the partial file.
+      text += "events:\n"
+              "  - {name: redose, trigger: \"x < 0.6*dose\", delay: \"0.7 + 0.5*y + k\", "
+              "assign: {x: \"x + 0.5*dose\", y: \"0.9*y\"}}\n"
+              "  - {name: clear, trigger: \"t >= 3.0\", delay: \"1 + 1.5*m\", "
+              "use_values_from_trigger_time: false, assign: {y: \"0.5*y + 0.1*x\"}}\n";
+    const fs::path p = dir_ / (std::string(delayed ? "delayed_" : "") + (conditions ? "conditions.yaml" : "single.yaml"));
     std::ofstream(p) << text;
     return costate::io::load_run_config(p.string());
   }
@@ -164,6 +176,44 @@ TEST_F(ConditionsResumeTest, ConditionsResumeToTheUninterruptedBitsFromAnyStop) 
 
 TEST_F(ConditionsResumeTest, OneConditionResumesThroughTheSameLoop) {
   check_resumes(load(false), dir_ / "s.h5", false);
+}
+
+TEST_F(ConditionsResumeTest, DelayedEventsResumeThroughTheSameLoop) {
+  // Stops between a delayed event's trigger and its execution keep the
+  // adjoints pending there (AdjointResume::pending_events) and the plan's
+  // links (EventInstant::origin, scheduled) in the partial file.
+  for (const bool conditions : {false, true}) {
+    SCOPED_TRACE(conditions ? "4 conditions" : "one condition");
+    const RunConfig cfg = load(conditions, true);
+    check_resumes(cfg, dir_ / "s.h5", conditions);
+    // The partial file round-trips the links and what is pending (80
+    // stops in the last third of the run, where the reverse sweeps are).
+    const StopAt count;
+    const ConditionsSensitivity ref = compute(cfg, count, nullptr, nullptr);
+    int pending = 0;
+    for (int k = 1; k <= 80; ++k) {
+      ConditionsPlace at;
+      try {
+        (void)compute(cfg, StopAt{.stop = *count.steps * (161 + k) / 242}, nullptr, &at);
+      } catch (const costate::io::Interrupted&) {
+      }
+      if (!at.sweep || at.sweep->step < 0) continue;
+      const fs::path file = dir_ / "links.h5";
+      costate::io::write_sensitivity_partial(file.string(), cfg, at, SIGTERM);
+      const ConditionsPlace back = costate::io::read_sensitivity_partial(file.string(), cfg);
+      ASSERT_TRUE(back.sweep);
+      EXPECT_EQ(back.sweep->steps, at.sweep->steps) << "the plan with its delayed links";
+      EXPECT_EQ(back.sweep->pending_events, at.sweep->pending_events);
+      pending += at.sweep->pending_events.empty() ? 0 : 1;
+      // Resumed from the file's place: the uninterrupted bits.
+      expect_same_bits(compute(cfg, StopAt{}, &back, nullptr), ref, "resumed from stop " + std::to_string(k));
+      bool links = false;
+      for (const auto& e : at.sweep->steps.events()) links = links || !e.scheduled.empty();
+      EXPECT_TRUE(links) << "the plan schedules delayed executions";
+    }
+    std::printf("[ resume ] delayed events: %d of 80 stops held pending adjoints\n", pending);
+    EXPECT_GT(pending, 0) << "no stop landed between a trigger and its execution";
+  }
 }
 
 TEST_F(ConditionsResumeTest, APartialFileOfOtherConditionsIsRefused) {

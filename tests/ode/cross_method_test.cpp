@@ -694,20 +694,24 @@ TEST_P(CrossMethodEvents, EveryMethodThatCrossesEventsAgrees) {
                            r.hv_wrt_initial_state.end());
           const double e = max_rel_err(hv.back(), hv_reference[j]);
           std::printf("%-56s vs reference %.2e\n", what.c_str(), e);
-          // H·v's error is the gradient's, differentiated: the same order.
-          EXPECT_LT(e, event_tol(m)) << what << " dir " << j;
+          // H·v's error is the gradient's, differentiated: the same order
+          // (CVODES' second order: kCvodesHvRelTol, as without events;
+          // measured ≤ 1.1e-7, cvodes_adams on the dose).
+          EXPECT_LT(e, is_cvodes(m) ? kCvodesHvRelTol : event_tol(m)) << what << " dir " << j;
         }
         // One discrete objective's Hessian (the jumps' included): round-off
-        // (measured ≤ 7.5e-14).
+        // (measured ≤ 7.5e-14); CVODES' (cvodes_adjoint) approximates the
+        // exact Hessian to its tolerances, so its asymmetry is their order.
         const double a = asymmetry(hv[0], dirs[0], hv[1], dirs[1]);
         std::printf("%-56s asymmetry %.2e\n", what.c_str(), a);
-        EXPECT_LT(a, kDiscreteRoundOffTol) << what;
+        EXPECT_LT(a, is_cvodes(m) ? kCvodesSymmetryTol : kDiscreteRoundOffTol) << what;
       }
     }
   }
   // Every combination the table allows ran: at least the seven native
   // steppers' discrete adjoint and forward, the continuous adjoint (dopri5,
-  // sdirk3, bdf) and CVODES' forward (two), and the seven H·v.
+  // sdirk3, bdf) and CVODES' forward (two), and the seven H·v (nine with
+  // cvodes_adjoint's).
   EXPECT_EQ(tested, expected) << to_string(mk);
   EXPECT_EQ(tested2, expected2) << to_string(mk);
   EXPECT_GE(expected, 7 * 2 + 3 + 2) << to_string(mk);

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <tuple>
@@ -298,6 +299,136 @@ TEST(DelayedEvents, EveryScheduleGivesTheSameBits) {
       EXPECT_EQ(again.wrt_parameters, ref.wrt_parameters);
       EXPECT_EQ(again.wrt_initial_state, ref.wrt_initial_state);
     }
+  }
+}
+
+/// Thrown by the hook to interrupt a sweep (as `costate sensitivity`'s
+/// signal check does).
+struct Stop {};
+
+/// The gradient interrupted at the `stops[j]`-th hook call of its j-th
+/// run (0: never) and resumed from each place in a fresh call, as
+/// `costate sensitivity --resume` does; `places` gets each place (step −1:
+/// stopped before the reverse sweep, run again from the start).
+template <class O>
+ode::GradientResult resumed_gradient(const ode::Problem<DelayedDose>& problem, const O& objective,
+                                     ode::IntegratorOptions o, const ode::Checkpointing& c,
+                                     const std::vector<std::int64_t>& stops,
+                                     std::vector<ode::AdjointResume>& places) {
+  std::shared_ptr<const ode::AdjointResume> from;
+  for (const std::int64_t at : stops) {
+    std::int64_t calls = 0;
+    o.on_step = [at, &calls](double) {
+      if (++calls == at) throw Stop{};
+    };
+    ode::DiscreteAdjoint m{c};
+    m.resume_from = from;
+    m.interrupted_at = std::make_shared<ode::AdjointResume>();
+    try {
+      return ode::gradient(problem, objective, m, o);
+    } catch (const Stop&) {
+    }
+    places.push_back(*m.interrupted_at);
+    if (m.interrupted_at->step >= 0) from = m.interrupted_at;
+  }
+  o.on_step = {};
+  ode::DiscreteAdjoint m{c};
+  m.resume_from = from;
+  return ode::gradient(problem, objective, m, o);
+}
+
+TEST(DelayedEvents, AnAdjointResumedBetweenATriggerAndItsExecutionHasTheSameBits) {
+  // `sensitivity --resume` (issue 18) across delayed events: a reverse
+  // sweep stopped after the execution's instant and before its trigger's
+  // holds τ̄_e and v̄ for the trigger (AdjointResume::pending_events);
+  // resumed from there — and from every other place, once or twice, under
+  // every schedule — the objective and gradient are the uninterrupted
+  // run's bits (EXPECT_EQ on doubles).
+  const std::vector<ode::IntegratorOptions> steppers = {
+      fixed_options(ode::Method::RK4, 2e-3), adaptive_options(ode::Method::Dopri5, 1e-12),
+      adaptive_options(ode::Method::Bdf, 1e-9)};
+  const std::string disk = ::testing::TempDir() + "delayed_events_resume.h5";
+  const std::vector<ode::Checkpointing> schedules = {
+      ode::StoreAll{}, ode::Binomial{3}, ode::Multilevel{.ram = 2, .disk = 2, .path = disk}};
+  int resumed = 0, between = 0, restarted = 0;
+  for (const Variant& v : kVariants) {
+    const ode::Problem<DelayedDose> problem = problem_of(v);
+    for (const ode::IntegratorOptions& base : steppers) {
+      for (const ode::Checkpointing& c : schedules) {
+        SCOPED_TRACE(std::string(v.name) + " with " + ode::to_string(base.method) + ", " +
+                     ode::to_string(c));
+        ode::IntegratorOptions o = base;
+        std::int64_t calls = 0;
+        o.on_step = [&calls](double) { ++calls; };
+        const ode::GradientResult ref =
+            ode::gradient(problem, Mixed{0.5, 2.0}, ode::DiscreteAdjoint{c}, o);
+        o.on_step = {};
+        ASSERT_GT(calls, 12) << "too few hook calls to interrupt";
+        // Every call once (a stride of 1 up to 40 calls), and pairs.
+        const std::int64_t stride = std::max<std::int64_t>(1, calls / 40);
+        for (std::int64_t at = 1; at <= calls; at += stride) {
+          for (const std::vector<std::int64_t>& stops :
+               {std::vector<std::int64_t>{at}, std::vector<std::int64_t>{at, std::max<std::int64_t>(1, at / 3)}}) {
+            std::vector<ode::AdjointResume> places;
+            const ode::GradientResult r =
+                resumed_gradient(problem, Mixed{0.5, 2.0}, o, c, stops, places);
+            EXPECT_EQ(r.objective, ref.objective) << "stop at call " << at;
+            EXPECT_EQ(r.wrt_parameters, ref.wrt_parameters) << "stop at call " << at;
+            EXPECT_EQ(r.wrt_initial_state, ref.wrt_initial_state) << "stop at call " << at;
+            for (const ode::AdjointResume& place : places) {
+              (place.step >= 0 ? resumed : restarted) += 1;
+              if (place.pending_events.empty()) continue;
+              ++between;
+              // Pending: the trigger instant (index 0) waits for the
+              // execution's τ̄_e, v̄ (1 + one target with values from the
+              // trigger time, else τ̄_e alone is used; the slot has both).
+              ASSERT_EQ(place.pending_events.size(), 1u);
+              EXPECT_EQ(place.pending_events[0].instant, 0u);
+              EXPECT_EQ(place.pending_events[0].event, 0u);
+              EXPECT_EQ(place.pending_events[0].adjoint.size(), 2u);
+              const auto& ev = place.steps.events();
+              ASSERT_GE(ev.size(), 2u);
+              EXPECT_GE(place.step, static_cast<std::int64_t>(ev[0].at));
+              EXPECT_LT(place.step, static_cast<std::int64_t>(ev[1].at));
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ resume ] %d resumed places (%d between a trigger and its execution), %d "
+              "restarts; every gradient bitwise equal to the uninterrupted one\n",
+              resumed, between, restarted);
+  EXPECT_GT(between, 100) << "few stops landed between a trigger and its execution";
+}
+
+TEST(DelayedEvents, APendingAdjointForAnotherPlanIsRefused) {
+  // A place whose pending adjoint names an instant that schedules nothing
+  // (another run's) is refused, naming the instant.
+  const ode::Problem<DelayedDose> problem = problem_of(kVariants[0]);
+  const ode::IntegratorOptions o = fixed_options(ode::Method::RK4, 2e-3);
+  ode::IntegratorOptions counted = o;
+  std::int64_t total = 0, calls = 0;
+  counted.on_step = [&total](double) { ++total; };
+  (void)ode::gradient(problem, FinalState{}, ode::DiscreteAdjoint{ode::StoreAll{}}, counted);
+  // 24 calls (of 16 steps) before the end: the reverse sweep near t = 0.77.
+  counted.on_step = [&calls, stop = total - 24](double) {
+    if (++calls == stop) throw Stop{};
+  };
+  ode::DiscreteAdjoint m{ode::StoreAll{}};
+  m.interrupted_at = std::make_shared<ode::AdjointResume>();
+  EXPECT_THROW((void)ode::gradient(problem, FinalState{}, m, counted), Stop);
+  ASSERT_GE(m.interrupted_at->step, 0);
+  ASSERT_FALSE(m.interrupted_at->pending_events.empty()) << "a place between τ and τ_e";
+  auto bad = std::make_shared<ode::AdjointResume>(*m.interrupted_at);
+  bad->pending_events = {{.instant = 1, .event = 0, .adjoint = {1.0, 0.0}}};
+  ode::DiscreteAdjoint again{ode::StoreAll{}};
+  again.resume_from = bad;
+  try {
+    (void)ode::gradient(problem, FinalState{}, again, o);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("events[1]"), std::string::npos) << e.what();
   }
 }
 
@@ -726,6 +857,313 @@ TEST(DelayedEvents, EqualDelaysThatMoveDifferentlyAreRefusedByName) {
   }
 }
 
+/// Different delays falling at one instant: x' = −k x, y' = −k y; "dose"
+/// triggers at τ1 and executes after d1 (x ← a x + c, values from the
+/// trigger time, priority 2), "mix" triggers at τ2 and executes after d2
+/// (priority 1): y ← y + x with the x "dose" left (values from the
+/// execution: the two do not commute), or y ← 2y + 1 (`commute`: they
+/// commute). τ1 + d1 = τ2 + d2 = 1.5 exactly (0.5 + 1.0, 1.0 + 0.5).
+/// `mix_first`: "mix" has no delay and priority 3, triggered at τ2 = 1.5 —
+/// a root crossing where the delayed "dose" executes, "mix" first.
+/// p = (k, τ1, τ2, d1, d2, a, c).
+struct Converge {
+  bool commute = false, mix_first = false, mix_last = false;
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[0];
+    d[1] = -p[0] * y[1];
+  }
+  std::size_t n_roots() const { return 2; }
+  template <class T>
+  void roots(T t, std::span<const T>, std::span<const T> p, std::span<T> g) const {
+    g[0] = t - p[1];
+    g[1] = t - p[2];
+  }
+  std::size_t n_events() const { return 2; }
+  ode::EventAttributes event_attributes(std::size_t k) const {
+    return {.name = k == 0 ? "dose" : "mix",
+            .use_values_from_trigger_time = k == 0,
+            .has_delay = k == 0 || !mix_first,
+            .has_priority = true};
+  }
+  bool event_trigger(std::size_t k, double, std::span<const double>, std::span<const double>,
+                     std::span<const std::int8_t> sides) const {
+    return sides[k] > 0;
+  }
+  std::span<const std::size_t> event_targets(std::size_t k) const {
+    return k == 0 ? std::span<const std::size_t>(kX) : std::span<const std::size_t>(kY);
+  }
+  template <class T>
+  void event_assign(std::size_t k, T, std::span<const T> y, std::span<const T> p,
+                    std::span<T> v) const {
+    if (k == 0)
+      v[0] = p[5] * y[0] + p[6];
+    else
+      v[0] = commute ? 2.0 * y[1] + 1.0 : y[1] + y[0];
+  }
+  template <class T>
+  T event_delay(std::size_t k, T, std::span<const T>, std::span<const T> p) const {
+    return k == 0 ? p[3] : p[4];
+  }
+  double event_priority(std::size_t k, double, std::span<const double>,
+                        std::span<const double>) const {
+    return k == 0 ? 2.0 : (mix_first && !mix_last ? 3.0 : 1.0);
+  }
+  static constexpr std::size_t kX[1] = {0}, kY[1] = {1};
+};
+
+/// J = x(t1) + y(t1) on the branch where the executions keep their order
+/// at the coincidence ("dose" first, or "mix" with mix_first);
+/// u = (x0, y0, k, τ1, τ2, d1, d2, a, c).
+template <class T>
+T converge_closed(const T* u, double t1, bool commute, bool mix_first) {
+  const T &x0 = u[0], &y0 = u[1], &k = u[2], &t_1 = u[3], &t_2 = u[4], &d1 = u[5], &d2 = u[6],
+          &a = u[7], &c = u[8];
+  const T tA = t_1 + d1, tB = mix_first ? t_2 : t_2 + d2;
+  const T xA = a * (x0 * exp(-k * t_1)) + c;  // x after "dose"
+  // x when "mix" executes (before "dose" with mix_first)
+  const T xB = mix_first ? x0 * exp(-k * tB) : xA * exp(-k * (tB - tA));
+  const T yB = commute ? 2.0 * (y0 * exp(-k * tB)) + 1.0 : y0 * exp(-k * tB) + xB;
+  return xA * exp(-k * (t1 - tA)) + yB * exp(-k * (t1 - tB));
+}
+
+TEST(DelayedEvents, DifferentDelaysFallingAtOneInstantExecuteInPriorityOrder) {
+  // "dose" (priority 2) then "mix" at t = 1.5, scheduled at 0.5 and 1.0:
+  // each execution moves with its own time (events.cpp, set_times). Every
+  // method against the closed form's exact derivatives — for the
+  // non-commuting pair those of the branch that keeps the priority order
+  // (J jumps where the order flips: the derivative there is one-sided) —
+  // at the settings' closed_tol (their global error), 1e-8 for the
+  // continuous adjoint at rtol 1e-12 and 1e-6 for CVODES at rtol 1e-10.
+  for (const auto& [commute, mix_first] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    Converge model;
+    model.commute = commute;
+    model.mix_first = mix_first;
+    const ode::Problem<Converge> problem{
+        model, {2.0, 0.5}, {0.8, 0.5, mix_first ? 1.5 : 1.0, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+    std::vector<double> u(problem.y0.begin(), problem.y0.end());
+    u.insert(u.end(), problem.p.begin(), problem.p.end());
+    std::vector<D8> ud(u.size());
+    std::vector<double> g_closed(u.size());
+    double value = 0.0;
+    for (std::size_t first = 0; first < u.size(); first += 8) {
+      for (std::size_t i = 0; i < u.size(); ++i)
+        ud[i] = i >= first && i < first + 8 ? D8::seed(u[i], static_cast<int>(i - first)) : D8(u[i]);
+      const D8 j = converge_closed(ud.data(), problem.t1(), commute, mix_first);
+      value = j.value();
+      for (std::size_t i = first; i < std::min(u.size(), first + 8); ++i)
+        g_closed[i] = j.tangent(static_cast<int>(i - first));
+    }
+    const double scale = largest(g_closed);
+    auto at = [](const ode::GradientResult& r, std::size_t i) {
+      return i < 2 ? r.wrt_initial_state[i] : r.wrt_parameters[i - 2];
+    };
+    auto check = [&](const ode::GradientResult& r, double tol, const std::string& name) {
+      SCOPED_TRACE(name + (commute ? ", commuting" : ", not commuting") +
+                   (mix_first ? ", mix first at a root crossing" : ""));
+      EXPECT_NEAR(r.objective, value, tol * value);
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        EXPECT_NEAR(at(r, i), g_closed[i], tol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(r, i) - g_closed[i]) / scale);
+      }
+      std::printf("delays at one instant (%s%s): %-28s |- closed| %.1e\n",
+                  commute ? "commuting" : "not commuting", mix_first ? ", root" : "", name.c_str(),
+                  worst);
+    };
+    for (const Setting& s : settings()) {
+      const ode::GradientResult ad =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, s.options);
+      const auto& ev = ad.steps.events();
+      if (mix_first) {
+        ASSERT_EQ(ev.size(), 2u) << s.name;
+        EXPECT_EQ(ev[1].fired, (std::vector<std::size_t>{1, 0})) << "mix first (priority)";
+        EXPECT_EQ(ev[1].origin, (std::vector<int>{-1, 0}));
+        EXPECT_EQ(ev[1].root, 1) << "at mix's root crossing";
+      } else {
+        ASSERT_EQ(ev.size(), 3u) << s.name;
+        EXPECT_EQ(ev[2].fired, (std::vector<std::size_t>{0, 1})) << "dose first (priority)";
+        EXPECT_EQ(ev[2].origin, (std::vector<int>{0, 1})) << "scheduled at two instants";
+      }
+      check(ad, s.closed_tol, std::string("discrete_adjoint ") + s.name);
+      const ode::GradientResult fw = ode::gradient(problem, SumOfStates{}, ode::Forward{}, s.options);
+      check(fw, s.closed_tol, std::string("forward ") + s.name);
+      // Forward and adjoint: transposes of one map.
+      for (std::size_t i = 0; i < u.size(); ++i)
+        EXPECT_NEAR(at(ad, i), at(fw, i), kTransposeTol * scale) << s.name << ", entry " << i;
+    }
+    check(ode::gradient(problem, SumOfStates{}, ode::ContinuousAdjoint{},
+                        adaptive_options(ode::Method::Dopri5, 1e-12)),
+          1e-8, "continuous_adjoint dopri5");
+    for (ode::Method m : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+      check(ode::gradient(problem, SumOfStates{}, ode::CvodesForward{}, adaptive_options(m, 1e-10)),
+            1e-6, "cvodes_forward " + ode::to_string(m));
+      check(ode::gradient(problem, SumOfStates{}, ode::CvodesAdjoint{}, adaptive_options(m, 1e-10)),
+            1e-6, "cvodes_adjoint " + ode::to_string(m));
+    }
+    if (commute) {
+      // Commuting: J is smooth through the coincidence, so two-sided
+      // central differences (each run locating its own instants, dopri5
+      // at rtol 1e-12; kDifferenceTol says why) agree too.
+      const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-12);
+      const ode::GradientResult ad = ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      auto J = [&](const std::vector<double>& v) {
+        ode::Problem<Converge> q = problem;
+        q.y0 = {v[0], v[1]};
+        q.p.assign(v.begin() + 2, v.end());
+        q.output_times = {q.t1()};
+        const ode::Solution r = ode::integrate(q, o);
+        return r.state(0)[0] + r.state(0)[1];
+      };
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        const double h = kDifferenceStep * std::max(1.0, std::abs(u[i]));
+        std::vector<double> up = u, dn = u;
+        up[i] += h;
+        dn[i] -= h;
+        const double fd = (J(up) - J(dn)) / (2 * h);
+        EXPECT_NEAR(at(ad, i), fd, kDifferenceTol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(ad, i) - fd) / scale);
+      }
+      std::printf("delays at one instant (commuting%s): |adjoint - central differences| %.1e\n",
+                  mix_first ? ", root" : "", worst);
+    } else if (!mix_first) {
+      // Not commuting: J jumps where "mix" would go first (d2 a little
+      // smaller): the one-sided difference on the priority order's side
+      // (d2 larger) matches, the other side does not.
+      const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-12);
+      const ode::GradientResult ad = ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      auto J = [&](double d2) {
+        ode::Problem<Converge> q = problem;
+        q.p[4] = d2;
+        q.output_times = {q.t1()};
+        const ode::Solution r = ode::integrate(q, o);
+        return r.state(0)[0] + r.state(0)[1];
+      };
+      const double h = 1e-6;
+      const double right = (J(0.5 + h) - J(0.5)) / h;
+      EXPECT_NEAR(at(ad, 6), right, 1e-4 * scale) << "the one-sided difference (O(h) truncation)";
+      EXPECT_GT(std::abs(J(0.5 - h) - J(0.5)), 1e-3) << "J jumps where the order flips";
+    }
+  }
+}
+
+TEST(DelayedEvents, AnOrderNoTimesGiveIsRefusedByName) {
+  // "mix" at its root crossing (τ2 = 1.5) with priority 1 runs after the
+  // delayed "dose" there, with values from its execution: had its root
+  // crossed first it would have gone first, had "dose" gone first the
+  // root's crossing would come after — the order has no branch.
+  Converge model;
+  model.mix_first = true;
+  model.mix_last = true;
+  const ode::Problem<Converge> problem{model, {2.0, 0.5}, {0.8, 0.5, 1.5, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+  const ode::IntegratorOptions o = adaptive_options(ode::Method::Dopri5, 1e-8);
+  ode::Problem<Converge> q = problem;
+  q.output_times = {2.0};
+  EXPECT_TRUE(ode::integrate(q, o).summary.success()) << "the run is fine";
+  for (int method = 0; method < 2; ++method) {
+    try {
+      if (method == 0) (void)ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, o);
+      if (method == 1) (void)ode::gradient(problem, SumOfStates{}, ode::Forward{}, o);
+      ADD_FAILURE() << "method " << method << ": expected a refusal";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      for (const char* w : {"'dose'", "'mix'", "t = 1.5"})
+        EXPECT_NE(what.find(w), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(DelayedEvents, DifferentDelaysAtOneInstantRefuseHessianVectorByName) {
+  Converge model;
+  const ode::Problem<Converge> problem{model, {2.0, 0.5}, {0.8, 0.5, 1.0, 1.0, 0.5, 0.5, 1.0}, {0.0, 2.0}};
+  const ode::HessianDirection v{.parameters = std::vector<double>(problem.p.size(), 1.0),
+                                .initial_state = std::vector<double>(2, 0.0)};
+  try {
+    (void)ode::hessian_vector(problem, SumOfStates{}, v, ode::DiscreteAdjoint{},
+                              adaptive_options(ode::Method::Dopri5, 1e-8));
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* w : {"'dose'", "'mix'", "Hessian"})
+      EXPECT_NE(what.find(w), std::string::npos) << what;
+  }
+}
+
+/// DelayedDose as a DAE: y = (x, z), x' = −k z, 0 = z − q x (z algebraic,
+/// re-solved after each instant), so x' = −kq x; the delayed dose reads
+/// and assigns x. p = (k, τ or θ, d0, e, a, c, q).
+struct DelayedDoseDae : DelayedDose {
+  template <class T>
+  void rhs(double, std::span<const T> y, std::span<const T> p, std::span<T> d) const {
+    d[0] = -p[0] * y[1];
+    d[1] = y[1] - p[6] * y[0];
+  }
+  std::vector<std::size_t> algebraic_states() const { return {1}; }
+};
+
+/// J = x(t1) + z(t1) = (1 + q) x(t1): DelayedDose's closed form at rate kq.
+/// u = (x0, k, τ or θ, d0, e, a, c, q).
+template <class T>
+T dae_closed(const T* u, double t1, bool state_trigger, bool trigger_values) {
+  T v[7] = {u[0], u[1] * u[7], u[2], u[3], u[4], u[5], u[6]};
+  return (1.0 + u[7]) * closed(v, t1, state_trigger, trigger_values);
+}
+
+TEST(DelayedEvents, DelayedEventsOnADaeReSolveAndAreDifferentiated) {
+  // After the delayed execution z is re-solved from the constraint, as
+  // after an undelayed one (dae.cpp); the four variants by forward and
+  // discrete adjoint on every native DAE integrator against the closed
+  // form's exact derivatives (the settings' closed_tol: their global error),
+  // adjoint = forward to round-off, the same bits under every schedule.
+  for (const Variant& v : kVariants) {
+    DelayedDoseDae m;
+    m.state_trigger = v.state_trigger;
+    m.trigger_values = v.trigger_values;
+    const ode::Problem<DelayedDoseDae> problem{
+        m, {2.0, 0.0}, {0.8, v.state_trigger ? 1.2 : 0.6, 0.3, 0.4, 0.5, 1.0, 1.25}, {0.0, 2.0}};
+    std::vector<double> u{problem.y0[0]};
+    u.insert(u.end(), problem.p.begin(), problem.p.end());
+    std::vector<D8> ud(u.size());
+    for (std::size_t i = 0; i < u.size(); ++i) ud[i] = D8::seed(u[i], static_cast<int>(i));
+    const D8 j = dae_closed(ud.data(), problem.t1(), v.state_trigger, v.trigger_values);
+    std::vector<double> g(u.size());
+    for (std::size_t i = 0; i < u.size(); ++i) g[i] = j.tangent(static_cast<int>(i));
+    const double scale = largest(g);
+    auto at = [](const ode::GradientResult& r, std::size_t i) {
+      return i == 0 ? r.wrt_initial_state[0] : r.wrt_parameters[i - 1];
+    };
+    for (const Setting& s : settings()) {
+      if (!ode::supports_dae(s.options.method, 1)) continue;
+      SCOPED_TRACE(std::string(v.name) + " with " + s.name);
+      const ode::GradientResult ad =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{}, s.options);
+      const ode::GradientResult fw =
+          ode::gradient(problem, SumOfStates{}, ode::Forward{}, s.options, ad.steps);
+      EXPECT_NEAR(ad.objective, j.value(), s.closed_tol * j.value());
+      EXPECT_EQ(ad.wrt_initial_state[1], 0.0) << "z0 is a guess";
+      double worst = 0.0;
+      for (std::size_t i = 0; i < u.size(); ++i) {
+        EXPECT_NEAR(at(ad, i), g[i], s.closed_tol * scale) << "entry " << i;
+        EXPECT_NEAR(at(fw, i), at(ad, i), kTransposeTol * scale) << "entry " << i;
+        worst = std::max(worst, std::abs(at(ad, i) - g[i]) / scale);
+      }
+      std::printf("DAE, %-38s %-15s |- closed| %.1e\n", v.name, s.name, worst);
+      const ode::GradientResult b =
+          ode::gradient(problem, SumOfStates{}, ode::DiscreteAdjoint{ode::Binomial{3}}, s.options);
+      EXPECT_EQ(b.wrt_parameters, ad.wrt_parameters);
+      EXPECT_EQ(b.wrt_initial_state, ad.wrt_initial_state);
+    }
+    // The run: z = q x right after the execution.
+    ode::Problem<DelayedDoseDae> q = problem;
+    q.output_times = {2.0};
+    const ode::Solution r = ode::integrate(q, adaptive_options(ode::Method::Bdf, 1e-10));
+    ASSERT_TRUE(r.summary.success()) << r.summary.message;
+    EXPECT_NEAR(r.state(0)[1], 1.25 * r.state(0)[0], 1e-12 * r.state(0)[0]);
+  }
+}
+
 TEST(DelayedEvents, ResidualJacobianThroughADelayedEvent) {
   // The calibration's residual Jacobian (forward tangents through the
   // links): Sᵀ r equals the discrete adjoint gradient of ½ Σ w r².
@@ -885,6 +1323,59 @@ TEST(DelayedEvents, HessianVectorThroughADelayedEvent) {
   }
 }
 
+/// The Hessian by cvodes_adjoint (CVODES' second-order adjoint stretch by
+/// stretch, cvodes_hessian.cpp) against the closed form: CVODES solves the
+/// continuous problem to its tolerances (rtol 1e-10), so 1e-6 of the
+/// largest entry, as the first-order CVODES rows; its gradient part against
+/// the closed form's gradient likewise.
+template <class M, class O, class F>
+void check_cvodes_hessian(const ode::Problem<M>& problem, const O& objective, F f,
+                          const std::string& what) {
+  constexpr double kCvodesHessianTol = 1e-6;
+  std::vector<double> u(problem.y0.begin(), problem.y0.end());
+  u.insert(u.end(), problem.p.begin(), problem.p.end());
+  const std::size_t m = u.size(), n = problem.y0.size();
+  const std::vector<double> h_closed = closed_hessian(f, u, problem.t1());
+  double scale = 0.0;
+  for (double v : h_closed) scale = std::max(scale, std::abs(v));
+  for (ode::Method method : {ode::Method::CvodesBdf, ode::Method::CvodesAdams}) {
+    SCOPED_TRACE(what + " with " + ode::to_string(method));
+    const ode::IntegratorOptions o = adaptive_options(method, 1e-10);
+    double worst = 0.0;
+    for (std::size_t k = 0; k < m; ++k) {
+      ode::HessianDirection v{.parameters = std::vector<double>(problem.p.size(), 0.0),
+                              .initial_state = std::vector<double>(n, 0.0)};
+      (k < n ? v.initial_state[k] : v.parameters[k - n]) = 1.0;
+      const ode::HessianVectorResult r =
+          ode::hessian_vector(problem, objective, v, ode::CvodesAdjoint{}, o);
+      for (std::size_t i = 0; i < m; ++i) {
+        const double got = i < n ? r.hv_wrt_initial_state[i] : r.hv_wrt_parameters[i - n];
+        EXPECT_NEAR(got, h_closed[i * m + k], kCvodesHessianTol * scale)
+            << "H(" << i << ", " << k << ") vs closed form";
+        worst = std::max(worst, std::abs(got - h_closed[i * m + k]) / scale);
+      }
+    }
+    std::printf("H.v %-36s %-15s |H - closed| %.1e (of the largest entry)\n", what.c_str(),
+                ode::to_string(method).c_str(), worst);
+  }
+}
+
+TEST(DelayedEvents, HessianVectorByCvodesAdjointCrossesDelayedEvents) {
+  // H·v through events by cvodes_adjoint: the four variants (a root's
+  // instant, a delayed execution's, values from either time) and two
+  // executions sharing one delayed instant.
+  for (const Variant& v : kVariants) {
+    const bool st = v.state_trigger, tv = v.trigger_values;
+    check_cvodes_hessian(problem_of(v), FinalState{},
+                         [st, tv](const auto* u, double t1) { return closed(u, t1, st, tv); },
+                         v.name);
+  }
+  check_cvodes_hessian(
+      ode::Problem<Twin>{Twin{}, {2.0, 0.5}, {0.8, 0.6, 0.3, 0.4, 0.5, 1.0}, {0.0, 2.0}},
+      SumOfStates{}, [](const auto* u, double t1) { return twin_closed(u, t1); },
+      "two executions at one instant");
+}
+
 TEST(DelayedEvents, HessianVectorThroughAChainAndTwoExecutionsAtOneInstant) {
   // The chain (a delayed execution scheduling the next, whose time moves
   // with the first's) and two executions sharing one delayed instant.
@@ -941,10 +1432,11 @@ TEST(DelayedEvents, TheSupportTableSaysWhatCarriesDelays) {
   for (ode::Method m : {ode::Method::Dopri5, ode::Method::Sdirk3, ode::Method::Bdf})
     EXPECT_TRUE(ode::supports_events(K::ContinuousAdjoint, m, 1, true)) << ode::to_string(m);
   EXPECT_TRUE(ode::supports_events(K::DiscreteAdjoint, ode::Method::Dopri5, 2, true));
-  // H·v by cvodes_adjoint does not cross events at all (delayed or not).
-  const ode::Support s = ode::supports_events(K::CvodesAdjoint, ode::Method::CvodesBdf, 2, true);
-  EXPECT_FALSE(s);
-  EXPECT_NE(s.message.find("events"), std::string::npos) << s.message;
+  // H·v by cvodes_adjoint crosses events, delayed ones too; cvodes_forward
+  // has no H·v at all.
+  EXPECT_TRUE(ode::supports_events(K::CvodesAdjoint, ode::Method::CvodesBdf, 2, true));
+  EXPECT_TRUE(ode::supports_events(K::CvodesAdjoint, ode::Method::CvodesAdams, 2, false));
+  EXPECT_FALSE(ode::supports_events(K::ContinuousAdjoint, ode::Method::Dopri5, 2, true));
 }
 
 /// `call` throws costate::Error whose message holds every one of `words`.

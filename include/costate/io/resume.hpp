@@ -186,7 +186,13 @@ CalibrationJournal read_calibration_partial(const std::string& path, const RunCo
 // Layout: root attributes status = "partial", command = "sensitivity",
 // resume_settings, interrupted_by; with a sweep resume_step, resume_steps
 // (l) and group /sensitivity_resume with lambda, mu, times (doubles),
-// orders (int) and the attribute objective; with conditions the group
+// orders (int), the plan's event instants (events, int: at, root + 1,
+// delayed, count, fired…, sources…; event_links, int, per instant: the
+// origins' count and origins, the scheduled count, scheduled…, their
+// sources…), the adjoints pending between a delayed event's execution and
+// its trigger (ode::AdjointResume::pending_events: pending_links, int,
+// (instant, event, size) each; pending_adjoints, doubles, one after the
+// other) and the attribute objective; with conditions the group
 // /conditions_resume with the attribute condition and objectives,
 // gradient_p, gradient_initial_state (doubles).
 

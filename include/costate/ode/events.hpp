@@ -85,9 +85,12 @@
 /// adjoint carries the transposes back from τ_e to τ). The delay's
 /// derivative needs event_delay on a generic scalar T (it is called on
 /// ad::Dual<double, 8>); one whose event_delay takes doubles only runs, and
-/// its derivatives are refused by name. Differentiated by the discrete
-/// adjoint, forward sensitivities (and the residual Jacobian) and
-/// cvodes_forward; refused by name elsewhere (support.hpp: supports_events).
+/// its derivatives are refused by name. Differentiated by every path that
+/// crosses events (support.hpp: supports_events), on a DAE too (the
+/// algebraic states re-solved after the execution). Executions of
+/// different times falling at one instant execute in SBML's order, each
+/// moving with its own time (docs/events.md: the derivative of the branch
+/// that keeps the order).
 
 #include <concepts>
 #include <cstddef>

@@ -280,6 +280,17 @@ inline constexpr std::size_t kTangentBlock = 8;
 using SweepHook = std::function<void(double t)>;
 inline constexpr std::int64_t kSweepHookInterval = 16;
 
+/// Delayed events (events.hpp) link two instants: the one that executes a
+/// delayed event (reversed first) leaves the adjoints of its time and of
+/// its values from the trigger time for the one that scheduled it. A place
+/// between the two keeps them (pending_events), so a resumed sweep carries
+/// them on as the uninterrupted one does.
+struct PendingEventAdjoint {
+  std::size_t instant = 0;  ///< the scheduling instant's index in steps.events()
+  std::size_t event = 0;    ///< the delayed event
+  std::vector<double> adjoint;  ///< τ̄_e, then v̄ (one per target of `event`)
+  friend bool operator==(const PendingEventAdjoint&, const PendingEventAdjoint&) = default;
+};
 /// Where an interrupted discrete adjoint stood, to continue it in another
 /// process (`costate sensitivity --resume`): its reverse sweep had reversed
 /// steps l−1 … `step` (λ = ∂J/∂x_step with every observation at or after
@@ -288,12 +299,16 @@ inline constexpr std::int64_t kSweepHookInterval = 16;
 /// step−1 … 0 from the same λ, μ, J: each reverse step depends only on its
 /// replayed state x_i (the same bits under every schedule) and the sums run
 /// in the same order, so the gradient has the uninterrupted run's bits.
+/// (With delayed events, also the adjoints pending between two instants.)
 struct AdjointResume {
   std::int64_t step = -1;  ///< −1: the reverse phase had not begun
   double objective = 0.0;
   std::vector<double> lambda;  ///< scheme state size
   std::vector<double> mu;      ///< n_p
   StepPlan steps;              ///< the steps (and bdf's orders) the sweep replays
+  /// Delayed executions reversed whose scheduling instant is not yet
+  /// (ascending by instant, then event; empty without delayed events).
+  std::vector<PendingEventAdjoint> pending_events;
 };
 
 /// What a sweep computed: J and its gradient (p, then y0), the schedule's
