@@ -314,7 +314,9 @@ class Bdf final : public Scheme {
     seed_[ny_] = 1.0;
     qy_.resize(nx_);
     qp_.assign(np_, 0.0);
-    rhs_.system.vjp(t, xq_, p_, seed_, qy_, qp_);
+    if (!qlin_) qlin_.emplace(rhs_.system);
+    qlin_->at(t, xq_, p_);
+    qlin_->vjp(seed_, qy_, qp_);
   }
   /// m = (M − g J)⁻ᵀ λ: a large System with the sparse strategy by the
   /// sparse LU on its pattern (decided at the first call, for the whole
@@ -386,6 +388,7 @@ class Bdf final : public Scheme {
   detail::TransposedSolve solve_;
   std::optional<detail::TransposedSolve> ysolve_;  // the quadrature's n × n
   std::vector<double> faug_, xq_, seed_, qy_, qp_;
+  std::optional<Linearization> qlin_;  // running_gradient's, on the System
   Eigen::VectorXd rhs_b_;
   std::optional<detail::SparseTransposedSolve> sparse_;  // transposed_solve's choice
   bool sparse_decided_ = false;
@@ -451,6 +454,9 @@ void plan_bdf(const System& system, std::span<const double> p, std::span<double>
     if (!record) return;
     const std::span<const double> y = st.solution();
     record->states.insert(record->states.end(), y.begin(), y.end());
+    // A large System with coloured Jacobians (Newton's sparse LU): its
+    // [J | f_p] is cheap to evaluate again and dense to keep (n² per step).
+    if (keep_jacobians && st.model_jacobian().newton_factorization()) keep_jacobians = false;
     if (!keep_jacobians) return;
     const Eigen::MatrixXd& jp = st.step_jacobian();
     record->jacobians.insert(record->jacobians.end(), jp.data(), jp.data() + jp.size());
