@@ -299,7 +299,7 @@ Summary run_adaptive(const System& system, std::span<const double> p, std::span<
     implicit_counts(s, st);
   } else if (options.method == Method::Bdf) {
     BdfStepper<SystemRhs> st(rhs, p, nx, options.newton_tol, options.newton_max_iterations);
-    st.set_newton_kappa(replay_kappa(options));  // the run's Newton test (integrate.cpp)
+    st.set_replay(replay_kappa(options));  // the run's steps (integrate.cpp)
     run_bdf(st, ta, tb, x, options, stops, ignore, s,
             [&](double t, int k) { accepted(t, st.solution(), k); });
     implicit_counts(s, st);

@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -109,6 +110,11 @@ class ModelJacobian<SystemRhs> {
     return jac_;
   }
 
+  /// ModifiedNewton's factorization of M − g J: a sparse LU for a System
+  /// with the sparse strategy and ≥ kMinStates states (decided at the first
+  /// call, after a Jacobian), else null (the dense LU).
+  NewtonFactorization* newton_factorization();
+
   std::int64_t rhs_evaluations = 0, jacobian_evaluations = 0;
 
  private:
@@ -119,6 +125,8 @@ class ModelJacobian<SystemRhs> {
   Eigen::MatrixXd jac_;
   std::optional<Linearization> lin_;
   bool tangents_only_ = false;
+  std::unique_ptr<NewtonFactorization> sparse_;  // newton_factorization()'s
+  bool sparse_decided_ = false;
 };
 
 using SystemJacobian = ModelJacobian<SystemRhs>;
@@ -272,9 +280,11 @@ class SparseTransposedSolve {
 
   /// `pattern`: System::sparsity() (n_x rows, columns y then p); n = n_x;
   /// n_model: the model's states (columns ≥ n_model are not state columns).
+  /// `transposed` false: factors M − g J itself (Newton's matrix,
+  /// SparseNewtonFactorization), solve() gives (M − g J)⁻¹ b.
   SparseTransposedSolve(const ad::SparsityPattern& pattern, std::size_t n, std::size_t n_model,
-                        std::span<const std::uint8_t> algebraic)
-      : n_(static_cast<Eigen::Index>(n)), mass_(n, 1.0), x_(n_) {
+                        std::span<const std::uint8_t> algebraic, bool transposed = true)
+      : n_(static_cast<Eigen::Index>(n)), mass_(n, 1.0), x_(n_), transposed_(transposed) {
     for (std::size_t i = 0; i < algebraic.size(); ++i)
       if (algebraic[i]) mass_[i] = 0.0;
     std::vector<Eigen::Triplet<double>> t;
@@ -282,8 +292,12 @@ class SparseTransposedSolve {
       t.emplace_back(static_cast<int>(i), static_cast<int>(i), 0.0);
       if (static_cast<int>(i) >= pattern.rows) continue;
       for (const int j : pattern.row(static_cast<int>(i)))
-        if (static_cast<std::size_t>(j) < n_model && static_cast<std::size_t>(j) != i)
-          t.emplace_back(j, static_cast<int>(i), 0.0);  // Aᵀ(j, i) = A(i, j)
+        if (static_cast<std::size_t>(j) < n_model && static_cast<std::size_t>(j) != i) {
+          if (transposed_)
+            t.emplace_back(j, static_cast<int>(i), 0.0);  // Aᵀ(j, i) = A(i, j)
+          else
+            t.emplace_back(static_cast<int>(i), j, 0.0);
+        }
     }
     At_.resize(n_, n_);
     At_.setFromTriplets(t.begin(), t.end());
@@ -292,8 +306,10 @@ class SparseTransposedSolve {
     const int* outer = At_.outerIndexPtr();
     const int* inner = At_.innerIndexPtr();
     for (Eigen::Index c = 0; c < n_; ++c)  // column c of Aᵀ = row c of A
-      for (int k = outer[c]; k < outer[c + 1]; ++k)
-        slots_.push_back({static_cast<std::size_t>(c), static_cast<std::size_t>(inner[k])});
+      for (int k = outer[c]; k < outer[c + 1]; ++k) {
+        const auto a = static_cast<std::size_t>(c), b = static_cast<std::size_t>(inner[k]);
+        slots_.push_back(transposed_ ? Slot{a, b} : Slot{b, a});
+      }
     lu_.analyzePattern(At_);
   }
   /// Factors (M − g J)ᵀ with J the left n columns of `jp` (column-major,
@@ -307,8 +323,9 @@ class SparseTransposedSolve {
     }
     lu_.factorize(At_);
     COSTATE_CHECK(lu_.info() == Eigen::Success,
-                  "reverse step: the sparse LU of (M − hγJ)ᵀ failed (" << lu_.lastErrorMessage()
-                                                                       << "): singular step matrix");
+                  (transposed_ ? "reverse step: the sparse LU of (M − hγJ)ᵀ failed ("
+                               : "Newton: the sparse LU of M − hγJ failed (")
+                      << lu_.lastErrorMessage() << "): singular step matrix");
   }
   /// x = (M − g J)⁻ᵀ b with the last factor(); valid until the next solve.
   template <class B>
@@ -327,7 +344,39 @@ class SparseTransposedSolve {
   Eigen::SparseLU<Eigen::SparseMatrix<double, Eigen::ColMajor, int>, Eigen::COLAMDOrdering<int>> lu_;
   std::vector<Slot> slots_;
   Eigen::VectorXd x_;
+  bool transposed_ = true;
 };
+
+/// Newton's M − g J by the sparse LU of SparseTransposedSolve (untransposed)
+/// on a System's coloured pattern: what ModelJacobian<SystemRhs> offers the
+/// implicit steppers' ModifiedNewton for a System with the sparse strategy
+/// and at least SparseTransposedSolve::kMinStates states (the dense LU's
+/// O(n³) per factorization was most of a large method-of-lines run).
+class SparseNewtonFactorization final : public NewtonFactorization {
+ public:
+  SparseNewtonFactorization(const ad::SparsityPattern& pattern, std::size_t n, std::size_t n_model,
+                            std::span<const std::uint8_t> algebraic)
+      : lu_(pattern, n, n_model, algebraic, false) {}
+  void factor(double g, const Eigen::MatrixXd& J) override { lu_.factor(g, J.data()); }
+  void solve(const Eigen::VectorXd& b, Eigen::VectorXd& out) override { out = lu_.solve(b); }
+
+ private:
+  SparseTransposedSolve lu_;
+};
+
+inline NewtonFactorization* ModelJacobian<SystemRhs>::newton_factorization() {
+  if (!sparse_decided_) {
+    sparse_decided_ = true;
+    if (n_ >= SparseTransposedSolve::kMinStates && sys_.strategy() == JacobianStrategy::Sparse) {
+      // The pattern is the System's (detected at its first linearization;
+      // the point given here is not read again).
+      const std::vector<double> x0(n_, 0.0);
+      sparse_ = std::make_unique<SparseNewtonFactorization>(sys_.sparsity(0.0, x0, p_), n_, nm_,
+                                                            mass_mask(sys_));
+    }
+  }
+  return sparse_.get();
+}
 
 /// Newton's weighted stopping fraction in replays: 10⁻⁶ of the error
 /// tolerance, but not below newton_tol relative (round-off would stall it).

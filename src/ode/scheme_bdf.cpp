@@ -19,25 +19,28 @@ class Bdf final : public Scheme {
  public:
   Bdf(const System& sys, std::span<const double> p, std::span<const double> times,
       std::span<const int> orders, const IntegratorOptions& opt, bool keep_step_data,
-      const BdfForwardRecord* record)
+      const BdfForwardRecord* record, bool quadrature)
       : rhs_{sys}, nx_(sys.n_states()), np_(p.size()), p_(p), jac_(rhs_, p, nx_),
-        newton_(jac_, opt.newton_tol, opt.newton_max_iterations), times_(times),
-        orders_(orders), atol_(detail::atol_vector(opt, nx_)), rtol_(opt.rtol),
-        kappa_(detail::replay_kappa(opt)), r_(nx_), pred_(nx_), w_(nx_), f_(nx_),
-        next_(kWindow * nx_), solve_(nx_, detail::mass_mask(sys)),
-        alg_(detail::mass_mask(sys)) {
+        newton_(newton_jacobian(sys, p, quadrature), opt.newton_tol, opt.newton_max_iterations),
+        ny_(newton_jac_->n()), times_(times), orders_(orders),
+        atol_(detail::atol_vector(opt, nx_)), rtol_(opt.rtol), kappa_(detail::replay_kappa(opt)),
+        r_(ny_), pred_(ny_), w_(ny_), f_(ny_), next_(kWindow * nx_),
+        solve_(nx_, detail::mass_mask(sys)), alg_(detail::mass_mask(sys)) {
+    if (model_) ysolve_.emplace(ny_, detail::mass_mask(*model_));
     COSTATE_CHECK(times.size() >= 2, "bdf scheme: needs at least one step");
     COSTATE_CHECK(orders.size() + 1 == times.size(),
                   "bdf scheme: replaying bdf steps needs one order per step "
                   "(StepPlan::orders): got "
                       << orders.size() << " for " << times.size() - 1 << " steps");
     COSTATE_CHECK_EQ(atol_.size(), nx_, "bdf scheme: integrator.atol_per_state needs one value per state");
-    const std::size_t steps = times.size() - 1, width = nx_ * (nx_ + np_);
+    // With the quadrature (a running cost) Newton, the record and the cache
+    // hold the model's [J | f_p] (n rows), z's row comes from q's gradient.
+    const std::size_t steps = times.size() - 1, width = ny_ * (ny_ + np_);
     // A forward run handed over: step() takes its states, the cache its
     // Jacobians (at y_0 … y_{l−1}); StoreAll without one keeps [J | f_p] at
     // each replayed step's start — the Jacobian its Newton evaluates anyway
     // and the one the adjoint of step i − 1 needs.
-    if (record && record->states.size() == steps * nx_) {
+    if (record && record->states.size() == steps * ny_) {
       forward_states_ = record->states;
       use_forward_ = true;
       if (record->jacobians.size() == steps * width) cache_.borrow(width, record->jacobians, steps);
@@ -51,40 +54,41 @@ class Bdf final : public Scheme {
 
   void step(std::size_t i, std::span<const double> x, std::span<double> xn) override {
     shift(x, xn);
-    if (use_forward_) {  // the forward run's y_{i+1}
-      const auto from = forward_states_.begin() + static_cast<std::ptrdiff_t>(i * nx_);
-      std::copy(from, from + static_cast<std::ptrdiff_t>(nx_), xn.begin());
-      next_.stepped(i, xn);
-      return;
-    }
     std::array<double, kBdfMaxOrder> alpha{};
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
+    if (use_forward_) {  // the forward run's y_{i+1}
+      const auto from = forward_states_.begin() + static_cast<std::ptrdiff_t>(i * ny_);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(ny_), xn.begin());
+      if (model_) quadrature(i, k, alpha.data(), g, x, xn);
+      next_.stepped(i, xn);
+      return;
+    }
     const double t = times_[i], tn = times_[i + 1];
     std::fill(r_.begin(), r_.end(), 0.0);
     for (int j = 1; j <= k; ++j)
-      for (std::size_t q = 0; q < nx_; ++q)
+      for (std::size_t q = 0; q < ny_; ++q)
         r_[q] += alpha[static_cast<std::size_t>(j - 1)] * x[static_cast<std::size_t>(j - 1) * nx_ + q];
     // Predictor from the window: the polynomial through the available points.
     // (since the last event instant: the history restarts there).
     const int valid = static_cast<int>(std::min<std::size_t>(i + 1 - instants_.since(i), kWindow));
     const int count = std::min(k + 1, valid);
     if (count == 1) {
-      jac_.rhs(t, x.first(nx_), f_);
-      for (std::size_t q = 0; q < nx_; ++q) pred_[q] = x[q] + (tn - t) * f_[q];
+      newton_jac_->rhs(t, x.first(ny_), f_);
+      for (std::size_t q = 0; q < ny_; ++q) pred_[q] = x[q] + (tn - t) * f_[q];
     } else {
       std::array<double, kWindow> tau{}, wts{};
       for (int m = 0; m < count; ++m) tau[static_cast<std::size_t>(m)] = times_[i - static_cast<std::size_t>(m)];
       lagrange_weights(tau, count, tn, wts.data());
       std::fill(pred_.begin(), pred_.end(), 0.0);
       for (int m = 0; m < count; ++m)
-        for (std::size_t q = 0; q < nx_; ++q)
+        for (std::size_t q = 0; q < ny_; ++q)
           pred_[q] += wts[static_cast<std::size_t>(m)] * x[static_cast<std::size_t>(m) * nx_ + q];
     }
-    for (std::size_t q = 0; q < nx_; ++q) w_[q] = 1.0 / (atol_[q] + rtol_ * std::abs(x[q]));
-    std::span<double> z = xn.first(nx_);
+    for (std::size_t q = 0; q < ny_; ++q) w_[q] = 1.0 / (atol_[q] + rtol_ * std::abs(x[q]));
+    std::span<double> z = xn.first(ny_);
     std::copy(pred_.begin(), pred_.end(), z.begin());
-    const Eigen::MatrixXd& jp = start_jacobian(i, x.first(nx_));
+    const Eigen::MatrixXd& jp = start_jacobian(i, x.first(ny_));
     if (cache_.enabled()) std::copy(jp.data(), jp.data() + jp.size(), cache_.fill(i).begin());
     newton_.set_jacobian(jp);
     if (!newton_.solve(tn, r_, g, z, w_, kappa_)) {
@@ -93,6 +97,7 @@ class Bdf final : public Scheme {
       COSTATE_CHECK(newton_.solve(tn, r_, g, z, w_, kappa_),
                     "gradient: the replayed bdf step at t = " << t << " failed to converge");
     }
+    if (model_) quadrature(i, k, alpha.data(), g, x, xn);
     next_.stepped(i, xn);
   }
 
@@ -101,30 +106,39 @@ class Bdf final : public Scheme {
     std::array<double, kBdfMaxOrder> alpha{};
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
-    const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
+    const auto nn = static_cast<Eigen::Index>(ny_), npp = static_cast<Eigen::Index>(np_);
     // (not at an event instant: x_{i+1}'s kept Jacobian is after the events.)
     const double* kept = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
     const double* jp = kept;
-    if (!jp) {
-      // [J | f_p] at y_{i+1}: from the forward run, the previous reverse
-      // step's state or the last forward step, else replayed.
-      const double* yn = nullptr;
-      if (use_forward_) {
-        yn = forward_states_.data() + i * nx_;
-      } else {
-        const std::vector<double>* xn = next_.find(i);
-        if (!xn) {
-          tmp_.resize(kWindow * nx_);
-          step(i, x, tmp_);
-          xn = next_.find(i);
-        }
-        yn = xn->data();
+    // y_{i+1}: from the forward run, the previous reverse step's state or
+    // the last forward step, else replayed (read when not kept, and for q).
+    auto next_state = [&]() -> const double* {
+      if (use_forward_) return forward_states_.data() + i * ny_;
+      const std::vector<double>* xn = next_.find(i);
+      if (!xn) {
+        tmp_.resize(kWindow * nx_);
+        step(i, x, tmp_);
+        xn = next_.find(i);
       }
-      jp = jac_.state_parameters(times_[i + 1], std::span<const double>(yn, nx_)).data();
-    }
+      return xn->data();
+    };
+    if (!jp)  // [J | f_p] at y_{i+1} (the model's, with the quadrature)
+      jp = newton_jac_->state_parameters(times_[i + 1], std::span<const double>(next_state(), ny_))
+               .data();
     ++lin_;
     const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
-    const Eigen::VectorXd& m = transposed_solve(g, JP, lambda.first(nx_));
+    // The quadrature's z row: m_z = λ_z, and (M − g J_y)ᵀ m_y = λ_y + g q_y m_z.
+    double mz = 0.0;
+    const double* b = lambda.data();
+    if (model_) {
+      mz = lambda[ny_];
+      running_gradient(times_[i + 1], next_state());
+      rhs_b_.resize(nn);
+      for (std::size_t q = 0; q < ny_; ++q)
+        rhs_b_[static_cast<Eigen::Index>(q)] = lambda[q] + g * qy_[q] * mz;
+      b = rhs_b_.data();
+    }
+    const Eigen::VectorXd& m = transposed_solve(g, JP, b);
     if (!instants_.at(i)) next_.reversed(i, x);
     // Shift: λ_n[s] = λ[s + 1], λ_n[last] = 0, then distribute α_j m.
     for (int s = 0; s + 1 < kWindow; ++s)
@@ -134,12 +148,16 @@ class Bdf final : public Scheme {
     std::fill(lambda.begin() + (kWindow - 1) * static_cast<std::ptrdiff_t>(nx_), lambda.end(), 0.0);
     // The window enters through M Σ α_j y_j: a DAE's algebraic entries of
     // m do not reach it (M m).
-    for (int j = 1; j <= k; ++j)
-      for (std::size_t q = 0; q < nx_; ++q)
+    for (int j = 1; j <= k; ++j) {
+      for (std::size_t q = 0; q < ny_; ++q)
         if (alg_.empty() || !alg_[q])
           lambda[static_cast<std::size_t>(j - 1) * nx_ + q] +=
               alpha[static_cast<std::size_t>(j - 1)] * m[static_cast<Eigen::Index>(q)];
+      if (model_) lambda[static_cast<std::size_t>(j - 1) * nx_ + ny_] += alpha[static_cast<std::size_t>(j - 1)] * mz;
+    }
     detail::add_transposed_product(JP, nn, npp, m.data(), g, mu.data());
+    if (model_)
+      for (std::size_t c = 0; c < np_; ++c) mu[c] += g * (qp_[c] * mz);
   }
 
   void tangent(std::size_t i, std::span<const double> x, std::span<double> xn, std::size_t m,
@@ -185,11 +203,13 @@ class Bdf final : public Scheme {
     double g = 0.0;
     const int k = coefficients(i, alpha.data(), &g);
     const auto nn = static_cast<Eigen::Index>(nx_), npp = static_cast<Eigen::Index>(np_);
-    // (not at an event instant: x_{i+1}'s kept Jacobian is after the events.)
-    const double* jp = instants_.at(i + 1) ? nullptr : cache_.get(i + 1);
+    // (not at an event instant: x_{i+1}'s kept Jacobian is after the events;
+    // with the quadrature the kept ones are the model's, Newton's.)
+    const double* jp = instants_.at(i + 1) || model_ ? nullptr : cache_.get(i + 1);
     if (!jp) {
       const std::span<const double> y = xn.first(nx_);
-      jp = start_.keep(i + 1, y, jac_.state_parameters(times_[i + 1], y)).data();
+      jp = model_ ? jac_.state_parameters(times_[i + 1], y).data()
+                  : start_.keep(i + 1, y, jac_.state_parameters(times_[i + 1], y)).data();
     }
     ++lin_;
     const Eigen::Map<const Eigen::MatrixXd> JP(jp, nn, nn + npp);
@@ -250,39 +270,80 @@ class Bdf final : public Scheme {
     detail::add_transposed_product(jt.jp_dot(), nn, npp, m_.data(), g, mu_dot.data());
   }
 
-  std::int64_t rhs_evaluations() const override { return jac_.rhs_evaluations; }
+  std::int64_t rhs_evaluations() const override {
+    return jac_.rhs_evaluations + (mjac_ ? mjac_->rhs_evaluations : 0);
+  }
   std::int64_t linearizations() const override { return lin_; }
 
  private:
   /// [J | f_p] at step i's start y_i: tangent1's at the same point (its
   /// y_{i+1}, bitwise) when it evaluated one, else evaluated.
   const Eigen::MatrixXd& start_jacobian(std::size_t i, std::span<const double> y) {
-    if (const Eigen::MatrixXd* kept = start_.find(i, y)) return *kept;
-    return jac_.state_parameters(times_[i], y);
+    if (const Eigen::MatrixXd* kept = model_ ? nullptr : start_.find(i, y)) return *kept;
+    return newton_jac_->state_parameters(times_[i], y);
+  }
+  /// Newton's Jacobian: the System's, or with the quadrature (a running
+  /// cost) the model's alone — the plan's run (plan_bdf) on
+  /// System::without_running_cost(), so that the steps' y are its bits.
+  detail::SystemJacobian& newton_jacobian(const System& sys, std::span<const double> p,
+                                          bool quadrature) {
+    if (!quadrature) return *(newton_jac_ = &jac_);
+    model_.emplace(sys.without_running_cost());
+    mrhs_.emplace(detail::SystemRhs{*model_});
+    mjac_.emplace(*mrhs_, p, model_->n_states());
+    return *(newton_jac_ = &*mjac_);
+  }
+  /// z_{i+1} = Σ_j α_j z_{i+1−j} + hβ q(t_{i+1}, y_{i+1}): the running cost
+  /// by the step's own BDF formula along the accepted y (z feeds nothing
+  /// back), exactly the equation adjoint() differentiates.
+  void quadrature(std::size_t i, int k, const double* alpha, double g, std::span<const double> x,
+                  std::span<double> xn) {
+    double z = 0.0;
+    for (int j = 1; j <= k; ++j) z += alpha[j - 1] * x[static_cast<std::size_t>(j - 1) * nx_ + ny_];
+    xn[ny_] = z;
+    faug_.resize(nx_);
+    jac_.rhs(times_[i + 1], xn.first(nx_), faug_);
+    xn[ny_] = z + g * faug_[ny_];
+  }
+  /// q_y (qy_, n_x entries, z's 0) and q_p (qp_) at (t, y): one vector–
+  /// Jacobian product of the System's rows with the seed on z's.
+  void running_gradient(double t, const double* y) {
+    xq_.assign(y, y + ny_);
+    xq_.push_back(0.0);
+    seed_.assign(nx_, 0.0);
+    seed_[ny_] = 1.0;
+    qy_.resize(nx_);
+    qp_.assign(np_, 0.0);
+    if (!qlin_) qlin_.emplace(rhs_.system);
+    qlin_->at(t, xq_, p_);
+    qlin_->vjp(seed_, qy_, qp_);
   }
   /// m = (M − g J)⁻ᵀ λ: a large System with the sparse strategy by the
   /// sparse LU on its pattern (decided at the first call, for the whole
   /// run), else the dense one.
+  /// With the quadrature: the model's (M − g J_y)ᵀ, n × n.
   const Eigen::VectorXd& transposed_solve(double g, const Eigen::Map<const Eigen::MatrixXd>& JP,
-                                          std::span<const double> lambda) {
-    const Eigen::Map<const Eigen::VectorXd> b(lambda.data(), static_cast<Eigen::Index>(nx_));
+                                          const double* lambda) {
+    const Eigen::Map<const Eigen::VectorXd> b(lambda, static_cast<Eigen::Index>(ny_));
     if (!sparse_decided_) {
       sparse_decided_ = true;
-      const System& sys = rhs_.system;
-      if (nx_ >= detail::SparseTransposedSolve::kMinStates &&
+      const System& sys = model_ ? *model_ : rhs_.system;
+      if (ny_ >= detail::SparseTransposedSolve::kMinStates &&
           sys.strategy() == JacobianStrategy::Sparse) {
         // The pattern is the System's (detected at its first linearization;
         // the point given here is not read again).
         const std::vector<double> x0(sys.n_states(), 0.0);
-        sparse_.emplace(sys.sparsity(times_[0], x0, p_), nx_, sys.n_model_states(), alg_);
+        sparse_.emplace(sys.sparsity(times_[0], x0, p_), ny_, sys.n_model_states(),
+                        detail::mass_mask(sys));
       }
     }
     if (sparse_) {
       sparse_->factor(g, JP.data());
       return sparse_->solve(b);
     }
-    solve_.factor(g, JP);
-    return solve_.solve(b);
+    detail::TransposedSolve& solve = ysolve_ ? *ysolve_ : solve_;
+    solve.factor(g, JP);
+    return solve.solve(b);
   }
   /// Order, α_j and hβ of step i.
   int coefficients(std::size_t i, double* alpha, double* g) const {
@@ -304,7 +365,14 @@ class Bdf final : public Scheme {
   std::size_t nx_, np_;
   std::span<const double> p_;
   detail::SystemJacobian jac_;
+  // With a running cost: the model alone (newton_jacobian), whose Newton
+  // gives y and whose [J | f_p] the reverse steps take (z by quadrature).
+  std::optional<System> model_;
+  std::optional<detail::SystemRhs> mrhs_;
+  std::optional<detail::SystemJacobian> mjac_;
+  detail::SystemJacobian* newton_jac_ = nullptr;
   detail::ModifiedNewton<detail::SystemRhs> newton_;
+  std::size_t ny_;  // Newton's states: n_x, or n with the quadrature
   std::span<const double> times_;
   std::span<const int> orders_;
   std::vector<double> atol_;
@@ -318,6 +386,10 @@ class Bdf final : public Scheme {
  private:
   detail::StepCache cache_;
   detail::TransposedSolve solve_;
+  std::optional<detail::TransposedSolve> ysolve_;  // the quadrature's n × n
+  std::vector<double> faug_, xq_, seed_, qy_, qp_;
+  std::optional<Linearization> qlin_;  // running_gradient's, on the System
+  Eigen::VectorXd rhs_b_;
   std::optional<detail::SparseTransposedSolve> sparse_;  // transposed_solve's choice
   bool sparse_decided_ = false;
   std::span<const std::uint8_t> alg_;  // a DAE's mass matrix (empty: an ODE)
@@ -351,8 +423,12 @@ BdfForwardRecord& BdfForwardRecord::of_this_thread() {
 std::unique_ptr<Scheme> make_bdf_scheme(const System& system, std::span<const double> p,
                                         const StepPlan& steps, const IntegratorOptions& options,
                                         bool keep_step_data, const BdfForwardRecord* record) {
+  // A running cost without events: z by quadrature along the model's steps
+  // (the plan's run; with events the driver integrates x = (y, z)).
+  const bool quadrature = system.has_running() && steps.events().empty();
   auto scheme = std::make_unique<Bdf>(system, p, steps.times(), steps.orders(), options,
-                                      keep_step_data, steps.events().empty() ? record : nullptr);
+                                      keep_step_data, steps.events().empty() ? record : nullptr,
+                                      quadrature);
   scheme->instants_.set(steps);
   return scheme;
 }
@@ -378,6 +454,9 @@ void plan_bdf(const System& system, std::span<const double> p, std::span<double>
     if (!record) return;
     const std::span<const double> y = st.solution();
     record->states.insert(record->states.end(), y.begin(), y.end());
+    // A large System with coloured Jacobians (Newton's sparse LU): its
+    // [J | f_p] is cheap to evaluate again and dense to keep (n² per step).
+    if (keep_jacobians && st.model_jacobian().newton_factorization()) keep_jacobians = false;
     if (!keep_jacobians) return;
     const Eigen::MatrixXd& jp = st.step_jacobian();
     record->jacobians.insert(record->jacobians.end(), jp.data(), jp.data() + jp.size());

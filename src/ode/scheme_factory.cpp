@@ -235,7 +235,8 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
     // replay-identical, so `record` (a StoreAll adjoint's) keeps its states.
     // With a running cost, the run of the model alone (as `costate run`'s:
     // z in the Newton matrix and the error norms would change the steps);
-    // its record lacks z, so the sweep replays the states instead.
+    // bdf's scheme then adds z by quadrature along these states (its y
+    // are this run's bits), so its record serves as well.
     options.validate(nx);
     if (nx == n) {
       out.steps = implicit_run(system, p, out.x0, t0, t1, options, stops, record, s);
@@ -244,7 +245,7 @@ ReplaySetup plan_steps(const System& system, std::span<const double> y0, std::sp
       opt.atol_per_state = model_atol;
       out.steps = implicit_run(system.without_running_cost(), p,
                                std::span<const double>(out.x0).first(n), t0, t1, opt, stops,
-                               nullptr, s);
+                               record, s);
     }
   } else {
     // dopri5's adaptive run, its accepted steps recorded: the run of the

@@ -559,17 +559,30 @@ TEST_F(SameStepsTest, ImplicitMethodsTakeTheRunsSteps) {
   // sdirk3 chooses its steps on the model alone, as the run does. Its
   // replay converges Newton further (replay_kappa) from its own starting
   // guesses: J = x(t1) agrees with the run's to the Newton tolerance's
-  // level, not to the bit (measured 9e-11 relative). bdf: the run stops
-  // Newton with the plan's test (replay_kappa), so the steps are the same;
-  // the run's Newton reuses an older Jacobian where the replay takes a
-  // fresh one, so the roots differ by round-off (measured 1.7e-9 relative
-  // here; BdfRunAndGradient in dae_test on Robertson).
+  // level, not to the bit (measured 9e-11 relative). bdf: the run is the
+  // plan's integration (BdfStepper::set_replay: [J | f_p] afresh at each
+  // step's start, Newton to replay_kappa), so the steps and J = x(t1) are
+  // the run's bit for bit — with a terminal objective and with a running
+  // cost beside it (z by quadrature along the same states).
   constexpr double kReplayNewton = 1e-8;  // relative: rtol 1e-8 of the example
   const std::string vdp = example_with("van_der_pol_mu1000.yaml", "objective: {terminal: \"x\"}\n");
-  for (const char* m : {"sdirk3", "bdf"}) {
-    const SameRun r = both(vdp, std::string(" --set time.end=100 --set integrator.method=") + m);
-    EXPECT_EQ(r.run_steps, r.sensitivity_steps) << m;
-    EXPECT_NEAR(r.objective, r.run_x, kReplayNewton * std::abs(r.run_x)) << m;
+  const SameRun s = both(vdp, " --set time.end=100 --set integrator.method=sdirk3");
+  EXPECT_EQ(s.run_steps, s.sensitivity_steps);
+  EXPECT_NEAR(s.objective, s.run_x, kReplayNewton * std::abs(s.run_x));
+  for (const char* stop : {"100", "1000"}) {
+    const SameRun r = both(vdp, std::string(" --set integrator.method=bdf --set time.end=") + stop);
+    EXPECT_EQ(r.run_steps, r.sensitivity_steps) << stop;
+    EXPECT_EQ(r.objective, r.run_x) << stop;
+  }
+  // Robertson to 4e7 (the example's bdf, 523 steps), J = y1(t1) + ∫ 0 dt:
+  // a running cost puts z beside y (quadrature), and y stays the run's —
+  // under the example's online schedule and binomial's replays.
+  const std::string rob = example_with("robertson_stiff.yaml", "");
+  for (const char* schedule : {"", " --set sensitivity.checkpointing.schedule=binomial"}) {
+    const SameRun r =
+        both(rob, std::string(" --set objective.terminal=y1 --set objective.integral=0*y3") + schedule);
+    EXPECT_EQ(r.run_steps, r.sensitivity_steps) << schedule;
+    EXPECT_EQ(r.objective, r.run_x) << schedule;
   }
 }
 

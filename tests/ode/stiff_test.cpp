@@ -125,8 +125,15 @@ TEST(Bdf, RobertsonTo4e7WithinTheCvodesStepBudget) {
     const double err = scaled_error(sol.state(sol.n_outputs() - 1), yr, floor);
     std::printf("  scaled error vs reference %.3g\n", err);
     EXPECT_LT(err, kRobertsonRelTol);
-    // Jacobians are reused: far fewer than steps.
-    EXPECT_LT(sol.summary.jacobian_evaluations, sol.summary.steps / 5);
+    if (m == Method::Sdirk3) {
+      // Jacobians are reused: far fewer than steps.
+      EXPECT_LT(sol.summary.jacobian_evaluations, sol.summary.steps / 5);
+    } else {
+      // bdf's run is the gradient's plan (issue 35: the same steps, the
+      // same bits): [J | f_p] afresh at each accepted step's start, kept
+      // for the retries from it.
+      EXPECT_EQ(sol.summary.jacobian_evaluations, sol.summary.steps);
+    }
   }
 }
 

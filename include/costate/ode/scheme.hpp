@@ -47,6 +47,11 @@
 ///   bdf (x = the window (y_i, …, y_{i−4}); order k, α_j, hβ of the step):
 ///     m = (I − hβ J(y_{i+1}))⁻ᵀ λ[0];  λ shifted one slot up, λ[j−1] += α_j m,
 ///     μ += hβ f_pᵀ m;  (I − hβ J) S'[0] = Σ_j α_j S[j−1] + hβ f_p P.
+///     With a running cost (no events) Newton solves for y alone, on the
+///     model's System (the plan's run: its bits), and z_{i+1} = Σ_j α_j
+///     z_{i+1−j} + hβ q(t_{i+1}, y_{i+1}) exactly; the adjoint takes z's row
+///     of the same equations as a rank-one term: m_z = λ_z[0],
+///     (I − hβ J_y)ᵀ m_y = λ_y[0] + hβ q_y m_z,  μ += hβ (f_pᵀ m_y + q_p m_z).
 /// Replayed steps are deterministic functions of (x_i, p) — Newton from a
 /// predictor of x_i with a Jacobian evaluated afresh at the step's start,
 /// converged to newton_tol and (sdirk3, bdf) to replay_kappa of the error

@@ -106,7 +106,9 @@ class BdfStepper {
   detail::ModelJacobian<M>& model_jacobian() { return jac_; }
   detail::ModifiedNewton<M>& newton() { return newton_; }
 
-  /// Replay-identical attempts (ode::gradient's forward run): every attempt
+  /// Replay-identical attempts (ode::gradient's forward run, and
+  /// ode::integrate's and the continuous adjoint's, so that a run and a
+  /// gradient take the same steps to the same bits): every attempt
   /// computes y_{n+1} exactly as the adjoint's replayed step does
   /// (the compiled bdf scheme's step, src/ode/scheme_bdf.cpp) — [J | f_p] evaluated afresh at (t_n, y_n),
   /// M refactored, Newton from the window's predictor (at most kBdfMaxOrder
@@ -122,7 +124,7 @@ class BdfStepper {
   }
   bool replay() const { return replay_; }
   /// Newton's weighted stopping fraction of the error tolerance outside
-  /// replay mode (default 0.01).
+  /// replay mode (default 0.01; the library's runs are all in replay mode).
   void set_newton_kappa(double kappa) { kappa_ = kappa; }
   /// Replay mode: [J | f_p] at the last attempt's start (t_n, y_n).
   const Eigen::MatrixXd& step_jacobian() const { return jp_; }

@@ -301,6 +301,18 @@ inline double wrms(std::span<const double> v, std::span<const double> w) {
   return std::sqrt(s / static_cast<double>(std::max<std::size_t>(v.size(), 1)));
 }
 
+/// A factorization of Newton's matrix M − g J that a ModelJacobian may
+/// offer in place of the dense LU (ModelJacobian<SystemRhs>: a sparse LU for
+/// a large System with coloured Jacobians, src/ode/implicit_system.hpp).
+/// Owned by the ModelJacobian; J is the dense n × n column-major Jacobian.
+class NewtonFactorization {
+ public:
+  virtual ~NewtonFactorization() = default;
+  virtual void factor(double g, const Eigen::MatrixXd& J) = 0;
+  /// out = (M − g J)⁻¹ b with the last factor() (out must not alias b).
+  virtual void solve(const Eigen::VectorXd& b, Eigen::VectorXd& out) = 0;
+};
+
 template <class M>
 class ModifiedNewton {
  public:
@@ -345,11 +357,19 @@ class ModifiedNewton {
   /// 30 % of the g it was built with; M the mass matrix, stage_matrix).
   void prepare(double g) {
     if (factored_ && std::abs(g / g_lu_ - 1.0) <= 0.3) return;
-    stage_matrix(A_, g, J_, algebraic_);
-    if (n_ > kSmallLu)
-      lu_.compute(A_);
-    else
-      small_lu_factor(A_.data(), static_cast<Eigen::Index>(n_), piv_.data());
+    if (!external_decided_) {  // after the first Jacobian: the model's strategy is known
+      external_decided_ = true;
+      if constexpr (requires { jac_.newton_factorization(); }) external_ = jac_.newton_factorization();
+    }
+    if (external_) {
+      external_->factor(g, J_);
+    } else {
+      stage_matrix(A_, g, J_, algebraic_);
+      if (n_ > kSmallLu)
+        lu_.compute(A_);
+      else
+        small_lu_factor(A_.data(), static_cast<Eigen::Index>(n_), piv_.data());
+    }
     g_lu_ = g;
     factored_ = true;
     ++factorizations;
@@ -412,7 +432,10 @@ class ModifiedNewton {
   /// out = M⁻¹ b with the current LU (out must not alias b).
   template <class B>
   void lu_solve(const B& b, Eigen::VectorXd& out) {
-    if (n_ > kSmallLu) {
+    if (external_) {
+      b_ = b;
+      external_->solve(b_, out);
+    } else if (n_ > kSmallLu) {
       out = lu_.solve(b);
     } else {
       out = b;
@@ -434,6 +457,9 @@ class ModifiedNewton {
   std::size_t measured_ = 1;
   double g_lu_ = 0.0;
   bool have_j_ = false, factored_ = false;
+  NewtonFactorization* external_ = nullptr;  // the model's (null: the dense LU)
+  bool external_decided_ = false;
+  Eigen::VectorXd b_;
 };
 
 }  // namespace costate::ode::detail
