@@ -331,17 +331,17 @@ FileResult run_file(const Case& c, const fs::path& xml) {
     } else if (!m.delays.empty()) {
       const ode::IntegratorOptions opt{.method = simulation_method(m), .rtol = kRtol,
                                        .atol = kAtol};
-      ode::DelayedSolution sol = ode::integrate_with_delays(
+      ode::Solution sol = ode::integrate_with_delays(
           m.equations, y0, p, c.start, c.start + c.duration, times, m.delays, opt,
           m.initial_history(p));
-      if (!sol.solution.summary.success() || sol.solution.t.size() != times.size()) {
+      if (!sol.summary.success() || sol.t.size() != times.size()) {
         r.outcome = Outcome::Fail;
         r.reason = "solver failed";
-        r.detail = sol.solution.summary.message;
+        r.detail = sol.summary.message;
         return r;
       }
-      y = sol.solution.y;
-      history = std::move(sol.history);
+      y = sol.y;
+      history = *sol.history;
     } else {
       ode::Problem<ode::EquationModel> problem{m.equations, y0, p,
                                                {c.start, c.start + c.duration}, times};
