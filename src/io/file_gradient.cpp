@@ -9,7 +9,9 @@
 #include <limits>
 
 #include "costate/core/error.hpp"
+#include "costate/ode/history.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/sbml/model.hpp"
 #include "costate/io/conditions.hpp"
 #include "io/model_kernels.hpp"
 #include "costate/io/objective.hpp"
@@ -23,6 +25,11 @@ namespace {
 template <class F>
 decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
                           std::span<const double> y0, bool outputs, F&& f) {
+  // delay(): its slots are filled from the trajectory's history, which only
+  // the method of steps keeps (integrate_file, file_gradient).
+  if (cfg.sbml && !cfg.sbml->delays.empty())
+    throw Error(cfg.sbml->delays.front().text + ": this command does not support delay() "
+                "(costate run simulates it, and sensitivity.method forward differentiates it)");
   return visit_model(cfg, [&](auto model) {
     using M = decltype(model);
     ode::Problem<M> problem{std::move(model), std::vector<double>(y0.begin(), y0.end()),
@@ -36,10 +43,23 @@ decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
 }  // namespace
 
 ode::Solution integrate_file(const RunConfig& cfg) {
+  if (cfg.sbml && !cfg.sbml->delays.empty())
+    return ode::integrate_with_delays(cfg.sbml->equations, cfg.initial_state, cfg.parameters,
+                                      cfg.t_start, cfg.t_end, cfg.output_times,
+                                      cfg.sbml->delays, integrator_options(cfg),
+                                      cfg.sbml->initial_history(cfg.parameters));
   return with_model(cfg, cfg.parameters, cfg.initial_state, true,
                     [&](const auto& problem, auto kernels) {
                       return kernels.integrate(problem, integrator_options(cfg));
                     });
+}
+
+std::vector<double> sbml_symbols(const RunConfig& cfg, const ode::Solution& sol, std::size_t k) {
+  COSTATE_CHECK(cfg.sbml, "sbml_symbols: " << cfg.input_path << " has no SBML model");
+  if (cfg.sbml->delays.empty()) return cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters);
+  COSTATE_CHECK(sol.history, "sbml_symbols: the trajectory of " << cfg.input_path
+                                 << " has delay() but no history (ode::integrate_with_delays)");
+  return cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters, *sol.history);
 }
 
 ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc) {
