@@ -356,6 +356,48 @@ TEST_F(SbmlCli, RunSimulatesDelayAsTheSuiteExpects) {
   EXPECT_NEAR(values[static_cast<std::size_t>(slot - names.begin())], 12.0, kClosedFormTol);
 }
 
+// `costate sensitivity` through delay(): forward sensitivities through the
+// history, against central differences of `costate run` in the lag k (a
+// local parameter, J0_k) and the compartment C; the adjoint methods are
+// refused by name. Suite case 01414 (see above), J = S1(10)²/2.
+TEST_F(SbmlCli, SensitivityThroughDelayMatchesCentralDifferences) {
+  const fs::path xml = fs::path(COSTATE_SBML_SUITE_DIR) / "cases" / "01414" / "01414-sbml-l3v2.xml";
+  if (!fs::exists(xml))
+    GTEST_SKIP() << "the SBML Test Suite's case 01414 is not in " << xml.parent_path()
+                 << " (COSTATE_SBML_SUITE_DIR)";
+  // bdf at rtol 1e-10: O(tol/h) = 1e-6 round-off of the differences at
+  // step h = 1e-4, their O(h²) truncation below it.
+  constexpr double kStep = 1e-4, kDifferenceTol = 1e-5;
+  const std::string body = "model: {sbml: '" + xml.string() + "'}\n"
+                           "time: {end: 10}\n"
+                           "integrator: {method: bdf, rtol: 1.0e-10, atol: 1.0e-12}\n"
+                           "objective: {terminal: 'S1*S1/2'}\n";
+  const std::string in = write("sens.yaml", body + "sensitivity: {method: forward}\n");
+  const Result r = run("sensitivity '" + in + "' --json -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NEAR(j["objective"].get<double>(), 2.05 * 2.05 / 2.0, 1e-7);  // S1(10) = −2.05
+  for (const auto& [id, value] : {std::pair<std::string, double>{"J0_k", 1.0}, {"C", 1.0}}) {
+    double J[2];
+    for (int side = 0; side < 2; ++side) {
+      std::ostringstream set;
+      set.precision(17);
+      set << " --set parameters." << id << "=" << value + (side ? kStep : -kStep);
+      const Result o = run("run '" + in + "' --json -q" + set.str());
+      ASSERT_EQ(o.code, 0) << o.err;
+      const double s1 = Json::parse(o.out)["final_state"][0].get<double>();
+      J[side] = s1 * s1 / 2.0;
+    }
+    const double central = (J[1] - J[0]) / (2.0 * kStep), g = j["gradient"][id].get<double>();
+    EXPECT_NEAR(g, central, kDifferenceTol * std::max(1.0, std::abs(central))) << id;
+  }
+  const std::string adjoint = write("adj.yaml", body + "sensitivity: {method: discrete_adjoint}\n");
+  const Result a = run("sensitivity '" + adjoint + "' -q");
+  EXPECT_NE(a.code, 0);
+  EXPECT_NE(a.err.find("delay(P1, k): sensitivity.method = discrete_adjoint through delay() is not "
+                       "implemented"), std::string::npos) << a.err;
+}
+
 TEST_F(SbmlCli, BadInputNamesTheFileAndTheElement) {
   const Result missing = run("run '" + write("m.yaml", "model: {sbml: nowhere.xml}\ntime: {end: 1}\n") +
                              "' -q");
