@@ -163,11 +163,12 @@ class Problem {
     const auto* m = cfg_.sbml.get();
     if (m && sol.n_states == m->state_names.size() &&
         cfg_.parameters.size() == m->parameter_names.size()) {
-      // An SBML model: every symbol (sbml::Model::symbol_values) at every
-      // output time, as `run --json` and the HDF5 output's /symbols.
+      // An SBML model: every symbol (sbml::Model::symbol_values; delay()
+      // read from the run's history) at every output time, as `run --json`
+      // and the HDF5 output's /symbols.
       std::vector<double> rows;
       for (std::size_t k = 0; k < sol.n_outputs(); ++k) {
-        const auto values = m->symbol_values(sol.t[k], sol.state(k), cfg_.parameters);
+        const auto values = costate::io::sbml_symbols(cfg_, sol, k);
         rows.insert(rows.end(), values.begin(), values.end());
       }
       d["symbol_names"] = m->symbol_names();

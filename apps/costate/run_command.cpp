@@ -66,7 +66,7 @@ void print_json(const io::RunConfig& cfg, const ode::Solution& sol, bool traject
     // An SBML model: every symbol at the final time (sbml::Model::symbol_values;
     // the HDF5 output's /symbols holds them at every output time).
     j["symbol_names"] = cfg.sbml->symbol_names();
-    j["final_symbols"] = cfg.sbml->symbol_values(sol.t.back(), final_state, cfg.parameters);
+    j["final_symbols"] = io::sbml_symbols(cfg, sol, sol.n_outputs() - 1);
   }
   j["event_order_seed"] = ode::event_order_seed();
   j["steps"] = s.steps;

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <limits>
 
+#include "costate/ad/dual.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/history.hpp"
 #include "costate/ode/support.hpp"
+#include "costate/sbml/model.hpp"
 #include "costate/io/conditions.hpp"
 #include "io/model_kernels.hpp"
 #include "costate/io/objective.hpp"
@@ -23,6 +26,11 @@ namespace {
 template <class F>
 decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
                           std::span<const double> y0, bool outputs, F&& f) {
+  // delay(): its slots are filled from the trajectory's history, which only
+  // the method of steps keeps (integrate_file, file_gradient).
+  if (cfg.sbml && !cfg.sbml->delays.empty())
+    throw Error(cfg.sbml->delays.front().text + ": this command does not support delay() "
+                "(costate run simulates it, and sensitivity.method forward differentiates it)");
   return visit_model(cfg, [&](auto model) {
     using M = decltype(model);
     ode::Problem<M> problem{std::move(model), std::vector<double>(y0.begin(), y0.end()),
@@ -35,11 +43,28 @@ decltype(auto) with_model(const RunConfig& cfg, std::span<const double> p,
 
 }  // namespace
 
+namespace {
+ode::History::Initial delay_initial_history(const RunConfig& cfg, std::span<const double> p);
+}  // namespace
+
 ode::Solution integrate_file(const RunConfig& cfg) {
+  if (cfg.sbml && !cfg.sbml->delays.empty())
+    return ode::integrate_with_delays(cfg.sbml->equations, cfg.initial_state, cfg.parameters,
+                                      cfg.t_start, cfg.t_end, cfg.output_times,
+                                      cfg.sbml->delays, integrator_options(cfg),
+                                      delay_initial_history(cfg, cfg.parameters));
   return with_model(cfg, cfg.parameters, cfg.initial_state, true,
                     [&](const auto& problem, auto kernels) {
                       return kernels.integrate(problem, integrator_options(cfg));
                     });
+}
+
+std::vector<double> sbml_symbols(const RunConfig& cfg, const ode::Solution& sol, std::size_t k) {
+  COSTATE_CHECK(cfg.sbml, "sbml_symbols: " << cfg.input_path << " has no SBML model");
+  if (cfg.sbml->delays.empty()) return cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters);
+  COSTATE_CHECK(sol.history, "sbml_symbols: the trajectory of " << cfg.input_path
+                                 << " has delay() but no history (ode::integrate_with_delays)");
+  return cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters, *sol.history);
 }
 
 ode::CvodesAdjoint cvodes_adjoint_of(const SensitivityConfig& sc) {
@@ -132,11 +157,126 @@ FileHessian hessian_of(const RunConfig& cfg, const Problem& problem, Kernels ker
   return out;
 }
 
+/// Whether an SBML initial value reads time (its history before t0 is then
+/// that formula: Model::initial_history).
+bool initial_history_in_time(const sbml::Model& m) {
+  for (std::size_t i = 0; i < m.initial_state.size(); ++i) {
+    const auto used = expr::Program::build(m.initial_state[i], 1 + m.parameter_names.size(),
+                                           m.initial_state_text[i])
+                          .used_variables();
+    if (std::find(used.begin(), used.end(), 0u) != used.end()) return true;
+  }
+  return false;
+}
+
+/// The history before t0 of cfg's SBML model with delay(): its initial
+/// values' formulas in time, or (none) the constant initial state.
+ode::History::Initial delay_initial_history(const RunConfig& cfg, std::span<const double> p) {
+  if (!initial_history_in_time(*cfg.sbml)) return {};
+  return cfg.sbml->initial_history(std::vector<double>(p.begin(), p.end()));
+}
+
+/// The gradient of cfg's objective on an SBML model with delay(): forward
+/// sensitivities through the history (ode::forward_sensitivities_with_delays)
+/// along each parameter and each initial value (sensitivity.method forward
+/// or cvodes_forward: the integrator is the file's either way), at the observation times
+/// and t1; J and dJ/dθ_j by one ad::Dual pass of the objective per
+/// direction. A delay slot's entry is 0 (not a parameter: its value is
+/// read from the history). `trajectory`: also the run at the output times.
+FileGradient delay_gradient(const RunConfig& cfg, std::span<const double> p,
+                            std::span<const double> y0, ode::Solution* trajectory) {
+  const sbml::Model& m = *cfg.sbml;
+  const std::string& what = m.delays.front().text;
+  if (cfg.sensitivity.method != ode::SensitivityKind::Forward &&
+      cfg.sensitivity.method != ode::SensitivityKind::CvodesForward)
+    throw Error(what + ": sensitivity.method = " + ode::to_string(cfg.sensitivity.method) +
+                " through delay() is not implemented (the adjoint through the history's "
+                "interpolation is not formed); use sensitivity.method: forward (or cvodes_forward "
+                "with a CVODES integrator)");
+  if (!cfg.objective.integral.empty())
+    throw Error(what + ": objective.integral through delay() is not supported (forward "
+                "sensitivities through the history take terminal and data objectives)");
+  if (initial_history_in_time(m))
+    throw Error(what + ": sensitivities through delay() of a model whose initial values read time "
+                "(its history before t0 moves with the parameters) are not supported");
+  const auto start = std::chrono::steady_clock::now();
+  const ExpressionObjective objective(cfg);
+  const std::size_t np = p.size(), ny = y0.size();
+  // The times: the observations', t1 (and the run's outputs).
+  std::vector<double> times = objective.observation_times();
+  times.push_back(cfg.t_end);
+  if (trajectory) times.insert(times.end(), cfg.output_times.begin(), cfg.output_times.end());
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  std::vector<ode::SensitivityDirection> directions(np + ny);
+  for (std::size_t j = 0; j < np + ny; ++j) {
+    directions[j].parameters.assign(np, 0.0);
+    directions[j].initial_state.assign(ny, 0.0);
+    if (j < np) directions[j].parameters[j] = 1.0;
+    else directions[j].initial_state[j - np] = 1.0;
+  }
+  const ode::DelayedSensitivities fs = ode::forward_sensitivities_with_delays(
+      m.equations, y0, p, cfg.t_start, cfg.t_end, times, m.delays, integrator_options(cfg),
+      directions, {});
+  if (!fs.solution.summary.success())
+    throw Error("integration of " + cfg.input_path + " failed: " + fs.solution.summary.message +
+                " (no output written)");
+  auto row = [&](double t) {
+    return static_cast<std::size_t>(std::lower_bound(fs.solution.t.begin(), fs.solution.t.end(), t) -
+                                    fs.solution.t.begin());
+  };
+  // J and its tangents: terminal at t1, observation k at its time.
+  using D = ad::Dual<double, 1>;
+  std::vector<double> gradient(np + ny, 0.0);
+  double J = 0.0;
+  std::vector<D> yd(ny), pd(np);
+  const std::vector<double> obs_times = objective.observation_times();
+  for (std::size_t term = 0; term <= obs_times.size(); ++term) {
+    const bool terminal = term == obs_times.size();
+    const std::size_t k = row(terminal ? cfg.t_end : obs_times[term]);
+    const std::span<const double> y = fs.solution.state(k);
+    for (std::size_t j = 0; j < np + ny; ++j) {
+      for (std::size_t i = 0; i < ny; ++i) yd[i] = D(y[i], {fs.sensitivity(k, i, j)});
+      for (std::size_t q = 0; q < np; ++q) pd[q] = D(p[q], {q == j ? 1.0 : 0.0});
+      const D v = terminal ? objective.terminal<D>(yd, pd) : objective.observation<D>(term, yd, pd);
+      gradient[j] += v.tangent(0);
+      if (j == 0) J += v.value();
+    }
+  }
+  for (const ode::DelayedInput& d : m.delays) gradient[d.parameter] = 0.0;
+  FileGradient out;
+  out.result.objective = J;
+  out.result.wrt_parameters.assign(gradient.begin(), gradient.begin() + static_cast<long>(np));
+  out.result.wrt_initial_state.assign(gradient.begin() + static_cast<long>(np), gradient.end());
+  out.result.method = "forward (through delay(): the method of steps)";
+  out.result.summary = fs.solution.summary;
+  out.result.rhs_evaluations = fs.solution.summary.rhs_evaluations;
+  out.result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.gradient_p = out.result.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
+  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
+  if (trajectory) {
+    *trajectory = fs.solution;
+    trajectory->t.clear();
+    trajectory->y.clear();
+    for (double t : cfg.output_times) {
+      const std::span<const double> y = fs.solution.state(row(t));
+      trajectory->t.push_back(t);
+      trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
+    }
+  }
+  return out;
+}
+
+bool has_delays(const RunConfig& cfg) { return cfg.sbml && !cfg.sbml->delays.empty(); }
+
 }  // namespace
 
 FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
                            std::span<const double> y0, const ode::StepPlan& replay,
                            const AdjointResumeLink& resume) {
+  if (has_delays(cfg)) return delay_gradient(cfg, p, y0, nullptr);
   const ExpressionObjective objective(cfg);
   const ode::SensitivityMethod method = gradient_method(cfg, resume);
   return with_model(cfg, p, y0, false, [&](const auto& problem, auto kernels) {
@@ -146,9 +286,16 @@ FileGradient file_gradient(const RunConfig& cfg, std::span<const double> p,
 
 FileSensitivity file_sensitivity(const RunConfig& cfg, const AdjointResumeLink& resume,
                                  const std::vector<std::size_t>* hessian_wrt) {
+  FileSensitivity out;
+  if (has_delays(cfg)) {
+    if (hessian_wrt)
+      throw Error(cfg.sbml->delays.front().text + ": --hessian through delay() is not supported "
+                  "(forward sensitivities through the history are first order)");
+    out.gradient = delay_gradient(cfg, cfg.parameters, cfg.initial_state, &out.trajectory);
+    return out;
+  }
   const ExpressionObjective objective(cfg);
   const ode::SensitivityMethod method = gradient_method(cfg, resume);
-  FileSensitivity out;
   // One build of the model (and of the objective) for the three parts.
   with_model(cfg, cfg.parameters, cfg.initial_state, true, [&](const auto& problem, auto kernels) {
     // 1. The trajectory at the output times (for the output file).

@@ -15,6 +15,7 @@
 #include "costate/config.hpp"
 #include "costate/core/error.hpp"
 #include "costate/calibrate/calibrate.hpp"
+#include "costate/io/file_run.hpp"
 #include "costate/io/output_file.hpp"
 #include "hdf5_memory.hpp"
 #include "costate/io/resume.hpp"
@@ -187,7 +188,7 @@ void write_file(const std::string& path, const RunConfig& cfg, const ode::Soluti
     std::vector<double> values;
     values.reserve(n * names.size());
     for (hsize_t k = 0; k < n; ++k) {
-      const std::vector<double> v = cfg.sbml->symbol_values(sol.t[k], sol.state(k), cfg.parameters);
+      const std::vector<double> v = sbml_symbols(cfg, sol, k);
       values.insert(values.end(), v.begin(), v.end());
     }
     write_doubles(file, "symbols", values, {n, names.size()});

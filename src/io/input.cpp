@@ -1311,11 +1311,6 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
       ctx.fail(model["sbml"], "model.sbml",
                cfg.sbml_file + ": the model has no state (its symbols are all assignments); "
                "the commands integrate states (sbml::Model::symbol_values evaluates such a model)");
-    if (!cfg.sbml->delays.empty())
-      ctx.fail(model["sbml"], "model.sbml",
-               cfg.sbml->delays.front().text + ": delay() is not supported by the commands yet "
-               "(ode::integrate_with_delays simulates it; sensitivities through delay() are not "
-               "supported)");
     cfg.model = "sbml";
     cfg.state_names = cfg.sbml->state_names;
     cfg.parameter_names = cfg.sbml->parameter_names;

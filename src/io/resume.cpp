@@ -244,10 +244,17 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
   if (events && !resume_path.empty())
     throw Error("--resume " + resume_path + ": the model has events, and `costate run --resume` "
                 "does not continue a run with events yet; run it again without --resume");
+  // delay(): the method of steps (integrate_file) keeps the history the
+  // delays read; the recording loop below does not.
+  const bool delays = cfg.sbml && !cfg.sbml->delays.empty();
+  if (delays && !resume_path.empty())
+    throw Error("--resume " + resume_path + ": " + cfg.sbml->delays.front().text +
+                ": `costate run --resume` does not continue a run with delay() (the history "
+                "before the resume time is not in the file); run it again without --resume");
   // A DAE: the recording loop below integrates y' = f alone, so the table's
   // DAE column decides first (the explicit methods refuse it by name).
   ode::require(ode::supports_dae(method, cfg.algebraic_states.size()), "costate run");
-  if (!resumable(method) || events) {
+  if (!resumable(method) || events || delays) {
     if (!resume_path.empty())
       throw Error("--resume " + resume_path + ": integrator.method = " + ode::to_string(method) +
                   " does not resume (its step history is internal to the integrator); --resume "
@@ -259,6 +266,7 @@ RunOutcome integrate_run(const RunConfig& cfg, const std::function<void(double)>
       std::ostringstream os;
       os.precision(17);
       os << "at t = " << t << " (integrator.method = " << ode::to_string(method)
+         << (delays ? " on a model with delay()" : "")
          << ": the outputs are not kept; euler, rk4 and dopri5 runs write them and resume)";
       throw_if_interrupted(os.str());
     };

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <type_traits>
 
+#include "costate/ad/dual.hpp"
 #include "costate/core/error.hpp"
 #include "costate/ode/equation_model.hpp"
 #include "costate/ode/integrate.hpp"
@@ -45,6 +47,16 @@ void History::append(double t, std::span<const double> y, std::span<const double
   f_.insert(f_.end(), dydt.begin(), dydt.end());
 }
 
+void History::append_break(std::span<const double> dydt) {
+  COSTATE_CHECK(!t_.empty(), "History::append_break: the history is empty");
+  COSTATE_CHECK_EQ(dydt.size(), n_, "History::append_break: one derivative per state");
+  if (std::equal(dydt.begin(), dydt.end(), f_.end() - static_cast<long>(n_))) return;
+  t_.push_back(t_.back());
+  const std::vector<double> y(y_.end() - static_cast<long>(n_), y_.end());
+  y_.insert(y_.end(), y.begin(), y.end());
+  f_.insert(f_.end(), dydt.begin(), dydt.end());
+}
+
 void History::value(double t, std::span<double> y) const {
   COSTATE_CHECK(!t_.empty(), "History::value: the history is empty");
   COSTATE_CHECK_EQ(y.size(), n_, "History::value: one value per state");
@@ -57,17 +69,14 @@ void History::value(double t, std::span<double> y) const {
     std::copy_n(y_.begin(), n_, y.begin());
     return;
   }
-  if (t > t_.back()) {
+  if (t >= t_.back()) {
     if (!same_time(t, t_.back()))
       throw Error("ode::History: y(" + std::to_string(t) + ") asked beyond the history's end (t = " +
                   std::to_string(t_.back()) + "): a delay read before its time was integrated");
     std::copy_n(y_.end() - static_cast<long>(n_), n_, y.begin());
     return;
   }
-  // The piece [t_i, t_{i+1}] holding t.
-  const std::size_t i1 = static_cast<std::size_t>(
-      std::upper_bound(t_.begin(), t_.end(), t) - t_.begin());
-  const std::size_t i = std::min(i1, t_.size() - 1) - 1;
+  const std::size_t i = piece(t);
   const double h = t_[i + 1] - t_[i], s = (t - t_[i]) / h;
   const double s2 = s * s, s3 = s2 * s;
   const double h00 = 2 * s3 - 3 * s2 + 1, h10 = s3 - 2 * s2 + s, h01 = -2 * s3 + 3 * s2,
@@ -78,6 +87,59 @@ void History::value(double t, std::span<double> y) const {
   const double* fb = &f_[(i + 1) * n_];
   for (std::size_t k = 0; k < n_; ++k)
     y[k] = h00 * ya[k] + h * h10 * fa[k] + h01 * yb[k] + h * h11 * fb[k];
+}
+
+std::size_t History::piece(double t) const {
+  const std::size_t i1 = static_cast<std::size_t>(
+      std::upper_bound(t_.begin(), t_.end(), t) - t_.begin());
+  return std::min(i1, t_.size() - 1) - 1;
+}
+
+void History::derivative(double t, std::span<double> dy, bool left) const {
+  COSTATE_CHECK(!t_.empty(), "History::derivative: the history is empty");
+  COSTATE_CHECK_EQ(dy.size(), n_, "History::derivative: one value per state");
+  if (n_ == 0) return;
+  // The piece [t_i, t_{i+1}] holding t: from the left, the one ending at t
+  // when t is a node (a break's left node).
+  const std::size_t i1 = static_cast<std::size_t>(
+      (left ? std::lower_bound(t_.begin(), t_.end(), t) : std::upper_bound(t_.begin(), t_.end(), t)) -
+      t_.begin());
+  if (t < t_.front() || (left && i1 == 0)) {
+    std::fill(dy.begin(), dy.end(), 0.0);
+    if (!initial_) return;  // the constant history y(t0)
+    const double h = 1e-6 * std::max(1.0, std::abs(t));
+    std::vector<double> up(n_), down(n_);
+    initial_(t + h, up);  // the formula of the initial history, also just past t0
+    initial_(t - h, down);
+    for (std::size_t k = 0; k < n_; ++k) dy[k] = (up[k] - down[k]) / (2.0 * h);
+    return;
+  }
+  if (t_.size() == 1 || (!left && t >= t_.back())) {
+    if (!same_time(t, t_.back()))
+      throw Error("ode::History: dy/dt(" + std::to_string(t) + ") asked beyond the history's "
+                  "end (t = " + std::to_string(t_.back()) + ")");
+    std::copy_n(f_.end() - static_cast<long>(n_), n_, dy.begin());
+    return;
+  }
+  if (i1 >= t_.size()) {  // left of a time beyond the last node
+    if (!same_time(t, t_.back()))
+      throw Error("ode::History: dy/dt(" + std::to_string(t) + ") asked beyond the history's "
+                  "end (t = " + std::to_string(t_.back()) + ")");
+    std::copy_n(f_.end() - static_cast<long>(n_), n_, dy.begin());
+    return;
+  }
+  const std::size_t i = i1 - 1;
+  const double h = t_[i + 1] - t_[i], s = (t - t_[i]) / h;
+  const double s2 = s * s;
+  // d/dt of the Hermite basis (d/ds ÷ h for h00 and h01).
+  const double d00 = (6 * s2 - 6 * s) / h, d10 = 3 * s2 - 4 * s + 1, d01 = (-6 * s2 + 6 * s) / h,
+               d11 = 3 * s2 - 2 * s;
+  const double* ya = &y_[i * n_];
+  const double* yb = &y_[(i + 1) * n_];
+  const double* fa = &f_[i * n_];
+  const double* fb = &f_[(i + 1) * n_];
+  for (std::size_t k = 0; k < n_; ++k)
+    dy[k] = d00 * ya[k] + d10 * fa[k] + d01 * yb[k] + d11 * fb[k];
 }
 
 // ---- DelayedInputs ------------------------------------------------------
@@ -212,19 +274,84 @@ void DelayedInputs::fill(double t, std::span<const double> y, std::span<double> 
 
 // ---- integrate_with_delays ----------------------------------------------
 
+double DelayedInputs::tangents(std::size_t k, double t, std::span<const double> p,
+                                            std::span<const double> p_dot,
+                                            const History& s_history,
+                                            std::span<const double> s_before,
+                                            std::span<double> dz, bool left) const {
+  using D = ad::Dual<double, 1>;
+  const DelayedInput& in = inputs_[k];
+  const std::size_t nd = dz.size();
+  COSTATE_CHECK(constant_lag_[k] && quantity_reads_[k].empty(),
+                in.text << ": sensitivities through a delay whose quantity or lag reads another "
+                           "delay (nested delays) are not supported");
+  COSTATE_CHECK_EQ(p_dot.size(), nd * np_, "DelayedInputs::tangents: ṗ is directions × parameters");
+  // The programs over (t, y, p, w) on Dual: ṫ, ẏ, ṗ given, w's tangents formed.
+  std::vector<D> v;
+  auto eval = [&](const expr::Program& prog, double time, double time_dot,
+                  std::span<const double> y, std::span<const double> y_dot,
+                  std::span<const double> pd) {
+    v.clear();
+    v.push_back(D(time, {time_dot}));
+    for (std::size_t i = 0; i < ny_; ++i) v.push_back(D(y[i], {y_dot[i]}));
+    for (std::size_t m = 0; m < np_; ++m) v.push_back(D(p[m], {pd[m]}));
+    for (const expr::Program& w : w_) v.push_back(w.evaluate(std::span<const D>(v)));
+    return prog.evaluate(std::span<const D>(v));
+  };
+  const std::vector<double> zeros(ny_, 0.0);
+  std::vector<double> y_tau(ny_), ydot_tau(ny_), s_tau(ny_ * nd), y_dot(ny_);
+  double value = 0.0;
+  bool first = true;
+  for (std::size_t j = 0; j < nd; ++j) {
+    const std::span<const double> pd = p_dot.subspan(j * np_, np_);
+    // The lag d(p) (a constant: it reads neither t nor the state) and ḋ.
+    const D d = eval(in.lag, t, 0.0, zeros, zeros, pd);
+    const double tau = t - d.value(), tau_dot = -d.tangent(0);
+    if (first) {
+      history_->value(tau, y_tau);
+      history_->derivative(tau, ydot_tau, left);
+      if (tau < history_->t0()) std::copy(s_before.begin(), s_before.end(), s_tau.begin());
+      else s_history.value(tau, s_tau);
+      first = false;
+    }
+    // d/dθ y(τ(θ)) = s(τ) + ẏ(τ) τ̇
+    for (std::size_t i = 0; i < ny_; ++i) y_dot[i] = s_tau[i * nd + j] + ydot_tau[i] * tau_dot;
+    const bool before = tau < history_->t0() && !in.quantity_before_start.empty();
+    const D z = eval(before ? in.quantity_before_start : in.quantity, tau, tau_dot, y_tau, y_dot, pd);
+    value = z.value();
+    dz[j] = z.tangent(0);
+  }
+  return value;
+}
+
 namespace {
+
+/// ad::Dual<double, N>: the Jacobians' scalar type, whose value the
+/// sensitivity blocks set.
+template <class T>
+struct is_first_order_dual : std::false_type {};
+template <int N>
+struct is_first_order_dual<ad::Dual<double, N>> : std::true_type {};
 
 /// The model with its slots filled from the history at each evaluation
 /// (the slots the right-hand side reads: constant lags, quantities from the
 /// history alone, so they do not depend on y(t) and the Jacobian is the
-/// model's own).
+/// model's own) — and, with nd directions, the state z = (y, s) with
+/// s[i·nd + j] = dy_i/dθ_j and z' = (f, s') (history.hpp's tangent
+/// equations). On scalar types other than double (the implicit methods'
+/// Jacobians, sparsity) each block s_j gets f_y at y: the block-diagonal
+/// Jacobian.
 struct DelayedModel {
   const EquationModel* model;
   const DelayedInputs* slots;
   std::vector<double> p;  ///< the parameters the slots' quantities read
+  std::size_t ny = 0, nd = 0;
+  std::vector<double> p_dot;           ///< nd × n_p: the directions' ṗ
+  const History* s_history = nullptr;  ///< s's history (nd > 0)
+  std::vector<double> s_before;        ///< s before t0: the directions' ẏ0
 
   template <class T>
-  void rhs(double t, std::span<const T> y, std::span<const T> pt, std::span<T> dydt) const {
+  void rhs(double t, std::span<const T> z, std::span<const T> pt, std::span<T> dz) const {
     std::vector<double> q = p;
     slots->fill(t, {}, q, true);
     std::vector<T> with(pt.begin(), pt.end());
@@ -235,19 +362,74 @@ struct DelayedModel {
           with[j] = T(q[j]);
         }
     }
-    model->rhs<T>(t, y, std::span<const T>(with), dydt);
+    const std::span<const T> y = z.first(ny);
+    model->rhs<T>(t, y, std::span<const T>(with), dz.first(ny));
+    if (nd == 0) return;
+    if constexpr (std::is_same_v<T, double>) {
+      sensitivities(t, z, q, dz.subspan(ny), false);
+    } else {
+      std::vector<T> sj(ny), out(ny);
+      for (std::size_t j = 0; j < nd; ++j) {
+        for (std::size_t i = 0; i < ny; ++i) {
+          sj[i] = z[ny + i * nd + j];
+          if constexpr (is_first_order_dual<T>::value) sj[i].value() = z[i].value();
+        }
+        model->rhs<T>(t, std::span<const T>(sj), std::span<const T>(with), std::span<T>(out));
+        for (std::size_t i = 0; i < ny; ++i) dz[ny + i * nd + j] = out[i];
+      }
+      if constexpr (is_first_order_dual<T>::value) {
+        std::vector<double> zv(z.size()), dzv(z.size()), pv(pt.size());
+        for (std::size_t i = 0; i < z.size(); ++i) zv[i] = z[i].value();
+        for (std::size_t m = 0; m < pt.size(); ++m) pv[m] = pt[m].value();
+        rhs<double>(t, zv, pv, dzv);
+        for (std::size_t i = ny; i < z.size(); ++i) dz[i].value() = dzv[i];
+      }
+    }
+  }
+
+  /// z' at a node of the histories: at the end of a segment the limit from
+  /// the left (`left`: ẏ(t − d) jumps at t − d = t0, so s' jumps at t0 + d).
+  void node(double t, std::span<const double> z, std::span<double> dz, bool left) const {
+    rhs<double>(t, z, p, dz);
+    if (nd == 0 || !left) return;
+    std::vector<double> q = p;
+    slots->fill(t, {}, q, true);
+    sensitivities(t, z, q, dz.subspan(ny), true);
+  }
+
+  /// s' = f_y s_j + f_p ṗ_j + Σ_k f_{z_k} ż_k, one Dual pass per direction
+  /// (q: the parameters with the slots' values).
+  void sensitivities(double t, std::span<const double> z, const std::vector<double>& q,
+                     std::span<double> ds, bool left) const {
+    using D = ad::Dual<double, 1>;
+    const std::size_t np = q.size();
+    std::vector<double> slot_dot(slots->inputs().size() * nd, 0.0);
+    for (std::size_t k = 0; k < slots->inputs().size(); ++k)
+      if (slots->read_by_rhs(k))
+        slots->tangents(k, t, p, p_dot, *s_history, s_before,
+                        std::span<double>(slot_dot).subspan(k * nd, nd), left);
+    std::vector<D> yd(ny), pd(np), out(ny);
+    for (std::size_t j = 0; j < nd; ++j) {
+      for (std::size_t i = 0; i < ny; ++i) yd[i] = D(z[i], {z[ny + i * nd + j]});
+      for (std::size_t m = 0; m < np; ++m) pd[m] = D(q[m], {p_dot[j * np + m]});
+      for (std::size_t k = 0; k < slots->inputs().size(); ++k)
+        if (slots->read_by_rhs(k)) pd[slots->inputs()[k].parameter].tangent(0) = slot_dot[k * nd + j];
+      model->rhs<D>(t, std::span<const D>(yd), std::span<const D>(pd), std::span<D>(out));
+      for (std::size_t i = 0; i < ny; ++i) ds[i * nd + j] = out[i].tangent(0);
+    }
   }
 };
 
-}  // namespace
-
-DelayedSolution integrate_with_delays(const EquationModel& model, std::span<const double> y0,
-                                      std::span<const double> p, double t0, double t1,
-                                      std::span<const double> outputs,
-                                      const std::vector<DelayedInput>& inputs,
-                                      const IntegratorOptions& options,
-                                      History::Initial initial_history) {
-  const std::size_t ny = model.states().size();
+/// integrate_with_delays (no directions) and
+/// forward_sensitivities_with_delays: the method of steps on z = (y, s).
+DelayedSensitivities method_of_steps(const EquationModel& model, std::span<const double> y0,
+                                     std::span<const double> p, double t0, double t1,
+                                     std::span<const double> outputs,
+                                     const std::vector<DelayedInput>& inputs,
+                                     const IntegratorOptions& options,
+                                     const std::vector<SensitivityDirection>& directions,
+                                     History::Initial initial_history) {
+  const std::size_t ny = model.states().size(), np = p.size(), nd = directions.size();
   COSTATE_CHECK_EQ(y0.size(), ny, "integrate_with_delays: one initial value per state");
   COSTATE_CHECK_EQ(p.size(), model.parameters().size(),
                    "integrate_with_delays: one value per parameter");
@@ -264,12 +446,21 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
   if (!model.algebraic_states().empty())
     throw Error(first + ": delay() in a DAE (algebraic rules, fast reactions) is not supported "
                         "(the DAE integrators have no history hook for the method of steps)");
-  DelayedSolution out{Solution{}, History(ny)};
+  DelayedSensitivities out;
+  out.n_directions = nd;
+  // The histories the slots read while they grow (the state's is shared by
+  // the solution).
+  auto history = std::make_shared<History>(ny);
+  History s_history(ny * nd);
   out.solution.n_states = ny;
-  const DelayedInputs slots(model, inputs, out.history);
+  out.solution.history = history;
+  const DelayedInputs slots(model, inputs, *history);
 
-  // The method of steps' segment: the shortest lag the right-hand side reads.
+  // The method of steps' segment: the shortest lag the right-hand side
+  // reads; segments also end at t0 + d for every lag d (where s' jumps,
+  // and y's second derivative).
   double d_min = std::numeric_limits<double>::infinity();
+  std::vector<double> lag_ends;
   std::vector<double> q(p.begin(), p.end());
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (!slots.read_by_rhs(k)) continue;
@@ -277,6 +468,9 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
       throw Error(inputs[k].text + ": a delay whose lag changes in time (it reads time, the state "
                                    "or another delay) in the right-hand side is not supported "
                                    "(the method of steps needs a constant lag)");
+    if (nd > 0 && slots.reads_inputs(k))
+      throw Error(inputs[k].text + ": sensitivities through a delay whose quantity reads another "
+                                   "delay (nested delays) are not supported");
     std::vector<double> v{t0};
     v.insert(v.end(), y0.begin(), y0.end());
     v.insert(v.end(), q.begin(), q.end());
@@ -291,36 +485,64 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
       throw Error(o.str());
     }
     d_min = std::min(d_min, d);
+    lag_ends.push_back(t0 + d);
   }
 
-  const DelayedModel dm{&model, &slots, std::vector<double>(p.begin(), p.end())};
-  std::vector<double> f(ny), y(y0.begin(), y0.end());
+  // The directions: ṗ (nd × np) and ẏ0 as s(t0) (and before it).
+  DelayedModel dm{&model, &slots, std::vector<double>(p.begin(), p.end()), ny, nd, {}, &s_history, {}};
+  dm.p_dot.assign(nd * np, 0.0);
+  dm.s_before.assign(ny * nd, 0.0);
+  for (std::size_t j = 0; j < nd; ++j) {
+    const SensitivityDirection& dir = directions[j];
+    COSTATE_CHECK_EQ(dir.parameters.size(), np,
+                     "forward_sensitivities_with_delays: direction " << j << ": one ṗ per parameter");
+    COSTATE_CHECK(dir.initial_state.empty() || dir.initial_state.size() == ny,
+                  "forward_sensitivities_with_delays: direction "
+                      << j << ": one ẏ0 per state (or none), got " << dir.initial_state.size());
+    std::copy(dir.parameters.begin(), dir.parameters.end(), dm.p_dot.begin() + static_cast<long>(j * np));
+    for (std::size_t i = 0; i < dir.initial_state.size(); ++i)
+      dm.s_before[i * nd + j] = dir.initial_state[i];
+  }
+  for (const DelayedInput& in : inputs)  // a slot's tangent is formed, not given
+    for (std::size_t j = 0; j < nd; ++j) dm.p_dot[j * np + in.parameter] = 0.0;
+
+  const std::size_t nz = ny * (1 + nd);
+  std::vector<double> fz(nz), z(y0.begin(), y0.end());
+  z.insert(z.end(), dm.s_before.begin(), dm.s_before.end());
+  auto append = [&](double t, std::span<const double> zt) {
+    history->append(t, zt.first(ny), std::span<const double>(fz).first(ny));
+    if (nd > 0) s_history.append(t, zt.subspan(ny), std::span<const double>(fz).subspan(ny));
+  };
   // The node at t0: its derivative reads the slots at t0 (the initial
   // history), which read the node's y.
-  out.history.set_initial(initial_history);
-  out.history.append(t0, y, f);  // f = 0 for now: the slots at t0 read the history alone
-  dm.rhs<double>(t0, y, p, f);
-  out.history = History(ny);
-  out.history.append(t0, y, f);
-  out.history.set_initial(initial_history);
+  history->set_initial(initial_history);
+  append(t0, z);  // fz = 0 for now: the slots at t0 read the history alone
+  dm.rhs<double>(t0, z, p, fz);
+  *history = History(ny);
+  s_history = History(ny * nd);
+  append(t0, z);
+  history->set_initial(initial_history);
   Summary& total = out.solution.summary;
   total.method = options.method;
   std::size_t next = 0;
-  auto record = [&](double t, std::span<const double> yt) {
+  auto record = [&](double t, std::span<const double> zt) {
     while (next < outputs.size() && (outputs[next] < t || same_time(outputs[next], t))) {
       if (same_time(outputs[next], t)) {
         out.solution.t.push_back(outputs[next]);
-        out.solution.y.insert(out.solution.y.end(), yt.begin(), yt.end());
+        out.solution.y.insert(out.solution.y.end(), zt.begin(), zt.begin() + static_cast<long>(ny));
+        out.s.insert(out.s.end(), zt.begin() + static_cast<long>(ny), zt.end());
       }
       ++next;
     }
   };
-  record(t0, y);
+  record(t0, z);
   const bool segmented = std::isfinite(d_min);
   const int samples = segmented ? kSamplesPerSegment : 8 * kSamplesPerSegment;
   double a = t0;
   while (a < t1 && !same_time(a, t1)) {
     double b = segmented ? std::min(a + d_min, t1) : t1;
+    for (double e : lag_ends)
+      if (e > a && !same_time(e, a)) b = std::min(b, e);
     if (same_time(b, t1)) b = t1;
     std::vector<double> times;
     for (int j = 1; j < samples; ++j) times.push_back(a + (b - a) * j / samples);
@@ -330,7 +552,7 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
     times.erase(std::unique(times.begin(), times.end(), same_time), times.end());
     while (!times.empty() && same_time(times.back(), b)) times.pop_back();
     times.push_back(b);
-    Problem<DelayedModel> problem{dm, y, dm.p, {a, b}, times};
+    Problem<DelayedModel> problem{dm, z, dm.p, {a, b}, times};
     // dopri5 restarts with the last segment's step: its own first-step
     // guess 0.01·‖y‖/‖f‖ falls below round-off where y crosses 0 at a
     // segment's start (dx/dt = −x(t − 1) at t = 1).
@@ -347,10 +569,16 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
     total.wall_seconds += seg.summary.wall_seconds;
     total.last_step = seg.summary.last_step;
     for (std::size_t j = 0; j < seg.n_outputs(); ++j) {
-      const std::span<const double> yj = seg.state(j);
-      dm.rhs<double>(seg.t[j], yj, p, f);
-      out.history.append(seg.t[j], yj, f);
-      record(seg.t[j], yj);
+      const std::span<const double> zj = seg.state(j);
+      const bool end = j + 1 == seg.n_outputs() && seg.summary.success();
+      dm.node(seg.t[j], zj, fz, end);
+      append(seg.t[j], zj);
+      if (end && nd > 0) {  // the right limit starts the next segment
+        dm.node(seg.t[j], zj, fz, false);
+        history->append_break(std::span<const double>(fz).first(ny));
+        s_history.append_break(std::span<const double>(fz).subspan(ny));
+      }
+      record(seg.t[j], zj);
       total.final_time = seg.t[j];
     }
     if (!seg.summary.success()) {
@@ -359,12 +587,35 @@ DelayedSolution integrate_with_delays(const EquationModel& model, std::span<cons
                       ", " + std::to_string(b) + "])";
       return out;
     }
-    y.assign(seg.y.end() - static_cast<long>(ny), seg.y.end());
+    z.assign(seg.y.end() - static_cast<long>(nz), seg.y.end());
     a = b;
   }
   total.termination = Termination::Success;
   total.message = "reached t1";
   return out;
+}
+
+}  // namespace
+
+Solution integrate_with_delays(const EquationModel& model, std::span<const double> y0,
+                               std::span<const double> p, double t0, double t1,
+                               std::span<const double> outputs,
+                               const std::vector<DelayedInput>& inputs,
+                               const IntegratorOptions& options, History::Initial initial_history) {
+  return method_of_steps(model, y0, p, t0, t1, outputs, inputs, options, {},
+                         std::move(initial_history))
+      .solution;
+}
+
+DelayedSensitivities forward_sensitivities_with_delays(
+    const EquationModel& model, std::span<const double> y0, std::span<const double> p, double t0,
+    double t1, std::span<const double> outputs, const std::vector<DelayedInput>& inputs,
+    const IntegratorOptions& options, const std::vector<SensitivityDirection>& directions,
+    History::Initial initial_history) {
+  COSTATE_CHECK(!directions.empty(), "forward_sensitivities_with_delays: no direction given "
+                                     "(integrate_with_delays simulates without sensitivities)");
+  return method_of_steps(model, y0, p, t0, t1, outputs, inputs, options, directions,
+                         std::move(initial_history));
 }
 
 }  // namespace costate::ode

@@ -305,26 +305,97 @@ TEST_F(SbmlCli, EventSeedIsReported) {
   EXPECT_NE(negative.err.find("--event-seed"), std::string::npos) << negative.err;
 }
 
-// delay() is refused by the commands, by name (the conformance runner and
-// ode::integrate_with_delays simulate it; sbml_delay_test).
-TEST_F(SbmlCli, DelayIsRefusedByName) {
-  std::string delayed = kModel;
-  const std::string delay =
-      "<csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org/sbml/symbols/delay\">"
-      "delay</csymbol>";
-  delayed.replace(delayed.find("<listOfReactions>"), 17,
-                  "<listOfRules><assignmentRule variable=\"late\"><math "
-                  "xmlns=\"http://www.w3.org/1998/Math/MathML\"><apply>" + delay +
-                  "<ci>A</ci><cn>0.5</cn></apply></math></assignmentRule></listOfRules>"
-                  "<listOfReactions>");
-  delayed.replace(delayed.find("<listOfParameters>"), 18,
-                  "<listOfParameters><parameter id=\"late\" constant=\"false\"/>");
-  write("models/delayed.xml", delayed);
-  const Result r = run("run '" + write("d.yaml", "model: {sbml: models/delayed.xml}\ntime: {end: 1}\n") +
-                       "' -q");
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("delay() is not supported by the commands"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("delay(A, 0.5)"), std::string::npos) << r.err;
+// delay(): `costate run` integrates by the method of steps
+// (ode::integrate_with_delays) and writes what any run writes. Suite case
+// 01414: dS1/dt = −0.1·P1(t − k) with dP1/dt = 1 (P1 = 3 before the
+// start), k a local parameter; its expected values and criterion
+// (|c − e| ≤ absolute + relative·|e|, both 1e-4, from its settings file).
+TEST_F(SbmlCli, RunSimulatesDelayAsTheSuiteExpects) {
+  const fs::path suite = fs::path(COSTATE_SBML_SUITE_DIR) / "cases" / "01414";
+  if (!fs::exists(suite / "01414-sbml-l3v2.xml"))
+    GTEST_SKIP() << "the SBML Test Suite's case 01414 is not in " << suite << " (COSTATE_SBML_SUITE_DIR)";
+  constexpr double kAbsolute = 1e-4, kRelative = 1e-4;  // 01414-settings.txt
+  const std::string in = write("delay.yaml",
+                               "model: {sbml: '" + (suite / "01414-sbml-l3v2.xml").string() + "'}\n"
+                               "time: {end: 10, output_every: 1}\n"
+                               "integrator: {method: cvodes_bdf, rtol: 1.0e-10, atol: 1.0e-14}\n");
+  const std::string out = (dir_ / "delay.h5").string();
+  const Result r = run("run '" + in + "' --json --trajectory -q -o '" + out + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out) && fs::file_size(out) > 0) << out;
+  const Json j = Json::parse(r.out);
+  const auto states = j["state_names"].get<std::vector<std::string>>();
+  const auto rows = j["states"].get<std::vector<std::vector<double>>>();
+  // The expected values: time, S1, C, P1 at t = 0, 1, …, 10.
+  std::ifstream csv(suite / "01414-results.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "time,S1,C,P1");
+  std::size_t row = 0;
+  for (; std::getline(csv, line) && row < rows.size(); ++row) {
+    std::vector<double> e;
+    std::stringstream fields(line);
+    for (std::string f; std::getline(fields, f, ',');) e.push_back(std::stod(f));
+    ASSERT_EQ(e.size(), 4u) << line;
+    EXPECT_DOUBLE_EQ(j["t"][row].get<double>(), e[0]);
+    for (const auto& [id, col] : {std::pair<std::string, std::size_t>{"S1", 1}, {"P1", 3}}) {
+      const auto it = std::find(states.begin(), states.end(), id);
+      ASSERT_NE(it, states.end()) << id;
+      const double c = rows[row][static_cast<std::size_t>(it - states.begin())];
+      EXPECT_LE(std::abs(c - e[col]), kAbsolute + kRelative * std::abs(e[col]))
+          << id << " at t = " << e[0] << ": " << c << ", expected " << e[col];
+    }
+  }
+  EXPECT_EQ(row, 11u);
+  // Every symbol at the final time, the delay's slot read from the history:
+  // delay(P1, k) at t = 10 is P1(9) = 12.
+  const auto names = j["symbol_names"].get<std::vector<std::string>>();
+  const auto values = j["final_symbols"].get<std::vector<double>>();
+  const auto slot = std::find(names.begin(), names.end(), "delay(P1, k)");
+  ASSERT_NE(slot, names.end()) << j["symbol_names"].dump();
+  EXPECT_NEAR(values[static_cast<std::size_t>(slot - names.begin())], 12.0, kClosedFormTol);
+}
+
+// `costate sensitivity` through delay(): forward sensitivities through the
+// history, against central differences of `costate run` in the lag k (a
+// local parameter, J0_k) and the compartment C; the adjoint methods are
+// refused by name. Suite case 01414 (see above), J = S1(10)²/2.
+TEST_F(SbmlCli, SensitivityThroughDelayMatchesCentralDifferences) {
+  const fs::path xml = fs::path(COSTATE_SBML_SUITE_DIR) / "cases" / "01414" / "01414-sbml-l3v2.xml";
+  if (!fs::exists(xml))
+    GTEST_SKIP() << "the SBML Test Suite's case 01414 is not in " << xml.parent_path()
+                 << " (COSTATE_SBML_SUITE_DIR)";
+  // bdf at rtol 1e-10: O(tol/h) = 1e-6 round-off of the differences at
+  // step h = 1e-4, their O(h²) truncation below it.
+  constexpr double kStep = 1e-4, kDifferenceTol = 1e-5;
+  const std::string body = "model: {sbml: '" + xml.string() + "'}\n"
+                           "time: {end: 10}\n"
+                           "integrator: {method: bdf, rtol: 1.0e-10, atol: 1.0e-12}\n"
+                           "objective: {terminal: 'S1*S1/2'}\n";
+  const std::string in = write("sens.yaml", body + "sensitivity: {method: forward}\n");
+  const Result r = run("sensitivity '" + in + "' --json -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_NEAR(j["objective"].get<double>(), 2.05 * 2.05 / 2.0, 1e-7);  // S1(10) = −2.05
+  for (const auto& [id, value] : {std::pair<std::string, double>{"J0_k", 1.0}, {"C", 1.0}}) {
+    double J[2];
+    for (int side = 0; side < 2; ++side) {
+      std::ostringstream set;
+      set.precision(17);
+      set << " --set parameters." << id << "=" << value + (side ? kStep : -kStep);
+      const Result o = run("run '" + in + "' --json -q" + set.str());
+      ASSERT_EQ(o.code, 0) << o.err;
+      const double s1 = Json::parse(o.out)["final_state"][0].get<double>();
+      J[side] = s1 * s1 / 2.0;
+    }
+    const double central = (J[1] - J[0]) / (2.0 * kStep), g = j["gradient"][id].get<double>();
+    EXPECT_NEAR(g, central, kDifferenceTol * std::max(1.0, std::abs(central))) << id;
+  }
+  const std::string adjoint = write("adj.yaml", body + "sensitivity: {method: discrete_adjoint}\n");
+  const Result a = run("sensitivity '" + adjoint + "' -q");
+  EXPECT_NE(a.code, 0);
+  EXPECT_NE(a.err.find("delay(P1, k): sensitivity.method = discrete_adjoint through delay() is not "
+                       "implemented"), std::string::npos) << a.err;
 }
 
 TEST_F(SbmlCli, BadInputNamesTheFileAndTheElement) {

@@ -32,9 +32,10 @@
 /// Limitations, refused by name (costate::Error): a lag read by the
 /// right-hand side that depends on time, the state or another delay, or is
 /// not positive; models with events or algebraic states (the event driver
-/// and the DAE layer have no history hook); sensitivities (the derivative
-/// through x(t − d) is not formed: gradients through delay() are not
-/// supported, and integrate_with_delays is a simulation only).
+/// and the DAE layer have no history hook). Gradients through delay():
+/// forward sensitivities (forward_sensitivities_with_delays: the tangents
+/// integrated with the state, their history interpolated alike); the
+/// discrete adjoint through the history is not implemented.
 
 #include <cstddef>
 #include <functional>
@@ -43,7 +44,7 @@
 #include <vector>
 
 #include "costate/expr/program.hpp"
-#include "costate/ode/options.hpp"
+#include "costate/ode/options.hpp"  // Solution (its history)
 
 namespace costate::ode {
 
@@ -67,12 +68,25 @@ class History {
   /// Appends the node (t, y, dydt). `t` must exceed the last node's time
   /// (a node within 1e-14·|t| of it replaces nothing and is skipped).
   void append(double t, std::span<const double> y, std::span<const double> dydt);
+  /// A jump of the derivative at the last node: the node just appended
+  /// holds the left limit, `dydt` the right one (a second node at the same
+  /// time, the same y; nothing when they are equal). A read at that time
+  /// then takes the right limit, one before it the left.
+  void append_break(std::span<const double> dydt);
   /// y(t) into `y` (n_states values). t < t0: the initial history; t beyond the last
   /// node by more than round-off: costate::Error (the history is not there
   /// yet — a lag shorter than the step that reads it).
   void value(double t, std::span<double> y) const;
+  /// dy/dt(t) into `dy`: the interpolant's derivative (t ≥ t0); before t0
+  /// that of the initial history (a central difference of set_initial's
+  /// function, step 1e-6·max(1, |t|): error O(1e-12) relative to its third
+  /// derivative; zero for the constant history y(t0)). `left`: the limit
+  /// from the left where the derivative jumps (at t0, at a break).
+  void derivative(double t, std::span<double> dy, bool left = false) const;
 
  private:
+  /// The piece [t_i, t_{i+1}] holding t ∈ (t0, t_last] (its index i).
+  std::size_t piece(double t) const;
   std::size_t n_;
   std::vector<double> t_, y_, f_;
   Initial initial_;
@@ -117,6 +131,20 @@ class DelayedInputs {
   /// those the right-hand side reads (`rhs_only`; y may then be empty:
   /// their lags are constants, their quantities read the history only).
   void fill(double t, std::span<const double> y, std::span<double> p, bool rhs_only = false) const;
+  /// Whether input k's quantity or lag reads another delayed input.
+  bool reads_inputs(std::size_t k) const {
+    return !quantity_reads_[k].empty() || !lag_reads_[k].empty();
+  }
+  /// Input k (read by the right-hand side: a constant lag, no nested input)
+  /// at t and its tangents ż_j along nd = dz.size() directions
+  /// (forward_sensitivities_with_delays): `p` the parameters, `p_dot` the
+  /// directions' ṗ (nd × n_parameters), `s_history` the sensitivities'
+  /// history (n_states × nd per node), `s_before` s before t0; `left`: ẏ(τ)
+  /// from the left where it jumps (History::derivative). Returns z.
+  double tangents(std::size_t k, double t, std::span<const double> p,
+                               std::span<const double> p_dot, const History& s_history,
+                               std::span<const double> s_before, std::span<double> dz,
+                               bool left = false) const;
 
  private:
   double value(std::size_t k, double t, std::span<const double> y, std::span<const double> p,
@@ -136,23 +164,64 @@ class DelayedInputs {
 /// Samples of each method-of-steps segment taken into the history.
 inline constexpr int kSamplesPerSegment = 64;
 
-/// The trajectory at `outputs` (ascending within [t0, t1]) and the history
-/// it was computed with (for outputs that read delayed inputs: fill).
-struct DelayedSolution {
+/// One direction θ of forward sensitivities: the tangents of the
+/// parameters (ṗ, one per parameter; a delayed input's slot is ignored: its
+/// tangent is formed from the history) and of the initial state (ẏ0, one
+/// per state; empty: zero). The initial history moves with ẏ0 as a
+/// constant: s(τ) = ẏ0 for τ ≤ t0.
+struct SensitivityDirection {
+  std::vector<double> parameters;
+  std::vector<double> initial_state;
+};
+
+/// A trajectory and its forward sensitivities at the output times:
+/// s[(k·n_states + i)·n_directions + j] = dy_i(t_k)/dθ_j.
+struct DelayedSensitivities {
   Solution solution;
-  History history;
+  std::size_t n_directions = 0;
+  std::vector<double> s;
+  double sensitivity(std::size_t k, std::size_t i, std::size_t j) const {
+    return s[(k * solution.n_states + i) * n_directions + j];
+  }
 };
 
 /// Integrates `model` from y0 at t0 to t1 by the method of steps (file
 /// comment), the delayed inputs' slots in `p` filled from the history
 /// (their values in p are ignored). Any integrator of ode::integrate.
+/// Returns the trajectory at `outputs` (ascending within [t0, t1]) and, in
+/// Solution::history, the history it was computed with (for outputs that
+/// read delayed inputs: DelayedInputs::fill).
 /// Throws costate::Error for the refused cases of the file comment;
 /// numerical failures come back in the summary.
-DelayedSolution integrate_with_delays(const EquationModel& model, std::span<const double> y0,
+Solution integrate_with_delays(const EquationModel& model, std::span<const double> y0,
                                       std::span<const double> p, double t0, double t1,
                                       std::span<const double> outputs,
                                       const std::vector<DelayedInput>& inputs,
                                       const IntegratorOptions& options,
                                       History::Initial initial_history = {});
+
+/// integrate_with_delays with forward sensitivities along `directions`:
+/// the state and s_j = dy/dθ_j integrated together, segment by segment,
+///     s_j' = f_y s_j + f_p ṗ_j + Σ_k f_{z_k} ż_k,
+/// where the delayed input z_k = x_k(τ, y(τ), p), τ = t − d_k(p), has the
+/// tangent
+///     ż_k = x_t τ̇ + x_y (s_j(τ) + ẏ(τ) τ̇) + x_p ṗ_j,   τ̇ = −d_p ṗ_j,
+/// s_j(τ) and y(τ), ẏ(τ) read from histories interpolated alike (the
+/// sensitivities' history has the same nodes, with s' as its
+/// derivatives); before t0, s_j(τ) = ẏ0_j and ẏ(τ) is the initial
+/// history's. The integrator's error control covers y and s (implicit
+/// methods take f_y for each block of the Jacobian, as CVODES'
+/// simultaneous corrector does). Refused by name besides
+/// integrate_with_delays' refusals: a delayed input the right-hand side
+/// reads whose quantity or lag reads another delayed input (nested
+/// delays). An `initial_history` function gives y(τ) and ẏ(τ) before t0,
+/// but its dependence on the parameters is not known here: s_j(τ) = ẏ0_j
+/// there, exact for the constant history y0 and for a history held fixed
+/// (the caller refuses a history in time that moves with the parameters).
+DelayedSensitivities forward_sensitivities_with_delays(
+    const EquationModel& model, std::span<const double> y0, std::span<const double> p, double t0,
+    double t1, std::span<const double> outputs, const std::vector<DelayedInput>& inputs,
+    const IntegratorOptions& options, const std::vector<SensitivityDirection>& directions,
+    History::Initial initial_history = {});
 
 }  // namespace costate::ode

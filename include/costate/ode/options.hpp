@@ -10,12 +10,15 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace costate::ode {
+
+class History;
 
 /// Time-stepping method.
 enum class Method {
@@ -202,6 +205,10 @@ struct Solution {
   std::vector<double> y;
   std::size_t n_states = 0;
   Summary summary;
+  /// A delay differential equation's dense trajectory, what its delay()
+  /// slots read (ode::integrate_with_delays, ode/history.hpp): the output
+  /// symbols that read delays are evaluated from it. Null otherwise.
+  std::shared_ptr<const History> history;
 
   std::size_t n_outputs() const { return t.size(); }
   std::span<const double> state(std::size_t j) const {

@@ -202,7 +202,7 @@ struct Model {
 
   /// The same for a model with delays (`delays` not empty: the plain
   /// overload refuses it), their slots filled from the trajectory's
-  /// history (ode::integrate_with_delays' DelayedSolution::history; for a
+  /// history (ode::integrate_with_delays' Solution::history; for a
   /// model without states a history with one node at the start time).
   std::vector<double> symbol_values(double t, std::span<const double> y,
                                     std::span<const double> p,
