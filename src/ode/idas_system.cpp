@@ -243,6 +243,12 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
             "ode::gradient");
     COSTATE_CHECK(!system.residual_form(), "integrator.method = idas does not take a fully "
                                            "implicit DAE (ResidualForm) with events");
+    bool delayed = false;
+    for (std::size_t k = 0; k < system.events()->n_events(); ++k)
+      delayed = delayed || system.events()->attributes(k).has_delay;
+    require(supports_events(adjoint ? SensitivityKind::IdasAdjoint : SensitivityKind::IdasForward,
+                            options.method, 1, delayed),
+            "ode::gradient");
   }
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
 

@@ -232,9 +232,12 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
                        method == SensitivityKind::Forward ||
                        method == SensitivityKind::ContinuousAdjoint ||
                        method == SensitivityKind::CvodesForward ||
-                       method == SensitivityKind::CvodesAdjoint ||
-                       method == SensitivityKind::IdasForward ||
-                       method == SensitivityKind::IdasAdjoint;
+                       method == SensitivityKind::CvodesAdjoint;
+  // IDAS is not among them: on a DAE with a state-triggered delayed event
+  // whose values are taken at the trigger, idas_forward's J and gradient
+  // were 1.8e-6 and 1.4e-6 off the closed form at rtol 1e-10 (1e-8 and
+  // 6e-11 at rtol 1e-9 and 1e-12: not a tolerance effect), while the native
+  // DAE integrators met it (delayed_events_test). Refused until understood.
   if (carries && order == 1) return {true, {}};
   // Second order: the discrete adjoint's and CVODES', the links' inputs
   // and outputs differentiated once more (InstantJump::second_order).
@@ -246,7 +249,7 @@ Support supports_events(SensitivityKind method, Method integrator, int order, bo
   return {false, why + " does not differentiate delayed events yet (the model has an event "
                        "with a delay): through delayed events, gradients are by every method "
                        "that crosses events (discrete_adjoint, forward, continuous_adjoint, "
-                       "cvodes_forward, cvodes_adjoint, idas_forward, idas_adjoint)"};
+                       "cvodes_forward, cvodes_adjoint; idas_forward and idas_adjoint not yet)"};
 }
 
 namespace {
