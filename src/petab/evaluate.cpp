@@ -750,7 +750,16 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
   if (options.gradient) {
     result.gradient_method =
         ode::to_string(options.method) + " on " + ode::to_string(options.integrator.method);
-    if (pb.model.equations.n_events() > 0 &&
+    // Every measurement at time inf: no time course is integrated, the
+    // gradient is the steady-state solve's implicit adjoint alone (the
+    // label said "cvodes_adjoint on cvodes_bdf" for Blasi's problem).
+    const bool steady_only = !pb.measurements.empty() &&
+                             std::all_of(pb.measurements.begin(), pb.measurements.end(),
+                                         [](const Measurement& m) { return std::isinf(m.time); });
+    if (steady_only)
+      result.gradient_method =
+          "implicit steady-state adjoint (every measurement is at time inf: no time course)";
+    else if (pb.model.equations.n_events() > 0 &&
         !ode::supports_events(ode::kind_of(options.method), options.integrator.method, 1)) {
       gradient_method = ode::DiscreteAdjoint{};
       gradient_integrator.method = ode::Method::Bdf;

@@ -56,8 +56,10 @@ Fit calibrate(const std::string& settings, const std::filesystem::path& dir) {
 }
 
 TEST(CalibrateSteppers, EveryStepperFitsTheSameValuesAndStandardErrors) {
-  const auto dir = std::filesystem::temp_directory_path() / "costate_calibrate_steppers";
-  std::filesystem::create_directories(dir);
+  // Private to this process: two ctest runs at once (two build trees) wrote
+  // one fixed folder's fit.h5 together, and one calibrate was refused
+  // (concurrent writers to one -o) with empty JSON.
+  const auto dir = costate::test::scratch_dir("costate_calibrate_steppers");
   const std::string tight =
       "--set integrator.rtol=1e-10 --set integrator.atol=1e-12 --set integrator.dt=null";
   const Fit ref = calibrate("--set integrator.method=dopri5 " + tight, dir);

@@ -18,6 +18,7 @@
 #include "costate/ode/models.hpp"
 #include "support/lotka_volterra.hpp"
 #include "support/relative_error.hpp"
+#include "support/run_costate.hpp"  // scratch_dir
 
 namespace {
 
@@ -327,7 +328,7 @@ TEST(HessianVector, CheckpointSchedulesGiveTheSameBits) {
   const HessianDirection v{{0.3, -0.7, 0.2, 0.5}, {0.4, -0.1}};
   const HessianVectorResult all = hessian_vector(pr, obj, v, DiscreteAdjoint{StoreAll{}}, opt);
   const std::string disk =
-      (std::filesystem::temp_directory_path() / "costate_hessian_test_ml.h5").string();
+      (costate::test::scratch_dir("costate_hessian_test_ml") / "disk.h5").string();
   const std::vector<Checkpointing> schedules{Binomial{.snapshots = 4}, Uniform{.every = 7},
                                              Online{.snapshots = 5},
                                              Multilevel{.ram = 2, .disk = 2, .path = disk}};
@@ -547,7 +548,7 @@ TEST(Hessian, AdaptiveImplicitSymmetricAndColumnsAgainstDifferences) {
 
 TEST(HessianVector, AdaptiveImplicitCheckpointSchedulesGiveTheSameBits) {
   const std::string disk =
-      (std::filesystem::temp_directory_path() / "costate_hessian_implicit_ml.h5").string();
+      (costate::test::scratch_dir("costate_hessian_implicit_ml") / "disk.h5").string();
   const std::vector<Checkpointing> schedules{Binomial{.snapshots = 4}, Online{.snapshots = 5},
                                              Multilevel{.ram = 2, .disk = 2, .path = disk}};
   for (Method m : {Method::Sdirk3, Method::Bdf}) {
@@ -587,7 +588,7 @@ TEST(HessianVector, EveryNativeStepperLotkaVolterra) {
   /// measured equal or within a few ulps: 1e-12 relative.
   constexpr double kGradientPartTol = 1e-12;
   const std::string disk =
-      (std::filesystem::temp_directory_path() / "costate_hessian_every_ml.h5").string();
+      (costate::test::scratch_dir("costate_hessian_every_ml") / "disk.h5").string();
   const std::vector<Checkpointing> schedules{Binomial{.snapshots = 3}, Uniform{.every = 9},
                                              Online{.snapshots = 4},
                                              Multilevel{.ram = 2, .disk = 2, .path = disk}};

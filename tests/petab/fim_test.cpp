@@ -28,6 +28,7 @@
 
 #include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
+#include "../support/run_costate.hpp"  // scratch_dir
 #include "petab_data.hpp"
 
 namespace {
@@ -259,7 +260,7 @@ TEST(PetabOutput, Hdf5HoldsTheResult) {
   o.gradient = true;
   o.fim = true;
   const petab::Result r = petab::evaluate(pb, pb.nominal_on_scale(), o);
-  const fs::path path = fs::temp_directory_path() / "costate_petab_output_test.h5";
+  const fs::path path = costate::test::scratch_dir("costate_petab_output_test") / "fim.h5";
   fs::remove(path);
   petab::write_result_hdf5(pb, r, path.string());
   EXPECT_FALSE(fs::exists(path.string() + ".partial"));

@@ -29,6 +29,7 @@
 #include "costate/core/error.hpp"
 #include "costate/petab/output.hpp"
 #include "costate/petab/problem.hpp"
+#include "../support/run_costate.hpp"  // scratch_dir
 #include "petab_data.hpp"
 #include "text_problem.hpp"
 
@@ -165,8 +166,31 @@ TEST(PetabSteadyState, LinearDecayAtAFiniteTimeAndAtInfinity) {
   EXPECT_NEAR(petab::evaluate(pb, {k1, k2}).llh, c.llh, kClosedTol * std::abs(c.llh));
 }
 
+TEST(PetabSteadyState, OnlyTimeInfIsTheImplicitAdjointAndSaysSo) {
+  // Every measurement at time inf: nothing is integrated for the gradient,
+  // so the result names the steady-state solve's implicit adjoint, not the
+  // time-course method (which said "cvodes_adjoint on cvodes_bdf" before).
+  const double k1 = 1.3, k2 = 0.7, sigma = 0.2;
+  costate::test::TextProblem tp = linear_problem();
+  tp.measurements =
+      "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+      "obs_x\tc0\tinf\t1.9\nobs_x\tc0\tinf\t2.1\n";
+  const petab::Problem pb = tp.read_text("linear_inf/");
+  const double xs = k1 / k2;
+  const std::vector<double> dxs = {1.0 / k2, -k1 / (k2 * k2)};
+  const Closed c = normal_closed({1.9, 2.1}, {xs, xs}, {dxs, dxs}, sigma);
+  const Derivatives d = derivatives(pb, {k1, k2});
+  expect_matches(d, c);
+  EXPECT_EQ(d.adjoint.gradient_method.rfind("implicit steady-state adjoint", 0), 0u)
+      << d.adjoint.gradient_method;
+  // With a finite time too, the time-course method is named.
+  const Derivatives mixed = derivatives(linear_problem().read_text("linear/"), {k1, k2});
+  EXPECT_EQ(mixed.adjoint.gradient_method.find("steady-state"), std::string::npos)
+      << mixed.adjoint.gradient_method;
+}
+
 TEST(PetabSteadyState, OutputFilesLabelTheRowsAtTimeInf) {
-  const fs::path dir = fs::temp_directory_path() / "costate_petab_steady_state_output";
+  const fs::path dir = costate::test::scratch_dir("costate_petab_steady_state_output");
   fs::remove_all(dir);
   const petab::Problem pb = petab::read(linear_problem().write(dir));
   const petab::Result r = petab::evaluate(pb, pb.nominal_on_scale());
