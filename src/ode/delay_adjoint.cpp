@@ -16,17 +16,14 @@
 #include "costate/ode/scheme.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/ode/system.hpp"
+#include "ode/method_of_steps.hpp"
 
 namespace costate::ode {
 
 namespace {
 
-/// Times closer than this (relative) are one node (history.cpp's rule).
-constexpr double kSameTime = 1e-13;
-
-bool same_time(double a, double b) {
-  return std::abs(a - b) <= kSameTime * std::max({1.0, std::abs(a), std::abs(b)});
-}
+using detail::kSameTime;
+using detail::same_time;
 
 /// A dense [f_y | f_θ] up to this many columns; above, the tape (the
 /// coloured strategy cannot be used: which nodes f reads moves with t).
@@ -156,25 +153,11 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
                                     const DelayedObjective& objective,
                                     History::Initial initial_history) {
   const std::size_t ny = model.states().size(), np = p.size();
-  const std::string first_text = inputs.empty() ? std::string("delay") : inputs.front().text;
-  COSTATE_CHECK_EQ(y0.size(), ny, "adjoint_with_delays: one initial value per state");
-  COSTATE_CHECK_EQ(np, model.parameters().size(), "adjoint_with_delays: one value per parameter");
   COSTATE_CHECK(ny > 0, "adjoint_with_delays: the model has no states");
-  COSTATE_CHECK(t1 > t0, "adjoint_with_delays: t1 = " << t1 << " must exceed t0 = " << t0);
-  for (std::size_t j = 0; j < outputs.size(); ++j)
-    COSTATE_CHECK(outputs[j] >= t0 && outputs[j] <= t1 && (j == 0 || outputs[j] > outputs[j - 1]),
-                  "adjoint_with_delays: output time " << j << " (" << outputs[j]
-                                                      << ") must be ascending within [" << t0
-                                                      << ", " << t1 << "]");
+  const std::string first_text =
+      detail::check_method_of_steps("adjoint_with_delays", model, y0, p, t0, t1, outputs, inputs);
   if (const Support s = supports(SensitivityKind::DiscreteAdjoint, options.method, 1); !s)
     throw Error(first_text + ": the discrete adjoint through delay(): " + s.message);
-  if (model.n_events() > 0)
-    throw Error(first_text + ": delay() in a model with events is not supported (the event driver "
-                             "has no history hook for the method of steps)");
-  if (!model.algebraic_states().empty())
-    throw Error(first_text + ": delay() in a DAE (algebraic rules, fast reactions) is not "
-                             "supported (the DAE integrators have no history hook for the method "
-                             "of steps)");
 
   // 1. The delayed inputs the right-hand side reads: constant positive
   // lags, no nested reads; the method of steps' segment length d_min and
@@ -195,33 +178,14 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
   for (const DelayedInput& in : inputs) base.slots.push_back(in.parameter);
   std::vector<double> p0(p.begin(), p.end());
   for (std::size_t j : base.slots) p0[j] = 0.0;
-  double d_min = std::numeric_limits<double>::infinity(), d_max = 0.0;
-  std::vector<double> lag_ends;
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    if (!slots.read_by_rhs(k)) continue;
-    if (!slots.constant_lag(k))
-      throw Error(inputs[k].text + ": a delay whose lag changes in time (it reads time, the state "
-                                   "or another delay) in the right-hand side is not supported "
-                                   "(the method of steps needs a constant lag)");
-    if (slots.reads_inputs(k))
-      throw Error(inputs[k].text + ": the discrete adjoint through a delay whose quantity reads "
-                                   "another delay (nested delays) is not supported");
-    const double d = base.evaluate(inputs[k].lag, t0, y0, std::span<const double>(p0));
-    if (!(d > 0.0)) {
-      std::ostringstream o;
-      o << inputs[k].text << ": a lag of " << d
-        << " in the right-hand side is not supported (the method of steps needs a positive "
-           "constant lag)";
-      throw Error(o.str());
-    }
-    base.read.push_back(k);
-    base.lag.push_back(d);
-    d_min = std::min(d_min, d);
-    d_max = std::max(d_max, d);
-    lag_ends.push_back(t0 + d);
-  }
-  const bool segmented = std::isfinite(d_min);
-  const int samples = segmented ? kSamplesPerSegment : 8 * kSamplesPerSegment;
+  const detail::SegmentLags lags = detail::segment_lags(
+      model, y0, p, t0, inputs, slots,
+      ": the discrete adjoint through a delay whose quantity reads another delay (nested "
+      "delays) is not supported");
+  base.read = lags.read;
+  base.lag = lags.lag;
+  const double d_max = lags.read.empty() ? 0.0 : *std::max_element(lags.lag.begin(), lags.lag.end());
+  const bool segmented = std::isfinite(lags.d_min);
 
   // The nodes: times, y, f (global, ascending; node 0 at t0).
   std::vector<double> nt{t0}, ny_(y0.begin(), y0.end()), nf(ny, 0.0);
@@ -264,32 +228,22 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
   // the segments, each planned (steps landing on its sample times) and
   // replayed; its samples become nodes.
   history->append(t0, y0, std::span<const double>(nf).first(ny));  // f_0 = 0 while it is formed
-  const std::unique_ptr<Segment> node0 = make_segment(t0, std::min(t1, segmented ? t0 + d_min : t1));
+  const std::unique_ptr<Segment> node0 = make_segment(t0, std::min(t1, segmented ? t0 + lags.d_min : t1));
   node0->system->rhs(t0, y0, node0->theta, std::span<double>(nf).first(ny));
   *history = History(ny);
   history->set_initial(initial_history);
   history->append(t0, y0, std::span<const double>(nf).first(ny));
   double a = t0, last_step = 0.0;
   while (a < t1 && !same_time(a, t1)) {
-    double b = segmented ? std::min(a + d_min, t1) : t1;
-    for (double e : lag_ends)
-      if (e > a && !same_time(e, a)) b = std::min(b, e);
-    if (same_time(b, t1)) b = t1;
-    std::vector<double> times;
-    for (int j = 1; j < samples; ++j) times.push_back(a + (b - a) * j / samples);
-    for (double t : outputs)
-      if (t > a && t < b && !same_time(t, a) && !same_time(t, b)) times.push_back(t);
-    std::sort(times.begin(), times.end());
-    times.erase(std::unique(times.begin(), times.end(), same_time), times.end());
-    while (!times.empty() && same_time(times.back(), b)) times.pop_back();
-    times.push_back(b);
+    const double b = detail::segment_end(lags, a, t1);
+    const std::vector<double> times = detail::segment_samples(lags, a, b, outputs);
     auto seg = make_segment(a, b);
     // At a = t0 + d_k the history gets a second node, f's right limit
     // (History::append_break): f's value is continuous there, but not its
     // derivative in the parameters (∂/∂d of y(t − d) reads ẏ(t0), 0 before
     // and f_0 after). Pieces after a read it; the pieces before, and this
     // segment (its window ends at the left node), do not.
-    if (std::any_of(lag_ends.begin(), lag_ends.end(), [&](double e) { return same_time(e, a); })) {
+    if (std::any_of(lags.ends.begin(), lags.ends.end(), [&](double e) { return same_time(e, a); })) {
       std::vector<double> ya(ny_.end() - static_cast<long>(ny), ny_.end()), f(ny);
       seg->system->rhs(a, ya, seg->theta, f);
       seg->right = nt.size();
