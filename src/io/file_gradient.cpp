@@ -177,6 +177,31 @@ ode::History::Initial delay_initial_history(const RunConfig& cfg, std::span<cons
   return cfg.sbml->initial_history(std::vector<double>(p.begin(), p.end()));
 }
 
+/// The end of both delay gradients: the wall time, the gradient in the
+/// file's parameters (initial values that are formulas of them), and with
+/// `trajectory` the run's `sol` at the output times (sol holds them among
+/// its outputs).
+void finish_delay_gradient(const RunConfig& cfg, FileGradient& out, const ode::Solution& sol,
+                           ode::Solution* trajectory,
+                           std::chrono::steady_clock::time_point start) {
+  out.result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.gradient_p = out.result.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
+  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
+  if (!trajectory) return;
+  *trajectory = sol;
+  trajectory->t.clear();
+  trajectory->y.clear();
+  for (double t : cfg.output_times) {
+    const auto k =
+        static_cast<std::size_t>(std::lower_bound(sol.t.begin(), sol.t.end(), t) - sol.t.begin());
+    const std::span<const double> y = sol.state(k);
+    trajectory->t.push_back(t);
+    trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
+  }
+}
+
 /// delay_gradient by the discrete adjoint through the history
 /// (ode::adjoint_with_delays) at `times` (the observations', t1 and, with
 /// `trajectory`, the outputs): the objective's partials by one ad::Dual
@@ -223,23 +248,7 @@ FileGradient delay_adjoint(const RunConfig& cfg, const ExpressionObjective& obje
                       " segments)";
   out.result.summary = g.solution.summary;
   out.result.vjp_evaluations = g.vjp_evaluations;
-  out.result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out.gradient_p = out.result.wrt_parameters;
-  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
-  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
-  if (trajectory) {
-    *trajectory = g.solution;
-    trajectory->t.clear();
-    trajectory->y.clear();
-    for (double t : cfg.output_times) {
-      const auto k = static_cast<std::size_t>(
-          std::lower_bound(g.solution.t.begin(), g.solution.t.end(), t) - g.solution.t.begin());
-      const std::span<const double> y = g.solution.state(k);
-      trajectory->t.push_back(t);
-      trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
-    }
-  }
+  finish_delay_gradient(cfg, out, g.solution, trajectory, start);
   return out;
 }
 
@@ -320,21 +329,7 @@ FileGradient delay_gradient(const RunConfig& cfg, std::span<const double> p,
   out.result.method = "forward (through delay(): the method of steps)";
   out.result.summary = fs.solution.summary;
   out.result.rhs_evaluations = fs.solution.summary.rhs_evaluations;
-  out.result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out.gradient_p = out.result.wrt_parameters;
-  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
-  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
-  if (trajectory) {
-    *trajectory = fs.solution;
-    trajectory->t.clear();
-    trajectory->y.clear();
-    for (double t : cfg.output_times) {
-      const std::span<const double> y = fs.solution.state(row(t));
-      trajectory->t.push_back(t);
-      trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
-    }
-  }
+  finish_delay_gradient(cfg, out, fs.solution, trajectory, start);
   return out;
 }
 

@@ -185,6 +185,21 @@ T two_step_closed_form(T a, T k, T tau, double t) {
   return (x_tau - c * c) * exp(-a * u) - k * (1.0 + c) * u * exp(-a * u) + c * c;
 }
 
+/// dx/dt = −a·x − k·x(t − τ) (two_step_closed_form's model).
+std::string two_step_xml() {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+         "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">"
+         "<model id=\"dde2\"><listOfParameters>"
+         "<parameter id=\"a\" value=\"0.7\" constant=\"true\"/>"
+         "<parameter id=\"k\" value=\"1.3\" constant=\"true\"/>"
+         "<parameter id=\"tau\" value=\"0.8\" constant=\"true\"/>"
+         "<parameter id=\"x\" value=\"1\" constant=\"false\"/>"
+         "</listOfParameters><listOfRules><rateRule variable=\"x\">" + kMath +
+         "<apply><minus/><apply><times/><apply><minus/><ci>a</ci></apply><ci>x</ci></apply>"
+         "<apply><times/><ci>k</ci><apply>" + kDelay + "<ci>x</ci><ci>tau</ci></apply></apply>"
+         "</apply></math></rateRule></listOfRules></model></sbml>";
+}
+
 // The sensitivities' error: the integrator's at rtol 1e-10 / atol 1e-12 on
 // (x, s) plus the Hermite history's O(h⁴) (h = τ/64); 8e-10 at worst here.
 // Without the break at t0 + τ (s' jumps there: ẏ(t − τ) does at t0) it is
@@ -192,19 +207,7 @@ T two_step_closed_form(T a, T k, T tau, double t) {
 constexpr double kSensitivityTol = 1e-8;
 
 TEST(SbmlDelay, ForwardSensitivitiesMatchTheClosedFormInRateAndLag) {
-  const std::string xml =
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">"
-      "<model id=\"dde2\"><listOfParameters>"
-      "<parameter id=\"a\" value=\"0.7\" constant=\"true\"/>"
-      "<parameter id=\"k\" value=\"1.3\" constant=\"true\"/>"
-      "<parameter id=\"tau\" value=\"0.8\" constant=\"true\"/>"
-      "<parameter id=\"x\" value=\"1\" constant=\"false\"/>"
-      "</listOfParameters><listOfRules><rateRule variable=\"x\">" + kMath +
-      "<apply><minus/><apply><times/><apply><minus/><ci>a</ci></apply><ci>x</ci></apply>"
-      "<apply><times/><ci>k</ci><apply>" + kDelay + "<ci>x</ci><ci>tau</ci></apply></apply>"
-      "</apply></math></rateRule></listOfRules></model></sbml>";
-  const Model m = costate::sbml::read_string(xml, "dde2.xml");
+  const Model m = costate::sbml::read_string(two_step_xml(), "dde2.xml");
   const std::vector<double>& p = m.parameters;
   const std::vector<std::string> wrt{"a", "k", "tau"};
   std::vector<ode::SensitivityDirection> directions;
@@ -247,21 +250,6 @@ void expect_refusal(const std::function<void()>& f, const std::string& part) {
 }
 
 // ---- The discrete adjoint through delay() (ode::adjoint_with_delays) ----
-
-/// dx/dt = −a·x − k·x(t − τ) (two_step_closed_form's model).
-std::string two_step_xml() {
-  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-         "<sbml xmlns=\"http://www.sbml.org/sbml/level3/version1/core\" level=\"3\" version=\"1\">"
-         "<model id=\"dde2\"><listOfParameters>"
-         "<parameter id=\"a\" value=\"0.7\" constant=\"true\"/>"
-         "<parameter id=\"k\" value=\"1.3\" constant=\"true\"/>"
-         "<parameter id=\"tau\" value=\"0.8\" constant=\"true\"/>"
-         "<parameter id=\"x\" value=\"1\" constant=\"false\"/>"
-         "</listOfParameters><listOfRules><rateRule variable=\"x\">" + kMath +
-         "<apply><minus/><apply><times/><apply><minus/><ci>a</ci></apply><ci>x</ci></apply>"
-         "<apply><times/><ci>k</ci><apply>" + kDelay + "<ci>x</ci><ci>tau</ci></apply></apply>"
-         "</apply></math></rateRule></listOfRules></model></sbml>";
-}
 
 /// J = Σ_k c_k · y_0(t_k) + ½ Σ_i y_i(t_last)²: a data-like sum and a
 /// terminal term, as a DelayedObjective and as a plain function of a
