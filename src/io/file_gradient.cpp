@@ -10,6 +10,7 @@
 
 #include "costate/ad/dual.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/delay_adjoint.hpp"
 #include "costate/ode/history.hpp"
 #include "costate/ode/support.hpp"
 #include "costate/sbml/model.hpp"
@@ -176,6 +177,81 @@ ode::History::Initial delay_initial_history(const RunConfig& cfg, std::span<cons
   return cfg.sbml->initial_history(std::vector<double>(p.begin(), p.end()));
 }
 
+/// The end of both delay gradients: the wall time, the gradient in the
+/// file's parameters (initial values that are formulas of them), and with
+/// `trajectory` the run's `sol` at the output times (sol holds them among
+/// its outputs).
+void finish_delay_gradient(const RunConfig& cfg, FileGradient& out, const ode::Solution& sol,
+                           ode::Solution* trajectory,
+                           std::chrono::steady_clock::time_point start) {
+  out.result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.gradient_p = out.result.wrt_parameters;
+  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
+  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
+  if (!trajectory) return;
+  *trajectory = sol;
+  trajectory->t.clear();
+  trajectory->y.clear();
+  for (double t : cfg.output_times) {
+    const auto k =
+        static_cast<std::size_t>(std::lower_bound(sol.t.begin(), sol.t.end(), t) - sol.t.begin());
+    const std::span<const double> y = sol.state(k);
+    trajectory->t.push_back(t);
+    trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
+  }
+}
+
+/// delay_gradient by the discrete adjoint through the history
+/// (ode::adjoint_with_delays) at `times` (the observations', t1 and, with
+/// `trajectory`, the outputs): the objective's partials by one ad::Dual
+/// pass per state and parameter of each term.
+FileGradient delay_adjoint(const RunConfig& cfg, const ExpressionObjective& objective,
+                           const std::vector<double>& times, std::span<const double> p,
+                           std::span<const double> y0, ode::Solution* trajectory,
+                           std::chrono::steady_clock::time_point start) {
+  const sbml::Model& m = *cfg.sbml;
+  const std::size_t np = p.size(), ny = y0.size();
+  const std::vector<double> obs_times = objective.observation_times();
+  auto seeds = [&](const ode::Solution& sol, std::span<double> y_bar, std::span<double> p_bar) {
+    using D = ad::Dual<double, 1>;
+    auto row = [&](double t) {
+      return static_cast<std::size_t>(std::lower_bound(sol.t.begin(), sol.t.end(), t) -
+                                      sol.t.begin());
+    };
+    double J = 0.0;
+    std::vector<D> yd(ny), pd(np);
+    for (std::size_t term = 0; term <= obs_times.size(); ++term) {
+      const bool terminal = term == obs_times.size();
+      const std::size_t k = row(terminal ? cfg.t_end : obs_times[term]);
+      const std::span<const double> y = sol.state(k);
+      for (std::size_t j = 0; j < ny + np; ++j) {
+        for (std::size_t i = 0; i < ny; ++i) yd[i] = D(y[i], {i == j ? 1.0 : 0.0});
+        for (std::size_t q = 0; q < np; ++q) pd[q] = D(p[q], {ny + q == j ? 1.0 : 0.0});
+        const D v = terminal ? objective.terminal<D>(yd, pd) : objective.observation<D>(term, yd, pd);
+        if (j < ny) y_bar[k * ny + j] += v.tangent(0);
+        else p_bar[j - ny] += v.tangent(0);
+        if (j == 0) J += v.value();
+      }
+    }
+    return J;
+  };
+  const ode::DelayedGradient g =
+      ode::adjoint_with_delays(m.equations, y0, p, cfg.t_start, cfg.t_end, times, m.delays,
+                               integrator_options(cfg), cfg.sensitivity.checkpointing, seeds, {});
+  FileGradient out;
+  out.result.objective = g.objective;
+  out.result.wrt_parameters = g.wrt_parameters;
+  out.result.wrt_initial_state = g.wrt_initial_state;
+  out.result.method = "discrete_adjoint(" + ode::to_string(cfg.sensitivity.checkpointing) +
+                      "; through delay(): the method of steps, " + std::to_string(g.segments) +
+                      " segments)";
+  out.result.summary = g.solution.summary;
+  out.result.vjp_evaluations = g.vjp_evaluations;
+  finish_delay_gradient(cfg, out, g.solution, trajectory, start);
+  return out;
+}
+
 /// The gradient of cfg's objective on an SBML model with delay(): forward
 /// sensitivities through the history (ode::forward_sensitivities_with_delays)
 /// along each parameter and each initial value (sensitivity.method forward
@@ -187,15 +263,16 @@ FileGradient delay_gradient(const RunConfig& cfg, std::span<const double> p,
                             std::span<const double> y0, ode::Solution* trajectory) {
   const sbml::Model& m = *cfg.sbml;
   const std::string& what = m.delays.front().text;
-  if (cfg.sensitivity.method != ode::SensitivityKind::Forward &&
+  const bool adjoint = cfg.sensitivity.method == ode::SensitivityKind::DiscreteAdjoint;
+  if (!adjoint && cfg.sensitivity.method != ode::SensitivityKind::Forward &&
       cfg.sensitivity.method != ode::SensitivityKind::CvodesForward)
     throw Error(what + ": sensitivity.method = " + ode::to_string(cfg.sensitivity.method) +
-                " through delay() is not implemented (the adjoint through the history's "
-                "interpolation is not formed); use sensitivity.method: forward (or cvodes_forward "
-                "with a CVODES integrator)");
+                " through delay() is not implemented (its backward integration has no history "
+                "of the state to interpolate); use sensitivity.method: discrete_adjoint (with a "
+                "native integrator), forward (or cvodes_forward with a CVODES integrator)");
   if (!cfg.objective.integral.empty())
-    throw Error(what + ": objective.integral through delay() is not supported (forward "
-                "sensitivities through the history take terminal and data objectives)");
+    throw Error(what + ": objective.integral through delay() is not supported (the gradients "
+                "through the history take terminal and data objectives)");
   if (initial_history_in_time(m))
     throw Error(what + ": sensitivities through delay() of a model whose initial values read time "
                 "(its history before t0 moves with the parameters) are not supported");
@@ -208,6 +285,7 @@ FileGradient delay_gradient(const RunConfig& cfg, std::span<const double> p,
   if (trajectory) times.insert(times.end(), cfg.output_times.begin(), cfg.output_times.end());
   std::sort(times.begin(), times.end());
   times.erase(std::unique(times.begin(), times.end()), times.end());
+  if (adjoint) return delay_adjoint(cfg, objective, times, p, y0, trajectory, start);
   std::vector<ode::SensitivityDirection> directions(np + ny);
   for (std::size_t j = 0; j < np + ny; ++j) {
     directions[j].parameters.assign(np, 0.0);
@@ -251,21 +329,7 @@ FileGradient delay_gradient(const RunConfig& cfg, std::span<const double> p,
   out.result.method = "forward (through delay(): the method of steps)";
   out.result.summary = fs.solution.summary;
   out.result.rhs_evaluations = fs.solution.summary.rhs_evaluations;
-  out.result.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out.gradient_p = out.result.wrt_parameters;
-  const auto extra = initial_state_parameter_vjp(cfg, out.result.wrt_initial_state);
-  for (std::size_t j = 0; j < extra.size(); ++j) out.gradient_p[j] += extra[j];
-  if (trajectory) {
-    *trajectory = fs.solution;
-    trajectory->t.clear();
-    trajectory->y.clear();
-    for (double t : cfg.output_times) {
-      const std::span<const double> y = fs.solution.state(row(t));
-      trajectory->t.push_back(t);
-      trajectory->y.insert(trajectory->y.end(), y.begin(), y.end());
-    }
-  }
+  finish_delay_gradient(cfg, out, fs.solution, trajectory, start);
   return out;
 }
 
@@ -290,7 +354,8 @@ FileSensitivity file_sensitivity(const RunConfig& cfg, const AdjointResumeLink& 
   if (has_delays(cfg)) {
     if (hessian_wrt)
       throw Error(cfg.sbml->delays.front().text + ": --hessian through delay() is not supported "
-                  "(forward sensitivities through the history are first order)");
+                  "(forward sensitivities and the discrete adjoint through the history are "
+                  "first order: no second-order sweep reads the history)");
     out.gradient = delay_gradient(cfg, cfg.parameters, cfg.initial_state, &out.trajectory);
     return out;
   }

@@ -14,17 +14,13 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/equation_model.hpp"
 #include "costate/ode/integrate.hpp"
+#include "ode/method_of_steps.hpp"
 
 namespace costate::ode {
 
 namespace {
 
-/// Times closer than this (relative) are one node / one output.
-constexpr double kSameTime = 1e-13;
-
-bool same_time(double a, double b) {
-  return std::abs(a - b) <= kSameTime * std::max({1.0, std::abs(a), std::abs(b)});
-}
+using detail::same_time;
 
 /// Nested delays deeper than this are a cycle (a delay reading itself at
 /// the start time, where the lag no longer moves back).
@@ -430,22 +426,7 @@ DelayedSensitivities method_of_steps(const EquationModel& model, std::span<const
                                      const std::vector<SensitivityDirection>& directions,
                                      History::Initial initial_history) {
   const std::size_t ny = model.states().size(), np = p.size(), nd = directions.size();
-  COSTATE_CHECK_EQ(y0.size(), ny, "integrate_with_delays: one initial value per state");
-  COSTATE_CHECK_EQ(p.size(), model.parameters().size(),
-                   "integrate_with_delays: one value per parameter");
-  COSTATE_CHECK(t1 > t0, "integrate_with_delays: t1 = " << t1 << " must exceed t0 = " << t0);
-  for (std::size_t j = 0; j < outputs.size(); ++j)
-    COSTATE_CHECK(outputs[j] >= t0 && outputs[j] <= t1 && (j == 0 || outputs[j] > outputs[j - 1]),
-                  "integrate_with_delays: output time " << j << " (" << outputs[j]
-                                                        << ") must be ascending within [" << t0
-                                                        << ", " << t1 << "]");
-  const std::string first = inputs.empty() ? std::string("delay") : inputs.front().text;
-  if (model.n_events() > 0)
-    throw Error(first + ": delay() in a model with events is not supported (the event driver "
-                        "has no history hook for the method of steps)");
-  if (!model.algebraic_states().empty())
-    throw Error(first + ": delay() in a DAE (algebraic rules, fast reactions) is not supported "
-                        "(the DAE integrators have no history hook for the method of steps)");
+  detail::check_method_of_steps("integrate_with_delays", model, y0, p, t0, t1, outputs, inputs);
   DelayedSensitivities out;
   out.n_directions = nd;
   // The histories the slots read while they grow (the state's is shared by
@@ -459,34 +440,11 @@ DelayedSensitivities method_of_steps(const EquationModel& model, std::span<const
   // The method of steps' segment: the shortest lag the right-hand side
   // reads; segments also end at t0 + d for every lag d (where s' jumps,
   // and y's second derivative).
-  double d_min = std::numeric_limits<double>::infinity();
-  std::vector<double> lag_ends;
-  std::vector<double> q(p.begin(), p.end());
-  for (std::size_t k = 0; k < inputs.size(); ++k) {
-    if (!slots.read_by_rhs(k)) continue;
-    if (!slots.constant_lag(k))
-      throw Error(inputs[k].text + ": a delay whose lag changes in time (it reads time, the state "
-                                   "or another delay) in the right-hand side is not supported "
-                                   "(the method of steps needs a constant lag)");
-    if (nd > 0 && slots.reads_inputs(k))
-      throw Error(inputs[k].text + ": sensitivities through a delay whose quantity reads another "
-                                   "delay (nested delays) are not supported");
-    std::vector<double> v{t0};
-    v.insert(v.end(), y0.begin(), y0.end());
-    v.insert(v.end(), q.begin(), q.end());
-    for (std::size_t j = 0; j < model.intermediate_names().size(); ++j)
-      v.push_back(model.intermediate(j).evaluate(std::span<const double>(v)));
-    const double d = inputs[k].lag.evaluate(std::span<const double>(v));
-    if (!(d > 0.0)) {
-      std::ostringstream o;
-      o << inputs[k].text << ": a lag of " << d
-        << " in the right-hand side is not supported (the method of steps needs a positive "
-           "constant lag)";
-      throw Error(o.str());
-    }
-    d_min = std::min(d_min, d);
-    lag_ends.push_back(t0 + d);
-  }
+  const detail::SegmentLags lags = detail::segment_lags(
+      model, y0, p, t0, inputs, slots,
+      nd > 0 ? ": sensitivities through a delay whose quantity reads another delay (nested "
+               "delays) are not supported"
+             : "");
 
   // The directions: ṗ (nd × np) and ẏ0 as s(t0) (and before it).
   DelayedModel dm{&model, &slots, std::vector<double>(p.begin(), p.end()), ny, nd, {}, &s_history, {}};
@@ -536,22 +494,10 @@ DelayedSensitivities method_of_steps(const EquationModel& model, std::span<const
     }
   };
   record(t0, z);
-  const bool segmented = std::isfinite(d_min);
-  const int samples = segmented ? kSamplesPerSegment : 8 * kSamplesPerSegment;
   double a = t0;
   while (a < t1 && !same_time(a, t1)) {
-    double b = segmented ? std::min(a + d_min, t1) : t1;
-    for (double e : lag_ends)
-      if (e > a && !same_time(e, a)) b = std::min(b, e);
-    if (same_time(b, t1)) b = t1;
-    std::vector<double> times;
-    for (int j = 1; j < samples; ++j) times.push_back(a + (b - a) * j / samples);
-    for (double t : outputs)
-      if (t > a && t < b && !same_time(t, a) && !same_time(t, b)) times.push_back(t);
-    std::sort(times.begin(), times.end());
-    times.erase(std::unique(times.begin(), times.end(), same_time), times.end());
-    while (!times.empty() && same_time(times.back(), b)) times.pop_back();
-    times.push_back(b);
+    const double b = detail::segment_end(lags, a, t1);
+    const std::vector<double> times = detail::segment_samples(lags, a, b, outputs);
     Problem<DelayedModel> problem{dm, z, dm.p, {a, b}, times};
     // dopri5 restarts with the last segment's step: its own first-step
     // guess 0.01·‖y‖/‖f‖ falls below round-off where y crosses 0 at a

@@ -358,8 +358,9 @@ TEST_F(SbmlCli, RunSimulatesDelayAsTheSuiteExpects) {
 
 // `costate sensitivity` through delay(): forward sensitivities through the
 // history, against central differences of `costate run` in the lag k (a
-// local parameter, J0_k) and the compartment C; the adjoint methods are
-// refused by name. Suite case 01414 (see above), J = S1(10)²/2.
+// local parameter, J0_k) and the compartment C; the discrete adjoint
+// through the history against them; the continuous adjoint refused by
+// name. Suite case 01414 (see above), J = S1(10)²/2.
 TEST_F(SbmlCli, SensitivityThroughDelayMatchesCentralDifferences) {
   const fs::path xml = fs::path(COSTATE_SBML_SUITE_DIR) / "cases" / "01414" / "01414-sbml-l3v2.xml";
   if (!fs::exists(xml))
@@ -391,11 +392,30 @@ TEST_F(SbmlCli, SensitivityThroughDelayMatchesCentralDifferences) {
     const double central = (J[1] - J[0]) / (2.0 * kStep), g = j["gradient"][id].get<double>();
     EXPECT_NEAR(g, central, kDifferenceTol * std::max(1.0, std::abs(central))) << id;
   }
+  // The discrete adjoint through the history (the default method): its
+  // bdf steps land on the history's samples where the forward
+  // sensitivities interpolate theirs — two discretizations at rtol 1e-10,
+  // within kAdjointVsForwardTol of each other (relative to max(1, |g|)).
+  constexpr double kAdjointVsForwardTol = 1e-6;
   const std::string adjoint = write("adj.yaml", body + "sensitivity: {method: discrete_adjoint}\n");
-  const Result a = run("sensitivity '" + adjoint + "' -q");
-  EXPECT_NE(a.code, 0);
-  EXPECT_NE(a.err.find("delay(P1, k): sensitivity.method = discrete_adjoint through delay() is not "
-                       "implemented"), std::string::npos) << a.err;
+  const Result a = run("sensitivity '" + adjoint + "' --json -q");
+  ASSERT_EQ(a.code, 0) << a.err;
+  const Json ja = Json::parse(a.out);
+  EXPECT_NEAR(ja["objective"].get<double>(), j["objective"].get<double>(), 1e-8);
+  ASSERT_FALSE(j["gradient"].empty());
+  for (const auto& entry : j["gradient"].items()) {
+    const double f = entry.value().get<double>();
+    EXPECT_NEAR(ja["gradient"][entry.key()].get<double>(), f,
+                kAdjointVsForwardTol * std::max(1.0, std::abs(f)))
+        << entry.key();
+  }
+  // The continuous adjoint is refused by name.
+  const std::string continuous =
+      write("cont.yaml", body + "sensitivity: {method: continuous_adjoint}\n");
+  const Result c = run("sensitivity '" + continuous + "' -q");
+  EXPECT_NE(c.code, 0);
+  EXPECT_NE(c.err.find("delay(P1, k): sensitivity.method = continuous_adjoint through delay() is "
+                       "not implemented"), std::string::npos) << c.err;
 }
 
 TEST_F(SbmlCli, BadInputNamesTheFileAndTheElement) {

@@ -33,6 +33,7 @@
 
 #include "costate/core/environment.hpp"
 #include "costate/core/error.hpp"
+#include "costate/ode/delay_adjoint.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/history.hpp"
 #include "costate/ode/integrate.hpp"
@@ -71,6 +72,12 @@ constexpr double kForwardVsAdjointTol = 1e-6;
 // is 2.1e-9, on gradients that are ~1e-6 of J/p: round-off of an
 // insensitive objective, not a disagreement — docs/sbml.md.)
 constexpr double kLogarithmicTol = 1e-10;
+// Through delay(): forward sensitivities integrate (y, s) under one error
+// control and interpolate their dense output at the history's samples; the
+// discrete adjoint's steps land on them (y alone under error control). Two
+// discretizations of the same method of steps at rtol 1e-8, so they differ
+// by the integrators' errors, not round-off: beyond this the test fails.
+constexpr double kDelayAdjointVsForwardTol = 1e-5;
 // How many parameters get central differences per case (two simulations each).
 constexpr std::size_t kDifferenceParameters = 5;
 
@@ -259,13 +266,22 @@ GradientCheck check_gradient(const costate::sbml::Model& m, double t0, double t1
   return out;
 }
 
+/// What check_delay_gradient measured (each max_j |a_j − b_j| / max(‖b‖∞,
+/// floor) over the parameters compared).
+struct DelayGradientCheck {
+  double forward_vs_central = 0.0;
+  double adjoint_vs_forward = 0.0;
+  double adjoint_vs_central = 0.0;
+};
+
 /// A model with delay(): forward sensitivities through the history
-/// (ode::forward_sensitivities_with_delays, bdf at the gradient tolerances)
-/// against central differences of the method of steps at the difference
-/// tolerances — the initial state and the initial history held at p, as in
-/// check_gradient. Returns max_j |forward_j − central_j| / max(‖central‖∞, floor)
-/// over the first kDifferenceParameters parameters that are not delay slots.
-double check_delay_gradient(const costate::sbml::Model& m, double t0, double t1) {
+/// (ode::forward_sensitivities_with_delays) and the discrete adjoint through
+/// it (ode::adjoint_with_delays), both bdf at the gradient tolerances,
+/// against each other and against central differences of the method of
+/// steps at the difference tolerances — the initial state and the initial
+/// history held at p, as in check_gradient — over the first
+/// kDifferenceParameters parameters that are not delay slots.
+DelayGradientCheck check_delay_gradient(const costate::sbml::Model& m, double t0, double t1) {
   const std::vector<double> p = m.parameters;
   const std::vector<double> y0 = m.initial_values(p, t0);
   const ode::History::Initial history = m.initial_history(p);
@@ -274,7 +290,7 @@ double check_delay_gradient(const costate::sbml::Model& m, double t0, double t1)
   std::vector<std::size_t> wrt;
   for (std::size_t j = 0; j < p.size() && wrt.size() < kDifferenceParameters; ++j)
     if (!slot[j]) wrt.push_back(j);
-  if (wrt.empty()) return 0.0;
+  if (wrt.empty()) return {};
   std::vector<ode::SensitivityDirection> directions;
   for (std::size_t j : wrt) {
     directions.push_back({std::vector<double>(p.size(), 0.0), {}});
@@ -299,7 +315,17 @@ double check_delay_gradient(const costate::sbml::Model& m, double t0, double t1)
     COSTATE_CHECK(sol.summary.success(), sol.summary.message);
     return FinalSquares{}.terminal<double>(sol.state(0), q);
   };
-  double norm = 1e-6 * std::abs(objective(p)) + 1e-300, diff = 0.0;
+  // The discrete adjoint through the history, J = ½ Σ y(t1)².
+  const ode::DelayedObjective final_squares = [](const ode::Solution& sol, std::span<double> y_bar,
+                                                 std::span<double>) {
+    const std::span<const double> y = sol.state(sol.n_outputs() - 1);
+    for (std::size_t i = 0; i < y.size(); ++i) y_bar[(sol.n_outputs() - 1) * y.size() + i] += y[i];
+    return FinalSquares{}.terminal<double>(y, {});
+  };
+  const ode::DelayedGradient adjoint = ode::adjoint_with_delays(
+      m.equations, y0, p, t0, t1, end, m.delays, native, ode::StoreAll{}, final_squares, history);
+  double norm = 1e-6 * std::abs(objective(p)) + 1e-300, diff = 0.0, forward_norm = 0.0,
+         adjoint_diff = 0.0, adjoint_forward = 0.0;
   for (std::size_t d = 0; d < wrt.size(); ++d) {
     const std::size_t j = wrt[d];
     const double h = kDifferenceStep * std::max(std::abs(p[j]), 1e-3);
@@ -308,12 +334,16 @@ double check_delay_gradient(const costate::sbml::Model& m, double t0, double t1)
     down[j] -= h;
     const double central = (objective(up) - objective(down)) / (2.0 * h);
     norm = std::max(norm, std::abs(central));
+    forward_norm = std::max(forward_norm, std::abs(forward[d]));
     diff = std::max(diff, std::abs(forward[d] - central));
+    adjoint_diff = std::max(adjoint_diff, std::abs(adjoint.wrt_parameters[j] - central));
+    adjoint_forward = std::max(adjoint_forward, std::abs(adjoint.wrt_parameters[j] - forward[d]));
     if (g_verbose)
-      std::cout << "  " << m.parameter_names[j] << ": forward " << forward[d] << ", central "
-                << central << "\n";
+      std::cout << "  " << m.parameter_names[j] << ": forward " << forward[d] << ", adjoint "
+                << adjoint.wrt_parameters[j] << ", central " << central << "\n";
   }
-  return diff / norm;
+  return {diff / norm, adjoint_forward / std::max(forward_norm, 1e-6 * std::abs(objective(p)) + 1e-300),
+          adjoint_diff / norm};
 }
 
 struct FileResult {
@@ -553,7 +583,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> not_compared_example;
   int event_gradients_checked = 0;
   // Models with delay(): forward sensitivities vs central differences.
-  std::vector<std::pair<double, std::string>> worst_delay;
+  std::vector<std::pair<double, std::string>> worst_delay, worst_delay_adjoint,
+      worst_delay_adjoint_central;
   int delay_in_rhs = 0;  // of them, whose right-hand side reads a delay
   for (const fs::path& dir : dirs) {
     Case c;
@@ -600,11 +631,13 @@ int main(int argc, char** argv) {
       try {
         const costate::sbml::Model m = costate::sbml::read_file(xmls.back().string());
         if (!m.delays.empty() && !m.state_names.empty()) {
-          // Forward sensitivities through the history (the discrete
-          // adjoint through it is not implemented).
+          // Forward sensitivities and the discrete adjoint through the
+          // history.
           try {
-            worst_delay.emplace_back(check_delay_gradient(m, c.start, c.start + c.duration),
-                                     c.name);
+            const DelayGradientCheck g = check_delay_gradient(m, c.start, c.start + c.duration);
+            worst_delay.emplace_back(g.forward_vs_central, c.name);
+            worst_delay_adjoint.emplace_back(g.adjoint_vs_forward, c.name);
+            worst_delay_adjoint_central.emplace_back(g.adjoint_vs_central, c.name);
             const ode::History none(m.state_names.size());
             const ode::DelayedInputs slots(m.equations, m.delays, none);
             for (std::size_t k = 0; k < m.delays.size(); ++k)
@@ -709,7 +742,12 @@ int main(int argc, char** argv) {
     << ") vs central differences (first " << kDifferenceParameters
     << " parameters that are not delay slots, rtol " << kDifferenceRtol
     << "): " << below(worst_delay, 1e-4) << " within 1e-4, worst: " << worst(worst_delay)
-    << "; the discrete adjoint through delay() is not implemented\n";
+    << "; the discrete adjoint through the history (bdf rtol " << kGradientRtol
+    << ", its steps landing on the history's samples) vs forward: "
+    << below(worst_delay_adjoint, kDelayAdjointVsForwardTol) << " within "
+    << kDelayAdjointVsForwardTol << ", worst: " << worst(worst_delay_adjoint)
+    << "; adjoint vs central: " << below(worst_delay_adjoint_central, 1e-4)
+    << " within 1e-4, worst: " << worst(worst_delay_adjoint_central) << "\n";
   int not_compared = 0;
   for (const auto& [r, n] : gradients_not_compared) not_compared += n;
   o << "  not compared (a path refuses the model's gradient by name): " << not_compared
@@ -729,10 +767,13 @@ int main(int argc, char** argv) {
                   [](const auto& x) { return x.first <= kForwardVsAdjointTol; }) &&
       std::all_of(worst_fa_logarithmic.begin(), worst_fa_logarithmic.end(),
                   [](const auto& x) { return x.first <= kLogarithmicTol; }) &&
+      std::all_of(worst_delay_adjoint.begin(), worst_delay_adjoint.end(),
+                  [](const auto& x) { return x.first <= kDelayAdjointVsForwardTol; }) &&
       gradient_errors.empty();
   if (!gradients_agree)
     std::cout << "FAILED: forward sensitivities and the discrete adjoint disagree beyond "
               << kForwardVsAdjointTol << " (logarithmic: " << kLogarithmicTol
+              << "; through delay(): " << kDelayAdjointVsForwardTol
               << ", or a gradient failed); see above\n";
   return failures.empty() && gradients_agree ? 0 : 1;
 }

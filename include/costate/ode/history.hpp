@@ -34,8 +34,8 @@
 /// not positive; models with events or algebraic states (the event driver
 /// and the DAE layer have no history hook). Gradients through delay():
 /// forward sensitivities (forward_sensitivities_with_delays: the tangents
-/// integrated with the state, their history interpolated alike); the
-/// discrete adjoint through the history is not implemented.
+/// integrated with the state, their history interpolated alike) and the
+/// discrete adjoint (delay_adjoint.hpp: adjoint_with_delays).
 
 #include <cstddef>
 #include <functional>
