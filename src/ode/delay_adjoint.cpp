@@ -4,6 +4,7 @@
 #include "costate/ode/delay_adjoint.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -144,18 +145,22 @@ struct Segment {
 
 }  // namespace
 
-DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const double> y0,
-                                    std::span<const double> p, double t0, double t1,
-                                    std::span<const double> outputs,
-                                    const std::vector<DelayedInput>& inputs,
-                                    const IntegratorOptions& options,
-                                    const Checkpointing& checkpointing,
-                                    const DelayedObjective& objective,
-                                    History::Initial initial_history) {
+namespace {
+
+/// adjoint_with_delays, or (objective null) its forward pass alone:
+/// integrate_with_delays' run (detail::delay_forward), the same steps and
+/// the same bits as the gradient's forward pass.
+DelayedGradient delay_pass(const EquationModel& model, std::span<const double> y0,
+                           std::span<const double> p, double t0, double t1,
+                           std::span<const double> outputs, const std::vector<DelayedInput>& inputs,
+                           const IntegratorOptions& options, const Checkpointing& checkpointing,
+                           const DelayedObjective* objective, History::Initial initial_history) {
+  const auto start_clock = std::chrono::steady_clock::now();
   const std::size_t ny = model.states().size(), np = p.size();
   COSTATE_CHECK(ny > 0, "adjoint_with_delays: the model has no states");
-  const std::string first_text =
-      detail::check_method_of_steps("adjoint_with_delays", model, y0, p, t0, t1, outputs, inputs);
+  const std::string first_text = detail::check_method_of_steps(
+      objective ? "adjoint_with_delays" : "integrate_with_delays", model, y0, p, t0, t1, outputs,
+      inputs);
   if (const Support s = supports(SensitivityKind::DiscreteAdjoint, options.method, 1); !s)
     throw Error(first_text + ": the discrete adjoint through delay(): " + s.message);
 
@@ -286,6 +291,12 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
                                                         "sample time of segment ["
                                                      << a << ", " << b << "]");
       out.steps += static_cast<std::int64_t>(plan.steps());
+      Summary& total = out.solution.summary;
+      total.rejected_steps += run.summary().rejected_steps;
+      total.rhs_evaluations += run.rhs_evaluations();
+      total.jacobian_evaluations += run.summary().jacobian_evaluations;
+      total.factorizations += run.summary().factorizations;
+      total.newton_iterations += run.summary().newton_iterations;
       last_step = run.summary().last_step > 0.0
                       ? run.summary().last_step
                       : plan.times()[plan.steps()] - plan.times()[plan.steps() - 1];
@@ -318,10 +329,14 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
   sol.summary.final_time = t1;
   sol.summary.termination = Termination::Success;
   sol.summary.message = "reached t1";
+  sol.summary.last_step = last_step;
+  sol.summary.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_clock).count();
+  if (!objective) return out;  // the forward pass alone
   std::vector<double> ybar(nt.size() * ny, 0.0), fbar(nt.size() * ny, 0.0), pbar(np, 0.0);
   {
     std::vector<double> seeds(outputs.size() * ny, 0.0);
-    out.objective = objective(sol, seeds, pbar);
+    out.objective = (*objective)(sol, seeds, pbar);
     for (std::size_t k = 0; k < outputs.size(); ++k)
       for (std::size_t i = 0; i < ny; ++i) ybar[output_node[k] * ny + i] += seeds[k * ny + i];
   }
@@ -379,5 +394,43 @@ DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const 
   out.wrt_initial_state.assign(ybar.begin(), ybar.begin() + static_cast<long>(ny));
   return out;
 }
+
+}  // namespace
+
+DelayedGradient adjoint_with_delays(const EquationModel& model, std::span<const double> y0,
+                                    std::span<const double> p, double t0, double t1,
+                                    std::span<const double> outputs,
+                                    const std::vector<DelayedInput>& inputs,
+                                    const IntegratorOptions& options,
+                                    const Checkpointing& checkpointing,
+                                    const DelayedObjective& objective,
+                                    History::Initial initial_history) {
+  return delay_pass(model, y0, p, t0, t1, outputs, inputs, options, checkpointing, &objective,
+                    std::move(initial_history));
+}
+
+namespace detail {
+
+bool delay_forward_applies(const EquationModel& model, const std::vector<DelayedInput>& inputs,
+                           const IntegratorOptions& options) {
+  if (model.states().empty() || !supports(SensitivityKind::DiscreteAdjoint, options.method, 1))
+    return false;
+  History empty(model.states().size());
+  const DelayedInputs slots(model, inputs, empty);
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (slots.read_by_rhs(k) && slots.reads_inputs(k)) return false;  // nested: not the adjoint's
+  return true;
+}
+
+Solution delay_forward(const EquationModel& model, std::span<const double> y0,
+                       std::span<const double> p, double t0, double t1,
+                       std::span<const double> outputs, const std::vector<DelayedInput>& inputs,
+                       const IntegratorOptions& options, History::Initial initial_history) {
+  return delay_pass(model, y0, p, t0, t1, outputs, inputs, options, Checkpointing{}, nullptr,
+                    std::move(initial_history))
+      .solution;
+}
+
+}  // namespace detail
 
 }  // namespace costate::ode

@@ -548,6 +548,17 @@ Solution integrate_with_delays(const EquationModel& model, std::span<const doubl
                                std::span<const double> outputs,
                                const std::vector<DelayedInput>& inputs,
                                const IntegratorOptions& options, History::Initial initial_history) {
+  // The run is the discrete adjoint's forward pass (issue 35: the same
+  // steps, the same numbers as `costate sensitivity`'s J): steps landing on
+  // the history's samples. A failed integration there is run again below,
+  // whose summary says where it stopped (termination, final time).
+  if (detail::delay_forward_applies(model, inputs, options)) {
+    try {
+      return detail::delay_forward(model, y0, p, t0, t1, outputs, inputs, options,
+                                   initial_history);
+    } catch (const Error&) {
+    }
+  }
   return method_of_steps(model, y0, p, t0, t1, outputs, inputs, options, {},
                          std::move(initial_history))
       .solution;

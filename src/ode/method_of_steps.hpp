@@ -118,4 +118,22 @@ inline std::vector<double> segment_samples(const SegmentLags& lags, double a, do
   return times;
 }
 
+/// Whether integrate_with_delays runs adjoint_with_delays' forward pass
+/// (delay_forward): a model with states, an integrator with a discrete
+/// adjoint (support.hpp: not the CVODES methods), no delay the right-hand
+/// side reads whose quantity reads another (nested delays, which the
+/// adjoint refuses).
+bool delay_forward_applies(const EquationModel& model, const std::vector<DelayedInput>& inputs,
+                           const IntegratorOptions& options);
+
+/// adjoint_with_delays' forward pass alone (delay_adjoint.cpp): each
+/// segment's steps planned to land on its sample times and replayed by the
+/// discrete adjoint's scheme, the samples the history's nodes, the outputs
+/// nodes. Throws costate::Error where adjoint_with_delays does (a failed
+/// integration among them).
+Solution delay_forward(const EquationModel& model, std::span<const double> y0,
+                       std::span<const double> p, double t0, double t1,
+                       std::span<const double> outputs, const std::vector<DelayedInput>& inputs,
+                       const IntegratorOptions& options, History::Initial initial_history);
+
 }  // namespace costate::ode::detail

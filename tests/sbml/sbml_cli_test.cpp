@@ -402,6 +402,15 @@ TEST_F(SbmlCli, SensitivityThroughDelayMatchesCentralDifferences) {
   ASSERT_EQ(a.code, 0) << a.err;
   const Json ja = Json::parse(a.out);
   EXPECT_NEAR(ja["objective"].get<double>(), j["objective"].get<double>(), 1e-8);
+  // `costate run` of the same file is the adjoint's forward pass (issue 35):
+  // S1(10)²/2 from its final state is the adjoint's J, bit for bit (the
+  // JSON's shortest round-trip digits). Before, 2.6e-8 relative apart.
+  {
+    const Result o = run("run '" + adjoint + "' --json -q");
+    ASSERT_EQ(o.code, 0) << o.err;
+    const double s1 = Json::parse(o.out)["final_state"][0].get<double>();
+    EXPECT_EQ(s1 * s1 / 2.0, ja["objective"].get<double>());
+  }
   ASSERT_FALSE(j["gradient"].empty());
   for (const auto& entry : j["gradient"].items()) {
     const double f = entry.value().get<double>();

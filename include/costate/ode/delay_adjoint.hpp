@@ -32,10 +32,11 @@
 /// at t_i − d, go further back through the same vjp), and λ(a) is added to
 /// the node at a (the previous segment's last). The node at t0 takes what
 /// is left: dJ/dy0 = ȳ_0. The result is the derivative of what this
-/// computation computes (its steps fixed), to round-off: a discretization
-/// of the same method of steps as integrate_with_delays (the steps here
-/// land on the sample times, where integrate_with_delays interpolates its
-/// dense output, so the two trajectories differ within the tolerances).
+/// computation computes (its steps fixed), to round-off. Its forward pass
+/// is integrate_with_delays' run (the same steps landing on the sample
+/// times, the same bits) for every integrator it supports;
+/// forward_sensitivities_with_delays integrates (y, s) with its own steps
+/// and agrees within the tolerances.
 ///
 /// Supported: any native scheme of the discrete adjoint (euler, rk4,
 /// dopri5, the θ-methods, sdirk3, bdf; support.hpp's table) and any

@@ -22,9 +22,13 @@
 /// the other — every x(t − d) read inside such a segment lies in the
 /// segments already done, and the propagated discontinuities t0 + k·d of
 /// the solution's derivatives are segment ends (steps end on them). Each
-/// segment's trajectory is sampled at kSamplesPerSegment points from the
-/// integrator's own dense output (its output times) and becomes the
-/// history's nodes. Slots that only outputs read (an SBML assignment rule
+/// segment's trajectory is sampled at kSamplesPerSegment points that
+/// become the history's nodes: with an integrator that has a discrete
+/// adjoint and no nested delay in the right-hand side, the steps land on
+/// them — the run is adjoint_with_delays' forward pass, the same steps and
+/// bits (delay_adjoint.hpp); otherwise (CVODES, nested delays, a failed
+/// integration run again for its summary) they are read from the
+/// integrator's own dense output (its output times). Slots that only outputs read (an SBML assignment rule
 /// that no rate reads) may have any lag, even a time- or state-dependent
 /// one: they are evaluated after the integration from the whole history
 /// (DelayedInputs::fill).
