@@ -145,6 +145,26 @@ TEST_F(FrontTest, ProgressOfTangentsCalibrationAndPetabConditions) {
   EXPECT_TRUE(has(starts.out, "best objective")) << starts.out.substr(0, 3000);
 }
 
+// PDE time stepping (the 90 s of silence): run's steps, and the
+// adjoint's forward pass, reverse steps and recomputation from the binomial
+// checkpoints (heat2d_kappa: 20 steps, 5 snapshots, so steps are recomputed).
+TEST_F(FrontTest, ProgressOfPdeRunsAndAdjointSweeps) {
+  const Result run = on_terminal(dir_, "run " + example("heat2d_kappa.yaml") + " -o fields.h5");
+  ASSERT_EQ(run.code, 0) << run.out;
+  // Drawn at most ten times a second: the first update of each scope is sure.
+  EXPECT_TRUE(has(run.out, "PDE step 1/20 (t = 0.01)")) << run.out.substr(0, 3000);
+  const Result sens = on_terminal(dir_, "sensitivity " + example("heat2d_kappa.yaml"));
+  ASSERT_EQ(sens.code, 0) << sens.out;
+  EXPECT_TRUE(has(sens.out, "PDE adjoint sweep: step 1/20")) << sens.out.substr(0, 3000);
+  EXPECT_TRUE(has(sens.out, "PDE adjoint sweep, reverse: step 1/20")) << sens.out.substr(0, 3000);
+  EXPECT_TRUE(has(sens.out, "steps recomputed")) << "checkpoint recomputation";
+  EXPECT_TRUE(has(sens.out, " left")) << "an estimate of the time remaining";
+  // Not with -q.
+  const Result quiet = on_terminal(dir_, "sensitivity " + example("heat2d_kappa.yaml") + " -q");
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_FALSE(has(quiet.out, "PDE adjoint sweep")) << quiet.out.substr(0, 3000);
+}
+
 // ------------------------------------------------ self-describing results
 
 // run --json --trajectory holds every output time's state, the same bits as
@@ -189,6 +209,17 @@ TEST_F(FrontTest, PdeFilesCarryVersionCommandAndSettings) {
   EXPECT_EQ(root_attribute(dir_ / "fields.h5", "command"), "run");
   const YAML::Node settings = YAML::Load(root_attribute(dir_ / "fields.h5", "settings"));
   ASSERT_TRUE(settings["pde"]) << root_attribute(dir_ / "fields.h5", "settings");
+}
+
+// A PDE sensitivity's table is whole, then the file it wrote (the u(t0) row
+// came after "wrote …").
+TEST_F(FrontTest, PdeSensitivityReportEndsWithTheFileWritten) {
+  const Result r = run("sensitivity " + example("heat2d_kappa.yaml") + " -q -o s.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::size_t row = r.out.find("u(t0) (fields)"), wrote = r.out.find("wrote s.h5 (+ .xmf)");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  ASSERT_NE(wrote, std::string::npos) << r.out;
+  EXPECT_LT(row, wrote) << r.out;
 }
 
 // The ODE settings echo names the noise model: σ per state (the input's
