@@ -165,6 +165,17 @@ TEST_F(FrontTest, ProgressOfPdeRunsAndAdjointSweeps) {
   EXPECT_FALSE(has(quiet.out, "PDE adjoint sweep")) << quiet.out.substr(0, 3000);
 }
 
+// The PDE inversion: Newton iterations with J and |g|, the CG iterations
+// nested on the same line, and both passes of the Laplace eigensolve.
+TEST_F(FrontTest, ProgressOfPdeNewtonCgAndEigensolve) {
+  const Result inv = on_terminal(dir_, "calibrate " + example("heat2d_inversion.yaml") + " -o inv.h5");
+  ASSERT_EQ(inv.code, 0) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "Newton iteration 0/30 (J = ")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, " | CG iteration ")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "eigensolve pass 1 (B⁻¹A actions) 0/")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "eigensolve pass 2 (A actions) 0/")) << inv.out.substr(0, 3000);
+}
+
 // ------------------------------------------------ self-describing results
 
 // run --json --trajectory holds every output time's state, the same bits as
