@@ -183,7 +183,10 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
       for (const auto& f : eq.fields) du_names.push_back("dJ_d" + f + "0");
       out.write_field("dJ_du0", g, r.wrt_initial_state, du_names);
       out.write_array("objective", std::vector<double>{r.objective});
-      out.write_array("gradient", std::vector<double>(r.wrt_parameters.begin(), r.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(nq)));
+      out.write_array("gradient",
+                      std::vector<double>(r.wrt_parameters.begin(),
+                                          r.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(nq)),
+                      eq.parameters);
       out.finish();
       res.output_file = cfg.output_file;
     }

@@ -69,6 +69,31 @@ std::string root_attribute(const fs::path& path, const char* name) {
   return out;
 }
 
+/// The string-array attribute `names` of dataset `dataset` ({} when absent).
+std::vector<std::string> dataset_names(const fs::path& path, const char* dataset) {
+  std::vector<std::string> out;
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) return out;
+  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
+  if (d >= 0 && H5Aexists(d, "names") > 0) {
+    const hid_t a = H5Aopen(d, "names", H5P_DEFAULT);
+    const hid_t space = H5Aget_space(a);
+    std::vector<char*> text(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)), nullptr);
+    const hid_t type = H5Aget_type(a);  // variable-length strings (UTF-8), read as stored
+    if (!text.empty() && H5Tis_variable_str(type) > 0 && H5Aread(a, type, text.data()) >= 0)
+      for (char* t : text) {
+        out.emplace_back(t ? t : "");
+        H5free_memory(t);
+      }
+    H5Tclose(type);
+    H5Sclose(space);
+    H5Aclose(a);
+  }
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(file);
+  return out;
+}
+
 // ------------------------------------------------ start-up
 
 // The dynamic loader's own log (LD_DEBUG=libs) names every library it
@@ -220,6 +245,24 @@ TEST_F(FrontTest, PdeFilesCarryVersionCommandAndSettings) {
   EXPECT_EQ(root_attribute(dir_ / "fields.h5", "command"), "run");
   const YAML::Node settings = YAML::Load(root_attribute(dir_ / "fields.h5", "settings"));
   ASSERT_TRUE(settings["pde"]) << root_attribute(dir_ / "fields.h5", "settings");
+}
+
+// Every entry of a PDE file's arrays is named: the inversion's objective
+// parts and solve counts, a run's integral per field, dJ/d<scalar> per
+// parameter (they were bare numbers in order).
+TEST_F(FrontTest, PdeArraysNameTheirEntries) {
+  using Names = std::vector<std::string>;
+  const Result inv = run("calibrate " + example("heat2d_inversion.yaml") + " -q -o inv.h5");
+  ASSERT_EQ(inv.code, 0) << inv.err;
+  EXPECT_EQ(dataset_names(dir_ / "inv.h5", "arrays/objective"), (Names{"objective", "misfit", "prior", "gradient_norm"}));
+  EXPECT_EQ(dataset_names(dir_ / "inv.h5", "arrays/pde_solves"),
+            (Names{"forward", "adjoint", "incremental_forward", "incremental_adjoint"}));
+  const Result r = run("run " + example("heat2d_kappa.yaml") + " -q -o fields.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(dataset_names(dir_ / "fields.h5", "arrays/final_integrals"), (Names{"u"}));
+  const Result s = run("sensitivity " + example("heat2d_kappa.yaml") + " -q -o grad.h5");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(dataset_names(dir_ / "grad.h5", "arrays/gradient"), (Names{"q0"}));
 }
 
 // A PDE sensitivity's table is whole, then the file it wrote (the u(t0) row
