@@ -213,11 +213,16 @@ TEST_F(FrontTest, RunJsonTrajectoryHoldsEveryOutputTime) {
   ASSERT_EQ(j["states"].size(), j["t"].size());
   EXPECT_EQ(j["states"].back(), j["final_state"]);
   EXPECT_EQ(j["t"].back().get<double>(), j["final_time"].get<double>());
-  // The CSV table: header t,x,y then one row per output time.
+  // The CSV table: header t,x,y, the provenance (version, command, the
+  // settings on one line), then one row per output time.
   std::ifstream csv(dir_ / "out.csv");
   std::string line;
   std::getline(csv, line);
   EXPECT_EQ(line, "t,x,y");
+  for (const char* start : {"# costate ", "# command: run", "# settings: {model: lotka_volterra, "}) {
+    std::getline(csv, line);
+    EXPECT_EQ(line.rfind(start, 0), 0u) << line;
+  }
   std::size_t rows = 0;
   while (std::getline(csv, line)) rows += !line.empty() && line[0] != '#';
   EXPECT_EQ(rows, j["t"].size());
