@@ -208,8 +208,8 @@ int report_sensitivity(const Environment& env, const PdeArgs& args, const io::Pd
      << std::left << std::setw(22) << "dJ/d" << "value\n";
   for (std::size_t m = 0; m < nq; ++m) os << "  " << std::setw(22) << eq.parameters[m] << r.gradient[m] << "\n";
   os << field_line;
-  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (+ .xmf)\n";
   os << "  " << std::setw(22) << "u(t0) (fields)" << "norm " << r.gradient_initial_state_norm << "\n";
+  if (!cfg.output_file.empty()) os << "\nwrote " << cfg.output_file << " (+ .xmf)\n";
   j["warnings"] = r.warnings;
   os << warnings_text(r.warnings);
   return print_report(env, args, j, os);

@@ -252,10 +252,13 @@ int invert(const Environment& env, const PdeArgs& args, const io::PdeConfig& cfg
       out.write_array("eigenvalues", post->eigenvalues);
     }
     const pde::PdeSolves& s = all_solves;
-    out.write_array("pde_solves", std::vector<double>{static_cast<double>(s.forward), static_cast<double>(s.adjoint),
-                                                      static_cast<double>(s.incremental_forward),
-                                                      static_cast<double>(s.incremental_adjoint)});
-    out.write_array("objective", std::vector<double>{r.objective, r.misfit, r.prior, r.gradient_norm});
+    out.write_array("pde_solves",
+                    std::vector<double>{static_cast<double>(s.forward), static_cast<double>(s.adjoint),
+                                        static_cast<double>(s.incremental_forward),
+                                        static_cast<double>(s.incremental_adjoint)},
+                    {"forward", "adjoint", "incremental_forward", "incremental_adjoint"});
+    out.write_array("objective", std::vector<double>{r.objective, r.misfit, r.prior, r.gradient_norm},
+                    {"objective", "misfit", "prior", "gradient_norm"});
     out.write_attribute("fit_status", optimize::to_string(verdict.status));
     out.write_attribute("convergence", verdict.describe());
     if (post && !verdict.at_optimum()) out.write_attribute("posterior_note", "Laplace posterior " + verdict.caveat());

@@ -834,12 +834,15 @@ def _table_panels(path):
     delimiter = "\t" if path.lower().endswith(".tsv") else ","
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            rows = [r for r in csv.reader(fh, delimiter=delimiter) if r and not r[0].startswith("#")]
+            # '#' lines (the provenance costate writes after the header:
+            # version, command, settings) are not data; line numbers count them.
+            numbered = [(k + 1, r) for k, r in enumerate(csv.reader(fh, delimiter=delimiter))
+                        if r and not r[0].startswith("#")]
     except UnicodeDecodeError as e:
         raise ValueError("%s: not a text table (%s)" % (path, e))
-    if len(rows) < 2:
+    if len(numbered) < 2:
         raise ValueError("%s: a table without rows (a header and at least one line expected)" % path)
-    header, body = rows[0], rows[1:]
+    header, body = numbered[0][1], [r for _, r in numbered[1:]]
 
     def numbers(column_rows, what):
         try:
@@ -848,10 +851,10 @@ def _table_panels(path):
             raise ValueError("%s: %s: %s" % (path, what, e))
 
     if header[0] == "t" and len(header) > 1:
-        bad = [k + 2 for k, r in enumerate(body) if len(r) != len(header)]
+        bad = [(line, r) for line, r in numbered[1:] if len(r) != len(header)]
         if bad:
             raise ValueError("%s: line %d has %d columns, the header %d" % (
-                path, bad[0], len(body[bad[0] - 2]), len(header)))
+                path, bad[0][0], len(bad[0][1]), len(header)))
         data = numbers(body, "columns t, %s" % ", ".join(header[1:]))
         title = "trajectory (%s)" % os.path.basename(path)
         return [_Panel("trajectory", lambda ax: _draw_trajectory(ax, data[:, 0], data[:, 1:], header[1:], title))]

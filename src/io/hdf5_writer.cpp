@@ -330,13 +330,16 @@ void write_conditions_hdf5(const std::string& path, const RunConfig& config,
 }
 
 void write_run_table(const std::string& path, const RunConfig& config,
-                     const ode::Solution& solution, char separator) {
+                     const ode::Solution& solution, char separator, const std::string& command) {
   write_output_file(path, [&](const std::string& temporary) {
     std::FILE* f = std::fopen(temporary.c_str(), "w");
     if (!f) throw Error("cannot open " + temporary + " for writing");
     std::string text = "t";
     for (const auto& name : config.state_names) text += separator + name;
     text += '\n';
+    // After the header, not before: numpy.loadtxt(skiprows=1) and
+    // genfromtxt(names=True) take the first line as the names and skip '#'.
+    text += table_provenance(command, config.to_yaml());
     char buf[32];
     for (std::size_t k = 0; k < solution.n_outputs(); ++k) {
       std::snprintf(buf, sizeof buf, "%.17g", solution.t[k]);

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include <yaml-cpp/yaml.h>
+
+#include "costate/config.hpp"
 #include "costate/core/error.hpp"
 
 namespace costate::io {
@@ -176,6 +179,32 @@ OutputFormat output_format(const std::string& path, const std::string& command,
       throw Error(path + ": costate " + command + " writes " + what + ", not " + ext +
                   (ext == ".json" ? "; for JSON use --json (on standard output)" : ""));
   return OutputFormat::Hdf5;
+}
+
+namespace {
+
+/// Every map and sequence under `node` in flow style ({...}, [...]): a
+/// document on one line (strings with a line break are double-quoted with
+/// the escape \n).
+void to_flow(YAML::Node node) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  for (auto it = node.begin(); it != node.end(); ++it) to_flow(node.IsMap() ? it->second : *it);
+}
+
+}  // namespace
+
+std::string table_provenance(const std::string& command, const std::string& settings_yaml) {
+  YAML::Node settings = YAML::Load(settings_yaml);
+  to_flow(settings);
+  YAML::Emitter e;
+  e.SetDoublePrecision(17);
+  e << settings;
+  std::string line = e.c_str();
+  COSTATE_CHECK(line.find('\n') == std::string::npos && line.find('\r') == std::string::npos,
+                "the settings do not fit on one line of a table's header: " << line);
+  return std::string("# costate ") + COSTATE_VERSION_STRING + "\n# command: " + command +
+         "\n# settings: " + line + "\n";
 }
 
 }  // namespace costate::io

@@ -291,7 +291,7 @@ void pde_finish_run(PdeResult& r, const PdeConfig& cfg, const pde::Grid& g, cons
   r.final_max = s.max;
   r.objective = cfg.objective.present ? objective.evaluate(g, u, nullptr) : 0.0;
   if (out) {
-    out->write_array("final_integrals", s.integral);
+    out->write_array("final_integrals", s.integral, cfg.equations.fields);  // one per field, in order
     if (cfg.objective.present) out->write_array("objective", std::vector<double>{r.objective});
     out->finish();
     r.output_file = cfg.output_file;

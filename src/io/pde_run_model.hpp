@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/io/pde_cells.hpp"
 #include "costate/io/pde_input.hpp"
 #include "costate/io/pde_run.hpp"
@@ -72,14 +73,19 @@ void pde_finish_gradient(PdeResult& r, const PdeRunOptions& options, const PdeCo
 // ---- the model-dependent part -----------------------------------------------
 
 /// Integrates u over all steps, the frames at t0, every `output.every` steps
-/// (0: none between) and at the end into `frames` (may be null). Collective.
+/// (0: none between) and at the end into `frames` (may be null), with the
+/// progress line "PDE step n/l (t = …)" (core/progress.hpp). Collective.
 template <class Integrator>
 void integrate_with_frames(Integrator& integ, const pde::GlobalVector& u, const PdeConfig& cfg,
                            PdeFrames* frames) {
   const auto& o = cfg.integrator;
   if (frames) frames->write(o.t0, u);
+  Progress line("PDE step", static_cast<double>(o.steps));
   for (std::int64_t n = 0; n < o.steps; ++n) {
     integ.step(u, n);  // polls options.interrupted (ThetaOptions::on_step)
+    if (line.active())
+      line.update(static_cast<double>(n + 1),
+                  "t = " + costate::detail::format_value(o.t0 + static_cast<double>(n + 1) * o.dt));
     const bool last = n + 1 == o.steps;
     if (frames && (last || (cfg.output_every > 0 && (n + 1) % cfg.output_every == 0)))
       frames->write(o.t0 + static_cast<double>(n + 1) * o.dt, u);
@@ -177,7 +183,10 @@ PdeResult run_model(MPI_Comm comm, const PdeConfig& cfg, const PdeRunOptions& op
       for (const auto& f : eq.fields) du_names.push_back("dJ_d" + f + "0");
       out.write_field("dJ_du0", g, r.wrt_initial_state, du_names);
       out.write_array("objective", std::vector<double>{r.objective});
-      out.write_array("gradient", std::vector<double>(r.wrt_parameters.begin(), r.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(nq)));
+      out.write_array("gradient",
+                      std::vector<double>(r.wrt_parameters.begin(),
+                                          r.wrt_parameters.begin() + static_cast<std::ptrdiff_t>(nq)),
+                      eq.parameters);
       out.finish();
       res.output_file = cfg.output_file;
     }

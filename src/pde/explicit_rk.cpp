@@ -141,7 +141,7 @@ class ExplicitRkStepper::Impl {
     Sweep sw(*this, objective, checkpointing);
     deep_copy(sw.current, y0);
     ThetaGradient out;
-    out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
+    out.checkpoints = detail::shown_reverse_sweep(checkpointing, sw, options_.steps, "PDE adjoint sweep");
     out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
     sw.into(out, objective, g, y0, options_.steps);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -431,6 +431,19 @@ void FieldWriter::write_array(const std::string& name, std::span<const double> v
   arrays_.push_back(name);
 }
 
+void FieldWriter::write_array(const std::string& name, std::span<const double> values,
+                              const std::vector<std::string>& entry_names) {
+  check_all(grid_->comm(), entry_names.size() == values.size(),
+            "pde::FieldWriter('" + path_ + "')::write_array('" + name + "'): " +
+                std::to_string(entry_names.size()) + " names for " + std::to_string(values.size()) +
+                " values; pass one name per entry");
+  write_array(name, values);
+  Impl& im = *impl_;
+  Id ds = h5id(H5Dopen2(im.file, ("arrays/" + name).c_str(), H5P_DEFAULT), H5Dclose, path_,
+               "open dataset /arrays/" + name);
+  im.write_strings_attribute(ds, "names", entry_names, path_);
+}
+
 void FieldWriter::write_attribute(const std::string& name, const std::string& value) {
   check_all(grid_->comm(), !finished_,
             "pde::FieldWriter('" + path_ + "')::write_attribute: the file is already finished");

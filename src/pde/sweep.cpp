@@ -116,7 +116,7 @@ pde::ThetaHessianVector run_second_order_sweep(SecondOrderSweep& sw, const pde::
   deep_copy(sw.current, y0);
   if (direction.initial_state.size()) deep_copy(sw.dcurrent, direction.initial_state);
   pde::ThetaHessianVector out;
-  out.checkpoints = ode::reverse_sweep(c, sw, steps);
+  out.checkpoints = shown_reverse_sweep(c, sw, steps, "PDE second-order sweep");
   out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
   sw.into(out, objective, g, y0, sw.dcurrent, steps, product);
   return out;

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "costate/core/error.hpp"
+#include "costate/core/progress.hpp"
 #include "costate/ode/checkpointing.hpp"
 #include "costate/ode/snapshot_store.hpp"
 #include "costate/pde/integrator.hpp"
@@ -89,6 +91,56 @@ class SweepSnapshots {
   std::unique_ptr<pde::SharedDiskSnapshots> shared_;
   std::vector<std::int64_t> slot_index_;
 };
+
+/// ode::reverse_sweep over `ops` with the progress line (core/progress.hpp),
+/// as the ODE sweeps show theirs: "WHAT: step i/l" through the first
+/// forward pass, then "WHAT, reverse: step k/l (N steps recomputed)", the
+/// forward steps taken again from checkpoints in the note. Only the line is
+/// added; the sweep and its results are the plain one's. Never collective.
+template <class Ops>
+class ShownSweep {
+ public:
+  ShownSweep(Ops& ops, std::int64_t steps, const std::string& what)
+      : ops_(ops), what_(what), steps_(static_cast<double>(steps)), line_(std::in_place, what + ": step", steps_) {}
+  std::int64_t index() const { return ops_.index(); }
+  void advance() {
+    ops_.advance();
+    ++forward_;
+    if (!line_->active()) return;
+    if (reverse_ == 0)
+      line_->update(static_cast<double>(ops_.index()));
+    else
+      line_->update(static_cast<double>(reverse_), note());
+  }
+  void save(std::size_t slot) { ops_.save(slot); }
+  void restore(std::size_t slot) { ops_.restore(slot); }
+  void reverse_step() {
+    if (reverse_ == 0) {  // the reverse phase: a scope of its own
+      first_pass_ = forward_;
+      line_.reset();
+      line_.emplace(what_ + ", reverse: step", steps_);
+    }
+    ops_.reverse_step();
+    ++reverse_;
+    if (line_->active()) line_->update(static_cast<double>(reverse_), note());
+  }
+
+ private:
+  std::string note() const { return std::to_string(forward_ - first_pass_) + " steps recomputed"; }
+  Ops& ops_;
+  std::string what_;
+  double steps_;
+  std::int64_t forward_ = 0, reverse_ = 0, first_pass_ = 0;
+  std::optional<Progress> line_;
+};
+
+/// ode::reverse_sweep(c, ops, steps) drawing ShownSweep's progress line.
+template <class Ops>
+ode::CheckpointStats shown_reverse_sweep(const ode::Checkpointing& c, Ops& ops, std::int64_t steps,
+                                         const std::string& what) {
+  ShownSweep<Ops> shown(ops, steps, what);
+  return ode::reverse_sweep(c, shown, steps);
+}
 
 /// Throws costate::Error on every rank when `direction` has a part of the
 /// wrong size on any rank (`where`: the member, e.g.

@@ -96,7 +96,7 @@ class ThetaStepper::Impl {
     deep_copy(sw.current, y0);
     const std::int64_t its0 = krylov_iterations_;
     ThetaGradient out;
-    out.checkpoints = ode::reverse_sweep(checkpointing, sw, options_.steps);
+    out.checkpoints = detail::shown_reverse_sweep(checkpointing, sw, options_.steps, "PDE adjoint sweep");
     out.checkpoints.disk_snapshots = sw.snapshots.disk_writes();
     sw.into(out, objective, g, y0, options_.steps);
     out.adjoint_krylov_iterations = sw.adjoint_iterations;

@@ -69,6 +69,31 @@ std::string root_attribute(const fs::path& path, const char* name) {
   return out;
 }
 
+/// The string-array attribute `names` of dataset `dataset` ({} when absent).
+std::vector<std::string> dataset_names(const fs::path& path, const char* dataset) {
+  std::vector<std::string> out;
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) return out;
+  const hid_t d = H5Dopen2(file, dataset, H5P_DEFAULT);
+  if (d >= 0 && H5Aexists(d, "names") > 0) {
+    const hid_t a = H5Aopen(d, "names", H5P_DEFAULT);
+    const hid_t space = H5Aget_space(a);
+    std::vector<char*> text(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)), nullptr);
+    const hid_t type = H5Aget_type(a);  // variable-length strings (UTF-8), read as stored
+    if (!text.empty() && H5Tis_variable_str(type) > 0 && H5Aread(a, type, text.data()) >= 0)
+      for (char* t : text) {
+        out.emplace_back(t ? t : "");
+        H5free_memory(t);
+      }
+    H5Tclose(type);
+    H5Sclose(space);
+    H5Aclose(a);
+  }
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(file);
+  return out;
+}
+
 // ------------------------------------------------ start-up
 
 // The dynamic loader's own log (LD_DEBUG=libs) names every library it
@@ -145,6 +170,37 @@ TEST_F(FrontTest, ProgressOfTangentsCalibrationAndPetabConditions) {
   EXPECT_TRUE(has(starts.out, "best objective")) << starts.out.substr(0, 3000);
 }
 
+// PDE time stepping (the 90 s of silence): run's steps, and the
+// adjoint's forward pass, reverse steps and recomputation from the binomial
+// checkpoints (heat2d_kappa: 20 steps, 5 snapshots, so steps are recomputed).
+TEST_F(FrontTest, ProgressOfPdeRunsAndAdjointSweeps) {
+  const Result run = on_terminal(dir_, "run " + example("heat2d_kappa.yaml") + " -o fields.h5");
+  ASSERT_EQ(run.code, 0) << run.out;
+  // Drawn at most ten times a second: the first update of each scope is sure.
+  EXPECT_TRUE(has(run.out, "PDE step 1/20 (t = 0.01)")) << run.out.substr(0, 3000);
+  const Result sens = on_terminal(dir_, "sensitivity " + example("heat2d_kappa.yaml"));
+  ASSERT_EQ(sens.code, 0) << sens.out;
+  EXPECT_TRUE(has(sens.out, "PDE adjoint sweep: step 1/20")) << sens.out.substr(0, 3000);
+  EXPECT_TRUE(has(sens.out, "PDE adjoint sweep, reverse: step 1/20")) << sens.out.substr(0, 3000);
+  EXPECT_TRUE(has(sens.out, "steps recomputed")) << "checkpoint recomputation";
+  EXPECT_TRUE(has(sens.out, " left")) << "an estimate of the time remaining";
+  // Not with -q.
+  const Result quiet = on_terminal(dir_, "sensitivity " + example("heat2d_kappa.yaml") + " -q");
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_FALSE(has(quiet.out, "PDE adjoint sweep")) << quiet.out.substr(0, 3000);
+}
+
+// The PDE inversion: Newton iterations with J and |g|, the CG iterations
+// nested on the same line, and both passes of the Laplace eigensolve.
+TEST_F(FrontTest, ProgressOfPdeNewtonCgAndEigensolve) {
+  const Result inv = on_terminal(dir_, "calibrate " + example("heat2d_inversion.yaml") + " -o inv.h5");
+  ASSERT_EQ(inv.code, 0) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "Newton iteration 0/30 (J = ")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, " | CG iteration ")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "eigensolve pass 1 (B⁻¹A actions) 0/")) << inv.out.substr(0, 3000);
+  EXPECT_TRUE(has(inv.out, "eigensolve pass 2 (A actions) 0/")) << inv.out.substr(0, 3000);
+}
+
 // ------------------------------------------------ self-describing results
 
 // run --json --trajectory holds every output time's state, the same bits as
@@ -157,11 +213,16 @@ TEST_F(FrontTest, RunJsonTrajectoryHoldsEveryOutputTime) {
   ASSERT_EQ(j["states"].size(), j["t"].size());
   EXPECT_EQ(j["states"].back(), j["final_state"]);
   EXPECT_EQ(j["t"].back().get<double>(), j["final_time"].get<double>());
-  // The CSV table: header t,x,y then one row per output time.
+  // The CSV table: header t,x,y, the provenance (version, command, the
+  // settings on one line), then one row per output time.
   std::ifstream csv(dir_ / "out.csv");
   std::string line;
   std::getline(csv, line);
   EXPECT_EQ(line, "t,x,y");
+  for (const char* start : {"# costate ", "# command: run", "# settings: {model: lotka_volterra, "}) {
+    std::getline(csv, line);
+    EXPECT_EQ(line.rfind(start, 0), 0u) << line;
+  }
   std::size_t rows = 0;
   while (std::getline(csv, line)) rows += !line.empty() && line[0] != '#';
   EXPECT_EQ(rows, j["t"].size());
@@ -189,6 +250,35 @@ TEST_F(FrontTest, PdeFilesCarryVersionCommandAndSettings) {
   EXPECT_EQ(root_attribute(dir_ / "fields.h5", "command"), "run");
   const YAML::Node settings = YAML::Load(root_attribute(dir_ / "fields.h5", "settings"));
   ASSERT_TRUE(settings["pde"]) << root_attribute(dir_ / "fields.h5", "settings");
+}
+
+// Every entry of a PDE file's arrays is named: the inversion's objective
+// parts and solve counts, a run's integral per field, dJ/d<scalar> per
+// parameter (they were bare numbers in order).
+TEST_F(FrontTest, PdeArraysNameTheirEntries) {
+  using Names = std::vector<std::string>;
+  const Result inv = run("calibrate " + example("heat2d_inversion.yaml") + " -q -o inv.h5");
+  ASSERT_EQ(inv.code, 0) << inv.err;
+  EXPECT_EQ(dataset_names(dir_ / "inv.h5", "arrays/objective"), (Names{"objective", "misfit", "prior", "gradient_norm"}));
+  EXPECT_EQ(dataset_names(dir_ / "inv.h5", "arrays/pde_solves"),
+            (Names{"forward", "adjoint", "incremental_forward", "incremental_adjoint"}));
+  const Result r = run("run " + example("heat2d_kappa.yaml") + " -q -o fields.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(dataset_names(dir_ / "fields.h5", "arrays/final_integrals"), (Names{"u"}));
+  const Result s = run("sensitivity " + example("heat2d_kappa.yaml") + " -q -o grad.h5");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(dataset_names(dir_ / "grad.h5", "arrays/gradient"), (Names{"q0"}));
+}
+
+// A PDE sensitivity's table is whole, then the file it wrote (the u(t0) row
+// came after "wrote …").
+TEST_F(FrontTest, PdeSensitivityReportEndsWithTheFileWritten) {
+  const Result r = run("sensitivity " + example("heat2d_kappa.yaml") + " -q -o s.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::size_t row = r.out.find("u(t0) (fields)"), wrote = r.out.find("wrote s.h5 (+ .xmf)");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  ASSERT_NE(wrote, std::string::npos) << r.out;
+  EXPECT_LT(row, wrote) << r.out;
 }
 
 // The ODE settings echo names the noise model: σ per state (the input's

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -71,6 +73,16 @@ Identity identity(const fs::path& p) {
 }
 
 using costate::test::read_status;
+
+/// The lines of `text` without their '\n'.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  for (std::size_t end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(text.substr(at, end - at));
+  if (at < text.size()) lines.push_back(text.substr(at));
+  return lines;
+}
 
 bool has_partial_files(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir))
@@ -218,13 +230,19 @@ TEST_F(OutputFilesTest, TextExtensionsWriteThatFormatOrAreRefusedByName) {
   const Result csv = run("run lv.yaml -q -o out.csv");
   ASSERT_EQ(csv.code, 0) << csv.err;
   const std::string text = slurp(dir_ / "out.csv");
-  EXPECT_EQ(text.substr(0, text.find('\n')), "t,x,y");
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 22);  // header + 21 output times
+  // header + 3 provenance lines + 21 output times
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 25);
+  const std::vector<std::string> lines = lines_of(text);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "t,x,y");
   const Result tsv = run("run lv.yaml -q -o out.tsv");
   ASSERT_EQ(tsv.code, 0) << tsv.err;
-  EXPECT_EQ(slurp(dir_ / "out.tsv").substr(0, 6), "t\tx\ty\n");
+  const std::string tsv_text = slurp(dir_ / "out.tsv");
+  EXPECT_EQ(tsv_text.substr(0, 6), "t\tx\ty\n");
+  // The provenance lines follow the header (the same in both formats).
+  EXPECT_EQ(tsv_text.substr(6, 3), "# c");
   // The first data row is the initial state, exactly.
-  EXPECT_EQ(text.substr(text.find('\n') + 1, 6), "0,1,1\n");
+  EXPECT_EQ(lines[4], "0,1,1");
   for (const char* name : {"out.json", "out.txt", "out.yaml"}) {
     const Result r = run(std::string("run lv.yaml -q -o ") + name);
     EXPECT_EQ(r.code, 1) << r.err;
@@ -232,6 +250,51 @@ TEST_F(OutputFilesTest, TextExtensionsWriteThatFormatOrAreRefusedByName) {
         << r.err;
     EXPECT_FALSE(fs::exists(dir_ / name));
   }
+}
+
+// A table carries what an HDF5 file carries (issue 36, deliver 3): after
+// its header, '# costate <version>' (the version `costate --version` prints),
+// '# command: run' (the HDF5 attribute 'command') and '# settings: ' with the
+// resolved settings of /settings on one line, the data file's noise model
+// included; costate reads the table back as data.
+TEST_F(OutputFilesTest, TablesCarryVersionCommandAndSettingsAndReadBackAsData) {
+  const Result version = run("--version");
+  ASSERT_EQ(version.code, 0) << version.err;
+  std::string v = version.out;
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+  ASSERT_EQ(v.rfind("costate ", 0), 0u) << v;
+  ASSERT_EQ(run("run lv.yaml -q -o truth.csv").code, 0);
+  // The same model against the table it wrote, with a noise model.
+  std::ofstream(dir_ / "back.yaml") << kInput
+                                    << "objective: {data: {file: truth.csv, noise: {x: 0.1, y: 0.2}}}\n";
+  for (const char* name : {"back.csv", "back.tsv"}) {
+    const Result r = run(std::string("run back.yaml -q -o ") + name);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::vector<std::string> lines = lines_of(slurp(dir_ / name));
+    ASSERT_GE(lines.size(), 5u);
+    EXPECT_EQ(lines[1], "# " + v) << name;
+    EXPECT_EQ(lines[2], "# command: run") << name;
+    const std::string& settings = lines[3];
+    EXPECT_EQ(settings.rfind("# settings: {", 0), 0u) << settings;
+    EXPECT_EQ(settings.back(), '}') << settings;
+    for (const char* part : {"integrator: {method: dopri5, rtol: 1e-08, atol: 1e-10",
+                             "parameters: {alpha: 1.5, beta: 1, gamma: 3, delta: 1}",
+                             "noise: {x: 0.10000000000000001, y: 0.20000000000000001}",
+                             "outputs: [0, 0.5, 1, 1.5, 2,"})
+      EXPECT_NE(settings.find(part), std::string::npos) << part << " in " << settings;
+    EXPECT_EQ(lines[4].substr(0, 6), std::string(name).ends_with(".csv") ? "0,1,1" : "0\t1\t1");
+  }
+  // Read back: at the parameters that made the table, the misfit is the
+  // difference of two dopri5 runs at rtol 1e-8 whose steps differ (the
+  // adjoint run steps to the data times): residuals ≲ 1e-6, J ≲ 21·(1e-6/0.1)²
+  // = 2e-9. Another alpha misses the rows by O(0.1..1): J > 10. An ignored
+  // table would give neither (no rows: refused; a shifted row: J ≫ 0).
+  const Result same = run("sensitivity back.yaml -q --json");
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_LT(nlohmann::json::parse(same.out)["objective"].get<double>(), 2e-9) << same.out;
+  const Result other = run("sensitivity back.yaml -q --json --set parameters.alpha=1.6");
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_GT(nlohmann::json::parse(other.out)["objective"].get<double>(), 10.0) << other.out;
 }
 
 }  // namespace

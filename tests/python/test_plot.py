@@ -707,6 +707,64 @@ def test_tables_costate_writes_are_drawn(more_files, petab_run_files, tmp_path):
     ragged.write_text("t,x\n0,1\n1\n")
     r = subprocess.run([CLI, "plot", str(ragged)], env=cli_env(), capture_output=True, text=True)
     assert r.returncode == 1 and "line 3 has 1 columns, the header 2" in r.stderr
+    ragged.write_text("t,x\n# a comment\n0,1\n1\n")  # '#' lines count in the line number
+    r = subprocess.run([CLI, "plot", str(ragged)], env=cli_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "line 4 has 1 columns, the header 2" in r.stderr
+
+
+def test_tables_carry_provenance_and_read_everywhere(tmp_path):
+    """A table costate writes (issue 36, deliver 3): the header, then
+    '# costate <version>' (as `costate --version`), '# command: run' (the
+    HDF5 attribute 'command') and '# settings: ' — the HDF5 file's /settings
+    on one line (YAML flow), noise model included — then the rows. numpy's
+    loadtxt(skiprows=1) and genfromtxt(names=True) read it as before, and
+    `costate plot` draws it."""
+    import yaml
+    example = os.path.join(EXAMPLES, "lotka_volterra_equations.yaml")  # data with noise x 0.1, y 0.2
+    h5, csv, tsv = (str(tmp_path / ("lv." + e)) for e in ("h5", "csv", "tsv"))
+    for out in (h5, csv, tsv):
+        costate("run", example, "-o", out)
+    version = subprocess.run([CLI, "--version"], env=cli_env(), capture_output=True, text=True,
+                             check=True).stdout.strip()
+    with h5py.File(h5) as f:
+        settings = yaml.safe_load(f["settings"][()].decode())
+        t, y = f["time"][()], f["state"][()]
+        assert f.attrs["command"] in ("run", b"run")
+    assert settings["objective"]["data"]["noise"] == {"x": 0.1, "y": 0.2}
+    for path, sep in ((csv, ","), (tsv, "\t")):
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+        assert lines[0] == sep.join(["t", "x", "y"])
+        assert lines[1] == "# " + version and version.startswith("costate ")
+        assert lines[2] == "# command: run"
+        assert lines[3].startswith("# settings: {")
+        mine = yaml.safe_load(lines[3][len("# settings: "):])
+        # The same settings as /settings, but for the output file's name.
+        assert mine.pop("output") == {"file": path} and settings["output"] == {"file": h5}
+        assert mine == {k: v for k, v in settings.items() if k != "output"}
+        assert mine["integrator"]["method"] == "rk4"
+        assert mine["objective"]["data"]["noise"] == {"x": 0.1, "y": 0.2}
+        assert not any(ln.startswith("#") for ln in lines[4:])
+        # numpy, by the calls a header-then-rows table always took: the same
+        # doubles as the HDF5 file (17 significant digits round-trip).
+        data = np.loadtxt(path, delimiter=sep, skiprows=1)
+        np.testing.assert_array_equal(data[:, 0], t)
+        np.testing.assert_array_equal(data[:, 1:], y)
+        named = np.genfromtxt(path, delimiter=sep, names=True)
+        assert named.dtype.names == ("t", "x", "y")
+        np.testing.assert_array_equal(named["y"], y[:, 1])
+        # costate plot draws it: its lines are the table's columns.
+        fig, panels = plot.figure(path)
+        lines_drawn = panels["trajectory"].get_lines()
+        assert [ln.get_label() for ln in lines_drawn] == ["x", "y"]
+        for i, ln in enumerate(lines_drawn):
+            np.testing.assert_array_equal(ln.get_xdata(), t)
+            np.testing.assert_array_equal(ln.get_ydata(), y[:, i])
+        plt.close(fig)
+        png = str(tmp_path / "table.png")
+        subprocess.run([CLI, "plot", path, "-o", png, "--dpi", "40"], check=True, env=cli_env(),
+                       stdout=subprocess.DEVNULL)
+        assert os.path.getsize(png) > 0
 
 
 # ---- files with conditions (issue 33): every condition's trajectory ----

@@ -80,11 +80,13 @@ void write_conditions_hdf5(const std::string& path, const RunConfig& config,
                            const SensitivityOutput* sensitivity = nullptr, const std::string& command = "run");
 
 /// `costate run -o x.csv|x.tsv`: the trajectory as a table — a header
-/// `t,<state>...` and one row per output time, numbers with 17 significant
-/// digits (they read back to the same doubles) — written like the HDF5
-/// files (io/output_file.hpp).
+/// `t,<state>...`, the provenance lines (io::table_provenance: version,
+/// `command`, the settings of /settings on one line), then one row per
+/// output time, numbers with 17 significant digits (they read back to the
+/// same doubles) — written like the HDF5 files (io/output_file.hpp).
 void write_run_table(const std::string& path, const RunConfig& config,
-                     const ode::Solution& solution, char separator);
+                     const ode::Solution& solution, char separator,
+                     const std::string& command = "run");
 
 struct CalibrationReport;
 

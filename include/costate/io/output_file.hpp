@@ -49,4 +49,18 @@ enum class OutputFormat { Hdf5, Csv, Tsv };
 OutputFormat output_format(const std::string& path, const std::string& command,
                            bool tables_allowed);
 
+/// The provenance lines of a table costate writes (.csv, .tsv), each
+/// starting with '#' and ending with '\n':
+///
+///     # costate <version>
+///     # command: <command, as the HDF5 files' attribute 'command'>
+///     # settings: <settings_yaml on one line: YAML flow style>
+///
+/// `settings_yaml` is what the HDF5 writer stores in /settings (e.g.
+/// RunConfig::to_yaml(), noise models included); the one-line form loads as
+/// the same YAML (Python: yaml.safe_load of the text after "# settings: ").
+/// A table puts them right after its header line (docs/cli.md: so that
+/// numpy.loadtxt(..., skiprows=1) and genfromtxt(..., names=True) read it).
+std::string table_provenance(const std::string& command, const std::string& settings_yaml);
+
 }  // namespace costate::io

@@ -77,6 +77,11 @@ class FieldWriter {
   /// Writes replicated values (every rank passes the same values; checked).
   /// Collective.
   void write_array(const std::string& name, std::span<const double> values);
+  /// The same with a name for each entry (`entry_names.size()` ==
+  /// `values.size()`, replicated), as the dataset's attribute `names` — what
+  /// an ODE file's /state and /parameters carry. Collective.
+  void write_array(const std::string& name, std::span<const double> values,
+                   const std::vector<std::string>& entry_names);
   /// Sets a string attribute on the file's root (replicated: every rank
   /// passes the same value), e.g. a calibration's fit_status. Collective.
   void write_attribute(const std::string& name, const std::string& value);
