@@ -199,7 +199,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   if (talk) callbacks.on_epoch = print_epochs(options);
   io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after a step, keep the state
   int signal = 0;
-  callbacks.on_step = stop_on_signal(env, signal);
+  callbacks.on_step = stop_on_signal(env, signal, checkpoint_to(env, path, out, options));
   const io::StochasticCalibration fit =
       io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;

@@ -53,7 +53,7 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   // the flag is all-reduced); the state is written for --resume.
   io::InterruptHandler interrupts;
   int signal = 0;
-  callbacks.on_step = stop_on_signal(env, signal);
+  callbacks.on_step = stop_on_signal(env, signal, checkpoint_to(env, path, out, options));
   const petab::StochasticFit fit = petab::fit_stochastic(problem, options, evaluation, {}, callbacks,
                                                          args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;

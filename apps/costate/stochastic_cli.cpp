@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -78,11 +79,35 @@ std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::S
   };
 }
 
-std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Environment& env, int& signal) {
-  return [&env, &signal](const optimize::StochasticState&) {
+std::function<bool(const optimize::StochasticState&)> stop_on_signal(
+    const Environment& env, int& signal, std::function<void(const optimize::StochasticState&)> checkpoint) {
+  auto last = std::chrono::steady_clock::now();
+  return [&env, &signal, checkpoint = std::move(checkpoint), last](const optimize::StochasticState& st) mutable {
     signal = io::InterruptHandler::pending();
     if (env.size() > 1) MPI_Allreduce(MPI_IN_PLACE, &signal, 1, MPI_INT, MPI_MAX, env.comm());
+    // (a stopped fit writes its state anyway: stop_interrupted)
+    if (signal == 0 && checkpoint) {
+      const auto now = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(now - last).count() >= kCheckpointSeconds) {
+        checkpoint(st);
+        last = std::chrono::steady_clock::now();
+      }
+    }
     return signal == 0;
+  };
+}
+
+std::function<void(const optimize::StochasticState&)> checkpoint_to(const Environment& env, const std::string& input,
+                                                                    const std::string& out,
+                                                                    const optimize::StochasticOptions& options) {
+  if (!env.is_root() || !out.ends_with(".h5")) return {};
+  return [input, out, options, warned = false](const optimize::StochasticState& st) mutable {
+    try {
+      petab::write_stochastic_state_hdf5(out, input, options, st);
+    } catch (const Error& e) {
+      if (!warned) std::cerr << "costate: warning: the fit's checkpoint was not written: " << e.what() << "\n";
+      warned = true;
+    }
   };
 }
 

@@ -1,6 +1,7 @@
 // `costate calibrate problem.yaml --optimizer adamw …` on a PEtab benchmark
 // problem: the JSON's epochs, simulation count and status, the HDF5 file,
-// the same numbers for any --physical-batch, and bad flags refused by name.
+// the same numbers for any --physical-batch, a fit stopped by SIGTERM or
+// killed by SIGKILL resumed to the same bits, and bad flags refused by name.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -107,6 +108,34 @@ TEST(PetabStochasticCli, AFitStoppedBySigtermResumesToTheSameBits) {
                                "--validation-split 0.2 --json -q --resume part2.h5");
   EXPECT_NE(other.code, 0);
   EXPECT_NE(other.err.find("settings differ"), std::string::npos) << other.err;
+}
+
+TEST(PetabStochasticCli, AFitKilledBySigkillResumesFromItsCheckpointToTheSameBits) {
+  // A SIGKILL gives no chance to stop: what resumes is the checkpoint the
+  // running fit writes to -o's .h5 file about once a second
+  // (docs/stochastic_fit.md). Before checkpoints, the killed fit left no
+  // file. ~10 s uninterrupted here, killed after its first checkpoint.
+  COSTATE_REQUIRE_PETAB(kFujita);
+  const std::string flags = "--optimizer adam --epochs 30 --batch 1 --learning-rate 0.01 --validation-split 0.2 --json -q";
+  const auto whole = calibrate(flags);
+  ASSERT_EQ(whole.code, 2) << whole.err;  // epochs only: not converged
+  const fs::path yaml = costate::test::petab_problem_yaml(costate::test::petab_dir() / kFujita);
+  fs::remove(work_dir() / "killed.h5");
+  {
+    std::ofstream script(work_dir() / "kill.sh");
+    script << "'" << COSTATE_EXE << "' calibrate '" << yaml.string() << "' " << flags
+           << " -o killed.h5 > /dev/null 2> kill.err &\npid=$!\n"
+              "i=0; while [ ! -e killed.h5 ] && kill -0 $pid 2> /dev/null && [ $i -lt 6000 ]; do sleep 0.1; i=$((i+1)); done\n"
+              "kill -KILL $pid\nwait $pid\necho $?\n";
+  }
+  const auto r = costate::test::run_command(work_dir(), "/bin/sh", "kill.sh");
+  ASSERT_NE(r.out.find("137"), std::string::npos) << "not killed inside the fit (" << whole.seconds << " s uninterrupted): "
+                                                  << r.out << costate::test::slurp(work_dir() / "kill.err");
+  ASSERT_TRUE(fs::exists(work_dir() / "killed.h5"));
+  const auto resumed = calibrate(flags + " --resume killed.h5");
+  ASSERT_EQ(resumed.code, 2) << resumed.err;
+  const Json j = json_of(whole), k = json_of(resumed);
+  for (const char* key : {"llh", "objective", "parameters", "simulations", "steps", "epochs"}) EXPECT_EQ(k[key], j[key]) << key;
 }
 
 TEST(PetabStochasticCli, RefusesBadFlagsByName) {
