@@ -556,6 +556,8 @@ py::dict Problem::fit_conditions(const py::object& callback, const py::dict& kw)
   d["names"] = f.names;
   d["initial"] = array(f.initial);
   d["values"] = array(f.values);
+  // at a converged full-batch finish (finish_iterations), else None
+  d["standard_errors"] = f.standard_errors.empty() ? py::object(py::none()) : py::object(array(f.standard_errors));
   d["conditions"] = io::condition_count(cfg_);
   return d;
 }

@@ -222,6 +222,11 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   j["parameters"] = values;        // natural values
   j["optimizer_variables"] = scaled;  // q: log for log-scale quantities
+  if (!fit.standard_errors.empty()) {  // at a converged full-batch finish
+    Json errors = Json::object();
+    for (std::size_t a = 0; a < fit.names.size(); ++a) errors[fit.names[a]] = json_number(fit.standard_errors[a]);
+    j["standard_errors"] = errors;
+  }
   j["conditions"] = io::condition_count(cfg);
   add_stochastic_json(j, r, options);
   j["warnings"] = warnings;
@@ -233,6 +238,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
     as_written.initial = fit.initial;
     as_written.result = r;
     as_written.llh = std::numeric_limits<double>::quiet_NaN();
+    as_written.standard_errors = fit.standard_errors;
     // The settings as run (the command line's options in the file's
     // calibration.optimizer): they load back as an input file.
     io::RunConfig as_run = cfg;
@@ -248,8 +254,11 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   std::cout << std::setprecision(12) << "objective " << r.objective << " (" << r.termination << ", "
             << r.epochs.size() << " epochs, " << r.steps << " steps, " << r.simulations
             << " condition simulations, " << r.rescues << " rescues)\nfitted:\n";
-  for (std::size_t a = 0; a < fit.names.size(); ++a)
-    std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a] << "\n";
+  for (std::size_t a = 0; a < fit.names.size(); ++a) {
+    std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a];
+    if (!fit.standard_errors.empty()) std::cout << " ± " << fit.standard_errors[a];
+    std::cout << "\n";
+  }
   print_stochastic_tail(r, options, verdict, finite, "objective", out, warnings);
   return status;
 }

@@ -356,7 +356,8 @@ def fit(loss, n_conditions=None, x0=None, lower=None, upper=None, callback=None,
     file's calibration.optimizer settings, the keywords over them. Returns
     what is listed below plus names, initial (the start on the optimiser's
     scale, log for log-transformed quantities), values (natural values
-    at x) and values_dict, conditions.
+    at x) and values_dict, conditions, standard_errors (of values, when a
+    full-batch finish — finish_iterations — converged; else None).
 
     ``loss(c, x)``
     returns ``(value, gradient)`` for condition ``c`` (a failed simulation:

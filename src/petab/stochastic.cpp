@@ -295,6 +295,7 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
   const std::size_t n = fit.ids.size(), ne = r.epochs.size();
   write_doubles(group.id, g, "x", r.x, n, 0, path);
   write_doubles(group.id, g, "initial", fit.initial, n, 0, path);
+  if (!fit.standard_errors.empty()) write_doubles(group.id, g, "standard_errors", fit.standard_errors, n, 0, path);
   write_doubles(group.id, g, "objective", {r.objective}, 1, 0, path);
   write_doubles(group.id, g, "llh", {fit.llh}, 1, 0, path);
   write_doubles(group.id, g, "steps", {static_cast<double>(r.steps)}, 1, 0, path);

@@ -3,10 +3,12 @@
 // or killed by SIGKILL with no chance to stop (resumed from the checkpoint
 // the running fit writes about once a second), continues with --resume to
 // the uninterrupted fit's bits; a condition whose simulation blows up at
-// some parameters is rescued, not fatal, and counted; bad settings are
-// refused by name.
+// some parameters is rescued, not fatal, and counted; a converged
+// full-batch finish reports standard errors; bad settings are refused by
+// name.
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,6 +180,47 @@ TEST_F(StochasticFitCli, AConditionThatBlowsUpIsRescuedAndCounted) {
   EXPECT_NE(text.err.find("epoch 4/60: "), std::string::npos) << text.err;
   EXPECT_NE(text.err.find(" rescues\n"), std::string::npos) << text.err;
   EXPECT_NE(text.out.find(", " + std::to_string(rescues) + " rescues)"), std::string::npos) << text.out;
+}
+
+TEST_F(StochasticFitCli, AConvergedFullBatchFinishReportsTheStandardErrors) {
+  // The finish ends at the full-batch optimum, so its standard errors are
+  // the TAO calibration's (same formula, same point up to the two fits'
+  // gradient tolerances: finish_gatol 1e-3, the file's gatol 1e-8; measured
+  // 1e-11 relative apart; 1e-6 allows the finish a looser stop).
+  const auto tao = calibrate("--json -q");
+  ASSERT_EQ(tao.code, 0) << tao.err;
+  const Json t = Json::parse(tao.out);
+  const std::string flags = "--optimizer adamw --epochs 40 --batch 2 --learning-rate 0.05 --seed 3";
+  const auto r = calibrate(flags + " --finish 50 --json -q -o fit.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_TRUE(j.contains("standard_errors")) << r.out;
+  std::vector<double> written(3);
+  {
+    const hid_t f = H5Fopen((dir_ / "fit.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t d = H5Dopen2(f, "/stochastic/standard_errors", H5P_DEFAULT);
+    ASSERT_GE(d, 0) << "no /stochastic/standard_errors";
+    EXPECT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, written.data()), 0);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  std::size_t a = 0;
+  for (const char* name : {"k", "m", "k_i"}) {
+    const double se = j["standard_errors"][name].get<double>(), expected = t["standard_errors"][name].get<double>();
+    EXPECT_NEAR(se, expected, 1e-6 * expected) << name;
+    EXPECT_EQ(written[a++], se) << name;  // the file holds the JSON's numbers
+    EXPECT_NEAR(j["parameters"][name].get<double>(), t["parameters"][name].get<double>(),
+                1e-6 * t["parameters"][name].get<double>())
+        << name;
+  }
+  // Text: value ± standard error.
+  const auto text = calibrate(flags + " --finish 50");
+  EXPECT_NE(text.out.find(" ± "), std::string::npos) << text.out;
+  // Epochs alone end at no converged optimum: no standard errors.
+  const auto epochs = calibrate(flags + " --json -q");
+  ASSERT_EQ(epochs.code, 2) << epochs.err;
+  EXPECT_FALSE(Json::parse(epochs.out).contains("standard_errors")) << epochs.out;
 }
 
 TEST_F(StochasticFitCli, BadSettingsAreRefusedByName) {

@@ -143,6 +143,20 @@ def test_fit_over_conditions_reaches_the_full_batch_optimum():
     assert full.objective - 1e-9 * full.objective <= f.objective <= full.objective + kSameObjective
 
 
+def test_a_converged_finish_gives_the_command_lines_standard_errors():
+    """With a full-batch finish that converges, costate.fit reports the
+    standard errors of the fitted values — the command line's bits (the JSON
+    keeps 17 digits); without a finish, None."""
+    from cli_support import cli_json
+    args = dict(optimizer="adamw", epochs=40, batch=2, learning_rate=0.05, seed=3)
+    f = costate.fit(DECAY, finish_iterations=50, **args)
+    j = cli_json("calibrate", DECAY, "--optimizer", "adamw", "--epochs", "40", "--batch", "2",
+                 "--learning-rate", "0.05", "--seed", "3", "--finish", "50")
+    assert j["status"] == "ok"
+    assert dict(zip(f.names, f.standard_errors.tolist())) == j["standard_errors"]
+    assert costate.fit(DECAY, **args).standard_errors is None
+
+
 def test_fit_over_conditions_refuses_what_the_file_brings():
     p = costate.load(DECAY)
     with pytest.raises(TypeError, match="brings its conditions, start and bounds"):
