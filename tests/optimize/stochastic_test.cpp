@@ -129,6 +129,72 @@ TEST(StochasticFit, SgdWithMomentumFollowsItsRecurrence) {
   EXPECT_NEAR(r.x[1], x2[1], 1e-14);
 }
 
+TEST(StochasticFit, WeightDecayAndClippingFollowTheirFormulas) {
+  // One full-batch step from x₀ with the batch mean gradient g (by hand):
+  //   AdamW: x₁ = x₀ − η g/(|g| + ε) − η λ x₀    (decoupled)
+  //   Adam:  g' = g + λ x₀, x₁ = x₀ − η g'/(|g'| + ε)   (L2)
+  //   SGD:   x₁ = x₀ − η (g + λ x₀);  clipped: g ← g · c/‖g‖ when ‖g‖ > c.
+  // Tolerance 1e-15 absolute: the same operations, the mean's sum rounded
+  // in another order (|x| ≤ 2).
+  const Line line(6);
+  const std::vector<double> x0{1.5, -0.5};
+  std::vector<double> g(2), gi(2);
+  for (std::size_t c = 0; c < 6; ++c) {
+    line.dataset().condition(c, x0, gi);
+    g[0] += gi[0] / 6;
+    g[1] += gi[1] / 6;
+  }
+  const double eta = 0.1, lambda = 0.3, eps = 1e-8;
+  const auto step = [&](opt::StochasticOptions o) {
+    o.epochs = 1;
+    o.learning_rate = eta;
+    o.final_objective = false;
+    return opt::fit(line.dataset(), x0, kFree2, kFree2Up, o).x;
+  };
+  const auto adamw = step({.method = opt::StochasticMethod::AdamW, .weight_decay = lambda});
+  const auto adam = step({.method = opt::StochasticMethod::Adam, .weight_decay = lambda});
+  const auto sgd = step({.method = opt::StochasticMethod::Sgd, .weight_decay = lambda});
+  const double norm = std::hypot(g[0], g[1]), clip = 0.25 * norm;
+  const auto clipped = step({.method = opt::StochasticMethod::Sgd, .clip_norm = clip});
+  for (int j = 0; j < 2; ++j) {
+    SCOPED_TRACE(j);
+    EXPECT_NEAR(adamw[j], x0[j] - eta * g[j] / (std::abs(g[j]) + eps) - eta * lambda * x0[j], 1e-15);
+    const double gl = g[j] + lambda * x0[j];
+    EXPECT_NEAR(adam[j], x0[j] - eta * gl / (std::abs(gl) + eps), 1e-15);
+    EXPECT_NEAR(sgd[j], x0[j] - eta * (g[j] + lambda * x0[j]), 1e-15);
+    EXPECT_NEAR(clipped[j], x0[j] - eta * g[j] * clip / norm, 1e-15);
+  }
+  // The decoupled and the L2 decay are different updates here.
+  EXPECT_GT(std::abs(adamw[0] - adam[0]), 1e-3);
+}
+
+TEST(StochasticFit, StepScheduleAndWarmUpSetEachStepsLearningRate) {
+  // Full batch: one step per epoch, so epoch e's record holds step e's rate.
+  //   step:    η γ^⌊e / step_epochs⌋
+  //   warm-up: η min(1, (t+1)/warmup_steps) on top of the schedule.
+  const Line line(4);
+  const double eta = 0.2;
+  const auto rates = [&](opt::StochasticOptions o) {
+    o.epochs = 7;
+    o.learning_rate = eta;
+    std::vector<double> r;
+    for (const auto& e : opt::fit(line.dataset(), std::vector<double>{0.0, 0.0}, kFree2, kFree2Up, o).epochs)
+      r.push_back(e.learning_rate);
+    return r;
+  };
+  EXPECT_EQ(rates({.schedule = opt::LearningRateSchedule::Step, .step_epochs = 2, .gamma = 0.5}),
+            (std::vector<double>{eta, eta, eta * 0.5, eta * 0.5, eta * 0.25, eta * 0.25, eta * 0.125}));
+  EXPECT_EQ(rates({.warmup_steps = 4}),
+            (std::vector<double>{eta * 1.0 / 4.0, eta * 2.0 / 4.0, eta * 3.0 / 4.0, eta, eta, eta, eta}));
+  // Cosine over the fit's 7 steps to η_min, warmed up over the first 2.
+  const auto cosine = rates({.schedule = opt::LearningRateSchedule::Cosine, .min_learning_rate = 0.02,
+                             .warmup_steps = 2});
+  for (int t = 0; t < 7; ++t) {
+    const double c = 0.02 + (eta - 0.02) * 0.5 * (1.0 + std::cos(std::numbers::pi * t / 7.0));
+    EXPECT_DOUBLE_EQ(cosine[static_cast<std::size_t>(t)], c * std::min(1.0, (t + 1) / 2.0)) << "step " << t;
+  }
+}
+
 TEST(StochasticFit, ReachesTheLeastSquaresLineWithMiniBatches) {
   const Line line(200);
   const auto [x0, x1] = line.optimum();
