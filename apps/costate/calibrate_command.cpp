@@ -197,6 +197,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   optimize::StochasticCallbacks callbacks;
   if (talk) callbacks.on_epoch = print_epochs(options);
+  if (env.is_root() && !args.quiet) callbacks.on_restart = print_restarts(options);
   io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after a step, keep the state
   int signal = 0;
   callbacks.on_step = stop_on_signal(env, signal, checkpoint_to(env, path, out, options));
@@ -253,7 +254,8 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   std::cout << std::setprecision(12) << "objective " << r.objective << " (" << r.termination << ", "
             << r.epochs.size() << " epochs, " << r.steps << " steps, " << r.simulations
-            << " condition simulations, " << r.rescues << " rescues)\nfitted:\n";
+            << " condition simulations, " << r.rescues << " rescues, " << r.restarts
+              << " restarts)\nfitted:\n";
   for (std::size_t a = 0; a < fit.names.size(); ++a) {
     std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a];
     if (!fit.standard_errors.empty()) std::cout << " ± " << fit.standard_errors[a];

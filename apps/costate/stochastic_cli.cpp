@@ -75,7 +75,18 @@ std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::S
     if (!std::isnan(e.validation_loss)) std::cerr << ", validation " << e.validation_loss;
     std::cerr << ", learning rate " << e.learning_rate << ", " << e.simulations << " simulations";
     if (e.rescues > 0) std::cerr << ", " << e.rescues << " rescues";
+    if (e.restarts > 0) std::cerr << ", " << e.restarts << " restarts";
     std::cerr << std::endl;
+  };
+}
+
+std::function<void(const optimize::StochasticState&)> print_restarts(const optimize::StochasticOptions& options) {
+  return [options](const optimize::StochasticState& st) {
+    std::cerr << "costate: warning: restart " << st.restarts << "/" << options.max_restarts << " in epoch "
+              << st.epoch + 1 << " after step " << st.step << ": the batch failed after " << options.max_rescues
+              << " rescues; back to the last accepted parameters, the optimizer's moments reset, the batch "
+                 "skipped, the learning rate now × 2^-"
+              << st.restarts << std::endl;
   };
 }
 
@@ -141,6 +152,7 @@ void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticRe
   j["simulations"] = r.simulations;
   j["steps"] = r.steps;
   j["rescues"] = r.rescues;
+  j["restarts"] = r.restarts;
   if (options.finish_iterations > 0) {
     j["finish_termination"] = r.finish_termination;
     j["finish_converged"] = r.finish_converged;
@@ -159,6 +171,7 @@ void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticRe
     row["steps"] = e.steps;
     row["simulations"] = e.simulations;
     row["rescues"] = e.rescues;
+    row["restarts"] = e.restarts;
     epochs.push_back(row);
   }
   j["epochs"] = epochs;

@@ -28,6 +28,9 @@ optimize::StochasticOptions stochastic_options(const CommandArgs& args, optimize
 /// The progress line printed after every epoch (stderr).
 std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::StochasticOptions& options);
 
+/// on_restart: a warning line (stderr) for each restart of the fit.
+std::function<void(const optimize::StochasticState&)> print_restarts(const optimize::StochasticOptions& options);
+
 /// on_step: false once SIGINT/SIGTERM arrived (all-reduced over the ranks,
 /// so every rank stops at the same step); the signal is kept in `signal`.
 /// With `checkpoint`, also calls it (with the state after the step) when
@@ -53,7 +56,7 @@ std::function<void(const optimize::StochasticState&)> checkpoint_to(const Enviro
 
 /// The fit's counters, termination and history ("epochs": epoch,
 /// train_loss, train_loss_stderr, validation_loss, learning_rate, steps,
-/// simulations, rescues; non-finite numbers as null) added to `j`.
+/// simulations, rescues, restarts; non-finite numbers as null) added to `j`.
 void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticResult& r,
                          const optimize::StochasticOptions& options);
 
