@@ -4,9 +4,11 @@
 // killed by SIGKILL resumed to the same bits, and bad flags refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <numbers>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -136,6 +138,53 @@ TEST(PetabStochasticCli, AFitKilledBySigkillResumesFromItsCheckpointToTheSameBit
   ASSERT_EQ(resumed.code, 2) << resumed.err;
   const Json j = json_of(whole), k = json_of(resumed);
   for (const char* key : {"llh", "objective", "parameters", "simulations", "steps", "epochs"}) EXPECT_EQ(k[key], j[key]) << key;
+}
+
+TEST(PetabStochasticCli, TakesTheInputFilesOptimizerKeysThroughSet) {
+  COSTATE_REQUIRE_PETAB(kFujita);
+  // A cosine schedule from --set: 4 epochs × 3 steps (batch 2 of 6
+  // experiments), T = 12 steps; epoch e reports η of its last step t = 3e − 1:
+  //   η_t = η_min + (η − η_min)(1 + cos(π t / T))/2.
+  constexpr double kEta = 0.02, kEtaMin = 0.001;
+  const std::string flags = "--optimizer adam --epochs 4 --batch 2 --learning-rate 0.02 --seed 1 --json -q";
+  const auto r = calibrate(flags + " --set calibration.optimizer.schedule=cosine"
+                                   " --set calibration.optimizer.min_learning_rate=0.001 -o cosine.h5");
+  ASSERT_EQ(r.code, 2) << r.err;  // epochs only: not converged
+  const Json j = json_of(r);
+  ASSERT_EQ(j["epochs"].size(), 4u);
+  for (int e = 1; e <= 4; ++e) {
+    const double f = (3.0 * e - 1.0) / 12.0;
+    const double expect = kEtaMin + (kEta - kEtaMin) * 0.5 * (1.0 + std::cos(std::numbers::pi * f));
+    // (the formula as written; the JSON's 17 digits give the double back,
+    // so within 4 ulp: only the order of the operations may differ)
+    EXPECT_DOUBLE_EQ(j["epochs"][e - 1]["learning_rate"].get<double>(), expect) << "epoch " << e;
+  }
+  // Without the --set the rate stays constant: the keys did change the fit.
+  const auto plain = calibrate(flags);
+  ASSERT_EQ(plain.code, 2) << plain.err;
+  EXPECT_EQ(json_of(plain)["epochs"][3]["learning_rate"].get<double>(), kEta);
+  EXPECT_NE(json_of(plain)["llh"], j["llh"]);
+  // The settings run are in the output file's provenance.
+  std::ifstream file(work_dir() / "cosine.h5", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("schedule: cosine"), std::string::npos);
+  EXPECT_NE(bytes.find("min_learning_rate: 0.001"), std::string::npos);
+  // The rescue and restart limits are keys too: read, validated, and a bad
+  // key refused by name with the nearest valid one, as for input files.
+  const auto limits = calibrate(flags + " --set calibration.optimizer.max_rescues=2"
+                                        " --set calibration.optimizer.max_restarts=0");
+  EXPECT_EQ(limits.code, 2) << limits.err;
+  const auto refused = [](const std::string& flags, const std::string& words) {
+    const auto r = calibrate(flags);
+    EXPECT_NE(r.code, 0) << flags;
+    EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
+  };
+  refused("--optimizer adam --set calibration.optimizer.schedul=cosine", "schedul");
+  refused("--optimizer adam --set calibration.optimizer.schedul=cosine", "did you mean 'schedule'");
+  refused("--optimizer adam --set calibration.optimizer.schedule=linear", "valid schedules: constant, step, cosine");
+  refused("--optimizer adam --set calibration.optimizer.max_restarts=-1", "max_restarts");
+  refused("--set calibration.optimizer.schedule=cosine", "use it with `costate calibrate --optimizer adamw|adam|sgd`");
+  refused("--optimizer adam --set calibration.parameters.k=1", "unknown key 'calibration.parameters'");
 }
 
 TEST(PetabStochasticCli, RefusesBadFlagsByName) {
