@@ -34,6 +34,13 @@ costate::test::CommandResult calibrate(const std::string& flags) {
 
 Json json_of(const costate::test::CommandResult& r) { return Json::parse(r.out.substr(r.out.find('{'))); }
 
+/// The command fails and its stderr holds `words`.
+void refused(const std::string& flags, const std::string& words) {
+  const auto r = calibrate(flags);
+  EXPECT_NE(r.code, 0) << flags;
+  EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
+}
+
 TEST(PetabStochasticCli, FitsByEpochsAndReportsThem) {
   COSTATE_REQUIRE_PETAB(kFujita);
   const auto r = calibrate("--optimizer adamw --epochs 3 --batch 2 --learning-rate 0.02 --json -q -o fit.h5");
@@ -174,11 +181,6 @@ TEST(PetabStochasticCli, TakesTheInputFilesOptimizerKeysThroughSet) {
   const auto limits = calibrate(flags + " --set calibration.optimizer.max_rescues=2"
                                         " --set calibration.optimizer.max_restarts=0");
   EXPECT_EQ(limits.code, 2) << limits.err;
-  const auto refused = [](const std::string& flags, const std::string& words) {
-    const auto r = calibrate(flags);
-    EXPECT_NE(r.code, 0) << flags;
-    EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
-  };
   refused("--optimizer adam --set calibration.optimizer.schedul=cosine", "schedul");
   refused("--optimizer adam --set calibration.optimizer.schedul=cosine", "did you mean 'schedule'");
   refused("--optimizer adam --set calibration.optimizer.schedule=linear", "valid schedules: constant, step, cosine");
@@ -189,11 +191,6 @@ TEST(PetabStochasticCli, TakesTheInputFilesOptimizerKeysThroughSet) {
 
 TEST(PetabStochasticCli, RefusesBadFlagsByName) {
   COSTATE_REQUIRE_PETAB(kFujita);
-  const auto refused = [](const std::string& flags, const std::string& words) {
-    const auto r = calibrate(flags);
-    EXPECT_NE(r.code, 0) << flags;
-    EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
-  };
   refused("--epochs 3", "add --optimizer adamw, adam or sgd");
   refused("--finish 5", "add --optimizer adamw, adam or sgd");
   refused("--optimizer adam --finish -2", "--finish -2: expected ≥ 0 iterations");
