@@ -392,7 +392,8 @@ int benchmark(const S& study, const Settings& set) {
                  }
                  return !abandon;
                },
-               .on_epoch = {}});
+               .on_epoch = {},
+               .on_restart = {}});
           if (!abandon) break;
           spent += fit.simulations;
         }

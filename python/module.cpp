@@ -443,6 +443,7 @@ costate::optimize::StochasticOptions stochastic_options(const py::dict& kw,
     else if (key == "patience") o.patience = py::cast<int>(value);
     else if (key == "seed") o.seed = py::cast<std::uint64_t>(value);
     else if (key == "max_rescues") o.max_rescues = py::cast<int>(value);
+    else if (key == "max_restarts") o.max_restarts = py::cast<int>(value);
     else if (key == "finish_iterations") o.finish_iterations = py::cast<int>(value);
     else if (key == "finish_gatol") o.finish_gatol = py::cast<double>(value);
     else
@@ -450,7 +451,7 @@ costate::optimize::StochasticOptions stochastic_options(const py::dict& kw,
                            "'; valid: optimizer, epochs, batch, batch_growth, physical_batch, learning_rate, schedule, "
                            "step_epochs, gamma, min_learning_rate, warmup_steps, beta1, beta2, epsilon, "
                            "weight_decay, momentum, clip_norm, validation_split, patience, seed, "
-                           "max_rescues, finish_iterations, finish_gatol, average_epochs");
+                           "max_rescues, max_restarts, finish_iterations, finish_gatol, average_epochs");
   }
   return o;
 }
@@ -466,6 +467,7 @@ py::dict epoch_dict(const costate::optimize::EpochRecord& e) {
   row["steps"] = e.steps;
   row["simulations"] = e.simulations;
   row["rescues"] = e.rescues;
+  row["restarts"] = e.restarts;
   return row;
 }
 
@@ -478,6 +480,7 @@ py::dict stochastic_result(const costate::optimize::StochasticResult& r) {
   d["steps"] = r.steps;
   d["simulations"] = r.simulations;
   d["rescues"] = r.rescues;
+  d["restarts"] = r.restarts;
   d["training"] = r.training;
   d["validation"] = r.validation;
   d["finish_termination"] = r.finish_termination;
@@ -556,6 +559,8 @@ py::dict Problem::fit_conditions(const py::object& callback, const py::dict& kw)
   d["names"] = f.names;
   d["initial"] = array(f.initial);
   d["values"] = array(f.values);
+  // at a converged full-batch finish (finish_iterations), else None
+  d["standard_errors"] = f.standard_errors.empty() ? py::object(py::none()) : py::object(array(f.standard_errors));
   d["conditions"] = io::condition_count(cfg_);
   return d;
 }

@@ -197,9 +197,10 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   optimize::StochasticCallbacks callbacks;
   if (talk) callbacks.on_epoch = print_epochs(options);
+  if (env.is_root() && !args.quiet) callbacks.on_restart = print_restarts(options);
   io::InterruptHandler interrupts;  // SIGINT/SIGTERM: stop after a step, keep the state
   int signal = 0;
-  callbacks.on_step = stop_on_signal(env, signal);
+  callbacks.on_step = stop_on_signal(env, signal, checkpoint_to(env, path, out, options));
   const io::StochasticCalibration fit =
       io::calibrate_stochastic(cfg, options, callbacks, args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
@@ -222,6 +223,11 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   j["parameters"] = values;        // natural values
   j["optimizer_variables"] = scaled;  // q: log for log-scale quantities
+  if (!fit.standard_errors.empty()) {  // at a converged full-batch finish
+    Json errors = Json::object();
+    for (std::size_t a = 0; a < fit.names.size(); ++a) errors[fit.names[a]] = json_number(fit.standard_errors[a]);
+    j["standard_errors"] = errors;
+  }
   j["conditions"] = io::condition_count(cfg);
   add_stochastic_json(j, r, options);
   j["warnings"] = warnings;
@@ -233,6 +239,7 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
     as_written.initial = fit.initial;
     as_written.result = r;
     as_written.llh = std::numeric_limits<double>::quiet_NaN();
+    as_written.standard_errors = fit.standard_errors;
     // The settings as run (the command line's options in the file's
     // calibration.optimizer): they load back as an input file.
     io::RunConfig as_run = cfg;
@@ -247,9 +254,13 @@ int calibrate_stochastic(const Environment& env, const CommandArgs& args, const 
   }
   std::cout << std::setprecision(12) << "objective " << r.objective << " (" << r.termination << ", "
             << r.epochs.size() << " epochs, " << r.steps << " steps, " << r.simulations
-            << " condition simulations, " << r.rescues << " rescues)\nfitted:\n";
-  for (std::size_t a = 0; a < fit.names.size(); ++a)
-    std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a] << "\n";
+            << " condition simulations, " << r.rescues << " rescues, " << r.restarts
+              << " restarts)\nfitted:\n";
+  for (std::size_t a = 0; a < fit.names.size(); ++a) {
+    std::cout << "  " << std::left << std::setw(20) << fit.names[a] << std::right << fit.values[a];
+    if (!fit.standard_errors.empty()) std::cout << " ± " << fit.standard_errors[a];
+    std::cout << "\n";
+  }
   print_stochastic_tail(r, options, verdict, finite, "objective", out, warnings);
   return status;
 }

@@ -40,20 +40,35 @@ namespace {
 /// parameters, time, objective) comes from the PEtab tables, so only
 /// integrator.* and sensitivity.* are taken (sensitivity.wrt is not: the
 /// gradient is over the parameter table's estimated parameters).
+/// calibration.optimizer.* is a stochastic fit's (petab_optimizer_sets), so
+/// skipped here — and refused without --optimizer adamw|adam|sgd.
 petab::Options options_of(const CommandArgs& args) {
   petab::Options options;
   if (args.sets.empty()) return options;
-  const std::vector<std::string> sections{"integrator", "sensitivity"};
+  const std::vector<std::string> sections{"integrator", "sensitivity", "calibration"};
   bool sensitivity = false;
+  std::vector<std::string> sets;
   for (const std::string& text : args.sets) {
     const std::string key = text.substr(0, text.find('='));
     const std::string head = key.substr(0, key.find('.'));
+    if (head == "calibration") {
+      if (!key.starts_with("calibration.optimizer."))
+        throw Error(args.input + ": --set " + text +
+                    ": a PEtab problem takes only calibration.optimizer.* (a stochastic fit's settings); its "
+                    "parameters, data and noise come from the PEtab tables");
+      if (args.optimizer.empty() || args.optimizer == "tao")
+        throw Error(args.input + ": --set " + text +
+                    ": calibration.optimizer.* sets a stochastic fit of a PEtab problem: use it with "
+                    "`costate calibrate --optimizer adamw|adam|sgd`");
+      continue;
+    }
+    sets.push_back(text);
     if (std::find(sections.begin(), sections.end(), head) == sections.end()) {
       std::string msg = args.input + ": --set " + text + ": unknown key '" + head + "' for a PEtab problem";
       const std::string near = io::nearest(head, sections);
       if (!near.empty()) msg += "; did you mean '" + near + "'?";
-      throw Error(msg + " Valid keys: integrator.*, sensitivity.* (the model, parameters, data and "
-                        "noise come from the PEtab tables)");
+      throw Error(msg + " Valid keys: integrator.*, sensitivity.*, calibration.optimizer.* (with --optimizer "
+                        "adamw|adam|sgd; the model, parameters, data and noise come from the PEtab tables)");
     }
     if (key == "sensitivity.wrt" || key.starts_with("sensitivity.wrt."))
       throw Error(args.input + ": --set " + text +
@@ -61,6 +76,7 @@ petab::Options options_of(const CommandArgs& args) {
                   "table's estimated parameters)");
     sensitivity = sensitivity || head == "sensitivity";
   }
+  if (sets.empty()) return options;
   const petab::Options defaults;
   std::ostringstream base;
   base.precision(17);
@@ -69,7 +85,7 @@ petab::Options options_of(const CommandArgs& args) {
        << "integrator: {method: " << ode::to_string(defaults.integrator.method)
        << ", rtol: " << defaults.integrator.rtol << ", atol: " << defaults.integrator.atol << "}\n"
        << "sensitivity: {method: cvodes_adjoint}\n";
-  const io::RunConfig cfg = io::load_run_config_text(base.str(), "the PEtab defaults", args.sets);
+  const io::RunConfig cfg = io::load_run_config_text(base.str(), "the PEtab defaults", sets);
   if (!cfg.integrator.atol_per_state.empty())
     throw Error(args.input + ": --set integrator.atol: a number for a PEtab problem (one absolute "
                              "tolerance for every state; per-state values are for input files)");
@@ -294,6 +310,13 @@ io::FileGradientCheck petab_gradient_check(const Environment& env, const Command
 }
 
 petab::Options petab_options(const CommandArgs& args) { return options_of(args); }
+
+std::vector<std::string> petab_optimizer_sets(const CommandArgs& args) {
+  std::vector<std::string> out;
+  for (const std::string& text : args.sets)
+    if (text.starts_with("calibration.")) out.push_back(text);
+  return out;
+}
 
 int petab_calibrate(const Environment& env, const CommandArgs& args) {
   const std::string& path = args.input;

@@ -25,6 +25,10 @@ namespace costate::cli {
 /// (the defaults without --set); other keys refused by name.
 petab::Options petab_options(const CommandArgs& args);
 
+/// The command's `--set calibration.*` overrides (a stochastic fit's
+/// settings: io::stochastic_options_from_overrides reads them).
+std::vector<std::string> petab_optimizer_sets(const CommandArgs& args);
+
 /// True when `path` is a PEtab problem file (a YAML map with format_version
 /// and problems) rather than a costate input file.
 bool is_petab_input(const std::string& path);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costate/core/error.hpp"
+#include "costate/io/input.hpp"
 #include "costate/io/output_file.hpp"
 #include "costate/io/resume.hpp"
 #include "costate/ode/options.hpp"
@@ -24,7 +25,10 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   if (args.starts >= 0 || !args.sampling.empty())
     throw Error(path + ": --starts and --sampling are for TAO's multistart; a stochastic fit (--optimizer " +
                 args.optimizer + ") starts at the nominal values");
-  const optimize::StochasticOptions options = stochastic_options(args, {}, "experiments");
+  // --set calibration.optimizer.<key>=value, read as an input file's
+  // calibration.optimizer is; the command line's flags over them.
+  const optimize::StochasticOptions options = stochastic_options(
+      args, io::stochastic_options_from_overrides("adamw", petab_optimizer_sets(args), path), "experiments");
   // -o, or the file resumed from: where the result (or, when interrupted,
   // the state) goes.
   const std::string out = !args.output.empty() ? args.output : args.resume;
@@ -49,11 +53,12 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
               << " gradients over " << env.size() << " rank(s)\n";
   optimize::StochasticCallbacks callbacks;
   if (talk) callbacks.on_epoch = print_epochs(options);
+  if (env.is_root() && !args.quiet) callbacks.on_restart = print_restarts(options);
   // SIGINT/SIGTERM stop the fit after a step (every rank at the same step:
   // the flag is all-reduced); the state is written for --resume.
   io::InterruptHandler interrupts;
   int signal = 0;
-  callbacks.on_step = stop_on_signal(env, signal);
+  callbacks.on_step = stop_on_signal(env, signal, checkpoint_to(env, path, out, options));
   const petab::StochasticFit fit = petab::fit_stochastic(problem, options, evaluation, {}, callbacks,
                                                          args.resume.empty() ? nullptr : &resumed, env.comm());
   const optimize::StochasticResult& r = fit.result;
@@ -90,7 +95,8 @@ int petab_calibrate_stochastic(const Environment& env, const CommandArgs& args) 
   } else {
     std::cout << std::setprecision(12) << "llh " << fit.llh << " (" << r.termination << ", " << r.epochs.size()
               << " epochs, " << r.steps << " steps, " << r.simulations << " condition simulations, " << r.rescues
-              << " rescues)\nestimated parameters (on their scales):\n";
+              << " rescues, " << r.restarts
+              << " restarts)\nestimated parameters (on their scales):\n";
     for (std::size_t e = 0; e < fit.ids.size(); ++e)
       std::cout << "  " << std::left << std::setw(28) << fit.ids[e] << std::right << r.x[e] << "\n";
     print_stochastic_tail(r, options, verdict, finite, "llh", out, warnings);

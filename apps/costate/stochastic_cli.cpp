@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -74,15 +75,50 @@ std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::S
     if (!std::isnan(e.validation_loss)) std::cerr << ", validation " << e.validation_loss;
     std::cerr << ", learning rate " << e.learning_rate << ", " << e.simulations << " simulations";
     if (e.rescues > 0) std::cerr << ", " << e.rescues << " rescues";
+    if (e.restarts > 0) std::cerr << ", " << e.restarts << " restarts";
     std::cerr << std::endl;
   };
 }
 
-std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Environment& env, int& signal) {
-  return [&env, &signal](const optimize::StochasticState&) {
+std::function<void(const optimize::StochasticState&)> print_restarts(const optimize::StochasticOptions& options) {
+  return [options](const optimize::StochasticState& st) {
+    std::cerr << "costate: warning: restart " << st.restarts << "/" << options.max_restarts << " in epoch "
+              << st.epoch + 1 << " after step " << st.step << ": the batch failed after " << options.max_rescues
+              << " rescues; back to the last accepted parameters, the optimizer's moments reset, the batch "
+                 "skipped, the learning rate now × 2^-"
+              << st.restarts << std::endl;
+  };
+}
+
+std::function<bool(const optimize::StochasticState&)> stop_on_signal(
+    const Environment& env, int& signal, std::function<void(const optimize::StochasticState&)> checkpoint) {
+  auto last = std::chrono::steady_clock::now();
+  return [&env, &signal, checkpoint = std::move(checkpoint), last](const optimize::StochasticState& st) mutable {
     signal = io::InterruptHandler::pending();
     if (env.size() > 1) MPI_Allreduce(MPI_IN_PLACE, &signal, 1, MPI_INT, MPI_MAX, env.comm());
+    // (a stopped fit writes its state anyway: stop_interrupted)
+    if (signal == 0 && checkpoint) {
+      const auto now = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(now - last).count() >= kCheckpointSeconds) {
+        checkpoint(st);
+        last = std::chrono::steady_clock::now();
+      }
+    }
     return signal == 0;
+  };
+}
+
+std::function<void(const optimize::StochasticState&)> checkpoint_to(const Environment& env, const std::string& input,
+                                                                    const std::string& out,
+                                                                    const optimize::StochasticOptions& options) {
+  if (!env.is_root() || !out.ends_with(".h5")) return {};
+  return [input, out, options, warned = false](const optimize::StochasticState& st) mutable {
+    try {
+      petab::write_stochastic_state_hdf5(out, input, options, st);
+    } catch (const Error& e) {
+      if (!warned) std::cerr << "costate: warning: the fit's checkpoint was not written: " << e.what() << "\n";
+      warned = true;
+    }
   };
 }
 
@@ -116,6 +152,7 @@ void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticRe
   j["simulations"] = r.simulations;
   j["steps"] = r.steps;
   j["rescues"] = r.rescues;
+  j["restarts"] = r.restarts;
   if (options.finish_iterations > 0) {
     j["finish_termination"] = r.finish_termination;
     j["finish_converged"] = r.finish_converged;
@@ -134,6 +171,7 @@ void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticRe
     row["steps"] = e.steps;
     row["simulations"] = e.simulations;
     row["rescues"] = e.rescues;
+    row["restarts"] = e.restarts;
     epochs.push_back(row);
   }
   j["epochs"] = epochs;

@@ -28,13 +28,35 @@ optimize::StochasticOptions stochastic_options(const CommandArgs& args, optimize
 /// The progress line printed after every epoch (stderr).
 std::function<void(const optimize::EpochRecord&)> print_epochs(const optimize::StochasticOptions& options);
 
+/// on_restart: a warning line (stderr) for each restart of the fit.
+std::function<void(const optimize::StochasticState&)> print_restarts(const optimize::StochasticOptions& options);
+
 /// on_step: false once SIGINT/SIGTERM arrived (all-reduced over the ranks,
 /// so every rank stops at the same step); the signal is kept in `signal`.
-std::function<bool(const optimize::StochasticState&)> stop_on_signal(const Environment& env, int& signal);
+/// With `checkpoint`, also calls it (with the state after the step) when
+/// kCheckpointSeconds have passed since the fit began or the last call —
+/// so a SIGKILL loses at most about that much of the fit.
+std::function<bool(const optimize::StochasticState&)> stop_on_signal(
+    const Environment& env, int& signal,
+    std::function<void(const optimize::StochasticState&)> checkpoint = {});
+
+/// Seconds between two checkpoints of a running stochastic fit (each is an
+/// HDF5 write with an fsync, too costly after every step of a cheap batch).
+inline constexpr double kCheckpointSeconds = 1.0;
+
+/// The checkpoint of a fit written to `out` (-o FILE.h5): its state as
+/// stop_interrupted writes it, by rank 0, so that a fit killed without a
+/// chance to stop (SIGKILL, a crash, a lost node) resumes with `--resume
+/// out` to the uninterrupted fit's bits. Empty (no checkpoints) when `out`
+/// is not an .h5 file or on the other ranks. A failed write is a warning
+/// (stderr, once), not the fit's end.
+std::function<void(const optimize::StochasticState&)> checkpoint_to(const Environment& env, const std::string& input,
+                                                                    const std::string& out,
+                                                                    const optimize::StochasticOptions& options);
 
 /// The fit's counters, termination and history ("epochs": epoch,
 /// train_loss, train_loss_stderr, validation_loss, learning_rate, steps,
-/// simulations, rescues; non-finite numbers as null) added to `j`.
+/// simulations, rescues, restarts; non-finite numbers as null) added to `j`.
 void add_stochastic_json(nlohmann::ordered_json& j, const optimize::StochasticResult& r,
                          const optimize::StochasticOptions& options);
 

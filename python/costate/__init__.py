@@ -356,21 +356,26 @@ def fit(loss, n_conditions=None, x0=None, lower=None, upper=None, callback=None,
     file's calibration.optimizer settings, the keywords over them. Returns
     what is listed below plus names, initial (the start on the optimiser's
     scale, log for log-transformed quantities), values (natural values
-    at x) and values_dict, conditions.
+    at x) and values_dict, conditions, standard_errors (of values, when a
+    full-batch finish — finish_iterations — converged; else None).
 
     ``loss(c, x)``
     returns ``(value, gradient)`` for condition ``c`` (a failed simulation:
-    a non-finite value or ``costate.Error``, rescued by halving the step).
+    a non-finite value or ``costate.Error``, rescued by halving the step;
+    when max_rescues halvings fail, restarted — back to the last accepted x,
+    moments reset, the batch skipped, the learning rate halved — up to
+    max_restarts times).
     ``lower``/``upper`` bound x (projected steps). ``callback(epoch)`` is
     called after each epoch with its dict. Options (keywords): optimizer
     ("adamw", "adam", "sgd"), epochs, batch, batch_growth, physical_batch, learning_rate,
     schedule ("constant", "step", "cosine"), step_epochs, gamma,
     min_learning_rate, warmup_steps, beta1, beta2, epsilon, weight_decay,
     momentum, clip_norm, validation_split, patience, seed, max_rescues,
-    finish_iterations, finish_gatol, average_epochs. Returns x, objective (over every
+    max_restarts, finish_iterations, finish_gatol, average_epochs. Returns x, objective (over every
     condition), termination, epochs (train_loss ± train_loss_stderr,
     validation_loss, learning_rate, simulations per epoch), steps,
-    simulations, rescues, training and validation (condition indices)."""
+    simulations, rescues, restarts, training and validation (condition
+    indices)."""
     if _costate is None:
         raise ImportError("costate's compiled module costate._costate is not available (%s); "
                           "build with -DCOSTATE_PYTHON=ON (docs/python.md)" % _import_error)

@@ -303,6 +303,83 @@ const CalibrationJournal::Entry* CalibrationJournal::find(int kind, std::span<co
   return nullptr;
 }
 
+namespace {
+
+/// Residuals, σ̂², covariance, correlation, standard errors and
+/// identifiability of `rep` at q (the fit's point): from the unit-column
+/// S D = U Σ Vᵀ of the residuals' sensitivities.
+void statistics_at(CalibrationProblem& problem, const RunConfig& cfg, std::span<const double> q,
+                   CalibrationReport& rep) {
+  const std::size_t p = problem.size();
+  const auto R = problem.residuals(q);
+  const std::size_t m = R.r.size(), n = cfg.state_names.size();
+  rep.n_residuals = m;
+  for (std::size_t row = 0; row < m; ++row) {
+    rep.rss += R.r[row] * R.r[row];
+    const std::size_t k = R.time_index[row], i = R.state_index[row];
+    const bool conditions = !cfg.conditions.empty();
+    const ConditionConfig* cond = conditions ? &cfg.conditions[R.condition_index[row]] : nullptr;
+    rep.residual_times.push_back(conditions ? cond->times[k] : cfg.calibration.times[k]);
+    rep.residual_states.push_back(cfg.state_names[i]);
+    if (conditions) rep.residual_conditions.push_back(cond->id);
+    rep.observed.push_back(conditions ? cond->data[k * n + i] : cfg.calibration.data[k * n + i]);
+    rep.predicted.push_back(R.predicted[row]);
+    rep.residuals.push_back(R.r[row]);
+  }
+  rep.sigma_estimated = !cfg.calibration.noise_given;
+  if (rep.sigma_estimated)
+    rep.sigma2 = m > p ? rep.rss / static_cast<double>(m - p) : std::numeric_limits<double>::quiet_NaN();
+
+  // 3. Covariance and identifiability from the unit-column S D = U Σ Vᵀ:
+  //    (SᵀS)⁻¹ = D V Σ⁻² Vᵀ D, dropping the undetermined directions.
+  const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> S(
+      R.S.data(), static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(p));
+  const auto P = static_cast<Eigen::Index>(p);
+  Eigen::VectorXd d(P);
+  rep.unidentifiable.assign(p, 0);
+  std::vector<int> no_error(p, 0);
+  for (Eigen::Index j = 0; j < P; ++j) {
+    const double norm = S.col(j).norm();
+    d[j] = norm > 0.0 ? 1.0 / norm : 1.0;
+    if (!(norm > 0.0)) rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
+  }
+  const Eigen::MatrixXd SD = S * d.asDiagonal();
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(SD, Eigen::ComputeFullV);
+  const Eigen::VectorXd s = svd.singularValues();
+  const Eigen::MatrixXd V = svd.matrixV();
+  rep.singular_values.assign(s.data(), s.data() + s.size());
+  Eigen::MatrixXd cov_scaled = Eigen::MatrixXd::Zero(P, P);
+  for (Eigen::Index k = 0; k < P; ++k) {
+    const double sk = k < s.size() ? s[k] : 0.0;
+    const bool undetermined = !(sk > kCollinearityLimit);
+    if (!undetermined) {
+      cov_scaled += V.col(k) * V.col(k).transpose() / (sk * sk);
+      continue;
+    }
+    for (Eigen::Index j = 0; j < P; ++j)
+      if (V(j, k) * V(j, k) >= kShare)
+        rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
+  }
+  const Eigen::MatrixXd cov = rep.sigma2 * (d.asDiagonal() * cov_scaled * d.asDiagonal());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  rep.covariance.assign(p * p, nan);
+  rep.correlation.assign(p * p, nan);
+  rep.standard_errors.assign(p, nan);
+  for (std::size_t a = 0; a < p; ++a) {
+    if (no_error[a]) continue;
+    rep.standard_errors[a] = std::sqrt(cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(a)));
+  }
+  for (std::size_t a = 0; a < p; ++a)
+    for (std::size_t b = 0; b < p; ++b) {
+      if (no_error[a] || no_error[b]) continue;
+      const double c = cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
+      rep.covariance[a * p + b] = c;
+      rep.correlation[a * p + b] = c / (rep.standard_errors[a] * rep.standard_errors[b]);
+    }
+}
+
+}  // namespace
+
 CalibrationReport calibrate(const RunConfig& cfg,
                             const std::function<void(const optimize::Iteration&)>& monitor,
                             CalibrationJournal* journal) {
@@ -401,71 +478,7 @@ CalibrationReport calibrate(const RunConfig& cfg,
     }
   }
   rep.verdict = optimize::judge_fit(end);
-  const auto R = problem.residuals(q);
-  const std::size_t m = R.r.size(), n = cfg.state_names.size();
-  rep.n_residuals = m;
-  for (std::size_t row = 0; row < m; ++row) {
-    rep.rss += R.r[row] * R.r[row];
-    const std::size_t k = R.time_index[row], i = R.state_index[row];
-    const bool conditions = !cfg.conditions.empty();
-    const ConditionConfig* cond = conditions ? &cfg.conditions[R.condition_index[row]] : nullptr;
-    rep.residual_times.push_back(conditions ? cond->times[k] : cfg.calibration.times[k]);
-    rep.residual_states.push_back(cfg.state_names[i]);
-    if (conditions) rep.residual_conditions.push_back(cond->id);
-    rep.observed.push_back(conditions ? cond->data[k * n + i] : cfg.calibration.data[k * n + i]);
-    rep.predicted.push_back(R.predicted[row]);
-    rep.residuals.push_back(R.r[row]);
-  }
-  rep.sigma_estimated = !cfg.calibration.noise_given;
-  if (rep.sigma_estimated)
-    rep.sigma2 = m > p ? rep.rss / static_cast<double>(m - p) : std::numeric_limits<double>::quiet_NaN();
-
-  // 3. Covariance and identifiability from the unit-column S D = U Σ Vᵀ:
-  //    (SᵀS)⁻¹ = D V Σ⁻² Vᵀ D, dropping the undetermined directions.
-  const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> S(
-      R.S.data(), static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(p));
-  const auto P = static_cast<Eigen::Index>(p);
-  Eigen::VectorXd d(P);
-  rep.unidentifiable.assign(p, 0);
-  std::vector<int> no_error(p, 0);
-  for (Eigen::Index j = 0; j < P; ++j) {
-    const double norm = S.col(j).norm();
-    d[j] = norm > 0.0 ? 1.0 / norm : 1.0;
-    if (!(norm > 0.0)) rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
-  }
-  const Eigen::MatrixXd SD = S * d.asDiagonal();
-  Eigen::JacobiSVD<Eigen::MatrixXd> svd(SD, Eigen::ComputeFullV);
-  const Eigen::VectorXd s = svd.singularValues();
-  const Eigen::MatrixXd V = svd.matrixV();
-  rep.singular_values.assign(s.data(), s.data() + s.size());
-  Eigen::MatrixXd cov_scaled = Eigen::MatrixXd::Zero(P, P);
-  for (Eigen::Index k = 0; k < P; ++k) {
-    const double sk = k < s.size() ? s[k] : 0.0;
-    const bool undetermined = !(sk > kCollinearityLimit);
-    if (!undetermined) {
-      cov_scaled += V.col(k) * V.col(k).transpose() / (sk * sk);
-      continue;
-    }
-    for (Eigen::Index j = 0; j < P; ++j)
-      if (V(j, k) * V(j, k) >= kShare)
-        rep.unidentifiable[static_cast<std::size_t>(j)] = no_error[static_cast<std::size_t>(j)] = 1;
-  }
-  const Eigen::MatrixXd cov = rep.sigma2 * (d.asDiagonal() * cov_scaled * d.asDiagonal());
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  rep.covariance.assign(p * p, nan);
-  rep.correlation.assign(p * p, nan);
-  rep.standard_errors.assign(p, nan);
-  for (std::size_t a = 0; a < p; ++a) {
-    if (no_error[a]) continue;
-    rep.standard_errors[a] = std::sqrt(cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(a)));
-  }
-  for (std::size_t a = 0; a < p; ++a)
-    for (std::size_t b = 0; b < p; ++b) {
-      if (no_error[a] || no_error[b]) continue;
-      const double c = cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
-      rep.covariance[a * p + b] = c;
-      rep.correlation[a * p + b] = c / (rep.standard_errors[a] * rep.standard_errors[b]);
-    }
+  statistics_at(problem, cfg, q, rep);
   return rep;
 }
 
@@ -537,6 +550,17 @@ StochasticCalibration calibrate_stochastic(const RunConfig& cfg, const optimize:
     }
     out.result.simulations += static_cast<std::int64_t>(problem.conditions());
     out.result.state.simulations = out.result.simulations;
+  }
+  // At a converged full-batch finish: the standard errors, as the TAO
+  // calibration computes them at its optimum (every rank, the same bits).
+  if (out.result.finish_converged && std::isfinite(out.result.objective)) {
+    CalibrationReport rep;
+    try {
+      statistics_at(problem, cfg, out.result.x, rep);
+      out.standard_errors = rep.standard_errors;
+    } catch (const Error&) {
+      // the residuals' sensitivities failed at the optimum: no standard errors (reported as absent)
+    }
   }
   return out;
 }

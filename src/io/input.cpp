@@ -373,7 +373,8 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
   ctx.check_keys(opt, k0,
                  {"method", "epochs", "batch", "physical_batch", "learning_rate", "validation_split", "seed",
                   "finish", "schedule", "warmup_steps", "weight_decay", "clip_norm", "patience", "momentum",
-                  "batch_growth", "average_epochs"});
+                  "batch_growth", "average_epochs", "step_epochs", "gamma", "min_learning_rate", "beta1", "beta2",
+                  "epsilon", "max_rescues", "max_restarts"});
   optimize::StochasticOptions& o = cc.stochastic_options;
   cc.stochastic = true;
   o.method = optimize::stochastic_method_from_string(opt["method"].Scalar());
@@ -391,6 +392,14 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
   if (opt["warmup_steps"]) o.warmup_steps = static_cast<int>(count("warmup_steps", 0));
   if (opt["patience"]) o.patience = static_cast<int>(count("patience", 0));
   if (opt["average_epochs"]) o.average_epochs = static_cast<int>(count("average_epochs", 0));
+  if (opt["step_epochs"]) o.step_epochs = static_cast<int>(count("step_epochs", 1));
+  if (opt["max_rescues"]) o.max_rescues = static_cast<int>(count("max_rescues", 0));
+  if (opt["max_restarts"]) o.max_restarts = static_cast<int>(count("max_restarts", 0));
+  if (opt["gamma"]) o.gamma = ctx.positive(opt["gamma"], k0 + ".gamma");
+  if (opt["min_learning_rate"]) o.min_learning_rate = ctx.non_negative(opt["min_learning_rate"], k0 + ".min_learning_rate");
+  if (opt["beta1"]) o.beta1 = ctx.non_negative(opt["beta1"], k0 + ".beta1");
+  if (opt["beta2"]) o.beta2 = ctx.non_negative(opt["beta2"], k0 + ".beta2");
+  if (opt["epsilon"]) o.epsilon = ctx.positive(opt["epsilon"], k0 + ".epsilon");
   if (opt["learning_rate"]) o.learning_rate = ctx.positive(opt["learning_rate"], k0 + ".learning_rate");
   if (opt["validation_split"]) {
     o.validation_split = ctx.non_negative(opt["validation_split"], k0 + ".validation_split");
@@ -415,6 +424,33 @@ void parse_stochastic_optimizer(const YAML::Node& opt, const Context& ctx, Calib
     ctx.fail(opt, k0, e.what());
   }
 }
+
+}  // namespace
+
+optimize::StochasticOptions stochastic_options_from_overrides(const std::string& method,
+                                                              const std::vector<std::string>& overrides,
+                                                              const std::string& path) {
+  Context ctx;
+  ctx.path = path;
+  YAML::Node root(YAML::NodeType::Map);
+  root["calibration"]["optimizer"]["method"] = method;
+  for (const auto& o : overrides) apply_override(root, o, ctx);
+  ctx.check_keys(root, "", {"calibration"});
+  ctx.expect_map(root["calibration"], "calibration");
+  ctx.check_keys(root["calibration"], "calibration", {"optimizer"});
+  const YAML::Node opt = root["calibration"]["optimizer"];
+  ctx.expect_map(opt, "calibration.optimizer");
+  CalibrationConfig cc;
+  try {
+    (void)optimize::stochastic_method_from_string(ctx.string(opt["method"], "calibration.optimizer.method"));
+  } catch (const Error& e) {
+    ctx.fail(opt["method"], "calibration.optimizer.method", e.what());
+  }
+  parse_stochastic_optimizer(opt, ctx, cc);
+  return cc.stochastic_options;
+}
+
+namespace {
 
 /// The `calibration:` section (see CalibrationConfig). Needs the model's
 /// names, the parameters, the initial state and the time interval resolved.
@@ -2035,6 +2071,14 @@ std::string RunConfig::to_yaml() const {
       e << YAML::Key << "momentum" << YAML::Value << o.momentum;
       if (o.batch_growth != 1.0) e << YAML::Key << "batch_growth" << YAML::Value << o.batch_growth;
       if (o.average_epochs > 0) e << YAML::Key << "average_epochs" << YAML::Value << o.average_epochs;
+      e << YAML::Key << "step_epochs" << YAML::Value << o.step_epochs;
+      e << YAML::Key << "gamma" << YAML::Value << o.gamma;
+      e << YAML::Key << "min_learning_rate" << YAML::Value << o.min_learning_rate;
+      e << YAML::Key << "beta1" << YAML::Value << o.beta1;
+      e << YAML::Key << "beta2" << YAML::Value << o.beta2;
+      e << YAML::Key << "epsilon" << YAML::Value << o.epsilon;
+      e << YAML::Key << "max_rescues" << YAML::Value << o.max_rescues;
+      e << YAML::Key << "max_restarts" << YAML::Value << o.max_restarts;
       e << YAML::EndMap << YAML::EndMap;
     } else {
     e << YAML::Key << "method" << YAML::Value << optimize::to_string(c.optimizer.method);

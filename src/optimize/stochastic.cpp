@@ -110,7 +110,9 @@ class Evaluator {
   std::size_t physical_;
 };
 
-double learning_rate(const StochasticOptions& o, std::int64_t step, int epoch, std::int64_t total) {
+/// η_t of the schedule and warm-up, × 2⁻ʳ after r restarts (exact: a power of two).
+double learning_rate(const StochasticOptions& o, std::int64_t step, int epoch, std::int64_t total,
+                     std::int64_t restarts) {
   double eta = o.learning_rate;
   switch (o.schedule) {
     case LearningRateSchedule::Constant: break;
@@ -124,7 +126,7 @@ double learning_rate(const StochasticOptions& o, std::int64_t step, int epoch, s
   }
   if (o.warmup_steps > 0 && step < o.warmup_steps)
     eta *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  return eta;
+  return std::ldexp(eta, -static_cast<int>(restarts));
 }
 
 }  // namespace
@@ -198,6 +200,9 @@ void StochasticOptions::validate() const {
                 "StochasticOptions::patience = " << patience
                                                  << " needs a validation split (validation_split > 0)");
   COSTATE_CHECK(max_rescues >= 0, "StochasticOptions::max_rescues = " << max_rescues << " must be >= 0");
+  COSTATE_CHECK(max_restarts >= 0 && max_restarts <= 1000,
+                "StochasticOptions::max_restarts = " << max_restarts
+                                                     << " must be in [0, 1000] (each restart halves the learning rate)");
   COSTATE_CHECK(std::isfinite(batch_growth) && batch_growth >= 1.0,
                 "StochasticOptions::batch_growth = " << batch_growth << " must be >= 1 (1: a fixed batch)");
   COSTATE_CHECK(average_epochs >= 0 && average_epochs <= epochs,
@@ -364,6 +369,7 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
     result.steps = st.step;
     result.simulations = st.simulations;
     result.rescues = st.rescues;
+    result.restarts = st.restarts;
     result.state = st;
     result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
@@ -378,6 +384,7 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
       shuffle(st.order, st.rng);
       st.batch_losses.clear();
       st.epoch_rescues = 0;
+      st.epoch_restarts = 0;
     }
     const std::size_t logical = epoch_batch[static_cast<std::size_t>(st.epoch)];
     const std::size_t batches_per_epoch = batches_in(st.epoch);
@@ -400,6 +407,19 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
         ++st.epoch_rescues;
         v = evaluator.evaluate(conditions, st.x, st.simulations);
       }
+      if (!v.ok && st.restarts < options.max_restarts) {
+        // The restart: back to the last accepted iterate, the moments and
+        // the bias correction anew, η halved for good, this batch skipped.
+        st.x = st.x_prev;
+        std::fill(st.m.begin(), st.m.end(), 0.0);
+        std::fill(st.v.begin(), st.v.end(), 0.0);
+        st.moment_start = st.step;
+        ++st.restarts;
+        ++st.epoch_restarts;
+        ++st.position;
+        if (callbacks.on_restart) callbacks.on_restart(st);
+        continue;
+      }
       if (!v.ok) return finish("rescue_failed");
       // 5. The batch mean, in the batch's order, clipped.
       const double nb = static_cast<double>(conditions.size());
@@ -420,7 +440,7 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
           for (double& gj : g) gj *= options.clip_norm / norm;
       }
       // 6. The step, projected onto the bounds.
-      const double eta = learning_rate(options, st.step, st.epoch, total_steps);
+      const double eta = learning_rate(options, st.step, st.epoch, total_steps, st.restarts);
       st.x_prev = st.x;
       const double lambda = options.weight_decay;
       if (options.method == StochasticMethod::Sgd) {
@@ -430,7 +450,7 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
         }
       } else {
         const bool decoupled = options.method == StochasticMethod::AdamW;
-        const double t = static_cast<double>(st.step + 1);
+        const double t = static_cast<double>(st.step - st.moment_start + 1);
         const double c1 = 1.0 - std::pow(options.beta1, t), c2 = 1.0 - std::pow(options.beta2, t);
         for (std::size_t j = 0; j < n; ++j) {
           const double gj = decoupled ? g[j] : g[j] + lambda * st.x[j];
@@ -471,10 +491,12 @@ StochasticResult fit(const Dataset& dataset, std::span<const double> x0, std::sp
         ++st.epochs_since_best;
       }
     }
-    rec.learning_rate = learning_rate(options, std::max<std::int64_t>(st.step - 1, 0), st.epoch, total_steps);
+    rec.learning_rate =
+        learning_rate(options, std::max<std::int64_t>(st.step - 1, 0), st.epoch, total_steps, st.restarts);
     rec.steps = st.step;
     rec.simulations = st.simulations;
     rec.rescues = st.epoch_rescues;
+    rec.restarts = st.epoch_restarts;
     st.history.push_back(rec);
     ++st.epoch;
     st.position = 0;
@@ -489,7 +511,7 @@ std::string StochasticResult::brief_report() const {
   std::ostringstream os;
   os.precision(10);
   os << termination << ": " << epochs.size() << " epochs, " << steps << " steps, " << simulations
-     << " condition simulations, " << rescues << " rescues";
+     << " condition simulations, " << rescues << " rescues, " << restarts << " restarts";
   if (!epochs.empty()) {
     os << "; last training loss " << epochs.back().train_loss << " ± " << epochs.back().train_loss_stderr;
     if (!validation.empty()) os << ", validation " << epochs.back().validation_loss;

@@ -109,6 +109,7 @@ std::string stochastic_settings(const optimize::StochasticOptions& options) {
            << " weight_decay=" << options.weight_decay << " momentum=" << options.momentum
            << " clip_norm=" << options.clip_norm << " validation_split=" << options.validation_split
            << " patience=" << options.patience << " seed=" << options.seed << " max_rescues=" << options.max_rescues
+           << " max_restarts=" << options.max_restarts
            << " finish_iterations=" << options.finish_iterations << " finish_gatol=" << options.finish_gatol
            << " average_epochs=" << options.average_epochs;
   return settings.str();
@@ -199,6 +200,16 @@ void write_state(const std::string& path, const std::string& problem_file,
              static_cast<std::uint64_t>(st.epoch_rescues), static_cast<std::uint64_t>(st.epochs_since_best),
              static_cast<std::uint64_t>(st.simulations), static_cast<std::uint64_t>(st.rescues)},
             path);
+  // The restarts (after the 8 counters above, in their own dataset so that
+  // a state written before restarts existed still reads): restarts, this
+  // epoch's, the step of the last restart; and each epoch's restarts.
+  write_u64(group.id, g, "restart_counters",
+            {static_cast<std::uint64_t>(st.restarts), static_cast<std::uint64_t>(st.epoch_restarts),
+             static_cast<std::uint64_t>(st.moment_start)},
+            path);
+  std::vector<std::uint64_t> epoch_restarts;
+  for (const auto& e : st.history) epoch_restarts.push_back(static_cast<std::uint64_t>(e.restarts));
+  write_u64(group.id, g, "history_restarts", epoch_restarts, path);
   }
   io::detail::save_image(file.id, path);
 }
@@ -271,6 +282,16 @@ optimize::StochasticState read_stochastic_state_hdf5(const std::string& path, co
   st.epochs_since_best = static_cast<int>(c[5]);
   st.simulations = static_cast<std::int64_t>(c[6]);
   st.rescues = static_cast<std::int64_t>(c[7]);
+  if (H5Lexists(group.id, "restart_counters", H5P_DEFAULT) > 0) {
+    const auto rc = read_vector<std::uint64_t>(group.id, "restart_counters", H5T_NATIVE_UINT64, path);
+    const auto hr = read_vector<std::uint64_t>(group.id, "history_restarts", H5T_NATIVE_UINT64, path);
+    COSTATE_CHECK(rc.size() == 3 && hr.size() == st.history.size(),
+                  path << ": /stochastic_state/restart_counters must hold 3 values and history_restarts one per epoch");
+    st.restarts = static_cast<std::int64_t>(rc[0]);
+    st.epoch_restarts = static_cast<int>(rc[1]);
+    st.moment_start = static_cast<std::int64_t>(rc[2]);
+    for (std::size_t e = 0; e < hr.size(); ++e) st.history[e].restarts = static_cast<int>(hr[e]);
+  }
   return st;
 }
 
@@ -295,15 +316,17 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
   const std::size_t n = fit.ids.size(), ne = r.epochs.size();
   write_doubles(group.id, g, "x", r.x, n, 0, path);
   write_doubles(group.id, g, "initial", fit.initial, n, 0, path);
+  if (!fit.standard_errors.empty()) write_doubles(group.id, g, "standard_errors", fit.standard_errors, n, 0, path);
   write_doubles(group.id, g, "objective", {r.objective}, 1, 0, path);
   write_doubles(group.id, g, "llh", {fit.llh}, 1, 0, path);
   write_doubles(group.id, g, "steps", {static_cast<double>(r.steps)}, 1, 0, path);
   write_doubles(group.id, g, "simulations", {static_cast<double>(r.simulations)}, 1, 0, path);
   write_doubles(group.id, g, "rescues", {static_cast<double>(r.rescues)}, 1, 0, path);
+  write_doubles(group.id, g, "restarts", {static_cast<double>(r.restarts)}, 1, 0, path);
   const auto as_doubles = [](const std::vector<std::size_t>& v) { return std::vector<double>(v.begin(), v.end()); };
   write_doubles(group.id, g, "training", as_doubles(r.training), r.training.size(), 0, path);
   write_doubles(group.id, g, "validation", as_doubles(r.validation), r.validation.size(), 0, path);
-  std::vector<double> tl, tse, vl, lr, st, sim, res;
+  std::vector<double> tl, tse, vl, lr, st, sim, res, rst;
   for (const auto& e : r.epochs) {
     tl.push_back(e.train_loss);
     tse.push_back(e.train_loss_stderr);
@@ -312,6 +335,7 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
     st.push_back(static_cast<double>(e.steps));
     sim.push_back(static_cast<double>(e.simulations));
     res.push_back(e.rescues);
+    rst.push_back(e.restarts);
   }
   write_doubles(group.id, g, "train_loss", tl, ne, 0, path);
   write_doubles(group.id, g, "train_loss_stderr", tse, ne, 0, path);
@@ -320,6 +344,7 @@ void write_result(hid_t file_id, const std::string& path, const StochasticFit& f
   write_doubles(group.id, g, "epoch_steps", st, ne, 0, path);
   write_doubles(group.id, g, "epoch_simulations", sim, ne, 0, path);
   write_doubles(group.id, g, "epoch_rescues", res, ne, 0, path);
+  write_doubles(group.id, g, "epoch_restarts", rst, ne, 0, path);
 }
 
 }  // namespace
@@ -336,7 +361,8 @@ std::string stochastic_settings_yaml(const Problem& problem, const Options& eval
     << ", warmup_steps: " << o.warmup_steps << ", beta1: " << o.beta1 << ", beta2: " << o.beta2
     << ", epsilon: " << o.epsilon << ", weight_decay: " << o.weight_decay << ", momentum: " << o.momentum
     << ", clip_norm: " << o.clip_norm << ", validation_split: " << o.validation_split << ", patience: " << o.patience
-    << ", seed: " << o.seed << ", max_rescues: " << o.max_rescues << ", finish: " << o.finish_iterations
+    << ", seed: " << o.seed << ", max_rescues: " << o.max_rescues << ", max_restarts: " << o.max_restarts
+    << ", finish: " << o.finish_iterations
     << ", finish_gatol: " << o.finish_gatol << ", average_epochs: " << o.average_epochs << "}\n";
   return s.str();
 }

@@ -4,6 +4,7 @@
 // many-condition ODE problem against the full-batch optimum, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -129,6 +130,72 @@ TEST(StochasticFit, SgdWithMomentumFollowsItsRecurrence) {
   EXPECT_NEAR(r.x[1], x2[1], 1e-14);
 }
 
+TEST(StochasticFit, WeightDecayAndClippingFollowTheirFormulas) {
+  // One full-batch step from x₀ with the batch mean gradient g (by hand):
+  //   AdamW: x₁ = x₀ − η g/(|g| + ε) − η λ x₀    (decoupled)
+  //   Adam:  g' = g + λ x₀, x₁ = x₀ − η g'/(|g'| + ε)   (L2)
+  //   SGD:   x₁ = x₀ − η (g + λ x₀);  clipped: g ← g · c/‖g‖ when ‖g‖ > c.
+  // Tolerance 1e-15 absolute: the same operations, the mean's sum rounded
+  // in another order (|x| ≤ 2).
+  const Line line(6);
+  const std::vector<double> x0{1.5, -0.5};
+  std::vector<double> g(2), gi(2);
+  for (std::size_t c = 0; c < 6; ++c) {
+    line.dataset().condition(c, x0, gi);
+    g[0] += gi[0] / 6;
+    g[1] += gi[1] / 6;
+  }
+  const double eta = 0.1, lambda = 0.3, eps = 1e-8;
+  const auto step = [&](opt::StochasticOptions o) {
+    o.epochs = 1;
+    o.learning_rate = eta;
+    o.final_objective = false;
+    return opt::fit(line.dataset(), x0, kFree2, kFree2Up, o).x;
+  };
+  const auto adamw = step({.method = opt::StochasticMethod::AdamW, .weight_decay = lambda});
+  const auto adam = step({.method = opt::StochasticMethod::Adam, .weight_decay = lambda});
+  const auto sgd = step({.method = opt::StochasticMethod::Sgd, .weight_decay = lambda});
+  const double norm = std::hypot(g[0], g[1]), clip = 0.25 * norm;
+  const auto clipped = step({.method = opt::StochasticMethod::Sgd, .clip_norm = clip});
+  for (int j = 0; j < 2; ++j) {
+    SCOPED_TRACE(j);
+    EXPECT_NEAR(adamw[j], x0[j] - eta * g[j] / (std::abs(g[j]) + eps) - eta * lambda * x0[j], 1e-15);
+    const double gl = g[j] + lambda * x0[j];
+    EXPECT_NEAR(adam[j], x0[j] - eta * gl / (std::abs(gl) + eps), 1e-15);
+    EXPECT_NEAR(sgd[j], x0[j] - eta * (g[j] + lambda * x0[j]), 1e-15);
+    EXPECT_NEAR(clipped[j], x0[j] - eta * g[j] * clip / norm, 1e-15);
+  }
+  // The decoupled and the L2 decay are different updates here.
+  EXPECT_GT(std::abs(adamw[0] - adam[0]), 1e-3);
+}
+
+TEST(StochasticFit, StepScheduleAndWarmUpSetEachStepsLearningRate) {
+  // Full batch: one step per epoch, so epoch e's record holds step e's rate.
+  //   step:    η γ^⌊e / step_epochs⌋
+  //   warm-up: η min(1, (t+1)/warmup_steps) on top of the schedule.
+  const Line line(4);
+  const double eta = 0.2;
+  const auto rates = [&](opt::StochasticOptions o) {
+    o.epochs = 7;
+    o.learning_rate = eta;
+    std::vector<double> r;
+    for (const auto& e : opt::fit(line.dataset(), std::vector<double>{0.0, 0.0}, kFree2, kFree2Up, o).epochs)
+      r.push_back(e.learning_rate);
+    return r;
+  };
+  EXPECT_EQ(rates({.schedule = opt::LearningRateSchedule::Step, .step_epochs = 2, .gamma = 0.5}),
+            (std::vector<double>{eta, eta, eta * 0.5, eta * 0.5, eta * 0.25, eta * 0.25, eta * 0.125}));
+  EXPECT_EQ(rates({.warmup_steps = 4}),
+            (std::vector<double>{eta * 1.0 / 4.0, eta * 2.0 / 4.0, eta * 3.0 / 4.0, eta, eta, eta, eta}));
+  // Cosine over the fit's 7 steps to η_min, warmed up over the first 2.
+  const auto cosine = rates({.schedule = opt::LearningRateSchedule::Cosine, .min_learning_rate = 0.02,
+                             .warmup_steps = 2});
+  for (int t = 0; t < 7; ++t) {
+    const double c = 0.02 + (eta - 0.02) * 0.5 * (1.0 + std::cos(std::numbers::pi * t / 7.0));
+    EXPECT_DOUBLE_EQ(cosine[static_cast<std::size_t>(t)], c * std::min(1.0, (t + 1) / 2.0)) << "step " << t;
+  }
+}
+
 TEST(StochasticFit, ReachesTheLeastSquaresLineWithMiniBatches) {
   const Line line(200);
   const auto [x0, x1] = line.optimum();
@@ -205,13 +272,13 @@ TEST(StochasticFit, AResumedFitEqualsTheUninterruptedOneBitForBit) {
   for (std::int64_t stop_at : {1, 4, 5, 9, 13, 20}) {
     SCOPED_TRACE(stop_at);
     const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
-                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}, .on_restart = {}});
     ASSERT_EQ(part.termination, "interrupted");
     EXPECT_EQ(part.steps, stop_at);
     auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
     if (stop_at == 9) {
       const auto again = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o,
-                                  {.on_step = [](const opt::StochasticState& s) { return s.step < 15; }, .on_epoch = {}},
+                                  {.on_step = [](const opt::StochasticState& s) { return s.step < 15; }, .on_epoch = {}, .on_restart = {}},
                                   &part.state);
       rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &again.state);
     }
@@ -256,7 +323,7 @@ TEST(StochasticFit, GrowsTheBatchFromEpochToEpochAndResumesInsideAGrownEpoch) {
   for (std::int64_t stop_at : {3, 11, 14, 18}) {
     SCOPED_TRACE(stop_at);
     const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
-                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}, .on_restart = {}});
     ASSERT_EQ(part.termination, "interrupted");
     const auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
     EXPECT_EQ(bits(rest.x), bits(whole.x));
@@ -291,7 +358,7 @@ TEST(StochasticFit, AveragesTheIteratesOfTheLastEpochsAndResumesInsideTheWindow)
                                  }
                                  return true;
                                },
-                               .on_epoch = {}});
+                               .on_epoch = {}, .on_restart = {}});
   ASSERT_EQ(count, 10);
   EXPECT_EQ(bits(whole.x), bits({sum[0] / 10.0, sum[1] / 10.0}));
   EXPECT_NE(bits(whole.x), bits(whole.state.x)) << "the average is not the last iterate";
@@ -300,7 +367,7 @@ TEST(StochasticFit, AveragesTheIteratesOfTheLastEpochsAndResumesInsideTheWindow)
   for (std::int64_t stop_at : {7, 21, 25}) {
     SCOPED_TRACE(stop_at);
     const auto part = opt::fit(line.dataset(), std::vector<double>{0.0, 1.0}, kFree2, kFree2Up, o,
-                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}});
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; }, .on_epoch = {}, .on_restart = {}});
     const auto rest = opt::fit(line.dataset(), {}, kFree2, kFree2Up, o, {}, &part.state);
     EXPECT_EQ(bits(rest.x), bits(whole.x));
   }
@@ -345,10 +412,137 @@ TEST(StochasticFit, RescuesAFailedConditionByHalvingTheStep) {
   // iterate that could be evaluated.
   const auto s = opt::fit(d, std::vector<double>{0.0, 0.0}, kFree2, kFree2Up,
                           {.method = opt::StochasticMethod::Sgd, .epochs = 30, .learning_rate = 0.9,
-                           .max_rescues = 0});
+                           .max_rescues = 0, .max_restarts = 0});
   EXPECT_EQ(s.termination, "rescue_failed");
   EXPECT_LE(s.x[0], 2.2);
   EXPECT_TRUE(std::isfinite(s.objective));
+}
+
+/// y' = k y² from y(0) = y0_c, observed at T = 1: y = y0/(1 − k y0), which
+/// blows up at k = 1/y0. Twenty conditions y0_c = 0.2 … 1.6 with exact data
+/// from k* = 0.5, fitted on x = log k: ℓ_c = ½ (y − d_c)², dℓ_c/dx =
+/// (y − d_c) y² k. A condition "fails" (NaN, as a solver whose step
+/// collapses) where 1 − k y0 ≤ 0.05: for y0 = 1.6 that is k ≥ 0.59375, not
+/// far above the truth.
+struct BlowUp {
+  static constexpr double kTruth = 0.5;
+  static double y0(std::size_t c) { return 0.2 + 1.4 * static_cast<double>(c) / 19.0; }
+  static double y(double k, double y0) { return y0 / (1.0 - k * y0); }
+  opt::Dataset dataset() const {
+    return {.n_conditions = 20,
+            .n = 1,
+            .condition = [](std::size_t c, std::span<const double> x, std::span<double> g) {
+              const double a = y0(c), k = std::exp(x[0]);
+              if (1.0 - k * a <= 0.05) return std::numeric_limits<double>::quiet_NaN();
+              const double yc = y(k, a), r = yc - y(kTruth, a);
+              g[0] = r * yc * yc * k;
+              return 0.5 * r * r;
+            },
+            .batch = {}};
+  }
+};
+
+TEST(StochasticFit, RestartsWhenTheRescuesAreExhaustedAndStillReachesTheTruth) {
+  // Adam at η = 0.5 on log k from k = 0.05 in batches of 10 (2 steps an
+  // epoch, 120 in all; gradients clipped to norm 1 so that the huge ones
+  // near the blow-up do not stall the second moment; cosine decay): its
+  // momentum carries k past 0.59, where the batches holding the large-y0
+  // conditions fail, and one halving (max_rescues = 1) does not bring the
+  // step back.
+  const BlowUp model;
+  const std::vector<double> x0{std::log(0.05)}, lo{-kInf}, up{kInf};
+  opt::StochasticOptions o{.method = opt::StochasticMethod::Adam, .epochs = 60, .batch = 10, .learning_rate = 0.5,
+                           .schedule = opt::LearningRateSchedule::Cosine, .clip_norm = 1.0, .seed = 4,
+                           .max_rescues = 1, .max_restarts = 0};
+  constexpr double kSteps = 120.0;
+  const auto cosine = [&](std::int64_t t) {
+    return 0.5 * 0.5 * (1.0 + std::cos(std::numbers::pi * (static_cast<double>(t) / kSteps)));
+  };
+  // Rescue alone: the fit stops at the last accepted point.
+  const auto stuck = opt::fit(model.dataset(), x0, lo, up, o);
+  EXPECT_EQ(stuck.termination, "rescue_failed");
+  EXPECT_EQ(stuck.restarts, 0);
+  // With restarts it recovers. Each restart goes back to the last accepted
+  // iterate (on_restart sees it: the iterate before the failed step) with
+  // the moments zero, and the next step is Adam's first again at the
+  // halved learning rate: it moves x by η_t · 2⁻ʳ (to ε/|g| ~ 1e-8
+  // relative, as the first step of a fit does; clipping scales g, not that).
+  o.max_restarts = 3;
+  std::vector<double> before_step = x0, restart_x;
+  std::vector<std::int64_t> restart_step;
+  bool check_next = false;
+  int checked = 0;
+  const auto whole = opt::fit(
+      model.dataset(), x0, lo, up, o,
+      {.on_step =
+           [&](const opt::StochasticState& s) {
+             if (check_next) {
+               const double eta = cosine(s.step - 1);
+               EXPECT_NEAR(std::abs(s.x[0] - s.x_prev[0]), std::ldexp(eta, -static_cast<int>(s.restarts)),
+                           1e-7 * eta)
+                   << "the first step after restart " << s.restarts;
+               EXPECT_EQ(s.moment_start, s.step - 1);
+               ++checked;
+               check_next = false;
+             }
+             before_step = s.x_prev;
+             return true;
+           },
+       .on_epoch = {},
+       .on_restart =
+           [&](const opt::StochasticState& s) {
+             restart_x.push_back(s.x[0]);
+             restart_step.push_back(s.step);
+             EXPECT_EQ(s.x, before_step) << "back to the last accepted iterate";
+             EXPECT_EQ(s.m, std::vector<double>{0.0});
+             EXPECT_EQ(s.v, std::vector<double>{0.0});
+             check_next = true;
+           }});
+  EXPECT_EQ(whole.termination, "epochs");
+  EXPECT_EQ(whole.restarts, 2);  // measured
+  EXPECT_EQ(static_cast<std::int64_t>(restart_x.size()), whole.restarts);
+  // (two restarts may follow each other: a batch that fails at the
+  // accepted iterate itself; then one step follows both)
+  std::vector<std::int64_t> distinct = restart_step;
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  EXPECT_EQ(checked, static_cast<int>(distinct.size()));
+  int per_epoch = 0;
+  for (const auto& e : whole.epochs) per_epoch += e.restarts;
+  EXPECT_EQ(per_epoch, whole.restarts);
+  // A skipped batch is not a step.
+  EXPECT_EQ(whole.steps, 120 - whole.restarts);
+  // The data are exact, so every condition's optimum is k* = 0.5 and the
+  // batches' noise vanishes there; the cosine schedule's end leaves
+  // measured |k − k*| = 2.3e-5; 1e-4 allows it a factor 4.
+  constexpr double kTruthTolerance = 1e-4;
+  EXPECT_NEAR(std::exp(whole.x[0]), BlowUp::kTruth, kTruthTolerance);
+  // The last epoch reports η of its last step, halved per restart.
+  EXPECT_DOUBLE_EQ(whole.epochs.back().learning_rate,
+                   std::ldexp(cosine(whole.steps - 1), -static_cast<int>(whole.restarts)));
+  // A fit stopped just before a restart, just after it and later resumes
+  // to the same bits.
+  ASSERT_FALSE(restart_step.empty());
+  for (std::int64_t stop_at : {restart_step[0], restart_step[0] + 1, restart_step.back() + 5}) {
+    SCOPED_TRACE(stop_at);
+    const auto part = opt::fit(model.dataset(), x0, lo, up, o,
+                               {.on_step = [&](const opt::StochasticState& s) { return s.step < stop_at; },
+                                .on_epoch = {}, .on_restart = {}});
+    ASSERT_EQ(part.termination, "interrupted");
+    const auto rest = opt::fit(model.dataset(), {}, lo, up, o, {}, &part.state);
+    EXPECT_EQ(rest.termination, whole.termination);
+    EXPECT_EQ(bits(rest.x), bits(whole.x));
+    EXPECT_EQ(rest.restarts, whole.restarts);
+    EXPECT_EQ(rest.simulations, whole.simulations);
+    EXPECT_EQ(rest.epochs.back().learning_rate, whole.epochs.back().learning_rate);
+  }
+  // Restarts exhausted (η = 1 without rescues: measured 3 restarts, then a
+  // fourth failure): rescue_failed, returning the last accepted iterate.
+  o.learning_rate = 1.0;
+  o.max_rescues = 0;
+  const auto hopeless = opt::fit(model.dataset(), x0, lo, up, o);
+  EXPECT_EQ(hopeless.termination, "rescue_failed");
+  EXPECT_EQ(hopeless.restarts, 3);
+  EXPECT_EQ(bits(hopeless.x), bits(hopeless.state.x_prev));
 }
 
 TEST(StochasticFit, KeepsTheBestValidationParametersAndStopsEarly) {

@@ -58,6 +58,29 @@ def test_fit_rescues_failed_conditions_and_refuses_bad_options():
         costate.fit(line_loss, 100, [0.0, 0.0], batch=101)
 
 
+def test_fit_restarts_when_the_rescues_are_exhausted():
+    def flaky(c, x):
+        if x[1] > 3.2:  # SGD's first full-batch step at 0.9 lands at x1 ≈ 3.6
+            return float("nan"), np.zeros(2)
+        return line_loss(c, x)
+
+    slope, intercept = np.polyfit(A, B, 1)
+    # No rescues and no restarts: the fit stops at its start, the last
+    # accepted point.
+    f = costate.fit(flaky, 100, [0.0, 0.0], optimizer="sgd", epochs=40, learning_rate=0.9,
+                    max_rescues=0, max_restarts=0)
+    assert f.termination == "rescue_failed" and f.restarts == 0 and list(f.x) == [0.0, 0.0]
+    # A restart goes back there, skips the (whole) batch and continues at
+    # half the learning rate, where full-batch SGD converges to the line
+    # (measured within 1e-12; 1e-8 leaves round-off room).
+    f = costate.fit(flaky, 100, [0.0, 0.0], optimizer="sgd", epochs=40, learning_rate=0.9,
+                    max_rescues=0, max_restarts=3)
+    assert f.termination == "epochs" and f.restarts == 1
+    assert [e["restarts"] for e in f.epochs[:3]] == [0, 1, 0]
+    assert [e["learning_rate"] for e in f.epochs[:3]] == [0.9, 0.45, 0.45]
+    assert abs(f.x[0] - intercept) < 1e-8 and abs(f.x[1] - slope) < 1e-8
+
+
 @pytest.mark.skipif(not os.path.isfile(FUJITA), reason="PEtab benchmark not found under %s" % PETAB_DIR)
 def test_petab_fit_matches_the_command_line():
     from cli_support import cli_json
@@ -141,6 +164,20 @@ def test_fit_over_conditions_reaches_the_full_batch_optimum():
                     schedule="cosine", seed=3)
     kSameObjective = 1.0
     assert full.objective - 1e-9 * full.objective <= f.objective <= full.objective + kSameObjective
+
+
+def test_a_converged_finish_gives_the_command_lines_standard_errors():
+    """With a full-batch finish that converges, costate.fit reports the
+    standard errors of the fitted values — the command line's bits (the JSON
+    keeps 17 digits); without a finish, None."""
+    from cli_support import cli_json
+    args = dict(optimizer="adamw", epochs=40, batch=2, learning_rate=0.05, seed=3)
+    f = costate.fit(DECAY, finish_iterations=50, **args)
+    j = cli_json("calibrate", DECAY, "--optimizer", "adamw", "--epochs", "40", "--batch", "2",
+                 "--learning-rate", "0.05", "--seed", "3", "--finish", "50")
+    assert j["status"] == "ok"
+    assert dict(zip(f.names, f.standard_errors.tolist())) == j["standard_errors"]
+    assert costate.fit(DECAY, **args).standard_errors is None
 
 
 def test_fit_over_conditions_refuses_what_the_file_brings():

@@ -207,6 +207,12 @@ struct StochasticCalibration {
   std::vector<std::string> names;  ///< the fitted quantities' labels
   std::vector<double> initial;     ///< q0
   std::vector<double> values;      ///< v(result.x): natural values
+  /// The standard errors of `values` when the full-batch finish converged
+  /// (result.finish_converged, a finite objective): computed at result.x as
+  /// calibrate() computes CalibrationReport::standard_errors (NaN for an
+  /// unidentifiable quantity). Empty otherwise — no standard errors away
+  /// from a converged optimum.
+  std::vector<double> standard_errors;
   optimize::StochasticResult result;
 };
 optimize::Dataset condition_dataset(CalibrationProblem& problem, MPI_Comm comm = MPI_COMM_SELF);

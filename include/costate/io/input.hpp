@@ -203,6 +203,18 @@ ode::IntegratorOptions integrator_options(const RunConfig& cfg);
 /// resolves. Throws costate::Error with file:line:column on bad input.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
+/// A stochastic fit's settings from `overrides` alone ("calibration.optimizer.
+/// <key>=value", as --set gives them): what a PEtab problem takes, whose
+/// tables have no calibration section. Read by the input files' own reader
+/// of calibration.optimizer (method adamw | adam | sgd), so the keys, the
+/// values' checks and the errors are the same — an unknown key is refused by
+/// name with the nearest valid key, and so is any key outside
+/// calibration.optimizer. `method` is the method when no override names
+/// one; errors name `path`.
+optimize::StochasticOptions stochastic_options_from_overrides(const std::string& method,
+                                                              const std::vector<std::string>& overrides,
+                                                              const std::string& path);
+
 /// Sets the initial values given as expressions of t and the parameters
 /// (initial_state_expressions) from cfg.parameters.
 void evaluate_initial_state(RunConfig& cfg);

@@ -27,9 +27,16 @@
 /// evaluated at the new iterate (the callback returns false, throws
 /// costate::Error, or gives a non-finite loss or gradient), the last step is
 /// halved back towards the previous iterate, x ← x_prev + ½(x − x_prev), and
-/// the batch evaluated again — up to `max_rescues` times; then the fit stops
-/// with termination "rescue_failed". Each rescue is counted in the epoch's
-/// record. A failure at the starting point is an error.
+/// the batch evaluated again — up to `max_rescues` times. When the batch
+/// still fails, a **restart** (parPE's cold restart, Stapor et al. 2022):
+/// x ← x_prev (the last accepted iterate), the moments m, v ← 0 and the
+/// bias correction's step count t ← 1 (the schedule keeps its position),
+/// the learning rate multiplied by ½ (one rescue's factor) for the rest of
+/// the fit — so after r restarts η_t · 2⁻ʳ — and the failing batch
+/// skipped; up to `max_restarts` times in a fit, then the fit stops with
+/// termination "rescue_failed" and returns the last accepted iterate. Each
+/// rescue and restart is counted in the epoch's record. A failure at the
+/// starting point is an error.
 ///
 /// **Validation**: a fraction of the conditions (drawn once from the seed) is
 /// held out of training; its mean loss is evaluated after every epoch, the
@@ -107,7 +114,14 @@ struct StochasticOptions {
   double validation_split = 0.0;  ///< fraction of the conditions held out, in [0, 1)
   int patience = 0;           ///< early stopping after this many epochs without a better validation loss; 0 = off
   std::uint64_t seed = 1;
-  int max_rescues = 10;       ///< halvings of one step before the fit stops
+  int max_rescues = 10;       ///< halvings of one step before a restart (or the fit's stop)
+  /// Cold restarts in a fit when the rescues of a batch are exhausted (see
+  /// the file comment); then the fit stops with "rescue_failed". 3: each
+  /// restart halves η for good, so three allow η/8 — a fit that still
+  /// cannot step there is unrecoverable, and the limit bounds the wasted
+  /// work at 3·(max_rescues + 1) batch evaluations. 0: parPE's rescue mode
+  /// without restarts (stop at the first exhausted rescue).
+  int max_restarts = 3;
   /// Tail averaging (Polyak & Juditsky 1992): when the epochs have all run,
   /// return the mean of the iterates after each step of the last
   /// `average_epochs` epochs instead of the last iterate — the batches'
@@ -151,12 +165,14 @@ struct EpochRecord {
   double train_loss = 0.0;             ///< mean over the epoch's batches of the batch mean loss
   double train_loss_stderr = 0.0;      ///< its standard error over the batches (0 for one batch)
   /// Mean loss of the validation conditions at the epoch's end (NaN without
-  /// a validation split; +∞ where a validation condition failed).
+  /// a validation split; +∞ where a validation condition failed). train_loss
+  /// is NaN when restarts skipped every batch of the epoch.
   double validation_loss = std::numeric_limits<double>::quiet_NaN();
   double learning_rate = 0.0;          ///< η_t of the epoch's last step
   std::int64_t steps = 0;              ///< optimizer steps so far
   std::int64_t simulations = 0;        ///< condition evaluations so far (rescues and validation included)
   int rescues = 0;                     ///< rescues in this epoch
+  int restarts = 0;                    ///< restarts in this epoch (each skipped a batch)
 };
 
 /// Everything a fit needs to continue: pass it back as `resume_from`.
@@ -176,6 +192,11 @@ struct StochasticState {
   int epochs_since_best = 0;
   std::int64_t simulations = 0;
   std::int64_t rescues = 0;
+  std::int64_t restarts = 0;   ///< restarts so far (η is scaled by 2⁻ʳᵉˢᵗᵃʳᵗˢ)
+  int epoch_restarts = 0;
+  /// The step at the last restart: the bias correction's t is step −
+  /// moment_start + 1 (0 without restarts).
+  std::int64_t moment_start = 0;
   std::vector<EpochRecord> history;
   /// Σ of the iterates after each step of the averaging window so far
   /// (average_epochs; zeros before the window, empty without averaging).
@@ -197,6 +218,7 @@ struct StochasticResult {
   std::int64_t steps = 0;
   std::int64_t simulations = 0;  ///< condition evaluations, the final objective's included
   std::int64_t rescues = 0;
+  std::int64_t restarts = 0;
   std::vector<std::size_t> training, validation;  ///< the split (condition indices)
   StochasticState state;         ///< where the fit stopped
   /// With options.finish_iterations: TAO's termination ("CONVERGED_GATOL",
@@ -210,10 +232,12 @@ struct StochasticResult {
 
 /// Callbacks: `on_step(state)` after every optimizer step (return false to
 /// stop: the result's state resumes the fit); `on_epoch(record)` after every
-/// epoch.
+/// epoch; `on_restart(state)` after every restart (state.restarts counts
+/// them; state.x is the iterate it went back to).
 struct StochasticCallbacks {
   std::function<bool(const StochasticState&)> on_step;
   std::function<void(const EpochRecord&)> on_epoch;
+  std::function<void(const StochasticState&)> on_restart;
 };
 
 /// See the file comment. `x0`, `lower`, `upper` have dataset.n entries

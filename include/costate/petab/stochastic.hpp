@@ -42,6 +42,10 @@ struct StochasticFit {
   /// name) and its description, set by the caller that judged it; written
   /// by write_stochastic_hdf5 when not empty.
   std::string fit_status, convergence;
+  /// Standard errors of the fitted values at a converged full-batch finish
+  /// (an input file's: io::StochasticCalibration::standard_errors); empty
+  /// when there are none. Written as /stochastic/standard_errors when set.
+  std::vector<double> standard_errors;
   std::string brief_report() const;
 };
 
