@@ -2572,7 +2572,6 @@ Model read_file(const std::string& path) {
 }
 
 Model read_string(const std::string& xml, const std::string& name, const ReadOptions& options) {
-  io::check_xml_utf8(xml, name);
   io::check_xml_nesting(xml, name);
   libsbml::SBMLReader reader;
   std::unique_ptr<libsbml::SBMLDocument> doc(reader.readSBMLFromString(xml));

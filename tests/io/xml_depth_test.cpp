@@ -93,46 +93,4 @@ TEST(XmlDepth, ModerateNestingStillLoads) {
   EXPECT_EQ(m.state_names.size(), 1u);
 }
 
-std::string utf8_error_of(const std::string& xml) {
-  try {
-    costate::io::check_xml_utf8(xml, "m.xml");
-  } catch (const costate::Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
-TEST(XmlUtf8, ValidUtf8PassesAndEveryKindOfBadSequenceIsNamedWithItsPlace) {
-  // One-, two-, three- and four-byte characters (µ, €, 😀) and a BOM.
-  EXPECT_EQ(utf8_error_of("\xEF\xBB\xBF<a name=\"\xC2\xB5 \xE2\x82\xAC \xF0\x9F\x98\x80\"/>"), "");
-  const std::string bad = utf8_error_of("<a>\n  <b>x\xFFy</b>\n</a>");
-  EXPECT_NE(bad.find("m.xml:2:7: byte 0xFF is not UTF-8"), std::string::npos) << bad;
-  EXPECT_NE(bad.find("cannot start a character"), std::string::npos) << bad;
-  // Overlong (C0 80 for U+0000; E0 80 80), a surrogate (ED A0 80), above
-  // U+10FFFF (F4 90 80 80), a stray continuation byte, a truncated end.
-  for (const std::string seq : {"\xC0\x80", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                                "\x80", "\xE2\x82"}) {
-    const std::string e = utf8_error_of("<a>" + seq);
-    EXPECT_NE(e.find("m.xml:1:4: byte 0x"), std::string::npos) << e;
-  }
-  // Another declared encoding is the parser's to convert.
-  EXPECT_EQ(utf8_error_of("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><a>\xB5</a>"), "");
-  EXPECT_NE(utf8_error_of("<?xml version=\"1.0\" encoding=\"UTF-8\"?><a>\xB5</a>"), "");
-}
-
-TEST(XmlUtf8, TheSbmlReaderRefusesNonUtf8BeforeLibsbml) {
-  // The sbml fuzzer's input: libxml2 stopped on its 0xFF bytes inside a
-  // <math> element and libsbml leaked the nodes it had read (296 bytes,
-  // reproduced with libsbml alone). It is now refused before libsbml sees it.
-  std::string xml = sbml_with_nested_math(2);
-  xml.insert(xml.find("<ci>k</ci>"), "\xFF\xFF");
-  try {
-    (void)costate::sbml::read_string(xml, "bad.xml");
-    ADD_FAILURE() << "a document with 0xFF bytes was read";
-  } catch (const costate::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.xml:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("byte 0xFF is not UTF-8"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
