@@ -11,7 +11,8 @@
 //           sys's structure (swapped for −f_yᵀ); values from sys.sparse_jacobian;
 //   sparse: SUNSparseMatrix + SUNLinSol_KLU on sys's structure: CSC_MAT for
 //           f_y; for −f_yᵀ the same arrays read as CSR_MAT (the CSC of f_y
-//           is the CSR of f_yᵀ) with negated values — no permutation.
+//           is the CSR of f_yᵀ) with negated values — no permutation;
+//           KLU orders by AMD on A + Aᵀ (cvodes_linear_solver.cpp says why).
 // The structure includes the diagonal, so CVODES' SUNMatScaleAddI (forming
 // I − γJ) never reallocates the sparse matrix and KLU's symbolic analysis
 // of the first factorisation stays valid for every later one.
