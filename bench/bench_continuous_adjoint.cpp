@@ -3,7 +3,7 @@
 // data/examples/robertson_stiff.yaml), dJ/d(k1, k2, k3, y0) by
 //   - continuous_adjoint with bdf (and sdirk3) forward and backward,
 //   - discrete_adjoint of the bdf steps (store all),
-//   - cvodes_adjoint with cvodes_bdf (Hermite, 100 steps per checkpoint),
+//   - cvodes_adjoint with cvodes_bdf (Hermite, steps per checkpoint auto: 100 here),
 // each against a reference (cvodes_adjoint at rtol 1e-12) and timed against
 // ode::integrate of the same method: wall-clock medians of `repeats`
 // interleaved rounds (default 11), at rtol 1e-6 and 1e-8.

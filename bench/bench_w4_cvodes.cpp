@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
   const double G_plain = plain.robertson(true, &g_plain);
   const GradientResult g_rob = gradient(rob, IntegralOfY3{}, rob_adj, rob_opt);
   const double L_plain = plain.lotka_volterra(true, &g_plain_lv);
-  const GradientResult g_lv = gradient(lv, obs, CvodesAdjoint{}, lv_opt);
+  const GradientResult g_lv = gradient(lv, obs, CvodesAdjoint{.steps = plain.lv_steps}, lv_opt);
   const GradientResult g_lv_ca = gradient(lv, obs, ContinuousAdjoint{}, lv_dopri);
   std::printf("Robertson G: plain %.10g, costate %.10g; dG/dp max rel diff %.2e\n", G_plain,
               g_rob.objective, max_rel(g_rob.wrt_parameters, g_plain));
@@ -505,7 +505,7 @@ int main(int argc, char** argv) {
     t[4].push_back(seconds([&] { plain.lotka_volterra(false, nullptr); }));
     t[5].push_back(seconds([&] { plain.lotka_volterra(true, &g); }));
     t[6].push_back(seconds([&] { (void)integrate(lv, lv_opt); }));
-    t[7].push_back(seconds([&] { (void)gradient(lv, obs, CvodesAdjoint{}, lv_opt); }));
+    t[7].push_back(seconds([&] { (void)gradient(lv, obs, CvodesAdjoint{.steps = plain.lv_steps}, lv_opt); }));
     auto lvd = lv;
     t[8].push_back(seconds([&] { (void)integrate(lvd, lv_dopri); }));
     t[9].push_back(seconds([&] { (void)gradient(lv, obs, ContinuousAdjoint{}, lv_dopri); }));

@@ -38,10 +38,27 @@ CvodesInterpolation cvodes_interpolation_from_string(std::string_view name) {
               "'; valid values: hermite, polynomial");
 }
 
+int auto_checkpoint_steps(std::size_t n, std::size_t vectors_per_point) {
+  // Each stored vector: its n values plus ~1.9 KiB of N_Vector structure,
+  // operation table and allocator overhead (measured: Bachmann_MSB2011's
+  // peak memory rose 38.5 MB from 100 to 10 000 Hermite points).
+  constexpr std::size_t kVectorOverhead = 2048;
+  const std::size_t per_point =
+      std::max<std::size_t>(vectors_per_point, 1) * (n * sizeof(double) + kVectorOverhead);
+  const std::size_t steps = std::min(kAutoCheckpointBytes / per_point, kAutoCheckpointStepsPerState * n);
+  return static_cast<int>(
+      std::clamp<std::size_t>(steps, kAutoCheckpointMinSteps, kAutoCheckpointMaxSteps));
+}
+
+int CvodesAdjoint::resolved_steps(std::size_t n, std::size_t copies) const {
+  if (steps > 0) return steps;
+  return auto_checkpoint_steps(n, copies * (interpolation == CvodesInterpolation::Hermite ? 2 : 1));
+}
+
 void CvodesAdjoint::validate() const {
-  COSTATE_CHECK(steps >= 1, "sensitivity.checkpoint_steps = " << steps
-                                                              << " is invalid: CVODES needs >= 1 "
-                                                                 "steps between checkpoints");
+  COSTATE_CHECK(steps >= 0, "sensitivity.checkpoint_steps = "
+                                << steps
+                                << " is invalid: CVODES needs >= 1 steps between checkpoints (or auto)");
   COSTATE_CHECK(std::isfinite(rtol) && rtol >= 0.0,
                 "sensitivity.adjoint_rtol = " << costate::detail::format_value(rtol)
                                               << " must be >= 0 (0: integrator.rtol)");
@@ -245,19 +262,18 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
   // fewer steps per interval read outside the stored data (a crash, not an
   // error, in SUNDIALS 6.4).
   const int min_steps = sys.bdf ? 6 : 13;
-  COSTATE_CHECK(adj.interpolation == CvodesInterpolation::Hermite || adj.steps >= min_steps,
+  const bool hermite = adj.interpolation == CvodesInterpolation::Hermite;
+  const int steps = adj.resolved_steps(sys.n);
+  COSTATE_CHECK(hermite || steps >= min_steps,
                 "sensitivity.checkpoint_steps = "
-                    << adj.steps << " is too small for interpolation: polynomial with "
+                    << steps << " is too small for interpolation: polynomial with "
                     << (sys.bdf ? "cvodes_bdf" : "cvodes_adams") << "; use at least " << min_steps
                     << " steps between checkpoints, or interpolation: hermite");
   const std::size_t n = sys.n, np = sys.np;
   Objects o;
   Context ctx;
   setup_forward(o, ctx, sys, settings, t0, y0.data());
-  check(ctx,
-        CVodeAdjInit(o.mem, adj.steps,
-                     adj.interpolation == CvodesInterpolation::Hermite ? CV_HERMITE : CV_POLYNOMIAL),
-        "CVodeAdjInit");
+  check(ctx, CVodeAdjInit(o.mem, steps, hermite ? CV_HERMITE : CV_POLYNOMIAL), "CVodeAdjInit");
 
   // 1. Forward to every stop; the λ jumps from the state there.
   const std::size_t K = stops.size();

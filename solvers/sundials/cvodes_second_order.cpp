@@ -126,9 +126,11 @@ void second_order_adjoint(
   // As cvodes::adjoint: polynomial interpolation needs the method's order + 1
   // steps per checkpoint interval.
   const int min_steps = sys.bdf ? 6 : 13;
-  COSTATE_CHECK(adj.interpolation == CvodesInterpolation::Hermite || adj.steps >= min_steps,
+  const bool hermite = adj.interpolation == CvodesInterpolation::Hermite;
+  const int steps = adj.resolved_steps(sys.n, 2);  // a point holds y and s
+  COSTATE_CHECK(hermite || steps >= min_steps,
                 "sensitivity.checkpoint_steps = "
-                    << adj.steps << " is too small for interpolation: polynomial with "
+                    << steps << " is too small for interpolation: polynomial with "
                     << (sys.bdf ? "cvodes_bdf" : "cvodes_adams") << "; use at least " << min_steps
                     << " steps between checkpoints, or interpolation: hermite");
   const std::size_t n = sys.n, np = sys.np;
@@ -144,8 +146,7 @@ void second_order_adjoint(
   check(ctx, CVodeSensInit(o.mem, 1, CV_STAGGERED, tangent_rhs, o.yS), "CVodeSensInit");
   check(ctx, CVodeSensEEtolerances(o.mem), "CVodeSensEEtolerances");
   check(ctx, CVodeSetSensErrCon(o.mem, SUNFALSE), "CVodeSetSensErrCon");
-  const int interp = adj.interpolation == CvodesInterpolation::Hermite ? CV_HERMITE : CV_POLYNOMIAL;
-  check(ctx, CVodeAdjInit(o.mem, adj.steps, interp), "CVodeAdjInit");
+  check(ctx, CVodeAdjInit(o.mem, steps, hermite ? CV_HERMITE : CV_POLYNOMIAL), "CVodeAdjInit");
 
   // 1. Forward (as cvodes::adjoint), the jumps from (y, s) at each stop.
   const std::size_t K = stops.size();

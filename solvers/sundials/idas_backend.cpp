@@ -28,9 +28,14 @@
 
 namespace costate::ode {
 
+int IdasAdjoint::resolved_steps(std::size_t n) const {
+  return steps > 0 ? steps : auto_checkpoint_steps(n, 2);
+}
+
 void IdasAdjoint::validate() const {
-  COSTATE_CHECK(steps >= 1, "sensitivity.checkpoint_steps = "
-                                << steps << " is invalid: IDAS needs >= 1 steps between checkpoints");
+  COSTATE_CHECK(steps >= 0, "sensitivity.checkpoint_steps = "
+                                << steps
+                                << " is invalid: IDAS needs >= 1 steps between checkpoints (or auto)");
   COSTATE_CHECK(std::isfinite(rtol) && rtol >= 0.0,
                 "sensitivity.adjoint_rtol = " << costate::detail::format_value(rtol)
                                               << " must be >= 0 (0: integrator.rtol)");
@@ -670,7 +675,8 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
   setup(o, x, dae, settings, t0, y0.data());
   const std::size_t n = x.nu, r = x.r;
   const std::size_t nb = r > 0 ? 2 * n : n;  // backward unknowns: λ, or (λ, ν)
-  ida_check(x.c, IDAAdjInit(o.mem, adj.steps, IDA_HERMITE), "IDAAdjInit");
+  const int steps = adj.resolved_steps(n);
+  ida_check(x.c, IDAAdjInit(o.mem, steps, IDA_HERMITE), "IDAAdjInit");
   consistent_start(o, x, dae, t0, stops.back(), y0, correction);
 
   // 1. Forward to every stop (stop time t1 only: IDASolveB recomputes

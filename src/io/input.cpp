@@ -1725,11 +1725,17 @@ RunConfig load_run_config_text(const std::string& text, const std::string& path,
     }
     if (sens["adjoint_rtol"]) sc.adjoint_rtol = ctx.positive(sens["adjoint_rtol"], "sensitivity.adjoint_rtol");
     if (sens["adjoint_atol"]) sc.adjoint_atol = ctx.positive(sens["adjoint_atol"], "sensitivity.adjoint_atol");
-    if (sens["checkpoint_steps"]) {
-      sc.checkpoint_steps = ctx.integer(sens["checkpoint_steps"], "sensitivity.checkpoint_steps");
-      if (sc.checkpoint_steps < 1 || sc.checkpoint_steps > 1000000000)
-        ctx.fail(sens["checkpoint_steps"], "sensitivity.checkpoint_steps",
-                 "expected an integer >= 1 (CVODES steps between checkpoints)");
+    if (const YAML::Node cs = sens["checkpoint_steps"]; cs) {
+      if (cs.IsScalar() && cs.Scalar() == "auto") {
+        sc.checkpoint_steps = 0;
+      } else {
+        long long v = 0;
+        if (!cs.IsScalar() || !YAML::convert<long long>::decode(cs, v) || v < 1 || v > 1000000000)
+          ctx.fail(cs, "sensitivity.checkpoint_steps",
+                   "expected auto or an integer >= 1 (steps between CVODES / IDAS checkpoints), got " +
+                       describe(cs));
+        sc.checkpoint_steps = v;
+      }
     }
     if (sens["interpolation"]) {
       sc.interpolation = ctx.string(sens["interpolation"], "sensitivity.interpolation");
@@ -2017,7 +2023,10 @@ std::string RunConfig::to_yaml() const {
       e << YAML::Key << "adjoint_atol" << YAML::Value << sensitivity.adjoint_atol;
     }
     if (sensitivity.method == ode::SensitivityKind::CvodesAdjoint) {
-      e << YAML::Key << "checkpoint_steps" << YAML::Value << sensitivity.checkpoint_steps;
+      if (sensitivity.checkpoint_steps == 0)
+        e << YAML::Key << "checkpoint_steps" << YAML::Value << "auto";
+      else
+        e << YAML::Key << "checkpoint_steps" << YAML::Value << sensitivity.checkpoint_steps;
       e << YAML::Key << "interpolation" << YAML::Value << sensitivity.interpolation;
     }
     e << YAML::EndMap;

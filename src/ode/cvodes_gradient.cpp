@@ -190,7 +190,8 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
   const std::vector<double>& gp = terms.gp;
 
   GradientResult result;
-  result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->steps) + ", " +
+  result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->resolved_steps(na)) +
+                                (adjoint->steps == 0 ? " auto" : "") + ", " +
                                 to_string(adjoint->interpolation) +
                                 (adj.forward_tolerance_factor != 1.0
                                      ? ", forward at " + costate::detail::format_value(adj.forward_tolerance_factor) +

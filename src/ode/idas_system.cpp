@@ -329,7 +329,8 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   } else {
     // 3b. Adjoint: the λ jumps (projected onto x on the constraint) at the
     //     stops, F_yᵀλ and F_pᵀλ from the System.
-    result.method = "idas_adjoint(steps " + std::to_string(adjoint->steps) + ")";
+    result.method = "idas_adjoint(steps " +
+                    (adjoint->steps == 0 ? std::string("auto") : std::to_string(adjoint->steps)) + ")";
     std::vector<double> mu_terms(np, 0.0), lambda, mu, w(na);
     // The jumps on the constraint z = z(x, p) (ode/dae.hpp, shared with the
     // native schemes' initial point).

@@ -140,6 +140,25 @@ TEST_F(InputTest, WrongTypeNamesKeyLineAndExpectedType) {
   EXPECT_NE(msg.find("time: expected a map"), std::string::npos) << msg;
 }
 
+TEST_F(InputTest, CheckpointStepsAreAutoOrAPositiveInteger) {
+  const std::string base =
+      "model: lotka_volterra\ntime: {end: 1}\nintegrator: {method: cvodes_bdf}\n"
+      "sensitivity: {method: cvodes_adjoint";
+  auto cfg = load_run_config(write(base + "}\n"));
+  EXPECT_EQ(cfg.sensitivity.checkpoint_steps, 0);  // auto by default
+  EXPECT_NE(cfg.to_yaml().find("checkpoint_steps: auto"), std::string::npos) << cfg.to_yaml();
+  cfg = load_run_config(write(base + ", checkpoint_steps: auto}\n"));
+  EXPECT_EQ(cfg.sensitivity.checkpoint_steps, 0);
+  cfg = load_run_config(write(base + ", checkpoint_steps: 250}\n"));
+  EXPECT_EQ(cfg.sensitivity.checkpoint_steps, 250);
+  EXPECT_NE(cfg.to_yaml().find("checkpoint_steps: 250"), std::string::npos) << cfg.to_yaml();
+  for (const char* bad : {"0", "-3", "many", "[1]", "2.5"}) {
+    const std::string msg = error_of(base + ", checkpoint_steps: " + bad + "}\n");
+    EXPECT_NE(msg.find("sensitivity.checkpoint_steps"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected auto or an integer >= 1"), std::string::npos) << msg;
+  }
+}
+
 TEST_F(InputTest, UnknownModelListsValidOnes) {
   const std::string msg = error_of("model: lotka_voltera\ntime: {end: 1}\n");
   EXPECT_NE(msg.find("input.yaml:1:8"), std::string::npos) << msg;

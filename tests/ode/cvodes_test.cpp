@@ -174,6 +174,35 @@ TEST(CvodesGradient, CheckpointSettingsAndInterpolationGiveTheSameGradient) {
                costate::Error);
 }
 
+TEST(CvodesGradient, AutoCheckpointStepsFollowTheSystemSize) {
+  // 20 steps per state, within kAutoCheckpointBytes (64 MiB) of points of 2
+  // vectors (Hermite: y, y'), each n doubles plus 2 KiB; in [100, 10 000].
+  EXPECT_EQ(auto_checkpoint_steps(2, 2), kAutoCheckpointMinSteps);     // 40 → 100
+  EXPECT_EQ(auto_checkpoint_steps(25, 2), 500);                        // 20 per state
+  EXPECT_EQ(auto_checkpoint_steps(500, 2), 67108864 / (2 * (500 * 8 + 2048)));  // 5 548 (memory)
+  EXPECT_EQ(auto_checkpoint_steps(100000, 2), kAutoCheckpointMinSteps);  // memory → the floor
+  EXPECT_EQ((CvodesAdjoint{.steps = 7}.resolved_steps(500)), 7);
+  EXPECT_EQ((CvodesAdjoint{}.resolved_steps(500)), 5548);
+  EXPECT_EQ((CvodesAdjoint{.interpolation = CvodesInterpolation::Polynomial}.resolved_steps(1000)),
+            67108864 / (1000 * 8 + 2048));  // points of y alone: 6 678
+  EXPECT_EQ((CvodesAdjoint{}.resolved_steps(500, 2)), 67108864 / (4 * (500 * 8 + 2048)));
+  EXPECT_EQ((IdasAdjoint{}.resolved_steps(500)), 5548);
+  EXPECT_EQ((IdasAdjoint{}.resolved_steps(200)), 4000);
+
+  // `auto` is that spacing and nothing else: the same bits as asking for it,
+  // and the method says which it used.
+  Problem<LotkaVolterra> pr{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 10.0}};
+  const LeastSquares obs = lv_observations();
+  const IntegratorOptions o = cvodes(Method::CvodesBdf, 1e-10, 1e-12);
+  const GradientResult a = gradient(pr, obs, CvodesAdjoint{}, o);
+  const GradientResult b = gradient(pr, obs, CvodesAdjoint{.steps = kAutoCheckpointMinSteps}, o);
+  EXPECT_EQ(a.objective, b.objective);
+  EXPECT_EQ(a.wrt_parameters, b.wrt_parameters);
+  EXPECT_EQ(a.wrt_initial_state, b.wrt_initial_state);
+  EXPECT_NE(a.method.find("steps 100 auto"), std::string::npos) << a.method;
+  EXPECT_NE(b.method.find("steps 100,"), std::string::npos) << b.method;
+}
+
 struct TerminalAndRunning {
   template <class T>
   T terminal(std::span<const T> y, std::span<const T> p) const {
@@ -296,7 +325,7 @@ TEST(CvodesGradient, MismatchedMethodsAreClearErrors) {
   } catch (const costate::Error& e) {
     EXPECT_NE(std::string(e.what()).find("cvodes_adjoint"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((void)gradient(pr, obj, CvodesAdjoint{.steps = 0}, {.method = Method::CvodesBdf}),
+  EXPECT_THROW((void)gradient(pr, obj, CvodesAdjoint{.steps = -1}, {.method = Method::CvodesBdf}),
                costate::Error);
 }
 

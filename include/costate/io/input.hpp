@@ -44,11 +44,12 @@ struct SensitivityConfig {
   bool wrt_initial_state = true;
   ode::Checkpointing checkpointing = ode::StoreAll{};
   /// continuous_adjoint / cvodes_adjoint: backward tolerances (0: the
-  /// integrator's); cvodes_adjoint: steps between CVODES checkpoints and the
-  /// interpolation of the forward state ("hermite" | "polynomial").
+  /// integrator's); cvodes_adjoint / idas_adjoint: steps between
+  /// checkpoints (0: `auto`, by the system's size: ode::auto_checkpoint_steps)
+  /// and the interpolation of the forward state ("hermite" | "polynomial").
   double adjoint_rtol = 0.0;
   double adjoint_atol = 0.0;
-  long long checkpoint_steps = 100;
+  long long checkpoint_steps = 0;
   std::string interpolation = "hermite";
 };
 

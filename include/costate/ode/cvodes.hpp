@@ -105,14 +105,38 @@ CvodesInterpolation cvodes_interpolation_from_string(std::string_view name);
 /// Needs integrator.method cvodes_bdf or cvodes_adams.
 struct CvodesForward {};
 
+/// The checkpoint spacing CVODES' and IDAS' adjoints use when asked for
+/// none (CvodesAdjoint::steps or IdasAdjoint::steps = 0). The backward pass
+/// re-integrates every checkpoint interval but the last, and CVodeAdjInit /
+/// IDAAdjInit allocate one interval's points up front (`vectors_per_point`
+/// vectors of n values each: y and y' with Hermite interpolation). So the
+/// spacing is kAutoCheckpointStepsPerState steps per state — a point costs
+/// about 1 µs to allocate whatever n, a step of a large model far more than
+/// of a small one — within kAutoCheckpointBytes of points, between
+/// kAutoCheckpointMinSteps and kAutoCheckpointMaxSteps. Measured
+/// (bench/README.md, "Chen_MSB2009: where the first gradient's time goes"):
+/// Chen_MSB2009's first gradient (500 states, 5 548 steps) 0.86× the CPU of
+/// the 100-step spacing, Fujita_SciSignal2010's (9 states) 1.15× when it
+/// was given 10 000.
+inline constexpr std::size_t kAutoCheckpointBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kAutoCheckpointStepsPerState = 20;
+inline constexpr int kAutoCheckpointMinSteps = 100;    // the former fixed default
+inline constexpr int kAutoCheckpointMaxSteps = 10000;  // AMICI passes its maxsteps, 10 000
+int auto_checkpoint_steps(std::size_t n, std::size_t vectors_per_point);
+
 /// The adjoint through CVodeF/CVodeB with backward quadratures.
 struct CvodesAdjoint {
   /// Steps between checkpoints of the forward pass (CVodeAdjInit Nd ≥ 1;
   /// with Polynomial interpolation ≥ the method's maximum order + 1: 6 for
-  /// BDF, 13 for Adams). CVODES' forward steps depend slightly on it (the
-  /// objective changes at the level of the tolerances).
-  int steps = 100;
+  /// BDF, 13 for Adams), or 0: chosen by the system's size
+  /// (auto_checkpoint_steps). CVODES' forward steps depend slightly on it
+  /// (the objective changes at the level of the tolerances).
+  int steps = 0;
   CvodesInterpolation interpolation = CvodesInterpolation::Hermite;
+  /// `steps`, or when 0 auto_checkpoint_steps for n states and this
+  /// interpolation's points (Hermite: y and y'; polynomial: y), each of
+  /// `copies` vectors (2 when a sensitivity is stored with y).
+  int resolved_steps(std::size_t n, std::size_t copies = 1) const;
   /// Tolerances of the backward problem (λ); 0: the integrator's rtol and
   /// (scalar) atol.
   double rtol = 0.0;

@@ -124,8 +124,12 @@ struct IdasForward {};
 /// Its Newton matrix [−R_uᵀ, c D; −R_{u'}ᵀ, I] reduces to (c R_{u'} −
 /// R_u)ᵀ, the transpose of the forward one: nonsingular at index 1.
 struct IdasAdjoint {
-  /// Steps between checkpoints of the forward pass (IDAAdjInit Nd ≥ 1).
-  int steps = 100;
+  /// Steps between checkpoints of the forward pass (IDAAdjInit Nd ≥ 1), or
+  /// 0: chosen by the system's size (auto_checkpoint_steps).
+  int steps = 0;
+  /// `steps`, or when 0 auto_checkpoint_steps for n unknowns (Hermite
+  /// points: y and y').
+  int resolved_steps(std::size_t n) const;
   /// Tolerances of the backward problem (λ and μ); 0: the integrator's
   /// rtol and its smallest atol.
   double rtol = 0.0;
