@@ -207,6 +207,46 @@ TEST(SparsityDetection, IndexSetCarriesTheDoubleValue) {
 
 // ---------------------------------------------------------------- colouring
 
+/// A hub: row 0 and column 0 full, a tridiagonal elsewhere. Row 0 forces n
+/// colours on any colouring; without it the rest needs 3 or 4.
+ad::SparsityPattern hub_pattern(int n) {
+  std::vector<std::pair<int, int>> e;
+  for (int j = 0; j < n; ++j) e.emplace_back(0, j);
+  for (int i = 1; i < n; ++i) {
+    e.emplace_back(i, 0);
+    for (int j = std::max(1, i - 1); j <= std::min(n - 1, i + 1); ++j) e.emplace_back(i, j);
+  }
+  return ad::SparsityPattern::from_entries(n, n, e);
+}
+
+TEST(Coloring, DenseRowSplitTakesTheHubRowByOneSweep) {
+  constexpr int n = 100, chunk = 8;
+  const ad::SparsityPattern p = hub_pattern(n);
+  EXPECT_EQ(ad::color_columns(p).colors, n);  // the hub row's length
+  // One sweep at half a pass: 1 dense row, ≤ 4 colours (1 pass) + 0.75
+  // against 13 passes.
+  const ad::DenseRowSplit s = ad::split_dense_rows(p, chunk, 0.5, 0.25);
+  ASSERT_EQ(s.dense_rows, std::vector<int>{0});
+  EXPECT_LE(s.coloring.colors, 4);
+  EXPECT_DOUBLE_EQ(s.cost, 1.0 + 0.25 + 0.5);
+  // The colouring is valid for every row but the dense one (and not for
+  // the whole pattern).
+  std::vector<std::pair<int, int>> rest;
+  for (int i = 1; i < n; ++i)
+    for (int j : p.row(i)) rest.emplace_back(i, j);
+  EXPECT_TRUE(ad::is_valid_coloring(ad::SparsityPattern::from_entries(n, n, rest), s.coloring));
+  EXPECT_FALSE(ad::is_valid_coloring(p, s.coloring));
+  // Sweeps dearer than the passes they save: no split, the plain colouring.
+  const ad::DenseRowSplit none = ad::split_dense_rows(p, chunk, 20.0, 0.0);
+  EXPECT_TRUE(none.dense_rows.empty());
+  EXPECT_EQ(none.coloring.colors, n);
+  EXPECT_DOUBLE_EQ(none.cost, 13.0);
+  // Rows no longer than a chunk: nothing to split.
+  const ad::DenseRowSplit band = ad::split_dense_rows(Banded{2}.pattern(n), chunk, 0.5, 0.25);
+  EXPECT_TRUE(band.dense_rows.empty());
+  EXPECT_EQ(band.coloring.colors, 5);
+}
+
 TEST(Coloring, BandedPatternsNeedTheirRowWidthWhateverN) {
   // Half-bandwidth k: rows hold 2k+1 columns, so ≥ 2k+1 colours; natural and
   // smallest-last orders reach it (j mod (2k+1) is a colouring).

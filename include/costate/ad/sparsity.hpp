@@ -681,4 +681,57 @@ inline bool is_valid_coloring(const SparsityPattern& pattern, const ColumnColori
   return true;
 }
 
+/// A Jacobian taken by forward passes over a colouring of most rows, and
+/// the few densest rows by one reverse sweep each (vjp with e_i): a row
+/// with k entries forces k colours on any colouring, so one hub row (a
+/// species in a hundred reactions) can set the forward passes' count alone.
+struct DenseRowSplit {
+  std::vector<int> dense_rows;  ///< taken by reverse sweeps, densest first
+  ColumnColoring coloring;      ///< of the pattern without the dense rows
+  double cost = 0.0;            ///< in forward passes (the split's estimate)
+};
+
+/// The split of `pattern` cheapest by the estimate passes(d) + setup + d ×
+/// sweep, for d densest rows taken by reverse sweeps: passes(d) =
+/// ⌈colours of the rest / chunk⌉ forward passes of `chunk` tangents, one
+/// reverse sweep costing `sweep` forward passes and the first one `setup`
+/// more (its linearization). d runs over 0, 1, 2, 4, … up to a quarter of
+/// the rows; d = 0 is the plain colouring. A pure function of the pattern:
+/// the same rows every time.
+inline DenseRowSplit split_dense_rows(const SparsityPattern& pattern, int chunk, double sweep,
+                                      double setup, const ColoringOptions& options = {}) {
+  COSTATE_CHECK(chunk >= 1 && sweep > 0.0 && setup >= 0.0,
+                "split_dense_rows: chunk >= 1, sweep > 0 and setup >= 0");
+  auto passes = [chunk](int colors) { return static_cast<double>((colors + chunk - 1) / chunk); };
+  DenseRowSplit best;
+  best.coloring = color_columns(pattern, options);
+  best.cost = passes(std::max(best.coloring.colors, 1));
+  // A row no longer than a pass's chunk never costs more than one pass.
+  if (best.coloring.lower_bound <= chunk) return best;
+  std::vector<int> order(static_cast<std::size_t>(pattern.rows));
+  for (int i = 0; i < pattern.rows; ++i) order[static_cast<std::size_t>(i)] = i;
+  auto length = [&](int i) { return pattern.row_ptr[i + 1] - pattern.row_ptr[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return length(a) > length(b); });
+  std::vector<char> dense(static_cast<std::size_t>(pattern.rows), 0);
+  for (int d = 1; d <= pattern.rows / 4; d *= 2) {
+    const double floor_cost = setup + d * sweep;
+    if (floor_cost >= best.cost) break;  // more sweeps cannot pay any more
+    std::fill(dense.begin(), dense.end(), 0);
+    for (int k = 0; k < d; ++k) dense[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = 1;
+    std::vector<std::pair<int, int>> entries;
+    for (int i = 0; i < pattern.rows; ++i)
+      if (!dense[static_cast<std::size_t>(i)])
+        for (int j : pattern.row(i)) entries.emplace_back(i, j);
+    ColumnColoring rest = color_columns(
+        SparsityPattern::from_entries(pattern.rows, pattern.cols, std::move(entries)), options);
+    const double cost = passes(std::max(rest.colors, 1)) + floor_cost;
+    if (cost < best.cost) {
+      best.dense_rows.assign(order.begin(), order.begin() + d);
+      best.coloring = std::move(rest);
+      best.cost = cost;
+    }
+  }
+  return best;
+}
+
 }  // namespace costate::ad
