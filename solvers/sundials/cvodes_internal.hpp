@@ -70,6 +70,16 @@ inline int jacobian(realtype t, N_Vector y, N_Vector, SUNMatrix J, void* user, N
   return guarded(c, [&] { fill_jacobian(c->forward_ls, J, *c->sys, t, data(y), c->jac); });
 }
 
+// A sparse (KLU) solver's Newton matrix I − γ f_y (newton_matrix): CVODES'
+// linear-system function in place of jacobian + its copy and ScaleAddI.
+inline int linear_system(realtype t, N_Vector y, N_Vector, SUNMatrix A, booleantype jok,
+                         booleantype* jcur, realtype gamma, void* user, N_Vector, N_Vector,
+                         N_Vector) {
+  auto* c = static_cast<Context*>(user);
+  *jcur = jok ? SUNFALSE : SUNTRUE;
+  return guarded(c, [&] { newton_matrix(c->forward_ls, A, *c->sys, t, data(y), jok, gamma); });
+}
+
 inline int sensitivity_rhs(int ns, realtype t, N_Vector y, N_Vector, N_Vector* yS,
                            N_Vector* ySdot, void* user, N_Vector, N_Vector) {
   auto* c = static_cast<Context*>(user);
@@ -113,6 +123,15 @@ inline int jacobian_backward(realtype t, N_Vector y, N_Vector, N_Vector, SUNMatr
                              void* user, N_Vector, N_Vector, N_Vector) {
   auto* c = static_cast<Context*>(user);
   return guarded(c, [&] { fill_jacobian(c->backward_ls, JB, *c->sys, t, data(y), c->jac); });
+}
+
+// The backward problem's Newton matrix I − γ_B (−f_yᵀ) (newton_matrix).
+inline int linear_system_backward(realtype t, N_Vector y, N_Vector, N_Vector, SUNMatrix AB,
+                                  booleantype jok, booleantype* jcur, realtype gamma, void* user,
+                                  N_Vector, N_Vector, N_Vector) {
+  auto* c = static_cast<Context*>(user);
+  *jcur = jok ? SUNFALSE : SUNTRUE;
+  return guarded(c, [&] { newton_matrix(c->backward_ls, AB, *c->sys, t, data(y), jok, gamma); });
 }
 
 /// Frees the SUNDIALS objects however the run ends.
@@ -192,7 +211,10 @@ inline void setup_forward(Objects& o, Context& ctx, const System& sys, const Set
   o.J = ctx.forward_ls.matrix;  // freed by o
   o.ls = ctx.forward_ls.solver;
   check(ctx, CVodeSetLinearSolver(o.mem, o.ls, o.J), "CVodeSetLinearSolver");
-  check(ctx, CVodeSetJacFn(o.mem, jacobian), "CVodeSetJacFn");
+  if (ctx.forward_ls.kind == CvodesLinearSolver::Sparse)
+    check(ctx, CVodeSetLinSysFn(o.mem, linear_system), "CVodeSetLinSysFn");
+  else
+    check(ctx, CVodeSetJacFn(o.mem, jacobian), "CVodeSetJacFn");
   check(ctx, CVodeSetMaxNumSteps(o.mem, static_cast<long>(st.max_steps)), "CVodeSetMaxNumSteps");
   if (st.first_step > 0.0) check(ctx, CVodeSetInitStep(o.mem, st.first_step), "CVodeSetInitStep");
   if (st.max_step > 0.0) check(ctx, CVodeSetMaxStep(o.mem, st.max_step), "CVodeSetMaxStep");
@@ -209,7 +231,10 @@ inline void setup_backward_linear_solver(Objects& o, Context& ctx, const System&
   o.JB = ctx.backward_ls.matrix;  // freed by o
   o.lsB = ctx.backward_ls.solver;
   check(ctx, CVodeSetLinearSolverB(o.mem, which, o.lsB, o.JB), "CVodeSetLinearSolverB");
-  check(ctx, CVodeSetJacFnB(o.mem, which, jacobian_backward), "CVodeSetJacFnB");
+  if (ctx.backward_ls.kind == CvodesLinearSolver::Sparse)
+    check(ctx, CVodeSetLinSysFnB(o.mem, which, linear_system_backward), "CVodeSetLinSysFnB");
+  else
+    check(ctx, CVodeSetJacFnB(o.mem, which, jacobian_backward), "CVodeSetJacFnB");
 }
 
 inline void collect(void* mem, Stats& s) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "costate/core/error.hpp"
 
@@ -88,6 +89,28 @@ NewtonLinearSolver make_newton_linear_solver(const System& sys, CvodesLinearSolv
         COSTATE_CHECK(false, "CVODES backend: SUNLinSol_KLUSetOrdering(AMD) failed (n = " << n
                                                                                            << ")");
       }
+      if (out.matrix) {
+        // The structure, once (newton_matrix writes only the values), and
+        // where each column's diagonal entry sits (the same position in the
+        // CSR of the transpose).
+        const std::vector<std::int64_t>& starts = sys.jacobian_column_starts;
+        const std::vector<std::int64_t>& rows = sys.jacobian_rows;
+        std::copy(starts.begin(), starts.end(), SUNSparseMatrix_IndexPointers(out.matrix));
+        std::copy(rows.begin(), rows.end(), SUNSparseMatrix_IndexValues(out.matrix));
+        out.jacobian_values.assign(rows.size(), 0.0);
+        out.diagonal.assign(sys.n, rows.size());
+        for (std::size_t j = 0; j < sys.n; ++j)
+          for (auto k = starts[j]; k < starts[j + 1]; ++k)
+            if (rows[static_cast<std::size_t>(k)] == static_cast<std::int64_t>(j))
+              out.diagonal[j] = static_cast<std::size_t>(k);
+        for (std::size_t j = 0; j < sys.n; ++j)
+          if (out.diagonal[j] == rows.size()) {
+            destroy(out);
+            COSTATE_CHECK(false, "CVODES backend: the sparse structure lacks the diagonal entry of "
+                                 "column "
+                                     << j << " (n = " << n << ")");
+          }
+      }
       break;
     default:
       out.matrix = SUNDenseMatrix(n, n, ctx);
@@ -148,8 +171,27 @@ void fill_jacobian(const NewtonLinearSolver& ls, SUNMatrix target, const System&
     std::transform(scratch.begin(), scratch.end(), values, [](double v) { return -v; });
 }
 
-std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
-                                       double t, const double* y, CvodesLinearSolver* resolved) {
+void newton_matrix(NewtonLinearSolver& ls, SUNMatrix target, const System& sys, double t,
+                   const double* y, bool reuse_jacobian, double gamma) {
+  std::vector<double>& j = ls.jacobian_values;
+  if (!reuse_jacobian) {
+    sys.sparse_jacobian(t, y, j.data());
+    if (ls.side == JacobianSide::Backward)
+      for (double& v : j) v = -v;
+  }
+  // A = (−γ) J + I: CVODES' SUNMatScaleAddI_Sparse scales every entry by
+  // c = −γ, then adds 1 on the diagonal — the same operations, in order.
+  const double c = -gamma;
+  double* a = SUNSparseMatrix_Data(target);
+  for (std::size_t k = 0; k < j.size(); ++k) a[k] = c * j[k];
+  for (std::size_t d : ls.diagonal) a[d] += 1.0;
+}
+
+namespace {
+
+/// assembled_jacobian (gamma null) and assembled_newton_matrix (I − γJ).
+std::vector<double> assemble(const System& sys, CvodesLinearSolver solver, bool backward, double t,
+                             const double* y, CvodesLinearSolver* resolved, const double* gamma) {
   const std::size_t n = sys.n;
   struct Owned {
     SUNContext ctx = nullptr;
@@ -169,10 +211,17 @@ std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver sol
   s.ls = make_newton_linear_solver(sys, solver,
                                    backward ? JacobianSide::Backward : JacobianSide::Forward, o.v,
                                    o.ctx);
-  const NewtonLinearSolver& ls = s.ls;
+  NewtonLinearSolver& ls = s.ls;
   if (resolved) *resolved = ls.kind;
   std::vector<double> scratch, a(n * n, 0.0);
-  fill_jacobian(ls, ls.matrix, sys, t, y, scratch);
+  if (gamma && ls.kind == CvodesLinearSolver::Sparse) {
+    newton_matrix(ls, ls.matrix, sys, t, y, false, *gamma);
+  } else {
+    fill_jacobian(ls, ls.matrix, sys, t, y, scratch);
+    if (gamma)
+      COSTATE_CHECK(SUNMatScaleAddI(-*gamma, ls.matrix) == SUNMAT_SUCCESS,
+                    "CVODES backend: SUNMatScaleAddI failed");
+  }
   if (ls.kind == CvodesLinearSolver::Dense) {
     const double* d = SUNDenseMatrix_Data(ls.matrix);
     std::copy(d, d + n * n, a.begin());
@@ -199,6 +248,19 @@ std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver sol
       }
   }
   return a;
+}
+
+}  // namespace
+
+std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
+                                       double t, const double* y, CvodesLinearSolver* resolved) {
+  return assemble(sys, solver, backward, t, y, resolved, nullptr);
+}
+
+std::vector<double> assembled_newton_matrix(const System& sys, CvodesLinearSolver solver,
+                                            bool backward, double gamma, double t,
+                                            const double* y) {
+  return assemble(sys, solver, backward, t, y, nullptr, &gamma);
 }
 
 }  // namespace costate::ode::cvodes

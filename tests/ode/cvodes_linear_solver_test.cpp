@@ -93,6 +93,44 @@ TEST(CvodesLinearSolver, AssembledBandAndSparseEqualTheDenseJacobian) {
   }
 }
 
+TEST(CvodesLinearSolver, NewtonMatrixIsIdentityMinusGammaJ) {
+  // The matrix each solver factorises, I − γJ: dense and band formed by
+  // CVODES' SUNMatScaleAddI, sparse by the backend's linear-system function
+  // (its own loop over the structure's values and the diagonal).
+  const auto pr = brusselator(1.0);
+  const detail::NoObjectiveTerms none;
+  const System system = make_system(pr.model, none, pr.n_states(), pr.p.size());
+  cvodes::Binding d(system, pr.p, Method::CvodesBdf, LS::Sparse, 0.0, pr.y0);
+  const cvodes::System& sys = d.system();
+  std::vector<double> y = pr.y0;
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] += 0.1 * std::sin(0.7 * static_cast<double>(i));
+  const std::size_t n = pr.n_states();
+  const double gamma = 0.037;  // a BDF step's h·β₀ of the size CVODES takes here
+  for (bool backward : {false, true}) {
+    const std::vector<double> dense_j = cvodes::assembled_jacobian(sys, LS::Dense, backward, 0.5, y.data());
+    double scale = 1.0;
+    for (double v : dense_j) scale = std::max(scale, gamma * std::abs(v));
+    for (LS s : {LS::Dense, LS::Band, LS::Sparse}) {
+      const std::vector<double> j = cvodes::assembled_jacobian(sys, s, backward, 0.5, y.data());
+      const std::vector<double> a = cvodes::assembled_newton_matrix(sys, s, backward, gamma, 0.5, y.data());
+      double err = 0.0;
+      for (std::size_t c = 0; c < n; ++c)
+        for (std::size_t r = 0; r < n; ++r) {
+          // The same two IEEE operations per entry as the solver's own J:
+          // (−γ)·J, then + 1 on the diagonal — equal to the bit.
+          double want = -gamma * j[c * n + r];
+          if (r == c) want += 1.0;
+          EXPECT_EQ(a[c * n + r], want) << to_string(s) << (backward ? " backward" : " forward")
+                                        << " (" << r << ", " << c << ")";
+          // Against the dense J: the assembly's round-off (kAssemblyTol).
+          const double dense_want = (r == c ? 1.0 : 0.0) - gamma * dense_j[c * n + r];
+          err = std::max(err, std::abs(a[c * n + r] - dense_want));
+        }
+      EXPECT_LE(err, kAssemblyTol * scale) << to_string(s) << (backward ? " backward" : " forward");
+    }
+  }
+}
+
 TEST(CvodesLinearSolver, AutomaticFollowsThePattern) {
   // Chain: y_i' depends on y_i and y_{i+1 mod n}: a bidiagonal with one
   // corner entry, so its band is the whole matrix but it is 2/n full.

@@ -336,6 +336,14 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
 std::vector<double> assembled_jacobian(const System& sys, CvodesLinearSolver solver, bool backward,
                                        double t, const double* y,
                                        CvodesLinearSolver* resolved = nullptr);
+/// The Newton matrix I − γ J the backend hands its linear solver at
+/// (t, y), J as assembled_jacobian's: dense and band by CVODES' own
+/// SUNMatScaleAddI on that matrix, sparse by the backend's linear-system
+/// function (which CVODES calls in place of its copy and SUNMatScaleAddI).
+/// Dense column-major n × n. For tests and debugging.
+std::vector<double> assembled_newton_matrix(const System& sys, CvodesLinearSolver solver,
+                                            bool backward, double gamma, double t,
+                                            const double* y);
 
 /// Second-order adjoint (Hessian–vector product H v; needs tangent_rhs,
 /// second_order_vjp and vjp). Forward pass with the sensitivity s along v
