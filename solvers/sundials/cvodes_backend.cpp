@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ int auto_checkpoint_steps(std::size_t n, std::size_t vectors_per_point) {
 int CvodesAdjoint::resolved_steps(std::size_t n, std::size_t copies) const {
   if (steps > 0) return steps;
   return auto_checkpoint_steps(n, copies * (interpolation == CvodesInterpolation::Hermite ? 2 : 1));
+}
+
+std::string CvodesAdjoint::steps_label(std::size_t n, std::size_t copies) const {
+  if (steps > 0) return std::to_string(steps);
+  return n == 0 ? std::string("auto") : std::to_string(resolved_steps(n, copies)) + " auto";
 }
 
 void CvodesAdjoint::validate() const {
@@ -248,11 +254,23 @@ Stats forward_sensitivities(
   return s;
 }
 
-void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
-             const std::vector<double>& y0, std::span<const double> stops,
-             const std::function<void(std::size_t, double, const double*, double*)>& jump,
-             std::vector<double>& lambda, std::vector<double>& mu, Stats& forward,
-             Stats& backward) {
+struct AdjointPass::Impl {
+  const System* sys = nullptr;
+  Settings settings;
+  CvodesAdjoint adj;
+  double t0 = 0.0;
+  std::vector<double> stops, jumps, y_end;
+  Objects o;
+  Context ctx;
+  Stats forward;
+  bool done = false;
+};
+
+AdjointPass::AdjointPass(
+    const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
+    const std::vector<double>& y0, std::span<const double> stops,
+    const std::function<void(std::size_t, double, const double*, double*)>& jump)
+    : impl_(std::make_unique<Impl>()) {
   COSTATE_CHECK(sys.vjp, "CVODES backend: the adjoint needs the system's vjp");
   COSTATE_CHECK(!stops.empty() && stops.front() >= t0,
                 "CVODES backend: the adjoint needs stops in [t0, t1]");
@@ -269,25 +287,57 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
                     << steps << " is too small for interpolation: polynomial with "
                     << (sys.bdf ? "cvodes_bdf" : "cvodes_adams") << "; use at least " << min_steps
                     << " steps between checkpoints, or interpolation: hermite");
-  const std::size_t n = sys.n, np = sys.np;
-  Objects o;
-  Context ctx;
-  setup_forward(o, ctx, sys, settings, t0, y0.data());
-  check(ctx, CVodeAdjInit(o.mem, steps, hermite ? CV_HERMITE : CV_POLYNOMIAL), "CVodeAdjInit");
+  Impl& m = *impl_;
+  m.sys = &sys;
+  m.settings = settings;
+  m.adj = adj;
+  m.t0 = t0;
+  m.stops.assign(stops.begin(), stops.end());
+  const std::size_t n = sys.n;
+  setup_forward(m.o, m.ctx, sys, m.settings, t0, y0.data());
+  check(m.ctx, CVodeAdjInit(m.o.mem, steps, hermite ? CV_HERMITE : CV_POLYNOMIAL), "CVodeAdjInit");
 
   // 1. Forward to every stop; the λ jumps from the state there.
   const std::size_t K = stops.size();
-  std::vector<double> jumps(K * n, 0.0);
-  forward_to_stops(o, ctx, t0, stops, "gradient (cvodes_adjoint)", forward,
-                   [&](std::size_t k, double) { jump(k, stops[k], data(o.y), &jumps[k * n]); });
+  m.jumps.assign(K * n, 0.0);
+  forward_to_stops(m.o, m.ctx, t0, stops, "gradient (cvodes_adjoint)", m.forward,
+                   [&](std::size_t k, double) {
+                     jump(k, stops[k], data(m.o.y), &m.jumps[k * n]);
+                   });
+  m.y_end.assign(data(m.o.y), data(m.o.y) + n);
+}
 
-  // 2. Backward from t1: λ(t1) = jump at t1 (∂g/∂y, λ_z = 1, ∂ℓ/∂y), μ(t1) = 0.
+AdjointPass::~AdjointPass() = default;
+AdjointPass::AdjointPass(AdjointPass&&) noexcept = default;
+AdjointPass& AdjointPass::operator=(AdjointPass&&) noexcept = default;
+
+const std::vector<double>& AdjointPass::final_state() const { return impl_->y_end; }
+const Stats& AdjointPass::forward() const { return impl_->forward; }
+
+void AdjointPass::backward(std::span<const double> lambda_end, std::vector<double>& lambda,
+                           std::vector<double>& mu, Stats& backward) {
+  Impl& m = *impl_;
+  COSTATE_CHECK(!m.done, "CVODES backend: AdjointPass::backward runs once");
+  m.done = true;
+  const System& sys = *m.sys;
+  const std::size_t n = sys.n, np = sys.np, K = m.stops.size();
+  COSTATE_CHECK(lambda_end.empty() || lambda_end.size() == n,
+                "CVODES backend: λ at the end has " << lambda_end.size() << " entries for " << n
+                                                    << " states");
+  Objects& o = m.o;
+  Context& ctx = m.ctx;
+  const std::span<const double> stops = m.stops;
+  std::vector<double>& jumps = m.jumps;
+  for (std::size_t i = 0; i < lambda_end.size(); ++i) jumps[(K - 1) * n + i] += lambda_end[i];
+
+  // 2. Backward from t1: λ(t1) = jump at t1 (∂g/∂y, λ_z = 1, ∂ℓ/∂y, and
+  //    lambda_end), μ(t1) = 0.
   const double t1 = stops.back();
-  const double rtolB = adj.rtol > 0.0 ? adj.rtol : settings.rtol;
-  double atolB = adj.atol;
+  const double rtolB = m.adj.rtol > 0.0 ? m.adj.rtol : m.settings.rtol;
+  double atolB = m.adj.atol;
   if (atolB <= 0.0) {
     atolB = std::numeric_limits<double>::infinity();
-    for (double a : settings.atol) atolB = std::min(atolB, a);
+    for (double a : m.settings.atol) atolB = std::min(atolB, a);
   }
   o.yB = new_vector(n, o.sunctx, &jumps[(K - 1) * n]);
   o.qB = new_vector(np, o.sunctx);
@@ -296,9 +346,9 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
   check(ctx, CVodeInitB(o.mem, which, rhs_backward, t1, o.yB), "CVodeInitB");
   check(ctx, CVodeSStolerancesB(o.mem, which, rtolB, atolB), "CVodeSStolerancesB");
   check(ctx, CVodeSetUserDataB(o.mem, which, &ctx), "CVodeSetUserDataB");
-  check(ctx, CVodeSetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
+  check(ctx, CVodeSetMaxNumStepsB(o.mem, which, static_cast<long>(m.settings.max_steps)),
         "CVodeSetMaxNumStepsB");
-  setup_backward_linear_solver(o, ctx, sys, settings, which);
+  setup_backward_linear_solver(o, ctx, sys, m.settings, which);
   if (np > 0) {
     check(ctx, CVodeQuadInitB(o.mem, which, quadrature_backward, o.qB), "CVodeQuadInitB");
     // μ in the backward error test (relative, with atol of the backward
@@ -337,11 +387,21 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
     check(ctx, CVodeReInitB(o.mem, which, stops[k], o.yB), "CVodeReInitB");
     if (np > 0) check(ctx, CVodeQuadReInitB(o.mem, which, o.qB), "CVodeQuadReInitB");
   }
-  if (stops.front() > t0) run_back(t0);
+  if (stops.front() > m.t0) run_back(m.t0);
   lambda.assign(data(o.yB), data(o.yB) + n);
   mu.assign(np, 0.0);
   if (np > 0) std::copy(data(o.qB), data(o.qB) + np, mu.begin());
-  backward.final_time = t0;
+  backward.final_time = m.t0;
+}
+
+void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
+             const std::vector<double>& y0, std::span<const double> stops,
+             const std::function<void(std::size_t, double, const double*, double*)>& jump,
+             std::vector<double>& lambda, std::vector<double>& mu, Stats& forward,
+             Stats& backward) {
+  AdjointPass pass(sys, settings, adj, t0, y0, stops, jump);
+  forward = pass.forward();
+  pass.backward({}, lambda, mu, backward);
 }
 
 }  // namespace cvodes

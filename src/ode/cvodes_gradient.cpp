@@ -6,6 +6,7 @@
 // See cvodes.hpp for the maths.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,155 @@ void adjoint_across_instants(const System& system, const IntegratorOptions& opti
   }
 }
 
+namespace {
+/// The counters of a CVODES gradient's passes into its result.
+void fill_summary(GradientResult& result, const cvodes::Stats& fwd, const cvodes::Stats& bwd,
+                  Method method, bool adjoint) {
+  result.summary.method = method;
+  result.summary.steps = fwd.steps;
+  result.summary.rejected_steps = fwd.error_test_failures;
+  result.summary.rhs_evaluations = fwd.rhs_evaluations;
+  result.summary.final_time = fwd.final_time;
+  result.summary.message = adjoint ? "reached t1; backward pass " + std::to_string(bwd.steps) +
+                                         " steps, " + std::to_string(bwd.rhs_evaluations) +
+                                         " rhs evaluations"
+                                   : std::string("reached t1");
+  result.checkpoints.steps = fwd.steps;
+  result.checkpoints.forward_steps = fwd.steps;
+  result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+}
+
+/// The adjoint's forward pass at forward_tolerance_factor × the tolerances
+/// (into `options`), its backward problem at the integrator's: the
+/// returned settings name those (rtol, atol) when they were 0 (cvodes.hpp).
+CvodesAdjoint forward_pass_tolerances(const CvodesAdjoint& adjoint, IntegratorOptions& options) {
+  adjoint.validate();
+  CvodesAdjoint adj = adjoint;
+  if (const double f = adj.forward_tolerance_factor; f != 1.0) {
+    if (adj.rtol <= 0.0) adj.rtol = options.rtol;
+    if (adj.atol <= 0.0)
+      adj.atol = options.atol_per_state.empty()
+                     ? options.atol
+                     : *std::min_element(options.atol_per_state.begin(), options.atol_per_state.end());
+    options.rtol *= f;
+    options.atol *= f;
+    for (double& a : options.atol_per_state) a *= f;
+  }
+  return adj;
+}
+
+/// "cvodes_adjoint(steps …, interpolation[, forward at f x tolerances])".
+std::string adjoint_method_name(const CvodesAdjoint& adjoint, std::size_t na) {
+  const double f = adjoint.forward_tolerance_factor;
+  return "cvodes_adjoint(steps " + adjoint.steps_label(na) + ", " +
+         to_string(adjoint.interpolation) +
+         (f != 1.0 ? ", forward at " + costate::detail::format_value(f) + " x tolerances"
+                   : std::string()) +
+         ")";
+}
+}  // namespace
+
+/// A CvodesAdjoint gradient without events in two halves (gradient.hpp,
+/// PendingGradient): the forward pass when made, the backward pass in
+/// finish(). Everything the passes read lives here, at fixed addresses.
+struct PendingCvodesGradient {
+  std::chrono::steady_clock::time_point start;
+  const System* system = nullptr;
+  std::vector<double> p, y0a, y_end;
+  IntegratorOptions options;  ///< with the adjoint's forward tolerances
+  std::string method;
+  std::size_t n = 0, na = 0, np = 0, K = 0;
+  bool running = false;
+  std::unique_ptr<cvodes::Binding> binding;
+  std::unique_ptr<StopTerms> terms;
+  std::vector<double> mu_terms;
+  std::unique_ptr<cvodes::AdjointPass> pass;
+  bool finished = false;
+
+  GradientResult finish(std::span<const double> lambda_end);
+};
+
+std::unique_ptr<PendingCvodesGradient> begin_cvodes_gradient(const System& system,
+                                                             std::span<const double> y0,
+                                                             std::span<const double> p, double t0,
+                                                             double t1, const CvodesAdjoint& adjoint,
+                                                             IntegratorOptions options) {
+  auto g = std::make_unique<PendingCvodesGradient>();
+  g->start = std::chrono::steady_clock::now();
+  g->system = &system;
+  const std::size_t n = system.n_model_states(), na = system.n_states();
+  const std::size_t np = system.n_parameters();
+  COSTATE_CHECK(n > 0, "gradient: the problem has no states");
+  COSTATE_CHECK_EQ(y0.size(), n, "gradient (CVODES): initial state");
+  COSTATE_CHECK_EQ(p.size(), np, "gradient (CVODES): parameters");
+  require(supports(SensitivityKind::CvodesAdjoint, options.method, 1), "ode::gradient");
+  COSTATE_CHECK(!system.has_events(),
+                "begin_gradient: the model has events; its adjoint takes ode::gradient (one call)");
+  COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+  const std::vector<double> obs =
+      system.has_observations() ? system.observation_times() : std::vector<double>{};
+  validate_output_times(obs, t0, t1);
+  const std::vector<double> stops = stops_of(obs, t1);
+  const CvodesAdjoint adj = forward_pass_tolerances(adjoint, options);
+  g->running = system.has_running();
+  if (g->running) add_running_tolerance(options, n);
+  options.validate(na);
+  g->n = n;
+  g->na = na;
+  g->np = np;
+  g->K = stops.size();
+  g->p.assign(p.begin(), p.end());
+  g->y0a.assign(na, 0.0);
+  std::copy(y0.begin(), y0.end(), g->y0a.begin());
+  g->method = adjoint_method_name(adjoint, na);
+  g->binding = std::make_unique<cvodes::Binding>(system, g->p, options.method,
+                                                 options.cvodes_linear_solver, t0, g->y0a);
+  g->terms = std::make_unique<StopTerms>(system, g->p, obs.size(), g->K);
+  g->mu_terms.assign(np, 0.0);
+  g->options = options;
+  PendingCvodesGradient& r = *g;
+  g->pass = std::make_unique<cvodes::AdjointPass>(
+      g->binding->system(), cvodes::settings_from(options, na), adj, t0, g->y0a, stops,
+      [&r](std::size_t k, double, const double* yy, double* dl) {
+        r.terms->at(k, yy);
+        for (std::size_t i = 0; i < r.n; ++i) dl[i] = r.terms->gy[i];
+        if (r.running && k + 1 == r.K) dl[r.n] = 1.0;
+        for (std::size_t j = 0; j < r.np; ++j) r.mu_terms[j] += r.terms->gp[j];
+      });
+  const std::vector<double>& y1 = g->pass->final_state();
+  g->y_end.assign(y1.begin(), y1.begin() + static_cast<std::ptrdiff_t>(n));
+  return g;
+}
+
+GradientResult PendingCvodesGradient::finish(std::span<const double> lambda_end) {
+  COSTATE_CHECK(!finished, "PendingGradient::finish runs once");
+  COSTATE_CHECK(lambda_end.empty() || lambda_end.size() == n,
+                "PendingGradient::finish: λ at the end has " << lambda_end.size() << " entries for "
+                                                             << n << " states");
+  finished = true;
+  std::vector<double> extra;
+  if (!lambda_end.empty()) {
+    extra.assign(na, 0.0);  // the running cost's z takes none
+    std::copy(lambda_end.begin(), lambda_end.end(), extra.begin());
+  }
+  std::vector<double> lambda, mu;
+  cvodes::Stats bwd;
+  pass->backward(extra, lambda, mu, bwd);
+  const cvodes::Stats& fwd = pass->forward();
+  GradientResult result;
+  result.method = method;
+  result.wrt_parameters.resize(np);
+  for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
+  result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
+  result.vjp_evaluations = binding->vjp_evaluations();
+  result.checkpoints.peak_snapshots = fwd.checkpoints;
+  result.objective = terms->J;
+  fill_summary(result, fwd, bwd, options.method, true);
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
 GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
                                std::span<const double> p, double t0, double t1,
                                const CvodesAdjoint* adjoint, IntegratorOptions options) {
@@ -149,6 +299,10 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
                             options.method, 1),
             "ode::gradient");
   COSTATE_CHECK(t1 > t0, "time.end must be greater than time.start");
+  // The adjoint without events: the forward and backward halves of
+  // begin_cvodes_gradient, one after the other.
+  if (adjoint && !system.has_events())
+    return begin_cvodes_gradient(system, y0, p, t0, t1, *adjoint, options)->finish({});
 
   // 1. Stops: the observation times, then t1.
   const std::vector<double> obs =
@@ -159,21 +313,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
 
   // The adjoint's forward pass at forward_tolerance_factor × the
   // tolerances, its backward problem at the integrator's (cvodes.hpp).
-  CvodesAdjoint adj;
-  if (adjoint) {
-    adjoint->validate();
-    adj = *adjoint;
-    if (const double f = adj.forward_tolerance_factor; f != 1.0) {
-      if (adj.rtol <= 0.0) adj.rtol = options.rtol;
-      if (adj.atol <= 0.0)
-        adj.atol = options.atol_per_state.empty()
-                       ? options.atol
-                       : *std::min_element(options.atol_per_state.begin(), options.atol_per_state.end());
-      options.rtol *= f;
-      options.atol *= f;
-      for (double& a : options.atol_per_state) a *= f;
-    }
-  }
+  const CvodesAdjoint adj = adjoint ? forward_pass_tolerances(*adjoint, options) : CvodesAdjoint{};
 
   // 2. The augmented state [y; z], z' = q.
   if (running) add_running_tolerance(options, n);
@@ -186,19 +326,9 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
 
   // Value and gradient of the terms at stop k (state y): into J, gy, gp.
   StopTerms terms(system, p, obs.size(), K);
-  const std::vector<double>& gy = terms.gy;
-  const std::vector<double>& gp = terms.gp;
 
   GradientResult result;
-  result.method = adjoint ? "cvodes_adjoint(steps " + std::to_string(adjoint->resolved_steps(na)) +
-                                (adjoint->steps == 0 ? " auto" : "") + ", " +
-                                to_string(adjoint->interpolation) +
-                                (adj.forward_tolerance_factor != 1.0
-                                     ? ", forward at " + costate::detail::format_value(adj.forward_tolerance_factor) +
-                                           " x tolerances"
-                                     : std::string()) +
-                                ")"
-                          : std::string("cvodes_forward");
+  result.method = adjoint ? adjoint_method_name(*adjoint, na) : std::string("cvodes_forward");
   std::vector<double> y = y0a;
   cvodes::Stats fwd, bwd;
   if (!adjoint) {
@@ -229,31 +359,20 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     result.wrt_parameters.assign(dJ.begin(), dJ.begin() + static_cast<std::ptrdiff_t>(np));
     result.wrt_initial_state.assign(dJ.begin() + static_cast<std::ptrdiff_t>(np), dJ.end());
   } else {
-    // 3b. Adjoint: λ jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
+    // 3b. Adjoint with events (without: begin_cvodes_gradient, above): λ
+    // jumps at the stops, f_yᵀλ and f_pᵀλ from the System.
     std::vector<double> mu_terms(np, 0.0), lambda, mu;
-    if (system.has_events()) {
-      adjoint_across_instants(
-          system, options, p, t0, t1, y0a, stops, terms, mu_terms, lambda, mu, fwd, bwd,
-          result.summary.events,
-          [&](double lo, std::vector<double>& x_lo, const std::vector<double>& leg_stops,
-              const auto& contribute, std::vector<double>& lam, std::vector<double>& mu_leg,
-              cvodes::Stats& f, cvodes::Stats& bk) {
-            cvodes::adjoint(
-                sys, settings, adj, lo, x_lo, leg_stops,
-                [&](std::size_t k, double, const double* yy, double* dl) { contribute(k, yy, dl); },
-                lam, mu_leg, f, bk);
-          });
-    } else {
-      cvodes::adjoint(
-          sys, settings, adj, t0, y0a, stops,
-          [&](std::size_t k, double, const double* yy, double* dl) {
-            terms.at(k, yy);
-            for (std::size_t i = 0; i < n; ++i) dl[i] = gy[i];
-            if (running && k + 1 == K) dl[n] = 1.0;
-            for (std::size_t j = 0; j < np; ++j) mu_terms[j] += gp[j];
-          },
-          lambda, mu, fwd, bwd);
-    }
+    adjoint_across_instants(
+        system, options, p, t0, t1, y0a, stops, terms, mu_terms, lambda, mu, fwd, bwd,
+        result.summary.events,
+        [&](double lo, std::vector<double>& x_lo, const std::vector<double>& leg_stops,
+            const auto& contribute, std::vector<double>& lam, std::vector<double>& mu_leg,
+            cvodes::Stats& f, cvodes::Stats& bk) {
+          cvodes::adjoint(
+              sys, settings, adj, lo, x_lo, leg_stops,
+              [&](std::size_t k, double, const double* yy, double* dl) { contribute(k, yy, dl); },
+              lam, mu_leg, f, bk);
+        });
     result.wrt_parameters.resize(np);
     for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
     result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
@@ -261,18 +380,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
     result.checkpoints.peak_snapshots = fwd.checkpoints;
   }
   result.objective = terms.J;
-  result.summary.method = options.method;
-  result.summary.steps = fwd.steps;
-  result.summary.rejected_steps = fwd.error_test_failures;
-  result.summary.rhs_evaluations = fwd.rhs_evaluations;
-  result.summary.final_time = fwd.final_time;
-  result.summary.message = adjoint ? "reached t1; backward pass " + std::to_string(bwd.steps) +
-                                         " steps, " + std::to_string(bwd.rhs_evaluations) +
-                                         " rhs evaluations"
-                                   : std::string("reached t1");
-  result.checkpoints.steps = fwd.steps;
-  result.checkpoints.forward_steps = fwd.steps;
-  result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+  fill_summary(result, fwd, bwd, options.method, adjoint != nullptr);
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
@@ -358,3 +466,25 @@ CvodesObserved cvodes_observed_sensitivities(const System& system, std::span<con
 }
 
 }  // namespace costate::ode::detail
+
+namespace costate::ode {
+
+PendingGradient::PendingGradient(std::shared_ptr<const void> keep, System system,
+                                 std::span<const double> y0, std::span<const double> p, double t0,
+                                 double t1, const CvodesAdjoint& adjoint,
+                                 const IntegratorOptions& options)
+    : keep_(std::move(keep)),
+      system_(std::make_unique<System>(std::move(system))),
+      run_(detail::begin_cvodes_gradient(*system_, y0, p, t0, t1, adjoint, options)) {}
+
+PendingGradient::~PendingGradient() = default;
+PendingGradient::PendingGradient(PendingGradient&&) noexcept = default;
+PendingGradient& PendingGradient::operator=(PendingGradient&&) noexcept = default;
+
+const std::vector<double>& PendingGradient::end_state() const { return run_->y_end; }
+
+GradientResult PendingGradient::finish(std::span<const double> lambda_end) {
+  return run_->finish(lambda_end);
+}
+
+}  // namespace costate::ode

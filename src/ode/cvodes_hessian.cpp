@@ -311,8 +311,7 @@ HessianVectorResult cvodes_hessian_vector(const System& system, std::span<const 
   const auto nn = static_cast<std::ptrdiff_t>(n);
   r.gradient_wrt_initial_state.assign(lambda.begin(), lambda.begin() + nn);
   r.hv_wrt_initial_state.assign(Lambda.begin(), Lambda.begin() + nn);
-  r.method = "cvodes_second_order_adjoint(steps " + std::to_string(adjoint.resolved_steps(na, 2)) +
-             (adjoint.steps == 0 ? " auto" : "") + ", " +
+  r.method = "cvodes_second_order_adjoint(steps " + adjoint.steps_label(na, 2) + ", " +
              to_string(adjoint.interpolation) + ")";
   r.checkpoints.steps = fwd.steps;
   r.checkpoints.forward_steps = fwd.steps;

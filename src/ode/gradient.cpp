@@ -21,7 +21,7 @@ std::string to_string(const SensitivityMethod& m) {
   // The kind's name (support.hpp's to_string), with the settings that matter.
   const std::string name = to_string(kind_of(m));
   if (const auto* a = std::get_if<CvodesAdjoint>(&m))
-    return name + "(steps " + (a->steps == 0 ? std::string("auto") : std::to_string(a->steps)) + ", " +
+    return name + "(steps " + a->steps_label(0) + ", " +
            to_string(a->interpolation) + ")";
   if (const auto* d = std::get_if<DiscreteAdjoint>(&m))
     return name + "(" + to_string(d->checkpointing) + ")";

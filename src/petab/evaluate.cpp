@@ -1236,14 +1236,37 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       return;
     }
     // Gradient: the segments' start states forward, then each segment's
-    // ode::gradient backward, its terminal term λᵀy(end) carrying the
-    // later segments' dJ/dy (λ = the next segment's wrt_initial_state).
+    // gradient backward, λ = the next segment's wrt_initial_state carrying
+    // the later segments' dJ/dy(end). With CvodesAdjoint on a model
+    // without events each segment's forward pass is integrated once
+    // (ode::PendingGradient: its end state starts the next segment, its
+    // checkpoints wait for the backward pass, which adds λ at its end);
+    // otherwise the start states are simulated first and each segment's
+    // ode::gradient has the terminal term λᵀy(end).
     std::vector<std::vector<double>> starts(n_seg);
     starts[0] = y0;
-    for (std::size_t sg = 0; sg + 1 < n_seg; ++sg) starts[sg + 1] = simulate(sg, starts[sg], false);
     std::vector<std::vector<double>> states(ex.times.size());
     Likelihood like_quiet{&pb, &ex, options.data_jacobian, nullptr};
+    const auto* chain_adjoint = std::get_if<ode::CvodesAdjoint>(&gradient_method);
+    const bool chained = chain_adjoint && pb.model.equations.n_events() == 0 && time_course;
+    std::vector<ode::PendingGradient> pending;
+    const std::vector<double> no_lambda;
     std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
+    if (chained) {
+      pending.reserve(n_seg);
+      for (std::size_t sg = 0; sg < n_seg; ++sg) {
+        const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &no_lambda, &y_end};
+        try {
+          pending.push_back(ode::begin_gradient(segment(sg, starts[sg], false), objective, *chain_adjoint,
+                                                gradient_integrator));
+        } catch (const Error& e) {
+          throw Error(what + ": " + e.what());
+        }
+        if (sg + 1 < n_seg) starts[sg + 1] = pending.back().end_state();
+      }
+    } else {
+      for (std::size_t sg = 0; sg + 1 < n_seg; ++sg) starts[sg + 1] = simulate(sg, starts[sg], false);
+    }
     if (std::holds_alternative<ode::CvodesForward>(gradient_method) && time_course)
       directions += q.size() + ny;
     std::vector<double> switch_p_bar(np, 0.0);  // the jump terms, by model parameter
@@ -1264,14 +1287,20 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &lambda, &y_end};
       ode::GradientResult g;
       try {
-        g = ode::gradient(segment(sg, starts[sg], false), objective, gradient_method,
-                          gradient_integrator);
+        if (chained) {
+          g = pending.back().finish(lambda);  // J alone: no λᵀy(end) term
+          pending.pop_back();                 // its checkpoints' memory
+        } else {
+          g = ode::gradient(segment(sg, starts[sg], false), objective, gradient_method,
+                            gradient_integrator);
+        }
       } catch (const Error& e) {
         throw Error(what + ": " + e.what());
       }
       result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
       double carried = 0.0;  // λᵀ y(end): not part of −log p
-      for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * y_end[i];
+      if (!chained)
+        for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * y_end[i];
       nll += g.objective - carried;
       for (std::size_t i = 0; i < q.size(); ++i) q_bar[i] += g.wrt_parameters[i];
       lambda = g.wrt_initial_state;

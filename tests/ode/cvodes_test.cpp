@@ -329,4 +329,110 @@ TEST(CvodesGradient, MismatchedMethodsAreClearErrors) {
                costate::Error);
 }
 
+/// LV observations at the times of `obs` inside one segment, plus λᵀy at
+/// the segment's end when `lambda` is non-empty (the later segments'
+/// dJ/dy there): the objective a chain of segments hands ode::gradient.
+struct SegmentObservations {
+  LeastSquares obs;
+  const std::vector<double>* lambda = nullptr;
+  std::vector<double> observation_times() const { return obs.times; }
+  template <class T>
+  T observation(std::size_t k, std::span<const T> y, std::span<const T> p) const {
+    return obs.observation<T>(k, y, p);
+  }
+  template <class T>
+  T terminal(std::span<const T> y, std::span<const T>) const {
+    T sum = T(0.0);
+    for (std::size_t i = 0; i < lambda->size(); ++i) sum = T(sum + (*lambda)[i] * y[i]);
+    return sum;
+  }
+};
+
+/// Observations k with from ≤ t_k < to (to inclusive for the last segment).
+LeastSquares observations_between(const LeastSquares& all, double from, double to, bool last) {
+  LeastSquares part;
+  part.n_states = all.n_states;
+  part.weights = all.weights;
+  for (std::size_t k = 0; k < all.times.size(); ++k)
+    if (all.times[k] > from && (all.times[k] < to || (last && all.times[k] == to))) {
+      part.times.push_back(all.times[k]);
+      for (std::size_t i = 0; i < all.n_states; ++i) part.data.push_back(all.data[k * all.n_states + i]);
+    }
+  return part;
+}
+
+TEST(CvodesGradient, PendingGradientsOfAChainEqualTheOneCallGradients) {
+  // LV on [0, 10] cut at 3.5 and 7.25: each piece's forward pass once
+  // (begin_gradient), its end the next piece's start, then the backward
+  // passes last first, each finished with the later pieces' λ.
+  const std::vector<double> p{1.5, 1.0, 3.0, 1.0};
+  const std::vector<double> cuts{0.0, 3.5, 7.25, 10.0};
+  const LeastSquares all = lv_observations();
+  const IntegratorOptions o = cvodes(Method::CvodesBdf, 1e-10, 1e-12);
+  const CvodesAdjoint adj{.forward_tolerance_factor = 1e-2};
+  const std::size_t n_seg = cuts.size() - 1;
+  const std::vector<double> none;
+  std::vector<SegmentObservations> objectives;
+  for (std::size_t s = 0; s < n_seg; ++s)
+    objectives.push_back({observations_between(all, cuts[s], cuts[s + 1], s + 1 == n_seg), &none});
+  std::vector<std::vector<double>> starts{{1.0, 1.0}};
+  std::vector<PendingGradient> pending;
+  for (std::size_t s = 0; s < n_seg; ++s) {
+    const Problem<LotkaVolterra> piece{LotkaVolterra{}, starts[s], p, {cuts[s], cuts[s + 1]}};
+    pending.push_back(begin_gradient(piece, objectives[s], adj, o));
+    starts.push_back(pending.back().end_state());
+  }
+  // The same pieces by ode::gradient, from the same starts, each with the
+  // terminal term λᵀy(end): the same forward steps (the same CVODES run),
+  // λ entering at the end through the objective instead of finish() — equal
+  // but for the order in which the jump at the end is summed.
+  constexpr double kSameRunRelTol = 1e-13;
+  std::vector<double> lambda, lambda_ref, dp(p.size(), 0.0);
+  double objective = 0.0;
+  for (std::size_t s = n_seg; s-- > 0;) {
+    const GradientResult g = pending.back().finish(lambda);
+    pending.pop_back();
+    const Problem<LotkaVolterra> piece{LotkaVolterra{}, starts[s], p, {cuts[s], cuts[s + 1]}};
+    const SegmentObservations with_carried{objectives[s].obs, &lambda};
+    const GradientResult ref = gradient(piece, with_carried, adj, o);
+    double carried = 0.0;
+    for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * starts[s + 1][i];
+    EXPECT_LT(rel_err(g.objective, ref.objective - carried), kSameRunRelTol) << s;
+    EXPECT_LT(max_rel_err(g.wrt_parameters, ref.wrt_parameters), kSameRunRelTol) << s;
+    EXPECT_LT(max_rel_err(g.wrt_initial_state, ref.wrt_initial_state), kSameRunRelTol) << s;
+    EXPECT_EQ(g.method, ref.method);
+    objective += g.objective;
+    for (std::size_t j = 0; j < p.size(); ++j) dp[j] += g.wrt_parameters[j];
+    lambda = g.wrt_initial_state;
+  }
+  // The whole chain against one gradient over [0, 10]: the pieces restart
+  // CVODES at the cuts, so the two differ by the forward pass's tolerance
+  // (1e-12 here), well below kGradientRelTol.
+  const Problem<LotkaVolterra> whole{LotkaVolterra{}, {1.0, 1.0}, p, {0.0, 10.0}};
+  const GradientResult one = gradient(whole, all, adj, o);
+  EXPECT_LT(rel_err(objective, one.objective), kGradientRelTol);
+  EXPECT_LT(max_rel_err(dp, one.wrt_parameters), kGradientRelTol);
+  EXPECT_LT(max_rel_err(lambda, one.wrt_initial_state), kGradientRelTol);
+}
+
+TEST(CvodesGradient, PendingGradientRefusesMisuseByName) {
+  Problem<LotkaVolterra> pr{LotkaVolterra{}, {1.0, 1.0}, {1.5, 1.0, 3.0, 1.0}, {0.0, 2.0}};
+  const TerminalAndRunning obj;
+  PendingGradient g = begin_gradient(pr, obj, CvodesAdjoint{}, cvodes(Method::CvodesBdf, 1e-8, 1e-10));
+  EXPECT_EQ(g.end_state().size(), 2u);
+  try {
+    (void)g.finish(std::vector<double>{1.0, 2.0, 3.0});
+    FAIL() << "expected an error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 entries for 2 states"), std::string::npos) << e.what();
+  }
+  (void)g.finish({});
+  try {
+    (void)g.finish({});
+    FAIL() << "expected an error";
+  } catch (const costate::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("once"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

@@ -137,6 +137,9 @@ struct CvodesAdjoint {
   /// interpolation's points (Hermite: y and y'; polynomial: y), each of
   /// `copies` vectors (2 when a sensitivity is stored with y).
   int resolved_steps(std::size_t n, std::size_t copies = 1) const;
+  /// The spacing as method strings print it: "100" when fixed, "5548 auto"
+  /// when chosen for n states (resolved_steps), "auto" when n = 0 (not known).
+  std::string steps_label(std::size_t n, std::size_t copies = 1) const;
   /// Tolerances of the backward problem (λ); 0: the integrator's rtol and
   /// (scalar) atol.
   double rtol = 0.0;
@@ -328,6 +331,38 @@ void adjoint(const System& sys, const Settings& settings, const CvodesAdjoint& a
              const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump,
              std::vector<double>& lambda, std::vector<double>& mu, Stats& forward, Stats& backward);
 
+/// adjoint() in its two halves, for a chain of problems each starting where
+/// the one before ended (a PEtab experiment cut at switches in time): the
+/// constructor runs the forward pass (adjoint()'s step 1: the λ jumps at
+/// every stop, from `jump`) and keeps CVODES' checkpoints, so the next
+/// problem starts from final_state() without integrating this one again;
+/// backward() runs the backward pass once, later, with `lambda_end` (n
+/// entries, or empty) added to the jump at the last stop — the λ the later
+/// problems carry back to this one's end. `sys` must outlive the pass. The
+/// memory of the checkpoints (CvodesAdjoint::steps Hermite points of 2
+/// vectors each) is held until the pass is destroyed. adjoint() is this
+/// with an empty lambda_end — the same bits.
+class AdjointPass {
+ public:
+  AdjointPass(const System& sys, const Settings& settings, const CvodesAdjoint& adj, double t0,
+              const std::vector<double>& y0, std::span<const double> stops,
+              const std::function<void(std::size_t k, double t, const double* y, double* dlambda)>& jump);
+  ~AdjointPass();
+  AdjointPass(AdjointPass&&) noexcept;
+  AdjointPass& operator=(AdjointPass&&) noexcept;
+  /// y at the last stop.
+  const std::vector<double>& final_state() const;
+  /// The forward pass's counters (checkpoints too).
+  const Stats& forward() const;
+  /// λ(t0) into `lambda` (n), μ(t0) into `mu` (np), counters into `backward`.
+  void backward(std::span<const double> lambda_end, std::vector<double>& lambda,
+                std::vector<double>& mu, Stats& backward);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// The matrix the backend assembles for `solver` (resolved as
 /// resolve_linear_solver does) at (t, y): f_y, or −f_yᵀ when `backward` —
 /// through the same SUNMatrix and fill routine the Newton iterations use —
@@ -442,6 +477,59 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
 template <Model M, class O>
 GradientResult cvodes_gradient(const Problem<M>& problem, const O& objective,
                                const CvodesAdjoint* adjoint, IntegratorOptions options);
+
+/// CvodesAdjoint on a System without events, in two halves: the forward
+/// pass now, PendingCvodesGradient::finish the backward pass (PendingGradient
+/// is the public face; cvodes_gradient without events is this, finished at
+/// once). `system` must outlive the result.
+struct PendingCvodesGradient;
+std::unique_ptr<PendingCvodesGradient> begin_cvodes_gradient(const System& system,
+                                                             std::span<const double> y0,
+                                                             std::span<const double> p, double t0,
+                                                             double t1, const CvodesAdjoint& adjoint,
+                                                             IntegratorOptions options);
+}  // namespace detail
+
+/// A CvodesAdjoint gradient whose backward pass waits, for a chain of
+/// problems each starting where the one before ended (a PEtab experiment
+/// cut at switches in time): made, it runs the forward pass and keeps
+/// CVODES' checkpoints; end_state() is y(t1), from which the next problem
+/// starts, so no problem is integrated twice; finish(λ_end), called once,
+/// later problems first, runs the backward pass for the objective
+/// J + λ_endᵀ y(t1) — λ_end the later problems' dJ/dy(t1) — and returns
+/// what ode::gradient returns for it, except that `objective` is J alone.
+/// Models without events (their adjoint restarts at every instant and
+/// takes ode::gradient). The checkpoints' memory (CvodesAdjoint::steps
+/// Hermite points of 2 n-vectors) is held until finish or destruction.
+/// Made by begin_gradient.
+class PendingGradient {
+ public:
+  /// `keep` holds what `system` reads by reference (its model and
+  /// objective: make_system), for as long as the pending gradient lives.
+  PendingGradient(std::shared_ptr<const void> keep, System system, std::span<const double> y0,
+                  std::span<const double> p, double t0, double t1, const CvodesAdjoint& adjoint,
+                  const IntegratorOptions& options);
+  ~PendingGradient();
+  PendingGradient(PendingGradient&&) noexcept;
+  PendingGradient& operator=(PendingGradient&&) noexcept;
+  /// y(t1): the forward pass's state at the last stop (n entries).
+  const std::vector<double>& end_state() const;
+  /// The backward pass (once); `lambda_end` has n entries or none.
+  GradientResult finish(std::span<const double> lambda_end = {});
+
+ private:
+  std::shared_ptr<const void> keep_;
+  std::unique_ptr<System> system_;
+  std::unique_ptr<detail::PendingCvodesGradient> run_;
+};
+
+/// PendingGradient for a model and an objective (as ode::gradient with
+/// CvodesAdjoint; defined in detail/cvodes_gradient.hpp).
+template <Model M, class O>
+PendingGradient begin_gradient(const Problem<M>& problem, const O& objective,
+                               const CvodesAdjoint& adjoint, const IntegratorOptions& options);
+
+namespace detail {
 
 /// Seeded directions for cvodes_observed_sensitivities: `ns` ≥ np
 /// directions, direction j < np moving parameter j (its right-hand side
