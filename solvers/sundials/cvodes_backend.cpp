@@ -318,12 +318,12 @@ void AdjointPass::backward(std::span<const double> lambda_end, std::vector<doubl
                            std::vector<double>& mu, Stats& backward) {
   Impl& m = *impl_;
   COSTATE_CHECK(!m.done, "CVODES backend: AdjointPass::backward runs once");
-  m.done = true;
   const System& sys = *m.sys;
   const std::size_t n = sys.n, np = sys.np, K = m.stops.size();
   COSTATE_CHECK(lambda_end.empty() || lambda_end.size() == n,
                 "CVODES backend: λ at the end has " << lambda_end.size() << " entries for " << n
                                                     << " states");
+  m.done = true;
   Objects& o = m.o;
   Context& ctx = m.ctx;
   const std::span<const double> stops = m.stops;

@@ -180,12 +180,12 @@ std::string adjoint_method_name(const CvodesAdjoint& adjoint, std::size_t na) {
 }
 }  // namespace
 
-/// A CvodesAdjoint gradient without events in two halves (gradient.hpp,
+/// A CvodesAdjoint gradient without events in two halves (cvodes.hpp,
 /// PendingGradient): the forward pass when made, the backward pass in
-/// finish(). Everything the passes read lives here, at fixed addresses.
+/// finish(). Everything the passes read lives here, at fixed addresses
+/// (the System is the caller's).
 struct PendingCvodesGradient {
   std::chrono::steady_clock::time_point start;
-  const System* system = nullptr;
   std::vector<double> p, y0a, y_end;
   IntegratorOptions options;  ///< with the adjoint's forward tolerances
   std::string method;
@@ -207,7 +207,6 @@ std::unique_ptr<PendingCvodesGradient> begin_cvodes_gradient(const System& syste
                                                              IntegratorOptions options) {
   auto g = std::make_unique<PendingCvodesGradient>();
   g->start = std::chrono::steady_clock::now();
-  g->system = &system;
   const std::size_t n = system.n_model_states(), na = system.n_states();
   const std::size_t np = system.n_parameters();
   COSTATE_CHECK(n > 0, "gradient: the problem has no states");
