@@ -210,6 +210,19 @@ TEST(Events, DoseAtAParameterTime) {
   check_model(problem, [](const auto* u, double t1) { return dose_closed(u, t1); }, "dose");
 }
 
+TEST(Events, PendingGradientRefusesAModelWithEventsByName) {
+  // Its adjoint restarts at every instant: one ode::gradient call, not a
+  // pending forward pass (cvodes.hpp, PendingGradient).
+  ode::Problem<Dose> problem{Dose{}, {2.0}, {0.7, 1.3, 0.5}, {0.0, 3.0}};
+  try {
+    (void)ode::begin_gradient(problem, FirstStateAtEnd{}, ode::CvodesAdjoint{},
+                              {.method = ode::Method::CvodesBdf});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model has events"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Events, BouncingBall) {
   ode::Problem<Ball> problem{Ball{}, {1.0, 0.3}, {9.81, 0.8}, {0.0, 0.6}};
   check_model(problem, [](const auto* u, double t1) { return ball_closed(u, t1); }, "ball");
