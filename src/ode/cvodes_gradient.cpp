@@ -482,6 +482,8 @@ PendingGradient& PendingGradient::operator=(PendingGradient&&) noexcept = defaul
 
 const std::vector<double>& PendingGradient::end_state() const { return run_->y_end; }
 
+std::int64_t PendingGradient::forward_steps() const { return run_->pass->forward().steps; }
+
 GradientResult PendingGradient::finish(std::span<const double> lambda_end) {
   return run_->finish(lambda_end);
 }

@@ -514,6 +514,8 @@ class PendingGradient {
   PendingGradient& operator=(PendingGradient&&) noexcept;
   /// y(t1): the forward pass's state at the last stop (n entries).
   const std::vector<double>& end_state() const;
+  /// The forward pass's accepted steps.
+  std::int64_t forward_steps() const;
   /// The backward pass (once); `lambda_end` has n entries or none.
   GradientResult finish(std::span<const double> lambda_end = {});
 
