@@ -255,12 +255,14 @@ constexpr double kSwitchMargin = 1e-13;
 /// whose forward pass took fewer steps than 1/kReleaseFraction of them is
 /// not held: when its backward pass comes, its forward pass is integrated
 /// again from the same start state with as many points as it took steps
-/// (kReleaseMargin more) — one checkpoint interval either way, so the same
-/// steps and the same bits, at most that fraction of the points' worth of
-/// steps. Chen_MSB2009's 0.01-wide ramp segments (68–155 steps against
-/// 5 548 points, 45 MB each).
+/// (kReleaseMargin more, and at least kReleaseMinPoints: polynomial
+/// interpolation needs 13 on cvodes_adams) — one checkpoint interval either
+/// way, so the same steps and the same bits, at most that fraction of the
+/// points' worth of steps. Chen_MSB2009's 0.01-wide ramp segments (68–155
+/// steps against 5 548 points, 45 MB each).
 constexpr std::int64_t kReleaseFraction = 16;
 constexpr std::int64_t kReleaseMargin = 8;
+constexpr std::int64_t kReleaseMinPoints = 16;
 
 /// The switch times of the SBML piecewise inputs (sbml::Model::
 /// time_switches): each g(t) = lhs − rhs of a time comparison that is
@@ -1270,21 +1272,22 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<std::int64_t> released_steps(pending.size(), 0);
     auto begin_segment = [&](std::size_t sg, const ode::CvodesAdjoint& adjoint) {
       const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &no_lambda, &y_end};
-      try {
-        return ode::begin_gradient(segment(sg, starts[sg], false), objective, adjoint, gradient_integrator);
-      } catch (const Error& e) {
-        throw Error(what + ": " + e.what());
-      }
+      return ode::begin_gradient(segment(sg, starts[sg], false), objective, adjoint, gradient_integrator);
     };
     if (chained) {
       const std::int64_t points = chain_adjoint->resolved_steps(ny);
       for (std::size_t sg = 0; sg < n_seg; ++sg) {
-        ode::PendingGradient g = begin_segment(sg, *chain_adjoint);
-        if (sg + 1 < n_seg) starts[sg + 1] = g.end_state();
-        if (sg + 1 == n_seg || g.forward_steps() * kReleaseFraction >= points)
-          pending[sg].emplace(std::move(g));
+        std::optional<ode::PendingGradient> g;
+        try {
+          g.emplace(begin_segment(sg, *chain_adjoint));
+        } catch (const Error& e) {
+          throw Error(what + ": " + e.what());
+        }
+        if (sg + 1 < n_seg) starts[sg + 1] = g->end_state();
+        if (sg + 1 == n_seg || g->forward_steps() * kReleaseFraction >= points)
+          pending[sg] = std::move(g);
         else
-          released_steps[sg] = g.forward_steps();
+          released_steps[sg] = g->forward_steps();
       }
     } else {
       for (std::size_t sg = 0; sg + 1 < n_seg; ++sg) starts[sg + 1] = simulate(sg, starts[sg], false);
@@ -1312,7 +1315,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
         if (chained) {
           if (!pending[sg]) {  // released: its forward pass again, with points for its steps
             ode::CvodesAdjoint again = *chain_adjoint;
-            again.steps = static_cast<int>(released_steps[sg] + kReleaseMargin);
+            again.steps = static_cast<int>(std::max(released_steps[sg] + kReleaseMargin, kReleaseMinPoints));
             pending[sg].emplace(begin_segment(sg, again));
           }
           g = pending[sg]->finish(lambda);  // J alone: no λᵀy(end) term

@@ -122,6 +122,18 @@ TEST(PetabTimeSwitch, EveryDerivativeCarriesTheMovingSwitch) {
       EXPECT_NEAR(r.fim[static_cast<std::size_t>(3 * i + j)], c.F[i][j], kRelTol * fscale)
           << "F(" << i << ", " << j << ")";
   }
+  // The adjoint with polynomial interpolation on cvodes_adams: the first
+  // segment's forward pass (a few steps against 100 points) is not held but
+  // integrated again at its backward pass, with at least the 13 points that
+  // interpolation needs there (evaluate.cpp, kReleaseMinPoints).
+  petab::Options poly = adj;
+  poly.fim = false;
+  poly.integrator.method = costate::ode::Method::CvodesAdams;
+  poly.method = costate::ode::CvodesAdjoint{.interpolation = costate::ode::CvodesInterpolation::Polynomial,
+                                            .forward_tolerance_factor = petab::kAdjointForwardTolerance};
+  const petab::Result rp = petab::evaluate(pb, x, poly);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(rp.gradient[static_cast<std::size_t>(i)], c.grad[i], kRelTol * gscale) << "polynomial, entry " << i;
   // The gradient by seeded forward sensitivities.
   petab::Options fwd;
   fwd.gradient = true;
