@@ -23,6 +23,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "cvodes_linear_solver.hpp"
+#include "sundials/serial_vector.hpp"
 
 namespace costate::ode::cvodes::internal {
 
@@ -176,8 +177,7 @@ inline void check(const Context& ctx, int flag, const char* call) {
 }
 
 inline N_Vector new_vector(std::size_t n, SUNContext ctx, const double* values = nullptr) {
-  N_Vector v = N_VNew_Serial(static_cast<sunindextype>(std::max<std::size_t>(n, 1)), ctx);
-  COSTATE_CHECK(v != nullptr, "CVODES backend: N_VNew_Serial failed");
+  N_Vector v = costate::detail::new_serial_vector(std::max<std::size_t>(n, 1), ctx);
   if (values)
     std::copy(values, values + n, data(v));
   else

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "costate/core/error.hpp"
+#include "sundials/serial_vector.hpp"
 
 namespace costate::ode::cvodes {
 
@@ -202,8 +203,7 @@ std::vector<double> assemble(const System& sys, CvodesLinearSolver solver, bool 
     }
   } o;
   COSTATE_CHECK(SUNContext_Create(nullptr, &o.ctx) >= 0, "CVODES backend: SUNContext_Create failed");
-  o.v = N_VNew_Serial(static_cast<sunindextype>(std::max<std::size_t>(n, 1)), o.ctx);
-  COSTATE_CHECK(o.v != nullptr, "CVODES backend: N_VNew_Serial failed");
+  o.v = costate::detail::new_serial_vector(std::max<std::size_t>(n, 1), o.ctx);
   struct Solver {
     NewtonLinearSolver ls;
     ~Solver() { destroy(ls); }

@@ -28,6 +28,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/nonlinear/detail/newton.hpp"
+#include "sundials/serial_vector.hpp"
 
 namespace costate::nonlinear::detail {
 namespace {
@@ -224,9 +225,8 @@ Summary newton_kinsol(const Problem& problem, std::vector<double>& x, const Opti
 
   Objects o;
   check(SUNContext_Create(nullptr, &o.sunctx), "SUNContext_Create");
-  o.u = N_VNew_Serial(n, o.sunctx);
-  o.scale = N_VNew_Serial(n, o.sunctx);
-  COSTATE_CHECK(o.u && o.scale, "nonlinear::solve (kinsol backend): N_VNew_Serial failed");
+  o.u = costate::detail::new_serial_vector(static_cast<std::size_t>(n), o.sunctx);
+  o.scale = costate::detail::new_serial_vector(static_cast<std::size_t>(n), o.sunctx);
   N_VConst(1.0, o.scale);
   std::copy(x.begin(), x.end(), N_VGetArrayPointer(o.u));
   o.kin = KINCreate(o.sunctx);
