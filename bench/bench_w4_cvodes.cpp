@@ -40,6 +40,7 @@
 #include "costate/core/environment.hpp"
 #include "costate/ode/gradient.hpp"
 #include "costate/ode/models.hpp"
+#include "sundials/serial_vector.hpp"
 
 namespace {
 
@@ -178,10 +179,21 @@ struct Plain {
   Plain() { CHECK_FLAG(SUNContext_Create(nullptr, &ctx)); }
   ~Plain() { SUNContext_Free(&ctx); }
   int rob_steps = 150, lv_steps = 100;  // steps between checkpoints (CVodeAdjInit)
+  // The vectors' operations: SUNDIALS' serial module as Debian ships it
+  // (built without optimisation), or the ones costate's backend installs
+  // (solvers/sundials/serial_vector.hpp; the same bits) — the program is
+  // otherwise the same.
+  bool costate_vectors = false;
+
+  N_Vector vec(sunindextype n) const {
+    N_Vector v = N_VNew_Serial(n, ctx);
+    if (costate_vectors) costate::detail::use_costate_operations(v);
+    return v;
+  }
 
   double robertson(bool adjoint, std::vector<double>* grad) {
     RobData data;
-    N_Vector y = N_VNew_Serial(3, ctx), atol = N_VNew_Serial(3, ctx), q = N_VNew_Serial(1, ctx);
+    N_Vector y = vec(3), atol = vec(3), q = vec(1);
     d(y)[0] = 1.0, d(y)[1] = 0.0, d(y)[2] = 0.0;
     d(atol)[0] = 1e-8, d(atol)[1] = 1e-14, d(atol)[2] = 1e-6;
     N_VConst(0.0, q);
@@ -212,8 +224,8 @@ struct Plain {
       CHECK_FLAG(CVodeF(mem, T, y, &t, CV_NORMAL, &ncheck));
       CHECK_FLAG(CVodeGetQuad(mem, &tq, q));
       G = d(q)[0];
-      yB = N_VNew_Serial(3, ctx);
-      qB = N_VNew_Serial(3, ctx);
+      yB = vec(3);
+      qB = vec(3);
       N_VConst(0.0, yB);
       N_VConst(0.0, qB);
       int which = 0;
@@ -250,7 +262,7 @@ struct Plain {
 
   double lotka_volterra(bool adjoint, std::vector<double>* grad) {
     LvData data;
-    N_Vector y = N_VNew_Serial(2, ctx);
+    N_Vector y = vec(2);
     d(y)[0] = 1.0, d(y)[1] = 1.0;
     void* mem = CVodeCreate(CV_BDF, ctx);
     CHECK_FLAG(CVodeInit(mem, lv_f, 0.0, y));
@@ -278,8 +290,8 @@ struct Plain {
     SUNMatrix AB = nullptr;
     SUNLinearSolver LSB = nullptr;
     if (adjoint) {
-      yB = N_VNew_Serial(2, ctx);
-      qB = N_VNew_Serial(4, ctx);
+      yB = vec(2);
+      qB = vec(4);
       d(yB)[0] = 2 * (ys[9][0] - 1);
       d(yB)[1] = 2 * (ys[9][1] - 1);
       N_VConst(0.0, qB);
@@ -376,6 +388,8 @@ int main(int argc, char** argv) {
   costate::Environment env(argc, argv);
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 51;
   Plain plain;
+  Plain plain_cv;  // the same program on costate's vector operations
+  plain_cv.costate_vectors = true;
 
   // Robertson.
   const Problem<Robertson> rob{Robertson{}, {1.0, 0.0, 0.0}, {0.04, 1e4, 3e7}, {0.0, 4e7}};
@@ -495,7 +509,7 @@ int main(int argc, char** argv) {
                 max_rel(g1, g_plain_lv), max_rel(l1.wrt_parameters, g_plain_lv));
   }
 
-  std::vector<double> t[16];
+  std::vector<double> t[19];
   for (int r = 0; r < repeats; ++r) {
     std::vector<double> g;
     t[0].push_back(seconds([&] { plain.robertson(false, nullptr); }));
@@ -514,21 +528,29 @@ int main(int argc, char** argv) {
     t[12].push_back(seconds([&] { (void)gradient(rob, IntegralOfY3{}, rob_adj_one, rob_opt); }));
     t[13].push_back(seconds([&] { plain_one.lotka_volterra(true, &g); }));
     t[14].push_back(seconds([&] { (void)gradient(lv, obs, lv_adj_one, lv_opt); }));
+    t[15].push_back(seconds([&] { plain_cv.robertson(false, nullptr); }));
+    t[16].push_back(seconds([&] { plain_cv.robertson(true, &g); }));
+    t[17].push_back(seconds([&] { plain_cv.lotka_volterra(false, nullptr); }));
+    t[18].push_back(seconds([&] { plain_cv.lotka_volterra(true, &g); }));
     for (NativeRow& row : native) {
       row.tf.push_back(seconds(row.forward));
       row.tg.push_back(seconds([&] { (void)row.grad(); }));
     }
   }
-  double m[16];
-  for (int i = 0; i < 15; ++i) m[i] = median(t[i]);
+  double m[19];
+  for (int i = 0; i < 19; ++i) m[i] = median(t[i]);
   std::printf("\nmedian of %d rounds (seconds)\n", repeats);
   std::printf("%-44s %12s %12s %18s\n", "task", "forward", "gradient", "gradient/forward");
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, plain CVODES (hand-written)", m[0], m[1],
               m[1] / m[0]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, plain CVODES, costate's vectors", m[15],
+              m[16], m[16] / m[15]);
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Robertson, costate cvodes_adjoint (AD)", m[2], m[3],
               m[3] / m[2]);
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, plain CVODES (hand-written)", m[4],
               m[5], m[5] / m[4]);
+  std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, plain CVODES, costate's vectors",
+              m[17], m[18], m[18] / m[17]);
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, costate cvodes_adjoint (AD)", m[6],
               m[7], m[7] / m[6]);
   std::printf("%-44s %12.3e %12.3e %18.2f\n", "Lotka-Volterra, costate continuous (dopri5)", m[8],
@@ -550,5 +572,8 @@ int main(int argc, char** argv) {
   std::printf("\ncostate backend / hand-written: Robertson forward %.2f, gradient %.2f; "
               "Lotka-Volterra forward %.2f, gradient %.2f\n",
               m[2] / m[0], m[3] / m[1], m[6] / m[4], m[7] / m[5]);
+  std::printf("costate backend / hand-written on the same (costate's) vector operations: "
+              "Robertson forward %.2f, gradient %.2f; Lotka-Volterra forward %.2f, gradient %.2f\n",
+              m[2] / m[15], m[3] / m[16], m[6] / m[17], m[7] / m[18]);
   return 0;
 }
