@@ -169,6 +169,19 @@ CvodesAdjoint forward_pass_tolerances(const CvodesAdjoint& adjoint, IntegratorOp
   return adj;
 }
 
+/// An adjoint's gradient from its backward pass: dJ/dp = μ + the stops'
+/// own ∂J/∂p terms, dJ/dy0 = λ(t0) (the model's states; not the running
+/// cost's z), with the counts of the passes.
+void fill_adjoint_result(GradientResult& result, const std::vector<double>& lambda,
+                         const std::vector<double>& mu, const std::vector<double>& mu_terms,
+                         std::size_t n, std::int64_t vjp_evaluations, const cvodes::Stats& fwd) {
+  result.wrt_parameters.resize(mu_terms.size());
+  for (std::size_t j = 0; j < mu_terms.size(); ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
+  result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
+  result.vjp_evaluations = vjp_evaluations;
+  result.checkpoints.peak_snapshots = fwd.checkpoints;
+}
+
 /// "cvodes_adjoint(steps …, interpolation[, forward at f x tolerances])".
 std::string adjoint_method_name(const CvodesAdjoint& adjoint, std::size_t na) {
   const double f = adjoint.forward_tolerance_factor;
@@ -268,11 +281,7 @@ GradientResult PendingCvodesGradient::finish(std::span<const double> lambda_end)
   const cvodes::Stats& fwd = pass->forward();
   GradientResult result;
   result.method = method;
-  result.wrt_parameters.resize(np);
-  for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
-  result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
-  result.vjp_evaluations = binding->vjp_evaluations();
-  result.checkpoints.peak_snapshots = fwd.checkpoints;
+  fill_adjoint_result(result, lambda, mu, mu_terms, n, binding->vjp_evaluations(), fwd);
   result.objective = terms->J;
   fill_summary(result, fwd, bwd, options.method, true);
   result.wall_seconds =
@@ -372,11 +381,7 @@ GradientResult cvodes_gradient(const System& system, std::span<const double> y0,
               [&](std::size_t k, double, const double* yy, double* dl) { contribute(k, yy, dl); },
               lam, mu_leg, f, bk);
         });
-    result.wrt_parameters.resize(np);
-    for (std::size_t j = 0; j < np; ++j) result.wrt_parameters[j] = mu[j] + mu_terms[j];
-    result.wrt_initial_state.assign(lambda.begin(), lambda.begin() + static_cast<std::ptrdiff_t>(n));
-    result.vjp_evaluations = binding.vjp_evaluations();
-    result.checkpoints.peak_snapshots = fwd.checkpoints;
+    fill_adjoint_result(result, lambda, mu, mu_terms, n, binding.vjp_evaluations(), fwd);
   }
   result.objective = terms.J;
   fill_summary(result, fwd, bwd, options.method, adjoint != nullptr);

@@ -212,8 +212,8 @@ struct Likelihood {
 /// constant: its direct derivatives are taken after the solve, from the
 /// recorded states), plus λᵀy at the segment's end (λ: the later
 /// segments' gradient with respect to this state; empty for the last).
-/// Records y(t_k) and y(end) of the last evaluation (all evaluations of one
-/// call lie on the same solution).
+/// Records y(t_k), and y(end) when y_end is given, of the last evaluation
+/// (all evaluations of one call lie on the same solution).
 struct SegmentLikelihood {
   const Likelihood* like = nullptr;
   const std::vector<double>* pext = nullptr;
@@ -236,8 +236,10 @@ struct SegmentLikelihood {
   }
   template <class T>
   T terminal(std::span<const T> y, std::span<const T> /*q*/) const {
-    y_end->resize(y.size());
-    for (std::size_t i = 0; i < y.size(); ++i) (*y_end)[i] = petab::plain_value(y[i]);
+    if (y_end != nullptr) {
+      y_end->resize(y.size());
+      for (std::size_t i = 0; i < y.size(); ++i) (*y_end)[i] = petab::plain_value(y[i]);
+    }
     T sum = T(0.0);
     for (std::size_t i = 0; i < lambda->size(); ++i) sum = T(sum + (*lambda)[i] * y[i]);
     return sum;
@@ -1271,7 +1273,8 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
     std::vector<double> lambda, y_end, q_bar(q.size(), 0.0);
     std::vector<std::int64_t> released_steps(pending.size(), 0);
     auto begin_segment = [&](std::size_t sg, const ode::CvodesAdjoint& adjoint) {
-      const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &no_lambda, &y_end};
+      // No λᵀy(end) term (finish adds λ), so no y(end) to record.
+      const SegmentLikelihood objective{&like_quiet, &pext, &states, first[sg], first[sg + 1], &no_lambda, nullptr};
       return ode::begin_gradient(segment(sg, starts[sg], false), objective, adjoint, gradient_integrator);
     };
     if (chained) {
