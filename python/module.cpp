@@ -585,6 +585,8 @@ class PetabProblem {
     d["simulations"] = array(r.simulations);
     d["sigmas"] = array(r.sigmas);
     d["rhs_evaluations"] = r.rhs_evaluations;
+    d["steps"] = r.steps;
+    d["backward_steps"] = r.backward_steps;
     d["method"] = costate::ode::to_string(costate::petab::Options{}.method);
     const std::size_t n = theta.size();
     d["fim"] = fim ? py::object(py::array_t<double>({n, n}, r.fim.data())) : py::object(py::none());

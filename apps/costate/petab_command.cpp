@@ -110,6 +110,10 @@ nlohmann::ordered_json json_head(const std::string& path, const petab::Result& r
   j["chi2"] = r.chi2;
   j["log_prior"] = r.log_prior;
   j["warnings"] = nlohmann::ordered_json::array();  // none found for a PEtab evaluation
+  // What was integrated (petab::Result; all ranks').
+  j["steps"] = r.steps;
+  j["backward_steps"] = r.backward_steps;
+  j["rhs_evaluations"] = r.rhs_evaluations;
   return j;
 }
 
@@ -224,7 +228,8 @@ int petab_sensitivity(const Environment& env, const CommandArgs& args) {
     std::cout << "  " << std::left << std::setw(28) << ids[e] << std::right << r.gradient[e] << "\n";
   if (fim_asked) print_fim(std::cout, ids, all.fim);
   std::cout << std::setprecision(3) << "first gradient after " << first << " s (load " << load
-            << " s, gradient " << grad << " s)";
+            << " s, gradient " << grad << " s; " << r.steps << " forward and " << r.backward_steps
+            << " backward steps)";
   if (fim_asked)
     std::cout << (fim_with_gradient ? "; Fisher information from the gradient's forward sensitivities"
                                     : "; Fisher information ")

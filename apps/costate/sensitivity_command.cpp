@@ -198,6 +198,9 @@ void print_json(const io::RunConfig& cfg, const CommandArgs& args, const Sensiti
   j["steps"] = out.steps;
   j["forward_steps"] = out.forward_steps;
   j["recomputed_steps"] = out.recomputed_steps;
+  // The adjoint's own backward integration (continuous, CVODES, IDAS;
+  // 0 for a discrete adjoint's sweep and forward sensitivities).
+  j["backward_steps"] = r.backward_steps;
   j["checkpoints"] = out.peak_snapshots;
   // As `run`: wall_seconds of the whole gradient (its own forward pass and
   // the sweeps), and of the forward integration alone (ode::integrate of

@@ -124,6 +124,7 @@ void add_counters(const ode::GradientResult& g, bool first, ode::GradientResult&
   sum.checkpoints.peak_snapshots = std::max(sum.checkpoints.peak_snapshots, g.checkpoints.peak_snapshots);
   sum.rhs_evaluations += g.rhs_evaluations;
   sum.vjp_evaluations += g.vjp_evaluations;
+  sum.backward_steps += g.backward_steps;
   sum.wall_seconds += g.wall_seconds;
 }
 

@@ -629,6 +629,7 @@ GradientResult continuous_adjoint_gradient(const System& system, std::span<const
                             " rejected)";
   result.rhs_evaluations =
       result.summary.rhs_evaluations + interpolant_rhs + back_summary.rhs_evaluations;
+  result.backward_steps = back_summary.steps;
   result.vjp_evaluations = adjoint_model->linearizations();
   result.steps = StepPlan(std::move(times), std::move(orders), std::move(instants));
   result.wall_seconds =

@@ -148,6 +148,7 @@ void fill_summary(GradientResult& result, const cvodes::Stats& fwd, const cvodes
   result.checkpoints.steps = fwd.steps;
   result.checkpoints.forward_steps = fwd.steps;
   result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+  result.backward_steps = adjoint ? bwd.steps : 0;
 }
 
 /// The adjoint's forward pass at forward_tolerance_factor × the tolerances

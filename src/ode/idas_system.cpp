@@ -403,6 +403,7 @@ GradientResult idas_gradient(const System& system, std::span<const double> y0,
   result.checkpoints.steps = fwd.steps;
   result.checkpoints.forward_steps = fwd.steps;
   result.rhs_evaluations = fwd.rhs_evaluations + bwd.rhs_evaluations;
+  if (adjoint) result.backward_steps = bwd.steps;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.summary.wall_seconds = result.wall_seconds;

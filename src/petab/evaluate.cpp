@@ -1014,6 +1014,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
       if (!sol.summary.success())
         throw Error(what + ": the simulation failed: " + sol.summary.message);
       result.rhs_evaluations += static_cast<std::size_t>(sol.summary.rhs_evaluations);
+      result.steps += static_cast<std::size_t>(sol.summary.steps);
       if (observe)
         for (std::size_t k = first[sg]; k < first[sg + 1]; ++k) {
           const auto j = static_cast<std::size_t>(
@@ -1133,6 +1134,7 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
           throw Error(what + ": the forward sensitivities: " + e.what());
         }
         result.rhs_evaluations += static_cast<std::size_t>(o.summary.rhs_evaluations);
+        result.steps += static_cast<std::size_t>(o.summary.steps);
         for (std::size_t j = 0; j < times.size(); ++j) {
           const std::vector<double> yj(o.states.begin() + static_cast<std::ptrdiff_t>(j * ny),
                                        o.states.begin() + static_cast<std::ptrdiff_t>((j + 1) * ny));
@@ -1331,6 +1333,10 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
         throw Error(what + ": " + e.what());
       }
       result.rhs_evaluations += static_cast<std::size_t>(g.rhs_evaluations);
+      result.steps += static_cast<std::size_t>(g.summary.steps);
+      if (chained)  // a released segment's first forward pass (0 for a held one)
+        result.steps += static_cast<std::size_t>(released_steps[sg]);
+      result.backward_steps += static_cast<std::size_t>(g.backward_steps);
       double carried = 0.0;  // λᵀ y(end): not part of −log p
       if (!chained)
         for (std::size_t i = 0; i < lambda.size(); ++i) carried += lambda[i] * y_end[i];
@@ -1440,10 +1446,13 @@ Result evaluate(const Problem& pb, const std::vector<double>& theta, const Optio
           result.sigmas[i] = hs[2 * i + 1];
         }
     }
-    long long count[2] = {static_cast<long long>(result.rhs_evaluations), static_cast<long long>(directions)};
-    MPI_Allreduce(MPI_IN_PLACE, count, 2, MPI_LONG_LONG, MPI_SUM, comm);
+    long long count[4] = {static_cast<long long>(result.rhs_evaluations), static_cast<long long>(directions),
+                          static_cast<long long>(result.steps), static_cast<long long>(result.backward_steps)};
+    MPI_Allreduce(MPI_IN_PLACE, count, 4, MPI_LONG_LONG, MPI_SUM, comm);
     result.rhs_evaluations = static_cast<std::size_t>(count[0]);
     directions = static_cast<std::size_t>(count[1]);
+    result.steps = static_cast<std::size_t>(count[2]);
+    result.backward_steps = static_cast<std::size_t>(count[3]);
   } else if (!failure.empty()) {
     throw Error(failure);
   }

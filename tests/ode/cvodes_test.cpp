@@ -249,6 +249,13 @@ TEST(CvodesGradient, RobertsonIntegralAdjointAgreesWithForwardAndDifferences) {
   constexpr double kStiffGradientRelTol = 1e-5;
   EXPECT_LT(max_rel_err(adj.wrt_parameters, fw.wrt_parameters), kStiffGradientRelTol);
   EXPECT_LT(max_rel_err(adj.wrt_initial_state, fw.wrt_initial_state), kStiffGradientRelTol);
+  // The backward integration's steps: the adjoint's, as its report says;
+  // none for forward sensitivities.
+  EXPECT_EQ(fw.backward_steps, 0);
+  EXPECT_GT(adj.backward_steps, 0);
+  EXPECT_NE(adj.summary.message.find("backward pass " + std::to_string(adj.backward_steps) + " steps"),
+            std::string::npos)
+      << adj.summary.message;
   // Central differences in k1 (relative step 1e-4: truncation ~1e-8, the
   // solver's noise 1e-9·G/1e-4 ~ 1e-5).
   constexpr double kStiffFdRelTol = 1e-4;

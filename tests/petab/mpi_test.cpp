@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "costate/core/error.hpp"
@@ -51,6 +52,8 @@ void expect_same(const petab::Result& dist, const petab::Result& serial) {
     EXPECT_LE(floored_err(dist.sigmas[i], serial.sigmas[i]), kRankTol) << "measurement " << i;
   }
   EXPECT_EQ(dist.rhs_evaluations, serial.rhs_evaluations);
+  EXPECT_EQ(dist.steps, serial.steps);  // every rank's integrations, summed
+  EXPECT_EQ(dist.backward_steps, serial.backward_steps);
   ASSERT_EQ(dist.fim.size(), serial.fim.size());
   for (std::size_t c = 0; c < serial.fim.size(); ++c)
     EXPECT_LE(floored_err(dist.fim[c], serial.fim[c]), kRankTol) << "fim entry " << c;
@@ -70,6 +73,9 @@ void check(const fs::path& yaml, const ode::SensitivityMethod& method) {
   const petab::Result dist = petab::evaluate(pb, theta, opt, MPI_COMM_WORLD);
   const petab::Result serial = petab::evaluate(pb, theta, opt, MPI_COMM_SELF);
   expect_same(dist, serial);
+  EXPECT_GT(serial.steps, 0u);
+  // Only an adjoint integrates backward.
+  EXPECT_EQ(serial.backward_steps > 0, std::holds_alternative<ode::CvodesAdjoint>(method));
   petab::Options plain;
   expect_same(petab::evaluate(pb, theta, plain, MPI_COMM_WORLD), petab::evaluate(pb, theta, plain));
   petab::Options fim;

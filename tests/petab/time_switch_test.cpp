@@ -134,6 +134,25 @@ TEST(PetabTimeSwitch, EveryDerivativeCarriesTheMovingSwitch) {
   const petab::Result rp = petab::evaluate(pb, x, poly);
   for (int i = 0; i < 3; ++i)
     EXPECT_NEAR(rp.gradient[static_cast<std::size_t>(i)], c.grad[i], kRelTol * gscale) << "polynomial, entry " << i;
+  // What was integrated: a released segment's forward pass counts twice.
+  // Each segment takes a few steps: with 40 points per checkpoint interval
+  // every segment is held (its steps ≥ 1/16 of its points) and integrated
+  // forward once; with the default 100 the first is released and
+  // integrated again. One checkpoint interval either way, so the same
+  // forward and backward steps.
+  petab::Options held = adj;
+  held.fim = false;
+  held.method = costate::ode::CvodesAdjoint{.steps = 40,
+                                            .forward_tolerance_factor = petab::kAdjointForwardTolerance};
+  petab::Options released = held;
+  released.method = costate::ode::CvodesAdjoint{.forward_tolerance_factor = petab::kAdjointForwardTolerance};
+  const petab::Result rh = petab::evaluate(pb, x, held), rr = petab::evaluate(pb, x, released);
+  EXPECT_GT(rh.steps, 0u);
+  EXPECT_GT(rh.backward_steps, 0u);
+  EXPECT_EQ(rr.backward_steps, rh.backward_steps);
+  EXPECT_GT(rr.steps, rh.steps) << "the released first segment's pass, integrated again";
+  EXPECT_LT(rr.steps - rh.steps, rh.steps) << "only the first segment's steps again";
+  EXPECT_EQ(rr.gradient, rh.gradient);  // the same steps: the same bits
   // The gradient by seeded forward sensitivities.
   petab::Options fwd;
   fwd.gradient = true;
@@ -141,6 +160,8 @@ TEST(PetabTimeSwitch, EveryDerivativeCarriesTheMovingSwitch) {
   const petab::Result f = petab::evaluate(pb, x, fwd);
   for (int i = 0; i < 3; ++i)
     EXPECT_NEAR(f.gradient[static_cast<std::size_t>(i)], c.grad[i], kRelTol * gscale) << "forward, entry " << i;
+  EXPECT_EQ(f.backward_steps, 0u);  // forward sensitivities: no backward integration
+  EXPECT_GT(f.steps, 0u);
 }
 
 }  // namespace

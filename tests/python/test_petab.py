@@ -59,6 +59,10 @@ def test_evaluate_equals_cli_bitwise(case):
     assert r.ids == list(j["gradient"])
     assert r.gradient.dtype == np.float64 and r.gradient.shape == (len(r.ids),)
     assert r.method == j["method"]
+    # What was integrated: the same counts (one evaluation each).
+    assert (r.steps, r.backward_steps, r.rhs_evaluations) == \
+        (j["steps"], j["backward_steps"], j["rhs_evaluations"])
+    assert r.steps > 0 and r.backward_steps > 0  # the default method is an adjoint
 
 
 def test_evaluate_matches_the_suite_solution_and_differences(problem):

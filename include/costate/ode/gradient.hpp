@@ -131,6 +131,11 @@ struct GradientResult {
   /// continuous adjoint and CVODES: their forward and backward runs.
   std::int64_t rhs_evaluations = 0;
   std::int64_t vjp_evaluations = 0;
+  /// Accepted steps of the backward integration: the continuous adjoint's
+  /// and the CVODES and IDAS adjoints' (over all their legs). 0 for the
+  /// discrete adjoints (their reverse sweep retraces the forward steps:
+  /// checkpoints) and forward sensitivities.
+  std::int64_t backward_steps = 0;
   double wall_seconds = 0.0;
   /// The steps t_0 … t_l (and bdf's orders) the gradient belongs to: pass
   /// them back as `replay` to evaluate the same discrete objective elsewhere

@@ -312,6 +312,15 @@ struct Result {
   /// information E[s sᵀ] of the score s = ∂(−log p)/∂θ when the data follow
   /// the model (docs/petab.md derives it). Independent of the measured values.
   std::vector<double> fim;
+  /// What the evaluation integrated, summed over the experiments (and the
+  /// ranks): accepted steps of the time courses' forward integrations
+  /// (simulations, forward sensitivities, the adjoints' forward passes — a
+  /// pass run again, like a released segment's, counted again; not a
+  /// pre-equilibration's integration towards steady state) and of the
+  /// adjoints' backward integrations (ode::GradientResult::backward_steps),
+  /// and right-hand-side evaluations.
+  std::size_t steps = 0;
+  std::size_t backward_steps = 0;
   std::size_t rhs_evaluations = 0;
   /// Forward-sensitivity directions integrated, summed over the
   /// experiments (0 without forward sensitivities): seeded, one per
