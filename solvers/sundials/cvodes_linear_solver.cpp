@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "costate/core/error.hpp"
+#include "sundials/dense_matrix.hpp"
 #include "sundials/serial_vector.hpp"
 
 namespace costate::ode::cvodes {
@@ -114,8 +115,8 @@ NewtonLinearSolver make_newton_linear_solver(const System& sys, CvodesLinearSolv
       }
       break;
     default:
-      out.matrix = SUNDenseMatrix(n, n, ctx);
-      if (out.matrix) out.solver = SUNLinSol_Dense(y, out.matrix, ctx);
+      out.matrix = costate::detail::new_dense_matrix(n, n, ctx);
+      if (out.matrix) out.solver = costate::detail::new_dense_solver(y, out.matrix, ctx);
       break;
   }
   if (!out.matrix || !out.solver) {

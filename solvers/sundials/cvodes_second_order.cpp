@@ -13,6 +13,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/cvodes.hpp"
 #include "sundials/cvodes_internal.hpp"
+#include "sundials/dense_matrix.hpp"
 
 namespace costate::ode::cvodes {
 namespace {
@@ -204,8 +205,8 @@ void second_order_adjoint(
   check(ctx, CVodeSetUserDataB(o.mem, which2, &ctx2), "CVodeSetUserDataB");
   check(ctx, CVodeSetMaxNumStepsB(o.mem, which2, maxB), "CVodeSetMaxNumStepsB");
   const auto m2 = static_cast<sunindextype>(2 * n);
-  o2.JB = SUNDenseMatrix(m2, m2, o.sunctx);
-  o2.lsB = SUNLinSol_Dense(o2.yB, o2.JB, o.sunctx);
+  o2.JB = costate::detail::new_dense_matrix(m2, m2, o.sunctx);
+  o2.lsB = costate::detail::new_dense_solver(o2.yB, o2.JB, o.sunctx);
   COSTATE_CHECK(o2.JB && o2.lsB, "CVODES backend: dense matrix/solver creation failed");
   check(ctx, CVodeSetLinearSolverB(o.mem, which2, o2.lsB, o2.JB), "CVodeSetLinearSolverB");
   check(ctx, CVodeSetJacFnB(o.mem, which2, jacobian_second), "CVodeSetJacFnB");

@@ -25,6 +25,7 @@
 #include "costate/core/error.hpp"
 #include "costate/ode/idas.hpp"
 #include "sundials/cvodes_internal.hpp"
+#include "sundials/dense_matrix.hpp"
 
 namespace costate::ode {
 
@@ -361,9 +362,10 @@ void setup(Objects& o, DaeContext& x, const Dae& dae, const cvodes::Settings& st
     o.J = x.c.forward_ls.matrix;
     o.ls = x.c.forward_ls.solver;
   } else {
-    o.J = SUNDenseMatrix(static_cast<sunindextype>(nu), static_cast<sunindextype>(nu), o.sunctx);
+    o.J = costate::detail::new_dense_matrix(static_cast<sunindextype>(nu),
+                                           static_cast<sunindextype>(nu), o.sunctx);
     COSTATE_CHECK(o.J != nullptr, "IDAS backend: SUNDenseMatrix failed");
-    o.ls = SUNLinSol_Dense(o.y, o.J, o.sunctx);
+    o.ls = costate::detail::new_dense_solver(o.y, o.J, o.sunctx);
     COSTATE_CHECK(o.ls != nullptr, "IDAS backend: SUNLinSol_Dense failed");
   }
   ida_check(x.c, IDASetLinearSolver(o.mem, o.ls, o.J), "IDASetLinearSolver");
@@ -755,9 +757,10 @@ void adjoint(const Dae& dae, const cvodes::Settings& settings, const IdasAdjoint
     ida_check(x.c, IDASetSuppressAlgB(o.mem, which, SUNTRUE), "IDASetSuppressAlgB");
   ida_check(x.c, IDASetMaxNumStepsB(o.mem, which, static_cast<long>(settings.max_steps)),
             "IDASetMaxNumStepsB");
-  o.JB = SUNDenseMatrix(static_cast<sunindextype>(nb), static_cast<sunindextype>(nb), o.sunctx);
+  o.JB = costate::detail::new_dense_matrix(static_cast<sunindextype>(nb),
+                                          static_cast<sunindextype>(nb), o.sunctx);
   COSTATE_CHECK(o.JB != nullptr, "IDAS backend: SUNDenseMatrix failed");
-  o.lsB = SUNLinSol_Dense(o.yB, o.JB, o.sunctx);
+  o.lsB = costate::detail::new_dense_solver(o.yB, o.JB, o.sunctx);
   COSTATE_CHECK(o.lsB != nullptr, "IDAS backend: SUNLinSol_Dense failed");
   ida_check(x.c, IDASetLinearSolverB(o.mem, which, o.lsB, o.JB), "IDASetLinearSolverB");
   ida_check(x.c, IDASetJacFnB(o.mem, which, jacobian_backward), "IDASetJacFnB");

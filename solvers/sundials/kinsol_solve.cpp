@@ -28,6 +28,7 @@
 
 #include "costate/core/error.hpp"
 #include "costate/nonlinear/detail/newton.hpp"
+#include "sundials/dense_matrix.hpp"
 #include "sundials/serial_vector.hpp"
 
 namespace costate::nonlinear::detail {
@@ -270,8 +271,8 @@ Summary newton_kinsol(const Problem& problem, std::vector<double>& x, const Opti
     check(KINSetPreconditioner(o.kin, preconditioner_setup, preconditioner_solve), "KINSetPreconditioner");
     check(KINSetJacTimesVecFn(o.kin, jacobian_times), "KINSetJacTimesVecFn");
   } else {
-    o.j = SUNDenseMatrix(n, n, o.sunctx);
-    o.ls = SUNLinSol_Dense(o.u, o.j, o.sunctx);
+    o.j = costate::detail::new_dense_matrix(n, n, o.sunctx);
+    o.ls = costate::detail::new_dense_solver(o.u, o.j, o.sunctx);
     COSTATE_CHECK(o.j && o.ls, "nonlinear::solve (kinsol backend): dense matrix/solver creation failed");
     check(KINSetLinearSolver(o.kin, o.ls, o.j), "KINSetLinearSolver");
     check(KINSetJacFn(o.kin, dense_jacobian), "KINSetJacFn");

@@ -1,0 +1,43 @@
+#pragma once
+// Private: SUNDIALS' dense matrix and dense LU solver with costate-compiled
+// arithmetic (only solvers/ includes SUNDIALS headers) — for the reason of
+// serial_vector.hpp: Debian 12's SUNDIALS 6.4.1 is compiled without
+// optimisation, and its dense LU (SUNDlsMat_denseGETRF / GETRS) was 30 %
+// of the IDAS DAE benchmark at 100 unknowns.
+//
+// The objects stay SUNDIALS' own (SUNDenseMatrix, SUNLinSol_Dense: the
+// same content, IDs and pivots); only their operation tables change:
+//   matrix: zero, copy, scale-add, c A + I, matrix-vector product, clone
+//           (a clone gets these operations too: CVODES keeps its saved
+//           Jacobian in one);
+//   solver: setup (LU with partial pivoting, in place) and solve (the
+//           permuted triangular solves).
+// Each operation performs SUNDIALS' floating-point operations in SUNDIALS'
+// order — the LU: pivot on the first largest |a_ik|, the column below it
+// scaled by the pivot's reciprocal, the trailing columns updated
+// a_ij −= a_kj a_ik column by column — so results are the same bits
+// (dense_matrix_test checks each against SUNDIALS' functions).
+// dense_matrix.cpp is compiled with -ffp-contract=off.
+#include <nvector/nvector_serial.h>
+#include <sundials/sundials_context.h>
+#include <sundials/sundials_linearsolver.h>
+#include <sundials/sundials_matrix.h>
+
+namespace costate::detail {
+
+/// SUNDenseMatrix(m, n, ctx) with costate's operations; null when SUNDIALS
+/// cannot allocate (as SUNDenseMatrix). The caller owns it (SUNMatDestroy).
+SUNMatrix new_dense_matrix(sunindextype m, sunindextype n, SUNContext ctx);
+
+/// SUNLinSol_Dense(y, A, ctx) with costate's setup and solve; null when
+/// SUNDIALS refuses (as SUNLinSol_Dense). The caller owns it (SUNLinSolFree).
+SUNLinearSolver new_dense_solver(N_Vector y, SUNMatrix A, SUNContext ctx);
+
+/// Replaces A's operations by costate's (A must be a SUNDenseMatrix).
+void use_costate_operations(SUNMatrix A);
+
+/// Replaces the dense LU solver's setup and solve by costate's (S must be
+/// a SUNLinSol_Dense).
+void use_costate_operations(SUNLinearSolver S);
+
+}  // namespace costate::detail
