@@ -70,8 +70,8 @@ NewtonLinearSolver make_newton_linear_solver(const System& sys, CvodesLinearSolv
     case CvodesLinearSolver::Band: {
       sunindextype upper = sys.upper_bandwidth(), lower = sys.lower_bandwidth();
       if (side == JacobianSide::Backward) std::swap(upper, lower);  // the transpose
-      out.matrix = SUNBandMatrix(n, upper, lower, ctx);
-      if (out.matrix) out.solver = SUNLinSol_Band(y, out.matrix, ctx);
+      out.matrix = costate::detail::new_band_matrix(n, upper, lower, ctx);
+      if (out.matrix) out.solver = costate::detail::new_band_solver(y, out.matrix, ctx);
       break;
     }
     case CvodesLinearSolver::Sparse:

@@ -1,4 +1,4 @@
-// SUNDIALS' dense matrix and dense LU solver with costate's operations
+// SUNDIALS' dense and band matrices and LU solvers with costate's operations
 // (solvers/sundials/dense_matrix.hpp): each replaced operation gives the
 // bits of SUNDIALS' own on the same data — the LU factors, pivots and
 // solutions against SUNLinSolSetup/Solve_Dense (SUNDlsMat_denseGETRF /
@@ -9,9 +9,12 @@
 
 #include <nvector/nvector_serial.h>
 #include <sundials/sundials_context.h>
+#include <sunlinsol/sunlinsol_band.h>
 #include <sunlinsol/sunlinsol_dense.h>
+#include <sunmatrix/sunmatrix_band.h>
 #include <sunmatrix/sunmatrix_dense.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -161,5 +164,109 @@ TEST_P(DenseMatrix, MatrixOperationsAsSundials) {
 
 // 1, 7 (odd), 40 (the size class of the DAE benchmark's dense systems).
 INSTANTIATE_TEST_SUITE_P(Sizes, DenseMatrix, ::testing::Values(1, 7, 40));
+
+/// Band matrices N × N with bandwidths (mu, ml): a pair (SUNDIALS'
+/// operations, costate's) with the same random band entries, the fill
+/// rows above the band holding garbage (the LU must clear them).
+struct BandPair {
+  SUNMatrix ref = nullptr, ours = nullptr;
+  BandPair(sunindextype n, sunindextype mu, sunindextype ml, SUNContext ctx, unsigned seed,
+           bool diagonal)
+      : ref(SUNBandMatrix(n, mu, ml, ctx)), ours(new_band_matrix(n, mu, ml, ctx)) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (sunindextype k = 0; k < SM_LDATA_B(ref); ++k) SM_DATA_B(ref)[k] = SM_DATA_B(ours)[k] = 1e300;
+    for (sunindextype j = 0; j < n; ++j)
+      for (sunindextype i = std::max<sunindextype>(0, j - mu); i <= std::min(n - 1, j + ml); ++i) {
+        double v = u(rng);
+        if (i == j) v = diagonal ? v + 10.0 : 0.0;
+        SM_ELEMENT_B(ref, i, j) = SM_ELEMENT_B(ours, i, j) = v;
+      }
+  }
+  BandPair(const BandPair&) = delete;
+  BandPair& operator=(const BandPair&) = delete;
+  ~BandPair() {
+    SUNMatDestroy(ours);
+    SUNMatDestroy(ref);
+  }
+};
+
+void expect_same_data(SUNMatrix a, SUNMatrix b, const std::string& what) {
+  for (sunindextype k = 0; k < SM_LDATA_B(a); ++k)
+    ASSERT_EQ(bits(SM_DATA_B(a)[k]), bits(SM_DATA_B(b)[k])) << what << ", storage entry " << k;
+}
+
+TEST(BandMatrix, LuFactorsAndSolvesAsSundials) {
+  SUNContext ctx = nullptr;
+  ASSERT_GE(SUNContext_Create(nullptr, &ctx), 0);
+  // (n, mu, ml): tridiagonal (n even: with a zero diagonal an odd one is
+  // singular), unsymmetric bands, a band wider than n.
+  const sunindextype shapes[][3] = {{1, 0, 0}, {10, 1, 1}, {40, 2, 5}, {40, 6, 1}, {6, 7, 7}};
+  for (const auto& sh : shapes) {
+    for (bool diagonal : {true, false}) {
+      if (!diagonal && (sh[0] == 1 || sh[2] == 0)) continue;  // nothing to pivot with
+      const std::string what = "n " + std::to_string(sh[0]) + " mu " + std::to_string(sh[1]) +
+                               " ml " + std::to_string(sh[2]) + (diagonal ? "" : ", pivoting");
+      BandPair a(sh[0], sh[1], sh[2], ctx, static_cast<unsigned>(sh[0] + 3 * sh[1] + diagonal), diagonal);
+      N_Vector y = N_VNew_Serial(sh[0], ctx);
+      SUNLinearSolver ref = SUNLinSol_Band(y, a.ref, ctx);
+      SUNLinearSolver ours = new_band_solver(y, a.ours, ctx);
+      ASSERT_EQ(SUNLinSolSetup(ref, a.ref), SUNLS_SUCCESS) << what;
+      ASSERT_EQ(SUNLinSolSetup(ours, a.ours), SUNLS_SUCCESS) << what;
+      expect_same_data(a.ref, a.ours, "band LU factors, " + what);
+      const auto* pr = static_cast<SUNLinearSolverContent_Band>(ref->content)->pivots;
+      const auto* po = static_cast<SUNLinearSolverContent_Band>(ours->content)->pivots;
+      for (sunindextype k = 0; k < sh[0]; ++k) EXPECT_EQ(pr[k], po[k]) << "pivot " << k << ", " << what;
+      N_Vector b = N_VNew_Serial(sh[0], ctx), xr = N_VNew_Serial(sh[0], ctx), xo = N_VNew_Serial(sh[0], ctx);
+      for (sunindextype i = 0; i < sh[0]; ++i) N_VGetArrayPointer(b)[i] = std::sin(1.0 + static_cast<double>(i));
+      ASSERT_EQ(SUNLinSolSolve(ref, a.ref, xr, b, 0.0), SUNLS_SUCCESS);
+      ASSERT_EQ(SUNLinSolSolve(ours, a.ours, xo, b, 0.0), SUNLS_SUCCESS);
+      for (sunindextype i = 0; i < sh[0]; ++i)
+        ASSERT_EQ(bits(N_VGetArrayPointer(xr)[i]), bits(N_VGetArrayPointer(xo)[i])) << "solution " << i << ", " << what;
+      for (N_Vector v : {b, xr, xo, y}) N_VDestroy(v);
+      SUNLinSolFree(ours);
+      SUNLinSolFree(ref);
+    }
+  }
+  SUNContext_Free(&ctx);
+}
+
+TEST(BandMatrix, SingularAndMatrixOperationsAsSundials) {
+  SUNContext ctx = nullptr;
+  ASSERT_GE(SUNContext_Create(nullptr, &ctx), 0);
+  {
+    BandPair a(12, 2, 3, ctx, 5, true);
+    for (sunindextype i = 3; i <= 8; ++i)  // column 5's band: no pivot there
+      SM_ELEMENT_B(a.ref, i, 5) = SM_ELEMENT_B(a.ours, i, 5) = 0.0;
+    N_Vector y = N_VNew_Serial(12, ctx);
+    SUNLinearSolver ref = SUNLinSol_Band(y, a.ref, ctx), ours = new_band_solver(y, a.ours, ctx);
+    EXPECT_EQ(SUNLinSolSetup(ref, a.ref), SUNLS_LUFACT_FAIL);
+    EXPECT_EQ(SUNLinSolSetup(ours, a.ours), SUNLS_LUFACT_FAIL);
+    EXPECT_EQ(SUNLinSolLastFlag(ours), SUNLinSolLastFlag(ref));
+    SUNLinSolFree(ours);
+    SUNLinSolFree(ref);
+    N_VDestroy(y);
+  }
+  BandPair a(30, 3, 2, ctx, 9, true);
+  ASSERT_EQ(SUNMatScaleAddI(-0.37, a.ref), SUNMAT_SUCCESS);
+  ASSERT_EQ(SUNMatScaleAddI(-0.37, a.ours), SUNMAT_SUCCESS);
+  expect_same_data(a.ref, a.ours, "c A + I");
+  SUNMatrix c = SUNMatClone(a.ours);  // CVODES' saved Jacobian
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->ops->scaleaddi, a.ours->ops->scaleaddi);
+  EXPECT_NE(c->ops->scaleaddi, a.ref->ops->scaleaddi);  // really replaced
+  ASSERT_EQ(SUNMatCopy(a.ours, c), SUNMAT_SUCCESS);
+  expect_same_data(a.ours, c, "copy into the clone");
+  ASSERT_EQ(SUNMatZero(c), SUNMAT_SUCCESS);
+  for (sunindextype k = 0; k < SM_LDATA_B(c); ++k) ASSERT_EQ(bits(SM_DATA_B(c)[k]), 0u);
+  // Into a narrower band: SUNDIALS' copy widens it.
+  SUNMatrix narrow = new_band_matrix(30, 1, 1, ctx);
+  ASSERT_EQ(SUNMatCopy(a.ours, narrow), SUNMAT_SUCCESS);
+  EXPECT_EQ(SM_UBAND_B(narrow), 3);
+  EXPECT_EQ(bits(SM_ELEMENT_B(narrow, 4, 7)), bits(SM_ELEMENT_B(a.ours, 4, 7)));
+  SUNMatDestroy(narrow);
+  SUNMatDestroy(c);
+  SUNContext_Free(&ctx);
+}
 
 }  // namespace
