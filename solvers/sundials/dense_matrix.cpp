@@ -147,8 +147,10 @@ int setup(SUNLinearSolver S, SUNMatrix A) {
   return c->last_flag > 0 ? SUNLS_LUFACT_FAIL : SUNLS_SUCCESS;
 }
 
-int solve(SUNLinearSolver S, SUNMatrix A, N_Vector x, N_Vector b, realtype) {
-  SUNLinearSolverContent_Dense c = content_of(S);
+/// An LU solver's solve, as SUNDIALS' dense and band ones: x = b, then
+/// `in_place(x's data)`; the outcome also in the content's last_flag.
+template <class Content, class InPlace>
+int lu_solve(Content c, SUNMatrix A, N_Vector x, N_Vector b, InPlace in_place) {
   if (A == nullptr || x == nullptr || b == nullptr) {
     c->last_flag = SUNLS_MEM_NULL;
     return SUNLS_MEM_NULL;
@@ -159,9 +161,15 @@ int solve(SUNLinearSolver S, SUNMatrix A, N_Vector x, N_Vector b, realtype) {
     c->last_flag = SUNLS_MEM_FAIL;
     return SUNLS_MEM_FAIL;
   }
-  solve_in_place(SM_COLS_D(A), SM_ROWS_D(A), c->pivots, xd);
+  in_place(xd);
   c->last_flag = SUNLS_SUCCESS;
   return SUNLS_SUCCESS;
+}
+
+int solve(SUNLinearSolver S, SUNMatrix A, N_Vector x, N_Vector b, realtype) {
+  SUNLinearSolverContent_Dense c = content_of(S);
+  return lu_solve(c, A, x, b,
+                  [&](double* xd) { solve_in_place(SM_COLS_D(A), SM_ROWS_D(A), c->pivots, xd); });
 }
 
 // ---- band: N × N, bandwidths mu (upper), ml (lower), storage upper
@@ -289,19 +297,9 @@ int band_setup(SUNLinearSolver S, SUNMatrix A) {
 
 int band_solve(SUNLinearSolver S, SUNMatrix A, N_Vector x, N_Vector b, realtype) {
   SUNLinearSolverContent_Band c = band_content_of(S);
-  if (A == nullptr || x == nullptr || b == nullptr) {
-    c->last_flag = SUNLS_MEM_NULL;
-    return SUNLS_MEM_NULL;
-  }
-  N_VScale(1.0, b, x);
-  double* xd = N_VGetArrayPointer(x);
-  if (xd == nullptr) {
-    c->last_flag = SUNLS_MEM_FAIL;
-    return SUNLS_MEM_FAIL;
-  }
-  band_solve_in_place(SM_COLS_B(A), SM_COLUMNS_B(A), SM_SUBAND_B(A), SM_LBAND_B(A), c->pivots, xd);
-  c->last_flag = SUNLS_SUCCESS;
-  return SUNLS_SUCCESS;
+  return lu_solve(c, A, x, b, [&](double* xd) {
+    band_solve_in_place(SM_COLS_B(A), SM_COLUMNS_B(A), SM_SUBAND_B(A), SM_LBAND_B(A), c->pivots, xd);
+  });
 }
 
 }  // namespace
